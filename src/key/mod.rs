@@ -1,0 +1,29 @@
+//! Pipeline keys: a content hash of a pipeline's SPIR-V and one of its state (D113: content, never
+//! address). The layer reads the application's create infos into the plain descriptions of
+//! [`desc`]; this module hashes those in a defined order. Nothing here touches a pointer.
+#![forbid(unsafe_code)]
+
+pub mod desc;
+mod feed;
+mod hash;
+
+pub use hash::{compute_key, graphics_key, module_digest, KEY_VERSION};
+
+use crate::store::identity::hex;
+
+/// The key of one pipeline: 128 bits of SPIR-V hash and 128 bits of state hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PipelineKey {
+    pub spirv: [u8; 16],
+    pub state: [u8; 16],
+}
+
+/// Length of an entry's file name: 32 + 1 + 32 hex digits and `.entry`.
+pub const ENTRY_NAME_LEN: usize = 32 + 1 + 32 + ".entry".len();
+
+impl PipelineKey {
+    /// The entry's file name, `<spirv>-<state>.entry`.
+    pub fn file_name(&self) -> String {
+        format!("{}-{}.entry", hex(&self.spirv), hex(&self.state))
+    }
+}

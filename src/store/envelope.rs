@@ -1,0 +1,394 @@
+//! The envelope: the fixed 120-byte header in front of a driver's pipeline-cache data, and every
+//! check made before the driver sees a byte of it. `docs/FORMAT.md` gives the byte table.
+//!
+//! Decoding checks, in this order: the length of the envelope itself, the magic, the format, the
+//! identity fields (ABI, vendor, device, driver version, UUID), the key, the file's exact length,
+//! the data hash, and that the data begins with a version-one pipeline-cache header naming this
+//! vendor, device and UUID. Each failure is its own [`EntryError`].
+
+use super::identity::Identity;
+use crate::key::PipelineKey;
+
+pub const MAGIC: [u8; 8] = *b"PIPEKEEP";
+/// Bump when the byte layout below changes; the golden tests pin it.
+pub const FORMAT_VERSION: u32 = 1;
+pub const ENVELOPE_LEN: usize = 120;
+/// `VkPipelineCacheHeaderVersionOne`: headerSize, headerVersion, vendorID, deviceID, UUID.
+pub const CACHE_HEADER_LEN: usize = 32;
+const CACHE_HEADER_VERSION_ONE: u32 = 1;
+
+mod offset {
+    pub const MAGIC: usize = 0;
+    pub const FORMAT: usize = 8;
+    pub const ABI: usize = 12;
+    pub const VENDOR: usize = 16;
+    pub const DEVICE: usize = 20;
+    pub const DRIVER: usize = 24;
+    pub const RESERVED: usize = 28;
+    pub const UUID: usize = 32;
+    pub const SPIRV_KEY: usize = 48;
+    pub const STATE_KEY: usize = 64;
+    pub const DATA_LEN: usize = 80;
+    pub const DATA_HASH: usize = 88;
+}
+
+/// Why an entry was refused. [`EntryError::reason`] is the word logged after `reason=`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("shorter than its envelope says: {len} bytes, {expected} expected")]
+    Short { len: u64, expected: u64 },
+    #[error("longer than its envelope says: {len} bytes, {expected} expected")]
+    Long { len: u64, expected: u64 },
+    #[error("corrupt: {what}")]
+    Corrupt { what: &'static str },
+    #[error("made for another {field}")]
+    Foreign { field: &'static str },
+    #[error("holds another pipeline's key")]
+    OtherKey,
+    #[error("the data is not a version-one pipeline-cache header for this device: {what}")]
+    BadHeader { what: &'static str },
+}
+
+impl EntryError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            EntryError::Short { .. } => "short",
+            EntryError::Long { .. } => "long",
+            EntryError::Corrupt { .. } => "corrupt",
+            EntryError::Foreign { .. } => "foreign",
+            EntryError::OtherKey => "other-key",
+            EntryError::BadHeader { .. } => "bad-header",
+        }
+    }
+}
+
+/// Envelope and data, as written to disk.
+pub fn encode(identity: &Identity, key: &PipelineKey, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ENVELOPE_LEN + data.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&identity.abi.to_le_bytes());
+    out.extend_from_slice(&identity.vendor_id.to_le_bytes());
+    out.extend_from_slice(&identity.device_id.to_le_bytes());
+    out.extend_from_slice(&identity.driver_version.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&identity.cache_uuid);
+    out.extend_from_slice(&key.spirv);
+    out.extend_from_slice(&key.state);
+    out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    out.extend_from_slice(blake3::hash(data).as_bytes());
+    debug_assert_eq!(out.len(), ENVELOPE_LEN);
+    out.extend_from_slice(data);
+    out
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Checks a whole entry file for this identity and key; on success returns the driver's data.
+pub fn decode<'a>(
+    file: &'a [u8],
+    identity: &Identity,
+    key: &PipelineKey,
+) -> Result<&'a [u8], EntryError> {
+    let len = file.len() as u64;
+    if file.len() < ENVELOPE_LEN {
+        return Err(EntryError::Short {
+            len,
+            expected: ENVELOPE_LEN as u64,
+        });
+    }
+    if file[offset::MAGIC..offset::MAGIC + 8] != MAGIC {
+        return Err(EntryError::Corrupt { what: "magic" });
+    }
+    if u32_at(file, offset::FORMAT) != FORMAT_VERSION {
+        return Err(EntryError::Foreign { field: "format" });
+    }
+    if u32_at(file, offset::RESERVED) != 0 {
+        return Err(EntryError::Corrupt {
+            what: "reserved field",
+        });
+    }
+    let fields: [(&'static str, u32, u32); 4] = [
+        ("ABI", offset::ABI, identity.abi),
+        ("vendor", offset::VENDOR, identity.vendor_id),
+        ("device", offset::DEVICE, identity.device_id),
+        ("driver version", offset::DRIVER, identity.driver_version),
+    ]
+    .map(|(f, at, want)| (f, u32_at(file, at), want));
+    if let Some((field, _, _)) = fields.iter().find(|(_, got, want)| got != want) {
+        return Err(EntryError::Foreign { field });
+    }
+    if file[offset::UUID..offset::UUID + 16] != identity.cache_uuid {
+        return Err(EntryError::Foreign {
+            field: "pipeline-cache UUID",
+        });
+    }
+    if file[offset::SPIRV_KEY..offset::SPIRV_KEY + 16] != key.spirv
+        || file[offset::STATE_KEY..offset::STATE_KEY + 16] != key.state
+    {
+        return Err(EntryError::OtherKey);
+    }
+    let data_len = u64_at(file, offset::DATA_LEN);
+    let expected = (ENVELOPE_LEN as u64).saturating_add(data_len);
+    if len < expected {
+        return Err(EntryError::Short { len, expected });
+    }
+    if len > expected {
+        return Err(EntryError::Long { len, expected });
+    }
+    let data = &file[ENVELOPE_LEN..];
+    if blake3::hash(data).as_bytes()[..] != file[offset::DATA_HASH..offset::DATA_HASH + 32] {
+        return Err(EntryError::Corrupt { what: "data hash" });
+    }
+    check_cache_header(data, identity)?;
+    Ok(data)
+}
+
+/// The data must begin with `VkPipelineCacheHeaderVersionOne` naming this vendor, device and UUID.
+/// The header alone (no pipeline after it) is refused too: it is never worth handing on.
+pub fn check_cache_header(data: &[u8], identity: &Identity) -> Result<(), EntryError> {
+    if data.len() < CACHE_HEADER_LEN {
+        return Err(EntryError::BadHeader {
+            what: "shorter than a header",
+        });
+    }
+    let header_len = u32_at(data, 0) as usize;
+    if header_len < CACHE_HEADER_LEN || header_len > data.len() {
+        return Err(EntryError::BadHeader {
+            what: "header size",
+        });
+    }
+    if u32_at(data, 4) != CACHE_HEADER_VERSION_ONE {
+        return Err(EntryError::BadHeader {
+            what: "header version",
+        });
+    }
+    if u32_at(data, 8) != identity.vendor_id || u32_at(data, 12) != identity.device_id {
+        return Err(EntryError::BadHeader {
+            what: "vendor or device",
+        });
+    }
+    if data[16..32] != identity.cache_uuid {
+        return Err(EntryError::BadHeader { what: "UUID" });
+    }
+    Ok(())
+}
+
+/// True when pipeline-cache data holds more than its header: something worth keeping.
+pub fn holds_more_than_header(data: &[u8]) -> bool {
+    data.len() >= CACHE_HEADER_LEN && data.len() > u32_at(data, 0) as usize
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn identity() -> Identity {
+        Identity {
+            vendor_id: 0x1002,
+            device_id: 0x73bf,
+            driver_version: 0x0640_0007,
+            cache_uuid: [
+                0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad,
+                0xae, 0xaf,
+            ],
+            abi: 8,
+        }
+    }
+
+    pub fn key() -> PipelineKey {
+        PipelineKey {
+            spirv: [0x11; 16],
+            state: [0x22; 16],
+        }
+    }
+
+    /// Pipeline-cache data as a driver would give it: a header, then a payload.
+    pub fn cache_data(id: &Identity, payload: &[u8]) -> Vec<u8> {
+        let mut d = Vec::new();
+        d.extend_from_slice(&32u32.to_le_bytes());
+        d.extend_from_slice(&1u32.to_le_bytes());
+        d.extend_from_slice(&id.vendor_id.to_le_bytes());
+        d.extend_from_slice(&id.device_id.to_le_bytes());
+        d.extend_from_slice(&id.cache_uuid);
+        d.extend_from_slice(payload);
+        d
+    }
+
+    // If these golden tests fail, the bytes on disk changed: bump FORMAT_VERSION (and
+    // docs/FORMAT.md) so that old entries are refused as `foreign`, never misread.
+    #[test]
+    fn golden_envelope_bytes_if_these_fail_bump_the_format() {
+        let id = identity();
+        let data = cache_data(&id, b"pipeline");
+        let bytes = encode(&id, &key(), &data);
+        let mut want: Vec<u8> = Vec::new();
+        want.extend_from_slice(b"PIPEKEEP");
+        want.extend_from_slice(&[1, 0, 0, 0]); // format
+        want.extend_from_slice(&[8, 0, 0, 0]); // ABI
+        want.extend_from_slice(&[0x02, 0x10, 0, 0]); // vendor
+        want.extend_from_slice(&[0xbf, 0x73, 0, 0]); // device
+        want.extend_from_slice(&[0x07, 0x00, 0x40, 0x06]); // driver version
+        want.extend_from_slice(&[0, 0, 0, 0]); // reserved
+        want.extend_from_slice(&id.cache_uuid);
+        want.extend_from_slice(&[0x11; 16]);
+        want.extend_from_slice(&[0x22; 16]);
+        want.extend_from_slice(&[40, 0, 0, 0, 0, 0, 0, 0]); // data length
+        assert_eq!(&bytes[..88], &want[..]);
+        assert_eq!(
+            crate::store::identity::hex(&bytes[88..120]),
+            "022312dd2ba2eea633e8d38282f917ef540bf475a9c482808d9f427b18712685",
+            "BLAKE3 of the data, pinned"
+        );
+        assert_eq!(&bytes[120..], &data[..]);
+        assert_eq!(ENVELOPE_LEN, 120);
+        assert_eq!(FORMAT_VERSION, 1);
+    }
+
+    #[test]
+    fn an_entry_opens_whole_only_for_its_own_identity_and_key() {
+        let id = identity();
+        let data = cache_data(&id, &[7u8; 100]);
+        let bytes = encode(&id, &key(), &data);
+        assert_eq!(decode(&bytes, &id, &key()), Ok(&data[..]));
+    }
+
+    #[test]
+    fn every_foreign_identity_field_is_refused_as_foreign() {
+        let id = identity();
+        let bytes = encode(&id, &key(), &cache_data(&id, &[1; 8]));
+        let others = [
+            ("ABI", Identity { abi: 4, ..id }),
+            (
+                "vendor",
+                Identity {
+                    vendor_id: 0x10de,
+                    ..id
+                },
+            ),
+            ("device", Identity { device_id: 1, ..id }),
+            (
+                "driver version",
+                Identity {
+                    driver_version: 1,
+                    ..id
+                },
+            ),
+            (
+                "pipeline-cache UUID",
+                Identity {
+                    cache_uuid: [0; 16],
+                    ..id
+                },
+            ),
+        ];
+        for (field, other) in others {
+            assert_eq!(
+                decode(&bytes, &other, &key()),
+                Err(EntryError::Foreign { field })
+            );
+        }
+    }
+
+    #[test]
+    fn another_pipelines_entry_is_refused_as_other_key() {
+        let id = identity();
+        let bytes = encode(&id, &key(), &cache_data(&id, &[1; 8]));
+        let mut other = key();
+        other.state[15] ^= 1;
+        assert_eq!(decode(&bytes, &id, &other), Err(EntryError::OtherKey));
+        other = key();
+        other.spirv[0] ^= 0x80;
+        assert_eq!(decode(&bytes, &id, &other), Err(EntryError::OtherKey));
+    }
+
+    #[test]
+    fn each_damage_is_refused_with_its_own_reason() {
+        let id = identity();
+        let good = encode(&id, &key(), &cache_data(&id, &[9; 64]));
+        let reason = |b: &[u8]| decode(b, &id, &key()).unwrap_err().reason();
+        assert_eq!(reason(&[]), "short", "zero-length");
+        assert_eq!(reason(&good[..100]), "short", "cut inside the envelope");
+        assert_eq!(
+            reason(&good[..good.len() - 1]),
+            "short",
+            "cut inside the data"
+        );
+        let mut longer = good.clone();
+        longer.push(0);
+        assert_eq!(reason(&longer), "long");
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert_eq!(reason(&flipped), "corrupt", "a byte of the data");
+        flipped = good.clone();
+        flipped[100] ^= 1;
+        assert_eq!(reason(&flipped), "corrupt", "a byte of the stored hash");
+        flipped = good.clone();
+        flipped[3] ^= 1;
+        assert_eq!(reason(&flipped), "corrupt", "the magic");
+        flipped = good.clone();
+        flipped[29] = 1;
+        assert_eq!(reason(&flipped), "corrupt", "the reserved word");
+        flipped = good.clone();
+        flipped[8] = 2;
+        assert_eq!(reason(&flipped), "foreign", "another format");
+        flipped = good.clone();
+        flipped[81] ^= 1;
+        assert_eq!(reason(&flipped), "short", "the data length field");
+    }
+
+    #[test]
+    fn every_byte_of_a_good_entry_is_checked() {
+        let id = identity();
+        let good = encode(&id, &key(), &cache_data(&id, &[3; 16]));
+        for i in 0..good.len() {
+            let mut damaged = good.clone();
+            damaged[i] ^= 0x01;
+            assert!(
+                decode(&damaged, &id, &key()).is_err(),
+                "byte {i} changed and still accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_cache_header_is_refused_as_bad_header() {
+        let id = identity();
+        let mut wrong_vendor = cache_data(&id, &[1; 8]);
+        wrong_vendor[8] ^= 1;
+        let mut wrong_version = cache_data(&id, &[1; 8]);
+        wrong_version[4] = 2;
+        let mut wrong_uuid = cache_data(&id, &[1; 8]);
+        wrong_uuid[31] ^= 1;
+        let mut huge_header = cache_data(&id, &[1; 8]);
+        huge_header[0..4].copy_from_slice(&1000u32.to_le_bytes());
+        for data in [
+            vec![],
+            vec![0; 8],
+            wrong_vendor,
+            wrong_version,
+            wrong_uuid,
+            huge_header,
+        ] {
+            let bytes = encode(&id, &key(), &data);
+            assert_eq!(
+                decode(&bytes, &id, &key()).unwrap_err().reason(),
+                "bad-header"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bare_header_holds_nothing_worth_keeping() {
+        let id = identity();
+        assert!(!holds_more_than_header(&cache_data(&id, &[])));
+        assert!(holds_more_than_header(&cache_data(&id, &[0])));
+        assert!(!holds_more_than_header(&[]));
+    }
+}

@@ -1,0 +1,156 @@
+//! The device-and-driver identity an entry belongs to, and the directory it names.
+//!
+//! `<vendor>-<device>-<driver>-<uuid>`: the identity directory under `<title>/host-pipelines/`.
+//! The driver ABI (the process's pointer size) is part of the identity but not of the directory
+//! name: it is checked in each entry's envelope and enters the state key, so a 32-bit and a
+//! 64-bit build of one title keep separate entries side by side.
+
+use std::fmt::Write as _;
+
+/// The identity fields checked in every envelope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Identity {
+    pub vendor_id: u32,
+    pub device_id: u32,
+    pub driver_version: u32,
+    pub cache_uuid: [u8; 16],
+    /// Pointer size of the process in bytes (4 or 8).
+    pub abi: u32,
+}
+
+/// The ABI of this process.
+pub const HOST_ABI: u32 = std::mem::size_of::<usize>() as u32;
+
+impl Identity {
+    /// The identity directory's name, exactly as the SPEC gives it.
+    pub fn dir_name(&self) -> String {
+        format!(
+            "{:04x}-{:04x}-{:08x}-{}",
+            self.vendor_id,
+            self.device_id,
+            self.driver_version,
+            hex(&self.cache_uuid)
+        )
+    }
+}
+
+/// The parts of an identity directory's name; `None` for a name not of our making.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirName {
+    pub vendor_id: u32,
+    pub device_id: u32,
+    pub driver_version: u32,
+    pub cache_uuid: [u8; 16],
+}
+
+impl DirName {
+    pub fn parse(name: &str) -> Option<DirName> {
+        let mut parts = name.split('-');
+        let vendor = parts.next()?;
+        let device = parts.next()?;
+        let driver = parts.next()?;
+        let uuid = parts.next()?;
+        if parts.next().is_some()
+            || vendor.len() < 4
+            || device.len() < 4
+            || driver.len() != 8
+            || uuid.len() != 32
+        {
+            return None;
+        }
+        let lower_hex = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        if ![vendor, device, driver, uuid].iter().all(|s| lower_hex(s)) {
+            return None;
+        }
+        let mut cache_uuid = [0u8; 16];
+        for (i, byte) in cache_uuid.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&uuid[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(DirName {
+            vendor_id: u32::from_str_radix(vendor, 16).ok()?,
+            device_id: u32::from_str_radix(device, 16).ok()?,
+            driver_version: u32::from_str_radix(driver, 16).ok()?,
+            cache_uuid,
+        })
+    }
+
+    /// Same vendor and device, but another driver version or cache UUID: a driver change.
+    pub fn is_other_driver_of(&self, id: &Identity) -> bool {
+        self.vendor_id == id.vendor_id
+            && self.device_id == id.device_id
+            && (self.driver_version != id.driver_version || self.cache_uuid != id.cache_uuid)
+    }
+}
+
+/// Lower-case hex of some bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn radv() -> Identity {
+        Identity {
+            vendor_id: 0x1002,
+            device_id: 0x73bf,
+            driver_version: 0x6400007,
+            cache_uuid: *b"0123456789abcdef",
+            abi: 8,
+        }
+    }
+
+    #[test]
+    fn dir_name_is_vendor_device_driver_uuid_in_lower_hex() {
+        assert_eq!(
+            radv().dir_name(),
+            "1002-73bf-06400007-30313233343536373839616263646566"
+        );
+        let small = Identity {
+            vendor_id: 0x10,
+            device_id: 0x2,
+            ..radv()
+        };
+        assert!(small.dir_name().starts_with("0010-0002-"));
+    }
+
+    #[test]
+    fn dir_name_round_trips_and_foreign_names_are_refused() {
+        let id = radv();
+        let parsed = DirName::parse(&id.dir_name()).unwrap();
+        assert_eq!(parsed.cache_uuid, id.cache_uuid);
+        assert!(!parsed.is_other_driver_of(&id));
+        let newer = Identity {
+            driver_version: 7,
+            ..id
+        };
+        assert!(DirName::parse(&newer.dir_name())
+            .unwrap()
+            .is_other_driver_of(&id));
+        let other_gpu = Identity {
+            device_id: 1,
+            driver_version: 7,
+            ..id
+        };
+        assert!(!DirName::parse(&other_gpu.dir_name())
+            .unwrap()
+            .is_other_driver_of(&id));
+        for bad in [
+            "",
+            "x",
+            "1002-73bf-06400007",
+            "1002-73BF-06400007-30313233343536373839616263646566",
+            "my-stuff-here-too",
+        ] {
+            assert_eq!(DirName::parse(bad), None, "{bad}");
+        }
+    }
+}

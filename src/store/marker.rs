@@ -1,0 +1,131 @@
+//! The loading marker (D994): while the driver loads an entry, a marker names it, so that a run
+//! that stops inside the driver costs one entry, not every boot after.
+//!
+//! Each thread keeps one file `<pid>-<tid>.loading` per identity directory, created at its first
+//! load and locked with `flock` for the thread's life. Before the driver sees an entry the thread
+//! writes the entry's name into it; after, it empties it. A marker whose lock can be taken belongs
+//! to a thread that is gone: the entry it names is dropped at the next opening.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::files::{lock_path, remove_if_present, Locked};
+
+struct ThreadMarker {
+    dir: PathBuf,
+    path: PathBuf,
+    file: File,
+}
+
+impl Drop for ThreadMarker {
+    fn drop(&mut self) {
+        // The thread is ending with nothing loading: the file would only be swept later.
+        let _ = remove_if_present(&self.path);
+    }
+}
+
+thread_local! {
+    static MARKERS: RefCell<Vec<ThreadMarker>> = const { RefCell::new(Vec::new()) };
+}
+
+/// This thread's id as the kernel knows it, or a number of our own where /proc is absent.
+fn thread_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static FALLBACK: AtomicU64 = AtomicU64::new(1 << 32);
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .unwrap_or_else(|| FALLBACK.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The name of this thread's marker file.
+pub fn marker_name() -> String {
+    format!("{}-{}.loading", std::process::id(), thread_id())
+}
+
+fn create_marker(dir: &Path) -> Option<ThreadMarker> {
+    let path = dir.join(marker_name());
+    // A sweeper may remove a marker between its creation and its lock: try again once.
+    for _ in 0..2 {
+        match lock_path(&path, true) {
+            Ok(Locked::Held(file)) => {
+                return Some(ThreadMarker {
+                    dir: dir.to_path_buf(),
+                    path,
+                    file,
+                })
+            }
+            Ok(Locked::Gone) => continue,
+            Ok(Locked::Busy) | Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Names an entry in this thread's marker until dropped.
+pub struct LoadingMarker {
+    dir: Option<PathBuf>,
+}
+
+impl LoadingMarker {
+    /// Writes `entry_name` into this thread's marker in `dir`. If no marker can be kept (an
+    /// unwritable directory), the load goes on unguarded.
+    pub fn hold(dir: &Path, entry_name: &str) -> LoadingMarker {
+        let held = MARKERS.with(|cell| {
+            let mut markers = cell.borrow_mut();
+            let index = match markers.iter().position(|m| m.dir == dir) {
+                Some(i) => i,
+                None => {
+                    markers.push(create_marker(dir)?);
+                    markers.len() - 1
+                }
+            };
+            let marker = &markers[index];
+            marker.file.write_at(entry_name.as_bytes(), 0).ok()?;
+            Some(())
+        });
+        LoadingMarker {
+            dir: held.map(|()| dir.to_path_buf()),
+        }
+    }
+}
+
+impl Drop for LoadingMarker {
+    fn drop(&mut self) {
+        let Some(dir) = self.dir.take() else { return };
+        let _ = MARKERS.try_with(|cell| {
+            if let Some(m) = cell.borrow().iter().find(|m| m.dir == dir) {
+                let _ = m.file.set_len(0);
+            }
+        });
+    }
+}
+
+/// What a marker found at opening says.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MarkerState {
+    /// A live thread holds it.
+    Live,
+    /// Left by a thread that is gone; it named this entry (if any).
+    Stale(Option<String>),
+}
+
+/// Reads a per-thread marker: live if its lock is held elsewhere, otherwise stale with the
+/// entry name it holds. The caller removes a stale marker while we still hold its lock.
+pub fn inspect(path: &Path) -> std::io::Result<(MarkerState, Option<File>)> {
+    match lock_path(path, false)? {
+        Locked::Busy => Ok((MarkerState::Live, None)),
+        Locked::Gone => Ok((MarkerState::Stale(None), None)),
+        Locked::Held(file) => {
+            let mut buf = [0u8; 128];
+            let n = file.read_at(&mut buf, 0)?;
+            let name = std::str::from_utf8(&buf[..n])
+                .ok()
+                .map(str::to_owned)
+                .filter(|s| !s.is_empty());
+            Ok((MarkerState::Stale(name), Some(file)))
+        }
+    }
+}

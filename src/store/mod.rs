@@ -1,0 +1,234 @@
+//! The checked store (D994): one verified entry per pipeline, crash-safe, bounded, and safe with
+//! many processes and threads. No Vulkan types and no unsafe code: any tool can use it.
+//!
+//! ```text
+//! <root>/<title>/host-pipelines/<vendor>-<device>-<driver>-<uuid>/<spirv>-<state>.entry
+//! ```
+//! The open of an entry's file is the lookup; an entry is checked whole ([`envelope::decode`])
+//! before a byte is handed on; writes go through a locked temporary file and a rename; a
+//! per-thread loading marker names the entry the driver is loading; opening drops what a stopped
+//! run left and brings the title within its size bound, oldest stamp first.
+#![forbid(unsafe_code)]
+
+pub mod bound;
+pub mod envelope;
+pub mod files;
+pub mod identity;
+pub mod marker;
+mod open;
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crate::key::PipelineKey;
+pub use envelope::EntryError;
+pub use identity::Identity;
+pub use marker::LoadingMarker;
+pub use open::OpenReport;
+
+/// An I/O failure of the store, with the path and what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+impl StoreError {
+    /// `map_err` for an I/O step on `path`.
+    pub fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
+        move |source| StoreError::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Where a title's pipelines live: `<root>/<title>/host-pipelines`.
+pub fn host_pipelines_dir(root: &Path, title: &str) -> PathBuf {
+    root.join(title).join("host-pipelines")
+}
+
+/// Logs one dropped entry in the one form the SPEC gives (tools and tests read it).
+pub fn log_drop(path: &Path, reason: &str) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    tracing::warn!(
+        "dropped entry={name} reason={reason} path={}",
+        path.display()
+    );
+}
+
+/// The bytes written between two checks of the bound: a quarter of it, at most 1 GiB.
+fn bound_step(max_bytes: u64) -> u64 {
+    (max_bytes / 4).clamp(1, 1 << 30)
+}
+
+/// One device identity's open store.
+#[derive(Debug)]
+pub struct Store {
+    identity: Identity,
+    title_dir: PathBuf,
+    dir: PathBuf,
+    max_bytes: u64,
+    opened_at: SystemTime,
+    stamps_taken: AtomicU64,
+    written_bytes: AtomicU64,
+    bounding: AtomicBool,
+}
+
+/// An entry found whole: its file (kept open for the stamp) and its bytes.
+pub struct FoundEntry {
+    file: File,
+    bytes: Vec<u8>,
+}
+
+impl FoundEntry {
+    /// The driver's pipeline-cache data, already checked.
+    pub fn data(&self) -> &[u8] {
+        &self.bytes[envelope::ENVELOPE_LEN..]
+    }
+}
+
+/// The answer to a lookup.
+pub enum Lookup {
+    Missing,
+    Found(FoundEntry),
+    /// The entry failed a check: it was dropped and logged.
+    Dropped(EntryError),
+}
+
+impl Store {
+    /// Opens the store of one identity (see `open.rs` for what opening drops). `opened_at` is
+    /// the run's opening time; entries are stamped just before it.
+    pub fn open(
+        root: &Path,
+        title: &str,
+        identity: Identity,
+        max_bytes: u64,
+        opened_at: SystemTime,
+    ) -> Result<(Store, OpenReport), StoreError> {
+        let title_dir = root.join(title);
+        let dir = host_pipelines_dir(root, title).join(identity.dir_name());
+        let store = Store {
+            identity,
+            title_dir,
+            dir,
+            max_bytes,
+            opened_at,
+            stamps_taken: AtomicU64::new(0),
+            written_bytes: AtomicU64::new(0),
+            bounding: AtomicBool::new(false),
+        };
+        let report = open::sweep(&store)?;
+        Ok((store, report))
+    }
+
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The identity directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn entry_path(&self, key: &PipelineKey) -> PathBuf {
+        self.dir.join(key.file_name())
+    }
+
+    /// Looks an entry up by opening its file; a damaged entry is dropped and logged.
+    pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
+        let path = self.entry_path(key);
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
+            Err(e) => return Err(StoreError::io("open", &path)(e)),
+        };
+        let len = file
+            .metadata()
+            .map_err(StoreError::io("stat", &path))?
+            .len();
+        // Read one byte past the length seen, so that a file that grew since is caught as long.
+        let mut bytes = Vec::with_capacity(len as usize + 1);
+        (&mut file)
+            .take(len.saturating_add(1).min(1 << 34))
+            .read_to_end(&mut bytes)
+            .map_err(StoreError::io("read", &path))?;
+        match envelope::decode(&bytes, &self.identity, key) {
+            Ok(_) => Ok(Lookup::Found(FoundEntry { file, bytes })),
+            Err(why) => {
+                drop(file);
+                self.drop_entry(&path, why.reason());
+                Ok(Lookup::Dropped(why))
+            }
+        }
+    }
+
+    /// Removes an entry and logs why.
+    pub fn drop_entry(&self, path: &Path, reason: &str) {
+        if let Err(e) = files::remove_if_present(path) {
+            tracing::debug!(path = %path.display(), error = %e, "could not remove a dropped entry");
+        }
+        log_drop(path, reason);
+    }
+
+    /// The next stamp: just before the opening, one microsecond earlier for each one taken.
+    fn next_stamp(&self) -> SystemTime {
+        let n = self.stamps_taken.fetch_add(1, Ordering::Relaxed) + 1;
+        self.opened_at
+            .checked_sub(Duration::from_micros(n))
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    }
+
+    /// Stamps an entry this run found.
+    pub fn stamp(&self, found: &FoundEntry) {
+        if let Err(e) = found.file.set_modified(self.next_stamp()) {
+            tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry");
+        }
+    }
+
+    /// Writes an entry whole, stamped; skipped when another writer holds it or the bound is 0.
+    pub fn write(&self, key: &PipelineKey, data: &[u8]) -> Result<files::Written, StoreError> {
+        if self.max_bytes == 0 {
+            return Ok(files::Written::Skipped);
+        }
+        let bytes = envelope::encode(&self.identity, key, data);
+        let written = files::write_atomically(&self.entry_path(key), &bytes, self.next_stamp())?;
+        if let files::Written::Whole(n) = written {
+            let before = self.written_bytes.fetch_add(n, Ordering::Relaxed);
+            let step = bound_step(self.max_bytes);
+            if before / step != (before + n) / step {
+                self.keep_within_bound();
+            }
+        }
+        Ok(written)
+    }
+
+    /// Brings the title within the bound, unless another thread is doing it now.
+    pub fn keep_within_bound(&self) -> Option<bound::BoundReport> {
+        if self.bounding.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        let report = bound::keep_within(&self.title_dir.join("host-pipelines"), self.max_bytes);
+        self.bounding.store(false, Ordering::Release);
+        report.map_err(|e| tracing::warn!("{e}")).ok()
+    }
+
+    /// Holds this thread's loading marker on an entry while the driver loads it.
+    pub fn hold_marker(&self, key: &PipelineKey) -> LoadingMarker {
+        LoadingMarker::hold(&self.dir, &key.file_name())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,120 @@
+//! Opening a store, once per device identity per process: drop what an earlier run left that
+//! must not be loaded, then bring the title within its bound.
+//!
+//! Dropped at opening: every entry a stale loading marker names (and the marker); every other
+//! driver's directory of the same vendor and device (another device's directory is a second GPU
+//! and stays); every `*.tmp` whose lock can be taken (a stopped write); D744's
+//! `host-pipelines.bin`, unread.
+
+use std::fs;
+use std::path::Path;
+use std::time::Instant;
+
+use super::bound::{self, BoundReport};
+use super::files::{is_entry_name, lock_path, names_in, remove_if_present, Locked};
+use super::identity::DirName;
+use super::marker::{inspect, MarkerState};
+use super::{log_drop, Store, StoreError};
+
+/// What an opening found and did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OpenReport {
+    pub stale_marker_drops: u64,
+    pub other_driver_drops: u64,
+    pub partial_writes_dropped: u64,
+    pub dropped_monolithic_cache: bool,
+    pub bound: BoundReport,
+    pub took_ms: f64,
+}
+
+pub(super) fn sweep(store: &Store) -> Result<OpenReport, StoreError> {
+    let started = Instant::now();
+    let mut report = OpenReport::default();
+    fs::create_dir_all(&store.dir).map_err(StoreError::io("create", &store.dir))?;
+
+    let monolithic = store.title_dir.join("host-pipelines.bin");
+    if remove_if_present(&monolithic).unwrap_or(false) {
+        report.dropped_monolithic_cache = true;
+        log_drop(&monolithic, "foreign");
+    }
+    let host_dir = store.dir.parent().expect("identity dir has a parent");
+    for name in names_in(host_dir).unwrap_or_default() {
+        if DirName::parse(&name).is_some_and(|d| d.is_other_driver_of(&store.identity)) {
+            report.other_driver_drops += drop_directory(&host_dir.join(&name), "foreign");
+        }
+    }
+    let own = names_in(&store.dir).map_err(StoreError::io("list", &store.dir))?;
+    for name in &own {
+        if let Some(entry) = name.strip_suffix(".loading") {
+            report.stale_marker_drops += sweep_marker(&store.dir, name, entry);
+        }
+    }
+    for name in own.iter().filter(|n| n.ends_with(".tmp")) {
+        let path = store.dir.join(name);
+        if let Ok(Locked::Held(_lock)) = lock_path(&path, false) {
+            if remove_if_present(&path).unwrap_or(false) {
+                report.partial_writes_dropped += 1;
+                tracing::debug!(path = %path.display(), "dropped a partial write");
+            }
+        }
+    }
+    report.bound = bound::keep_within(host_dir, store.max_bytes)?;
+    report.took_ms = started.elapsed().as_secs_f64() * 1e3;
+    tracing::info!(
+        dir = %store.dir.display(),
+        entries = report.bound.entries,
+        bytes = report.bound.bytes,
+        stale_marker_drops = report.stale_marker_drops,
+        other_driver_drops = report.other_driver_drops,
+        partial_writes_dropped = report.partial_writes_dropped,
+        took_ms = %format_args!("{:.3}", report.took_ms),
+        "store opened"
+    );
+    Ok(report)
+}
+
+/// A marker `<entry>.loading` (the seed's form) or `<pid>-<tid>.loading` (one per thread).
+/// Returns how many entries it cost.
+fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
+    let marker = dir.join(marker_name);
+    let named = if is_entry_name(stem) {
+        Some(stem.to_owned())
+    } else {
+        match inspect(&marker) {
+            Ok((MarkerState::Live, _)) | Err(_) => return 0,
+            // The lock is held while the marker is removed, so no thread can adopt it meanwhile.
+            Ok((MarkerState::Stale(named), _lock)) => {
+                let _ = remove_if_present(&marker);
+                named
+            }
+        }
+    };
+    let _ = remove_if_present(&marker);
+    match named.filter(|n| is_entry_name(n)) {
+        Some(entry) => {
+            let path = dir.join(entry);
+            let existed = remove_if_present(&path).unwrap_or(false);
+            log_drop(&path, "stale-marker");
+            u64::from(existed)
+        }
+        None => 0,
+    }
+}
+
+/// Drops every file of ours in an identity directory, then the directory if nothing else is in it.
+fn drop_directory(dir: &Path, reason: &str) -> u64 {
+    let mut dropped = 0;
+    for name in names_in(dir).unwrap_or_default() {
+        let path = dir.join(&name);
+        if is_entry_name(&name) {
+            if remove_if_present(&path).unwrap_or(false) {
+                dropped += 1;
+                log_drop(&path, reason);
+            }
+        } else if name.ends_with(".tmp") || name.ends_with(".loading") {
+            let _ = remove_if_present(&path);
+        }
+    }
+    let _ = fs::remove_dir(dir);
+    dropped
+}

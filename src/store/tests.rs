@@ -1,0 +1,315 @@
+//! Store tests: lookups and writes, what opening drops and what it keeps, and the bound's
+//! stamp order across runs.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, SystemTime};
+
+use super::envelope::tests::{cache_data, identity};
+use super::files::{lock_path, Locked, Written};
+use super::*;
+
+fn key(n: u8) -> PipelineKey {
+    PipelineKey {
+        spirv: [n; 16],
+        state: [n.wrapping_mul(3); 16],
+    }
+}
+
+fn at(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
+}
+
+fn open(root: &Path, max: u64, when: SystemTime) -> Store {
+    Store::open(root, "title", identity(), max, when).unwrap().0
+}
+
+fn found(store: &Store, k: &PipelineKey) -> bool {
+    matches!(store.lookup(k).unwrap(), Lookup::Found(_))
+}
+
+/// A child process holding `flock` on `path` until killed.
+fn hold_lock_in_child(path: &Path) -> Child {
+    let child = Command::new("flock")
+        .arg("-x")
+        .arg(path)
+        .arg("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    for _ in 0..500 {
+        if matches!(lock_path(path, false), Ok(Locked::Busy)) {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the child never took the lock on {}", path.display());
+}
+
+#[test]
+fn a_written_entry_is_found_whole_and_a_missing_one_is_missing() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    let data = cache_data(&identity(), &[5; 300]);
+    assert!(matches!(store.lookup(&key(1)).unwrap(), Lookup::Missing));
+    assert_eq!(store.write(&key(1), &data).unwrap(), Written::Whole(452));
+    match store.lookup(&key(1)).unwrap() {
+        Lookup::Found(e) => assert_eq!(e.data(), &data[..]),
+        _ => panic!("not found"),
+    }
+    assert!(store
+        .dir()
+        .ends_with(format!("title/host-pipelines/{}", identity().dir_name())));
+}
+
+#[test]
+fn a_damaged_entry_is_dropped_at_lookup_with_its_reason() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    store
+        .write(&key(1), &cache_data(&identity(), &[5; 30]))
+        .unwrap();
+    let path = store.entry_path(&key(1));
+    let mut bytes = fs::read(&path).unwrap();
+    *bytes.last_mut().unwrap() ^= 0xff;
+    fs::write(&path, &bytes).unwrap();
+    match store.lookup(&key(1)).unwrap() {
+        Lookup::Dropped(e) => assert_eq!(e.reason(), "corrupt"),
+        _ => panic!("damage not seen"),
+    }
+    assert!(!path.exists(), "a dropped entry is removed");
+    // An entry copied under another key's name is another pipeline's.
+    store
+        .write(&key(2), &cache_data(&identity(), &[5; 30]))
+        .unwrap();
+    fs::copy(store.entry_path(&key(2)), store.entry_path(&key(3))).unwrap();
+    assert!(matches!(
+        store.lookup(&key(3)).unwrap(),
+        Lookup::Dropped(EntryError::OtherKey)
+    ));
+}
+
+#[test]
+fn a_bound_of_zero_keeps_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 0, at(0));
+    assert_eq!(
+        store
+            .write(&key(1), &cache_data(&identity(), &[1; 10]))
+            .unwrap(),
+        Written::Skipped
+    );
+    assert!(!found(&store, &key(1)));
+}
+
+#[test]
+fn opening_drops_the_entry_a_stale_per_thread_marker_names() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    for n in 1..=2 {
+        store
+            .write(&key(n), &cache_data(&identity(), &[n; 30]))
+            .unwrap();
+    }
+    // A thread of a process that is gone left its marker naming key 1.
+    fs::write(
+        store.dir().join("999999-999999.loading"),
+        key(1).file_name(),
+    )
+    .unwrap();
+    let (again, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    assert_eq!(report.stale_marker_drops, 1);
+    assert!(!found(&again, &key(1)));
+    assert!(found(&again, &key(2)));
+    assert!(!again.dir().join("999999-999999.loading").exists());
+}
+
+#[test]
+fn opening_drops_the_entry_a_seed_form_marker_names() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    store
+        .write(&key(1), &cache_data(&identity(), &[1; 30]))
+        .unwrap();
+    store
+        .write(&key(2), &cache_data(&identity(), &[2; 30]))
+        .unwrap();
+    fs::write(
+        store.dir().join(format!("{}.loading", key(2).file_name())),
+        b"",
+    )
+    .unwrap();
+    let again = open(root.path(), 1 << 20, at(1));
+    assert!(found(&again, &key(1)));
+    assert!(!found(&again, &key(2)));
+    assert!(names(again.dir()).iter().all(|n| !n.ends_with(".loading")));
+}
+
+#[test]
+fn opening_keeps_the_entry_whose_marker_a_live_process_holds() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    store
+        .write(&key(1), &cache_data(&identity(), &[1; 30]))
+        .unwrap();
+    let marker = store.dir().join("1-1.loading");
+    fs::write(&marker, key(1).file_name()).unwrap();
+    let mut child = hold_lock_in_child(&marker);
+    let (again, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(report.stale_marker_drops, 0);
+    assert!(found(&again, &key(1)));
+    assert!(marker.exists());
+}
+
+#[test]
+fn a_thread_marker_names_the_entry_while_held_and_is_empty_after() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    let marker_path = store.dir().join(marker::marker_name());
+    {
+        let _held = store.hold_marker(&key(4));
+        assert_eq!(
+            fs::read_to_string(&marker_path).unwrap(),
+            key(4).file_name()
+        );
+        assert!(
+            matches!(lock_path(&marker_path, false).unwrap(), Locked::Busy),
+            "the lock is held elsewhere than this fd"
+        );
+    }
+    assert_eq!(fs::read(&marker_path).unwrap().len(), 0);
+}
+
+#[test]
+fn opening_drops_another_drivers_directory_but_not_another_devices() {
+    let root = tempfile::tempdir().unwrap();
+    let old = Identity {
+        driver_version: 1,
+        ..identity()
+    };
+    let other_uuid = Identity {
+        cache_uuid: [9; 16],
+        ..identity()
+    };
+    let second_gpu = Identity {
+        device_id: 0x1234,
+        driver_version: 1,
+        ..identity()
+    };
+    for id in [old, other_uuid, second_gpu] {
+        let dir = root.path().join("title/host-pipelines").join(id.dir_name());
+        fs::create_dir_all(&dir).unwrap();
+        let bytes = envelope::encode(&id, &key(1), &cache_data(&id, &[1; 30]));
+        files::write_atomically(&dir.join(key(1).file_name()), &bytes, at(0)).unwrap();
+    }
+    let stray = root
+        .path()
+        .join("title/host-pipelines")
+        .join(other_uuid.dir_name())
+        .join("notes.txt");
+    fs::write(&stray, b"not ours").unwrap();
+    let (_store, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    assert_eq!(report.other_driver_drops, 2);
+    let host = root.path().join("title/host-pipelines");
+    assert!(!host.join(old.dir_name()).exists());
+    assert!(!host
+        .join(other_uuid.dir_name())
+        .join(key(1).file_name())
+        .exists());
+    assert!(host
+        .join(second_gpu.dir_name())
+        .join(key(1).file_name())
+        .exists());
+    assert!(stray.exists(), "a file not of our naming is never removed");
+}
+
+#[test]
+fn opening_drops_a_stopped_write_but_not_one_a_live_writer_holds() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    let stopped = store.dir().join(format!("{}.tmp", key(1).file_name()));
+    let live = store.dir().join(format!("{}.tmp", key(2).file_name()));
+    fs::write(&stopped, b"half").unwrap();
+    fs::write(&live, b"half").unwrap();
+    let mut child = hold_lock_in_child(&live);
+    let (_again, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(report.partial_writes_dropped, 1);
+    assert!(!stopped.exists());
+    assert!(live.exists());
+}
+
+#[test]
+fn opening_drops_the_monolithic_cache_unread() {
+    let root = tempfile::tempdir().unwrap();
+    fs::create_dir_all(root.path().join("title")).unwrap();
+    fs::write(
+        root.path().join("title/host-pipelines.bin"),
+        vec![0u8; 4096],
+    )
+    .unwrap();
+    let (_s, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(0)).unwrap();
+    assert!(report.dropped_monolithic_cache);
+    assert!(!root.path().join("title/host-pipelines.bin").exists());
+}
+
+/// Three runs, each using some entries; a small bound then keeps exactly what the seed says:
+/// every earlier run's entries go before this run's, and among a run's the last used go first.
+#[test]
+fn the_bound_keeps_the_last_runs_first_used_entries() {
+    let root = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[0; 88]); // 120 + 120 = 240 bytes an entry
+    let entry_bytes = 240u64;
+    let run1 = open(root.path(), 1 << 30, at(100));
+    for n in [1, 2, 3] {
+        run1.write(&key(n), &data).unwrap();
+    }
+    let run2 = open(root.path(), 1 << 30, at(200));
+    for n in [4, 5] {
+        run2.write(&key(n), &data).unwrap();
+    }
+    // Run 3 finds 2 (from run 1) first, then writes 6, then finds 4.
+    let run3 = open(root.path(), 1 << 30, at(300));
+    for n in [2, 6, 4] {
+        match run3.lookup(&key(n)).unwrap() {
+            Lookup::Found(e) => run3.stamp(&e),
+            _ => {
+                run3.write(&key(n), &data).unwrap();
+            }
+        }
+    }
+    // Room for three entries: run 3's three survive, its first-used first.
+    let after = open(root.path(), 3 * entry_bytes, at(400));
+    let kept: Vec<u8> = (1..=6).filter(|n| found(&after, &key(*n))).collect();
+    assert_eq!(kept, vec![2, 4, 6]);
+    // Room for two: the last used of run 3 (key 4) goes first.
+    let after = open(root.path(), 2 * entry_bytes, at(500));
+    let kept: Vec<u8> = (1..=6).filter(|n| found(&after, &key(*n))).collect();
+    assert_eq!(kept, vec![2, 6]);
+}
+
+#[test]
+fn the_bound_is_kept_again_while_a_run_writes() {
+    let root = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[0; 88]);
+    let store = open(root.path(), 1000, at(0));
+    for n in 0..40 {
+        store.write(&key(n), &data).unwrap();
+    }
+    let total: u64 = bound::entries_of_title(&root.path().join("title/host-pipelines"))
+        .unwrap()
+        .iter()
+        .map(|e| e.bytes)
+        .sum();
+    // Checked every quarter of the bound written: at most one step over.
+    assert!(total <= 1000 + 250 + 240, "{total}");
+    assert!(found(&store, &key(0)), "the first written is kept longest");
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    files::names_in(dir).unwrap()
+}

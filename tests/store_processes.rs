@@ -1,0 +1,182 @@
+//! The store under real processes: children killed with SIGKILL at many points during writes and
+//! evictions never leave an entry under its final name that fails verification, and several
+//! processes writing, reading and evicting one store at once see only verified data or misses.
+//!
+//! The children are this test binary again, told what to do by `PIPEKEEP_TEST_CHILD`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use pipekeep::key::PipelineKey;
+use pipekeep::store::{bound, files, Identity, Lookup, Store};
+
+fn identity() -> Identity {
+    Identity {
+        vendor_id: 0x1002,
+        device_id: 0x73bf,
+        driver_version: 7,
+        cache_uuid: [0xab; 16],
+        abi: 8,
+    }
+}
+
+fn key(n: u32) -> PipelineKey {
+    let mut spirv = [0u8; 16];
+    spirv[..4].copy_from_slice(&n.to_le_bytes());
+    PipelineKey {
+        spirv,
+        state: [1; 16],
+    }
+}
+
+/// Pipeline-cache data of `len` payload bytes, varying with `seed`.
+fn data(seed: u32, len: usize) -> Vec<u8> {
+    let id = identity();
+    let mut d = Vec::with_capacity(32 + len);
+    d.extend_from_slice(&32u32.to_le_bytes());
+    d.extend_from_slice(&1u32.to_le_bytes());
+    d.extend_from_slice(&id.vendor_id.to_le_bytes());
+    d.extend_from_slice(&id.device_id.to_le_bytes());
+    d.extend_from_slice(&id.cache_uuid);
+    d.extend((0..len).map(|i| (i as u32).wrapping_mul(seed | 1) as u8));
+    d
+}
+
+/// The child's work: write, read and evict for `secs` seconds; exit 3 on an error a caller
+/// would see.
+fn child_loop(root: &Path, seed: u32, secs: f64, max_bytes: u64) {
+    let started = Instant::now();
+    let mut n = seed;
+    while started.elapsed().as_secs_f64() < secs {
+        let Ok((store, _)) = Store::open(root, "t", identity(), max_bytes, SystemTime::now())
+        else {
+            std::process::exit(3)
+        };
+        for _ in 0..50 {
+            n = n.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let k = key(n % 64);
+            match store.lookup(&k) {
+                Ok(Lookup::Found(e)) => store.stamp(&e),
+                Ok(Lookup::Missing) | Ok(Lookup::Dropped(_)) => {
+                    // Entries of one key always hold the same data, as a driver's would.
+                    if store
+                        .write(&k, &data(n % 64, 2000 + (n % 64) as usize * 500))
+                        .is_err()
+                    {
+                        std::process::exit(3)
+                    }
+                }
+                Err(_) => std::process::exit(3),
+            }
+        }
+        store.keep_within_bound();
+    }
+}
+
+fn run_child_mode() -> bool {
+    let Ok(mode) = std::env::var("PIPEKEEP_TEST_CHILD") else {
+        return false;
+    };
+    let root = std::env::var("PIPEKEEP_TEST_ROOT").unwrap();
+    let seed: u32 = std::env::var("PIPEKEEP_TEST_SEED")
+        .unwrap()
+        .parse()
+        .unwrap();
+    match mode.as_str() {
+        "churn" => child_loop(Path::new(&root), seed, 3.0, 60_000),
+        "forever" => child_loop(Path::new(&root), seed, 1e9, 40_000),
+        _ => unreachable!(),
+    }
+    true
+}
+
+fn spawn(mode: &str, root: &Path, seed: u32) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture"])
+        .env("PIPEKEEP_TEST_CHILD", mode)
+        .env("PIPEKEEP_TEST_ROOT", root)
+        .env("PIPEKEEP_TEST_SEED", seed.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Not a test of its own: the entry point the children run.
+#[test]
+fn child_entry() {
+    run_child_mode();
+}
+
+/// Every entry under its final name verifies.
+fn assert_every_entry_verifies(root: &Path) -> usize {
+    let (store, _) = Store::open(root, "t", identity(), u64::MAX, SystemTime::now()).unwrap();
+    let mut checked = 0;
+    for name in files::names_in(store.dir()).unwrap() {
+        if let Some(n) = (0..64).find(|n| key(*n).file_name() == name) {
+            match store.lookup(&key(n)).unwrap() {
+                Lookup::Found(e) => assert_eq!(e.data(), &data(n, 2000 + n as usize * 500)[..]),
+                Lookup::Dropped(why) => panic!("{name} failed verification: {why}"),
+                Lookup::Missing => {}
+            }
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[test]
+fn a_child_killed_at_many_points_never_leaves_a_torn_entry() {
+    let root = tempfile::tempdir().unwrap();
+    let mut rng = 7u64;
+    for round in 0..25u32 {
+        let mut child = spawn("forever", root.path(), round);
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis(20 + (rng >> 33) % 80));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        assert_every_entry_verifies(root.path());
+    }
+    // The next opening cleaned what the kills left: no temporary file stays unlocked.
+    let (store, _) =
+        Store::open(root.path(), "t", identity(), u64::MAX, SystemTime::now()).unwrap();
+    let left: Vec<String> = files::names_in(store.dir())
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn four_processes_share_one_store_and_see_only_verified_data_or_misses() {
+    let root = tempfile::tempdir().unwrap();
+    let children: Vec<_> = (0..4)
+        .map(|i| spawn("churn", root.path(), 1000 + i))
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success(), "a process saw an error");
+    }
+    assert!(assert_every_entry_verifies(root.path()) > 0);
+    let host = root.path().join("t/host-pipelines");
+    let total: u64 = bound::entries_of_title(&host)
+        .unwrap()
+        .iter()
+        .map(|e| e.bytes)
+        .sum();
+    let (store, _) = Store::open(root.path(), "t", identity(), 60_000, SystemTime::now()).unwrap();
+    let names = files::names_in(store.dir()).unwrap();
+    assert!(
+        names.iter().all(|n| n.ends_with(".entry")),
+        "left behind: {names:?}"
+    );
+    let after: u64 = bound::entries_of_title(&host)
+        .unwrap()
+        .iter()
+        .map(|e| e.bytes)
+        .sum();
+    assert!(after <= 60_000, "{total} -> {after}");
+}
