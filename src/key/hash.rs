@@ -1,4 +1,216 @@
+//! The keys themselves: digests of tracked objects, the dynamic-state rules that decide which
+//! fields the Vulkan spec ignores, and the SPIR-V and state keys of a pipeline.
+//!
+//! Every key starts with [`KEY_VERSION`] and the hash's domain; the state key also carries the
+//! driver ABI (the process's pointer size). If anything here changes what a key is computed
+//! from, bump `KEY_VERSION`: the golden tests in `tests.rs` fail until it is.
+
+use super::desc::*;
+use super::feed::{Digest, Feed, KeyWriter};
+use super::PipelineKey;
+use crate::store::identity::HOST_ABI;
+use ash::vk;
+
+/// The version of how keys are computed. Old entries stop matching when it changes.
 pub const KEY_VERSION: u32 = 1;
-pub fn compute_key() {}
-pub fn graphics_key() {}
-pub fn module_digest() {}
+
+fn writer(domain: &str) -> KeyWriter {
+    let mut w = KeyWriter::new(domain);
+    w.u32(KEY_VERSION);
+    w
+}
+
+/// A shader module's code, over its true extent (`codeSize` bytes).
+pub fn module_digest(code: &[u8]) -> Digest {
+    let mut w = writer("pipekeep module");
+    w.bytes(code);
+    w.finish()
+}
+
+pub fn sampler_digest(s: &SamplerDesc) -> Digest {
+    let mut w = writer("pipekeep sampler");
+    s.feed(&mut w);
+    w.finish()
+}
+
+pub fn set_layout_digest(s: &SetLayoutDesc) -> Digest {
+    let mut bindings: Vec<&BindingDesc> = s.bindings.iter().collect();
+    bindings.sort_by_key(|b| b.binding);
+    let mut w = writer("pipekeep set layout");
+    s.flags.feed(&mut w);
+    w.u64(bindings.len() as u64);
+    for b in bindings {
+        b.feed(&mut w);
+    }
+    w.finish()
+}
+
+pub fn pipeline_layout_digest(p: &PipelineLayoutDesc) -> Digest {
+    let mut w = writer("pipekeep pipeline layout");
+    p.feed(&mut w);
+    w.finish()
+}
+
+pub fn render_pass_info(r: &RenderPassDesc) -> RenderPassInfo {
+    let mut w = writer("pipekeep render pass");
+    r.feed(&mut w);
+    RenderPassInfo {
+        digest: w.finish(),
+        subpasses: r
+            .subpasses
+            .iter()
+            .map(|s| (s.colors.len() as u32, s.uses_depth_stencil()))
+            .collect(),
+    }
+}
+
+/// The dynamic states of a pipeline, as the rules of which fields are ignored need them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dynamic(u64);
+
+/// The dynamic states the key knows (core 1.0, extended dynamic state 1 and 2), each with its
+/// bit. A pipeline naming any other is unkeyable: the key cannot know what it makes ignored.
+const KNOWN_DYNAMIC: [vk::DynamicState; 26] = [
+    vk::DynamicState::VIEWPORT,
+    vk::DynamicState::SCISSOR,
+    vk::DynamicState::LINE_WIDTH,
+    vk::DynamicState::DEPTH_BIAS,
+    vk::DynamicState::BLEND_CONSTANTS,
+    vk::DynamicState::DEPTH_BOUNDS,
+    vk::DynamicState::STENCIL_COMPARE_MASK,
+    vk::DynamicState::STENCIL_WRITE_MASK,
+    vk::DynamicState::STENCIL_REFERENCE,
+    vk::DynamicState::CULL_MODE,
+    vk::DynamicState::FRONT_FACE,
+    vk::DynamicState::PRIMITIVE_TOPOLOGY,
+    vk::DynamicState::VIEWPORT_WITH_COUNT,
+    vk::DynamicState::SCISSOR_WITH_COUNT,
+    vk::DynamicState::VERTEX_INPUT_BINDING_STRIDE,
+    vk::DynamicState::DEPTH_TEST_ENABLE,
+    vk::DynamicState::DEPTH_WRITE_ENABLE,
+    vk::DynamicState::DEPTH_COMPARE_OP,
+    vk::DynamicState::DEPTH_BOUNDS_TEST_ENABLE,
+    vk::DynamicState::STENCIL_TEST_ENABLE,
+    vk::DynamicState::STENCIL_OP,
+    vk::DynamicState::PATCH_CONTROL_POINTS_EXT,
+    vk::DynamicState::RASTERIZER_DISCARD_ENABLE,
+    vk::DynamicState::DEPTH_BIAS_ENABLE,
+    vk::DynamicState::LOGIC_OP_EXT,
+    vk::DynamicState::PRIMITIVE_RESTART_ENABLE,
+];
+
+impl Dynamic {
+    pub fn from_states(states: &[u32]) -> Result<Dynamic, Unkeyable> {
+        let mut bits = 0u64;
+        for &s in states {
+            let i = KNOWN_DYNAMIC
+                .iter()
+                .position(|k| k.as_raw() as u32 == s)
+                .ok_or(Unkeyable::UnknownDynamicState(s as i32))?;
+            bits |= 1 << i;
+        }
+        Ok(Dynamic(bits))
+    }
+
+    /// Whether `state` is dynamic.
+    pub fn has(&self, state: vk::DynamicState) -> bool {
+        KNOWN_DYNAMIC
+            .iter()
+            .position(|k| *k == state)
+            .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+
+    /// `Some(v)` unless `state` is dynamic (then the field is ignored and not hashed).
+    pub fn unless<T>(&self, state: vk::DynamicState, v: T) -> Option<T> {
+        (!self.has(state)).then_some(v)
+    }
+}
+
+/// Create flags that change nothing the driver builds.
+const FLAGS_NOT_KEYED: vk::PipelineCreateFlags = vk::PipelineCreateFlags::from_raw(
+    vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED.as_raw()
+        | vk::PipelineCreateFlags::EARLY_RETURN_ON_FAILURE.as_raw()
+        | vk::PipelineCreateFlags::DERIVATIVE.as_raw()
+        | vk::PipelineCreateFlags::ALLOW_DERIVATIVES.as_raw(),
+);
+
+fn keyed_flags(flags: u32) -> u32 {
+    flags & !FLAGS_NOT_KEYED.as_raw()
+}
+
+/// What a stage gives the SPIR-V key: what the driver compiles.
+fn feed_stage_code(s: &StageDesc, w: &mut KeyWriter) {
+    s.stage.feed(w);
+    s.module.feed(w);
+    w.bytes(&s.entry_point);
+    let mut spec: Vec<&SpecConstant> = s.specialization.iter().collect();
+    spec.sort_by_key(|c| c.constant_id);
+    w.u64(spec.len() as u64);
+    for c in spec {
+        c.feed(w);
+    }
+}
+
+/// What a stage gives the state key: how it is compiled.
+fn feed_stage_state(s: &StageDesc, w: &mut KeyWriter) {
+    s.stage.feed(w);
+    s.flags.feed(w);
+    s.required_subgroup_size.feed(w);
+    s.robustness.feed(w);
+}
+
+fn spirv_key(stages: &[&StageDesc]) -> [u8; 16] {
+    let mut w = writer("pipekeep spirv");
+    w.u64(stages.len() as u64);
+    for s in stages {
+        feed_stage_code(s, &mut w);
+    }
+    w.finish().half()
+}
+
+fn state_writer(kind: &str, flags: u32, stages: &[&StageDesc]) -> KeyWriter {
+    let mut w = writer(kind);
+    w.u32(HOST_ABI);
+    w.u32(keyed_flags(flags));
+    w.u64(stages.len() as u64);
+    for s in stages {
+        feed_stage_state(s, &mut w);
+    }
+    w
+}
+
+pub fn compute_key(d: &ComputeDesc) -> PipelineKey {
+    let stages = [&d.stage];
+    let mut w = state_writer("pipekeep compute state", d.flags, &stages);
+    d.layout.feed(&mut w);
+    d.robustness.feed(&mut w);
+    PipelineKey {
+        spirv: spirv_key(&stages),
+        state: w.finish().half(),
+    }
+}
+
+pub fn graphics_key(d: &GraphicsDesc) -> PipelineKey {
+    let mut stages: Vec<&StageDesc> = d.stages.iter().collect();
+    stages.sort_by_key(|s| s.stage);
+    let mut w = state_writer("pipekeep graphics state", d.flags, &stages);
+    d.vertex_input.feed(&mut w);
+    d.input_assembly.feed(&mut w);
+    d.tessellation_patch_control_points.feed(&mut w);
+    d.viewport.feed(&mut w);
+    d.rasterization.feed(&mut w);
+    d.multisample.feed(&mut w);
+    d.depth_stencil.feed(&mut w);
+    d.color_blend.feed(&mut w);
+    let mut dynamic = d.dynamic_states.clone();
+    dynamic.sort_unstable();
+    dynamic.dedup();
+    dynamic.feed(&mut w);
+    d.layout.feed(&mut w);
+    d.target.feed(&mut w);
+    d.robustness.feed(&mut w);
+    PipelineKey {
+        spirv: spirv_key(&stages),
+        state: w.finish().half(),
+    }
+}

@@ -7,7 +7,15 @@ pub mod desc;
 mod feed;
 mod hash;
 
-pub use hash::{compute_key, graphics_key, module_digest, KEY_VERSION};
+pub use desc::Unkeyable;
+pub use feed::Digest;
+pub use hash::{
+    compute_key, graphics_key, module_digest, pipeline_layout_digest, render_pass_info,
+    sampler_digest, set_layout_digest, Dynamic, KEY_VERSION,
+};
+
+#[cfg(test)]
+mod tests;
 
 use crate::store::identity::hex;
 
