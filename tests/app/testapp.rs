@@ -1,1 +1,953 @@
-fn main() {}
+//! The layer-enabled test app: an ordinary Vulkan program (ash over the system loader) that
+//! creates compute and graphics pipelines the way real applications do: specialization
+//! constants, several set layouts destroyed right after the pipeline layout, push constants, an
+//! immutable sampler, render-pass and dynamic-rendering graphics pipelines, with or without a
+//! cache of its own, in batches from several threads. On a driver that executes work
+//! (lavapipe) it runs one compute dispatch and checks every value, so a layer that handed back a
+//! wrong pipeline would show. It prints what it made and one JSON line for the tests.
+
+use std::ffi::{CStr, CString};
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use clap::Parser;
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Creates pipelines through whatever Vulkan layers are enabled, and reports")]
+struct Args {
+    /// Compute pipelines to create.
+    #[arg(long, default_value_t = 40)]
+    compute: u32,
+    /// Graphics pipelines to create (render-pass and, at API 1.3, dynamic-rendering ones).
+    #[arg(long, default_value_t = 20)]
+    graphics: u32,
+    /// Threads creating pipelines.
+    #[arg(long, default_value_t = 4)]
+    threads: u32,
+    /// Pipelines per vkCreate*Pipelines call.
+    #[arg(long, default_value_t = 5)]
+    batch: u32,
+    /// Pass a VkPipelineCache of the app's own.
+    #[arg(long)]
+    app_cache: bool,
+    /// Run one compute dispatch and check its output (needs a driver that executes work).
+    #[arg(long)]
+    dispatch: bool,
+    /// Exit without destroying the device or the instance.
+    #[arg(long)]
+    no_destroy: bool,
+    /// The application's apiVersion: 1.0 or 1.3.
+    #[arg(long, default_value = "1.3")]
+    api: String,
+    /// Ask every pipeline with VK_PIPELINE_CREATE_FAIL_ON_PIPELINE_COMPILE_REQUIRED_BIT.
+    #[arg(long)]
+    fail_on_compile: bool,
+    /// Chain VkPipelineCreationFeedbackCreateInfo and count the cache hits the driver reports.
+    #[arg(long)]
+    feedback: bool,
+    /// pApplicationName.
+    #[arg(long, default_value = "pipekeep-testapp")]
+    app_name: String,
+    /// Layers to enable through ppEnabledLayerNames, closest to the application first.
+    #[arg(long, value_delimiter = ',')]
+    layers: Vec<String>,
+    /// First variant number: runs with other seeds make other pipelines.
+    #[arg(long, default_value_t = 0)]
+    seed: u32,
+}
+
+const COMPUTE_SPV: &[u8] = include_bytes!("shaders/compute.comp.spv");
+const VERT_SPV: &[u8] = include_bytes!("shaders/triangle.vert.spv");
+const FRAG_SPV: &[u8] = include_bytes!("shaders/triangle.frag.spv");
+const DISPATCH_ELEMENTS: u32 = 256;
+
+fn words(spv: &[u8]) -> Vec<u32> {
+    spv.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Everything the pipelines share.
+struct Shared {
+    device: ash::Device,
+    compute_module: vk::ShaderModule,
+    vert_module: vk::ShaderModule,
+    frag_module: vk::ShaderModule,
+    compute_layout: vk::PipelineLayout,
+    graphics_layout: vk::PipelineLayout,
+    render_pass: vk::RenderPass,
+    sampler: vk::Sampler,
+    app_cache: vk::PipelineCache,
+    dynamic_rendering: bool,
+}
+
+/// What one pipeline request produced.
+#[derive(Default)]
+struct Tally {
+    made: u32,
+    compute: u32,
+    graphics: u32,
+    compile_required: u32,
+    failed: u32,
+    feedback_hits: u32,
+    creation: Duration,
+}
+
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.made += o.made;
+        self.compute += o.compute;
+        self.graphics += o.graphics;
+        self.compile_required += o.compile_required;
+        self.failed += o.failed;
+        self.feedback_hits += o.feedback_hits;
+        self.creation += o.creation;
+    }
+}
+
+/// The specialization data of compute variant `v`: (MUL, VARIANT).
+fn compute_spec(v: u32) -> [u32; 2] {
+    [3 + v % 5, v]
+}
+
+fn main() {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(ok) => std::process::exit(if ok { 0 } else { 1 }),
+        Err(e) => {
+            eprintln!("testapp: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<bool, String> {
+    let api = if args.api == "1.0" {
+        vk::API_VERSION_1_0
+    } else {
+        vk::API_VERSION_1_3
+    };
+    // SAFETY: loads the system's libvulkan.so.1; nothing else of ours runs at the same time.
+    let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
+    let app_name = CString::new(args.app_name.clone()).map_err(|e| e.to_string())?;
+    let app_info = vk::ApplicationInfo::default()
+        .application_name(&app_name)
+        .api_version(api);
+    let layer_names: Vec<CString> = args
+        .layers
+        .iter()
+        .map(|l| CString::new(l.as_str()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let layer_ptrs: Vec<*const std::ffi::c_char> = layer_names.iter().map(|l| l.as_ptr()).collect();
+    let instance_ci = vk::InstanceCreateInfo::default()
+        .application_info(&app_info)
+        .enabled_layer_names(&layer_ptrs);
+    // SAFETY: a valid create info.
+    let instance = unsafe { entry.create_instance(&instance_ci, None) }
+        .map_err(|e| format!("vkCreateInstance: {e}"))?;
+    // SAFETY: a live instance.
+    let physical = *unsafe { instance.enumerate_physical_devices() }
+        .map_err(|e| format!("vkEnumeratePhysicalDevices: {e}"))?
+        .first()
+        .ok_or("no physical device")?;
+    // SAFETY: a physical device of this instance.
+    let props = unsafe { instance.get_physical_device_properties(physical) };
+    let name = unsafe { CStr::from_ptr(props.device_name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let device_api = props.api_version.min(api);
+    let dynamic_rendering = vk::api_version_minor(device_api) >= 3;
+
+    let queue_family = unsafe { instance.get_physical_device_queue_family_properties(physical) }
+        .iter()
+        .position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
+        .ok_or("no compute queue")? as u32;
+    let priorities = [1.0f32];
+    let queue_ci = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(queue_family)
+        .queue_priorities(&priorities)];
+    let mut features13 = vk::PhysicalDeviceVulkan13Features::default().dynamic_rendering(true);
+    let mut device_ci = vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci);
+    if dynamic_rendering {
+        device_ci = device_ci.push_next(&mut features13);
+    }
+    // SAFETY: a valid create info for this physical device.
+    let device = unsafe { instance.create_device(physical, &device_ci, None) }
+        .map_err(|e| format!("vkCreateDevice: {e}"))?;
+    let shared = setup(&device, args, dynamic_rendering)?;
+
+    let started = Instant::now();
+    let jobs = jobs(args, dynamic_rendering);
+    let per_thread = jobs.len().div_ceil(args.threads.max(1) as usize).max(1);
+    let (tally, pipelines) = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .chunks(per_thread)
+            .map(|chunk| s.spawn(|| make_pipelines(&shared, chunk, args)))
+            .collect();
+        let mut total = Tally::default();
+        let mut all = Vec::new();
+        for h in handles {
+            let (t, p) = h.join().expect("a creating thread panicked");
+            total.add(&t);
+            all.extend(p);
+        }
+        (total, all)
+    });
+    let wall = started.elapsed();
+    let expected = args.compute + args.graphics;
+
+    let dispatch = if args.dispatch {
+        match dispatch_and_check(&instance, physical, &shared, queue_family) {
+            Ok(()) => "ok".to_string(),
+            Err(e) => format!("failed: {e}"),
+        }
+    } else {
+        "skipped".to_string()
+    };
+
+    println!(
+        "testapp: device {name}: made {} of {expected} pipelines ({} compute, {} graphics) from {} threads; creation {:.3} ms, wall {:.3} ms; compile-required {}, failed {}, feedback hits {}; dispatch {dispatch}",
+        tally.made, tally.compute, tally.graphics, args.threads, tally.creation.as_secs_f64() * 1e3, wall.as_secs_f64() * 1e3,
+        tally.compile_required, tally.failed, tally.feedback_hits
+    );
+    println!(
+        "{}",
+        serde_json::json!({
+            "device": name, "made": tally.made, "expected": expected, "compute": tally.compute,
+            "graphics": tally.graphics, "compile_required": tally.compile_required, "failed": tally.failed,
+            "feedback_hits": tally.feedback_hits, "creation_ms": tally.creation.as_secs_f64() * 1e3,
+            "wall_ms": wall.as_secs_f64() * 1e3, "dispatch": dispatch,
+        })
+    );
+
+    if !args.no_destroy {
+        // SAFETY: every object below was made on this device and nothing uses it any more.
+        unsafe {
+            for p in pipelines {
+                device.destroy_pipeline(p, None);
+            }
+            teardown(&shared);
+            device.destroy_device(None);
+            instance.destroy_instance(None);
+        }
+    }
+    let all_made = args.fail_on_compile || tally.made == expected;
+    Ok(all_made && tally.failed == 0 && (dispatch == "ok" || dispatch == "skipped"))
+}
+
+fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModule, String> {
+    let code = words(spv);
+    // SAFETY: valid SPIR-V words.
+    unsafe { device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None) }
+        .map_err(|e| format!("vkCreateShaderModule: {e}"))
+}
+
+fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<Shared, String> {
+    let err = |what: &'static str| move |e: vk::Result| format!("{what}: {e}");
+    // SAFETY (whole function): valid create infos on a live device.
+    unsafe {
+        let sampler = device
+            .create_sampler(
+                &vk::SamplerCreateInfo::default()
+                    .mag_filter(vk::Filter::LINEAR)
+                    .min_filter(vk::Filter::LINEAR)
+                    .max_lod(1.0),
+                None,
+            )
+            .map_err(err("vkCreateSampler"))?;
+        let storage = [vk::DescriptorSetLayoutBinding::default()
+            .binding(0)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)];
+        let samplers = [sampler];
+        let textured = [vk::DescriptorSetLayoutBinding::default()
+            .binding(0)
+            .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE)
+            .immutable_samplers(&samplers)];
+        let storage_layout = device
+            .create_descriptor_set_layout(
+                &vk::DescriptorSetLayoutCreateInfo::default().bindings(&storage),
+                None,
+            )
+            .map_err(err("vkCreateDescriptorSetLayout"))?;
+        let textured_layout = device
+            .create_descriptor_set_layout(
+                &vk::DescriptorSetLayoutCreateInfo::default().bindings(&textured),
+                None,
+            )
+            .map_err(err("vkCreateDescriptorSetLayout"))?;
+        let compute_push = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .size(4)];
+        let graphics_push = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::VERTEX)
+            .size(8)];
+        let compute_sets = [storage_layout, textured_layout];
+        let graphics_sets = [textured_layout];
+        let compute_layout = device
+            .create_pipeline_layout(
+                &vk::PipelineLayoutCreateInfo::default()
+                    .set_layouts(&compute_sets)
+                    .push_constant_ranges(&compute_push),
+                None,
+            )
+            .map_err(err("vkCreatePipelineLayout"))?;
+        let graphics_layout = device
+            .create_pipeline_layout(
+                &vk::PipelineLayoutCreateInfo::default()
+                    .set_layouts(&graphics_sets)
+                    .push_constant_ranges(&graphics_push),
+                None,
+            )
+            .map_err(err("vkCreatePipelineLayout"))?;
+        // Real applications destroy set layouts as soon as the pipeline layout exists; the
+        // dispatch makes its own copy of the storage layout.
+        device.destroy_descriptor_set_layout(storage_layout, None);
+        device.destroy_descriptor_set_layout(textured_layout, None);
+
+        let attachments = [
+            vk::AttachmentDescription::default()
+                .format(vk::Format::R8G8B8A8_UNORM)
+                .samples(vk::SampleCountFlags::TYPE_1)
+                .load_op(vk::AttachmentLoadOp::CLEAR)
+                .store_op(vk::AttachmentStoreOp::STORE)
+                .final_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL),
+            vk::AttachmentDescription::default()
+                .format(vk::Format::D32_SFLOAT)
+                .samples(vk::SampleCountFlags::TYPE_1)
+                .load_op(vk::AttachmentLoadOp::CLEAR)
+                .store_op(vk::AttachmentStoreOp::DONT_CARE)
+                .final_layout(vk::ImageLayout::DEPTH_STENCIL_ATTACHMENT_OPTIMAL),
+        ];
+        let color_ref = [vk::AttachmentReference::default()
+            .attachment(0)
+            .layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)];
+        let depth_ref = vk::AttachmentReference::default()
+            .attachment(1)
+            .layout(vk::ImageLayout::DEPTH_STENCIL_ATTACHMENT_OPTIMAL);
+        let subpass = [vk::SubpassDescription::default()
+            .pipeline_bind_point(vk::PipelineBindPoint::GRAPHICS)
+            .color_attachments(&color_ref)
+            .depth_stencil_attachment(&depth_ref)];
+        let render_pass = device
+            .create_render_pass(
+                &vk::RenderPassCreateInfo::default()
+                    .attachments(&attachments)
+                    .subpasses(&subpass),
+                None,
+            )
+            .map_err(err("vkCreateRenderPass"))?;
+        let app_cache = if args.app_cache {
+            device
+                .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+                .map_err(err("vkCreatePipelineCache"))?
+        } else {
+            vk::PipelineCache::null()
+        };
+        Ok(Shared {
+            device: device.clone(),
+            compute_module: shader_module(device, COMPUTE_SPV)?,
+            vert_module: shader_module(device, VERT_SPV)?,
+            frag_module: shader_module(device, FRAG_SPV)?,
+            compute_layout,
+            graphics_layout,
+            render_pass,
+            sampler,
+            app_cache,
+            dynamic_rendering,
+        })
+    }
+}
+
+/// # Safety
+/// Nothing may still use the shared objects.
+unsafe fn teardown(s: &Shared) {
+    // SAFETY: as the caller vouches.
+    unsafe {
+        s.device.destroy_shader_module(s.compute_module, None);
+        s.device.destroy_shader_module(s.vert_module, None);
+        s.device.destroy_shader_module(s.frag_module, None);
+        s.device.destroy_pipeline_layout(s.compute_layout, None);
+        s.device.destroy_pipeline_layout(s.graphics_layout, None);
+        s.device.destroy_render_pass(s.render_pass, None);
+        s.device.destroy_sampler(s.sampler, None);
+        if s.app_cache != vk::PipelineCache::null() {
+            s.device.destroy_pipeline_cache(s.app_cache, None);
+        }
+    }
+}
+
+/// One pipeline to make: a compute variant, or a graphics variant through a render pass or
+/// through dynamic rendering.
+#[derive(Clone, Copy, Debug)]
+enum Job {
+    Compute(u32),
+    Graphics { variant: u32, dynamic: bool },
+}
+
+fn jobs(args: &Args, dynamic_rendering: bool) -> Vec<Job> {
+    let mut jobs: Vec<Job> = (0..args.compute)
+        .map(|i| Job::Compute(args.seed + i))
+        .collect();
+    jobs.extend((0..args.graphics).map(|i| Job::Graphics {
+        variant: args.seed + i,
+        dynamic: dynamic_rendering && i % 2 == 1,
+    }));
+    jobs
+}
+
+/// Makes `jobs` in batches of `args.batch`, compute and graphics each in their own calls.
+fn make_pipelines(s: &Shared, jobs: &[Job], args: &Args) -> (Tally, Vec<vk::Pipeline>) {
+    let mut tally = Tally::default();
+    let mut made = Vec::new();
+    let computes: Vec<u32> = jobs
+        .iter()
+        .filter_map(|j| {
+            if let Job::Compute(v) = j {
+                Some(*v)
+            } else {
+                None
+            }
+        })
+        .collect();
+    let graphics: Vec<(u32, bool)> = jobs
+        .iter()
+        .filter_map(|j| {
+            if let Job::Graphics { variant, dynamic } = j {
+                Some((*variant, *dynamic))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let mut flags = vk::PipelineCreateFlags::empty();
+    if args.fail_on_compile {
+        flags |= vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED;
+    }
+    for batch in computes.chunks(args.batch.max(1) as usize) {
+        let t = create_compute_batch(s, batch, flags, args.feedback, &mut made);
+        tally.add(&t);
+    }
+    for batch in graphics.chunks(args.batch.max(1) as usize) {
+        let t = create_graphics_batch(s, batch, flags, args.feedback, &mut made);
+        tally.add(&t);
+    }
+    (tally, made)
+}
+
+/// Counts a call's results into a tally.
+fn count(
+    result: vk::Result,
+    pipelines: &[vk::Pipeline],
+    feedback: &[vk::PipelineCreationFeedback],
+    graphics: bool,
+    took: Duration,
+    made: &mut Vec<vk::Pipeline>,
+) -> Tally {
+    let mut t = Tally {
+        creation: took,
+        ..Default::default()
+    };
+    for p in pipelines {
+        if *p == vk::Pipeline::null() {
+            if result == vk::Result::PIPELINE_COMPILE_REQUIRED {
+                t.compile_required += 1;
+            } else {
+                t.failed += 1;
+            }
+        } else {
+            t.made += 1;
+            if graphics {
+                t.graphics += 1
+            } else {
+                t.compute += 1
+            }
+            made.push(*p);
+        }
+    }
+    t.feedback_hits = feedback
+        .iter()
+        .filter(|f| {
+            f.flags.contains(
+                vk::PipelineCreationFeedbackFlags::VALID
+                    | vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT,
+            )
+        })
+        .count() as u32;
+    if result.as_raw() < 0 {
+        eprintln!("testapp: a pipeline call failed: {result}");
+    }
+    t
+}
+
+fn create_compute_batch(
+    s: &Shared,
+    variants: &[u32],
+    flags: vk::PipelineCreateFlags,
+    with_feedback: bool,
+    made: &mut Vec<vk::Pipeline>,
+) -> Tally {
+    let entries = [
+        vk::SpecializationMapEntry::default()
+            .constant_id(0)
+            .offset(0)
+            .size(4),
+        vk::SpecializationMapEntry::default()
+            .constant_id(1)
+            .offset(4)
+            .size(4),
+    ];
+    let data: Vec<[u32; 2]> = variants.iter().map(|v| compute_spec(*v)).collect();
+    let bytes: Vec<Vec<u8>> = data
+        .iter()
+        .map(|d| d.iter().flat_map(|w| w.to_le_bytes()).collect())
+        .collect();
+    let specs: Vec<vk::SpecializationInfo> = bytes
+        .iter()
+        .map(|b| {
+            vk::SpecializationInfo::default()
+                .map_entries(&entries)
+                .data(b)
+        })
+        .collect();
+    let mut feedback = vec![vk::PipelineCreationFeedback::default(); variants.len()];
+    let mut stage_feedback = vec![[vk::PipelineCreationFeedback::default(); 1]; variants.len()];
+    let mut feedback_infos: Vec<vk::PipelineCreationFeedbackCreateInfo> = feedback
+        .iter_mut()
+        .zip(stage_feedback.iter_mut())
+        .map(|(f, st)| {
+            vk::PipelineCreationFeedbackCreateInfo::default()
+                .pipeline_creation_feedback(f)
+                .pipeline_stage_creation_feedbacks(st)
+        })
+        .collect();
+    let infos: Vec<vk::ComputePipelineCreateInfo> = specs
+        .iter()
+        .zip(feedback_infos.iter_mut())
+        .map(|(spec, fb)| {
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(s.compute_module)
+                .name(c"main")
+                .specialization_info(spec);
+            let ci = vk::ComputePipelineCreateInfo::default()
+                .stage(stage)
+                .layout(s.compute_layout)
+                .flags(flags);
+            if with_feedback {
+                ci.push_next(fb)
+            } else {
+                ci
+            }
+        })
+        .collect();
+    let mut pipelines = vec![vk::Pipeline::null(); infos.len()];
+    let started = Instant::now();
+    // SAFETY: valid create infos; the raw entry point so VK_PIPELINE_COMPILE_REQUIRED is seen as is.
+    let r = unsafe {
+        (s.device.fp_v1_0().create_compute_pipelines)(
+            s.device.handle(),
+            s.app_cache,
+            infos.len() as u32,
+            infos.as_ptr(),
+            std::ptr::null(),
+            pipelines.as_mut_ptr(),
+        )
+    };
+    let took = started.elapsed();
+    drop(infos);
+    count(
+        r,
+        &pipelines,
+        if with_feedback { &feedback } else { &[] },
+        false,
+        took,
+        made,
+    )
+}
+
+fn create_graphics_batch(
+    s: &Shared,
+    variants: &[(u32, bool)],
+    flags: vk::PipelineCreateFlags,
+    with_feedback: bool,
+    made: &mut Vec<vk::Pipeline>,
+) -> Tally {
+    let scale_entry = [vk::SpecializationMapEntry::default()
+        .constant_id(0)
+        .offset(0)
+        .size(4)];
+    let scales: Vec<[u8; 4]> = variants
+        .iter()
+        .map(|(v, _)| (1.0 + *v as f32 / 64.0).to_le_bytes())
+        .collect();
+    let specs: Vec<vk::SpecializationInfo> = scales
+        .iter()
+        .map(|b| {
+            vk::SpecializationInfo::default()
+                .map_entries(&scale_entry)
+                .data(b)
+        })
+        .collect();
+    let stages: Vec<[vk::PipelineShaderStageCreateInfo; 2]> = specs
+        .iter()
+        .map(|spec| {
+            [
+                vk::PipelineShaderStageCreateInfo::default()
+                    .stage(vk::ShaderStageFlags::VERTEX)
+                    .module(s.vert_module)
+                    .name(c"main"),
+                vk::PipelineShaderStageCreateInfo::default()
+                    .stage(vk::ShaderStageFlags::FRAGMENT)
+                    .module(s.frag_module)
+                    .name(c"main")
+                    .specialization_info(spec),
+            ]
+        })
+        .collect();
+    let bindings = [vk::VertexInputBindingDescription::default()
+        .binding(0)
+        .stride(20)
+        .input_rate(vk::VertexInputRate::VERTEX)];
+    let attributes = [
+        vk::VertexInputAttributeDescription::default()
+            .location(0)
+            .binding(0)
+            .format(vk::Format::R32G32_SFLOAT)
+            .offset(0),
+        vk::VertexInputAttributeDescription::default()
+            .location(1)
+            .binding(0)
+            .format(vk::Format::R32G32B32_SFLOAT)
+            .offset(8),
+    ];
+    let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
+        .vertex_binding_descriptions(&bindings)
+        .vertex_attribute_descriptions(&attributes);
+    let topologies = [
+        vk::PrimitiveTopology::TRIANGLE_LIST,
+        vk::PrimitiveTopology::TRIANGLE_STRIP,
+        vk::PrimitiveTopology::LINE_LIST,
+    ];
+    let assemblies: Vec<vk::PipelineInputAssemblyStateCreateInfo> = variants
+        .iter()
+        .map(|(v, _)| {
+            vk::PipelineInputAssemblyStateCreateInfo::default()
+                .topology(topologies[(*v % 3) as usize])
+        })
+        .collect();
+    let viewport = vk::PipelineViewportStateCreateInfo::default()
+        .viewport_count(1)
+        .scissor_count(1);
+    let rasters: Vec<vk::PipelineRasterizationStateCreateInfo> = variants
+        .iter()
+        .map(|(v, _)| {
+            vk::PipelineRasterizationStateCreateInfo::default()
+                .polygon_mode(vk::PolygonMode::FILL)
+                .cull_mode(if v % 2 == 0 {
+                    vk::CullModeFlags::BACK
+                } else {
+                    vk::CullModeFlags::NONE
+                })
+                .front_face(vk::FrontFace::COUNTER_CLOCKWISE)
+                .line_width(1.0)
+        })
+        .collect();
+    let multisample = vk::PipelineMultisampleStateCreateInfo::default()
+        .rasterization_samples(vk::SampleCountFlags::TYPE_1);
+    let depth = vk::PipelineDepthStencilStateCreateInfo::default()
+        .depth_test_enable(true)
+        .depth_write_enable(true)
+        .depth_compare_op(vk::CompareOp::LESS_OR_EQUAL);
+    let blend_attachments: Vec<[vk::PipelineColorBlendAttachmentState; 1]> = variants
+        .iter()
+        .map(|(v, _)| {
+            [vk::PipelineColorBlendAttachmentState::default()
+                .blend_enable(v % 4 >= 2)
+                .src_color_blend_factor(vk::BlendFactor::SRC_ALPHA)
+                .dst_color_blend_factor(vk::BlendFactor::ONE_MINUS_SRC_ALPHA)
+                .color_blend_op(vk::BlendOp::ADD)
+                .src_alpha_blend_factor(vk::BlendFactor::ONE)
+                .dst_alpha_blend_factor(vk::BlendFactor::ZERO)
+                .alpha_blend_op(vk::BlendOp::ADD)
+                .color_write_mask(vk::ColorComponentFlags::RGBA)]
+        })
+        .collect();
+    let blends: Vec<vk::PipelineColorBlendStateCreateInfo> = blend_attachments
+        .iter()
+        .map(|a| vk::PipelineColorBlendStateCreateInfo::default().attachments(a))
+        .collect();
+    let dynamic_states = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
+    let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic_states);
+    let color_formats = [vk::Format::R8G8B8A8_UNORM];
+    let mut renderings: Vec<vk::PipelineRenderingCreateInfo> = variants
+        .iter()
+        .map(|_| {
+            vk::PipelineRenderingCreateInfo::default()
+                .color_attachment_formats(&color_formats)
+                .depth_attachment_format(vk::Format::D32_SFLOAT)
+        })
+        .collect();
+    let mut feedback = vec![vk::PipelineCreationFeedback::default(); variants.len()];
+    let mut stage_feedback = vec![[vk::PipelineCreationFeedback::default(); 2]; variants.len()];
+    let mut feedback_infos: Vec<vk::PipelineCreationFeedbackCreateInfo> = feedback
+        .iter_mut()
+        .zip(stage_feedback.iter_mut())
+        .map(|(f, st)| {
+            vk::PipelineCreationFeedbackCreateInfo::default()
+                .pipeline_creation_feedback(f)
+                .pipeline_stage_creation_feedbacks(st)
+        })
+        .collect();
+    let mut infos = Vec::with_capacity(variants.len());
+    for (i, ((rendering, fb), (_, dynamic_rendering))) in renderings
+        .iter_mut()
+        .zip(feedback_infos.iter_mut())
+        .zip(variants)
+        .enumerate()
+    {
+        let mut ci = vk::GraphicsPipelineCreateInfo::default()
+            .flags(flags)
+            .stages(&stages[i])
+            .vertex_input_state(&vertex_input)
+            .input_assembly_state(&assemblies[i])
+            .viewport_state(&viewport)
+            .rasterization_state(&rasters[i])
+            .multisample_state(&multisample)
+            .depth_stencil_state(&depth)
+            .color_blend_state(&blends[i])
+            .dynamic_state(&dynamic)
+            .layout(s.graphics_layout);
+        if *dynamic_rendering && s.dynamic_rendering {
+            ci = ci.push_next(rendering);
+        } else {
+            ci = ci.render_pass(s.render_pass).subpass(0);
+        }
+        if with_feedback {
+            ci = ci.push_next(fb);
+        }
+        infos.push(ci);
+    }
+    let mut pipelines = vec![vk::Pipeline::null(); infos.len()];
+    let started = Instant::now();
+    // SAFETY: valid create infos; the raw entry point so VK_PIPELINE_COMPILE_REQUIRED is seen as is.
+    let r = unsafe {
+        (s.device.fp_v1_0().create_graphics_pipelines)(
+            s.device.handle(),
+            s.app_cache,
+            infos.len() as u32,
+            infos.as_ptr(),
+            std::ptr::null(),
+            pipelines.as_mut_ptr(),
+        )
+    };
+    let took = started.elapsed();
+    drop(infos);
+    count(
+        r,
+        &pipelines,
+        if with_feedback { &feedback } else { &[] },
+        true,
+        took,
+        made,
+    )
+}
+
+/// The CPU's answer for compute variant `v` at element `i` with push constant `add`.
+fn expected(v: u32, i: u32, add: u32) -> u32 {
+    let [mul, variant] = compute_spec(v);
+    let mut x = i.wrapping_mul(mul).wrapping_add(add);
+    for _ in 0..variant % 7 {
+        x = x.wrapping_mul(1664525).wrapping_add(1013904223);
+    }
+    x.wrapping_add(variant)
+}
+
+/// Builds compute variant 5 alone, dispatches it over a host-visible buffer, and checks every value.
+fn dispatch_and_check(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    s: &Shared,
+    queue_family: u32,
+) -> Result<(), String> {
+    const VARIANT: u32 = 5;
+    const ADD: u32 = 1000;
+    let d = &s.device;
+    let err = |what: &'static str| move |e: vk::Result| format!("{what}: {e}");
+    let size = (DISPATCH_ELEMENTS * 4) as u64;
+    // SAFETY (whole function): valid Vulkan usage on a live device; every object is destroyed
+    // before returning, after the fence says the GPU is done.
+    unsafe {
+        let buffer = d
+            .create_buffer(
+                &vk::BufferCreateInfo::default()
+                    .size(size)
+                    .usage(vk::BufferUsageFlags::STORAGE_BUFFER),
+                None,
+            )
+            .map_err(err("vkCreateBuffer"))?;
+        let req = d.get_buffer_memory_requirements(buffer);
+        let mem_props = instance.get_physical_device_memory_properties(physical);
+        let wanted = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let type_index = (0..mem_props.memory_type_count)
+            .find(|i| {
+                req.memory_type_bits & (1 << i) != 0
+                    && mem_props.memory_types[*i as usize]
+                        .property_flags
+                        .contains(wanted)
+            })
+            .ok_or("no host-visible memory")?;
+        let memory = d
+            .allocate_memory(
+                &vk::MemoryAllocateInfo::default()
+                    .allocation_size(req.size)
+                    .memory_type_index(type_index),
+                None,
+            )
+            .map_err(err("vkAllocateMemory"))?;
+        d.bind_buffer_memory(buffer, memory, 0)
+            .map_err(err("vkBindBufferMemory"))?;
+        let mapped = d
+            .map_memory(memory, 0, size, vk::MemoryMapFlags::empty())
+            .map_err(err("vkMapMemory"))? as *mut u32;
+        std::ptr::write_bytes(mapped, 0xAB, DISPATCH_ELEMENTS as usize);
+
+        let binding = [vk::DescriptorSetLayoutBinding::default()
+            .binding(0)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)];
+        let set_layout = d
+            .create_descriptor_set_layout(
+                &vk::DescriptorSetLayoutCreateInfo::default().bindings(&binding),
+                None,
+            )
+            .map_err(err("vkCreateDescriptorSetLayout"))?;
+        let pool_sizes = [vk::DescriptorPoolSize::default()
+            .ty(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(1)];
+        let pool = d
+            .create_descriptor_pool(
+                &vk::DescriptorPoolCreateInfo::default()
+                    .max_sets(1)
+                    .pool_sizes(&pool_sizes),
+                None,
+            )
+            .map_err(err("vkCreateDescriptorPool"))?;
+        let layouts = [set_layout];
+        let set = d
+            .allocate_descriptor_sets(
+                &vk::DescriptorSetAllocateInfo::default()
+                    .descriptor_pool(pool)
+                    .set_layouts(&layouts),
+            )
+            .map_err(err("vkAllocateDescriptorSets"))?[0];
+        let buffer_info = [vk::DescriptorBufferInfo::default()
+            .buffer(buffer)
+            .range(size)];
+        d.update_descriptor_sets(
+            &[vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(&buffer_info)],
+            &[],
+        );
+
+        let mut made = Vec::new();
+        let tally = create_compute_batch(
+            s,
+            &[VARIANT],
+            vk::PipelineCreateFlags::empty(),
+            false,
+            &mut made,
+        );
+        let pipeline = *made.first().ok_or(format!(
+            "the dispatch pipeline was not made ({} failed)",
+            tally.failed
+        ))?;
+
+        let cmd_pool = d
+            .create_command_pool(
+                &vk::CommandPoolCreateInfo::default().queue_family_index(queue_family),
+                None,
+            )
+            .map_err(err("vkCreateCommandPool"))?;
+        let cmd = d
+            .allocate_command_buffers(
+                &vk::CommandBufferAllocateInfo::default()
+                    .command_pool(cmd_pool)
+                    .command_buffer_count(1),
+            )
+            .map_err(err("vkAllocateCommandBuffers"))?[0];
+        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
+            .map_err(err("vkBeginCommandBuffer"))?;
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
+        d.cmd_bind_descriptor_sets(
+            cmd,
+            vk::PipelineBindPoint::COMPUTE,
+            s.compute_layout,
+            0,
+            &[set],
+            &[],
+        );
+        d.cmd_push_constants(
+            cmd,
+            s.compute_layout,
+            vk::ShaderStageFlags::COMPUTE,
+            0,
+            &ADD.to_le_bytes(),
+        );
+        d.cmd_dispatch(cmd, DISPATCH_ELEMENTS / 64, 1, 1);
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+            .dst_access_mask(vk::AccessFlags::HOST_READ)];
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::COMPUTE_SHADER,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &barrier,
+            &[],
+            &[],
+        );
+        d.end_command_buffer(cmd)
+            .map_err(err("vkEndCommandBuffer"))?;
+        let fence = d
+            .create_fence(&vk::FenceCreateInfo::default(), None)
+            .map_err(err("vkCreateFence"))?;
+        let cmds = [cmd];
+        d.queue_submit(
+            d.get_device_queue(queue_family, 0),
+            &[vk::SubmitInfo::default().command_buffers(&cmds)],
+            fence,
+        )
+        .map_err(err("vkQueueSubmit"))?;
+        d.wait_for_fences(&[fence], true, u64::MAX)
+            .map_err(err("vkWaitForFences"))?;
+
+        let out = std::slice::from_raw_parts(mapped, DISPATCH_ELEMENTS as usize);
+        let wrong = (0..DISPATCH_ELEMENTS)
+            .map(|i| (i, out[i as usize]))
+            .find(|(i, got)| *got != expected(VARIANT, *i, ADD));
+
+        d.destroy_fence(fence, None);
+        d.destroy_command_pool(cmd_pool, None);
+        d.destroy_pipeline(pipeline, None);
+        d.destroy_descriptor_pool(pool, None);
+        d.destroy_descriptor_set_layout(set_layout, None);
+        d.unmap_memory(memory);
+        d.destroy_buffer(buffer, None);
+        d.free_memory(memory, None);
+        match wrong {
+            None => Ok(()),
+            Some((i, got)) => Err(format!(
+                "element {i} is {got:#x}, expected {:#x}",
+                expected(VARIANT, i, ADD)
+            )),
+        }
+    }
+}

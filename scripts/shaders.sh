@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Rebuilds the test app's SPIR-V from its GLSL (the .spv files are committed, so a build needs no
+# shader compiler; run this after changing a shader).
+set -euo pipefail
+cd "$(dirname "$0")/../tests/app/shaders"
+for s in compute.comp triangle.vert triangle.frag; do
+  glslangValidator -V --target-env vulkan1.0 -o "$s.spv" "$s"
+done

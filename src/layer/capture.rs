@@ -1,0 +1,479 @@
+//! Reading a pipeline's create info into the key's descriptions. Only what the Vulkan spec says
+//! is read is read: a pointer the spec ignores (a state block under rasterizer discard, the
+//! viewports when they are dynamic, ...) may be garbage and is never followed. Anything the key
+//! does not understand makes the pipeline unkeyable; unknown never means "hash what we understood".
+
+use std::ffi::CStr;
+
+use ash::vk;
+use ash::vk::Handle;
+
+use super::abi::chain;
+use super::objects::{module_content, only_known, slice, Objects};
+use crate::key::desc::*;
+use crate::key::{compute_key, graphics_key, Dynamic, PipelineKey, Unkeyable};
+
+use vk::DynamicState as D;
+use vk::StructureType as S;
+
+/// Structures a pipeline's own chain may carry: feedback (an output, not hashed), robustness, and
+/// for graphics the dynamic-rendering formats.
+fn pipeline_chain(
+    p_next: *const std::ffi::c_void,
+    graphics: bool,
+) -> Result<
+    (
+        Option<Robustness>,
+        Option<*const vk::PipelineRenderingCreateInfo<'static>>,
+    ),
+    Unkeyable,
+> {
+    let (mut robustness, mut rendering) = (None, None);
+    // SAFETY: the application's chain.
+    for s in unsafe { chain(p_next) } {
+        match unsafe { (*s).s_type } {
+            S::PIPELINE_CREATION_FEEDBACK_CREATE_INFO => {}
+            S::PIPELINE_ROBUSTNESS_CREATE_INFO_EXT => {
+                robustness = Some(unsafe { read_robustness(s) })
+            }
+            S::PIPELINE_RENDERING_CREATE_INFO if graphics => {
+                rendering = Some(s as *const vk::PipelineRenderingCreateInfo)
+            }
+            S::PIPELINE_LIBRARY_CREATE_INFO_KHR | S::GRAPHICS_PIPELINE_LIBRARY_CREATE_INFO_EXT => {
+                return Err(Unkeyable::Library)
+            }
+            other => {
+                return Err(Unkeyable::UnknownStructure {
+                    stype: other.as_raw(),
+                    place: "a pipeline",
+                })
+            }
+        }
+    }
+    Ok((robustness, rendering))
+}
+
+unsafe fn read_robustness(s: *const vk::BaseInStructure) -> Robustness {
+    // SAFETY: the caller matched the sType.
+    let r = unsafe { &*(s as *const vk::PipelineRobustnessCreateInfoEXT) };
+    Robustness {
+        storage_buffers: r.storage_buffers.as_raw() as u32,
+        uniform_buffers: r.uniform_buffers.as_raw() as u32,
+        vertex_inputs: r.vertex_inputs.as_raw() as u32,
+        images: r.images.as_raw() as u32,
+    }
+}
+
+fn check_flags(flags: vk::PipelineCreateFlags) -> Result<u32, Unkeyable> {
+    if flags.contains(vk::PipelineCreateFlags::LIBRARY_KHR) {
+        return Err(Unkeyable::Library);
+    }
+    Ok(flags.as_raw())
+}
+
+unsafe fn stage(
+    s: &vk::PipelineShaderStageCreateInfo,
+    objects: &Objects,
+) -> Result<StageDesc, Unkeyable> {
+    let (mut inline_module, mut required_subgroup_size, mut robustness) = (None, None, None);
+    // SAFETY: the application's chain and arrays.
+    for p in unsafe { chain(s.p_next) } {
+        match unsafe { (*p).s_type } {
+            S::SHADER_MODULE_CREATE_INFO => {
+                inline_module =
+                    Some(unsafe { module_content(&*(p as *const vk::ShaderModuleCreateInfo))? })
+            }
+            S::PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO => {
+                required_subgroup_size = Some(unsafe {
+                    (*(p as *const vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo))
+                        .required_subgroup_size
+                })
+            }
+            S::PIPELINE_ROBUSTNESS_CREATE_INFO_EXT => {
+                robustness = Some(unsafe { read_robustness(p) })
+            }
+            S::PIPELINE_SHADER_STAGE_MODULE_IDENTIFIER_CREATE_INFO_EXT => {
+                return Err(Unkeyable::ModuleIdentifier)
+            }
+            other => {
+                return Err(Unkeyable::UnknownStructure {
+                    stype: other.as_raw(),
+                    place: "a shader stage",
+                })
+            }
+        }
+    }
+    let module = if s.module != vk::ShaderModule::null() {
+        objects.modules.get(s.module.as_raw(), "shader module")?
+    } else {
+        inline_module.ok_or(Unkeyable::UnknownObject("shader module"))?
+    };
+    if s.p_name.is_null() {
+        return Err(Unkeyable::MissingState("entry point name"));
+    }
+    let mut specialization = Vec::new();
+    if let Some(info) = unsafe { s.p_specialization_info.as_ref() } {
+        let data = unsafe { slice(info.p_data as *const u8, info.data_size as u32) };
+        if data.len() != info.data_size {
+            return Err(Unkeyable::InvalidSpecialization);
+        }
+        for e in unsafe { slice(info.p_map_entries, info.map_entry_count) } {
+            let start = e.offset as usize;
+            let value = data
+                .get(
+                    start
+                        ..start
+                            .checked_add(e.size)
+                            .ok_or(Unkeyable::InvalidSpecialization)?,
+                )
+                .ok_or(Unkeyable::InvalidSpecialization)?;
+            specialization.push(SpecConstant {
+                constant_id: e.constant_id,
+                value: value.to_vec(),
+            });
+        }
+    }
+    Ok(StageDesc {
+        stage: s.stage.as_raw(),
+        flags: s.flags.as_raw(),
+        module,
+        entry_point: unsafe { CStr::from_ptr(s.p_name) }.to_bytes().to_vec(),
+        specialization,
+        required_subgroup_size,
+        robustness,
+    })
+}
+
+/// The key of a compute pipeline.
+///
+/// # Safety
+/// `ci` must be a valid create info.
+pub unsafe fn compute(
+    ci: &vk::ComputePipelineCreateInfo,
+    objects: &Objects,
+) -> Result<PipelineKey, Unkeyable> {
+    let flags = check_flags(ci.flags)?;
+    let (robustness, _) = pipeline_chain(ci.p_next, false)?;
+    Ok(compute_key(&ComputeDesc {
+        flags,
+        // SAFETY: the application's stage.
+        stage: unsafe { stage(&ci.stage, objects)? },
+        layout: objects
+            .pipeline_layouts
+            .get(ci.layout.as_raw(), "pipeline layout")?,
+        robustness,
+    }))
+}
+
+fn bool32(b: vk::Bool32) -> bool {
+    b != 0
+}
+
+/// The key of a graphics pipeline (its shape key).
+///
+/// # Safety
+/// `ci` must be a valid create info.
+pub unsafe fn graphics(
+    ci: &vk::GraphicsPipelineCreateInfo,
+    objects: &Objects,
+) -> Result<PipelineKey, Unkeyable> {
+    let flags = check_flags(ci.flags)?;
+    let (robustness, rendering) = pipeline_chain(ci.p_next, true)?;
+    // SAFETY (whole body): the application's create info, read only where the spec says it is read.
+    let raw_stages = unsafe { slice(ci.p_stages, ci.stage_count) };
+    let stages = raw_stages
+        .iter()
+        .map(|s| unsafe { stage(s, objects) })
+        .collect::<Result<Vec<_>, _>>()?;
+    let all_stages = raw_stages
+        .iter()
+        .fold(vk::ShaderStageFlags::empty(), |a, s| a | s.stage);
+    let mesh =
+        all_stages.intersects(vk::ShaderStageFlags::MESH_EXT | vk::ShaderStageFlags::TASK_EXT);
+    let tessellated = all_stages.contains(
+        vk::ShaderStageFlags::TESSELLATION_CONTROL | vk::ShaderStageFlags::TESSELLATION_EVALUATION,
+    );
+
+    let dynamic_states: Vec<u32> = match unsafe { ci.p_dynamic_state.as_ref() } {
+        Some(d) => {
+            unsafe { only_known(d.p_next, &[], "the dynamic state")? };
+            unsafe { slice(d.p_dynamic_states, d.dynamic_state_count) }
+                .iter()
+                .map(|s| s.as_raw() as u32)
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    let dy = Dynamic::from_states(&dynamic_states)?;
+
+    let (target, color_count, uses_depth_stencil) = if ci.render_pass != vk::RenderPass::null() {
+        let pass = objects
+            .render_passes
+            .get(ci.render_pass.as_raw(), "render pass")?;
+        let &(colors, depth) = pass
+            .subpasses
+            .get(ci.subpass as usize)
+            .ok_or(Unkeyable::MissingState("subpass"))?;
+        (
+            RenderTarget::Pass {
+                pass: pass.digest,
+                subpass: ci.subpass,
+            },
+            colors,
+            depth,
+        )
+    } else {
+        let r = rendering.and_then(|r| unsafe { r.as_ref() });
+        let formats: Vec<u32> = r.map_or(Vec::new(), |r| {
+            unsafe { slice(r.p_color_attachment_formats, r.color_attachment_count) }
+                .iter()
+                .map(|f| f.as_raw() as u32)
+                .collect()
+        });
+        let (depth, stencil) = r.map_or((0, 0), |r| {
+            (
+                r.depth_attachment_format.as_raw() as u32,
+                r.stencil_attachment_format.as_raw() as u32,
+            )
+        });
+        let count = formats.len() as u32;
+        (
+            RenderTarget::Dynamic {
+                view_mask: r.map_or(0, |r| r.view_mask),
+                color_formats: formats,
+                depth_format: depth,
+                stencil_format: stencil,
+            },
+            count,
+            depth != 0 || stencil != 0,
+        )
+    };
+
+    let raster = unsafe { ci.p_rasterization_state.as_ref() }
+        .ok_or(Unkeyable::MissingState("rasterization state"))?;
+    unsafe { only_known(raster.p_next, &[], "the rasterization state")? };
+    let discard = bool32(raster.rasterizer_discard_enable) && !dy.has(D::RASTERIZER_DISCARD_ENABLE);
+    let rasterization = RasterizationDesc {
+        flags: raster.flags.as_raw(),
+        depth_clamp_enable: bool32(raster.depth_clamp_enable),
+        rasterizer_discard_enable: dy.unless(
+            D::RASTERIZER_DISCARD_ENABLE,
+            bool32(raster.rasterizer_discard_enable),
+        ),
+        polygon_mode: raster.polygon_mode.as_raw() as u32,
+        cull_mode: dy.unless(D::CULL_MODE, raster.cull_mode.as_raw()),
+        front_face: dy.unless(D::FRONT_FACE, raster.front_face.as_raw() as u32),
+        depth_bias_enable: dy.unless(D::DEPTH_BIAS_ENABLE, bool32(raster.depth_bias_enable)),
+        depth_bias: dy.unless(
+            D::DEPTH_BIAS,
+            [
+                raster.depth_bias_constant_factor,
+                raster.depth_bias_clamp,
+                raster.depth_bias_slope_factor,
+            ],
+        ),
+        line_width: dy.unless(D::LINE_WIDTH, raster.line_width),
+    };
+
+    let vertex_input = if mesh {
+        None
+    } else {
+        let v = unsafe { ci.p_vertex_input_state.as_ref() }
+            .ok_or(Unkeyable::MissingState("vertex input state"))?;
+        unsafe { only_known(v.p_next, &[], "the vertex input state")? };
+        let mut bindings: Vec<VertexBinding> = unsafe {
+            slice(
+                v.p_vertex_binding_descriptions,
+                v.vertex_binding_description_count,
+            )
+        }
+        .iter()
+        .map(|b| VertexBinding {
+            binding: b.binding,
+            stride: dy.unless(D::VERTEX_INPUT_BINDING_STRIDE, b.stride),
+            input_rate: b.input_rate.as_raw() as u32,
+        })
+        .collect();
+        bindings.sort_by_key(|b| b.binding);
+        let mut attributes: Vec<VertexAttribute> = unsafe {
+            slice(
+                v.p_vertex_attribute_descriptions,
+                v.vertex_attribute_description_count,
+            )
+        }
+        .iter()
+        .map(|a| VertexAttribute {
+            location: a.location,
+            binding: a.binding,
+            format: a.format.as_raw() as u32,
+            offset: a.offset,
+        })
+        .collect();
+        attributes.sort_by_key(|a| a.location);
+        Some(VertexInputDesc {
+            flags: v.flags.as_raw(),
+            bindings,
+            attributes,
+        })
+    };
+    let input_assembly = if mesh {
+        None
+    } else {
+        let ia = unsafe { ci.p_input_assembly_state.as_ref() }
+            .ok_or(Unkeyable::MissingState("input assembly state"))?;
+        unsafe { only_known(ia.p_next, &[], "the input assembly state")? };
+        Some(InputAssemblyDesc {
+            flags: ia.flags.as_raw(),
+            topology: ia.topology.as_raw() as u32,
+            primitive_restart: dy.unless(
+                D::PRIMITIVE_RESTART_ENABLE,
+                bool32(ia.primitive_restart_enable),
+            ),
+        })
+    };
+    let tessellation_patch_control_points = if tessellated {
+        let t = unsafe { ci.p_tessellation_state.as_ref() }
+            .ok_or(Unkeyable::MissingState("tessellation state"))?;
+        unsafe { only_known(t.p_next, &[], "the tessellation state")? };
+        dy.unless(D::PATCH_CONTROL_POINTS_EXT, t.patch_control_points)
+    } else {
+        None
+    };
+
+    let viewport = if discard {
+        None
+    } else {
+        let v = unsafe { ci.p_viewport_state.as_ref() }
+            .ok_or(Unkeyable::MissingState("viewport state"))?;
+        unsafe { only_known(v.p_next, &[], "the viewport state")? };
+        let with_count_v = dy.has(D::VIEWPORT_WITH_COUNT);
+        let with_count_s = dy.has(D::SCISSOR_WITH_COUNT);
+        let viewports =
+            (!dy.has(D::VIEWPORT) && !with_count_v && !v.p_viewports.is_null()).then(|| {
+                unsafe { slice(v.p_viewports, v.viewport_count) }
+                    .iter()
+                    .map(|p| [p.x, p.y, p.width, p.height, p.min_depth, p.max_depth])
+                    .collect()
+            });
+        let scissors =
+            (!dy.has(D::SCISSOR) && !with_count_s && !v.p_scissors.is_null()).then(|| {
+                unsafe { slice(v.p_scissors, v.scissor_count) }
+                    .iter()
+                    .map(|s| {
+                        [
+                            s.offset.x as u32,
+                            s.offset.y as u32,
+                            s.extent.width,
+                            s.extent.height,
+                        ]
+                    })
+                    .collect()
+            });
+        Some(ViewportDesc {
+            flags: v.flags.as_raw(),
+            viewport_count: (!with_count_v).then_some(v.viewport_count),
+            viewports,
+            scissor_count: (!with_count_s).then_some(v.scissor_count),
+            scissors,
+        })
+    };
+
+    let multisample = if discard {
+        None
+    } else {
+        let m = unsafe { ci.p_multisample_state.as_ref() }
+            .ok_or(Unkeyable::MissingState("multisample state"))?;
+        unsafe { only_known(m.p_next, &[], "the multisample state")? };
+        let words = m.rasterization_samples.as_raw().div_ceil(32);
+        Some(MultisampleDesc {
+            flags: m.flags.as_raw(),
+            rasterization_samples: m.rasterization_samples.as_raw(),
+            sample_shading_enable: bool32(m.sample_shading_enable),
+            min_sample_shading: m.min_sample_shading,
+            sample_mask: (!m.p_sample_mask.is_null())
+                .then(|| unsafe { slice(m.p_sample_mask, words) }.to_vec()),
+            alpha_to_coverage_enable: bool32(m.alpha_to_coverage_enable),
+            alpha_to_one_enable: bool32(m.alpha_to_one_enable),
+        })
+    };
+
+    let depth_stencil = if discard || !uses_depth_stencil {
+        None
+    } else {
+        let d = unsafe { ci.p_depth_stencil_state.as_ref() }
+            .ok_or(Unkeyable::MissingState("depth-stencil state"))?;
+        unsafe { only_known(d.p_next, &[], "the depth-stencil state")? };
+        let stencil = |s: &vk::StencilOpState| StencilDesc {
+            ops: dy
+                .unless(
+                    D::STENCIL_OP,
+                    [s.fail_op, s.pass_op, s.depth_fail_op].map(|o| o.as_raw() as u32),
+                )
+                .map(|[a, b, c]| [a, b, c, s.compare_op.as_raw() as u32]),
+            compare_mask: dy.unless(D::STENCIL_COMPARE_MASK, s.compare_mask),
+            write_mask: dy.unless(D::STENCIL_WRITE_MASK, s.write_mask),
+            reference: dy.unless(D::STENCIL_REFERENCE, s.reference),
+        };
+        Some(DepthStencilDesc {
+            flags: d.flags.as_raw(),
+            depth_test_enable: dy.unless(D::DEPTH_TEST_ENABLE, bool32(d.depth_test_enable)),
+            depth_write_enable: dy.unless(D::DEPTH_WRITE_ENABLE, bool32(d.depth_write_enable)),
+            depth_compare_op: dy.unless(D::DEPTH_COMPARE_OP, d.depth_compare_op.as_raw() as u32),
+            depth_bounds_test_enable: dy.unless(
+                D::DEPTH_BOUNDS_TEST_ENABLE,
+                bool32(d.depth_bounds_test_enable),
+            ),
+            stencil_test_enable: dy.unless(D::STENCIL_TEST_ENABLE, bool32(d.stencil_test_enable)),
+            front: stencil(&d.front),
+            back: stencil(&d.back),
+            depth_bounds: dy.unless(D::DEPTH_BOUNDS, [d.min_depth_bounds, d.max_depth_bounds]),
+        })
+    };
+
+    let color_blend = if discard || color_count == 0 {
+        None
+    } else {
+        let b = unsafe { ci.p_color_blend_state.as_ref() }
+            .ok_or(Unkeyable::MissingState("colour blend state"))?;
+        unsafe { only_known(b.p_next, &[], "the colour blend state")? };
+        Some(ColorBlendDesc {
+            flags: b.flags.as_raw(),
+            logic_op_enable: bool32(b.logic_op_enable),
+            logic_op: (bool32(b.logic_op_enable) && !dy.has(D::LOGIC_OP_EXT))
+                .then_some(b.logic_op.as_raw() as u32),
+            attachments: unsafe { slice(b.p_attachments, b.attachment_count) }
+                .iter()
+                .map(|a| BlendAttachment {
+                    blend_enable: bool32(a.blend_enable),
+                    src_color_factor: a.src_color_blend_factor.as_raw() as u32,
+                    dst_color_factor: a.dst_color_blend_factor.as_raw() as u32,
+                    color_op: a.color_blend_op.as_raw() as u32,
+                    src_alpha_factor: a.src_alpha_blend_factor.as_raw() as u32,
+                    dst_alpha_factor: a.dst_alpha_blend_factor.as_raw() as u32,
+                    alpha_op: a.alpha_blend_op.as_raw() as u32,
+                    color_write_mask: a.color_write_mask.as_raw(),
+                })
+                .collect(),
+            blend_constants: dy.unless(D::BLEND_CONSTANTS, b.blend_constants),
+        })
+    };
+
+    Ok(graphics_key(&GraphicsDesc {
+        flags,
+        stages,
+        vertex_input,
+        input_assembly,
+        tessellation_patch_control_points,
+        viewport,
+        rasterization,
+        multisample,
+        depth_stencil,
+        color_blend,
+        dynamic_states,
+        layout: objects
+            .pipeline_layouts
+            .get(ci.layout.as_raw(), "pipeline layout")?,
+        target,
+        robustness,
+    }))
+}

@@ -1,0 +1,395 @@
+//! Device-level plumbing: creating the device (walking the link chain, adding
+//! `VK_EXT_pipeline_creation_feedback` where the device offers it and the API needs it),
+//! `vkGetDeviceProcAddr`, destroying the device (the compile watch's end), the exit handler for
+//! applications that never destroy theirs, and the store opened once per identity per process.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, CStr};
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock, Mutex, Once, OnceLock};
+use std::time::SystemTime;
+
+use ash::vk;
+
+use super::abi::{find_link_info, LayerDeviceCreateInfo, LOADER_DEVICE_CREATE_INFO};
+use super::guard::{guarded, SETTINGS};
+use super::instance::{instance_data, load};
+use super::intercepted_device_command;
+use super::objects::Objects;
+use super::registry::{dispatch_key, Registry};
+use crate::store::identity::HOST_ABI;
+use crate::store::{Identity, Store};
+use crate::watch::Watch;
+
+/// The next layer's device commands the layer calls.
+pub struct DeviceFns {
+    pub get_device_proc_addr: vk::PFN_vkGetDeviceProcAddr,
+    pub destroy_device: vk::PFN_vkDestroyDevice,
+    pub create_pipeline_cache: vk::PFN_vkCreatePipelineCache,
+    pub destroy_pipeline_cache: vk::PFN_vkDestroyPipelineCache,
+    pub get_pipeline_cache_data: vk::PFN_vkGetPipelineCacheData,
+    pub create_compute_pipelines: vk::PFN_vkCreateComputePipelines,
+    pub create_graphics_pipelines: vk::PFN_vkCreateGraphicsPipelines,
+    pub create_shader_module: vk::PFN_vkCreateShaderModule,
+    pub destroy_shader_module: vk::PFN_vkDestroyShaderModule,
+    pub create_sampler: vk::PFN_vkCreateSampler,
+    pub destroy_sampler: vk::PFN_vkDestroySampler,
+    pub create_descriptor_set_layout: vk::PFN_vkCreateDescriptorSetLayout,
+    pub destroy_descriptor_set_layout: vk::PFN_vkDestroyDescriptorSetLayout,
+    pub create_pipeline_layout: vk::PFN_vkCreatePipelineLayout,
+    pub destroy_pipeline_layout: vk::PFN_vkDestroyPipelineLayout,
+    pub create_render_pass: vk::PFN_vkCreateRenderPass,
+    pub destroy_render_pass: vk::PFN_vkDestroyRenderPass,
+    pub create_render_pass2: Option<vk::PFN_vkCreateRenderPass2>,
+    pub create_render_pass2_khr: Option<vk::PFN_vkCreateRenderPass2>,
+}
+
+/// Loads a device command through the next layer.
+unsafe fn load_device<F: Copy>(
+    gdpa: vk::PFN_vkGetDeviceProcAddr,
+    device: vk::Device,
+    name: &CStr,
+) -> Option<F> {
+    // SAFETY: the next layer's own entry point; F is the command's type.
+    let f = unsafe { gdpa(device, name.as_ptr()) }?;
+    Some(unsafe { std::mem::transmute_copy(&f) })
+}
+
+impl DeviceFns {
+    unsafe fn load(gdpa: vk::PFN_vkGetDeviceProcAddr, d: vk::Device) -> Option<DeviceFns> {
+        // SAFETY: each name loaded with its own function type.
+        unsafe {
+            Some(DeviceFns {
+                get_device_proc_addr: gdpa,
+                destroy_device: load_device(gdpa, d, c"vkDestroyDevice")?,
+                create_pipeline_cache: load_device(gdpa, d, c"vkCreatePipelineCache")?,
+                destroy_pipeline_cache: load_device(gdpa, d, c"vkDestroyPipelineCache")?,
+                get_pipeline_cache_data: load_device(gdpa, d, c"vkGetPipelineCacheData")?,
+                create_compute_pipelines: load_device(gdpa, d, c"vkCreateComputePipelines")?,
+                create_graphics_pipelines: load_device(gdpa, d, c"vkCreateGraphicsPipelines")?,
+                create_shader_module: load_device(gdpa, d, c"vkCreateShaderModule")?,
+                destroy_shader_module: load_device(gdpa, d, c"vkDestroyShaderModule")?,
+                create_sampler: load_device(gdpa, d, c"vkCreateSampler")?,
+                destroy_sampler: load_device(gdpa, d, c"vkDestroySampler")?,
+                create_descriptor_set_layout: load_device(gdpa, d, c"vkCreateDescriptorSetLayout")?,
+                destroy_descriptor_set_layout: load_device(
+                    gdpa,
+                    d,
+                    c"vkDestroyDescriptorSetLayout",
+                )?,
+                create_pipeline_layout: load_device(gdpa, d, c"vkCreatePipelineLayout")?,
+                destroy_pipeline_layout: load_device(gdpa, d, c"vkDestroyPipelineLayout")?,
+                create_render_pass: load_device(gdpa, d, c"vkCreateRenderPass")?,
+                destroy_render_pass: load_device(gdpa, d, c"vkDestroyRenderPass")?,
+                create_render_pass2: load_device(gdpa, d, c"vkCreateRenderPass2"),
+                create_render_pass2_khr: load_device(gdpa, d, c"vkCreateRenderPass2KHR"),
+            })
+        }
+    }
+}
+
+/// Where a device's store is, shared by every device of one identity in the process.
+type StoreCell = Arc<OnceLock<Option<Arc<Store>>>>;
+
+static STORES: LazyLock<Mutex<HashMap<(PathBuf, String, Identity), StoreCell>>> =
+    LazyLock::new(Default::default);
+
+pub struct DeviceData {
+    pub handle: vk::Device,
+    pub fns: DeviceFns,
+    /// False when the layer is disabled: everything passes through.
+    pub active: bool,
+    /// Creation feedback may be chained (API 1.3, or the extension enabled).
+    pub feedback_valid: bool,
+    pub identity: Identity,
+    pub device_name: String,
+    pub objects: Objects,
+    pub watch: Watch,
+    root: Option<PathBuf>,
+    title: String,
+    store: Option<StoreCell>,
+    write_failure_logged: std::sync::atomic::AtomicBool,
+}
+
+impl DeviceData {
+    /// The store, opened at the first call (threads that need it first wait for that opening).
+    /// `None` makes the layer a pass-through for this device.
+    pub fn store(&self) -> Option<&Arc<Store>> {
+        let cell = self.store.as_ref()?;
+        cell.get_or_init(|| {
+            let root = self.root.as_ref()?;
+            let opened_at = SETTINGS.test_open_time.unwrap_or_else(SystemTime::now);
+            match Store::open(root, &self.title, self.identity, SETTINGS.max_bytes, opened_at) {
+                Ok((store, _report)) => Some(Arc::new(store)),
+                Err(e) => {
+                    tracing::warn!(title = %self.title, error = %e, "the pipeline store cannot be opened; pipekeep passes pipelines through");
+                    None
+                }
+            }
+        })
+        .as_ref()
+    }
+
+    /// Logs the first failed write of this device, once.
+    pub fn write_failed(&self, e: &crate::store::StoreError) {
+        if !self
+            .write_failure_logged
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(error = %e, "an entry cannot be written; pipelines are still built, but not kept");
+        }
+    }
+
+    /// The run's end: the final compile-watch line and the run's line in `runs.jsonl`.
+    fn finish(&self) {
+        if !self.active {
+            return;
+        }
+        let runs = self
+            .root
+            .as_ref()
+            .map(|r| r.join(&self.title).join("runs.jsonl"));
+        let runs = runs.filter(|p| p.parent().is_some_and(|d| d.is_dir()));
+        self.watch.finish(
+            runs.as_deref(),
+            &self.device_name,
+            &self.identity.dir_name(),
+        );
+    }
+}
+
+pub static DEVICES: Registry<DeviceData> = Registry::new();
+
+/// The data of a device created through this layer.
+///
+/// # Safety
+/// `device` must be a live device handle.
+pub unsafe fn device_data(device: vk::Device) -> Option<Arc<DeviceData>> {
+    // SAFETY: as the caller vouches.
+    DEVICES.get(unsafe { dispatch_key(device) })
+}
+
+const FEEDBACK_EXTENSION: &CStr = c"VK_EXT_pipeline_creation_feedback";
+
+unsafe fn device_offers(
+    inst: &super::instance::InstanceData,
+    physical_device: vk::PhysicalDevice,
+    wanted: &CStr,
+) -> bool {
+    let mut count = 0u32;
+    // SAFETY: the two-call idiom on the next layer's command.
+    unsafe {
+        if (inst.enumerate_device_extension_properties)(
+            physical_device,
+            std::ptr::null(),
+            &mut count,
+            std::ptr::null_mut(),
+        ) != vk::Result::SUCCESS
+        {
+            return false;
+        }
+        let mut props = vec![vk::ExtensionProperties::default(); count as usize];
+        let _ = (inst.enumerate_device_extension_properties)(
+            physical_device,
+            std::ptr::null(),
+            &mut count,
+            props.as_mut_ptr(),
+        );
+        props.truncate(count as usize);
+        props
+            .iter()
+            .any(|p| CStr::from_ptr(p.extension_name.as_ptr()) == wanted)
+    }
+}
+
+pub unsafe extern "system" fn create_device(
+    physical_device: vk::PhysicalDevice,
+    create_info: *const vk::DeviceCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Device,
+) -> vk::Result {
+    // SAFETY: a physical device of an instance made through this layer; the loader's chain info.
+    let Some(inst) = (unsafe { instance_data(physical_device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let link_info = unsafe {
+        (find_link_info((*create_info).p_next, LOADER_DEVICE_CREATE_INFO)
+            as *mut LayerDeviceCreateInfo)
+            .as_mut()
+    };
+    let Some(link_info) = link_info.filter(|l| !l.layer_info.is_null()) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let (gipa, gdpa) = unsafe {
+        (
+            (*link_info.layer_info).next_get_instance_proc_addr,
+            (*link_info.layer_info).next_get_device_proc_addr,
+        )
+    };
+    link_info.layer_info = unsafe { (*link_info.layer_info).next };
+    // The next vkCreateDevice, asked with the real instance handle.
+    let Some(next_create) =
+        (unsafe { load::<vk::PFN_vkCreateDevice>(gipa, inst.handle, c"vkCreateDevice") })
+    else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let ci = unsafe { &*create_info };
+    let mut properties = vk::PhysicalDeviceProperties::default();
+    unsafe { (inst.get_physical_device_properties)(physical_device, &mut properties) };
+    let device_api = inst.api_version.min(properties.api_version);
+    let core_feedback =
+        vk::api_version_major(device_api) > 1 || vk::api_version_minor(device_api) >= 3;
+    let asked: Vec<*const c_char> =
+        unsafe { super::objects::slice(ci.pp_enabled_extension_names, ci.enabled_extension_count) }
+            .to_vec();
+    let app_enabled_feedback = asked
+        .iter()
+        .any(|n| unsafe { CStr::from_ptr(*n) } == FEEDBACK_EXTENSION);
+    let active = !SETTINGS.disabled;
+    let add_feedback = active
+        && !core_feedback
+        && !app_enabled_feedback
+        && unsafe { device_offers(&inst, physical_device, FEEDBACK_EXTENSION) };
+
+    let mut extensions = asked;
+    let mut patched = *ci;
+    if add_feedback {
+        extensions.push(FEEDBACK_EXTENSION.as_ptr());
+        patched.enabled_extension_count = extensions.len() as u32;
+        patched.pp_enabled_extension_names = extensions.as_ptr();
+    }
+    // SAFETY: the application's create info, with at most one extension added.
+    let result = unsafe { next_create(physical_device, &patched, allocator, out) };
+    if result != vk::Result::SUCCESS {
+        return result;
+    }
+    let device = unsafe { *out };
+    guarded(
+        "vkCreateDevice",
+        || unsafe {
+            let Some(fns) = DeviceFns::load(gdpa, device) else {
+                tracing::error!(
+                    "the next layer lacks a core device command; pipekeep stays out of this device"
+                );
+                return;
+            };
+            let identity = Identity {
+                vendor_id: properties.vendor_id,
+                device_id: properties.device_id,
+                driver_version: properties.driver_version,
+                cache_uuid: properties.pipeline_cache_uuid,
+                abi: HOST_ABI,
+            };
+            let root = SETTINGS.root.clone();
+            if root.is_none() && active {
+                tracing::warn!("no library root (set PIPEKEEP_DIR, XDG_CACHE_HOME or HOME); pipekeep passes pipelines through");
+            }
+            let store = root.as_ref().filter(|_| active).map(|r| {
+                let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
+                stores
+                    .entry((r.clone(), inst.title.clone(), identity))
+                    .or_default()
+                    .clone()
+            });
+            let device_name = CStr::from_ptr(properties.device_name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = core_feedback || app_enabled_feedback || add_feedback, active, "pipekeep is active on a device");
+            let data = DeviceData {
+                handle: device,
+                fns,
+                active,
+                feedback_valid: core_feedback || app_enabled_feedback || add_feedback,
+                identity,
+                device_name,
+                objects: Objects::default(),
+                watch: Watch::default(),
+                root,
+                title: inst.title.clone(),
+                store,
+                write_failure_logged: Default::default(),
+            };
+            DEVICES.insert(dispatch_key(device), Arc::new(data));
+            register_exit_handler();
+        },
+        || (),
+    );
+    result
+}
+
+pub unsafe extern "system" fn destroy_device(
+    device: vk::Device,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    if device == vk::Device::null() {
+        return;
+    }
+    // SAFETY: a device created through this layer.
+    let Some(data) = DEVICES.remove(unsafe { dispatch_key(device) }) else {
+        return;
+    };
+    guarded("vkDestroyDevice", || data.finish(), || ());
+    // SAFETY: the application's arguments, passed on unchanged.
+    unsafe { (data.fns.destroy_device)(device, allocator) }
+}
+
+extern "C" fn at_exit() {
+    guarded(
+        "exit",
+        || {
+            for device in DEVICES.values() {
+                device.finish();
+            }
+        },
+        || (),
+    );
+}
+
+fn register_exit_handler() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: at_exit is a plain function of this library, which is never unloaded (-z nodelete).
+        if unsafe { libc::atexit(at_exit) } != 0 {
+            tracing::debug!(
+                "no exit handler: a run that never destroys its device writes no final line"
+            );
+        }
+    });
+}
+
+/// `vkGetDeviceProcAddr`: ours for what the layer intercepts, where the next layer has it.
+pub unsafe extern "system" fn get_device_proc_addr(
+    device: vk::Device,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    if name.is_null() || device == vk::Device::null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name; a device created through this layer.
+    let name = unsafe { CStr::from_ptr(name) };
+    let Some(dev) = (unsafe { device_data(device) }) else {
+        return None;
+    };
+    match name.to_bytes() {
+        b"vkGetDeviceProcAddr" => {
+            return Some(unsafe {
+                std::mem::transmute::<vk::PFN_vkGetDeviceProcAddr, unsafe extern "system" fn()>(
+                    get_device_proc_addr,
+                )
+            })
+        }
+        b"vkDestroyDevice" => {
+            return Some(unsafe {
+                std::mem::transmute::<vk::PFN_vkDestroyDevice, unsafe extern "system" fn()>(
+                    destroy_device,
+                )
+            })
+        }
+        _ => {}
+    }
+    let next = unsafe { (dev.fns.get_device_proc_addr)(device, name.as_ptr()) };
+    match (next, intercepted_device_command(name)) {
+        (Some(_), Some(ours)) if dev.active => Some(ours),
+        _ => next,
+    }
+}

@@ -1,0 +1,77 @@
+//! What every entry point runs under: the layer's own log dispatch (never a global default, never
+//! the host's subscriber) and `catch_unwind`, falling back to what the driver would have done.
+
+use std::io::IsTerminal;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{LazyLock, Mutex};
+
+use tracing::Dispatch;
+use tracing_subscriber::EnvFilter;
+
+use crate::settings::Settings;
+
+pub static SETTINGS: LazyLock<Settings> = LazyLock::new(Settings::from_env);
+
+static LOG: LazyLock<Dispatch> = LazyLock::new(make_dispatch);
+
+fn make_dispatch() -> Dispatch {
+    let settings = &*SETTINGS;
+    let mut problems = settings.problems.clone();
+    let filter = EnvFilter::try_new(&settings.log_filter).unwrap_or_else(|e| {
+        problems.push(format!(
+            "PIPEKEEP_LOG={:?} is not a filter ({e}); using info",
+            settings.log_filter
+        ));
+        EnvFilter::new("info")
+    });
+    let file = settings.log_file.as_ref().and_then(|path| {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            Ok(f) => Some(f),
+            Err(e) => {
+                problems.push(format!(
+                    "PIPEKEEP_LOG_FILE={} cannot be opened ({e}); logging to stderr",
+                    path.display()
+                ));
+                None
+            }
+        }
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
+    let dispatch = match file {
+        Some(f) => Dispatch::new(builder.with_ansi(false).with_writer(Mutex::new(f)).finish()),
+        None => Dispatch::new(
+            builder
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr)
+                .finish(),
+        ),
+    };
+    tracing::dispatcher::with_default(&dispatch, || {
+        for p in &problems {
+            tracing::warn!("{p}");
+        }
+    });
+    dispatch
+}
+
+/// Runs `body` with the layer's logger; if it panics, logs it and runs `fallback` instead.
+pub fn guarded<R>(entry_point: &str, body: impl FnOnce() -> R, fallback: impl FnOnce() -> R) -> R {
+    tracing::dispatcher::with_default(&LOG, || match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(entry_point, panic = %why, "pipekeep panicked; falling back to the driver for this call");
+            fallback()
+        }
+    })
+}

@@ -1,0 +1,228 @@
+//! Instance-level commands: creating and destroying the instance (walking the loader's link
+//! chain), `vkGetInstanceProcAddr`, and the layer's answer for its own device extensions.
+
+use std::ffi::{c_char, CStr};
+use std::sync::Arc;
+
+use ash::vk;
+
+use super::abi::{find_link_info, LayerInstanceCreateInfo, LOADER_INSTANCE_CREATE_INFO};
+use super::guard::{guarded, SETTINGS};
+use super::registry::{dispatch_key, Registry};
+use super::{device, intercepted_device_command, LAYER_NAME};
+use crate::settings::{executable_title, safe_title};
+
+pub struct InstanceData {
+    pub handle: vk::Instance,
+    pub next_get_instance_proc_addr: vk::PFN_vkGetInstanceProcAddr,
+    pub destroy_instance: vk::PFN_vkDestroyInstance,
+    pub get_physical_device_properties: vk::PFN_vkGetPhysicalDeviceProperties,
+    pub enumerate_device_extension_properties: vk::PFN_vkEnumerateDeviceExtensionProperties,
+    /// The application's `apiVersion` (1.0 if it gave none).
+    pub api_version: u32,
+    /// The title the store files this application's pipelines under.
+    pub title: String,
+}
+
+pub static INSTANCES: Registry<InstanceData> = Registry::new();
+
+/// The instance a dispatchable instance-level handle (instance or physical device) belongs to.
+///
+/// # Safety
+/// `handle` must be a live dispatchable handle of an instance created through this layer.
+pub unsafe fn instance_data<H: vk::Handle>(handle: H) -> Option<Arc<InstanceData>> {
+    // SAFETY: as the caller vouches.
+    INSTANCES.get(unsafe { dispatch_key(handle) })
+}
+
+/// Loads one command through the next layer's `vkGetInstanceProcAddr`.
+///
+/// # Safety
+/// `F` must be the function-pointer type of `name`.
+pub unsafe fn load<F: Copy>(
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    instance: vk::Instance,
+    name: &CStr,
+) -> Option<F> {
+    // SAFETY: the next layer's own entry point.
+    let f = unsafe { gipa(instance, name.as_ptr()) }?;
+    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of_val(&f));
+    // SAFETY: the caller names the matching function type.
+    Some(unsafe { std::mem::transmute_copy(&f) })
+}
+
+fn title_of(info: Option<&vk::ApplicationInfo>) -> String {
+    if let Some(t) = &SETTINGS.title {
+        return t.clone();
+    }
+    // SAFETY: pApplicationName is NULL or a NUL-terminated string, per the spec.
+    info.and_then(|i| unsafe { i.p_application_name.as_ref().map(|p| CStr::from_ptr(p)) })
+        .and_then(|n| n.to_str().ok())
+        .filter(|n| !n.is_empty())
+        .map(safe_title)
+        .unwrap_or_else(executable_title)
+}
+
+pub unsafe extern "system" fn create_instance(
+    create_info: *const vk::InstanceCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Instance,
+) -> vk::Result {
+    // SAFETY: the loader's chain info is in the create info's pNext.
+    let link_info = unsafe { find_link_info((*create_info).p_next, LOADER_INSTANCE_CREATE_INFO) }
+        as *mut LayerInstanceCreateInfo;
+    let link_info = unsafe { link_info.as_mut() };
+    let Some(link_info) = link_info.filter(|l| !l.layer_info.is_null()) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the loader's link; advanced for the next layer before the call down.
+    let gipa = unsafe { (*link_info.layer_info).next_get_instance_proc_addr };
+    link_info.layer_info = unsafe { (*link_info.layer_info).next };
+    let Some(next_create) = (unsafe {
+        load::<vk::PFN_vkCreateInstance>(gipa, vk::Instance::null(), c"vkCreateInstance")
+    }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the application's arguments, passed on unchanged.
+    let result = unsafe { next_create(create_info, allocator, out) };
+    if result != vk::Result::SUCCESS {
+        return result;
+    }
+    guarded(
+        "vkCreateInstance",
+        || unsafe { register_instance(gipa, *out, &*create_info) },
+        || (),
+    );
+    result
+}
+
+unsafe fn register_instance(
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    handle: vk::Instance,
+    ci: &vk::InstanceCreateInfo,
+) {
+    // SAFETY: the next layer's commands for this instance, each named with its own type.
+    let (
+        Some(destroy_instance),
+        Some(get_physical_device_properties),
+        Some(enumerate_device_extension_properties),
+    ) = (unsafe {
+        (
+            load(gipa, handle, c"vkDestroyInstance"),
+            load(gipa, handle, c"vkGetPhysicalDeviceProperties"),
+            load(gipa, handle, c"vkEnumerateDeviceExtensionProperties"),
+        )
+    })
+    else {
+        tracing::error!(
+            "the next layer lacks a core instance command; pipekeep stays out of this instance"
+        );
+        return;
+    };
+    let app = unsafe { ci.p_application_info.as_ref() };
+    let api_version = app
+        .map(|a| a.api_version)
+        .filter(|v| *v != 0)
+        .unwrap_or(vk::API_VERSION_1_0);
+    let data = InstanceData {
+        handle,
+        next_get_instance_proc_addr: gipa,
+        destroy_instance,
+        get_physical_device_properties,
+        enumerate_device_extension_properties,
+        api_version,
+        title: title_of(app),
+    };
+    tracing::debug!(title = %data.title, api_version, disabled = SETTINGS.disabled, "instance created");
+    INSTANCES.insert(unsafe { dispatch_key(handle) }, Arc::new(data));
+}
+
+pub unsafe extern "system" fn destroy_instance(
+    instance: vk::Instance,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    if instance == vk::Instance::null() {
+        return;
+    }
+    // SAFETY: an instance created through this layer.
+    let Some(data) = INSTANCES.remove(unsafe { dispatch_key(instance) }) else {
+        return;
+    };
+    // SAFETY: the application's arguments, passed on unchanged.
+    unsafe { (data.destroy_instance)(instance, allocator) }
+}
+
+/// The layer has no device extensions of its own; every other query goes down the chain.
+pub unsafe extern "system" fn enumerate_device_extension_properties(
+    physical_device: vk::PhysicalDevice,
+    layer_name: *const c_char,
+    count: *mut u32,
+    properties: *mut vk::ExtensionProperties,
+) -> vk::Result {
+    // SAFETY: pLayerName is NULL or a NUL-terminated string.
+    if !layer_name.is_null() && unsafe { CStr::from_ptr(layer_name) } == LAYER_NAME {
+        unsafe { *count = 0 };
+        return vk::Result::SUCCESS;
+    }
+    // SAFETY: a physical device of an instance made through this layer.
+    let Some(inst) = (unsafe { instance_data(physical_device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    unsafe {
+        (inst.enumerate_device_extension_properties)(physical_device, layer_name, count, properties)
+    }
+}
+
+/// `vkGetInstanceProcAddr`: ours for what the layer intercepts, the next layer's otherwise.
+pub unsafe extern "system" fn get_instance_proc_addr(
+    instance: vk::Instance,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated command name.
+    let name = unsafe { CStr::from_ptr(name) };
+    let ours: vk::PFN_vkVoidFunction = unsafe {
+        match name.to_bytes() {
+            b"vkGetInstanceProcAddr" => Some(
+                std::mem::transmute::<vk::PFN_vkGetInstanceProcAddr, _>(get_instance_proc_addr),
+            ),
+            b"vkCreateInstance" => Some(std::mem::transmute::<vk::PFN_vkCreateInstance, _>(
+                create_instance,
+            )),
+            b"vkDestroyInstance" => Some(std::mem::transmute::<vk::PFN_vkDestroyInstance, _>(
+                destroy_instance,
+            )),
+            b"vkCreateDevice" => Some(std::mem::transmute::<vk::PFN_vkCreateDevice, _>(
+                device::create_device,
+            )),
+            b"vkEnumerateDeviceExtensionProperties" => {
+                Some(std::mem::transmute::<
+                    vk::PFN_vkEnumerateDeviceExtensionProperties,
+                    _,
+                >(enumerate_device_extension_properties))
+            }
+            b"vkGetDeviceProcAddr" => Some(std::mem::transmute::<vk::PFN_vkGetDeviceProcAddr, _>(
+                device::get_device_proc_addr,
+            )),
+            _ => None,
+        }
+    };
+    if ours.is_some() {
+        return ours;
+    }
+    if instance == vk::Instance::null() {
+        return None;
+    }
+    // SAFETY: an instance created through this layer.
+    let Some(inst) = (unsafe { instance_data(instance) }) else {
+        return None;
+    };
+    let next = unsafe { (inst.next_get_instance_proc_addr)(instance, name.as_ptr()) };
+    // A device command asked through the instance: ours only where the next layer has it.
+    match (next, intercepted_device_command(name)) {
+        (Some(_), Some(f)) if !SETTINGS.disabled => Some(f),
+        _ => next,
+    }
+}

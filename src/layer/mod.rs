@@ -1,0 +1,99 @@
+//! The unsafe FFI boundary: loader negotiation, dispatch tables, the intercepts. Nothing outside
+//! this module touches a raw Vulkan pointer. Each file is one level of dispatch or one job:
+//! `abi` (the loader's structs), `guard` (panics and logging), `registry` (per-handle data),
+//! `instance`, `device`, `objects` (what keys need, captured at creation), `capture` (create infos
+//! into keys) and `pipelines` (the kept-pipeline flow).
+
+mod abi;
+mod capture;
+mod device;
+mod guard;
+mod instance;
+mod objects;
+mod pipelines;
+mod registry;
+
+use std::ffi::CStr;
+
+use ash::vk;
+
+pub use abi::NegotiateLayerInterface;
+pub use device::get_device_proc_addr;
+pub use instance::get_instance_proc_addr;
+
+/// The layer's name, as in its manifests.
+pub const LAYER_NAME: &CStr = c"VK_LAYER_PIPEKEEP_pipeline_store";
+
+/// `vkNegotiateLoaderLayerInterfaceVersion`: interface 2.
+///
+/// # Safety
+/// `negotiate` must be NULL or point to the loader's negotiation struct.
+pub unsafe fn negotiate(negotiate: *mut NegotiateLayerInterface) -> vk::Result {
+    // SAFETY: as the caller vouches.
+    let Some(n) = (unsafe { negotiate.as_mut() }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if n.s_type != abi::LAYER_NEGOTIATE_INTERFACE_STRUCT
+        || n.loader_layer_interface_version < abi::INTERFACE_VERSION
+    {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    n.loader_layer_interface_version = abi::INTERFACE_VERSION;
+    n.get_instance_proc_addr = Some(get_instance_proc_addr);
+    n.get_device_proc_addr = Some(get_device_proc_addr);
+    n.get_physical_device_proc_addr = None;
+    vk::Result::SUCCESS
+}
+
+/// The layer's wrapper of a device command it intercepts, if it intercepts it.
+fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
+    macro_rules! ours {
+        ($f:path, $pfn:ty) => {
+            // SAFETY: a function pointer cast to the loader's opaque function type.
+            Some(unsafe { std::mem::transmute::<$pfn, unsafe extern "system" fn()>($f) })
+        };
+    }
+    match name.to_bytes() {
+        b"vkCreateComputePipelines" => ours!(
+            pipelines::create_compute_pipelines,
+            vk::PFN_vkCreateComputePipelines
+        ),
+        b"vkCreateGraphicsPipelines" => ours!(
+            pipelines::create_graphics_pipelines,
+            vk::PFN_vkCreateGraphicsPipelines
+        ),
+        b"vkCreateShaderModule" => {
+            ours!(objects::create_shader_module, vk::PFN_vkCreateShaderModule)
+        }
+        b"vkDestroyShaderModule" => ours!(
+            objects::destroy_shader_module,
+            vk::PFN_vkDestroyShaderModule
+        ),
+        b"vkCreateSampler" => ours!(objects::create_sampler, vk::PFN_vkCreateSampler),
+        b"vkDestroySampler" => ours!(objects::destroy_sampler, vk::PFN_vkDestroySampler),
+        b"vkCreateDescriptorSetLayout" => ours!(
+            objects::create_descriptor_set_layout,
+            vk::PFN_vkCreateDescriptorSetLayout
+        ),
+        b"vkDestroyDescriptorSetLayout" => ours!(
+            objects::destroy_descriptor_set_layout,
+            vk::PFN_vkDestroyDescriptorSetLayout
+        ),
+        b"vkCreatePipelineLayout" => ours!(
+            objects::create_pipeline_layout,
+            vk::PFN_vkCreatePipelineLayout
+        ),
+        b"vkDestroyPipelineLayout" => ours!(
+            objects::destroy_pipeline_layout,
+            vk::PFN_vkDestroyPipelineLayout
+        ),
+        b"vkCreateRenderPass" => ours!(objects::create_render_pass, vk::PFN_vkCreateRenderPass),
+        b"vkCreateRenderPass2" => ours!(objects::create_render_pass2, vk::PFN_vkCreateRenderPass2),
+        b"vkCreateRenderPass2KHR" => ours!(
+            objects::create_render_pass2_khr,
+            vk::PFN_vkCreateRenderPass2
+        ),
+        b"vkDestroyRenderPass" => ours!(objects::destroy_render_pass, vk::PFN_vkDestroyRenderPass),
+        _ => None,
+    }
+}

@@ -1,0 +1,581 @@
+//! The objects a key needs, captured by content when they are created (applications destroy set
+//! layouts right after making the pipeline layout, and modules right after the pipeline) and
+//! forgotten when destroyed (handles are reused). `None` marks an object whose content the layer
+//! could not read whole: pipelines that use it are unkeyable.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, RwLock};
+
+use ash::vk;
+use ash::vk::Handle;
+
+use super::abi::chain;
+use super::device::{device_data, DeviceData};
+use super::guard::guarded;
+use crate::key::desc::*;
+use crate::key::{self, Digest, Unkeyable};
+
+/// Handle -> content, for one kind of object of one device.
+pub struct Tracked<T>(RwLock<HashMap<u64, Option<T>>>);
+
+impl<T: Clone> Tracked<T> {
+    fn new() -> Self {
+        Tracked(RwLock::new(HashMap::new()))
+    }
+
+    fn insert(&self, handle: u64, content: Option<T>) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(handle, content);
+    }
+
+    fn remove(&self, handle: u64) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&handle);
+    }
+
+    /// The content of a live object, or why there is none.
+    pub fn get(&self, handle: u64, what: &'static str) -> Result<T, Unkeyable> {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&handle)
+            .cloned()
+            .flatten()
+            .ok_or(Unkeyable::UnknownObject(what))
+    }
+}
+
+/// Every tracked object of one device.
+pub struct Objects {
+    pub modules: Tracked<Digest>,
+    pub samplers: Tracked<Digest>,
+    pub set_layouts: Tracked<Digest>,
+    pub pipeline_layouts: Tracked<Digest>,
+    pub render_passes: Tracked<Arc<RenderPassInfo>>,
+}
+
+impl Default for Objects {
+    fn default() -> Self {
+        Objects {
+            modules: Tracked::new(),
+            samplers: Tracked::new(),
+            set_layouts: Tracked::new(),
+            pipeline_layouts: Tracked::new(),
+            render_passes: Tracked::new(),
+        }
+    }
+}
+
+/// A slice from a Vulkan pointer and count; NULL or zero gives an empty slice.
+///
+/// # Safety
+/// `ptr` must be NULL or point to `count` valid `T`.
+pub unsafe fn slice<'a, T>(ptr: *const T, count: u32) -> &'a [T] {
+    if ptr.is_null() || count == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller vouches for ptr and count.
+        unsafe { std::slice::from_raw_parts(ptr, count as usize) }
+    }
+}
+
+/// Refuses any `pNext` structure not in `allowed`.
+///
+/// # Safety
+/// `p_next` must be a valid chain.
+pub unsafe fn only_known(
+    p_next: *const c_void,
+    allowed: &[vk::StructureType],
+    place: &'static str,
+) -> Result<(), Unkeyable> {
+    // SAFETY: as the caller vouches.
+    for s in unsafe { chain(p_next) } {
+        let stype = unsafe { (*s).s_type };
+        if !allowed.contains(&stype) {
+            return Err(Unkeyable::UnknownStructure {
+                stype: stype.as_raw(),
+                place,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The digest of a module's code, over exactly `codeSize` bytes.
+///
+/// # Safety
+/// `ci` must be a valid create info.
+pub unsafe fn module_content(ci: &vk::ShaderModuleCreateInfo) -> Result<Digest, Unkeyable> {
+    // A validation cache changes nothing compiled.
+    unsafe {
+        only_known(
+            ci.p_next,
+            &[vk::StructureType::SHADER_MODULE_VALIDATION_CACHE_CREATE_INFO_EXT],
+            "a shader module",
+        )?
+    };
+    if ci.p_code.is_null() || ci.code_size == 0 {
+        return Err(Unkeyable::UnknownObject("shader module"));
+    }
+    // SAFETY: codeSize bytes at pCode, as the spec requires of the application.
+    let code = unsafe { std::slice::from_raw_parts(ci.p_code as *const u8, ci.code_size) };
+    Ok(key::module_digest(code))
+}
+
+unsafe fn sampler_content(ci: &vk::SamplerCreateInfo) -> Result<Digest, Unkeyable> {
+    let mut reduction_mode = None;
+    // SAFETY: the application's chain.
+    for s in unsafe { chain(ci.p_next) } {
+        match unsafe { (*s).s_type } {
+            vk::StructureType::SAMPLER_REDUCTION_MODE_CREATE_INFO => {
+                let r = unsafe { &*(s as *const vk::SamplerReductionModeCreateInfo) };
+                reduction_mode = Some(r.reduction_mode.as_raw() as u32);
+            }
+            other => {
+                return Err(Unkeyable::UnknownStructure {
+                    stype: other.as_raw(),
+                    place: "a sampler",
+                })
+            }
+        }
+    }
+    Ok(key::sampler_digest(&SamplerDesc {
+        flags: ci.flags.as_raw(),
+        mag_filter: ci.mag_filter.as_raw() as u32,
+        min_filter: ci.min_filter.as_raw() as u32,
+        mipmap_mode: ci.mipmap_mode.as_raw() as u32,
+        address_modes: [ci.address_mode_u, ci.address_mode_v, ci.address_mode_w]
+            .map(|m| m.as_raw() as u32),
+        mip_lod_bias: ci.mip_lod_bias,
+        anisotropy_enable: ci.anisotropy_enable != 0,
+        max_anisotropy: ci.max_anisotropy,
+        compare_enable: ci.compare_enable != 0,
+        compare_op: ci.compare_op.as_raw() as u32,
+        min_lod: ci.min_lod,
+        max_lod: ci.max_lod,
+        border_color: ci.border_color.as_raw() as u32,
+        unnormalized_coordinates: ci.unnormalized_coordinates != 0,
+        reduction_mode,
+    }))
+}
+
+unsafe fn set_layout_content(
+    ci: &vk::DescriptorSetLayoutCreateInfo,
+    objects: &Objects,
+) -> Result<Digest, Unkeyable> {
+    let mut binding_flags: &[vk::DescriptorBindingFlags] = &[];
+    // SAFETY: the application's chain and arrays.
+    for s in unsafe { chain(ci.p_next) } {
+        match unsafe { (*s).s_type } {
+            vk::StructureType::DESCRIPTOR_SET_LAYOUT_BINDING_FLAGS_CREATE_INFO => {
+                let f = unsafe { &*(s as *const vk::DescriptorSetLayoutBindingFlagsCreateInfo) };
+                binding_flags = unsafe { slice(f.p_binding_flags, f.binding_count) };
+            }
+            other => {
+                return Err(Unkeyable::UnknownStructure {
+                    stype: other.as_raw(),
+                    place: "a set layout",
+                })
+            }
+        }
+    }
+    let raw = unsafe { slice(ci.p_bindings, ci.binding_count) };
+    let mut bindings = Vec::with_capacity(raw.len());
+    for (i, b) in raw.iter().enumerate() {
+        let takes_samplers = matches!(
+            b.descriptor_type,
+            vk::DescriptorType::SAMPLER | vk::DescriptorType::COMBINED_IMAGE_SAMPLER
+        );
+        let immutable_samplers = if takes_samplers && !b.p_immutable_samplers.is_null() {
+            let handles = unsafe { slice(b.p_immutable_samplers, b.descriptor_count) };
+            Some(
+                handles
+                    .iter()
+                    .map(|h| objects.samplers.get(h.as_raw(), "sampler"))
+                    .collect::<Result<Vec<_>, _>>()?,
+            )
+        } else {
+            None
+        };
+        bindings.push(BindingDesc {
+            binding: b.binding,
+            descriptor_type: b.descriptor_type.as_raw() as u32,
+            descriptor_count: b.descriptor_count,
+            stage_flags: b.stage_flags.as_raw(),
+            binding_flags: binding_flags.get(i).map_or(0, |f| f.as_raw()),
+            immutable_samplers,
+        });
+    }
+    Ok(key::set_layout_digest(&SetLayoutDesc {
+        flags: ci.flags.as_raw(),
+        bindings,
+    }))
+}
+
+unsafe fn pipeline_layout_content(
+    ci: &vk::PipelineLayoutCreateInfo,
+    objects: &Objects,
+) -> Result<Digest, Unkeyable> {
+    unsafe { only_known(ci.p_next, &[], "a pipeline layout")? };
+    // SAFETY: the application's arrays.
+    let sets = unsafe { slice(ci.p_set_layouts, ci.set_layout_count) };
+    let ranges = unsafe { slice(ci.p_push_constant_ranges, ci.push_constant_range_count) };
+    Ok(key::pipeline_layout_digest(&PipelineLayoutDesc {
+        flags: ci.flags.as_raw(),
+        set_layouts: sets
+            .iter()
+            .map(|h| objects.set_layouts.get(h.as_raw(), "set layout"))
+            .collect::<Result<_, _>>()?,
+        push_constant_ranges: ranges
+            .iter()
+            .map(|r| PushRange {
+                stage_flags: r.stage_flags.as_raw(),
+                offset: r.offset,
+                size: r.size,
+            })
+            .collect(),
+    }))
+}
+
+fn attachment(a: &vk::AttachmentDescription) -> AttachmentDesc {
+    AttachmentDesc {
+        flags: a.flags.as_raw(),
+        format: a.format.as_raw() as u32,
+        samples: a.samples.as_raw(),
+        load_op: a.load_op.as_raw() as u32,
+        store_op: a.store_op.as_raw() as u32,
+        stencil_load_op: a.stencil_load_op.as_raw() as u32,
+        stencil_store_op: a.stencil_store_op.as_raw() as u32,
+        initial_layout: a.initial_layout.as_raw() as u32,
+        final_layout: a.final_layout.as_raw() as u32,
+    }
+}
+
+fn reference(r: &vk::AttachmentReference) -> AttachmentRef {
+    AttachmentRef {
+        attachment: r.attachment,
+        layout: r.layout.as_raw() as u32,
+        aspect_mask: 0,
+    }
+}
+
+unsafe fn render_pass_content(ci: &vk::RenderPassCreateInfo) -> Result<RenderPassInfo, Unkeyable> {
+    unsafe { only_known(ci.p_next, &[], "a render pass")? };
+    // SAFETY: the application's arrays, each with its count.
+    let subpasses = unsafe { slice(ci.p_subpasses, ci.subpass_count) }
+        .iter()
+        .map(|s| unsafe {
+            SubpassDesc {
+                flags: s.flags.as_raw(),
+                bind_point: s.pipeline_bind_point.as_raw() as u32,
+                view_mask: 0,
+                inputs: slice(s.p_input_attachments, s.input_attachment_count)
+                    .iter()
+                    .map(reference)
+                    .collect(),
+                colors: slice(s.p_color_attachments, s.color_attachment_count)
+                    .iter()
+                    .map(reference)
+                    .collect(),
+                resolves: (!s.p_resolve_attachments.is_null()).then(|| {
+                    slice(s.p_resolve_attachments, s.color_attachment_count)
+                        .iter()
+                        .map(reference)
+                        .collect()
+                }),
+                depth_stencil: s.p_depth_stencil_attachment.as_ref().map(reference),
+                preserve: slice(s.p_preserve_attachments, s.preserve_attachment_count).to_vec(),
+            }
+        })
+        .collect();
+    let dependencies = unsafe { slice(ci.p_dependencies, ci.dependency_count) }
+        .iter()
+        .map(|d| DependencyDesc {
+            src_subpass: d.src_subpass,
+            dst_subpass: d.dst_subpass,
+            src_stage_mask: d.src_stage_mask.as_raw(),
+            dst_stage_mask: d.dst_stage_mask.as_raw(),
+            src_access_mask: d.src_access_mask.as_raw(),
+            dst_access_mask: d.dst_access_mask.as_raw(),
+            flags: d.dependency_flags.as_raw(),
+            view_offset: 0,
+        })
+        .collect();
+    Ok(key::render_pass_info(&RenderPassDesc {
+        version: 1,
+        flags: ci.flags.as_raw(),
+        attachments: unsafe { slice(ci.p_attachments, ci.attachment_count) }
+            .iter()
+            .map(attachment)
+            .collect(),
+        subpasses,
+        dependencies,
+        correlated_view_masks: Vec::new(),
+    }))
+}
+
+unsafe fn render_pass2_content(
+    ci: &vk::RenderPassCreateInfo2,
+) -> Result<RenderPassInfo, Unkeyable> {
+    unsafe { only_known(ci.p_next, &[], "a render pass")? };
+    let reference2 = |r: &vk::AttachmentReference2| -> Result<AttachmentRef, Unkeyable> {
+        unsafe { only_known(r.p_next, &[], "an attachment reference")? };
+        Ok(AttachmentRef {
+            attachment: r.attachment,
+            layout: r.layout.as_raw() as u32,
+            aspect_mask: r.aspect_mask.as_raw(),
+        })
+    };
+    let refs =
+        |p: *const vk::AttachmentReference2, n: u32| -> Result<Vec<AttachmentRef>, Unkeyable> {
+            unsafe { slice(p, n) }.iter().map(reference2).collect()
+        };
+    let mut subpasses = Vec::new();
+    // SAFETY: the application's arrays, each with its count.
+    for s in unsafe { slice(ci.p_subpasses, ci.subpass_count) } {
+        unsafe { only_known(s.p_next, &[], "a subpass")? };
+        subpasses.push(SubpassDesc {
+            flags: s.flags.as_raw(),
+            bind_point: s.pipeline_bind_point.as_raw() as u32,
+            view_mask: s.view_mask,
+            inputs: refs(s.p_input_attachments, s.input_attachment_count)?,
+            colors: refs(s.p_color_attachments, s.color_attachment_count)?,
+            resolves: if s.p_resolve_attachments.is_null() {
+                None
+            } else {
+                Some(refs(s.p_resolve_attachments, s.color_attachment_count)?)
+            },
+            depth_stencil: unsafe { s.p_depth_stencil_attachment.as_ref() }
+                .map(reference2)
+                .transpose()?,
+            preserve: unsafe { slice(s.p_preserve_attachments, s.preserve_attachment_count) }
+                .to_vec(),
+        });
+    }
+    let mut attachments = Vec::new();
+    for a in unsafe { slice(ci.p_attachments, ci.attachment_count) } {
+        unsafe { only_known(a.p_next, &[], "an attachment")? };
+        attachments.push(AttachmentDesc {
+            flags: a.flags.as_raw(),
+            format: a.format.as_raw() as u32,
+            samples: a.samples.as_raw(),
+            load_op: a.load_op.as_raw() as u32,
+            store_op: a.store_op.as_raw() as u32,
+            stencil_load_op: a.stencil_load_op.as_raw() as u32,
+            stencil_store_op: a.stencil_store_op.as_raw() as u32,
+            initial_layout: a.initial_layout.as_raw() as u32,
+            final_layout: a.final_layout.as_raw() as u32,
+        });
+    }
+    let mut dependencies = Vec::new();
+    for d in unsafe { slice(ci.p_dependencies, ci.dependency_count) } {
+        unsafe { only_known(d.p_next, &[], "a subpass dependency")? };
+        dependencies.push(DependencyDesc {
+            src_subpass: d.src_subpass,
+            dst_subpass: d.dst_subpass,
+            src_stage_mask: d.src_stage_mask.as_raw(),
+            dst_stage_mask: d.dst_stage_mask.as_raw(),
+            src_access_mask: d.src_access_mask.as_raw(),
+            dst_access_mask: d.dst_access_mask.as_raw(),
+            flags: d.dependency_flags.as_raw(),
+            view_offset: d.view_offset,
+        });
+    }
+    Ok(key::render_pass_info(&RenderPassDesc {
+        version: 2,
+        flags: ci.flags.as_raw(),
+        attachments,
+        subpasses,
+        dependencies,
+        correlated_view_masks: unsafe {
+            slice(ci.p_correlated_view_masks, ci.correlated_view_mask_count)
+        }
+        .to_vec(),
+    }))
+}
+
+/// Records an object's content after the driver made it. A panic while reading leaves the
+/// object unknown (its pipelines are built unkept), never an error to the application.
+fn remember<T: Clone>(
+    what: &str,
+    table: &Tracked<T>,
+    handle: u64,
+    read: impl FnOnce() -> Result<T, Unkeyable>,
+) {
+    let content = guarded(
+        what,
+        || {
+            read()
+                .map_err(|why| tracing::debug!(what, %why, "content not kept"))
+                .ok()
+        },
+        || None,
+    );
+    table.insert(handle, content);
+}
+
+macro_rules! tracked_object {
+    ($create:ident, $destroy:ident, $create_fn:ident, $destroy_fn:ident, $info:ty, $handle:ty, $table:ident,
+     |$ci:ident, $dev:ident| $content:expr) => {
+        pub unsafe extern "system" fn $create(
+            device: vk::Device,
+            create_info: *const $info,
+            allocator: *const vk::AllocationCallbacks<'_>,
+            out: *mut $handle,
+        ) -> vk::Result {
+            // SAFETY: a device the loader handed us, created through this layer.
+            let Some($dev) = (unsafe { device_data(device) }) else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            // SAFETY: the application's arguments, passed on unchanged.
+            let result = unsafe { ($dev.fns.$create_fn)(device, create_info, allocator, out) };
+            if result == vk::Result::SUCCESS && $dev.active {
+                let $ci = unsafe { &*create_info };
+                let handle = unsafe { *out }.as_raw();
+                remember(
+                    stringify!($create),
+                    &$dev.objects.$table,
+                    handle,
+                    || unsafe { $content },
+                );
+            }
+            result
+        }
+
+        pub unsafe extern "system" fn $destroy(
+            device: vk::Device,
+            handle: $handle,
+            allocator: *const vk::AllocationCallbacks<'_>,
+        ) {
+            // SAFETY: a device the loader handed us, created through this layer.
+            let Some(dev) = (unsafe { device_data(device) }) else {
+                return;
+            };
+            // Forget before the driver frees it: the handle may be reused at once by another thread.
+            dev.objects.$table.remove(handle.as_raw());
+            // SAFETY: the application's arguments, passed on unchanged.
+            unsafe { (dev.fns.$destroy_fn)(device, handle, allocator) }
+        }
+    };
+}
+
+tracked_object!(
+    create_shader_module,
+    destroy_shader_module,
+    create_shader_module,
+    destroy_shader_module,
+    vk::ShaderModuleCreateInfo<'_>,
+    vk::ShaderModule,
+    modules,
+    |ci, _dev| module_content(ci)
+);
+tracked_object!(
+    create_sampler,
+    destroy_sampler,
+    create_sampler,
+    destroy_sampler,
+    vk::SamplerCreateInfo<'_>,
+    vk::Sampler,
+    samplers,
+    |ci, _dev| sampler_content(ci)
+);
+tracked_object!(
+    create_descriptor_set_layout,
+    destroy_descriptor_set_layout,
+    create_descriptor_set_layout,
+    destroy_descriptor_set_layout,
+    vk::DescriptorSetLayoutCreateInfo<'_>,
+    vk::DescriptorSetLayout,
+    set_layouts,
+    |ci, dev| set_layout_content(ci, &dev.objects)
+);
+tracked_object!(
+    create_pipeline_layout,
+    destroy_pipeline_layout,
+    create_pipeline_layout,
+    destroy_pipeline_layout,
+    vk::PipelineLayoutCreateInfo<'_>,
+    vk::PipelineLayout,
+    pipeline_layouts,
+    |ci, dev| pipeline_layout_content(ci, &dev.objects)
+);
+tracked_object!(
+    create_render_pass,
+    destroy_render_pass,
+    create_render_pass,
+    destroy_render_pass,
+    vk::RenderPassCreateInfo<'_>,
+    vk::RenderPass,
+    render_passes,
+    |ci, _dev| render_pass_content(ci).map(Arc::new)
+);
+
+/// `vkCreateRenderPass2` and `vkCreateRenderPass2KHR` share this; each calls its own next.
+unsafe fn create_render_pass2_with(
+    next: impl FnOnce(&DeviceData) -> Option<vk::PFN_vkCreateRenderPass2>,
+    device: vk::Device,
+    create_info: *const vk::RenderPassCreateInfo2<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::RenderPass,
+) -> vk::Result {
+    // SAFETY: a device the loader handed us, created through this layer.
+    let Some(dev) = (unsafe { device_data(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = next(&dev) else {
+        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
+    };
+    // SAFETY: the application's arguments, passed on unchanged.
+    let result = unsafe { next(device, create_info, allocator, out) };
+    if result == vk::Result::SUCCESS && dev.active {
+        let (ci, handle) = unsafe { (&*create_info, (*out).as_raw()) };
+        remember(
+            "vkCreateRenderPass2",
+            &dev.objects.render_passes,
+            handle,
+            || unsafe { render_pass2_content(ci) }.map(Arc::new),
+        );
+    }
+    result
+}
+
+pub unsafe extern "system" fn create_render_pass2(
+    device: vk::Device,
+    create_info: *const vk::RenderPassCreateInfo2<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::RenderPass,
+) -> vk::Result {
+    // SAFETY: forwarded as received.
+    unsafe {
+        create_render_pass2_with(
+            |d| d.fns.create_render_pass2,
+            device,
+            create_info,
+            allocator,
+            out,
+        )
+    }
+}
+
+pub unsafe extern "system" fn create_render_pass2_khr(
+    device: vk::Device,
+    create_info: *const vk::RenderPassCreateInfo2<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::RenderPass,
+) -> vk::Result {
+    // SAFETY: forwarded as received.
+    unsafe {
+        create_render_pass2_with(
+            |d| d.fns.create_render_pass2_khr,
+            device,
+            create_info,
+            allocator,
+            out,
+        )
+    }
+}

@@ -1,0 +1,448 @@
+//! The two pipeline intercepts and the flow of one pipeline (SPEC "Building a pipeline"):
+//! key it; look its entry up; hold the loading marker while the driver makes a cache from the
+//! entry and builds through it (the application's cache swapped out); tell found from compiled;
+//! write back what was compiled; count it in the compile watch. Any failure along the way ends in
+//! the call the application made, with the answer the driver gives it.
+
+use std::ffi::c_void;
+use std::time::Instant;
+
+use ash::vk;
+
+use super::abi::find_in_chain;
+use super::capture;
+use super::device::{device_data, DeviceData};
+use super::guard::{guarded, SETTINGS};
+use super::objects::Objects;
+use crate::key::{PipelineKey, Unkeyable};
+use crate::store::envelope::holds_more_than_header;
+use crate::store::files::Written;
+use crate::store::{Lookup, Store};
+use crate::watch::Outcome;
+
+type CreateFn<T> = unsafe extern "system" fn(
+    vk::Device,
+    vk::PipelineCache,
+    u32,
+    *const T,
+    *const vk::AllocationCallbacks<'_>,
+    *mut vk::Pipeline,
+) -> vk::Result;
+
+/// What the flow needs of a compute or graphics create info.
+trait PipelineInfo: Copy {
+    fn flags(&self) -> vk::PipelineCreateFlags;
+    fn p_next(&self) -> *const c_void;
+    fn set_p_next(&mut self, p: *const c_void);
+    fn base_index(&self) -> i32;
+    fn set_base(&mut self, base: vk::Pipeline);
+    fn stage_count(&self) -> u32;
+    /// # Safety
+    /// `self` must be a valid create info.
+    unsafe fn key(&self, objects: &Objects) -> Result<PipelineKey, Unkeyable>;
+}
+
+macro_rules! pipeline_info {
+    ($ty:ty, $stages:expr, $capture:path) => {
+        impl PipelineInfo for $ty {
+            fn flags(&self) -> vk::PipelineCreateFlags {
+                self.flags
+            }
+            fn p_next(&self) -> *const c_void {
+                self.p_next
+            }
+            fn set_p_next(&mut self, p: *const c_void) {
+                self.p_next = p;
+            }
+            fn base_index(&self) -> i32 {
+                self.base_pipeline_index
+            }
+            fn set_base(&mut self, base: vk::Pipeline) {
+                self.base_pipeline_handle = base;
+                self.base_pipeline_index = -1;
+            }
+            fn stage_count(&self) -> u32 {
+                let count: fn(&Self) -> u32 = $stages;
+                count(self)
+            }
+            unsafe fn key(&self, objects: &Objects) -> Result<PipelineKey, Unkeyable> {
+                // SAFETY: as the caller vouches.
+                unsafe { $capture(self, objects) }
+            }
+        }
+    };
+}
+
+pipeline_info!(
+    vk::ComputePipelineCreateInfo<'static>,
+    |_| 1,
+    capture::compute
+);
+pipeline_info!(
+    vk::GraphicsPipelineCreateInfo<'static>,
+    |g| g.stage_count,
+    capture::graphics
+);
+
+pub unsafe extern "system" fn create_compute_pipelines(
+    device: vk::Device,
+    cache: vk::PipelineCache,
+    count: u32,
+    infos: *const vk::ComputePipelineCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Pipeline,
+) -> vk::Result {
+    // SAFETY: a device created through this layer; the application's arguments.
+    let Some(dev) = (unsafe { device_data(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let next = dev.fns.create_compute_pipelines;
+    unsafe { create_pipelines(&dev, cache, count, infos.cast(), allocator, out, next) }
+}
+
+pub unsafe extern "system" fn create_graphics_pipelines(
+    device: vk::Device,
+    cache: vk::PipelineCache,
+    count: u32,
+    infos: *const vk::GraphicsPipelineCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Pipeline,
+) -> vk::Result {
+    // SAFETY: a device created through this layer; the application's arguments.
+    let Some(dev) = (unsafe { device_data(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let next = dev.fns.create_graphics_pipelines;
+    unsafe { create_pipelines(&dev, cache, count, infos.cast(), allocator, out, next) }
+}
+
+/// Splits a call into one call a pipeline, keeping the Vulkan rules for the returned array:
+/// the first error is returned, else `VK_PIPELINE_COMPILE_REQUIRED` if any asked it; with
+/// `EARLY_RETURN_ON_FAILURE` the pipelines after a failure are NULL.
+unsafe fn create_pipelines<T: PipelineInfo>(
+    dev: &DeviceData,
+    app_cache: vk::PipelineCache,
+    count: u32,
+    infos: *const T,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Pipeline,
+    next: CreateFn<T>,
+) -> vk::Result {
+    let as_asked = || unsafe { next(dev.handle, app_cache, count, infos, allocator, out) };
+    if count == 0 || infos.is_null() || out.is_null() {
+        return as_asked();
+    }
+    guarded(
+        "vkCreate*Pipelines",
+        || {
+            // SAFETY: count create infos in, count handles out, per the spec.
+            let infos = unsafe { std::slice::from_raw_parts(infos, count as usize) };
+            let out = unsafe { std::slice::from_raw_parts_mut(out, count as usize) };
+            out.fill(vk::Pipeline::null());
+            let mut result = vk::Result::SUCCESS;
+            for (i, original) in infos.iter().enumerate() {
+                let mut info = *original;
+                if info.flags().contains(vk::PipelineCreateFlags::DERIVATIVE)
+                    && info.base_index() >= 0
+                {
+                    let base = out
+                        .get(info.base_index() as usize)
+                        .filter(|_| (info.base_index() as usize) < i);
+                    info.set_base(base.copied().unwrap_or_default());
+                }
+                let (r, pipeline) = unsafe { build_one(dev, app_cache, &info, allocator, next) };
+                out[i] = pipeline;
+                if r.as_raw() < 0 && result.as_raw() >= 0 {
+                    result = r;
+                } else if r == vk::Result::PIPELINE_COMPILE_REQUIRED
+                    && result == vk::Result::SUCCESS
+                {
+                    result = r;
+                }
+                if r != vk::Result::SUCCESS
+                    && info
+                        .flags()
+                        .contains(vk::PipelineCreateFlags::EARLY_RETURN_ON_FAILURE)
+                {
+                    break;
+                }
+            }
+            result
+        },
+        || {
+            // A panic midway: whatever was made is the application's to see no more of; ask again.
+            as_asked()
+        },
+    )
+}
+
+/// One pipeline, through the store where it can be keyed, and counted.
+unsafe fn build_one<T: PipelineInfo>(
+    dev: &DeviceData,
+    app_cache: vk::PipelineCache,
+    info: &T,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    next: CreateFn<T>,
+) -> (vk::Result, vk::Pipeline) {
+    let started = Instant::now();
+    let as_asked = |outcome| {
+        let mut pipeline = vk::Pipeline::null();
+        // SAFETY: the application's create info and cache, as it asked.
+        let r = unsafe { next(dev.handle, app_cache, 1, info, allocator, &mut pipeline) };
+        (r, pipeline, outcome)
+    };
+    if SETTINGS.test_panic {
+        panic!("PIPEKEEP_TEST_PANIC is set: a forced panic inside the pipeline intercept");
+    }
+    // SAFETY: the application's create info.
+    let (r, pipeline, outcome) = match unsafe { info.key(&dev.objects) } {
+        Err(why) => {
+            tracing::debug!(%why, "pipeline not keyed; built as asked and not kept");
+            as_asked(Outcome::Unkeyed)
+        }
+        Ok(key) => match dev.store() {
+            None => as_asked(Outcome::PassedThrough),
+            Some(store) => unsafe { build_kept(dev, store, &key, info, allocator, next) }
+                .unwrap_or_else(|| as_asked(Outcome::PassedThrough)),
+        },
+    };
+    if pipeline != vk::Pipeline::null() {
+        dev.watch.record(outcome, started.elapsed());
+    }
+    (r, pipeline)
+}
+
+/// A pipeline cache of the layer's own, from checked entry data or empty.
+unsafe fn create_cache(
+    dev: &DeviceData,
+    data: Option<&[u8]>,
+) -> Result<vk::PipelineCache, vk::Result> {
+    let data = data.filter(|d| !d.is_empty()); // never non-NULL initial data of size 0
+    let ci = vk::PipelineCacheCreateInfo {
+        initial_data_size: data.map_or(0, |d| d.len()),
+        p_initial_data: data.map_or(std::ptr::null(), |d| d.as_ptr().cast()),
+        ..Default::default()
+    };
+    let mut cache = vk::PipelineCache::null();
+    // SAFETY: a valid create info whose data outlives the call.
+    match unsafe { (dev.fns.create_pipeline_cache)(dev.handle, &ci, std::ptr::null(), &mut cache) }
+    {
+        vk::Result::SUCCESS => Ok(cache),
+        e => Err(e),
+    }
+}
+
+unsafe fn cache_size(dev: &DeviceData, cache: vk::PipelineCache) -> usize {
+    let mut size = 0usize;
+    // SAFETY: a size query on the layer's own cache.
+    let _ = unsafe {
+        (dev.fns.get_pipeline_cache_data)(dev.handle, cache, &mut size, std::ptr::null_mut())
+    };
+    size
+}
+
+unsafe fn cache_data(dev: &DeviceData, cache: vk::PipelineCache) -> Vec<u8> {
+    // SAFETY: the two-call idiom on the layer's own cache.
+    let mut size = unsafe { cache_size(dev, cache) };
+    let mut data = vec![0u8; size];
+    let r = unsafe {
+        (dev.fns.get_pipeline_cache_data)(dev.handle, cache, &mut size, data.as_mut_ptr().cast())
+    };
+    if r != vk::Result::SUCCESS {
+        return Vec::new();
+    }
+    data.truncate(size);
+    data
+}
+
+/// The layer's own cache, destroyed when dropped.
+struct OwnCache<'a> {
+    dev: &'a DeviceData,
+    cache: vk::PipelineCache,
+}
+
+impl Drop for OwnCache<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the layer's own cache, no longer used.
+        unsafe {
+            (self.dev.fns.destroy_pipeline_cache)(self.dev.handle, self.cache, std::ptr::null())
+        };
+    }
+}
+
+/// Creation feedback for one build: the application's own struct where it chained one (it then
+/// receives the driver's feedback unchanged), else one of the layer's where feedback is valid.
+struct Feedback {
+    pipeline: vk::PipelineCreationFeedback,
+    stages: Vec<vk::PipelineCreationFeedback>,
+    info: vk::PipelineCreationFeedbackCreateInfo<'static>,
+    apps: *const vk::PipelineCreationFeedback,
+}
+
+impl Feedback {
+    unsafe fn for_info<T: PipelineInfo>(dev: &DeviceData, info: &T) -> Option<Box<Feedback>> {
+        // SAFETY: the application's chain.
+        let app = unsafe {
+            find_in_chain(
+                info.p_next(),
+                vk::StructureType::PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
+            )
+        } as *const vk::PipelineCreationFeedbackCreateInfo;
+        if let Some(app) = unsafe { app.as_ref() } {
+            let mut fb = Box::new(Feedback::empty(0));
+            fb.apps = app.p_pipeline_creation_feedback;
+            return Some(fb);
+        }
+        if !dev.feedback_valid {
+            return None;
+        }
+        let mut fb = Box::new(Feedback::empty(info.stage_count() as usize));
+        fb.info.p_next = info.p_next();
+        fb.info.p_pipeline_creation_feedback = &mut fb.pipeline;
+        fb.info.pipeline_stage_creation_feedback_count = fb.stages.len() as u32;
+        fb.info.p_pipeline_stage_creation_feedbacks = fb.stages.as_mut_ptr();
+        Some(fb)
+    }
+
+    fn empty(stages: usize) -> Feedback {
+        Feedback {
+            pipeline: Default::default(),
+            stages: vec![Default::default(); stages],
+            info: Default::default(),
+            apps: std::ptr::null(),
+        }
+    }
+
+    /// The create info to build with: the layer's struct chained in front, if it has one.
+    fn chain_into<T: PipelineInfo>(&self, info: &T) -> T {
+        let mut with = *info;
+        if self.apps.is_null() {
+            with.set_p_next((&self.info as *const vk::PipelineCreationFeedbackCreateInfo).cast());
+        }
+        with
+    }
+
+    /// `Some(hit)` where the driver marked the feedback valid.
+    fn cache_hit(&self) -> Option<bool> {
+        // SAFETY: the application's feedback output, written by the driver during the build.
+        let flags = if self.apps.is_null() {
+            self.pipeline.flags
+        } else {
+            unsafe { (*self.apps).flags }
+        };
+        flags
+            .contains(vk::PipelineCreationFeedbackFlags::VALID)
+            .then(|| {
+                flags.contains(vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT)
+            })
+    }
+}
+
+/// One build through a cache of the layer's own.
+struct Built<'a> {
+    result: vk::Result,
+    pipeline: vk::Pipeline,
+    cache: OwnCache<'a>,
+    grew: bool,
+}
+
+unsafe fn build_through<'a, T: PipelineInfo>(
+    dev: &'a DeviceData,
+    seed: Option<&[u8]>,
+    info: &T,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    next: CreateFn<T>,
+) -> Result<Built<'a>, vk::Result> {
+    // SAFETY (whole body): the layer's own cache and the application's create info.
+    let cache = OwnCache {
+        dev,
+        cache: unsafe { create_cache(dev, seed)? },
+    };
+    let before = unsafe { cache_size(dev, cache.cache) };
+    let mut pipeline = vk::Pipeline::null();
+    let result = unsafe { next(dev.handle, cache.cache, 1, info, allocator, &mut pipeline) };
+    let grew = unsafe { cache_size(dev, cache.cache) } > before;
+    Ok(Built {
+        result,
+        pipeline,
+        cache,
+        grew,
+    })
+}
+
+/// The kept path. `None` sends the pipeline down as the application asked.
+unsafe fn build_kept<T: PipelineInfo>(
+    dev: &DeviceData,
+    store: &Store,
+    key: &PipelineKey,
+    info: &T,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    next: CreateFn<T>,
+) -> Option<(vk::Result, vk::Pipeline, Outcome)> {
+    let found = match store.lookup(key) {
+        Ok(Lookup::Found(entry)) => Some(entry),
+        Ok(Lookup::Missing | Lookup::Dropped(_)) => None,
+        Err(e) => {
+            tracing::debug!(error = %e, "entry unreadable; compiling afresh");
+            None
+        }
+    };
+    let must_be_found = info
+        .flags()
+        .contains(vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED);
+    if must_be_found && found.is_none() {
+        return None;
+    }
+    // SAFETY: the application's create info; the feedback outlives every build below.
+    let feedback = unsafe { Feedback::for_info(dev, info) };
+    let with_feedback = feedback.as_ref().map_or(*info, |f| f.chain_into(info));
+
+    let mut built = None;
+    if let Some(entry) = &found {
+        let marker = store.hold_marker(key);
+        match unsafe { build_through(dev, Some(entry.data()), &with_feedback, allocator, next) } {
+            Ok(b) if b.result == vk::Result::SUCCESS => built = Some(b),
+            Ok(b) if must_be_found => {
+                tracing::debug!(result = ?b.result, "not found through the kept entry; asking as the application did");
+                return None;
+            }
+            Ok(b) => {
+                tracing::warn!(entry = %key.file_name(), result = ?b.result, "the driver would not build through the kept entry; compiling afresh")
+            }
+            Err(e) => {
+                tracing::warn!(entry = %key.file_name(), result = ?e, "the driver would not make a cache from the kept entry; compiling afresh")
+            }
+        }
+        drop(marker);
+    }
+    let (built, seeded) = match built {
+        Some(b) => (b, found.as_ref()),
+        None => match unsafe { build_through(dev, None, &with_feedback, allocator, next) } {
+            Ok(b) if b.result == vk::Result::SUCCESS => (b, None),
+            _ => return None,
+        },
+    };
+    // Found or compiled: the feedback's cache-hit bit where the driver marks it valid (on RADV a
+    // found pipeline may change the cache's size by a few bytes), else the cache's size.
+    let hit = feedback
+        .as_ref()
+        .and_then(|f| f.cache_hit())
+        .unwrap_or(!built.grew);
+    let outcome = if let Some(entry) = seeded.filter(|_| hit) {
+        store.stamp(entry);
+        Outcome::Found
+    } else {
+        let data = unsafe { cache_data(dev, built.cache.cache) };
+        let written = holds_more_than_header(&data)
+            && match store.write(key, &data) {
+                Ok(Written::Whole(_)) => true,
+                Ok(Written::Skipped) => false,
+                Err(e) => {
+                    dev.write_failed(&e);
+                    false
+                }
+            };
+        Outcome::Compiled { written }
+    };
+    Some((built.result, built.pipeline, outcome))
+}

@@ -1,0 +1,1 @@
+//! Fossilize databases: reading them and replaying their pipelines.

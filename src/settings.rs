@@ -1,0 +1,179 @@
+//! Environment -> validated settings, read once per process. A bad value gets one clear log line
+//! (through [`Settings::problems`], logged once the layer's logger is up) and the default.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// The default size bound: 4 GiB.
+pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// `PIPEKEEP_DISABLE` set to anything non-empty: the layer passes everything through.
+    pub disabled: bool,
+    /// `PIPEKEEP_DIR`, else `$XDG_CACHE_HOME/pipekeep`, else `~/.cache/pipekeep`; `None` if none
+    /// of those can be found (the layer is then a pass-through).
+    pub root: Option<PathBuf>,
+    /// `PIPEKEEP_TITLE`, made safe for a path.
+    pub title: Option<String>,
+    /// `PIPEKEEP_MAX_BYTES`.
+    pub max_bytes: u64,
+    /// `PIPEKEEP_LOG`: a tracing filter.
+    pub log_filter: String,
+    /// `PIPEKEEP_LOG_FILE`; stderr when unset.
+    pub log_file: Option<PathBuf>,
+    /// Test only (`PIPEKEEP_TEST_PANIC`): the pipeline intercepts panic, to show the fallback.
+    pub test_panic: bool,
+    /// Test only (`PIPEKEEP_TEST_OPEN_TIME`, seconds since the epoch): the store's opening time.
+    pub test_open_time: Option<SystemTime>,
+    /// Values that were refused, each with the default taken instead.
+    pub problems: Vec<String>,
+}
+
+impl Settings {
+    /// Reads the settings from the process environment.
+    pub fn from_env() -> Settings {
+        Settings::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings through `var` (the environment, or a table in tests).
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Settings {
+        let non_empty = |name: &str| var(name).filter(|v| !v.is_empty());
+        let mut problems = Vec::new();
+        let root = non_empty("PIPEKEEP_DIR").map(PathBuf::from).or_else(|| {
+            non_empty("XDG_CACHE_HOME")
+                .map(|c| PathBuf::from(c).join("pipekeep"))
+                .or_else(|| non_empty("HOME").map(|h| PathBuf::from(h).join(".cache/pipekeep")))
+        });
+        let max_bytes = match non_empty("PIPEKEEP_MAX_BYTES") {
+            None => DEFAULT_MAX_BYTES,
+            Some(v) => v.trim().parse::<u64>().unwrap_or_else(|_| {
+                problems.push(format!(
+                    "PIPEKEEP_MAX_BYTES={v:?} is not an integer >= 0; using the default {DEFAULT_MAX_BYTES}"
+                ));
+                DEFAULT_MAX_BYTES
+            }),
+        };
+        let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "info".into());
+        let test_open_time =
+            non_empty("PIPEKEEP_TEST_OPEN_TIME").and_then(|v| match v.parse::<u64>() {
+                Ok(secs) => Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)),
+                Err(_) => {
+                    problems.push(format!(
+                        "PIPEKEEP_TEST_OPEN_TIME={v:?} is not seconds since the epoch; ignored"
+                    ));
+                    None
+                }
+            });
+        Settings {
+            disabled: non_empty("PIPEKEEP_DISABLE").is_some(),
+            root,
+            title: non_empty("PIPEKEEP_TITLE").map(|t| safe_title(&t)),
+            max_bytes,
+            log_filter,
+            log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
+            test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),
+            test_open_time,
+            problems,
+        }
+    }
+}
+
+/// A title made safe for a path: only `A-Za-z0-9._-` (others become `_`), never `.` or `..`,
+/// never empty, at most 64 bytes.
+pub fn safe_title(raw: &str) -> String {
+    let mut t: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if t.is_empty() || t.chars().all(|c| c == '.') {
+        t = t.replace('.', "_");
+        if t.is_empty() {
+            t.push_str("unnamed");
+        }
+    }
+    t
+}
+
+/// The title of the running executable, for an application that names none.
+pub fn executable_title() -> String {
+    let exe = std::env::current_exe().ok();
+    safe_title(
+        exe.as_deref()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or("unnamed"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn with(vars: &[(&str, &str)]) -> Settings {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_follow_xdg_then_home() {
+        let s = with(&[("HOME", "/home/u")]);
+        assert_eq!(s.root, Some(PathBuf::from("/home/u/.cache/pipekeep")));
+        assert_eq!(s.max_bytes, DEFAULT_MAX_BYTES);
+        assert_eq!(s.log_filter, "info");
+        assert!(!s.disabled && s.problems.is_empty());
+        let s = with(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/c")]);
+        assert_eq!(s.root, Some(PathBuf::from("/c/pipekeep")));
+        let s = with(&[("HOME", "/home/u"), ("PIPEKEEP_DIR", "/lib")]);
+        assert_eq!(s.root, Some(PathBuf::from("/lib")));
+        assert_eq!(with(&[]).root, None);
+    }
+
+    #[test]
+    fn any_integer_at_least_zero_is_a_bound_and_anything_else_gets_the_default_and_a_line() {
+        assert_eq!(with(&[("PIPEKEEP_MAX_BYTES", "0")]).max_bytes, 0);
+        assert_eq!(
+            with(&[("PIPEKEEP_MAX_BYTES", "18446744073709551615")]).max_bytes,
+            u64::MAX
+        );
+        for bad in ["-1", "4G", "1.5", "lots"] {
+            let s = with(&[("PIPEKEEP_MAX_BYTES", bad)]);
+            assert_eq!(s.max_bytes, DEFAULT_MAX_BYTES);
+            assert_eq!(s.problems.len(), 1);
+            assert!(s.problems[0].contains("PIPEKEEP_MAX_BYTES"));
+        }
+    }
+
+    #[test]
+    fn disable_is_any_non_empty_value() {
+        assert!(with(&[("PIPEKEEP_DISABLE", "1")]).disabled);
+        assert!(with(&[("PIPEKEEP_DISABLE", "no")]).disabled);
+        assert!(!with(&[("PIPEKEEP_DISABLE", "")]).disabled);
+    }
+
+    #[test]
+    fn titles_are_made_safe_for_a_path() {
+        assert_eq!(safe_title("Grand Theft Auto V"), "Grand_Theft_Auto_V");
+        assert_eq!(safe_title("../../etc"), ".._.._etc");
+        assert_eq!(safe_title(".."), "__");
+        assert_eq!(safe_title("."), "_");
+        assert_eq!(safe_title(""), "unnamed");
+        assert_eq!(safe_title("ünï"), "_n_");
+        assert_eq!(safe_title(&"x".repeat(100)).len(), 64);
+        assert_eq!(
+            with(&[("PIPEKEEP_TITLE", "a/b")]).title.as_deref(),
+            Some("a_b")
+        );
+    }
+}

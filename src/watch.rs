@@ -1,0 +1,235 @@
+//! The compile watch: counts every pipeline made through the layer this run, logs a line every
+//! fifty and one at the end, and appends the run's line to `<title>/runs.jsonl`.
+//!
+//! The line's fields are read by tools: ` built=<n> total_ms=<ms> longest_ms=<ms> found=<n>`,
+//! then `compiled=`, `written=`, `unkeyed=`, `passed=`. `built` counts every pipeline made,
+//! found, compiled or unkeyed; `found` those the driver served from a kept entry.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, SystemTime};
+
+/// How one pipeline was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Served from a kept entry.
+    Found,
+    /// Compiled by the driver through a kept cache; `written` if the entry was written.
+    Compiled { written: bool },
+    /// Could not be keyed: built as the application asked.
+    Unkeyed,
+    /// Keyed, but built as the application asked (no store, or the store failed).
+    PassedThrough,
+}
+
+/// How many run lines `runs.jsonl` keeps.
+pub const RUNS_KEPT: usize = 1000;
+const LINE_EVERY: u64 = 50;
+
+#[derive(Debug, Default)]
+pub struct Watch {
+    built: AtomicU64,
+    found: AtomicU64,
+    compiled: AtomicU64,
+    written: AtomicU64,
+    unkeyed: AtomicU64,
+    passed: AtomicU64,
+    total_ns: AtomicU64,
+    longest_ns: AtomicU64,
+    finished: AtomicBool,
+}
+
+/// The counts at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Tally {
+    pub built: u64,
+    pub found: u64,
+    pub compiled: u64,
+    pub written: u64,
+    pub unkeyed: u64,
+    pub passed: u64,
+    pub total_ms: f64,
+    pub longest_ms: f64,
+}
+
+impl Tally {
+    /// The watch's log line, fields in the order tools expect.
+    pub fn line(&self) -> String {
+        format!(
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={}",
+            self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed
+        )
+    }
+}
+
+impl Watch {
+    /// Counts one pipeline made in `took`; logs the line when fifty more have been made.
+    pub fn record(&self, outcome: Outcome, took: Duration) {
+        let ns = took.as_nanos().min(u64::MAX as u128) as u64;
+        self.total_ns.fetch_add(ns, Relaxed);
+        self.longest_ns.fetch_max(ns, Relaxed);
+        let counter = match outcome {
+            Outcome::Found => &self.found,
+            Outcome::Compiled { written } => {
+                if written {
+                    self.written.fetch_add(1, Relaxed);
+                }
+                &self.compiled
+            }
+            Outcome::Unkeyed => &self.unkeyed,
+            Outcome::PassedThrough => &self.passed,
+        };
+        counter.fetch_add(1, Relaxed);
+        let built = self.built.fetch_add(1, Relaxed) + 1;
+        if built % LINE_EVERY == 0 {
+            tracing::info!("{}", self.tally().line());
+        }
+    }
+
+    pub fn tally(&self) -> Tally {
+        Tally {
+            built: self.built.load(Relaxed),
+            found: self.found.load(Relaxed),
+            compiled: self.compiled.load(Relaxed),
+            written: self.written.load(Relaxed),
+            unkeyed: self.unkeyed.load(Relaxed),
+            passed: self.passed.load(Relaxed),
+            total_ms: self.total_ns.load(Relaxed) as f64 / 1e6,
+            longest_ms: self.longest_ns.load(Relaxed) as f64 / 1e6,
+        }
+    }
+
+    /// The end of the run: the final line, and the run's line in `runs` (if given). Only the
+    /// first call does anything.
+    pub fn finish(&self, runs: Option<&Path>, device: &str, identity: &str) {
+        if self.finished.swap(true, Relaxed) {
+            return;
+        }
+        let tally = self.tally();
+        tracing::info!("{}", tally.line());
+        if let Some(path) = runs {
+            let run = RunRecord {
+                when: unix_secs(SystemTime::now()),
+                device: device.into(),
+                identity: identity.into(),
+                tally,
+            };
+            if let Err(e) = append_run(path, &run) {
+                tracing::warn!(path = %path.display(), error = %e, "could not write the run history");
+            }
+        }
+    }
+}
+
+/// One line of `runs.jsonl`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunRecord {
+    /// Seconds since the epoch at the run's end.
+    pub when: f64,
+    pub device: String,
+    /// The identity directory's name.
+    pub identity: String,
+    #[serde(flatten)]
+    pub tally: Tally,
+}
+
+fn unix_secs(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Appends a run, keeping the last [`RUNS_KEPT`]: past that the file is rewritten through a
+/// temporary file and a rename.
+pub fn append_run(path: &Path, run: &RunRecord) -> std::io::Result<()> {
+    let line = serde_json::to_string(run).map_err(std::io::Error::other)?;
+    let existing = std::fs::read_to_string(path).unwrap_or_default();
+    let lines = existing.lines().count();
+    if lines < RUNS_KEPT {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        return writeln!(f, "{line}");
+    }
+    let keep: Vec<&str> = existing.lines().skip(lines + 1 - RUNS_KEPT).collect();
+    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+    std::fs::write(&tmp, format!("{}\n{line}\n", keep.join("\n")))?;
+    std::fs::rename(tmp, path)
+}
+
+/// Reads a run history; lines that do not parse are skipped.
+pub fn read_runs(path: &Path) -> std::io::Result<Vec<RunRecord>> {
+    Ok(std::fs::read_to_string(path)?
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_carries_the_fields_tools_read_in_order() {
+        let w = Watch::default();
+        w.record(Outcome::Found, Duration::from_micros(10));
+        w.record(
+            Outcome::Compiled { written: true },
+            Duration::from_millis(3),
+        );
+        w.record(Outcome::Unkeyed, Duration::from_millis(1));
+        let line = w.tally().line();
+        assert!(
+            line.contains(" built=3 total_ms=4.010 longest_ms=3.000 found=1 "),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("compiled=1 written=1 unkeyed=1 passed=0"),
+            "{line}"
+        );
+        // No other field name ends in built, found, total_ms or longest_ms.
+        let names: Vec<&str> = line
+            .split_whitespace()
+            .filter_map(|f| f.split_once('='))
+            .map(|(k, _)| k)
+            .collect();
+        for suffix in ["built", "found", "total_ms", "longest_ms"] {
+            assert_eq!(
+                names.iter().filter(|n| n.ends_with(suffix)).count(),
+                1,
+                "{suffix}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_run_history_keeps_the_last_thousand_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.jsonl");
+        for i in 0..(RUNS_KEPT + 5) {
+            let run = RunRecord {
+                when: i as f64,
+                device: "d".into(),
+                identity: "i".into(),
+                tally: Tally::default(),
+            };
+            append_run(&path, &run).unwrap();
+        }
+        let runs = read_runs(&path).unwrap();
+        assert_eq!(runs.len(), RUNS_KEPT);
+        assert_eq!(runs[0].when, 5.0);
+        assert_eq!(runs.last().unwrap().when, (RUNS_KEPT + 4) as f64);
+    }
+
+    #[test]
+    fn finish_writes_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.jsonl");
+        let w = Watch::default();
+        w.finish(Some(&path), "dev", "id");
+        w.finish(Some(&path), "dev", "id");
+        assert_eq!(read_runs(&path).unwrap().len(), 1);
+    }
+}
