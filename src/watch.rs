@@ -82,7 +82,7 @@ impl Watch {
         };
         counter.fetch_add(1, Relaxed);
         let built = self.built.fetch_add(1, Relaxed) + 1;
-        if built % LINE_EVERY == 0 {
+        if built.is_multiple_of(LINE_EVERY) {
             tracing::info!("{}", self.tally().line());
         }
     }
@@ -100,14 +100,14 @@ impl Watch {
         }
     }
 
-    /// The end of the run: the final line, and the run's line in `runs` (if given). Only the
+    /// The end of the run: returns the final line (for the caller to log: at process exit the
+    /// logger's thread-local state is gone) and appends the run to `runs` (if given). Only the
     /// first call does anything.
-    pub fn finish(&self, runs: Option<&Path>, device: &str, identity: &str) {
+    pub fn finish(&self, runs: Option<&Path>, device: &str, identity: &str) -> Option<String> {
         if self.finished.swap(true, Relaxed) {
-            return;
+            return None;
         }
         let tally = self.tally();
-        tracing::info!("{}", tally.line());
         if let Some(path) = runs {
             let run = RunRecord {
                 when: unix_secs(SystemTime::now()),
@@ -119,6 +119,7 @@ impl Watch {
                 tracing::warn!(path = %path.display(), error = %e, "could not write the run history");
             }
         }
+        Some(tally.line())
     }
 }
 
@@ -228,8 +229,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("runs.jsonl");
         let w = Watch::default();
-        w.finish(Some(&path), "dev", "id");
-        w.finish(Some(&path), "dev", "id");
+        assert!(w
+            .finish(Some(&path), "dev", "id")
+            .unwrap()
+            .contains(" built=0 "));
+        assert_eq!(w.finish(Some(&path), "dev", "id"), None);
         assert_eq!(read_runs(&path).unwrap().len(), 1);
     }
 }

@@ -201,13 +201,12 @@ fn order_of_stages_bindings_spec_constants_and_dynamic_states_does_not_matter() 
     assert_eq!(set_layout_digest(&l1), set_layout_digest(&l2));
 }
 
+/// A named change to a description.
+type Edit<T> = (&'static str, Box<dyn Fn(&mut T)>);
+
 /// Applies each mutation to a fresh description and checks that every one gives a key of its
 /// own: no hashed field is left out, and no two changes collide.
-fn all_distinct<T: Clone>(
-    base: T,
-    key: impl Fn(&T) -> PipelineKey,
-    edits: Vec<(&str, Box<dyn Fn(&mut T)>)>,
-) {
+fn all_distinct<T: Clone>(base: T, key: impl Fn(&T) -> PipelineKey, edits: Vec<Edit<T>>) {
     let mut seen = vec![("base".to_string(), key(&base))];
     for (name, edit) in edits {
         let mut d = base.clone();

@@ -90,9 +90,10 @@ impl DeviceFns {
 
 /// Where a device's store is, shared by every device of one identity in the process.
 type StoreCell = Arc<OnceLock<Option<Arc<Store>>>>;
+/// Library root, title and identity: what makes two devices share one store.
+type StoreId = (PathBuf, String, Identity);
 
-static STORES: LazyLock<Mutex<HashMap<(PathBuf, String, Identity), StoreCell>>> =
-    LazyLock::new(Default::default);
+static STORES: LazyLock<Mutex<HashMap<StoreId, StoreCell>>> = LazyLock::new(Default::default);
 
 pub struct DeviceData {
     pub handle: vk::Device,
@@ -141,7 +142,7 @@ impl DeviceData {
     }
 
     /// The run's end: the final compile-watch line and the run's line in `runs.jsonl`.
-    fn finish(&self) {
+    fn finish(&self, at_exit: bool) {
         if !self.active {
             return;
         }
@@ -150,11 +151,17 @@ impl DeviceData {
             .as_ref()
             .map(|r| r.join(&self.title).join("runs.jsonl"));
         let runs = runs.filter(|p| p.parent().is_some_and(|d| d.is_dir()));
-        self.watch.finish(
-            runs.as_deref(),
-            &self.device_name,
-            &self.identity.dir_name(),
-        );
+        let identity = self.identity.dir_name();
+        if let Some(line) = self
+            .watch
+            .finish(runs.as_deref(), &self.device_name, &identity)
+        {
+            if at_exit {
+                super::guard::write_at_exit(&line);
+            } else {
+                tracing::info!("{line}");
+            }
+        }
     }
 }
 
@@ -328,7 +335,7 @@ pub unsafe extern "system" fn destroy_device(
     let Some(data) = DEVICES.remove(unsafe { dispatch_key(device) }) else {
         return;
     };
-    guarded("vkDestroyDevice", || data.finish(), || ());
+    guarded("vkDestroyDevice", || data.finish(false), || ());
     // SAFETY: the application's arguments, passed on unchanged.
     unsafe { (data.fns.destroy_device)(device, allocator) }
 }
@@ -338,7 +345,7 @@ extern "C" fn at_exit() {
         "exit",
         || {
             for device in DEVICES.values() {
-                device.finish();
+                device.finish(true);
             }
         },
         || (),
@@ -367,24 +374,12 @@ pub unsafe extern "system" fn get_device_proc_addr(
     }
     // SAFETY: a NUL-terminated name; a device created through this layer.
     let name = unsafe { CStr::from_ptr(name) };
-    let Some(dev) = (unsafe { device_data(device) }) else {
-        return None;
-    };
+    let dev = unsafe { device_data(device) }?;
     match name.to_bytes() {
         b"vkGetDeviceProcAddr" => {
-            return Some(unsafe {
-                std::mem::transmute::<vk::PFN_vkGetDeviceProcAddr, unsafe extern "system" fn()>(
-                    get_device_proc_addr,
-                )
-            })
+            return void_fn!(get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr)
         }
-        b"vkDestroyDevice" => {
-            return Some(unsafe {
-                std::mem::transmute::<vk::PFN_vkDestroyDevice, unsafe extern "system" fn()>(
-                    destroy_device,
-                )
-            })
-        }
+        b"vkDestroyDevice" => return void_fn!(destroy_device, vk::PFN_vkDestroyDevice),
         _ => {}
     }
     let next = unsafe { (dev.fns.get_device_proc_addr)(device, name.as_ptr()) };

@@ -75,3 +75,23 @@ pub fn guarded<R>(entry_point: &str, body: impl FnOnce() -> R, fallback: impl Fn
         }
     })
 }
+
+/// Writes one `info` line straight to the log's destination. For the exit handler only: glibc
+/// runs the main thread's thread-local destructors before `atexit` handlers, so the dispatcher's
+/// thread-local state is gone by then and a `tracing` event would be dropped silently.
+pub fn write_at_exit(line: &str) {
+    use std::io::Write;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let text = format!("{secs:.6}  INFO {line} (at exit)\n");
+    let to_file = SETTINGS
+        .log_file
+        .as_ref()
+        .and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok());
+    let _ = match to_file {
+        Some(mut f) => f.write_all(text.as_bytes()),
+        None => std::io::stderr().write_all(text.as_bytes()),
+    };
+}

@@ -183,31 +183,21 @@ pub unsafe extern "system" fn get_instance_proc_addr(
     }
     // SAFETY: a NUL-terminated command name.
     let name = unsafe { CStr::from_ptr(name) };
-    let ours: vk::PFN_vkVoidFunction = unsafe {
-        match name.to_bytes() {
-            b"vkGetInstanceProcAddr" => Some(
-                std::mem::transmute::<vk::PFN_vkGetInstanceProcAddr, _>(get_instance_proc_addr),
-            ),
-            b"vkCreateInstance" => Some(std::mem::transmute::<vk::PFN_vkCreateInstance, _>(
-                create_instance,
-            )),
-            b"vkDestroyInstance" => Some(std::mem::transmute::<vk::PFN_vkDestroyInstance, _>(
-                destroy_instance,
-            )),
-            b"vkCreateDevice" => Some(std::mem::transmute::<vk::PFN_vkCreateDevice, _>(
-                device::create_device,
-            )),
-            b"vkEnumerateDeviceExtensionProperties" => {
-                Some(std::mem::transmute::<
-                    vk::PFN_vkEnumerateDeviceExtensionProperties,
-                    _,
-                >(enumerate_device_extension_properties))
-            }
-            b"vkGetDeviceProcAddr" => Some(std::mem::transmute::<vk::PFN_vkGetDeviceProcAddr, _>(
-                device::get_device_proc_addr,
-            )),
-            _ => None,
+    let ours: vk::PFN_vkVoidFunction = match name.to_bytes() {
+        b"vkGetInstanceProcAddr" => void_fn!(get_instance_proc_addr, vk::PFN_vkGetInstanceProcAddr),
+        b"vkCreateInstance" => void_fn!(create_instance, vk::PFN_vkCreateInstance),
+        b"vkDestroyInstance" => void_fn!(destroy_instance, vk::PFN_vkDestroyInstance),
+        b"vkCreateDevice" => void_fn!(device::create_device, vk::PFN_vkCreateDevice),
+        b"vkEnumerateDeviceExtensionProperties" => {
+            void_fn!(
+                enumerate_device_extension_properties,
+                vk::PFN_vkEnumerateDeviceExtensionProperties
+            )
         }
+        b"vkGetDeviceProcAddr" => {
+            void_fn!(device::get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr)
+        }
+        _ => None,
     };
     if ours.is_some() {
         return ours;
@@ -216,9 +206,7 @@ pub unsafe extern "system" fn get_instance_proc_addr(
         return None;
     }
     // SAFETY: an instance created through this layer.
-    let Some(inst) = (unsafe { instance_data(instance) }) else {
-        return None;
-    };
+    let inst = unsafe { instance_data(instance) }?;
     let next = unsafe { (inst.next_get_instance_proc_addr)(instance, name.as_ptr()) };
     // A device command asked through the instance: ours only where the next layer has it.
     match (next, intercepted_device_command(name)) {

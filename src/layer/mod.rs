@@ -4,6 +4,15 @@
 //! `instance`, `device`, `objects` (what keys need, captured at creation), `capture` (create infos
 //! into keys) and `pipelines` (the kept-pipeline flow).
 
+/// A function of the layer as the loader's opaque `PFN_vkVoidFunction`.
+macro_rules! void_fn {
+    ($f:path, $pfn:ty) => {
+        // SAFETY: a function pointer cast to the loader's opaque function type; the caller
+        // casts it back to `$pfn` before calling it.
+        Some(unsafe { std::mem::transmute::<$pfn, unsafe extern "system" fn()>($f) })
+    };
+}
+
 mod abi;
 mod capture;
 mod device;
@@ -47,53 +56,51 @@ pub unsafe fn negotiate(negotiate: *mut NegotiateLayerInterface) -> vk::Result {
 
 /// The layer's wrapper of a device command it intercepts, if it intercepts it.
 fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
-    macro_rules! ours {
-        ($f:path, $pfn:ty) => {
-            // SAFETY: a function pointer cast to the loader's opaque function type.
-            Some(unsafe { std::mem::transmute::<$pfn, unsafe extern "system" fn()>($f) })
-        };
-    }
     match name.to_bytes() {
-        b"vkCreateComputePipelines" => ours!(
+        b"vkCreateComputePipelines" => void_fn!(
             pipelines::create_compute_pipelines,
             vk::PFN_vkCreateComputePipelines
         ),
-        b"vkCreateGraphicsPipelines" => ours!(
+        b"vkCreateGraphicsPipelines" => void_fn!(
             pipelines::create_graphics_pipelines,
             vk::PFN_vkCreateGraphicsPipelines
         ),
         b"vkCreateShaderModule" => {
-            ours!(objects::create_shader_module, vk::PFN_vkCreateShaderModule)
+            void_fn!(objects::create_shader_module, vk::PFN_vkCreateShaderModule)
         }
-        b"vkDestroyShaderModule" => ours!(
+        b"vkDestroyShaderModule" => void_fn!(
             objects::destroy_shader_module,
             vk::PFN_vkDestroyShaderModule
         ),
-        b"vkCreateSampler" => ours!(objects::create_sampler, vk::PFN_vkCreateSampler),
-        b"vkDestroySampler" => ours!(objects::destroy_sampler, vk::PFN_vkDestroySampler),
-        b"vkCreateDescriptorSetLayout" => ours!(
+        b"vkCreateSampler" => void_fn!(objects::create_sampler, vk::PFN_vkCreateSampler),
+        b"vkDestroySampler" => void_fn!(objects::destroy_sampler, vk::PFN_vkDestroySampler),
+        b"vkCreateDescriptorSetLayout" => void_fn!(
             objects::create_descriptor_set_layout,
             vk::PFN_vkCreateDescriptorSetLayout
         ),
-        b"vkDestroyDescriptorSetLayout" => ours!(
+        b"vkDestroyDescriptorSetLayout" => void_fn!(
             objects::destroy_descriptor_set_layout,
             vk::PFN_vkDestroyDescriptorSetLayout
         ),
-        b"vkCreatePipelineLayout" => ours!(
+        b"vkCreatePipelineLayout" => void_fn!(
             objects::create_pipeline_layout,
             vk::PFN_vkCreatePipelineLayout
         ),
-        b"vkDestroyPipelineLayout" => ours!(
+        b"vkDestroyPipelineLayout" => void_fn!(
             objects::destroy_pipeline_layout,
             vk::PFN_vkDestroyPipelineLayout
         ),
-        b"vkCreateRenderPass" => ours!(objects::create_render_pass, vk::PFN_vkCreateRenderPass),
-        b"vkCreateRenderPass2" => ours!(objects::create_render_pass2, vk::PFN_vkCreateRenderPass2),
-        b"vkCreateRenderPass2KHR" => ours!(
+        b"vkCreateRenderPass" => void_fn!(objects::create_render_pass, vk::PFN_vkCreateRenderPass),
+        b"vkCreateRenderPass2" => {
+            void_fn!(objects::create_render_pass2, vk::PFN_vkCreateRenderPass2)
+        }
+        b"vkCreateRenderPass2KHR" => void_fn!(
             objects::create_render_pass2_khr,
             vk::PFN_vkCreateRenderPass2
         ),
-        b"vkDestroyRenderPass" => ours!(objects::destroy_render_pass, vk::PFN_vkDestroyRenderPass),
+        b"vkDestroyRenderPass" => {
+            void_fn!(objects::destroy_render_pass, vk::PFN_vkDestroyRenderPass)
+        }
         _ => None,
     }
 }

@@ -152,11 +152,7 @@ unsafe fn create_pipelines<T: PipelineInfo>(
                 }
                 let (r, pipeline) = unsafe { build_one(dev, app_cache, &info, allocator, next) };
                 out[i] = pipeline;
-                if r.as_raw() < 0 && result.as_raw() >= 0 {
-                    result = r;
-                } else if r == vk::Result::PIPELINE_COMPILE_REQUIRED
-                    && result == vk::Result::SUCCESS
-                {
+                if worse(r, result) {
                     result = r;
                 }
                 if r != vk::Result::SUCCESS
@@ -174,6 +170,13 @@ unsafe fn create_pipelines<T: PipelineInfo>(
             as_asked()
         },
     )
+}
+
+/// Whether `r` replaces `so_far` as the call's result: the first error wins over everything,
+/// `VK_PIPELINE_COMPILE_REQUIRED` over success.
+fn worse(r: vk::Result, so_far: vk::Result) -> bool {
+    (r.as_raw() < 0 && so_far.as_raw() >= 0)
+        || (r == vk::Result::PIPELINE_COMPILE_REQUIRED && so_far == vk::Result::SUCCESS)
 }
 
 /// One pipeline, through the store where it can be keyed, and counted.

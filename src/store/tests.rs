@@ -31,7 +31,8 @@ fn found(store: &Store, k: &PipelineKey) -> bool {
 
 /// A child process holding `flock` on `path` until killed.
 fn hold_lock_in_child(path: &Path) -> Child {
-    let child = Command::new("flock")
+    let mut child = Command::new("flock")
+        .arg("--no-fork")
         .arg("-x")
         .arg(path)
         .arg("sleep")
@@ -44,6 +45,8 @@ fn hold_lock_in_child(path: &Path) -> Child {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the child never took the lock on {}", path.display());
 }
 

@@ -167,7 +167,9 @@ fn run(args: &Args) -> Result<bool, String> {
     let queue_ci = [vk::DeviceQueueCreateInfo::default()
         .queue_family_index(queue_family)
         .queue_priorities(&priorities)];
-    let mut features13 = vk::PhysicalDeviceVulkan13Features::default().dynamic_rendering(true);
+    let mut features13 = vk::PhysicalDeviceVulkan13Features::default()
+        .dynamic_rendering(true)
+        .pipeline_creation_cache_control(true);
     let mut device_ci = vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci);
     if dynamic_rendering {
         device_ci = device_ci.push_next(&mut features13);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite, from a clean clone as root: installs the system packages it needs
+# (scripts/setup.sh), checks formatting and lints, builds the layer library, and runs every test:
+# units beside the code, the store under real processes, and the layer through the real Vulkan
+# loader on RADV (null hardware) and lavapipe, with the Khronos validation layer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+
+# The loader warns without it; tests give each child its own, this covers the rest.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/pipekeep-runtime-$(id -u)}"
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+
+cargo fmt --check
+cargo clippy --all-targets --locked -- -D warnings
+# `cargo test` builds the crate's rlib but never relinks the cdylib the loader loads.
+cargo build --lib --locked
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --locked --no-fail-fast
+else
+  cargo test --locked --no-fail-fast
+fi

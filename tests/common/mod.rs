@@ -1,0 +1,257 @@
+//! Running the layer-enabled test app through the real Vulkan loader, as a child process with an
+//! environment of its own (never `set_var` in a threaded harness), and reading what it says.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const LAYER: &str = "VK_LAYER_PIPEKEEP_pipeline_store";
+pub const VALIDATION: &str = "VK_LAYER_KHRONOS_validation";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// RADV on null hardware: a real compiler and cache, no execution.
+    Radv,
+    /// lavapipe: executes work, keeps nothing in its cache.
+    Lavapipe,
+}
+
+/// The directory holding the test app and the layer library of this build.
+pub fn build_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_pipekeep-testapp"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The layer library of this build. `cargo test` builds the crate's rlib but never relinks its
+/// cdylib, so a library older than the sources is refused: run `cargo build --lib` first
+/// (`scripts/test.sh` does).
+pub fn layer_library() -> PathBuf {
+    let lib = build_dir().join("libpipekeep.so");
+    let built = std::fs::metadata(&lib)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| {
+            panic!(
+                "no layer library at {}: run `cargo build --lib` first",
+                lib.display()
+            )
+        });
+    let newest_source = newest_mtime(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")));
+    assert!(
+        built >= newest_source,
+        "{} is older than the sources: run `cargo build --lib` first",
+        lib.display()
+    );
+    lib
+}
+
+fn newest_mtime(dir: &Path) -> std::time::SystemTime {
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let t = if p.is_dir() {
+            newest_mtime(&p)
+        } else {
+            e.metadata().and_then(|m| m.modified()).unwrap_or(newest)
+        };
+        newest = newest.max(t);
+    }
+    newest
+}
+
+/// A manifest for this build's library, in a directory for `VK_ADD_LAYER_PATH`.
+pub fn explicit_manifest_dir(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("explicit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = serde_json::json!({
+        "file_format_version": "1.2.0",
+        "layer": {
+            "name": LAYER, "type": "GLOBAL", "library_path": layer_library(),
+            "api_version": "1.3.281", "implementation_version": "1", "description": "pipekeep (test build)",
+            "disable_environment": { "PIPEKEEP_DISABLE": "1" }
+        }
+    });
+    std::fs::write(dir.join(format!("{LAYER}.json")), manifest.to_string()).unwrap();
+    dir
+}
+
+/// One run of the test app.
+pub struct App {
+    cmd: Command,
+}
+
+/// What a run said.
+pub struct Run {
+    pub ok: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub summary: serde_json::Value,
+}
+
+impl App {
+    /// The app on `driver`, its store in `tmp/store`, the layer named explicitly.
+    pub fn new(driver: Driver, tmp: &Path) -> App {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pipekeep-testapp"));
+        cmd.env_clear();
+        for keep in ["PATH", "HOME", "LD_LIBRARY_PATH"] {
+            if let Ok(v) = std::env::var(keep) {
+                cmd.env(keep, v);
+            }
+        }
+        let runtime = tmp.join("runtime");
+        std::fs::create_dir_all(&runtime).unwrap();
+        cmd.env("XDG_RUNTIME_DIR", &runtime)
+            .env("XDG_DATA_HOME", tmp.join("data"))
+            .env("XDG_CONFIG_HOME", tmp.join("config"))
+            .env("MESA_SHADER_CACHE_DISABLE", "true")
+            .env("PIPEKEEP_DIR", tmp.join("store"))
+            .env("PIPEKEEP_LOG", "info")
+            .env("VK_ADD_LAYER_PATH", explicit_manifest_dir(tmp));
+        match driver {
+            Driver::Radv => cmd
+                .env("RADV_FORCE_FAMILY", "navi21")
+                .env("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/radeon_icd.json"),
+            Driver::Lavapipe => cmd.env("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.json"),
+        };
+        App { cmd }
+    }
+
+    /// Enables the layer through `VK_INSTANCE_LAYERS`.
+    pub fn with_layer(mut self) -> App {
+        self.cmd.env("VK_INSTANCE_LAYERS", LAYER);
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> App {
+        self.cmd.env(k, v);
+        self
+    }
+
+    pub fn args(mut self, args: &[&str]) -> App {
+        self.cmd.args(args);
+        self
+    }
+
+    pub fn run(mut self) -> Run {
+        let out = self.cmd.output().expect("the test app runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let summary = stdout
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or(serde_json::Value::Null);
+        Run {
+            ok: out.status.success(),
+            code: out.status.code(),
+            stdout,
+            stderr,
+            summary,
+        }
+    }
+}
+
+/// A compile-watch line's fields.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct WatchLine {
+    pub built: u64,
+    pub found: u64,
+    pub compiled: u64,
+    pub written: u64,
+    pub unkeyed: u64,
+}
+
+impl Run {
+    pub fn made(&self) -> u64 {
+        self.summary["made"].as_u64().unwrap_or(0)
+    }
+
+    pub fn expected(&self) -> u64 {
+        self.summary["expected"].as_u64().unwrap_or(u64::MAX)
+    }
+
+    /// Everything the run printed, for assertion messages.
+    pub fn all(&self) -> String {
+        format!(
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+
+    /// The run's last compile-watch line (the final one).
+    pub fn watch(&self) -> WatchLine {
+        let line = self
+            .stderr
+            .lines()
+            .rev()
+            .find(|l| l.contains(" built="))
+            .unwrap_or_else(|| panic!("no compile watch line\n{}", self.all()));
+        let field = |name: &str| -> u64 {
+            line.split_whitespace()
+                .find_map(|f| f.strip_prefix(&format!("{name}=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {name}= in {line}"))
+        };
+        WatchLine {
+            built: field("built"),
+            found: field("found"),
+            compiled: field("compiled"),
+            written: field("written"),
+            unkeyed: field("unkeyed"),
+        }
+    }
+
+    /// Lines the Khronos validation layer printed.
+    pub fn validation_messages(&self) -> Vec<String> {
+        self.stdout
+            .lines()
+            .chain(self.stderr.lines())
+            .filter(|l| {
+                l.contains("Validation Error")
+                    || l.contains("Validation Warning")
+                    || l.contains("VUID-")
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The device call stack the loader printed (`VK_LOADER_DEBUG=layer`), closest to the
+    /// application first.
+    pub fn device_layer_stack(&self) -> Vec<String> {
+        let text = format!("{}\n{}", self.stdout, self.stderr);
+        let Some(start) = text.find("vkCreateDevice layer callstack setup to:") else {
+            return Vec::new();
+        };
+        text[start..]
+            .lines()
+            .skip(1)
+            .map(|l| l.split_once("LAYER:").map_or("", |(_, r)| r).trim())
+            .take_while(|l| *l != "<Device>")
+            .filter(|l| l.starts_with("VK_LAYER_"))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// Every entry file under a store root.
+pub fn entries(store: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![store.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "entry") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -1,0 +1,312 @@
+//! The whole flow through the real loader: two runs into one store from several threads, the
+//! compile watch, the application's own feedback, the loading marker, the size bound, lavapipe,
+//! the validation layer below and above, an unwritable store, the fail-on-compile flag and an
+//! application that never destroys its device.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+const MIX: [&str; 8] = [
+    "--compute",
+    "40",
+    "--graphics",
+    "20",
+    "--threads",
+    "4",
+    "--batch",
+    "5",
+];
+
+fn app(driver: Driver, tmp: &Path, args: &[&str]) -> Run {
+    let run = App::new(driver, tmp).with_layer().args(args).run();
+    assert!(run.ok, "{}", run.all());
+    run
+}
+
+#[test]
+fn a_second_run_from_four_threads_finds_every_pipeline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cold = app(Driver::Radv, tmp.path(), &MIX);
+    assert_eq!(cold.made(), 60);
+    let w = cold.watch();
+    assert_eq!(
+        (w.built, w.found, w.compiled, w.written, w.unkeyed),
+        (60, 0, 60, 60, 0),
+        "{}",
+        cold.all()
+    );
+    assert_eq!(entries(&tmp.path().join("store")).len(), 60);
+    // Every fifty, a line; and the final one.
+    assert!(cold.stderr.contains(" built=50 "), "{}", cold.all());
+
+    let warm = app(
+        Driver::Radv,
+        tmp.path(),
+        &[&MIX[..], &["--feedback", "--app-cache"]].concat(),
+    );
+    let w = warm.watch();
+    assert_eq!(
+        (w.built, w.found, w.compiled, w.written),
+        (60, 60, 0, 0),
+        "{}",
+        warm.all()
+    );
+    // The application's own feedback says cache hit, though its cache was empty.
+    assert_eq!(warm.summary["feedback_hits"], 60, "{}", warm.all());
+
+    let runs =
+        std::fs::read_to_string(tmp.path().join("store/pipekeep-testapp/runs.jsonl")).unwrap();
+    let runs: Vec<serde_json::Value> = runs
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        (runs[0]["compiled"].as_u64(), runs[1]["found"].as_u64()),
+        (Some(60), Some(60))
+    );
+}
+
+#[test]
+fn the_same_pipelines_at_api_1_0_are_found_through_the_feedback_extension() {
+    let tmp = tempfile::tempdir().unwrap();
+    app(Driver::Radv, tmp.path(), &["--api", "1.0"]);
+    let warm = app(Driver::Radv, tmp.path(), &["--api", "1.0"]);
+    assert!(
+        warm.stderr.contains("feedback=true"),
+        "the layer adds VK_EXT_pipeline_creation_feedback\n{}",
+        warm.all()
+    );
+    assert_eq!(warm.watch().found, warm.made());
+}
+
+#[test]
+fn a_stale_loading_marker_costs_exactly_one_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    app(Driver::Radv, tmp.path(), &MIX);
+    let all = entries(&tmp.path().join("store"));
+    let victim = &all[7];
+    // A thread of a process that died inside the driver left its marker naming one entry.
+    std::fs::write(
+        victim.parent().unwrap().join("4000000-4000001.loading"),
+        victim.file_name().unwrap().to_str().unwrap(),
+    )
+    .unwrap();
+    let run = app(Driver::Radv, tmp.path(), &MIX);
+    let w = run.watch();
+    assert_eq!(
+        (w.found, w.compiled, w.written),
+        (59, 1, 1),
+        "{}",
+        run.all()
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "dropped entry={} reason=stale-marker",
+            victim.file_name().unwrap().to_str().unwrap()
+        )),
+        "{}",
+        run.all()
+    );
+    assert!(!victim
+        .parent()
+        .unwrap()
+        .join("4000000-4000001.loading")
+        .exists());
+}
+
+#[test]
+fn a_small_bound_holds_after_opening_and_the_first_used_pipelines_survive() {
+    let tmp = tempfile::tempdir().unwrap();
+    // One thread, one pipeline a call: pipeline i is the i-th used.
+    app(
+        Driver::Radv,
+        tmp.path(),
+        &[
+            "--compute",
+            "12",
+            "--graphics",
+            "0",
+            "--threads",
+            "1",
+            "--batch",
+            "1",
+        ],
+    );
+    let mut by_use: Vec<(std::time::SystemTime, std::path::PathBuf, u64)> =
+        entries(&tmp.path().join("store"))
+            .into_iter()
+            .map(|p| {
+                let m = std::fs::metadata(&p).unwrap();
+                (m.modified().unwrap(), p, m.len())
+            })
+            .collect();
+    // The first used carries the latest stamp.
+    by_use.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let bound: u64 = by_use.iter().take(5).map(|e| e.2).sum::<u64>() + 10;
+    let run = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_MAX_BYTES", bound.to_string())
+        .args(&["--compute", "1", "--graphics", "0", "--threads", "1"])
+        .run();
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(
+        run.watch().found,
+        1,
+        "the first-used pipeline survived\n{}",
+        run.all()
+    );
+    let kept = entries(&tmp.path().join("store"));
+    let total: u64 = kept
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert!(total <= bound, "{total} > {bound}");
+    let expected: Vec<_> = by_use.iter().take(5).map(|e| e.1.clone()).collect();
+    let mut expected_sorted = expected.clone();
+    expected_sorted.sort();
+    assert_eq!(kept, expected_sorted, "the five first used survive");
+}
+
+#[test]
+fn on_lavapipe_nothing_is_written_and_the_dispatch_is_right_with_and_without_the_layer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let with = app(
+        Driver::Lavapipe,
+        tmp.path(),
+        &[&MIX[..], &["--dispatch"]].concat(),
+    );
+    assert_eq!(with.summary["dispatch"], "ok", "{}", with.all());
+    assert_eq!(with.made(), 60);
+    assert!(
+        entries(&tmp.path().join("store")).is_empty(),
+        "lavapipe's header-only cache is never written"
+    );
+    assert_eq!(with.watch().written, 0);
+    let without = App::new(Driver::Lavapipe, tmp.path())
+        .args(&[&MIX[..], &["--dispatch"]].concat())
+        .run();
+    assert!(
+        without.ok && without.summary["dispatch"] == "ok",
+        "{}",
+        without.all()
+    );
+}
+
+fn validated(tmp: &Path, order: [&str; 2], api: &str) -> Run {
+    let run = App::new(Driver::Radv, tmp)
+        .env("VK_LOADER_DEBUG", "layer")
+        .args(&[&MIX[..], &["--layers", &order.join(","), "--api", api]].concat())
+        .run();
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(
+        run.device_layer_stack(),
+        order.to_vec(),
+        "both layers inserted, in this order\n{}",
+        run.all()
+    );
+    assert_eq!(
+        run.validation_messages(),
+        Vec::<String>::new(),
+        "{}",
+        run.all()
+    );
+    run
+}
+
+#[test]
+fn the_validation_layer_below_pipekeep_reports_nothing_cold_or_warm() {
+    let tmp = tempfile::tempdir().unwrap();
+    for api in ["1.3", "1.0"] {
+        validated(tmp.path(), [LAYER, VALIDATION], api);
+        let warm = validated(tmp.path(), [LAYER, VALIDATION], api);
+        assert_eq!(warm.watch().found, 60, "{}", warm.all());
+    }
+}
+
+#[test]
+fn the_validation_layer_above_pipekeep_reports_nothing_cold_or_warm() {
+    let tmp = tempfile::tempdir().unwrap();
+    validated(tmp.path(), [VALIDATION, LAYER], "1.3");
+    let warm = validated(tmp.path(), [VALIDATION, LAYER], "1.3");
+    assert_eq!(warm.watch().found, 60, "{}", warm.all());
+}
+
+#[test]
+fn an_unwritable_store_makes_the_layer_a_pass_through_with_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let run = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_DIR", file.join("store"))
+        .args(&MIX)
+        .run();
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(run.made(), 60);
+    assert_eq!(
+        run.stderr.matches("cannot be opened").count(),
+        1,
+        "{}",
+        run.all()
+    );
+    assert_eq!(run.watch().built, 60);
+}
+
+#[test]
+fn fail_on_compile_required_is_made_only_when_the_store_has_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["--compute", "6", "--graphics", "4", "--fail-on-compile"];
+    let empty = app(Driver::Radv, tmp.path(), &args);
+    assert_eq!(empty.summary["compile_required"], 10, "{}", empty.all());
+    assert_eq!(empty.made(), 0);
+    app(
+        Driver::Radv,
+        tmp.path(),
+        &["--compute", "6", "--graphics", "4"],
+    );
+    let kept = app(Driver::Radv, tmp.path(), &args);
+    assert_eq!(kept.made(), 10, "{}", kept.all());
+    assert_eq!(kept.summary["compile_required"], 0);
+    assert_eq!(kept.watch().found, 10);
+}
+
+#[test]
+fn an_application_that_never_destroys_its_device_still_gets_the_final_line_and_its_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = app(
+        Driver::Radv,
+        tmp.path(),
+        &[&MIX[..], &["--no-destroy"]].concat(),
+    );
+    assert_eq!(run.watch().built, 60, "{}", run.all());
+    let runs =
+        std::fs::read_to_string(tmp.path().join("store/pipekeep-testapp/runs.jsonl")).unwrap();
+    assert_eq!(runs.lines().count(), 1);
+}
+
+#[test]
+fn the_title_comes_from_pipekeep_title_or_the_application_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    app(
+        Driver::Radv,
+        tmp.path(),
+        &[
+            "--compute",
+            "1",
+            "--graphics",
+            "0",
+            "--app-name",
+            "My Game: 2",
+        ],
+    );
+    assert!(tmp.path().join("store/My_Game__2/host-pipelines").is_dir());
+    let run = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_TITLE", "../x")
+        .args(&["--compute", "1", "--graphics", "0"])
+        .run();
+    assert!(run.ok);
+    assert!(tmp.path().join("store/.._x/host-pipelines").is_dir());
+}
