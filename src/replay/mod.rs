@@ -1,1 +1,8 @@
-//! Fossilize databases: reading them and replaying their pipelines.
+//! Fossilize databases: reading the container ([`foz`]), decoding SPIR-V ([`varint`]), and
+//! replaying every pipeline through the Vulkan loader ([`replayer`]), so pipekeep's store can be
+//! filled before an application's first launch, and workloads no one here wrote can be measured.
+
+pub mod foz;
+pub mod objects;
+pub mod replayer;
+pub mod varint;

@@ -14,6 +14,7 @@ pub mod bound;
 pub mod envelope;
 pub mod files;
 pub mod identity;
+pub mod inspect;
 pub mod marker;
 mod open;
 

@@ -1,0 +1,51 @@
+//! The `pipekeep` command: replay Fossilize databases through the loader, and see, check and
+//! tidy the pipeline store (list, verify, prune, clear, stats, where).
+
+mod replay;
+mod store;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "pipekeep",
+    version,
+    about = "pipekeep: replay pipelines into the store, and see, check and tidy it"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Replay(replay::Args),
+    List(store::ListArgs),
+    Verify(store::VerifyArgs),
+    Prune(store::PruneArgs),
+    Clear(store::ClearArgs),
+    Stats(store::StatsArgs),
+    Where(store::WhereArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Replay(a) => replay::run(a),
+        Command::List(a) => store::list(a),
+        Command::Verify(a) => store::verify(a),
+        Command::Prune(a) => store::prune(a),
+        Command::Clear(a) => store::clear(a),
+        Command::Stats(a) => store::stats(a),
+        Command::Where(a) => store::where_(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("pipekeep: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

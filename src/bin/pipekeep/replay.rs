@@ -1,0 +1,97 @@
+//! `pipekeep replay`: every pipeline of one or more Fossilize databases, built through the Vulkan
+//! loader (and so through pipekeep, when it is enabled), with a summary of what was made.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use pipekeep::replay::foz;
+use pipekeep::replay::objects::Catalog;
+use pipekeep::replay::replayer::{self, AppCache, Options};
+
+/// Replay every pipeline of Fossilize databases (.foz) through the Vulkan loader.
+///
+/// With pipekeep enabled (installed, or VK_INSTANCE_LAYERS=VK_LAYER_PIPEKEEP_pipeline_store),
+/// this fills the title's store before the application's first launch. The title is the
+/// recorded application's name unless --title says otherwise. Exit status 1 when anything was
+/// skipped or malformed.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The databases.
+    #[arg(required = true)]
+    databases: Vec<PathBuf>,
+    /// Threads creating pipelines.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// The application's own cache: none, memory (one shared in-memory cache), or file=PATH (one
+    /// monolithic cache loaded whole at start and saved at exit).
+    #[arg(long, default_value = "none")]
+    app_cache: AppCache,
+    /// Which physical device, in the loader's order.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// pApplicationName (and so pipekeep's title) instead of the recorded one.
+    #[arg(long)]
+    title: Option<String>,
+    /// Show progress on stderr.
+    #[arg(long)]
+    progress: bool,
+    /// Print the summary as JSON (with every pipeline's creation time with --times).
+    #[arg(long)]
+    json: bool,
+    /// With --json: include each pipeline's creation time.
+    #[arg(long)]
+    times: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let mut catalogs = Vec::new();
+    for path in &args.databases {
+        let bytes =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let entries = foz::read_entries(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        catalogs.push(Catalog::from_entries(entries));
+    }
+    let options = Options {
+        threads: args.threads,
+        app_cache: args.app_cache,
+        device_index: args.device,
+        title: args.title,
+        progress: args.progress,
+    };
+    let mut summary = replayer::replay(&catalogs, &options)?;
+    let clean = summary.skipped_total() == 0 && summary.malformed.is_empty();
+    if args.json {
+        if !args.times {
+            summary.times_ms.clear();
+        }
+        println!(
+            "{}",
+            serde_json::to_string(&summary).map_err(|e| e.to_string())?
+        );
+    } else {
+        print_summary(&summary);
+    }
+    Ok(if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn print_summary(s: &replayer::Summary) {
+    println!(
+        "replayed on {} as {:?} with {} thread(s)",
+        s.device, s.application, s.threads
+    );
+    println!(
+        "  made {} of {} pipelines ({} compute, {} graphics)",
+        s.made, s.pipelines, s.made_compute, s.made_graphics
+    );
+    println!("  creation {:.1} ms accumulated, wall {:.1} ms; per pipeline p50 {:.3} ms, p99 {:.3} ms; slowest {:.1} ms ({})", s.creation_ms, s.wall_ms, s.p50_ms, s.p99_ms, s.slowest_ms, s.slowest);
+    for (why, n) in &s.skipped {
+        println!("  skipped {n}: {why}");
+    }
+    for m in &s.malformed {
+        println!("  malformed entry {m}");
+    }
+}

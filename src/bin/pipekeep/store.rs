@@ -1,0 +1,665 @@
+//! The store subcommands: list, verify, prune, clear, stats and where. They only ever remove
+//! `*.entry`, `*.loading` and `*.tmp` files and identity directories of our naming.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use serde_json::json;
+
+use pipekeep::settings::Settings;
+use pipekeep::store::bound::{entries_of_title, plan_eviction};
+use pipekeep::store::files::remove_if_present;
+use pipekeep::store::inspect::{check_entry, entry_files, identity_dirs, titles};
+use pipekeep::watch::read_runs;
+
+/// Where to look: the library root and, optionally, one title.
+#[derive(clap::Args, Clone)]
+pub struct Scope {
+    /// The library root (default: PIPEKEEP_DIR, else $XDG_CACHE_HOME/pipekeep, else ~/.cache/pipekeep).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Only this title.
+    #[arg(long)]
+    title: Option<String>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Scope {
+    fn root(&self) -> Result<PathBuf, String> {
+        self.dir
+            .clone()
+            .or_else(|| Settings::from_env().root)
+            .ok_or_else(|| "no library root: set PIPEKEEP_DIR or HOME, or pass --dir".into())
+    }
+
+    /// The titles in scope; a title or root that does not exist is an error with a clear message.
+    fn titles(&self) -> Result<(PathBuf, Vec<String>), String> {
+        let root = self.root()?;
+        if !root.is_dir() {
+            return Err(format!("no pipeline library at {}", root.display()));
+        }
+        let all = titles(&root).map_err(|e| format!("cannot read {}: {e}", root.display()))?;
+        match &self.title {
+            Some(t) if all.contains(t) => Ok((root, vec![t.clone()])),
+            Some(t) => Err(format!(
+                "no title {t:?} in {} (titles: {})",
+                root.display(),
+                all.join(", ")
+            )),
+            None => Ok((root, all)),
+        }
+    }
+}
+
+/// Every title, each identity directory under it, its entries, bytes and stamps.
+#[derive(clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    scope: Scope,
+}
+
+/// Check every entry as the layer would (envelope, length, hash, cache header).
+#[derive(clap::Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    scope: Scope,
+    /// Drop the bad entries.
+    #[arg(long)]
+    fix: bool,
+}
+
+/// Bring a title's store within N bytes, dropping the oldest stamps first (the layer's order).
+#[derive(clap::Args)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    scope: Scope,
+    /// The bound, in bytes.
+    #[arg(long)]
+    max_bytes: u64,
+    /// Say what would be dropped, drop nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// Remove every entry (and marker and partial write) of a title, or of every title.
+#[derive(clap::Args)]
+pub struct ClearArgs {
+    #[command(flatten)]
+    scope: Scope,
+}
+
+/// The history of recent runs, from each title's runs.jsonl.
+#[derive(clap::Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    scope: Scope,
+    /// Write an SVG plot of pipeline-creation time per run.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+/// The library root, the settings and the manifests in force, and whether the layer is on.
+#[derive(clap::Args)]
+pub struct WhereArgs {
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` UTC.
+fn human_time(secs: f64) -> String {
+    let s = secs.max(0.0) as i64;
+    let (days, rem) = (s.div_euclid(86_400), s.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn unix(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn vendor_name(id: u32) -> &'static str {
+    match id {
+        0x1002 => "AMD",
+        0x10de => "NVIDIA",
+        0x8086 => "Intel",
+        0x13b5 => "ARM",
+        0x5143 => "Qualcomm",
+        0x10005 => "Mesa (software)",
+        _ => "vendor",
+    }
+}
+
+/// A driver version in the vendor's own packing.
+fn driver_version(vendor: u32, v: u32) -> String {
+    if vendor == 0x10de {
+        format!(
+            "{}.{}.{}.{}",
+            v >> 22,
+            (v >> 14) & 0xff,
+            (v >> 6) & 0xff,
+            v & 0x3f
+        )
+    } else {
+        format!("{}.{}.{}", v >> 22, (v >> 12) & 0x3ff, v & 0xfff)
+    }
+}
+
+/// The identity directory names of this machine's devices, where Vulkan can be asked.
+fn local_identities() -> Option<Vec<String>> {
+    // SAFETY: loads the system's loader; the calls below are valid on the instance they use.
+    unsafe {
+        let entry = ash::Entry::load().ok()?;
+        let instance = entry
+            .create_instance(&ash::vk::InstanceCreateInfo::default(), None)
+            .ok()?;
+        let names = instance
+            .enumerate_physical_devices()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| {
+                let props = instance.get_physical_device_properties(p);
+                pipekeep::store::Identity {
+                    vendor_id: props.vendor_id,
+                    device_id: props.device_id,
+                    driver_version: props.driver_version,
+                    cache_uuid: props.pipeline_cache_uuid,
+                    abi: pipekeep::store::identity::HOST_ABI,
+                }
+                .dir_name()
+            })
+            .collect();
+        instance.destroy_instance(None);
+        Some(names)
+    }
+}
+
+pub fn list(args: ListArgs) -> Result<ExitCode, String> {
+    let (root, titles) = args.scope.titles()?;
+    let local = local_identities();
+    let mut out = Vec::new();
+    for title in &titles {
+        let mut dirs = Vec::new();
+        for d in identity_dirs(&root.join(title)).map_err(|e| e.to_string())? {
+            let files = entry_files(&d.path).unwrap_or_default();
+            let metas: Vec<_> = files
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).ok())
+                .collect();
+            let stamps: Vec<f64> = metas
+                .iter()
+                .filter_map(|m| m.modified().ok())
+                .map(unix)
+                .collect();
+            let name = d
+                .path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            dirs.push(json!({
+                "identity": name,
+                "vendor": vendor_name(d.name.vendor_id), "vendor_id": d.name.vendor_id, "device_id": d.name.device_id,
+                "driver_version": driver_version(d.name.vendor_id, d.name.driver_version),
+                "entries": files.len(), "bytes": metas.iter().map(|m| m.len()).sum::<u64>(),
+                "oldest": stamps.iter().copied().reduce(f64::min), "newest": stamps.iter().copied().reduce(f64::max),
+                "this_machine": local.as_ref().map(|l| l.contains(&name)),
+            }));
+        }
+        out.push(json!({ "title": title, "identities": dirs }));
+    }
+    if args.scope.json {
+        println!("{}", json!({ "root": root, "titles": out }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("library {}", root.display());
+    for t in &out {
+        println!("{}", t["title"].as_str().unwrap_or_default());
+        for d in t["identities"].as_array().into_iter().flatten() {
+            let when = |k: &str| d[k].as_f64().map_or("-".into(), human_time);
+            let here = match d["this_machine"].as_bool() {
+                Some(true) => "a device of this machine",
+                Some(false) => "not a device of this machine",
+                None => "devices of this machine unknown",
+            };
+            println!(
+                "  {} {} {:#06x} driver {}: {} entries, {}, stamps {} .. {} ({here})",
+                d["identity"].as_str().unwrap_or_default(),
+                d["vendor"].as_str().unwrap_or_default(),
+                d["device_id"].as_u64().unwrap_or(0),
+                d["driver_version"].as_str().unwrap_or_default(),
+                d["entries"],
+                human_bytes(d["bytes"].as_u64().unwrap_or(0)),
+                when("oldest"),
+                when("newest")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
+    let (root, titles) = args.scope.titles()?;
+    let files: Vec<PathBuf> = titles
+        .iter()
+        .flat_map(|t| identity_dirs(&root.join(t)).unwrap_or_default())
+        .flat_map(|d| entry_files(&d.path).unwrap_or_default())
+        .collect();
+    let (mut good, mut bad) = (0u64, Vec::new());
+    let show_progress = files.len() >= 1000
+        && !args.scope.json
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    for (n, f) in files.iter().enumerate() {
+        match check_entry(f) {
+            Ok(_) => good += 1,
+            Err(e) => bad.push((f.clone(), e.reason(), e.to_string())),
+        }
+        if show_progress && (n % 500 == 0 || n + 1 == files.len()) {
+            eprint!("\rverify: {}/{} entries", n + 1, files.len());
+        }
+    }
+    if show_progress {
+        eprintln!();
+    }
+    let mut dropped = 0;
+    if args.fix {
+        for (f, _, _) in &bad {
+            if remove_if_present(f).unwrap_or(false) {
+                dropped += 1;
+            }
+        }
+    }
+    if args.scope.json {
+        let list: Vec<_> = bad
+            .iter()
+            .map(|(f, r, why)| json!({ "path": f, "reason": r, "detail": why }))
+            .collect();
+        println!(
+            "{}",
+            json!({ "checked": files.len(), "good": good, "bad": list, "dropped": dropped })
+        );
+    } else {
+        for (f, reason, why) in &bad {
+            println!(
+                "bad entry={} reason={reason} ({why}) path={}",
+                f.file_name().unwrap_or_default().to_string_lossy(),
+                f.display()
+            );
+        }
+        println!(
+            "checked {} entries: {good} good, {} bad{}",
+            files.len(),
+            bad.len(),
+            if args.fix {
+                format!(", {dropped} dropped")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(if bad.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
+    let (root, titles) = args.scope.titles()?;
+    let mut reports = Vec::new();
+    for t in &titles {
+        let entries =
+            entries_of_title(&root.join(t).join("host-pipelines")).map_err(|e| e.to_string())?;
+        let before: u64 = entries.iter().map(|e| e.bytes).sum();
+        let count = entries.len();
+        let plan = plan_eviction(entries, args.max_bytes);
+        let dropped_bytes: u64 = plan.iter().map(|e| e.bytes).sum();
+        if !args.dry_run {
+            for e in &plan {
+                let _ = remove_if_present(&e.path);
+            }
+        }
+        reports.push(json!({
+            "title": t, "entries": count, "bytes": before, "dropped": plan.len(), "dropped_bytes": dropped_bytes,
+            "kept_bytes": before - dropped_bytes, "dry_run": args.dry_run,
+            "dropped_entries": plan.iter().map(|e| e.path.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect::<Vec<_>>(),
+        }));
+    }
+    if args.scope.json {
+        println!(
+            "{}",
+            json!({ "max_bytes": args.max_bytes, "titles": reports })
+        );
+    } else {
+        for r in &reports {
+            println!(
+                "{}: {} {} of {} entries ({}), keeping {}",
+                r["title"].as_str().unwrap_or_default(),
+                if args.dry_run {
+                    "would drop"
+                } else {
+                    "dropped"
+                },
+                r["dropped"],
+                r["entries"],
+                human_bytes(r["dropped_bytes"].as_u64().unwrap_or(0)),
+                human_bytes(r["kept_bytes"].as_u64().unwrap_or(0))
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes our files in an identity directory, then the directory if nothing else is left.
+fn clear_dir(dir: &Path) -> u64 {
+    let mut removed = 0;
+    for name in pipekeep::store::files::names_in(dir).unwrap_or_default() {
+        let ours = pipekeep::store::files::is_entry_name(&name)
+            || name.ends_with(".tmp")
+            || name.ends_with(".loading");
+        if ours && name.ends_with(".entry") && remove_if_present(&dir.join(&name)).unwrap_or(false)
+        {
+            removed += 1;
+        } else if ours {
+            let _ = remove_if_present(&dir.join(&name));
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+    removed
+}
+
+pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
+    let (root, titles) = args.scope.titles()?;
+    let mut out = Vec::new();
+    for t in &titles {
+        let removed: u64 = identity_dirs(&root.join(t))
+            .unwrap_or_default()
+            .iter()
+            .map(|d| clear_dir(&d.path))
+            .sum();
+        let _ = std::fs::remove_dir(root.join(t).join("host-pipelines"));
+        out.push(json!({ "title": t, "removed": removed }));
+    }
+    if args.scope.json {
+        println!("{}", json!({ "titles": out }));
+    } else {
+        for o in &out {
+            println!(
+                "{}: removed {} entries",
+                o["title"].as_str().unwrap_or_default(),
+                o["removed"]
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn stats(args: StatsArgs) -> Result<ExitCode, String> {
+    let (root, titles) = args.scope.titles()?;
+    let mut all = Vec::new();
+    for t in &titles {
+        let runs = read_runs(&root.join(t).join("runs.jsonl")).unwrap_or_default();
+        all.push((t.clone(), runs));
+    }
+    if let Some(path) = &args.plot {
+        std::fs::write(path, plot_svg(&all))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if args.scope.json {
+        let out: Vec<_> = all
+            .iter()
+            .map(|(t, runs)| json!({ "title": t, "runs": runs }))
+            .collect();
+        println!("{}", json!({ "titles": out }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (t, runs) in &all {
+        println!("{t}: {} runs", runs.len());
+        println!(
+            "  {:<19} {:>7} {:>7} {:>8} {:>7} {:>7} {:>12} {:>11}",
+            "when (UTC)",
+            "built",
+            "found",
+            "compiled",
+            "written",
+            "unkeyed",
+            "total_ms",
+            "longest_ms"
+        );
+        for r in runs {
+            let c = &r.tally;
+            println!(
+                "  {:<19} {:>7} {:>7} {:>8} {:>7} {:>7} {:>12.3} {:>11.3}",
+                human_time(r.when),
+                c.built,
+                c.found,
+                c.compiled,
+                c.written,
+                c.unkeyed,
+                c.total_ms,
+                c.longest_ms
+            );
+        }
+    }
+    if let Some(p) = &args.plot {
+        println!("plot written to {}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A bar a run: pipeline-creation time, the found share in green, the rest in orange.
+fn plot_svg(all: &[(String, Vec<pipekeep::watch::RunRecord>)]) -> String {
+    let runs: Vec<&pipekeep::watch::RunRecord> = all.iter().flat_map(|(_, r)| r.iter()).collect();
+    let (w, h, left, bottom) = (800.0, 400.0, 70.0, 40.0);
+    let max = runs.iter().map(|r| r.tally.total_ms).fold(1e-9, f64::max);
+    let bar = (w - left - 20.0) / runs.len().max(1) as f64;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{left}\" y=\"18\">pipeline creation per run (ms): found share green, compiled orange; max {max:.1} ms</text>\n"
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let t = &r.tally;
+        let total = (h - bottom - 30.0) * t.total_ms / max;
+        let found_share = if t.built > 0 {
+            t.found as f64 / t.built as f64
+        } else {
+            0.0
+        };
+        let x = left + i as f64 * bar;
+        let y = h - bottom - total;
+        svg += &format!("<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{total:.1}\" fill=\"#e8913a\"><title>{} built, {} found, {:.1} ms</title></rect>\n", bar * 0.8, t.built, t.found, t.total_ms);
+        svg += &format!(
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#3aa655\"/>\n",
+            h - bottom - total * found_share,
+            bar * 0.8,
+            total * found_share
+        );
+        svg += &format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>\n",
+            x,
+            h - bottom + 15.0,
+            i + 1
+        );
+    }
+    svg += &format!(
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n</svg>\n",
+        h - bottom,
+        w - 10.0,
+        h - bottom
+    );
+    svg
+}
+
+/// Where the loader looks for layer manifests, implicit or explicit, in its order.
+fn manifest_dirs(kind: &str) -> Vec<PathBuf> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let home = env("HOME").unwrap_or_default();
+    let mut dirs = Vec::new();
+    if kind == "explicit" {
+        for var in ["VK_LAYER_PATH", "VK_ADD_LAYER_PATH"] {
+            dirs.extend(
+                env(var)
+                    .into_iter()
+                    .flat_map(|v| v.split(':').map(PathBuf::from).collect::<Vec<_>>()),
+            );
+        }
+    }
+    let config = env("XDG_CONFIG_HOME").unwrap_or_else(|| format!("{home}/.config"));
+    let data = env("XDG_DATA_HOME").unwrap_or_else(|| format!("{home}/.local/share"));
+    for base in [
+        config,
+        "/etc/xdg".into(),
+        "/etc".into(),
+        data,
+        "/usr/local/share".into(),
+        "/usr/share".into(),
+    ] {
+        dirs.push(PathBuf::from(base).join(format!("vulkan/{kind}_layer.d")));
+    }
+    dirs
+}
+
+pub fn where_(args: WhereArgs) -> Result<ExitCode, String> {
+    let settings = Settings::from_env();
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let mut manifests = Vec::new();
+    for kind in ["implicit", "explicit"] {
+        for dir in manifest_dirs(kind) {
+            for name in pipekeep::store::files::names_in(&dir).unwrap_or_default() {
+                let path = dir.join(&name);
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else {
+                    continue;
+                };
+                if doc["layer"]["name"] != pipekeep::LAYER_NAME.to_str().unwrap_or_default() {
+                    continue;
+                }
+                let lib = doc["layer"]["library_path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let lib_path = if Path::new(&lib).is_absolute() {
+                    PathBuf::from(&lib)
+                } else {
+                    dir.join(&lib)
+                };
+                let enable = doc["layer"]["enable_environment"].as_object().cloned();
+                let on = match kind {
+                    "implicit" => {
+                        enable
+                            .as_ref()
+                            .is_none_or(|m| m.iter().all(|(k, v)| env(k).as_deref() == v.as_str()))
+                            && env("PIPEKEEP_DISABLE").is_none()
+                    }
+                    _ => [env("VK_INSTANCE_LAYERS"), env("VK_LOADER_LAYERS_ENABLE")]
+                        .iter()
+                        .flatten()
+                        .any(|v| {
+                            v.split([':', ','])
+                                .any(|l| l == pipekeep::LAYER_NAME.to_str().unwrap_or_default())
+                        }),
+                };
+                manifests.push(json!({ "kind": kind, "manifest": path, "library": lib_path, "library_exists": lib_path.exists(), "enable_environment": enable, "on_here": on }));
+            }
+        }
+    }
+    let enabled = manifests.iter().any(|m| m["on_here"] == true) && !settings.disabled;
+    let out = json!({
+        "root": settings.root, "title_override": settings.title, "max_bytes": settings.max_bytes, "log": settings.log_filter,
+        "log_file": settings.log_file, "disabled": settings.disabled, "problems": settings.problems,
+        "manifests": manifests, "enabled_here": enabled,
+    });
+    if args.json {
+        println!("{out}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "library root: {}",
+        settings
+            .root
+            .as_ref()
+            .map_or("(none: set PIPEKEEP_DIR or HOME)".into(), |r| r
+                .display()
+                .to_string())
+    );
+    println!(
+        "size bound:   {} ({})",
+        settings.max_bytes,
+        human_bytes(settings.max_bytes)
+    );
+    println!(
+        "title:        {}",
+        settings
+            .title
+            .as_deref()
+            .unwrap_or("(the application's name)")
+    );
+    println!(
+        "log:          {} to {}",
+        settings.log_filter,
+        settings
+            .log_file
+            .as_ref()
+            .map_or("stderr".into(), |p| p.display().to_string())
+    );
+    for p in &settings.problems {
+        println!("problem:      {p}");
+    }
+    if manifests.is_empty() {
+        println!("manifests:    none found: pipekeep is not installed (scripts/install.sh) nor on VK_ADD_LAYER_PATH");
+    }
+    for m in &manifests {
+        println!(
+            "manifest:     {} {} -> {}{}{}",
+            m["kind"].as_str().unwrap_or_default(),
+            m["manifest"].as_str().unwrap_or_default(),
+            m["library"].as_str().unwrap_or_default(),
+            if m["library_exists"] == true {
+                ""
+            } else {
+                " (library missing!)"
+            },
+            if m["on_here"] == true {
+                ", on in this environment"
+            } else {
+                ", off in this environment"
+            }
+        );
+    }
+    println!("enabled here: {}", if enabled { "yes" } else { "no" });
+    Ok(ExitCode::SUCCESS)
+}

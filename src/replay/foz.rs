@@ -1,0 +1,242 @@
+//! The Fossilize database container (`.foz`): a 16-byte header, then entries until the end of
+//! the file, each a 40-hex-digit name (24 of tag, 16 of object hash), four little-endian words
+//! (stored size, flags: 1 stored / 2 deflate, CRC-32 of the stored bytes or 0, inflated size),
+//! then the stored payload. A last entry cut short is ignored, as Fossilize does.
+
+use std::io::Read;
+
+pub const MAGIC: [u8; 12] = *b"\x81FOSSILIZEDB";
+/// The format version this reader knows.
+pub const VERSION: u8 = 6;
+const HEADER_LEN: usize = 16;
+const ENTRY_HEAD_LEN: usize = 40 + 16;
+/// A payload larger than this is refused rather than allocated.
+const MAX_PAYLOAD: u32 = 1 << 30;
+
+/// Why a database cannot be read at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DatabaseError {
+    #[error("not a Fossilize database (bad magic)")]
+    BadMagic,
+    #[error("format version {0} is newer than this reader knows ({VERSION})")]
+    FutureVersion(u8),
+    #[error("shorter than a Fossilize header")]
+    Short,
+}
+
+/// Why one entry is skipped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("entry name is not 40 hex digits")]
+    BadName,
+    #[error("stored payload's CRC-32 is {actual:08x}, the entry says {expected:08x}")]
+    BadCrc { expected: u32, actual: u32 },
+    #[error("unknown storage flags {0}")]
+    BadFlags(u32),
+    #[error("payload does not inflate: {0}")]
+    Inflate(String),
+    #[error("payload inflates to {actual} bytes, the entry says {expected}")]
+    WrongSize { expected: u32, actual: usize },
+    #[error("payload of {0} bytes is too large")]
+    TooLarge(u32),
+}
+
+/// One entry, inflated, or why it could not be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The entry's 40-digit name, for messages.
+    pub name: String,
+    pub tag: u32,
+    pub hash: u64,
+    pub payload: Result<Vec<u8>, EntryError>,
+}
+
+/// Every entry of a database, in file order. Fails only when the header is wrong.
+pub fn read_entries(bytes: &[u8]) -> Result<Vec<Entry>, DatabaseError> {
+    if bytes.len() < HEADER_LEN {
+        return Err(DatabaseError::Short);
+    }
+    if bytes[..12] != MAGIC {
+        return Err(DatabaseError::BadMagic);
+    }
+    if bytes[15] > VERSION {
+        return Err(DatabaseError::FutureVersion(bytes[15]));
+    }
+    let mut entries = Vec::new();
+    let mut at = HEADER_LEN;
+    while bytes.len() - at >= ENTRY_HEAD_LEN {
+        let head = &bytes[at..at + ENTRY_HEAD_LEN];
+        let word = |i: usize| {
+            u32::from_le_bytes(head[40 + 4 * i..44 + 4 * i].try_into().expect("4 bytes"))
+        };
+        let (stored, flags, crc, inflated) = (word(0), word(1), word(2), word(3));
+        let Some(end) = (at + ENTRY_HEAD_LEN)
+            .checked_add(stored as usize)
+            .filter(|e| *e <= bytes.len())
+        else {
+            break; // a last entry cut short
+        };
+        let name = String::from_utf8_lossy(&head[..40]).into_owned();
+        let stored_bytes = &bytes[at + ENTRY_HEAD_LEN..end];
+        at = end;
+        let (tag, hash) = match parse_name(&head[..40]) {
+            Some(th) => th,
+            None => {
+                entries.push(Entry {
+                    name,
+                    tag: u32::MAX,
+                    hash: 0,
+                    payload: Err(EntryError::BadName),
+                });
+                continue;
+            }
+        };
+        let payload = unpack(stored_bytes, flags, crc, inflated);
+        entries.push(Entry {
+            name,
+            tag,
+            hash,
+            payload,
+        });
+    }
+    Ok(entries)
+}
+
+fn parse_name(name: &[u8]) -> Option<(u32, u64)> {
+    let text = std::str::from_utf8(name).ok()?;
+    if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some((
+        u32::from_str_radix(&text[..24], 16).ok()?,
+        u64::from_str_radix(&text[24..], 16).ok()?,
+    ))
+}
+
+fn unpack(stored: &[u8], flags: u32, crc: u32, inflated: u32) -> Result<Vec<u8>, EntryError> {
+    if crc != 0 {
+        let actual = crc32fast::hash(stored);
+        if actual != crc {
+            return Err(EntryError::BadCrc {
+                expected: crc,
+                actual,
+            });
+        }
+    }
+    if inflated > MAX_PAYLOAD {
+        return Err(EntryError::TooLarge(inflated));
+    }
+    let out = match flags {
+        1 => stored.to_vec(),
+        2 => {
+            let mut out = Vec::with_capacity(inflated as usize);
+            flate2::read::ZlibDecoder::new(stored)
+                .take(u64::from(inflated) + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| EntryError::Inflate(e.to_string()))?;
+            out
+        }
+        other => return Err(EntryError::BadFlags(other)),
+    };
+    if out.len() != inflated as usize {
+        return Err(EntryError::WrongSize {
+            expected: inflated,
+            actual: out.len(),
+        });
+    }
+    Ok(out)
+}
+
+/// Writes a database (for tests and tools that make damaged or small copies).
+pub fn write_entries(entries: &[(u32, u64, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&[0, 0, 0, VERSION]);
+    for (tag, hash, payload) in entries {
+        out.extend_from_slice(format!("{tag:024x}{hash:016x}").as_bytes());
+        for w in [
+            payload.len() as u32,
+            1,
+            crc32fast::hash(payload),
+            payload.len() as u32,
+        ] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn deflated(payload: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(payload).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn entries_round_trip_and_a_cut_last_entry_is_ignored() {
+        let db = write_entries(&[
+            (4, 0xabc, b"{\"a\":1}\0xyz".to_vec()),
+            (7, 1, b"{}".to_vec()),
+        ]);
+        let entries = read_entries(&db).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!((entries[0].tag, entries[0].hash), (4, 0xabc));
+        assert_eq!(entries[1].payload.as_deref(), Ok(&b"{}"[..]));
+        assert_eq!(read_entries(&db[..db.len() - 1]).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn deflated_payloads_inflate() {
+        let payload = b"{\"version\":6}".repeat(10);
+        let stored = deflated(&payload);
+        let mut db = write_entries(&[]);
+        db.extend_from_slice(format!("{:024x}{:016x}", 2, 5).as_bytes());
+        for w in [stored.len() as u32, 2, 0, payload.len() as u32] {
+            db.extend_from_slice(&w.to_le_bytes());
+        }
+        db.extend_from_slice(&stored);
+        assert_eq!(
+            read_entries(&db).unwrap()[0].payload.as_deref(),
+            Ok(&payload[..])
+        );
+    }
+
+    #[test]
+    fn bad_headers_crcs_and_names_are_named() {
+        assert_eq!(read_entries(b"short"), Err(DatabaseError::Short));
+        let mut db = write_entries(&[(4, 1, b"abc".to_vec())]);
+        db[15] = 7;
+        assert_eq!(read_entries(&db), Err(DatabaseError::FutureVersion(7)));
+        db[15] = 6;
+        db[1] = b'X';
+        assert_eq!(read_entries(&db), Err(DatabaseError::BadMagic));
+        let mut db = write_entries(&[(4, 1, b"abc".to_vec()), (4, 2, b"def".to_vec())]);
+        let last = db.len() - 1;
+        db[last] ^= 1;
+        let entries = read_entries(&db).unwrap();
+        assert!(entries[0].payload.is_ok());
+        assert!(matches!(entries[1].payload, Err(EntryError::BadCrc { .. })));
+        db[16] = b'g';
+        assert_eq!(
+            read_entries(&db).unwrap()[0].payload,
+            Err(EntryError::BadName)
+        );
+    }
+
+    #[test]
+    fn the_corpus_databases_read_whole() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+        let Ok(bytes) = std::fs::read(dir.join("saschawillems-glsl-synth.foz")) else {
+            return;
+        };
+        let entries = read_entries(&bytes).unwrap();
+        assert!(entries.iter().all(|e| e.payload.is_ok()));
+        assert_eq!(entries.iter().filter(|e| e.tag == 6).count(), 131);
+    }
+}

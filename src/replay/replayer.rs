@@ -1,0 +1,1323 @@
+//! Replays a catalog on a Vulkan device through the loader (so pipekeep, when enabled, sees an
+//! ordinary application): samplers, set layouts, pipeline layouts, shader modules and render
+//! passes first, then every compute and graphics pipeline from N threads, each creation timed on
+//! its own. What cannot be made (a missing object, a malformed entry, a feature or limit the
+//! device lacks) is skipped with its reason, never turned into an invalid Vulkan call.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{CStr, CString};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use ash::vk::Handle;
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::objects::{parse_ref, Catalog};
+
+/// The application's own pipeline cache during a replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppCache {
+    /// No cache: every pipeline is built as an application without one would.
+    None,
+    /// One in-memory cache shared by every thread.
+    Memory,
+    /// One monolithic cache loaded whole from a file at start and saved at exit (D744's way).
+    File(PathBuf),
+}
+
+impl std::str::FromStr for AppCache {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(AppCache::None),
+            "memory" => Ok(AppCache::Memory),
+            _ => s
+                .strip_prefix("file=")
+                .map(|p| AppCache::File(p.into()))
+                .ok_or_else(|| format!("{s:?}: expected none, memory or file=PATH")),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub threads: usize,
+    pub app_cache: AppCache,
+    pub device_index: usize,
+    /// pApplicationName; the recorded application's name when `None`.
+    pub title: Option<String>,
+    pub progress: bool,
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Summary {
+    pub device: String,
+    pub driver_version: u32,
+    pub application: String,
+    pub threads: usize,
+    pub pipelines: usize,
+    pub made: usize,
+    pub made_compute: usize,
+    pub made_graphics: usize,
+    /// Skipped pipelines by reason.
+    pub skipped: BTreeMap<String, usize>,
+    /// Malformed entries, each with its name and why.
+    pub malformed: Vec<String>,
+    pub creation_ms: f64,
+    pub wall_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub slowest_ms: f64,
+    pub slowest: String,
+    /// Each made pipeline's creation time in ms, in the order they finished.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub times_ms: Vec<f64>,
+}
+
+impl Summary {
+    pub fn skipped_total(&self) -> usize {
+        self.skipped.values().sum()
+    }
+}
+
+fn u(v: &Value, k: &str) -> u32 {
+    v.get(k).and_then(Value::as_u64).unwrap_or(0) as u32
+}
+
+fn i(v: &Value, k: &str) -> i32 {
+    v.get(k).and_then(Value::as_i64).unwrap_or(0) as i32
+}
+
+fn f(v: &Value, k: &str) -> f32 {
+    v.get(k).and_then(Value::as_f64).unwrap_or(0.0) as f32
+}
+
+fn arr<'a>(v: &'a Value, k: &str) -> &'a [Value] {
+    v.get(k)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// Refuses a `pNext` array holding anything but `known` sTypes.
+fn only(v: &Value, known: &[i32], place: &str) -> Result<(), String> {
+    match arr(v, "pNext")
+        .iter()
+        .map(|s| i(s, "sType"))
+        .find(|s| !known.contains(s))
+    {
+        Some(s) => Err(format!("unsupported structure sType {s} in {place}")),
+        None => Ok(()),
+    }
+}
+
+fn find_next(v: &Value, stype: i32) -> Option<&Value> {
+    arr(v, "pNext").iter().find(|s| i(s, "sType") == stype)
+}
+
+/// Everything the pipelines need: the device, the objects by hash, and what the device can do.
+struct Replay {
+    device: ash::Device,
+    samplers: HashMap<u64, vk::Sampler>,
+    set_layouts: HashMap<u64, vk::DescriptorSetLayout>,
+    pipeline_layouts: HashMap<u64, vk::PipelineLayout>,
+    modules: HashMap<u64, vk::ShaderModule>,
+    render_passes: HashMap<u64, vk::RenderPass>,
+    /// Why an object could not be made, by hash.
+    failed: HashMap<u64, String>,
+    subgroup: vk::PhysicalDeviceSubgroupSizeControlProperties<'static>,
+    subgroup_size_control: bool,
+    mesh_shaders: bool,
+    app_cache: vk::PipelineCache,
+}
+
+// SAFETY: the handles are plain identifiers, and ash::Device's function table is immutable.
+unsafe impl Sync for Replay {}
+
+/// The features the recorded application enabled, where this device has them.
+struct Features {
+    core: vk::PhysicalDeviceFeatures,
+    v11: vk::PhysicalDeviceVulkan11Features<'static>,
+    v12: vk::PhysicalDeviceVulkan12Features<'static>,
+    v13: vk::PhysicalDeviceVulkan13Features<'static>,
+    robustness2: Option<vk::PhysicalDeviceRobustness2FeaturesEXT<'static>>,
+    mesh: Option<vk::PhysicalDeviceMeshShaderFeaturesEXT<'static>>,
+    extensions: Vec<&'static CStr>,
+}
+
+fn device_extensions(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Vec<CString> {
+    // SAFETY: a physical device of this instance.
+    unsafe { instance.enumerate_device_extension_properties(physical) }
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            p.extension_name_as_c_str()
+                .map(CStr::to_owned)
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Enables every core feature the device has, but follows the recording for those that change
+/// how code is compiled (robustness) and for extension features.
+fn choose_features(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    recorded: &Value,
+) -> Features {
+    let available = device_extensions(instance, physical);
+    let has = |name: &CStr| available.iter().any(|e| e.as_c_str() == name);
+    let mut v11 = vk::PhysicalDeviceVulkan11Features::default();
+    let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
+    let mut v13 = vk::PhysicalDeviceVulkan13Features::default();
+    let mut rob2 = vk::PhysicalDeviceRobustness2FeaturesEXT::default();
+    let mut mesh = vk::PhysicalDeviceMeshShaderFeaturesEXT::default();
+    let mut f2 = vk::PhysicalDeviceFeatures2::default()
+        .push_next(&mut v11)
+        .push_next(&mut v12)
+        .push_next(&mut v13);
+    if has(ash::ext::robustness2::NAME) {
+        f2 = f2.push_next(&mut rob2);
+    }
+    if has(ash::ext::mesh_shader::NAME) {
+        f2 = f2.push_next(&mut mesh);
+    }
+    // SAFETY: a valid chain of feature structs.
+    unsafe { instance.get_physical_device_features2(physical, &mut f2) };
+    let mut core = f2.features;
+    core.robust_buffer_access &= u(recorded, "robustBufferAccess");
+    v13.robust_image_access &=
+        find_next(recorded, 1000335000).map_or(0, |r| u(r, "robustImageAccess"));
+    let (v11, v12, v13) = (strip(v11), strip(v12), strip(v13));
+    let mut extensions = Vec::new();
+    if has(ash::khr::push_descriptor::NAME) {
+        extensions.push(ash::khr::push_descriptor::NAME);
+    }
+    let robustness2 = find_next(recorded, 1000286000)
+        .filter(|_| has(ash::ext::robustness2::NAME))
+        .map(|r| {
+            extensions.push(ash::ext::robustness2::NAME);
+            vk::PhysicalDeviceRobustness2FeaturesEXT::default()
+                .robust_buffer_access2(
+                    rob2.robust_buffer_access2 != 0
+                        && u(r, "robustBufferAccess2") != 0
+                        && core.robust_buffer_access != 0,
+                )
+                .robust_image_access2(
+                    rob2.robust_image_access2 != 0 && u(r, "robustImageAccess2") != 0,
+                )
+                .null_descriptor(rob2.null_descriptor != 0 && u(r, "nullDescriptor") != 0)
+        });
+    let mesh = find_next(recorded, 1000328000)
+        .filter(|_| has(ash::ext::mesh_shader::NAME) && mesh.mesh_shader != 0)
+        .map(|r| {
+            extensions.push(ash::ext::mesh_shader::NAME);
+            vk::PhysicalDeviceMeshShaderFeaturesEXT::default()
+                .mesh_shader(true)
+                .task_shader(mesh.task_shader != 0 && u(r, "taskShader") != 0)
+        });
+    Features {
+        core,
+        v11,
+        v12,
+        v13,
+        robustness2,
+        mesh,
+        extensions,
+    }
+}
+
+/// A features struct with its chain pointer cleared, ready to be chained again.
+fn strip<T: vk::TaggedStructure>(mut s: T) -> T {
+    // SAFETY: every Vulkan struct starts with sType and pNext, as BaseOutStructure.
+    unsafe { (*(&mut s as *mut T as *mut vk::BaseOutStructure)).p_next = std::ptr::null_mut() };
+    s
+}
+
+/// Replays `catalogs` on one device and reports.
+pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String> {
+    // SAFETY: loads the system's Vulkan loader; nothing else of ours runs meanwhile.
+    let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
+    let recorded = catalogs
+        .iter()
+        .find_map(|c| c.app.clone())
+        .unwrap_or_default();
+    let name = options
+        .title
+        .clone()
+        .or(recorded.name.clone())
+        .unwrap_or_else(|| "pipekeep-replay".into());
+    let app_name = CString::new(name.clone()).map_err(|e| e.to_string())?;
+    let engine =
+        CString::new(recorded.engine.clone().unwrap_or_default()).map_err(|e| e.to_string())?;
+    let app = vk::ApplicationInfo::default()
+        .application_name(&app_name)
+        .application_version(recorded.version)
+        .engine_name(&engine)
+        .api_version(vk::API_VERSION_1_3);
+    // SAFETY (whole function): valid Vulkan usage; every object is destroyed before returning.
+    let instance = unsafe {
+        entry.create_instance(
+            &vk::InstanceCreateInfo::default().application_info(&app),
+            None,
+        )
+    }
+    .map_err(|e| format!("vkCreateInstance: {e}"))?;
+    let result = unsafe { replay_on(&instance, catalogs, options, &recorded.features, name) };
+    unsafe { instance.destroy_instance(None) };
+    result
+}
+
+unsafe fn replay_on(
+    instance: &ash::Instance,
+    catalogs: &[Catalog],
+    options: &Options,
+    recorded: &Value,
+    name: String,
+) -> Result<Summary, String> {
+    let physicals = unsafe { instance.enumerate_physical_devices() }
+        .map_err(|e| format!("vkEnumeratePhysicalDevices: {e}"))?;
+    let physical = *physicals.get(options.device_index).ok_or_else(|| {
+        format!(
+            "no device {} ({} found)",
+            options.device_index,
+            physicals.len()
+        )
+    })?;
+    let mut subgroup = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+    let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+    unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
+    let props = props2.properties;
+    let subgroup = strip(subgroup);
+    let device_name = props
+        .device_name_as_c_str()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+
+    let mut features = choose_features(instance, physical, recorded);
+    let priorities = [1.0f32];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(0)
+        .queue_priorities(&priorities)];
+    let extension_ptrs: Vec<*const std::ffi::c_char> =
+        features.extensions.iter().map(|e| e.as_ptr()).collect();
+    let mut device_ci = vk::DeviceCreateInfo::default()
+        .queue_create_infos(&queues)
+        .enabled_extension_names(&extension_ptrs)
+        .enabled_features(&features.core)
+        .push_next(&mut features.v11)
+        .push_next(&mut features.v12)
+        .push_next(&mut features.v13);
+    if let Some(r) = features.robustness2.as_mut() {
+        device_ci = device_ci.push_next(r);
+    }
+    if let Some(m) = features.mesh.as_mut() {
+        device_ci = device_ci.push_next(m);
+    }
+    let device = unsafe { instance.create_device(physical, &device_ci, None) }
+        .map_err(|e| format!("vkCreateDevice: {e}"))?;
+    let app_cache = make_app_cache(&device, &options.app_cache)?;
+    let mut r = Replay {
+        device,
+        samplers: HashMap::new(),
+        set_layouts: HashMap::new(),
+        pipeline_layouts: HashMap::new(),
+        modules: HashMap::new(),
+        render_passes: HashMap::new(),
+        failed: HashMap::new(),
+        subgroup,
+        subgroup_size_control: features.v13.subgroup_size_control != 0,
+        mesh_shaders: features.mesh.is_some(),
+        app_cache,
+    };
+    let mut summary = Summary {
+        device: device_name,
+        driver_version: props.driver_version,
+        application: name,
+        threads: options.threads.max(1),
+        ..Default::default()
+    };
+    for c in catalogs {
+        summary.malformed.extend(
+            c.problems
+                .iter()
+                .map(|p| format!("{}: {}", p.entry, p.reason)),
+        );
+        unsafe { r.make_objects(c) };
+    }
+    let jobs: Vec<Job> = catalogs
+        .iter()
+        .flat_map(|c| {
+            c.compute
+                .iter()
+                .map(|(h, v)| Job {
+                    hash: *h,
+                    info: v.as_ref(),
+                    graphics: false,
+                })
+                .chain(c.graphics.iter().map(|(h, v)| Job {
+                    hash: *h,
+                    info: v.as_ref(),
+                    graphics: true,
+                }))
+        })
+        .collect();
+    summary.pipelines = jobs.len() + catalogs.iter().map(|c| c.ray_tracing).sum::<usize>();
+    for c in catalogs.iter().filter(|c| c.ray_tracing > 0) {
+        *summary
+            .skipped
+            .entry("ray-tracing pipelines are not replayed".into())
+            .or_default() += c.ray_tracing;
+    }
+    unsafe { r.run_jobs(&jobs, options, &mut summary) };
+    let saved = unsafe { save_app_cache(&r.device, r.app_cache, &options.app_cache) };
+    unsafe { r.destroy() };
+    saved?;
+    Ok(summary)
+}
+
+fn make_app_cache(device: &ash::Device, mode: &AppCache) -> Result<vk::PipelineCache, String> {
+    let data = match mode {
+        AppCache::None => return Ok(vk::PipelineCache::null()),
+        AppCache::Memory => Vec::new(),
+        AppCache::File(p) => std::fs::read(p).unwrap_or_default(),
+    };
+    // SAFETY: a valid create info; a driver refusing the data gets an empty cache instead.
+    unsafe {
+        device
+            .create_pipeline_cache(
+                &vk::PipelineCacheCreateInfo::default().initial_data(&data),
+                None,
+            )
+            .or_else(|_| {
+                device.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+            })
+            .map_err(|e| format!("vkCreatePipelineCache: {e}"))
+    }
+}
+
+unsafe fn save_app_cache(
+    device: &ash::Device,
+    cache: vk::PipelineCache,
+    mode: &AppCache,
+) -> Result<(), String> {
+    if let AppCache::File(path) = mode {
+        let data = unsafe { device.get_pipeline_cache_data(cache) }
+            .map_err(|e| format!("vkGetPipelineCacheData: {e}"))?;
+        let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+        std::fs::write(&tmp, data)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| format!("cannot save {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Files a made object by hash, or why it could not be made.
+fn keep<T>(
+    made_objects: &mut HashMap<u64, T>,
+    failed: &mut HashMap<u64, String>,
+    hash: u64,
+    made: Result<T, String>,
+) {
+    match made {
+        Ok(x) => {
+            made_objects.insert(hash, x);
+        }
+        Err(why) => {
+            failed.insert(hash, why);
+        }
+    }
+}
+
+/// A job's index, how long its creation took or why it was skipped, and whether it is graphics.
+type JobResult = (usize, Result<Duration, String>, bool);
+
+/// One pipeline to make.
+struct Job<'a> {
+    hash: u64,
+    info: Option<&'a Value>,
+    graphics: bool,
+}
+
+impl Replay {
+    fn missing(&self, kind: &str, hash: Option<u64>) -> String {
+        match hash.and_then(|h| self.failed.get(&h)) {
+            Some(why) => format!("its {kind} could not be made ({why})"),
+            None => format!("missing {kind}"),
+        }
+    }
+
+    unsafe fn make_objects(&mut self, c: &Catalog) {
+        for (h, v) in &c.samplers {
+            let made = v
+                .as_ref()
+                .ok_or_else(|| "malformed entry".to_string())
+                .and_then(|v| unsafe { self.sampler(v) });
+            keep(&mut self.samplers, &mut self.failed, *h, made);
+        }
+        for (h, v) in &c.set_layouts {
+            let made = v
+                .as_ref()
+                .ok_or_else(|| "malformed entry".to_string())
+                .and_then(|v| unsafe { self.set_layout(v) });
+            keep(&mut self.set_layouts, &mut self.failed, *h, made);
+        }
+        for (h, v) in &c.pipeline_layouts {
+            let made = v
+                .as_ref()
+                .ok_or_else(|| "malformed entry".to_string())
+                .and_then(|v| unsafe { self.pipeline_layout(v) });
+            keep(&mut self.pipeline_layouts, &mut self.failed, *h, made);
+        }
+        for (h, code) in &c.shader_modules {
+            let made = code
+                .as_ref()
+                .ok_or_else(|| "malformed entry".to_string())
+                .and_then(|code| unsafe {
+                    self.device
+                        .create_shader_module(
+                            &vk::ShaderModuleCreateInfo::default().code(code),
+                            None,
+                        )
+                        .map_err(|e| format!("driver error {e}"))
+                });
+            keep(&mut self.modules, &mut self.failed, *h, made);
+        }
+        for (h, v) in &c.render_passes {
+            let made = v
+                .as_ref()
+                .ok_or_else(|| "malformed entry".to_string())
+                .and_then(|(version, v)| unsafe { self.render_pass(*version, v) });
+            keep(&mut self.render_passes, &mut self.failed, *h, made);
+        }
+    }
+
+    unsafe fn sampler(&self, v: &Value) -> Result<vk::Sampler, String> {
+        only(v, &[], "a sampler")?;
+        let ci = vk::SamplerCreateInfo::default()
+            .flags(vk::SamplerCreateFlags::from_raw(u(v, "flags")))
+            .mag_filter(vk::Filter::from_raw(i(v, "magFilter")))
+            .min_filter(vk::Filter::from_raw(i(v, "minFilter")))
+            .mipmap_mode(vk::SamplerMipmapMode::from_raw(i(v, "mipmapMode")))
+            .address_mode_u(vk::SamplerAddressMode::from_raw(i(v, "addressModeU")))
+            .address_mode_v(vk::SamplerAddressMode::from_raw(i(v, "addressModeV")))
+            .address_mode_w(vk::SamplerAddressMode::from_raw(i(v, "addressModeW")))
+            .mip_lod_bias(f(v, "mipLodBias"))
+            .anisotropy_enable(u(v, "anisotropyEnable") != 0)
+            .max_anisotropy(f(v, "maxAnisotropy"))
+            .compare_enable(u(v, "compareEnable") != 0)
+            .compare_op(vk::CompareOp::from_raw(i(v, "compareOp")))
+            .min_lod(f(v, "minLod"))
+            .max_lod(f(v, "maxLod"))
+            .border_color(vk::BorderColor::from_raw(i(v, "borderColor")))
+            .unnormalized_coordinates(u(v, "unnormalizedCoordinates") != 0);
+        // SAFETY: a valid create info.
+        unsafe { self.device.create_sampler(&ci, None) }.map_err(|e| format!("driver error {e}"))
+    }
+
+    unsafe fn set_layout(&self, v: &Value) -> Result<vk::DescriptorSetLayout, String> {
+        only(v, &[1000161000], "a set layout")?;
+        let mut sampler_lists: Vec<Vec<vk::Sampler>> = Vec::new();
+        for b in arr(v, "bindings") {
+            let list = arr(b, "immutableSamplers")
+                .iter()
+                .map(|s| {
+                    parse_ref(s)
+                        .and_then(|h| self.samplers.get(&h).copied())
+                        .ok_or_else(|| self.missing("immutable sampler", parse_ref(s)))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            sampler_lists.push(list);
+        }
+        let bindings: Vec<vk::DescriptorSetLayoutBinding> = arr(v, "bindings")
+            .iter()
+            .zip(&sampler_lists)
+            .map(|(b, samplers)| {
+                let mut binding = vk::DescriptorSetLayoutBinding::default()
+                    .binding(u(b, "binding"))
+                    .descriptor_type(vk::DescriptorType::from_raw(i(b, "descriptorType")))
+                    .descriptor_count(u(b, "descriptorCount"))
+                    .stage_flags(vk::ShaderStageFlags::from_raw(u(b, "stageFlags")));
+                if !samplers.is_empty() {
+                    binding = binding.immutable_samplers(samplers);
+                }
+                binding
+            })
+            .collect();
+        let flags: Vec<vk::DescriptorBindingFlags> = find_next(v, 1000161000)
+            .map(|n| {
+                arr(n, "bindingFlags")
+                    .iter()
+                    .map(|x| vk::DescriptorBindingFlags::from_raw(x.as_u64().unwrap_or(0) as u32))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut binding_flags =
+            vk::DescriptorSetLayoutBindingFlagsCreateInfo::default().binding_flags(&flags);
+        let mut ci = vk::DescriptorSetLayoutCreateInfo::default()
+            .flags(vk::DescriptorSetLayoutCreateFlags::from_raw(u(v, "flags")))
+            .bindings(&bindings);
+        if find_next(v, 1000161000).is_some() {
+            ci = ci.push_next(&mut binding_flags);
+        }
+        // SAFETY: a valid create info.
+        unsafe { self.device.create_descriptor_set_layout(&ci, None) }
+            .map_err(|e| format!("driver error {e}"))
+    }
+
+    unsafe fn pipeline_layout(&self, v: &Value) -> Result<vk::PipelineLayout, String> {
+        only(v, &[], "a pipeline layout")?;
+        let sets = arr(v, "setLayouts")
+            .iter()
+            .map(|s| match parse_ref(s) {
+                Some(0) => Ok(vk::DescriptorSetLayout::null()),
+                h => h
+                    .and_then(|h| self.set_layouts.get(&h).copied())
+                    .ok_or_else(|| self.missing("set layout", h)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ranges: Vec<vk::PushConstantRange> = arr(v, "pushConstantRanges")
+            .iter()
+            .map(|r| {
+                vk::PushConstantRange::default()
+                    .stage_flags(vk::ShaderStageFlags::from_raw(u(r, "stageFlags")))
+                    .offset(u(r, "offset"))
+                    .size(u(r, "size"))
+            })
+            .collect();
+        let ci = vk::PipelineLayoutCreateInfo::default()
+            .flags(vk::PipelineLayoutCreateFlags::from_raw(u(v, "flags")))
+            .set_layouts(&sets)
+            .push_constant_ranges(&ranges);
+        // SAFETY: a valid create info.
+        unsafe { self.device.create_pipeline_layout(&ci, None) }
+            .map_err(|e| format!("driver error {e}"))
+    }
+
+    unsafe fn render_pass(&self, version: u32, v: &Value) -> Result<vk::RenderPass, String> {
+        only(v, &[], "a render pass")?;
+        let attachment = |a: &Value| {
+            vk::AttachmentDescription2::default()
+                .flags(vk::AttachmentDescriptionFlags::from_raw(u(a, "flags")))
+                .format(vk::Format::from_raw(i(a, "format")))
+                .samples(vk::SampleCountFlags::from_raw(u(a, "samples")))
+                .load_op(vk::AttachmentLoadOp::from_raw(i(a, "loadOp")))
+                .store_op(vk::AttachmentStoreOp::from_raw(i(a, "storeOp")))
+                .stencil_load_op(vk::AttachmentLoadOp::from_raw(i(a, "stencilLoadOp")))
+                .stencil_store_op(vk::AttachmentStoreOp::from_raw(i(a, "stencilStoreOp")))
+                .initial_layout(vk::ImageLayout::from_raw(i(a, "initialLayout")))
+                .final_layout(vk::ImageLayout::from_raw(i(a, "finalLayout")))
+        };
+        let reference = |r: &Value| {
+            vk::AttachmentReference2::default()
+                .attachment(u(r, "attachment"))
+                .layout(vk::ImageLayout::from_raw(i(r, "layout")))
+                .aspect_mask(vk::ImageAspectFlags::from_raw(u(r, "aspectMask")))
+        };
+        for a in arr(v, "attachments")
+            .iter()
+            .chain(arr(v, "subpasses"))
+            .chain(arr(v, "dependencies"))
+        {
+            only(a, &[], "a render pass")?;
+        }
+        let attachments: Vec<vk::AttachmentDescription2> =
+            arr(v, "attachments").iter().map(attachment).collect();
+        struct Refs {
+            inputs: Vec<vk::AttachmentReference2<'static>>,
+            colors: Vec<vk::AttachmentReference2<'static>>,
+            resolves: Vec<vk::AttachmentReference2<'static>>,
+            depth: Option<vk::AttachmentReference2<'static>>,
+            preserve: Vec<u32>,
+        }
+        let refs: Vec<Refs> = arr(v, "subpasses")
+            .iter()
+            .map(|s| Refs {
+                inputs: arr(s, "inputAttachments").iter().map(reference).collect(),
+                colors: arr(s, "colorAttachments").iter().map(reference).collect(),
+                resolves: arr(s, "resolveAttachments").iter().map(reference).collect(),
+                depth: s.get("depthStencilAttachment").map(reference),
+                preserve: arr(s, "preserveAttachments")
+                    .iter()
+                    .map(|x| x.as_u64().unwrap_or(0) as u32)
+                    .collect(),
+            })
+            .collect();
+        let subpasses: Vec<vk::SubpassDescription2> = arr(v, "subpasses")
+            .iter()
+            .zip(&refs)
+            .map(|(s, r)| {
+                let mut d = vk::SubpassDescription2::default()
+                    .flags(vk::SubpassDescriptionFlags::from_raw(u(s, "flags")))
+                    .pipeline_bind_point(vk::PipelineBindPoint::from_raw(i(s, "pipelineBindPoint")))
+                    .view_mask(u(s, "viewMask"))
+                    .input_attachments(&r.inputs)
+                    .color_attachments(&r.colors)
+                    .preserve_attachments(&r.preserve);
+                if !r.resolves.is_empty() {
+                    d = d.resolve_attachments(&r.resolves);
+                }
+                if let Some(depth) = r.depth.as_ref() {
+                    d = d.depth_stencil_attachment(depth);
+                }
+                d
+            })
+            .collect();
+        let dependencies: Vec<vk::SubpassDependency2> = arr(v, "dependencies")
+            .iter()
+            .map(|d| {
+                vk::SubpassDependency2::default()
+                    .src_subpass(u(d, "srcSubpass"))
+                    .dst_subpass(u(d, "dstSubpass"))
+                    .src_stage_mask(vk::PipelineStageFlags::from_raw(u(d, "srcStageMask")))
+                    .dst_stage_mask(vk::PipelineStageFlags::from_raw(u(d, "dstStageMask")))
+                    .src_access_mask(vk::AccessFlags::from_raw(u(d, "srcAccessMask")))
+                    .dst_access_mask(vk::AccessFlags::from_raw(u(d, "dstAccessMask")))
+                    .dependency_flags(vk::DependencyFlags::from_raw(u(d, "dependencyFlags")))
+                    .view_offset(i(d, "viewOffset"))
+            })
+            .collect();
+        if version == 2 {
+            let masks: Vec<u32> = arr(v, "correlatedViewMasks")
+                .iter()
+                .map(|x| x.as_u64().unwrap_or(0) as u32)
+                .collect();
+            let ci = vk::RenderPassCreateInfo2::default()
+                .flags(vk::RenderPassCreateFlags::from_raw(u(v, "flags")))
+                .attachments(&attachments)
+                .subpasses(&subpasses)
+                .dependencies(&dependencies)
+                .correlated_view_masks(&masks);
+            // SAFETY: a valid create info.
+            return unsafe { self.device.create_render_pass2(&ci, None) }
+                .map_err(|e| format!("driver error {e}"));
+        }
+        // Version one: the same content through the version-one structures.
+        type Refs1 = (
+            Vec<vk::AttachmentReference>,
+            Vec<vk::AttachmentReference>,
+            Vec<vk::AttachmentReference>,
+            Option<vk::AttachmentReference>,
+        );
+        let attachments1: Vec<vk::AttachmentDescription> = attachments
+            .iter()
+            .map(|a| vk::AttachmentDescription {
+                flags: a.flags,
+                format: a.format,
+                samples: a.samples,
+                load_op: a.load_op,
+                store_op: a.store_op,
+                stencil_load_op: a.stencil_load_op,
+                stencil_store_op: a.stencil_store_op,
+                initial_layout: a.initial_layout,
+                final_layout: a.final_layout,
+            })
+            .collect();
+        let one = |r: &vk::AttachmentReference2| vk::AttachmentReference {
+            attachment: r.attachment,
+            layout: r.layout,
+        };
+        let refs1: Vec<Refs1> = refs
+            .iter()
+            .map(|r| {
+                (
+                    r.inputs.iter().map(one).collect(),
+                    r.colors.iter().map(one).collect(),
+                    r.resolves.iter().map(one).collect(),
+                    r.depth.as_ref().map(one),
+                )
+            })
+            .collect();
+        let subpasses1: Vec<vk::SubpassDescription> = subpasses
+            .iter()
+            .zip(&refs1)
+            .zip(&refs)
+            .map(|((s, (inputs, colors, resolves, depth)), r)| {
+                let mut d = vk::SubpassDescription::default()
+                    .flags(s.flags)
+                    .pipeline_bind_point(s.pipeline_bind_point)
+                    .input_attachments(inputs)
+                    .color_attachments(colors)
+                    .preserve_attachments(&r.preserve);
+                if !resolves.is_empty() {
+                    d = d.resolve_attachments(resolves);
+                }
+                if let Some(depth) = depth.as_ref() {
+                    d = d.depth_stencil_attachment(depth);
+                }
+                d
+            })
+            .collect();
+        let dependencies1: Vec<vk::SubpassDependency> = dependencies
+            .iter()
+            .map(|d| vk::SubpassDependency {
+                src_subpass: d.src_subpass,
+                dst_subpass: d.dst_subpass,
+                src_stage_mask: d.src_stage_mask,
+                dst_stage_mask: d.dst_stage_mask,
+                src_access_mask: d.src_access_mask,
+                dst_access_mask: d.dst_access_mask,
+                dependency_flags: d.dependency_flags,
+            })
+            .collect();
+        let ci = vk::RenderPassCreateInfo::default()
+            .flags(vk::RenderPassCreateFlags::from_raw(u(v, "flags")))
+            .attachments(&attachments1)
+            .subpasses(&subpasses1)
+            .dependencies(&dependencies1);
+        // SAFETY: a valid create info.
+        unsafe { self.device.create_render_pass(&ci, None) }
+            .map_err(|e| format!("driver error {e}"))
+    }
+
+    /// Makes every job from `options.threads` threads, each taking the next job as it finishes.
+    unsafe fn run_jobs(&self, jobs: &[Job], options: &Options, summary: &mut Summary) {
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let results: Mutex<Vec<JobResult>> = Mutex::new(Vec::with_capacity(jobs.len()));
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..options.threads.max(1) {
+                s.spawn(|| loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(n) else { break };
+                    // SAFETY: objects made above live until every thread has joined.
+                    let outcome = unsafe { self.make_pipeline(job) };
+                    results.lock().unwrap_or_else(|e| e.into_inner()).push((
+                        n,
+                        outcome,
+                        job.graphics,
+                    ));
+                    let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    if options.progress && (d.is_multiple_of(100) || d == jobs.len()) {
+                        eprint!("\rreplay: {d}/{} pipelines", jobs.len());
+                    }
+                });
+            }
+        });
+        if options.progress {
+            eprintln!();
+        }
+        summary.wall_ms = started.elapsed().as_secs_f64() * 1e3;
+        let mut times = Vec::new();
+        for (n, outcome, graphics) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            match outcome {
+                Ok(took) => {
+                    let ms = took.as_secs_f64() * 1e3;
+                    summary.made += 1;
+                    if graphics {
+                        summary.made_graphics += 1
+                    } else {
+                        summary.made_compute += 1
+                    }
+                    if ms > summary.slowest_ms {
+                        summary.slowest_ms = ms;
+                        summary.slowest = format!("{:016x}", jobs[n].hash);
+                    }
+                    times.push(ms);
+                }
+                Err(why) => *summary.skipped.entry(why).or_default() += 1,
+            }
+        }
+        summary.creation_ms = times.iter().sum();
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            sorted
+                .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+                .copied()
+                .unwrap_or(0.0)
+        };
+        summary.p50_ms = pct(0.5);
+        summary.p99_ms = pct(0.99);
+        summary.times_ms = times;
+    }
+
+    /// One pipeline: its create info from JSON (untimed), the creation (timed), then destroyed.
+    unsafe fn make_pipeline(&self, job: &Job) -> Result<Duration, String> {
+        let info = job.info.ok_or("malformed entry")?;
+        if job.graphics {
+            unsafe { self.graphics(info) }
+        } else {
+            unsafe { self.compute(info) }
+        }
+    }
+
+    fn layout(&self, v: &Value) -> Result<vk::PipelineLayout, String> {
+        let h = v.get("layout").and_then(parse_ref);
+        h.and_then(|h| self.pipeline_layouts.get(&h).copied())
+            .ok_or_else(|| self.missing("pipeline layout", h))
+    }
+
+    /// Creates through `create`, timing only the call, and destroys what it made.
+    fn timed(
+        &self,
+        create: impl FnOnce(&mut vk::Pipeline) -> vk::Result,
+    ) -> Result<Duration, String> {
+        let mut pipeline = vk::Pipeline::null();
+        let started = Instant::now();
+        let r = create(&mut pipeline);
+        let took = started.elapsed();
+        if pipeline != vk::Pipeline::null() {
+            // SAFETY: a pipeline this replay made and nothing uses.
+            unsafe { self.device.destroy_pipeline(pipeline, None) };
+        }
+        match r {
+            vk::Result::SUCCESS => Ok(took),
+            e => Err(format!("driver error {e:?}")),
+        }
+    }
+
+    unsafe fn compute(&self, v: &Value) -> Result<Duration, String> {
+        only(v, &[], "a compute pipeline")?;
+        let stage_json = v.get("stage").ok_or("no stage")?;
+        let stage = StageData::read(self, stage_json)?;
+        let mut subgroup = stage.subgroup_info();
+        let ci = vk::ComputePipelineCreateInfo::default()
+            .flags(
+                vk::PipelineCreateFlags::from_raw(u(v, "flags"))
+                    & !vk::PipelineCreateFlags::DERIVATIVE,
+            )
+            .stage(stage.info(&mut subgroup))
+            .layout(self.layout(v)?)
+            .base_pipeline_index(-1);
+        let create = self.device.fp_v1_0().create_compute_pipelines;
+        // SAFETY: a valid create info whose data lives to the end of this function.
+        self.timed(|p| unsafe {
+            create(
+                self.device.handle(),
+                self.app_cache,
+                1,
+                &ci,
+                std::ptr::null(),
+                p,
+            )
+        })
+    }
+
+    unsafe fn graphics(&self, v: &Value) -> Result<Duration, String> {
+        only(v, &[1000044002], "a graphics pipeline")?;
+        let stages_json = arr(v, "stages");
+        let stages = stages_json
+            .iter()
+            .map(|s| StageData::read(self, s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut subgroups: Vec<_> = stages.iter().map(StageData::subgroup_info).collect();
+        let stage_infos: Vec<_> = stages
+            .iter()
+            .zip(subgroups.iter_mut())
+            .map(|(s, g)| s.info(g))
+            .collect();
+        let g = GraphicsData::read(v)?;
+        let mut rendering = vk::PipelineRenderingCreateInfo::default()
+            .view_mask(g.view_mask)
+            .color_attachment_formats(&g.color_formats)
+            .depth_attachment_format(g.depth_format)
+            .stencil_attachment_format(g.stencil_format);
+        let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
+            .vertex_binding_descriptions(&g.bindings)
+            .vertex_attribute_descriptions(&g.attributes);
+        let viewport = {
+            let mut vp = vk::PipelineViewportStateCreateInfo {
+                viewport_count: g.viewport_count,
+                scissor_count: g.scissor_count,
+                ..Default::default()
+            };
+            if !g.viewports.is_empty() {
+                vp.p_viewports = g.viewports.as_ptr();
+            }
+            if !g.scissors.is_empty() {
+                vp.p_scissors = g.scissors.as_ptr();
+            }
+            vp
+        };
+        let mut multisample = g.multisample;
+        if !g.sample_mask.is_empty() {
+            multisample.p_sample_mask = g.sample_mask.as_ptr();
+        }
+        let blend = vk::PipelineColorBlendStateCreateInfo::default()
+            .logic_op_enable(g.logic_op_enable)
+            .logic_op(g.logic_op)
+            .attachments(&g.blend_attachments)
+            .blend_constants(g.blend_constants);
+        let dynamic =
+            vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&g.dynamic_states);
+        let render_pass = match v.get("renderPass").and_then(parse_ref) {
+            None | Some(0) => vk::RenderPass::null(),
+            h => h
+                .and_then(|h| self.render_passes.get(&h).copied())
+                .ok_or_else(|| self.missing("render pass", h))?,
+        };
+        let mesh = stages.iter().any(|s| {
+            s.stage
+                .intersects(vk::ShaderStageFlags::MESH_EXT | vk::ShaderStageFlags::TASK_EXT)
+        });
+        if mesh && !self.mesh_shaders {
+            return Err("mesh shaders: the device lacks the feature".into());
+        }
+        let mut ci = vk::GraphicsPipelineCreateInfo::default()
+            .flags(
+                vk::PipelineCreateFlags::from_raw(u(v, "flags"))
+                    & !vk::PipelineCreateFlags::DERIVATIVE,
+            )
+            .stages(&stage_infos)
+            .rasterization_state(&g.rasterization)
+            .viewport_state(&viewport)
+            .multisample_state(&multisample)
+            .color_blend_state(&blend)
+            .dynamic_state(&dynamic)
+            .layout(self.layout(v)?)
+            .render_pass(render_pass)
+            .subpass(u(v, "subpass"))
+            .base_pipeline_index(-1);
+        if !mesh {
+            ci = ci
+                .vertex_input_state(&vertex_input)
+                .input_assembly_state(&g.input_assembly);
+        }
+        if let Some(t) = g.tessellation.as_ref() {
+            ci = ci.tessellation_state(t);
+        }
+        if let Some(d) = g.depth_stencil.as_ref() {
+            ci = ci.depth_stencil_state(d);
+        }
+        if render_pass == vk::RenderPass::null() {
+            ci = ci.push_next(&mut rendering);
+        }
+        let create = self.device.fp_v1_0().create_graphics_pipelines;
+        // SAFETY: a valid create info whose data lives to the end of this function.
+        self.timed(|p| unsafe {
+            create(
+                self.device.handle(),
+                self.app_cache,
+                1,
+                &ci,
+                std::ptr::null(),
+                p,
+            )
+        })
+    }
+
+    unsafe fn destroy(&self) {
+        // SAFETY: every thread has joined; nothing uses these objects any more.
+        unsafe {
+            let d = &self.device;
+            self.modules
+                .values()
+                .for_each(|x| d.destroy_shader_module(*x, None));
+            self.render_passes
+                .values()
+                .for_each(|x| d.destroy_render_pass(*x, None));
+            self.pipeline_layouts
+                .values()
+                .for_each(|x| d.destroy_pipeline_layout(*x, None));
+            self.set_layouts
+                .values()
+                .for_each(|x| d.destroy_descriptor_set_layout(*x, None));
+            self.samplers
+                .values()
+                .for_each(|x| d.destroy_sampler(*x, None));
+            if !self.app_cache.is_null() {
+                d.destroy_pipeline_cache(self.app_cache, None);
+            }
+            d.destroy_device(None);
+        }
+    }
+}
+
+/// A stage's owned data, from which its create info is built.
+struct StageData {
+    stage: vk::ShaderStageFlags,
+    flags: vk::PipelineShaderStageCreateFlags,
+    module: vk::ShaderModule,
+    name: CString,
+    /// Points into `map` and `data`, whose heap buffers stay put when the struct moves.
+    spec: Option<vk::SpecializationInfo<'static>>,
+    _map: Vec<vk::SpecializationMapEntry>,
+    _data: Vec<u8>,
+    required_subgroup_size: Option<u32>,
+}
+
+// SAFETY: the raw pointers in `spec` point into this struct's own immutable buffers.
+unsafe impl Send for StageData {}
+
+impl StageData {
+    fn read(r: &Replay, s: &Value) -> Result<StageData, String> {
+        only(s, &[1000225001], "a shader stage")?;
+        let h = s.get("module").and_then(parse_ref);
+        let module = h
+            .and_then(|h| r.modules.get(&h).copied())
+            .ok_or_else(|| r.missing("shader module", h))?;
+        let stage = vk::ShaderStageFlags::from_raw(u(s, "stage"));
+        let spec = s.get("specializationInfo");
+        let data = match spec.and_then(|x| x.get("data")).and_then(Value::as_str) {
+            Some(b64) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| format!("specialization data is not base64: {e}"))?,
+            None => Vec::new(),
+        };
+        let map: Vec<vk::SpecializationMapEntry> = spec
+            .map(|x| arr(x, "mapEntries"))
+            .unwrap_or(&[])
+            .iter()
+            .map(|e| {
+                vk::SpecializationMapEntry::default()
+                    .constant_id(u(e, "constantID"))
+                    .offset(u(e, "offset"))
+                    .size(u(e, "size") as usize)
+            })
+            .collect();
+        if map.iter().any(|e| e.offset as usize + e.size > data.len()) {
+            return Err("specialization map entry outside its data".into());
+        }
+        let required_subgroup_size = find_next(s, 1000225001).map(|n| u(n, "requiredSubgroupSize"));
+        if let Some(size) = required_subgroup_size {
+            let g = &r.subgroup;
+            if !r.subgroup_size_control
+                || !g.required_subgroup_size_stages.contains(stage)
+                || size < g.min_subgroup_size
+                || size > g.max_subgroup_size
+                || !size.is_power_of_two()
+            {
+                return Err(format!(
+                    "required subgroup size {size}: the device supports {}-{} ",
+                    g.min_subgroup_size, g.max_subgroup_size
+                ));
+            }
+        }
+        let spec = spec.map(|_| vk::SpecializationInfo {
+            map_entry_count: map.len() as u32,
+            p_map_entries: map.as_ptr(),
+            data_size: data.len(),
+            p_data: data.as_ptr().cast(),
+            ..Default::default()
+        });
+        Ok(StageData {
+            stage,
+            flags: vk::PipelineShaderStageCreateFlags::from_raw(u(s, "flags")),
+            module,
+            name: CString::new(s.get("name").and_then(Value::as_str).unwrap_or("main"))
+                .map_err(|e| e.to_string())?,
+            spec,
+            _map: map,
+            _data: data,
+            required_subgroup_size,
+        })
+    }
+
+    fn subgroup_info(&self) -> vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo<'static> {
+        vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+            .required_subgroup_size(self.required_subgroup_size.unwrap_or(0))
+    }
+
+    fn info<'a>(
+        &'a self,
+        subgroup: &'a mut vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo<'static>,
+    ) -> vk::PipelineShaderStageCreateInfo<'a> {
+        let mut info = vk::PipelineShaderStageCreateInfo::default()
+            .stage(self.stage)
+            .flags(self.flags)
+            .module(self.module)
+            .name(&self.name);
+        if let Some(spec) = self.spec.as_ref() {
+            info = info.specialization_info(spec);
+        }
+        if self.required_subgroup_size.is_some() {
+            info = info.push_next(subgroup);
+        }
+        info
+    }
+}
+
+/// A graphics pipeline's state blocks, owned.
+struct GraphicsData {
+    bindings: Vec<vk::VertexInputBindingDescription>,
+    attributes: Vec<vk::VertexInputAttributeDescription>,
+    input_assembly: vk::PipelineInputAssemblyStateCreateInfo<'static>,
+    tessellation: Option<vk::PipelineTessellationStateCreateInfo<'static>>,
+    viewport_count: u32,
+    scissor_count: u32,
+    viewports: Vec<vk::Viewport>,
+    scissors: Vec<vk::Rect2D>,
+    rasterization: vk::PipelineRasterizationStateCreateInfo<'static>,
+    multisample: vk::PipelineMultisampleStateCreateInfo<'static>,
+    sample_mask: Vec<u32>,
+    depth_stencil: Option<vk::PipelineDepthStencilStateCreateInfo<'static>>,
+    logic_op_enable: bool,
+    logic_op: vk::LogicOp,
+    blend_attachments: Vec<vk::PipelineColorBlendAttachmentState>,
+    blend_constants: [f32; 4],
+    dynamic_states: Vec<vk::DynamicState>,
+    view_mask: u32,
+    color_formats: Vec<vk::Format>,
+    depth_format: vk::Format,
+    stencil_format: vk::Format,
+}
+
+impl GraphicsData {
+    fn read(v: &Value) -> Result<GraphicsData, String> {
+        let null = Value::Null;
+        let block = |k: &str| -> Result<&Value, String> {
+            let b = v.get(k).unwrap_or(&null);
+            only(b, &[], k)?;
+            Ok(b)
+        };
+        let (vi, ia, ts, vp, rs, ms, ds, cb, dy) = (
+            block("vertexInputState")?,
+            block("inputAssemblyState")?,
+            block("tessellationState")?,
+            block("viewportState")?,
+            block("rasterizationState")?,
+            block("multisampleState")?,
+            block("depthStencilState")?,
+            block("colorBlendState")?,
+            block("dynamicState")?,
+        );
+        let stencil = |s: &Value| vk::StencilOpState {
+            fail_op: vk::StencilOp::from_raw(i(s, "failOp")),
+            pass_op: vk::StencilOp::from_raw(i(s, "passOp")),
+            depth_fail_op: vk::StencilOp::from_raw(i(s, "depthFailOp")),
+            compare_op: vk::CompareOp::from_raw(i(s, "compareOp")),
+            compare_mask: u(s, "compareMask"),
+            write_mask: u(s, "writeMask"),
+            reference: u(s, "reference"),
+        };
+        let rendering = find_next(v, 1000044002);
+        let samples = u(ms, "rasterizationSamples").max(1);
+        let blend_constants: Vec<f32> = arr(cb, "blendConstants")
+            .iter()
+            .map(|x| x.as_f64().unwrap_or(0.0) as f32)
+            .collect();
+        Ok(GraphicsData {
+            bindings: arr(vi, "bindings")
+                .iter()
+                .map(|b| vk::VertexInputBindingDescription {
+                    binding: u(b, "binding"),
+                    stride: u(b, "stride"),
+                    input_rate: vk::VertexInputRate::from_raw(i(b, "inputRate")),
+                })
+                .collect(),
+            attributes: arr(vi, "attributes")
+                .iter()
+                .map(|a| vk::VertexInputAttributeDescription {
+                    location: u(a, "location"),
+                    binding: u(a, "binding"),
+                    format: vk::Format::from_raw(i(a, "format")),
+                    offset: u(a, "offset"),
+                })
+                .collect(),
+            input_assembly: vk::PipelineInputAssemblyStateCreateInfo::default()
+                .topology(vk::PrimitiveTopology::from_raw(i(ia, "topology")))
+                .primitive_restart_enable(u(ia, "primitiveRestartEnable") != 0),
+            tessellation: v.get("tessellationState").map(|_| {
+                vk::PipelineTessellationStateCreateInfo::default()
+                    .patch_control_points(u(ts, "patchControlPoints"))
+            }),
+            viewport_count: u(vp, "viewportCount"),
+            scissor_count: u(vp, "scissorCount"),
+            viewports: arr(vp, "viewports")
+                .iter()
+                .map(|x| vk::Viewport {
+                    x: f(x, "x"),
+                    y: f(x, "y"),
+                    width: f(x, "width"),
+                    height: f(x, "height"),
+                    min_depth: f(x, "minDepth"),
+                    max_depth: f(x, "maxDepth"),
+                })
+                .collect(),
+            scissors: arr(vp, "scissors")
+                .iter()
+                .map(|x| vk::Rect2D {
+                    offset: vk::Offset2D {
+                        x: i(x, "x"),
+                        y: i(x, "y"),
+                    },
+                    extent: vk::Extent2D {
+                        width: u(x, "width"),
+                        height: u(x, "height"),
+                    },
+                })
+                .collect(),
+            rasterization: vk::PipelineRasterizationStateCreateInfo::default()
+                .depth_clamp_enable(u(rs, "depthClampEnable") != 0)
+                .rasterizer_discard_enable(u(rs, "rasterizerDiscardEnable") != 0)
+                .polygon_mode(vk::PolygonMode::from_raw(i(rs, "polygonMode")))
+                .cull_mode(vk::CullModeFlags::from_raw(u(rs, "cullMode")))
+                .front_face(vk::FrontFace::from_raw(i(rs, "frontFace")))
+                .depth_bias_enable(u(rs, "depthBiasEnable") != 0)
+                .depth_bias_constant_factor(f(rs, "depthBiasConstantFactor"))
+                .depth_bias_clamp(f(rs, "depthBiasClamp"))
+                .depth_bias_slope_factor(f(rs, "depthBiasSlopeFactor"))
+                .line_width(f(rs, "lineWidth")),
+            multisample: vk::PipelineMultisampleStateCreateInfo::default()
+                .rasterization_samples(vk::SampleCountFlags::from_raw(samples))
+                .sample_shading_enable(u(ms, "sampleShadingEnable") != 0)
+                .min_sample_shading(f(ms, "minSampleShading"))
+                .alpha_to_coverage_enable(u(ms, "alphaToCoverageEnable") != 0)
+                .alpha_to_one_enable(u(ms, "alphaToOneEnable") != 0),
+            sample_mask: {
+                let mask: Vec<u32> = arr(ms, "sampleMask")
+                    .iter()
+                    .map(|x| x.as_u64().unwrap_or(0) as u32)
+                    .collect();
+                if !mask.is_empty() && mask.len() < samples.div_ceil(32) as usize {
+                    return Err("sample mask shorter than its sample count".into());
+                }
+                mask
+            },
+            depth_stencil: v.get("depthStencilState").map(|_| {
+                vk::PipelineDepthStencilStateCreateInfo::default()
+                    .flags(vk::PipelineDepthStencilStateCreateFlags::from_raw(u(
+                        ds, "flags",
+                    )))
+                    .depth_test_enable(u(ds, "depthTestEnable") != 0)
+                    .depth_write_enable(u(ds, "depthWriteEnable") != 0)
+                    .depth_compare_op(vk::CompareOp::from_raw(i(ds, "depthCompareOp")))
+                    .depth_bounds_test_enable(u(ds, "depthBoundsTestEnable") != 0)
+                    .stencil_test_enable(u(ds, "stencilTestEnable") != 0)
+                    .front(stencil(ds.get("front").unwrap_or(&Value::Null)))
+                    .back(stencil(ds.get("back").unwrap_or(&Value::Null)))
+                    .min_depth_bounds(f(ds, "minDepthBounds"))
+                    .max_depth_bounds(f(ds, "maxDepthBounds"))
+            }),
+            logic_op_enable: u(cb, "logicOpEnable") != 0,
+            logic_op: vk::LogicOp::from_raw(i(cb, "logicOp")),
+            blend_attachments: arr(cb, "attachments")
+                .iter()
+                .map(|a| vk::PipelineColorBlendAttachmentState {
+                    blend_enable: u(a, "blendEnable"),
+                    src_color_blend_factor: vk::BlendFactor::from_raw(i(a, "srcColorBlendFactor")),
+                    dst_color_blend_factor: vk::BlendFactor::from_raw(i(a, "dstColorBlendFactor")),
+                    color_blend_op: vk::BlendOp::from_raw(i(a, "colorBlendOp")),
+                    src_alpha_blend_factor: vk::BlendFactor::from_raw(i(a, "srcAlphaBlendFactor")),
+                    dst_alpha_blend_factor: vk::BlendFactor::from_raw(i(a, "dstAlphaBlendFactor")),
+                    alpha_blend_op: vk::BlendOp::from_raw(i(a, "alphaBlendOp")),
+                    color_write_mask: vk::ColorComponentFlags::from_raw(u(a, "colorWriteMask")),
+                })
+                .collect(),
+            blend_constants: [0, 1, 2, 3].map(|k| blend_constants.get(k).copied().unwrap_or(0.0)),
+            dynamic_states: arr(dy, "dynamicState")
+                .iter()
+                .map(|x| vk::DynamicState::from_raw(x.as_i64().unwrap_or(0) as i32))
+                .collect(),
+            view_mask: rendering.map_or(0, |r| u(r, "viewMask")),
+            color_formats: rendering.map_or(Vec::new(), |r| {
+                arr(r, "colorAttachmentFormats")
+                    .iter()
+                    .map(|x| vk::Format::from_raw(x.as_i64().unwrap_or(0) as i32))
+                    .collect()
+            }),
+            depth_format: vk::Format::from_raw(
+                rendering.map_or(0, |r| i(r, "depthAttachmentFormat")),
+            ),
+            stencil_format: vk::Format::from_raw(
+                rendering.map_or(0, |r| i(r, "stencilAttachmentFormat")),
+            ),
+        })
+    }
+}

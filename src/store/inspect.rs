@@ -1,0 +1,146 @@
+//! Looking at a store from outside a running application (the `pipekeep` tool): the titles and
+//! identity directories of a library, and an entry checked exactly as the layer checks it, with
+//! the identity read from its directory's name, the key from its file name and the ABI from its
+//! envelope (either ABI is this device's; the layer of that ABI would accept it).
+
+use std::path::{Path, PathBuf};
+
+use super::envelope::{self, EntryError, ENVELOPE_LEN};
+use super::files::{is_entry_name, names_in};
+use super::identity::{DirName, Identity};
+use crate::key::PipelineKey;
+
+/// An identity directory of a title.
+#[derive(Debug, Clone)]
+pub struct IdentityDir {
+    pub path: PathBuf,
+    pub name: DirName,
+}
+
+/// The titles of a library: directories holding `host-pipelines/` or `runs.jsonl`.
+pub fn titles(root: &Path) -> std::io::Result<Vec<String>> {
+    let mut out: Vec<String> = names_in(root)?
+        .into_iter()
+        .filter(|t| {
+            root.join(t).join("host-pipelines").is_dir()
+                || root.join(t).join("runs.jsonl").is_file()
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The identity directories of a title, of our naming only.
+pub fn identity_dirs(title_dir: &Path) -> std::io::Result<Vec<IdentityDir>> {
+    let host = title_dir.join("host-pipelines");
+    let mut out: Vec<IdentityDir> = names_in(&host)?
+        .into_iter()
+        .filter_map(|n| {
+            DirName::parse(&n).map(|name| IdentityDir {
+                path: host.join(&n),
+                name,
+            })
+        })
+        .filter(|d| d.path.is_dir())
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The entry files of an identity directory.
+pub fn entry_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = names_in(dir)?
+        .into_iter()
+        .filter(|n| is_entry_name(n))
+        .map(|n| dir.join(n))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Why an entry failed an offline check.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("{0}")]
+    Entry(#[from] EntryError),
+    #[error("not in an identity directory or not named as an entry")]
+    NotOurs,
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl CheckError {
+    /// The word a report gives, as the layer's `reason=`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CheckError::Entry(e) => e.reason(),
+            CheckError::NotOurs => "not-ours",
+            CheckError::Io(_) => "unreadable",
+        }
+    }
+}
+
+/// Checks an entry file as the layer would.
+pub fn check_entry(path: &Path) -> Result<u64, CheckError> {
+    let dir = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+        .and_then(DirName::parse)
+        .ok_or(CheckError::NotOurs)?;
+    let key = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(PipelineKey::from_file_name)
+        .ok_or(CheckError::NotOurs)?;
+    let bytes = std::fs::read(path)?;
+    let abi = bytes
+        .get(12..16)
+        .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let identity = Identity {
+        vendor_id: dir.vendor_id,
+        device_id: dir.device_id,
+        driver_version: dir.driver_version,
+        cache_uuid: dir.cache_uuid,
+        abi: if abi == 4 || abi == 8 {
+            abi
+        } else {
+            super::identity::HOST_ABI
+        },
+    };
+    envelope::decode(&bytes, &identity, &key)?;
+    Ok((bytes.len() - ENVELOPE_LEN) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::envelope::tests::{cache_data, identity, key};
+
+    #[test]
+    fn an_entry_is_checked_offline_as_the_layer_would() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root
+            .path()
+            .join("t/host-pipelines")
+            .join(identity().dir_name());
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(key().file_name());
+        std::fs::write(
+            &path,
+            envelope::encode(&identity(), &key(), &cache_data(&identity(), &[1; 10])),
+        )
+        .unwrap();
+        assert_eq!(check_entry(&path).unwrap(), 42);
+        assert_eq!(titles(root.path()).unwrap(), vec!["t".to_string()]);
+        assert_eq!(identity_dirs(&root.path().join("t")).unwrap().len(), 1);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.push(0);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(check_entry(&path).unwrap_err().reason(), "long");
+        let stray = dir.join("notes.entry");
+        std::fs::write(&stray, b"x").unwrap();
+        assert_eq!(check_entry(&stray).unwrap_err().reason(), "not-ours");
+        assert_eq!(PipelineKey::from_file_name(&key().file_name()), Some(key()));
+    }
+}
