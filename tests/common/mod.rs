@@ -91,9 +91,18 @@ pub struct Run {
 }
 
 impl App {
-    /// The app on `driver`, its store in `tmp/store`, the layer named explicitly.
+    /// The test app on `driver`, its store in `tmp/store`.
     pub fn new(driver: Driver, tmp: &Path) -> App {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pipekeep-testapp"));
+        App::program(env!("CARGO_BIN_EXE_pipekeep-testapp"), driver, tmp)
+    }
+
+    /// The `pipekeep` command, with the same environment.
+    pub fn tool(driver: Driver, tmp: &Path) -> App {
+        App::program(env!("CARGO_BIN_EXE_pipekeep"), driver, tmp)
+    }
+
+    fn program(path: &str, driver: Driver, tmp: &Path) -> App {
+        let mut cmd = Command::new(path);
         cmd.env_clear();
         for keep in ["PATH", "HOME", "LD_LIBRARY_PATH"] {
             if let Ok(v) = std::env::var(keep) {

@@ -1,0 +1,223 @@
+//! The `pipekeep` command on a store the test app made through the layer: list counts, verify
+//! finds each damage and --fix drops exactly those, prune keeps the stamp order, clear removes
+//! only what is ours, stats shows a cold then a warm run, and --json carries the same figures.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn make_store(tmp: &Path) {
+    for _ in 0..2 {
+        let run = App::new(Driver::Radv, tmp)
+            .with_layer()
+            .args(&[
+                "--compute",
+                "12",
+                "--graphics",
+                "0",
+                "--threads",
+                "1",
+                "--batch",
+                "1",
+            ])
+            .run();
+        assert!(run.ok, "{}", run.all());
+    }
+}
+
+fn tool(tmp: &Path, args: &[&str]) -> Run {
+    App::tool(Driver::Radv, tmp).args(args).run()
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}\n{}", run.all()))
+}
+
+#[test]
+fn list_shows_the_titles_identities_counts_and_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_store(tmp.path());
+    let files = entries(&tmp.path().join("store"));
+    let bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    let j = json(&tool(tmp.path(), &["list", "--json"]));
+    let id = &j["titles"][0]["identities"][0];
+    assert_eq!(j["titles"][0]["title"], "pipekeep-testapp");
+    assert_eq!(id["entries"].as_u64(), Some(12));
+    assert_eq!(id["bytes"].as_u64(), Some(bytes));
+    assert_eq!(id["vendor"], "AMD");
+    assert_eq!(id["this_machine"], true);
+    let text = tool(tmp.path(), &["list"]);
+    assert!(
+        text.ok
+            && text.stdout.contains("12 entries")
+            && text.stdout.contains("a device of this machine"),
+        "{}",
+        text.all()
+    );
+}
+
+#[test]
+fn verify_finds_each_damage_and_fix_drops_exactly_those() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_store(tmp.path());
+    let files = entries(&tmp.path().join("store"));
+    let clean = tool(tmp.path(), &["verify"]);
+    assert!(
+        clean.ok && clean.stdout.contains("12 good, 0 bad"),
+        "{}",
+        clean.all()
+    );
+    let mut flipped = std::fs::read(&files[0]).unwrap();
+    *flipped.last_mut().unwrap() ^= 1;
+    std::fs::write(&files[0], flipped).unwrap();
+    let whole = std::fs::read(&files[1]).unwrap();
+    std::fs::write(&files[1], &whole[..whole.len() - 10]).unwrap();
+    let mut extended = std::fs::read(&files[2]).unwrap();
+    extended.extend_from_slice(b"more");
+    std::fs::write(&files[2], extended).unwrap();
+
+    let bad = tool(tmp.path(), &["verify", "--json"]);
+    assert_eq!(bad.code, Some(1), "{}", bad.all());
+    let j = json(&bad);
+    let reasons: Vec<&str> = j["bad"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(j["good"], 9);
+    let mut sorted = reasons.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["corrupt", "long", "short"]);
+    let text = tool(tmp.path(), &["verify"]);
+    assert!(text.stdout.contains("9 good, 3 bad"), "{}", text.all());
+
+    let fixed = tool(tmp.path(), &["verify", "--fix"]);
+    assert_eq!(fixed.code, Some(1));
+    let left = entries(&tmp.path().join("store"));
+    assert_eq!(
+        left,
+        files[3..].to_vec(),
+        "exactly the three bad ones are gone"
+    );
+    assert!(tool(tmp.path(), &["verify"]).ok);
+}
+
+#[test]
+fn prune_keeps_exactly_what_the_stamp_order_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_store(tmp.path());
+    let mut stamped: Vec<(std::time::SystemTime, std::path::PathBuf, u64)> =
+        entries(&tmp.path().join("store"))
+            .into_iter()
+            .map(|p| {
+                let m = std::fs::metadata(&p).unwrap();
+                (m.modified().unwrap(), p, m.len())
+            })
+            .collect();
+    stamped.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let bound: u64 = stamped.iter().take(4).map(|e| e.2).sum();
+    let dry = json(&tool(
+        tmp.path(),
+        &[
+            "prune",
+            "--max-bytes",
+            &bound.to_string(),
+            "--dry-run",
+            "--json",
+        ],
+    ));
+    assert_eq!(dry["titles"][0]["dropped"], 8);
+    assert_eq!(
+        entries(&tmp.path().join("store")).len(),
+        12,
+        "a dry run drops nothing"
+    );
+    let run = tool(tmp.path(), &["prune", "--max-bytes", &bound.to_string()]);
+    assert!(run.ok, "{}", run.all());
+    let mut expected: Vec<_> = stamped.iter().take(4).map(|e| e.1.clone()).collect();
+    expected.sort();
+    assert_eq!(entries(&tmp.path().join("store")), expected);
+}
+
+#[test]
+fn clear_removes_only_what_is_ours() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_store(tmp.path());
+    let id_dir = entries(&tmp.path().join("store"))[0]
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::fs::write(id_dir.join("my-notes.txt"), b"keep me").unwrap();
+    std::fs::write(
+        tmp.path().join("store/pipekeep-testapp/readme"),
+        b"keep me too",
+    )
+    .unwrap();
+    let j = json(&tool(tmp.path(), &["clear", "--json"]));
+    assert_eq!(j["titles"][0]["removed"], 12);
+    assert!(entries(&tmp.path().join("store")).is_empty());
+    assert!(id_dir.join("my-notes.txt").exists());
+    assert!(tmp.path().join("store/pipekeep-testapp/readme").exists());
+    assert!(tmp
+        .path()
+        .join("store/pipekeep-testapp/runs.jsonl")
+        .exists());
+}
+
+#[test]
+fn stats_shows_a_cold_then_a_warm_run_and_plots_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_store(tmp.path());
+    let plot = tmp.path().join("runs.svg");
+    let j = json(&tool(tmp.path(), &["stats", "--json"]));
+    let runs = j["titles"][0]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        (runs[0]["compiled"].as_u64(), runs[0]["found"].as_u64()),
+        (Some(12), Some(0))
+    );
+    assert_eq!(
+        (runs[1]["compiled"].as_u64(), runs[1]["found"].as_u64()),
+        (Some(0), Some(12))
+    );
+    let text = tool(tmp.path(), &["stats", "--plot", plot.to_str().unwrap()]);
+    assert!(text.ok && text.stdout.contains("2 runs"), "{}", text.all());
+    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+}
+
+#[test]
+fn bad_input_gets_a_clear_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tool(tmp.path(), &["list", "--dir", "/nonexistent/library"]);
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr
+            .contains("no pipeline library at /nonexistent/library"),
+        "{}",
+        run.all()
+    );
+    make_store(tmp.path());
+    let run = tool(tmp.path(), &["verify", "--title", "nope"]);
+    assert!(run.stderr.contains("no title \"nope\""), "{}", run.all());
+}
+
+#[test]
+fn where_reports_the_root_the_manifest_and_whether_the_layer_is_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let j = json(
+        &App::tool(Driver::Radv, tmp.path())
+            .with_layer()
+            .args(&["where", "--json"])
+            .run(),
+    );
+    assert_eq!(j["root"], tmp.path().join("store").to_str().unwrap());
+    assert_eq!(j["enabled_here"], true);
+    assert_eq!(j["manifests"][0]["kind"], "explicit");
+    let off = json(&tool(tmp.path(), &["where", "--json"]));
+    assert_eq!(off["enabled_here"], false);
+}

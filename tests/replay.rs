@@ -1,0 +1,276 @@
+//! `pipekeep replay` on RADV null through the real loader: every corpus database replays whole,
+//! twice through pipekeep into one store (the second run finds every pipeline), with the Khronos
+//! validation layer below pipekeep reporting nothing; damaged databases name the damaged entry
+//! and skip only what depends on it.
+
+mod common;
+use common::*;
+use pipekeep::replay::foz;
+use std::path::{Path, PathBuf};
+
+fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus")
+        .join(name)
+}
+
+fn replay(tmp: &Path, db: &Path, extra: &[&str]) -> Run {
+    App::tool(Driver::Radv, tmp)
+        .env("VK_INSTANCE_LAYERS", format!("{LAYER}:{VALIDATION}"))
+        .args(&["replay", "--json", "--threads", "2"])
+        .args(extra)
+        .args(&[db.to_str().unwrap()])
+        .run()
+}
+
+/// The kinds of validation message a run printed (VUIDs and the like), each once.
+fn message_kinds(run: &Run) -> std::collections::BTreeSet<String> {
+    run.validation_messages()
+        .iter()
+        .filter_map(|m| {
+            m.split("[ ")
+                .nth(1)
+                .and_then(|r| r.split(' ').next())
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// Replays `db` twice through pipekeep with the validation layer below it. pipekeep must add no
+/// message: none at all, or, for a database whose recorded state is itself invalid, exactly the
+/// kinds the database gives without pipekeep.
+fn twice(db: &str, expected: u64, database_is_valid: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = corpus(db);
+    if !path.exists() {
+        panic!("the corpus database {} is missing", path.display());
+    }
+    let baseline = if database_is_valid {
+        Default::default()
+    } else {
+        let run = App::tool(Driver::Radv, tmp.path())
+            .env("VK_INSTANCE_LAYERS", VALIDATION)
+            .args(&["replay", "--json", path.to_str().unwrap()])
+            .run();
+        let kinds = message_kinds(&run);
+        assert!(
+            !kinds.is_empty(),
+            "the database was expected to be invalid on its own"
+        );
+        kinds
+    };
+    for run_no in 0..2 {
+        let run = replay(tmp.path(), &path, &[]);
+        assert!(run.ok, "{}", run.all());
+        assert_eq!(
+            run.summary["made"].as_u64(),
+            Some(expected),
+            "{}",
+            run.all()
+        );
+        assert_eq!(message_kinds(&run), baseline, "{}", run.all());
+        let w = run.watch();
+        assert_eq!(w.built, expected);
+        if run_no == 1 {
+            assert_eq!(
+                (w.found, w.compiled),
+                (expected, 0),
+                "the second run finds every pipeline\n{}",
+                run.all()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_synthetic_set_replays_all_141_and_is_found_the_second_time() {
+    // Its pipeline state was made up around each shader, and some of it is invalid on its own.
+    twice("saschawillems-glsl-synth.foz", 141, false);
+}
+
+#[test]
+fn pygfx_replays_all_641_and_is_found_the_second_time() {
+    twice("pygfx-1008variants.foz", 641, true);
+}
+
+#[test]
+fn ncnn_replays_all_3115_and_is_found_the_second_time() {
+    twice("ncnn-35nets-radv-sg64.foz", 3115, true);
+}
+
+#[test]
+fn the_title_is_the_recorded_application_unless_told() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = corpus("saschawillems-glsl-synth.foz");
+    let run = App::tool(Driver::Radv, tmp.path())
+        .with_layer()
+        .args(&["replay", "--json", db.to_str().unwrap()])
+        .run();
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(run.summary["application"], "fossilize-synth");
+    assert!(tmp
+        .path()
+        .join("store/fossilize-synth/host-pipelines")
+        .is_dir());
+    let run = App::tool(Driver::Radv, tmp.path())
+        .with_layer()
+        .args(&["replay", "--title", "my-game", db.to_str().unwrap()])
+        .run();
+    assert!(run.ok, "{}", run.all());
+    assert!(tmp.path().join("store/my-game/host-pipelines").is_dir());
+}
+
+#[test]
+fn a_monolithic_app_cache_is_saved_and_serves_the_next_replay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = corpus("saschawillems-glsl-synth.foz");
+    let cache = tmp.path().join("mono.bin");
+    let arg = format!("file={}", cache.display());
+    for _ in 0..2 {
+        let run = App::tool(Driver::Radv, tmp.path())
+            .args(&[
+                "replay",
+                "--json",
+                "--app-cache",
+                &arg,
+                db.to_str().unwrap(),
+            ])
+            .run();
+        assert!(run.ok, "{}", run.all());
+        assert_eq!(run.summary["made"], 141);
+    }
+    assert!(std::fs::metadata(&cache).unwrap().len() > 100_000);
+}
+
+/// The synthetic database's entries, stored plainly so they can be changed.
+fn synth_entries() -> Vec<(u32, u64, Vec<u8>)> {
+    let bytes = std::fs::read(corpus("saschawillems-glsl-synth.foz")).unwrap();
+    foz::read_entries(&bytes)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.tag, e.hash, e.payload.unwrap()))
+        .collect()
+}
+
+fn replay_bytes(tmp: &Path, name: &str, bytes: &[u8]) -> Run {
+    let db = tmp.join(name);
+    std::fs::write(&db, bytes).unwrap();
+    App::tool(Driver::Radv, tmp)
+        .args(&["replay", "--json", db.to_str().unwrap()])
+        .run()
+}
+
+/// The first entry of `tag`, and the pipelines that use its hash.
+fn first_of(entries: &[(u32, u64, Vec<u8>)], tag: u32) -> usize {
+    entries.iter().position(|e| e.0 == tag).unwrap()
+}
+
+fn users(entries: &[(u32, u64, Vec<u8>)], hash: u64) -> usize {
+    let needle = format!("\"{hash:016x}\"");
+    entries
+        .iter()
+        .filter(|e| (e.0 == 6 || e.0 == 7) && String::from_utf8_lossy(&e.2).contains(&needle))
+        .count()
+}
+
+#[test]
+fn damaged_databases_name_the_entry_and_skip_only_what_depends_on_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = synth_entries();
+
+    // Bad magic, future version: the whole database is refused with a clear message.
+    let mut bytes = foz::write_entries(&good);
+    bytes[3] = b'X';
+    let run = replay_bytes(tmp.path(), "magic.foz", &bytes);
+    assert_eq!(run.code, Some(2));
+    assert!(run.stderr.contains("bad magic"), "{}", run.all());
+    let mut bytes = foz::write_entries(&good);
+    bytes[15] = 9;
+    let run = replay_bytes(tmp.path(), "future.foz", &bytes);
+    assert!(
+        run.stderr.contains("format version 9 is newer"),
+        "{}",
+        run.all()
+    );
+
+    // Bad JSON in a shader module: that module's pipelines are skipped, the rest replay.
+    let mut entries = good.clone();
+    let m = first_of(&entries, 4);
+    let module_hash = entries[m].1;
+    entries[m].2[0] = b'[';
+    let run = replay_bytes(tmp.path(), "json.foz", &foz::write_entries(&entries));
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    let lost = users(&good, module_hash) as u64;
+    assert!(lost > 0);
+    assert_eq!(
+        run.summary["made"].as_u64(),
+        Some(141 - lost),
+        "{}",
+        run.all()
+    );
+    let malformed = run.summary["malformed"].to_string();
+    assert!(
+        malformed.contains(&format!("{module_hash:016x}")) && malformed.contains("bad JSON"),
+        "{malformed}"
+    );
+
+    // A varint running past its buffer.
+    let mut entries = good.clone();
+    let text =
+        String::from_utf8_lossy(&entries[m].2).replace("\"varintSize\":", "\"varintSize\":9");
+    entries[m].2 = text.into_bytes();
+    let run = replay_bytes(tmp.path(), "varint.foz", &foz::write_entries(&entries));
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.summary["malformed"]
+            .to_string()
+            .contains("past the payload"),
+        "{}",
+        run.all()
+    );
+    assert_eq!(run.summary["made"].as_u64(), Some(141 - lost));
+
+    // A bad CRC.
+    let mut bytes = foz::write_entries(&good);
+    let at = bytes
+        .windows(20)
+        .position(|w| {
+            w == format!("{:016x}\"", module_hash)
+                .as_bytes()
+                .get(..20)
+                .unwrap_or(&[])
+        })
+        .unwrap_or(200);
+    bytes[at] ^= 0x01;
+    let run = replay_bytes(tmp.path(), "crc.foz", &bytes);
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    assert!(
+        run.summary["malformed"].to_string().contains("CRC-32"),
+        "{}",
+        run.all()
+    );
+
+    // A reference to an object that is not there.
+    let mut entries = good.clone();
+    let l = first_of(&entries, 3);
+    let layout_hash = entries.remove(l).1;
+    let run = replay_bytes(tmp.path(), "missing.foz", &foz::write_entries(&entries));
+    assert_eq!(run.code, Some(1));
+    let lost = users(&good, layout_hash) as u64;
+    assert_eq!(
+        run.summary["skipped"]["missing pipeline layout"].as_u64(),
+        Some(lost),
+        "{}",
+        run.all()
+    );
+    assert_eq!(run.summary["made"].as_u64(), Some(141 - lost));
+
+    // A truncated last entry is ignored; everything before it replays.
+    let bytes = foz::write_entries(&good);
+    let run = replay_bytes(tmp.path(), "cut.foz", &bytes[..bytes.len() - 7]);
+    assert!(
+        run.summary["made"].as_u64().unwrap() >= 140,
+        "{}",
+        run.all()
+    );
+}
