@@ -15,8 +15,9 @@ use std::time::{Duration, SystemTime};
 pub enum Outcome {
     /// Served from a kept entry.
     Found,
-    /// Compiled by the driver through a kept cache; `written` if the entry was written.
-    Compiled { written: bool },
+    /// Compiled by the driver through a kept cache (its entry is counted by [`Watch::written`]
+    /// once written).
+    Compiled,
     /// Could not be keyed: built as the application asked.
     Unkeyed,
     /// Keyed, but built as the application asked (no store, or the store failed).
@@ -71,12 +72,7 @@ impl Watch {
         self.longest_ns.fetch_max(ns, Relaxed);
         let counter = match outcome {
             Outcome::Found => &self.found,
-            Outcome::Compiled { written } => {
-                if written {
-                    self.written.fetch_add(1, Relaxed);
-                }
-                &self.compiled
-            }
+            Outcome::Compiled => &self.compiled,
             Outcome::Unkeyed => &self.unkeyed,
             Outcome::PassedThrough => &self.passed,
         };
@@ -85,6 +81,11 @@ impl Watch {
         if built.is_multiple_of(LINE_EVERY) {
             tracing::info!("{}", self.tally().line());
         }
+    }
+
+    /// Counts one entry written (the writer thread calls it when the file is in place).
+    pub fn written(&self) {
+        self.written.fetch_add(1, Relaxed);
     }
 
     pub fn tally(&self) -> Tally {
@@ -176,10 +177,8 @@ mod tests {
     fn the_line_carries_the_fields_tools_read_in_order() {
         let w = Watch::default();
         w.record(Outcome::Found, Duration::from_micros(10));
-        w.record(
-            Outcome::Compiled { written: true },
-            Duration::from_millis(3),
-        );
+        w.record(Outcome::Compiled, Duration::from_millis(3));
+        w.written();
         w.record(Outcome::Unkeyed, Duration::from_millis(1));
         let line = w.tally().line();
         assert!(

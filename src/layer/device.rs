@@ -17,6 +17,8 @@ use super::instance::{instance_data, load};
 use super::intercepted_device_command;
 use super::objects::Objects;
 use super::registry::{dispatch_key, Registry};
+use super::writer::{OnWritten, Writer};
+use crate::store::files::Written;
 use crate::store::identity::HOST_ABI;
 use crate::store::{Identity, Store};
 use crate::watch::Watch;
@@ -105,11 +107,12 @@ pub struct DeviceData {
     pub identity: Identity,
     pub device_name: String,
     pub objects: Objects,
-    pub watch: Watch,
+    pub watch: Arc<Watch>,
+    /// Writes entries off the application's threads.
+    pub writer: Writer,
     root: Option<PathBuf>,
     title: String,
     store: Option<StoreCell>,
-    write_failure_logged: std::sync::atomic::AtomicBool,
 }
 
 impl DeviceData {
@@ -131,20 +134,16 @@ impl DeviceData {
         .as_ref()
     }
 
-    /// Logs the first failed write of this device, once.
-    pub fn write_failed(&self, e: &crate::store::StoreError) {
-        if !self
-            .write_failure_logged
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            tracing::warn!(error = %e, "an entry cannot be written; pipelines are still built, but not kept");
-        }
-    }
-
-    /// The run's end: the final compile-watch line and the run's line in `runs.jsonl`.
+    /// The run's end: the entries still queued, then the final compile-watch line and the run's
+    /// line in `runs.jsonl`.
     fn finish(&self, at_exit: bool) {
         if !self.active {
             return;
+        }
+        if at_exit {
+            self.writer.drain_here();
+        } else {
+            self.writer.finish();
         }
         let runs = self
             .root
@@ -166,6 +165,20 @@ impl DeviceData {
 }
 
 pub static DEVICES: Registry<DeviceData> = Registry::new();
+
+/// Counts each entry written in the watch, and logs the first write that failed, once.
+fn count_writes(watch: Arc<Watch>) -> OnWritten {
+    let failure_logged = std::sync::atomic::AtomicBool::new(false);
+    Arc::new(move |result| match result {
+        Ok(Written::Whole(_)) => watch.written(),
+        Ok(Written::Skipped) => {}
+        Err(e) => {
+            if !failure_logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(error = %e, "an entry cannot be written; pipelines are still built, but not kept");
+            }
+        }
+    })
+}
 
 /// The data of a device created through this layer.
 ///
@@ -302,6 +315,7 @@ pub unsafe extern "system" fn create_device(
                 .to_string_lossy()
                 .into_owned();
             tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = core_feedback || app_enabled_feedback || add_feedback, active, "pipekeep is active on a device");
+            let watch = Arc::new(Watch::default());
             let data = DeviceData {
                 handle: device,
                 fns,
@@ -310,11 +324,11 @@ pub unsafe extern "system" fn create_device(
                 identity,
                 device_name,
                 objects: Objects::default(),
-                watch: Watch::default(),
+                writer: Writer::new(count_writes(watch.clone())),
+                watch,
                 root,
                 title: inst.title.clone(),
                 store,
-                write_failure_logged: Default::default(),
             };
             DEVICES.insert(dispatch_key(device), Arc::new(data));
             register_exit_handler();

@@ -21,6 +21,7 @@ mod instance;
 mod objects;
 mod pipelines;
 mod registry;
+mod writer;
 
 use std::ffi::CStr;
 

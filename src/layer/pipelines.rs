@@ -5,6 +5,7 @@
 //! the call the application made, with the answer the driver gives it.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 use std::time::Instant;
 
 use ash::vk;
@@ -16,7 +17,6 @@ use super::guard::{guarded, SETTINGS};
 use super::objects::Objects;
 use crate::key::{PipelineKey, Unkeyable};
 use crate::store::envelope::holds_more_than_header;
-use crate::store::files::Written;
 use crate::store::{Lookup, Store};
 use crate::watch::Outcome;
 
@@ -349,22 +349,29 @@ struct Built<'a> {
     grew: bool,
 }
 
+/// `measure_size`: read the cache's size before and after, for a driver whose feedback cannot
+/// say found or compiled.
 unsafe fn build_through<'a, T: PipelineInfo>(
     dev: &'a DeviceData,
     seed: Option<&[u8]>,
     info: &T,
     allocator: *const vk::AllocationCallbacks<'_>,
     next: CreateFn<T>,
+    measure_size: bool,
 ) -> Result<Built<'a>, vk::Result> {
     // SAFETY (whole body): the layer's own cache and the application's create info.
     let cache = OwnCache {
         dev,
         cache: unsafe { create_cache(dev, seed)? },
     };
-    let before = unsafe { cache_size(dev, cache.cache) };
+    let before = if measure_size {
+        unsafe { cache_size(dev, cache.cache) }
+    } else {
+        0
+    };
     let mut pipeline = vk::Pipeline::null();
     let result = unsafe { next(dev.handle, cache.cache, 1, info, allocator, &mut pipeline) };
-    let grew = unsafe { cache_size(dev, cache.cache) } > before;
+    let grew = measure_size && unsafe { cache_size(dev, cache.cache) } > before;
     Ok(Built {
         result,
         pipeline,
@@ -376,7 +383,7 @@ unsafe fn build_through<'a, T: PipelineInfo>(
 /// The kept path. `None` sends the pipeline down as the application asked.
 unsafe fn build_kept<T: PipelineInfo>(
     dev: &DeviceData,
-    store: &Store,
+    store: &Arc<Store>,
     key: &PipelineKey,
     info: &T,
     allocator: *const vk::AllocationCallbacks<'_>,
@@ -403,7 +410,16 @@ unsafe fn build_kept<T: PipelineInfo>(
     let mut built = None;
     if let Some(entry) = &found {
         let marker = store.hold_marker(key);
-        match unsafe { build_through(dev, Some(entry.data()), &with_feedback, allocator, next) } {
+        match unsafe {
+            build_through(
+                dev,
+                Some(entry.data()),
+                &with_feedback,
+                allocator,
+                next,
+                feedback.is_none(),
+            )
+        } {
             Ok(b) if b.result == vk::Result::SUCCESS => built = Some(b),
             Ok(b) if must_be_found => {
                 tracing::debug!(result = ?b.result, "not found through the kept entry; asking as the application did");
@@ -420,7 +436,16 @@ unsafe fn build_kept<T: PipelineInfo>(
     }
     let (built, seeded) = match built {
         Some(b) => (b, found.as_ref()),
-        None => match unsafe { build_through(dev, None, &with_feedback, allocator, next) } {
+        None => match unsafe {
+            build_through(
+                dev,
+                None,
+                &with_feedback,
+                allocator,
+                next,
+                feedback.is_none(),
+            )
+        } {
             Ok(b) if b.result == vk::Result::SUCCESS => (b, None),
             _ => return None,
         },
@@ -436,16 +461,11 @@ unsafe fn build_kept<T: PipelineInfo>(
         Outcome::Found
     } else {
         let data = unsafe { cache_data(dev, built.cache.cache) };
-        let written = holds_more_than_header(&data)
-            && match store.write(key, &data) {
-                Ok(Written::Whole(_)) => true,
-                Ok(Written::Skipped) => false,
-                Err(e) => {
-                    dev.write_failed(&e);
-                    false
-                }
-            };
-        Outcome::Compiled { written }
+        if holds_more_than_header(&data) {
+            dev.writer
+                .write(store.clone(), *key, data, store.next_stamp());
+        }
+        Outcome::Compiled
     };
     Some((built.result, built.pipeline, outcome))
 }

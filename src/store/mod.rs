@@ -184,7 +184,7 @@ impl Store {
     }
 
     /// The next stamp: just before the opening, one microsecond earlier for each one taken.
-    fn next_stamp(&self) -> SystemTime {
+    pub fn next_stamp(&self) -> SystemTime {
         let n = self.stamps_taken.fetch_add(1, Ordering::Relaxed) + 1;
         self.opened_at
             .checked_sub(Duration::from_micros(n))
@@ -198,13 +198,24 @@ impl Store {
         }
     }
 
-    /// Writes an entry whole, stamped; skipped when another writer holds it or the bound is 0.
+    /// Writes an entry whole, stamped now; skipped when another writer holds it or the bound is 0.
     pub fn write(&self, key: &PipelineKey, data: &[u8]) -> Result<files::Written, StoreError> {
+        self.write_stamped(key, data, self.next_stamp())
+    }
+
+    /// Writes an entry whole with a stamp taken earlier (when the pipeline was built), so that a
+    /// write done later, off the application's thread, keeps the run's order of use.
+    pub fn write_stamped(
+        &self,
+        key: &PipelineKey,
+        data: &[u8],
+        stamp: SystemTime,
+    ) -> Result<files::Written, StoreError> {
         if self.max_bytes == 0 {
             return Ok(files::Written::Skipped);
         }
         let bytes = envelope::encode(&self.identity, key, data);
-        let written = files::write_atomically(&self.entry_path(key), &bytes, self.next_stamp())?;
+        let written = files::write_atomically(&self.entry_path(key), &bytes, stamp)?;
         if let files::Written::Whole(n) = written {
             let before = self.written_bytes.fetch_add(n, Ordering::Relaxed);
             let step = bound_step(self.max_bytes);

@@ -64,10 +64,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         if !args.times {
             summary.times_ms.clear();
         }
-        println!(
-            "{}",
-            serde_json::to_string(&summary).map_err(|e| e.to_string())?
-        );
+        let mut out = serde_json::to_value(&summary).map_err(|e| e.to_string())?;
+        out["process"] = process_figures();
+        println!("{out}");
     } else {
         print_summary(&summary);
     }
@@ -94,4 +93,21 @@ fn print_summary(s: &replayer::Summary) {
     for m in &s.malformed {
         println!("  malformed entry {m}");
     }
+}
+
+/// This process's peak memory and I/O, from /proc (for the benchmark's tables).
+fn process_figures() -> serde_json::Value {
+    let field = |text: &str, name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    serde_json::json!({
+        "peak_rss_kib": field(&status, "VmHWM:"),
+        "read_bytes": field(&io, "rchar:"),
+        "written_bytes": field(&io, "wchar:"),
+    })
 }

@@ -1,0 +1,220 @@
+//! Micro-benchmarks of the store and the keys, as ratios measured in one run (never asserted):
+//! keys a second for a typical compute and graphics pipeline; opening a store of 10,000 and
+//! 100,000 entries; reading and verifying a 6 KB and a 3 MB entry against the raw read of the
+//! same bytes. Prints a Markdown table. `cargo bench --bench micro` (scripts/bench.sh runs it).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant, SystemTime};
+
+use pipekeep::key::desc::*;
+use pipekeep::key::{compute_key, graphics_key, Digest, PipelineKey};
+use pipekeep::store::{Identity, Lookup, Store};
+
+/// The median of `rounds` timings of `f`, each over `iters` calls.
+fn median_per_call(rounds: usize, iters: u32, mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            t.elapsed() / iters
+        })
+        .collect();
+    times.sort();
+    times[rounds / 2]
+}
+
+fn stage(stage: u32, spec_constants: u32) -> StageDesc {
+    StageDesc {
+        stage,
+        flags: 0,
+        module: Digest([7; 32]),
+        entry_point: b"main".to_vec(),
+        specialization: (0..spec_constants)
+            .map(|i| SpecConstant {
+                constant_id: i,
+                value: (i * 3).to_le_bytes().to_vec(),
+            })
+            .collect(),
+        required_subgroup_size: Some(32),
+        robustness: None,
+    }
+}
+
+fn graphics() -> GraphicsDesc {
+    GraphicsDesc {
+        flags: 0,
+        stages: vec![stage(1, 0), stage(16, 2)],
+        vertex_input: Some(VertexInputDesc {
+            flags: 0,
+            bindings: vec![VertexBinding {
+                binding: 0,
+                stride: Some(32),
+                input_rate: 0,
+            }],
+            attributes: (0..4)
+                .map(|l| VertexAttribute {
+                    location: l,
+                    binding: 0,
+                    format: 109,
+                    offset: l * 8,
+                })
+                .collect(),
+        }),
+        input_assembly: Some(InputAssemblyDesc {
+            flags: 0,
+            topology: 3,
+            primitive_restart: Some(false),
+        }),
+        tessellation_patch_control_points: None,
+        viewport: Some(ViewportDesc {
+            flags: 0,
+            viewport_count: Some(1),
+            viewports: None,
+            scissor_count: Some(1),
+            scissors: None,
+        }),
+        rasterization: RasterizationDesc {
+            line_width: Some(1.0),
+            ..Default::default()
+        },
+        multisample: Some(MultisampleDesc {
+            rasterization_samples: 1,
+            sample_mask: Some(vec![!0]),
+            ..Default::default()
+        }),
+        depth_stencil: Some(DepthStencilDesc {
+            depth_test_enable: Some(true),
+            ..Default::default()
+        }),
+        color_blend: Some(ColorBlendDesc {
+            attachments: vec![
+                BlendAttachment {
+                    color_write_mask: 15,
+                    ..Default::default()
+                };
+                2
+            ],
+            ..Default::default()
+        }),
+        dynamic_states: vec![0, 1, 4, 8],
+        layout: Digest([3; 32]),
+        target: RenderTarget::Pass {
+            pass: Digest([5; 32]),
+            subpass: 0,
+        },
+        robustness: None,
+    }
+}
+
+fn identity() -> Identity {
+    Identity {
+        vendor_id: 0x1002,
+        device_id: 0x73bf,
+        driver_version: 1,
+        cache_uuid: [9; 16],
+        abi: 8,
+    }
+}
+
+fn cache_data(payload: usize) -> Vec<u8> {
+    let id = identity();
+    let mut d = Vec::with_capacity(32 + payload);
+    d.extend_from_slice(&32u32.to_le_bytes());
+    d.extend_from_slice(&1u32.to_le_bytes());
+    d.extend_from_slice(&id.vendor_id.to_le_bytes());
+    d.extend_from_slice(&id.device_id.to_le_bytes());
+    d.extend_from_slice(&id.cache_uuid);
+    d.extend((0..payload).map(|i| (i * 7 % 251) as u8));
+    d
+}
+
+fn key(n: u32) -> PipelineKey {
+    let mut spirv = [0u8; 16];
+    spirv[..4].copy_from_slice(&n.to_le_bytes());
+    PipelineKey {
+        spirv,
+        state: [2; 16],
+    }
+}
+
+fn opening(entries: u32) -> (Duration, Duration) {
+    let root = tempfile::tempdir().unwrap();
+    let (store, _) =
+        Store::open(root.path(), "t", identity(), u64::MAX, SystemTime::now()).unwrap();
+    let data = cache_data(200);
+    for n in 0..entries {
+        store.write(&key(n), &data).unwrap();
+    }
+    drop(store);
+    let mut times: Vec<Duration> = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            let opened =
+                Store::open(root.path(), "t", identity(), u64::MAX, SystemTime::now()).unwrap();
+            black_box(opened);
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    // The same with the bound in force (every entry stat'ed and sorted, none dropped).
+    let t = Instant::now();
+    black_box(
+        Store::open(
+            root.path(),
+            "t",
+            identity(),
+            (entries as u64) * 1000,
+            SystemTime::now(),
+        )
+        .unwrap(),
+    );
+    (times[1], t.elapsed())
+}
+
+fn read_verify(payload: usize) -> (Duration, Duration) {
+    let root = tempfile::tempdir().unwrap();
+    let (store, _) =
+        Store::open(root.path(), "t", identity(), u64::MAX, SystemTime::now()).unwrap();
+    store.write(&key(1), &cache_data(payload)).unwrap();
+    let path = store.entry_path(&key(1));
+    let iters = if payload > 1 << 20 { 200 } else { 20_000 };
+    let raw = median_per_call(9, iters, || drop(black_box(std::fs::read(&path).unwrap())));
+    let checked = median_per_call(9, iters, || match store.lookup(&key(1)).unwrap() {
+        Lookup::Found(e) => drop(black_box(e)),
+        _ => panic!("not found"),
+    });
+    (raw, checked)
+}
+
+fn main() {
+    let compute = ComputeDesc {
+        flags: 0,
+        stage: stage(32, 13),
+        layout: Digest([1; 32]),
+        robustness: None,
+    };
+    let g = graphics();
+    let ck = median_per_call(9, 100_000, || {
+        black_box(compute_key(black_box(&compute)));
+    });
+    let gk = median_per_call(9, 100_000, || {
+        black_box(graphics_key(black_box(&g)));
+    });
+    println!("| measure | result | goal |");
+    println!("| --- | --- | --- |");
+    println!("| key of a compute pipeline (13 spec constants, subgroup size) | {:.2} us ({:.0} keys/s) | < 5 us |", ck.as_secs_f64() * 1e6, 1.0 / ck.as_secs_f64());
+    println!("| key of a graphics pipeline (2 stages, every state block) | {:.2} us ({:.0} keys/s) | < 5 us |", gk.as_secs_f64() * 1e6, 1.0 / gk.as_secs_f64());
+    for n in [10_000, 100_000] {
+        let (open, bounded) = opening(n);
+        println!("| opening a store of {n} entries (median of 3; once more with a bound to keep) | {:.1} ms ({:.1} ms bounded) | {} |", open.as_secs_f64() * 1e3, bounded.as_secs_f64() * 1e3, if n == 10_000 { "< 100 ms" } else { "< 1 s" });
+    }
+    for (label, payload) in [("6 KB", 6 * 1024), ("3 MB", 3 << 20)] {
+        let (raw, checked) = read_verify(payload);
+        println!(
+            "| read and verify a {label} entry, against the raw read of its bytes | {:.1} us against {:.1} us: {:.2}x | <= 1.2x |",
+            checked.as_secs_f64() * 1e6, raw.as_secs_f64() * 1e6, checked.as_secs_f64() / raw.as_secs_f64()
+        );
+    }
+}

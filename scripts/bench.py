@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""pipekeep's benchmark: the same workloads under every mode, each mode in a fresh process.
+
+Modes: no layer and no cache (cold); no layer, one monolithic application cache loaded whole
+(D744's way, the fastest a hit can be); the driver's own disk cache, warm; pipekeep cold (empty
+store); pipekeep warm; pipekeep warm with 10% of the entries damaged. Workloads: the corpus
+databases through `pipekeep replay`, and the test app's mix. Prints Markdown tables (ratios from
+one run) and writes them, the raw JSON and an SVG plot a workload into --out.
+
+Standard library only, so it runs on a bare machine. scripts/bench.sh is the entry point.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+DRIVERS = {
+    "radv": {
+        "env": {"RADV_FORCE_FAMILY": "navi21", "VK_DRIVER_FILES": "/usr/share/vulkan/icd.d/radeon_icd.json"},
+        "cache_off": {"MESA_SHADER_CACHE_DISABLE": "true"},
+        "cache_on": lambda d: {"MESA_SHADER_CACHE_DISABLE": "false", "MESA_SHADER_CACHE_DIR": d, "MESA_SHADER_CACHE_MAX_SIZE": "10G"},
+        "ncnn": "ncnn-35nets-radv-sg64.foz",
+    },
+    "lavapipe": {
+        "env": {"VK_DRIVER_FILES": "/usr/share/vulkan/icd.d/lvp_icd.json"},
+        "cache_off": {"MESA_SHADER_CACHE_DISABLE": "true"},
+        "cache_on": lambda d: {"MESA_SHADER_CACHE_DISABLE": "false", "MESA_SHADER_CACHE_DIR": d},
+        "ncnn": "ncnn-35nets-radv-sg64.foz",
+    },
+    "nvidia": {
+        "env": {"VK_DRIVER_FILES": "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json"},
+        "cache_off": {"__GL_SHADER_DISK_CACHE": "0"},
+        "cache_on": lambda d: {"__GL_SHADER_DISK_CACHE": "1", "__GL_SHADER_DISK_CACHE_PATH": d,
+                               "__GL_SHADER_DISK_CACHE_SKIP_CLEANUP": "1", "__GL_SHADER_DISK_CACHE_SIZE": "10000000000"},
+        "ncnn": "ncnn-35nets-sg32.foz",
+    },
+}
+MODES = ["cold", "monolithic", "driver cache", "pipekeep cold", "pipekeep warm", "pipekeep warm, 10% damaged"]
+LAYER = "VK_LAYER_PIPEKEEP_pipeline_store"
+
+
+def write_manifest(bin_dir, out):
+    d = os.path.join(out, "manifest")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, LAYER + ".json"), "w") as f:
+        json.dump({"file_format_version": "1.2.0", "layer": {
+            "name": LAYER, "type": "GLOBAL", "library_path": os.path.abspath(os.path.join(bin_dir, "libpipekeep.so")),
+            "api_version": "1.3.281", "implementation_version": "1", "description": "pipekeep (bench)",
+            "disable_environment": {"PIPEKEEP_DISABLE": "1"}}}, f)
+    return d
+
+
+def dir_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
+
+
+def damage_tenth(store):
+    """Flips the last byte of every tenth entry (by name): each then fails its data hash."""
+    entries = sorted(os.path.join(r, f) for r, _, fs in os.walk(store) for f in fs if f.endswith(".entry"))
+    for path in entries[::10]:
+        with open(path, "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            b = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([b[0] ^ 0x5A]))
+    return len(entries[::10])
+
+
+def run(cmd, env, timeout):
+    start = time.monotonic()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - start
+    summary = {}
+    for line in reversed(proc.stdout.splitlines()):
+        try:
+            summary = json.loads(line)
+            break
+        except ValueError:
+            continue
+    opened = [float(tok.split("=")[1]) for line in proc.stderr.splitlines() if "store opened" in line
+              for tok in line.split() if tok.startswith("took_ms=")]
+    watch = {}
+    for line in proc.stderr.splitlines():
+        if " built=" in line:
+            watch = {k: v for k, v in (tok.split("=", 1) for tok in line.split() if "=" in tok)}
+    if proc.returncode not in (0, 1) or not summary:
+        sys.stderr.write(f"bench: {' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-3000:]}\n")
+    return {"summary": summary, "open_ms": opened[0] if opened else None, "watch": watch,
+            "process_wall_s": wall, "exit": proc.returncode}
+
+
+def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, supports_app_cache):
+    base = dict(os.environ)
+    base.update(drv["env"])
+    base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
+    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE"):
+        base.pop(k, None)
+    off = dict(base, **drv["cache_off"], PIPEKEEP_DISABLE="1")
+    store = os.path.join(scratch, f"store-{name}-{threads}")
+    with_layer = dict(base, **drv["cache_off"], VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER, PIPEKEEP_DIR=store)
+    mono = os.path.join(scratch, f"mono-{name}-{threads}.bin")
+    driver_dir = os.path.join(scratch, f"drivercache-{name}-{threads}")
+    on = dict(base, **drv["cache_on"](driver_dir), PIPEKEEP_DISABLE="1")
+    results = {}
+    t = args.timeout
+    results["cold"] = run(cmd_for(threads, None), off, t)
+    if supports_app_cache:
+        run(cmd_for(threads, "file=" + mono), off, t)  # fills the monolithic cache, not measured
+        results["monolithic"] = run(cmd_for(threads, "file=" + mono), off, t)
+        results["monolithic"]["store_bytes"] = os.path.getsize(mono) if os.path.exists(mono) else 0
+    run(cmd_for(threads, None), on, t)  # fills the driver's cache, not measured
+    results["driver cache"] = run(cmd_for(threads, None), on, t)
+    results["driver cache"]["store_bytes"] = dir_bytes(driver_dir)
+    shutil.rmtree(store, ignore_errors=True)
+    results["pipekeep cold"] = run(cmd_for(threads, None), with_layer, t)
+    results["pipekeep cold"]["store_bytes"] = dir_bytes(store)
+    results["pipekeep warm"] = run(cmd_for(threads, None), with_layer, t)
+    results["pipekeep warm"]["store_bytes"] = dir_bytes(store)
+    damaged = damage_tenth(store)
+    results["pipekeep warm, 10% damaged"] = run(cmd_for(threads, None), with_layer, t)
+    results["pipekeep warm, 10% damaged"]["damaged"] = damaged
+    results["pipekeep warm, 10% damaged"]["store_bytes"] = dir_bytes(store)
+    return results
+
+
+def fmt(v, digits=1):
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def table(title, results):
+    cold = results["cold"]["summary"].get("creation_ms")
+    mono = results.get("monolithic", {}).get("summary", {}).get("creation_ms")
+    mono_wall = results.get("monolithic", {}).get("summary", {}).get("wall_ms")
+    lines = [f"#### {title}", "",
+             "| mode | made | creation ms | wall ms | p50 ms | p99 ms | / cold | / monolithic (wall) | found | peak RSS MiB | read MiB | written MiB | store MiB | open ms |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for mode in MODES:
+        r = results.get(mode)
+        if not r:
+            lines.append(f"| {mode} | n/a | | | | | | | | | | | | |")
+            continue
+        s = r["summary"]
+        c, w = s.get("creation_ms"), s.get("wall_ms")
+        proc = s.get("process", {})
+        mib = lambda b: None if b is None else b / 2**20
+        ratio_cold = f"{c / cold:.4f}" if c and cold else "-"
+        ratio_mono = f"{c / mono:.2f} ({w / mono_wall:.2f})" if c and mono and w and mono_wall else "-"
+        found = r["watch"].get("found", "-") if mode.startswith("pipekeep") else "-"
+        rss = proc.get("peak_rss_kib")
+        lines.append(f"| {mode} | {s.get('made', '-')} | {fmt(c)} | {fmt(w)} | {fmt(s.get('p50_ms'), 3)} | {fmt(s.get('p99_ms'), 3)} | "
+                     f"{ratio_cold} | {ratio_mono} | {found} | {fmt(None if rss is None else rss / 1024)} | "
+                     f"{fmt(mib(proc.get('read_bytes')))} | {fmt(mib(proc.get('written_bytes')))} | {fmt(mib(r.get('store_bytes')))} | {fmt(r.get('open_ms'), 2)} |")
+    return "\n".join(lines) + "\n"
+
+
+COLOURS = {"cold": "#d62728", "monolithic": "#1f77b4", "driver cache": "#9467bd", "pipekeep cold": "#ff7f0e",
+           "pipekeep warm": "#2ca02c", "pipekeep warm, 10% damaged": "#8c564b"}
+
+
+def plot(title, results, path):
+    """Cumulative creation time against pipelines made, one line a mode, log scale on y."""
+    import math
+    w, h, left, bottom, top = 860, 460, 80, 50, 40
+    series = {m: r["summary"].get("times_ms") or [] for m, r in results.items()}
+    series = {m: v for m, v in series.items() if v}
+    if not series:
+        return
+    n_max = max(len(v) for v in series.values())
+    cum = {m: [sum(v[:i + 1]) for i in range(len(v))] for m, v in series.items()}
+    lo = max(1e-3, min(min(c) for c in cum.values()))
+    hi = max(max(c) for c in cum.values())
+    y = lambda v: top + (h - top - bottom) * (1 - (math.log10(max(v, lo)) - math.log10(lo)) / max(1e-9, math.log10(hi) - math.log10(lo)))
+    x = lambda i: left + (w - left - 200) * i / max(1, n_max - 1)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           '<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="{left}" y="20" font-size="14">{title}: cumulative pipeline-creation time (ms, log scale) against pipelines made</text>']
+    for k in range(int(math.floor(math.log10(lo))), int(math.ceil(math.log10(hi))) + 1):
+        v = 10 ** k
+        if lo <= v <= hi:
+            out.append(f'<line x1="{left}" x2="{w - 200}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/><text x="5" y="{y(v) + 4:.1f}">{v:g}</text>')
+    for idx, (m, c) in enumerate(cum.items()):
+        step = max(1, len(c) // 400)
+        pts = " ".join(f"{x(i):.1f},{y(c[i]):.1f}" for i in list(range(0, len(c), step)) + [len(c) - 1])
+        out.append(f'<polyline fill="none" stroke="{COLOURS.get(m, "#000")}" stroke-width="2" points="{pts}"/>')
+        out.append(f'<text x="{w - 190}" y="{top + 18 * idx}" fill="{COLOURS.get(m, "#000")}">{m}: {c[-1]:,.0f} ms</text>')
+    out.append(f'<text x="{left}" y="{h - 15}">pipelines made (0 .. {n_max})</text></svg>')
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--driver", choices=DRIVERS, default="radv")
+    ap.add_argument("--bin-dir", default="target/release", help="holds pipekeep, pipekeep-testapp and libpipekeep.so")
+    ap.add_argument("--corpus", default=os.path.join(os.path.dirname(__file__), "../../shared/corpus"))
+    ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--threads", default=f"1,{os.cpu_count()}", help="comma-separated thread counts")
+    ap.add_argument("--workloads", default="ncnn,pygfx,synth,app")
+    ap.add_argument("--ncnn-threads", default=None, help="thread counts for ncnn only (it is the long one)")
+    ap.add_argument("--timeout", type=int, default=900)
+    args = ap.parse_args()
+    drv = DRIVERS[args.driver]
+    os.makedirs(args.out, exist_ok=True)
+    manifest = write_manifest(args.bin_dir, args.out)
+    scratch = tempfile.mkdtemp(prefix="pipekeep-bench-")
+    tool = os.path.join(args.bin_dir, "pipekeep")
+    app = os.path.join(args.bin_dir, "pipekeep-testapp")
+    dbs = {"ncnn": drv["ncnn"], "pygfx": "pygfx-1008variants.foz", "synth": "saschawillems-glsl-synth.foz"}
+    report = [f"### {args.driver}: " + subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.strip(), ""]
+    raw = {}
+    for wl in args.workloads.split(","):
+        threads_list = args.ncnn_threads if wl == "ncnn" and args.ncnn_threads else args.threads
+        for threads in [int(t) for t in threads_list.split(",")]:
+            if wl == "app":
+                def cmd_for(th, cache):
+                    return [app, "--compute", "400", "--graphics", "200", "--threads", str(th), "--batch", "10"]
+                supports = False
+            else:
+                db = os.path.join(args.corpus, dbs[wl])
+
+                def cmd_for(th, cache, db=db):
+                    c = [tool, "replay", "--json", "--times", "--threads", str(th), db]
+                    return c + (["--app-cache", cache] if cache else [])
+                supports = True
+            started = time.monotonic()
+            results = bench_workload(wl, cmd_for, args, drv, threads, manifest, scratch, supports)
+            device = next((r["summary"].get("device") for r in results.values() if r["summary"].get("device")), "?")
+            title = f"{wl} ({dbs.get(wl, 'test app: 400 compute + 200 graphics')}), {threads} thread(s), {device}"
+            report.append(table(title, results))
+            plot(title, results, os.path.join(args.out, f"{args.driver}-{wl}-{threads}t.svg"))
+            for r in results.values():
+                r["summary"].pop("times_ms", None)
+            raw[f"{wl}-{threads}"] = results
+            print(report[-1], flush=True)
+            sys.stderr.write(f"bench: {wl} at {threads} thread(s) took {time.monotonic() - started:.0f} s\n")
+    with open(os.path.join(args.out, f"{args.driver}.md"), "w") as f:
+        f.write("\n".join(report))
+    with open(os.path.join(args.out, f"{args.driver}.json"), "w") as f:
+        json.dump(raw, f, indent=1)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
