@@ -111,6 +111,7 @@ def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, support
     with_layer = dict(base, **drv["cache_off"], VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER, PIPEKEEP_DIR=store)
     mono = os.path.join(scratch, f"mono-{name}-{threads}.bin")
     driver_dir = os.path.join(scratch, f"drivercache-{name}-{threads}")
+    os.makedirs(driver_dir, exist_ok=True)
     on = dict(base, **drv["cache_on"](driver_dir), PIPEKEEP_DISABLE="1")
     results = {}
     t = args.timeout
@@ -243,11 +244,12 @@ def main():
                 r["summary"].pop("times_ms", None)
             raw[f"{wl}-{threads}"] = results
             print(report[-1], flush=True)
+            # Written after every workload, so a run stopped early still leaves what it measured.
+            with open(os.path.join(args.out, f"{args.driver}.md"), "w") as f:
+                f.write("\n".join(report))
+            with open(os.path.join(args.out, f"{args.driver}.json"), "w") as f:
+                json.dump(raw, f, indent=1)
             sys.stderr.write(f"bench: {wl} at {threads} thread(s) took {time.monotonic() - started:.0f} s\n")
-    with open(os.path.join(args.out, f"{args.driver}.md"), "w") as f:
-        f.write("\n".join(report))
-    with open(os.path.join(args.out, f"{args.driver}.json"), "w") as f:
-        json.dump(raw, f, indent=1)
     shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -18,6 +18,9 @@ pub enum Outcome {
     /// Compiled by the driver through a kept cache (its entry is counted by [`Watch::written`]
     /// once written).
     Compiled,
+    /// Compiled although its entry was there and whole: the driver did not find the pipeline
+    /// in it (counted in `compiled` too, and as `refused`).
+    Refused,
     /// Could not be keyed: built as the application asked.
     Unkeyed,
     /// Keyed, but built as the application asked (no store, or the store failed).
@@ -36,6 +39,7 @@ pub struct Watch {
     written: AtomicU64,
     unkeyed: AtomicU64,
     passed: AtomicU64,
+    refused: AtomicU64,
     total_ns: AtomicU64,
     longest_ns: AtomicU64,
     finished: AtomicBool,
@@ -50,6 +54,8 @@ pub struct Tally {
     pub written: u64,
     pub unkeyed: u64,
     pub passed: u64,
+    #[serde(default)]
+    pub refused: u64,
     pub total_ms: f64,
     pub longest_ms: f64,
 }
@@ -58,8 +64,8 @@ impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={}",
-            self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={}",
+            self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused
         )
     }
 }
@@ -73,6 +79,10 @@ impl Watch {
         let counter = match outcome {
             Outcome::Found => &self.found,
             Outcome::Compiled => &self.compiled,
+            Outcome::Refused => {
+                self.refused.fetch_add(1, Relaxed);
+                &self.compiled
+            }
             Outcome::Unkeyed => &self.unkeyed,
             Outcome::PassedThrough => &self.passed,
         };
@@ -96,6 +106,7 @@ impl Watch {
             written: self.written.load(Relaxed),
             unkeyed: self.unkeyed.load(Relaxed),
             passed: self.passed.load(Relaxed),
+            refused: self.refused.load(Relaxed),
             total_ms: self.total_ns.load(Relaxed) as f64 / 1e6,
             longest_ms: self.longest_ns.load(Relaxed) as f64 / 1e6,
         }
@@ -186,7 +197,7 @@ mod tests {
             "{line}"
         );
         assert!(
-            line.ends_with("compiled=1 written=1 unkeyed=1 passed=0"),
+            line.ends_with("compiled=1 written=1 unkeyed=1 passed=0 refused=0"),
             "{line}"
         );
         // No other field name ends in built, found, total_ms or longest_ms.

@@ -391,7 +391,11 @@ unsafe fn build_kept<T: PipelineInfo>(
 ) -> Option<(vk::Result, vk::Pipeline, Outcome)> {
     let found = match store.lookup(key) {
         Ok(Lookup::Found(entry)) => Some(entry),
-        Ok(Lookup::Missing | Lookup::Dropped(_)) => None,
+        Ok(Lookup::Missing) => {
+            tracing::debug!(entry = %key.file_name(), "no entry; compiling");
+            None
+        }
+        Ok(Lookup::Dropped(_)) => None, // logged at warn by the store
         Err(e) => {
             tracing::debug!(error = %e, "entry unreadable; compiling afresh");
             None
@@ -451,11 +455,12 @@ unsafe fn build_kept<T: PipelineInfo>(
         },
     };
     // Found or compiled: the feedback's cache-hit bit where the driver marks it valid (on RADV a
-    // found pipeline may change the cache's size by a few bytes), else the cache's size.
-    let hit = feedback
-        .as_ref()
-        .and_then(|f| f.cache_hit())
-        .unwrap_or(!built.grew);
+    // found pipeline may change the cache's size by a few bytes), else the cache's size. Feedback
+    // chained but not marked valid says nothing: counted as compiled, the entry is written again.
+    let hit = match feedback.as_ref() {
+        Some(f) => f.cache_hit().unwrap_or(false),
+        None => !built.grew,
+    };
     let outcome = if let Some(entry) = seeded.filter(|_| hit) {
         store.stamp(entry);
         Outcome::Found
@@ -465,7 +470,12 @@ unsafe fn build_kept<T: PipelineInfo>(
             dev.writer
                 .write(store.clone(), *key, data, store.next_stamp());
         }
-        Outcome::Compiled
+        if seeded.is_some() {
+            tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");
+            Outcome::Refused
+        } else {
+            Outcome::Compiled
+        }
     };
     Some((built.result, built.pipeline, outcome))
 }
