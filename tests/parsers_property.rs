@@ -1,0 +1,90 @@
+//! The parsers of bytes from disk under arbitrary input, on stable Rust in CI (the cargo-fuzz
+//! targets in fuzz/ explore the same functions further where nightly is available): the envelope
+//! decoder, the Fossilize container reader with the payload parser, and damaged corpus copies.
+
+use pipekeep::key::PipelineKey;
+use pipekeep::replay::{foz, objects::Catalog};
+use pipekeep::store::{envelope, Identity};
+use proptest::prelude::*;
+
+fn identity() -> Identity {
+    Identity {
+        vendor_id: 0x1002,
+        device_id: 0x73bf,
+        driver_version: 7,
+        cache_uuid: [1; 16],
+        abi: 8,
+    }
+}
+
+fn key() -> PipelineKey {
+    PipelineKey {
+        spirv: [2; 16],
+        state: [3; 16],
+    }
+}
+
+fn good_entry(payload: &[u8]) -> Vec<u8> {
+    let id = identity();
+    let mut data = Vec::new();
+    data.extend_from_slice(&32u32.to_le_bytes());
+    data.extend_from_slice(&1u32.to_le_bytes());
+    data.extend_from_slice(&id.vendor_id.to_le_bytes());
+    data.extend_from_slice(&id.device_id.to_le_bytes());
+    data.extend_from_slice(&id.cache_uuid);
+    data.extend_from_slice(payload);
+    envelope::encode(&id, &key(), &data)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn the_envelope_decoder_never_panics_and_accepts_only_whole_entries(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        if let Ok(data) = envelope::decode(&bytes, &identity(), &key()) {
+            prop_assert_eq!(envelope::encode(&identity(), &key(), data), bytes);
+        }
+    }
+
+    #[test]
+    fn any_damage_to_a_good_entry_is_refused(payload in proptest::collection::vec(any::<u8>(), 1..200), at in any::<usize>(), flip in 1u8..=255) {
+        let mut bytes = good_entry(&payload);
+        let i = at % bytes.len();
+        bytes[i] ^= flip;
+        prop_assert!(envelope::decode(&bytes, &identity(), &key()).is_err());
+    }
+
+    #[test]
+    fn the_container_reader_and_payload_parser_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let mut db = foz::MAGIC.to_vec();
+        db.extend_from_slice(&[0, 0, 0, 6]);
+        db.extend_from_slice(&bytes);
+        for input in [&bytes[..], &db[..]] {
+            if let Ok(entries) = foz::read_entries(input) {
+                let _ = Catalog::from_entries(entries);
+            }
+        }
+    }
+
+    #[test]
+    fn payloads_of_any_shape_are_parsed_or_named_malformed(tag in 0u32..10, json in "\\{\"version\":6,\"(shaderModules|setLayouts|computePipelines|renderPasses)\":\\{\"[0-9a-f]{16}\":\\{[a-zA-Z\":0-9,\\[\\]{}]{0,80}\\}\\}\\}", tail in proptest::collection::vec(any::<u8>(), 0..40)) {
+        let mut payload = json.into_bytes();
+        payload.push(0);
+        payload.extend_from_slice(&tail);
+        let db = foz::write_entries(&[(tag, 1, payload)]);
+        let entries = foz::read_entries(&db).unwrap();
+        let _ = Catalog::from_entries(entries);
+    }
+}
+
+#[test]
+fn every_cut_of_a_real_database_reads_without_panic() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus/saschawillems-glsl-synth.foz");
+    let bytes = std::fs::read(&path).expect("the corpus is beside the checkout");
+    for cut in (0..bytes.len()).step_by(997) {
+        if let Ok(entries) = foz::read_entries(&bytes[..cut]) {
+            let _ = Catalog::from_entries(entries);
+        }
+    }
+}
