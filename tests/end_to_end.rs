@@ -310,3 +310,46 @@ fn the_title_comes_from_pipekeep_title_or_the_application_name() {
     assert!(run.ok);
     assert!(tmp.path().join("store/.._x/host-pipelines").is_dir());
 }
+
+#[test]
+fn two_instances_with_a_device_each_keep_their_own_data_and_share_one_opening() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "--instances",
+        "2",
+        "--compute",
+        "10",
+        "--graphics",
+        "6",
+        "--threads",
+        "2",
+    ];
+    let cold = app(Driver::Radv, tmp.path(), &args);
+    // Each device's own final line counts its own 16 pipelines.
+    let finals: Vec<&str> = cold
+        .stderr
+        .lines()
+        .filter(|l| l.contains(" built=16 "))
+        .collect();
+    assert_eq!(finals.len(), 2, "{}", cold.all());
+    assert_eq!(
+        cold.stderr
+            .matches("pipekeep is active on a device")
+            .count(),
+        2
+    );
+    assert_eq!(
+        cold.stderr.matches("store opened").count(),
+        1,
+        "one opening per identity per process\n{}",
+        cold.all()
+    );
+    assert_eq!(entries(&tmp.path().join("store")).len(), 16);
+    let warm = app(Driver::Radv, tmp.path(), &args);
+    let found: Vec<&str> = warm
+        .stderr
+        .lines()
+        .filter(|l| l.contains(" built=16 ") && l.contains(" found=16 "))
+        .collect();
+    assert_eq!(found.len(), 2, "{}", warm.all());
+}

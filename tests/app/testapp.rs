@@ -51,6 +51,9 @@ struct Args {
     /// Layers to enable through ppEnabledLayerNames, closest to the application first.
     #[arg(long, value_delimiter = ',')]
     layers: Vec<String>,
+    /// Instances, each with its own device, running at once (each makes every pipeline asked).
+    #[arg(long, default_value_t = 1)]
+    instances: u32,
     /// First variant number: runs with other seeds make other pipelines.
     #[arg(long, default_value_t = 0)]
     seed: u32,
@@ -112,13 +115,25 @@ fn compute_spec(v: u32) -> [u32; 2] {
 
 fn main() {
     let args = Args::parse();
-    match run(&args) {
-        Ok(ok) => std::process::exit(if ok { 0 } else { 1 }),
-        Err(e) => {
-            eprintln!("testapp: {e}");
-            std::process::exit(2);
-        }
+    let results: Vec<Result<bool, String>> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..args.instances.max(1))
+            .map(|_| s.spawn(|| run(&args)))
+            .collect();
+        runs.into_iter()
+            .map(|r| r.join().unwrap_or_else(|_| Err("a run panicked".into())))
+            .collect()
+    });
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        eprintln!("testapp: {e}");
     }
+    let code = if results.iter().any(Result::is_err) {
+        2
+    } else if results.iter().all(|r| *r.as_ref().unwrap_or(&false)) {
+        0
+    } else {
+        1
+    };
+    std::process::exit(code);
 }
 
 fn run(args: &Args) -> Result<bool, String> {
