@@ -119,13 +119,7 @@ fn identity() -> Identity {
 }
 
 fn cache_data(payload: usize) -> Vec<u8> {
-    let id = identity();
-    let mut d = Vec::with_capacity(32 + payload);
-    d.extend_from_slice(&32u32.to_le_bytes());
-    d.extend_from_slice(&1u32.to_le_bytes());
-    d.extend_from_slice(&id.vendor_id.to_le_bytes());
-    d.extend_from_slice(&id.device_id.to_le_bytes());
-    d.extend_from_slice(&id.cache_uuid);
+    let mut d = pipekeep::store::envelope::cache_header(&identity()).to_vec();
     d.extend((0..payload).map(|i| (i * 7 % 251) as u8));
     d
 }

@@ -111,16 +111,8 @@ fn verify_finds_each_damage_and_fix_drops_exactly_those() {
 fn prune_keeps_exactly_what_the_stamp_order_says() {
     let tmp = tempfile::tempdir().unwrap();
     make_store(tmp.path());
-    let mut stamped: Vec<(std::time::SystemTime, std::path::PathBuf, u64)> =
-        entries(&tmp.path().join("store"))
-            .into_iter()
-            .map(|p| {
-                let m = std::fs::metadata(&p).unwrap();
-                (m.modified().unwrap(), p, m.len())
-            })
-            .collect();
-    stamped.sort_by_key(|e| std::cmp::Reverse(e.0));
-    let bound: u64 = stamped.iter().take(4).map(|e| e.2).sum();
+    let stamped = entries_by_use(&tmp.path().join("store"));
+    let bound: u64 = stamped.iter().take(4).map(|e| e.1).sum();
     let dry = json(&tool(
         tmp.path(),
         &[
@@ -139,7 +131,7 @@ fn prune_keeps_exactly_what_the_stamp_order_says() {
     );
     let run = tool(tmp.path(), &["prune", "--max-bytes", &bound.to_string()]);
     assert!(run.ok, "{}", run.all());
-    let mut expected: Vec<_> = stamped.iter().take(4).map(|e| e.1.clone()).collect();
+    let mut expected: Vec<_> = stamped.iter().take(4).map(|e| e.0.clone()).collect();
     expected.sort();
     assert_eq!(entries(&tmp.path().join("store")), expected);
 }

@@ -134,17 +134,8 @@ fn a_small_bound_holds_after_opening_and_the_first_used_pipelines_survive() {
             "1",
         ],
     );
-    let mut by_use: Vec<(std::time::SystemTime, std::path::PathBuf, u64)> =
-        entries(&tmp.path().join("store"))
-            .into_iter()
-            .map(|p| {
-                let m = std::fs::metadata(&p).unwrap();
-                (m.modified().unwrap(), p, m.len())
-            })
-            .collect();
-    // The first used carries the latest stamp.
-    by_use.sort_by_key(|e| std::cmp::Reverse(e.0));
-    let bound: u64 = by_use.iter().take(5).map(|e| e.2).sum::<u64>() + 10;
+    let by_use = entries_by_use(&tmp.path().join("store"));
+    let bound: u64 = by_use.iter().take(5).map(|e| e.1).sum::<u64>() + 10;
     let run = App::new(Driver::Radv, tmp.path())
         .with_layer()
         .env("PIPEKEEP_MAX_BYTES", bound.to_string())
@@ -163,7 +154,7 @@ fn a_small_bound_holds_after_opening_and_the_first_used_pipelines_survive() {
         .map(|p| std::fs::metadata(p).unwrap().len())
         .sum();
     assert!(total <= bound, "{total} > {bound}");
-    let expected: Vec<_> = by_use.iter().take(5).map(|e| e.1.clone()).collect();
+    let expected: Vec<_> = by_use.iter().take(5).map(|e| e.0.clone()).collect();
     let mut expected_sorted = expected.clone();
     expected_sorted.sort();
     assert_eq!(kept, expected_sorted, "the five first used survive");
@@ -352,4 +343,27 @@ fn two_instances_with_a_device_each_keep_their_own_data_and_share_one_opening() 
         .filter(|l| l.contains(" built=16 ") && l.contains(" found=16 "))
         .collect();
     assert_eq!(found.len(), 2, "{}", warm.all());
+}
+
+#[test]
+fn a_structure_the_key_does_not_understand_is_built_as_asked_and_not_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["--compute", "4", "--graphics", "6", "--depth-clip"];
+    for _ in 0..2 {
+        let run = app(Driver::Radv, tmp.path(), &args);
+        assert_eq!(run.made(), 10, "{}", run.all());
+        let w = run.watch();
+        assert_eq!(
+            w.unkeyed,
+            6,
+            "the graphics pipelines chain depth-clip state\n{}",
+            run.all()
+        );
+        assert_eq!(w.built, 10);
+    }
+    assert_eq!(
+        entries(&tmp.path().join("store")).len(),
+        4,
+        "only the compute pipelines are kept"
+    );
 }

@@ -26,12 +26,7 @@ fn key() -> PipelineKey {
 
 fn good_entry(payload: &[u8]) -> Vec<u8> {
     let id = identity();
-    let mut data = Vec::new();
-    data.extend_from_slice(&32u32.to_le_bytes());
-    data.extend_from_slice(&1u32.to_le_bytes());
-    data.extend_from_slice(&id.vendor_id.to_le_bytes());
-    data.extend_from_slice(&id.device_id.to_le_bytes());
-    data.extend_from_slice(&id.cache_uuid);
+    let mut data = envelope::cache_header(&id).to_vec();
     data.extend_from_slice(payload);
     envelope::encode(&id, &key(), &data)
 }

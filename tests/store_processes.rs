@@ -32,13 +32,7 @@ fn key(n: u32) -> PipelineKey {
 
 /// Pipeline-cache data of `len` payload bytes, varying with `seed`.
 fn data(seed: u32, len: usize) -> Vec<u8> {
-    let id = identity();
-    let mut d = Vec::with_capacity(32 + len);
-    d.extend_from_slice(&32u32.to_le_bytes());
-    d.extend_from_slice(&1u32.to_le_bytes());
-    d.extend_from_slice(&id.vendor_id.to_le_bytes());
-    d.extend_from_slice(&id.device_id.to_le_bytes());
-    d.extend_from_slice(&id.cache_uuid);
+    let mut d = pipekeep::store::envelope::cache_header(&identity()).to_vec();
     d.extend((0..len).map(|i| (i as u32).wrapping_mul(seed | 1) as u8));
     d
 }

@@ -477,3 +477,65 @@ pub unsafe fn graphics(
         robustness,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::objects::Objects;
+
+    fn stage() -> vk::PipelineShaderStageCreateInfo<'static> {
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .name(c"main")
+    }
+
+    #[test]
+    fn a_module_the_layer_never_saw_is_unkeyable() {
+        let ci = vk::ComputePipelineCreateInfo::default().stage(stage());
+        // SAFETY: a valid create info built here.
+        let r = unsafe { compute(&ci, &Objects::default()) };
+        assert_eq!(r, Err(Unkeyable::UnknownObject("shader module")));
+    }
+
+    #[test]
+    fn a_module_identifier_is_unkeyable() {
+        let id = [1u8; 16];
+        let mut ident =
+            vk::PipelineShaderStageModuleIdentifierCreateInfoEXT::default().identifier(&id);
+        let ci = vk::ComputePipelineCreateInfo::default().stage(stage().push_next(&mut ident));
+        // SAFETY: a valid create info built here.
+        assert_eq!(
+            unsafe { compute(&ci, &Objects::default()) },
+            Err(Unkeyable::ModuleIdentifier)
+        );
+    }
+
+    #[test]
+    fn a_pipeline_library_and_flags2_and_unknown_structures_are_unkeyable() {
+        let ci = vk::ComputePipelineCreateInfo::default()
+            .stage(stage())
+            .flags(vk::PipelineCreateFlags::LIBRARY_KHR);
+        // SAFETY: valid create infos built here.
+        assert_eq!(
+            unsafe { compute(&ci, &Objects::default()) },
+            Err(Unkeyable::Library)
+        );
+        let mut flags2 = vk::PipelineCreateFlags2CreateInfoKHR::default();
+        let ci = vk::ComputePipelineCreateInfo::default()
+            .stage(stage())
+            .push_next(&mut flags2);
+        assert!(matches!(
+            unsafe { compute(&ci, &Objects::default()) },
+            Err(Unkeyable::UnknownStructure {
+                place: "a pipeline",
+                ..
+            })
+        ));
+        let mut libs = vk::PipelineLibraryCreateInfoKHR::default();
+        let g = vk::GraphicsPipelineCreateInfo::default().push_next(&mut libs);
+        assert_eq!(
+            unsafe { graphics(&g, &Objects::default()) },
+            Err(Unkeyable::Library)
+        );
+    }
+}

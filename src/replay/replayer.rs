@@ -416,6 +416,24 @@ unsafe fn save_app_cache(
     Ok(())
 }
 
+/// Makes every object of one kind; a malformed one is an error with that reason.
+fn made_all<V, T>(
+    objects: &BTreeMap<u64, Option<V>>,
+    create: impl Fn(&V) -> Result<T, String>,
+) -> Vec<(u64, Result<T, String>)> {
+    objects
+        .iter()
+        .map(|(h, v)| {
+            (
+                *h,
+                v.as_ref()
+                    .ok_or_else(|| "malformed entry".to_string())
+                    .and_then(&create),
+            )
+        })
+        .collect()
+}
+
 /// Files a made object by hash, or why it could not be made.
 fn keep<T>(
     made_objects: &mut HashMap<u64, T>,
@@ -452,47 +470,28 @@ impl Replay {
     }
 
     unsafe fn make_objects(&mut self, c: &Catalog) {
-        for (h, v) in &c.samplers {
-            let made = v
-                .as_ref()
-                .ok_or_else(|| "malformed entry".to_string())
-                .and_then(|v| unsafe { self.sampler(v) });
-            keep(&mut self.samplers, &mut self.failed, *h, made);
+        // In dependency order: set layouts need samplers, pipeline layouts need set layouts.
+        for (h, r) in made_all(&c.samplers, |v| unsafe { self.sampler(v) }) {
+            keep(&mut self.samplers, &mut self.failed, h, r);
         }
-        for (h, v) in &c.set_layouts {
-            let made = v
-                .as_ref()
-                .ok_or_else(|| "malformed entry".to_string())
-                .and_then(|v| unsafe { self.set_layout(v) });
-            keep(&mut self.set_layouts, &mut self.failed, *h, made);
+        for (h, r) in made_all(&c.set_layouts, |v| unsafe { self.set_layout(v) }) {
+            keep(&mut self.set_layouts, &mut self.failed, h, r);
         }
-        for (h, v) in &c.pipeline_layouts {
-            let made = v
-                .as_ref()
-                .ok_or_else(|| "malformed entry".to_string())
-                .and_then(|v| unsafe { self.pipeline_layout(v) });
-            keep(&mut self.pipeline_layouts, &mut self.failed, *h, made);
+        for (h, r) in made_all(&c.pipeline_layouts, |v| unsafe { self.pipeline_layout(v) }) {
+            keep(&mut self.pipeline_layouts, &mut self.failed, h, r);
         }
-        for (h, code) in &c.shader_modules {
-            let made = code
-                .as_ref()
-                .ok_or_else(|| "malformed entry".to_string())
-                .and_then(|code| unsafe {
-                    self.device
-                        .create_shader_module(
-                            &vk::ShaderModuleCreateInfo::default().code(code),
-                            None,
-                        )
-                        .map_err(|e| format!("driver error {e}"))
-                });
-            keep(&mut self.modules, &mut self.failed, *h, made);
+        let module = |code: &Vec<u32>| unsafe {
+            self.device
+                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(code), None)
+                .map_err(|e| format!("driver error {e}"))
+        };
+        for (h, r) in made_all(&c.shader_modules, module) {
+            keep(&mut self.modules, &mut self.failed, h, r);
         }
-        for (h, v) in &c.render_passes {
-            let made = v
-                .as_ref()
-                .ok_or_else(|| "malformed entry".to_string())
-                .and_then(|(version, v)| unsafe { self.render_pass(*version, v) });
-            keep(&mut self.render_passes, &mut self.failed, *h, made);
+        for (h, r) in made_all(&c.render_passes, |(version, v)| unsafe {
+            self.render_pass(*version, v)
+        }) {
+            keep(&mut self.render_passes, &mut self.failed, h, r);
         }
     }
 

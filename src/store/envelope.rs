@@ -180,6 +180,17 @@ pub fn check_cache_header(data: &[u8], identity: &Identity) -> Result<(), EntryE
     Ok(())
 }
 
+/// The `VkPipelineCacheHeaderVersionOne` a driver of this identity puts in front of its data.
+pub fn cache_header(identity: &Identity) -> [u8; CACHE_HEADER_LEN] {
+    let mut h = [0u8; CACHE_HEADER_LEN];
+    h[0..4].copy_from_slice(&(CACHE_HEADER_LEN as u32).to_le_bytes());
+    h[4..8].copy_from_slice(&CACHE_HEADER_VERSION_ONE.to_le_bytes());
+    h[8..12].copy_from_slice(&identity.vendor_id.to_le_bytes());
+    h[12..16].copy_from_slice(&identity.device_id.to_le_bytes());
+    h[16..32].copy_from_slice(&identity.cache_uuid);
+    h
+}
+
 /// True when pipeline-cache data holds more than its header: something worth keeping.
 pub fn holds_more_than_header(data: &[u8]) -> bool {
     data.len() >= CACHE_HEADER_LEN && data.len() > u32_at(data, 0) as usize
@@ -211,14 +222,7 @@ pub(crate) mod tests {
 
     /// Pipeline-cache data as a driver would give it: a header, then a payload.
     pub fn cache_data(id: &Identity, payload: &[u8]) -> Vec<u8> {
-        let mut d = Vec::new();
-        d.extend_from_slice(&32u32.to_le_bytes());
-        d.extend_from_slice(&1u32.to_le_bytes());
-        d.extend_from_slice(&id.vendor_id.to_le_bytes());
-        d.extend_from_slice(&id.device_id.to_le_bytes());
-        d.extend_from_slice(&id.cache_uuid);
-        d.extend_from_slice(payload);
-        d
+        [&cache_header(id)[..], payload].concat()
     }
 
     // If these golden tests fail, the bytes on disk changed: bump FORMAT_VERSION (and

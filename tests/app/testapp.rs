@@ -48,6 +48,10 @@ struct Args {
     /// pApplicationName.
     #[arg(long, default_value = "pipekeep-testapp")]
     app_name: String,
+    /// Chain VkPipelineRasterizationDepthClipStateCreateInfoEXT into graphics pipelines (a
+    /// structure pipekeep's key does not understand), enabling VK_EXT_depth_clip_enable.
+    #[arg(long)]
+    depth_clip: bool,
     /// Layers to enable through ppEnabledLayerNames, closest to the application first.
     #[arg(long, value_delimiter = ',')]
     layers: Vec<String>,
@@ -82,6 +86,7 @@ struct Shared {
     sampler: vk::Sampler,
     app_cache: vk::PipelineCache,
     dynamic_rendering: bool,
+    depth_clip: bool,
 }
 
 /// What one pipeline request produced.
@@ -185,14 +190,23 @@ fn run(args: &Args) -> Result<bool, String> {
     let mut features13 = vk::PhysicalDeviceVulkan13Features::default()
         .dynamic_rendering(true)
         .pipeline_creation_cache_control(true);
+    let extensions = [ash::ext::depth_clip_enable::NAME.as_ptr()];
+    let mut depth_clip =
+        vk::PhysicalDeviceDepthClipEnableFeaturesEXT::default().depth_clip_enable(true);
     let mut device_ci = vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci);
+    if args.depth_clip {
+        device_ci = device_ci
+            .enabled_extension_names(&extensions)
+            .push_next(&mut depth_clip);
+    }
     if dynamic_rendering {
         device_ci = device_ci.push_next(&mut features13);
     }
     // SAFETY: a valid create info for this physical device.
     let device = unsafe { instance.create_device(physical, &device_ci, None) }
         .map_err(|e| format!("vkCreateDevice: {e}"))?;
-    let shared = setup(&device, args, dynamic_rendering)?;
+    let mut shared = setup(&device, args, dynamic_rendering)?;
+    shared.depth_clip = args.depth_clip;
 
     let started = Instant::now();
     let jobs = jobs(args, dynamic_rendering);
@@ -376,6 +390,7 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             sampler,
             app_cache,
             dynamic_rendering,
+            depth_clip: false,
         })
     }
 }
@@ -454,6 +469,39 @@ fn make_pipelines(s: &Shared, jobs: &[Job], args: &Args) -> (Tally, Vec<vk::Pipe
         tally.add(&t);
     }
     (tally, made)
+}
+
+/// `vkCreate*Pipelines` as a raw function pointer.
+type CreatePipelines<T> = unsafe extern "system" fn(
+    vk::Device,
+    vk::PipelineCache,
+    u32,
+    *const T,
+    *const vk::AllocationCallbacks<'static>,
+    *mut vk::Pipeline,
+) -> vk::Result;
+
+/// One call of several pipelines, timed. The raw entry point, so that
+/// `VK_PIPELINE_COMPILE_REQUIRED` is seen as the driver returns it.
+fn timed_call<T>(
+    s: &Shared,
+    create: CreatePipelines<T>,
+    infos: &[T],
+) -> (vk::Result, Vec<vk::Pipeline>, Duration) {
+    let mut pipelines = vec![vk::Pipeline::null(); infos.len()];
+    let started = Instant::now();
+    // SAFETY: valid create infos whose data outlives the call.
+    let r = unsafe {
+        create(
+            s.device.handle(),
+            s.app_cache,
+            infos.len() as u32,
+            infos.as_ptr(),
+            std::ptr::null(),
+            pipelines.as_mut_ptr(),
+        )
+    };
+    (r, pipelines, started.elapsed())
 }
 
 /// Counts a call's results into a tally.
@@ -562,20 +610,7 @@ fn create_compute_batch(
             }
         })
         .collect();
-    let mut pipelines = vec![vk::Pipeline::null(); infos.len()];
-    let started = Instant::now();
-    // SAFETY: valid create infos; the raw entry point so VK_PIPELINE_COMPILE_REQUIRED is seen as is.
-    let r = unsafe {
-        (s.device.fp_v1_0().create_compute_pipelines)(
-            s.device.handle(),
-            s.app_cache,
-            infos.len() as u32,
-            infos.as_ptr(),
-            std::ptr::null(),
-            pipelines.as_mut_ptr(),
-        )
-    };
-    let took = started.elapsed();
+    let (r, pipelines, took) = timed_call(s, s.device.fp_v1_0().create_compute_pipelines, &infos);
     drop(infos);
     count(
         r,
@@ -660,10 +695,23 @@ fn create_graphics_batch(
     let viewport = vk::PipelineViewportStateCreateInfo::default()
         .viewport_count(1)
         .scissor_count(1);
+    let mut clips: Vec<vk::PipelineRasterizationDepthClipStateCreateInfoEXT> = variants
+        .iter()
+        .map(|_| {
+            vk::PipelineRasterizationDepthClipStateCreateInfoEXT::default().depth_clip_enable(true)
+        })
+        .collect();
     let rasters: Vec<vk::PipelineRasterizationStateCreateInfo> = variants
         .iter()
-        .map(|(v, _)| {
-            vk::PipelineRasterizationStateCreateInfo::default()
+        .zip(clips.iter_mut())
+        .map(|((v, _), clip)| {
+            let raster = vk::PipelineRasterizationStateCreateInfo::default();
+            let raster = if s.depth_clip {
+                raster.push_next(clip)
+            } else {
+                raster
+            };
+            raster
                 .polygon_mode(vk::PolygonMode::FILL)
                 .cull_mode(if v % 2 == 0 {
                     vk::CullModeFlags::BACK
@@ -749,20 +797,7 @@ fn create_graphics_batch(
         }
         infos.push(ci);
     }
-    let mut pipelines = vec![vk::Pipeline::null(); infos.len()];
-    let started = Instant::now();
-    // SAFETY: valid create infos; the raw entry point so VK_PIPELINE_COMPILE_REQUIRED is seen as is.
-    let r = unsafe {
-        (s.device.fp_v1_0().create_graphics_pipelines)(
-            s.device.handle(),
-            s.app_cache,
-            infos.len() as u32,
-            infos.as_ptr(),
-            std::ptr::null(),
-            pipelines.as_mut_ptr(),
-        )
-    };
-    let took = started.elapsed();
+    let (r, pipelines, took) = timed_call(s, s.device.fp_v1_0().create_graphics_pipelines, &infos);
     drop(infos);
     count(
         r,

@@ -264,3 +264,16 @@ pub fn entries(store: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// A store's entries, the first used first (the latest stamp), with their sizes.
+pub fn entries_by_use(store: &Path) -> Vec<(PathBuf, u64)> {
+    let mut stamped: Vec<(std::time::SystemTime, PathBuf, u64)> = entries(store)
+        .into_iter()
+        .map(|p| {
+            let m = std::fs::metadata(&p).unwrap();
+            (m.modified().unwrap(), p, m.len())
+        })
+        .collect();
+    stamped.sort_by_key(|e| std::cmp::Reverse(e.0));
+    stamped.into_iter().map(|(_, p, n)| (p, n)).collect()
+}
