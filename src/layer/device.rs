@@ -113,25 +113,38 @@ pub struct DeviceData {
     root: Option<PathBuf>,
     title: String,
     store: Option<StoreCell>,
+    /// Opens the store ahead of the first pipeline; joined at `vkDestroyDevice`.
+    opener: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl DeviceData {
     /// The store, opened at the first call (threads that need it first wait for that opening).
     /// `None` makes the layer a pass-through for this device.
     pub fn store(&self) -> Option<&Arc<Store>> {
-        let cell = self.store.as_ref()?;
-        cell.get_or_init(|| {
+        self.open_store(true).0
+    }
+
+    /// The store, opened at the first call, and whether this call opened it. With `bound_now`
+    /// false (the opening thread) the caller brings the title within its bound right after the
+    /// store is published.
+    fn open_store(&self, bound_now: bool) -> (Option<&Arc<Store>>, bool) {
+        let Some(cell) = self.store.as_ref() else {
+            return (None, false);
+        };
+        let mut opened_here = false;
+        let store = cell.get_or_init(|| {
+            opened_here = true;
             let root = self.root.as_ref()?;
             let opened_at = SETTINGS.test_open_time.unwrap_or_else(SystemTime::now);
-            match Store::open(root, &self.title, self.identity, SETTINGS.max_bytes, opened_at) {
+            match Store::open_then_bound(root, &self.title, self.identity, SETTINGS.max_bytes, opened_at, bound_now) {
                 Ok((store, _report)) => Some(Arc::new(store)),
                 Err(e) => {
                     tracing::warn!(title = %self.title, error = %e, "the pipeline store cannot be opened; pipekeep passes pipelines through");
                     None
                 }
             }
-        })
-        .as_ref()
+        });
+        (store.as_ref(), opened_here)
     }
 
     /// The run's end: the entries still queued, then the final compile-watch line and the run's
@@ -143,6 +156,9 @@ impl DeviceData {
         if at_exit {
             self.writer.drain_here();
         } else {
+            if let Some(opener) = self.opener.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = opener.join();
+            }
             self.writer.finish();
         }
         let runs = self
@@ -165,6 +181,36 @@ impl DeviceData {
 }
 
 pub static DEVICES: Registry<DeviceData> = Registry::new();
+
+/// Opens the device's store on a thread of the layer's own while the application loads its
+/// shaders, so the opening (a sweep, and a stat of every entry for the bound) is not paid inside
+/// the first pipeline's creation. A pipeline that comes first waits for the same opening.
+fn open_ahead(data: &Arc<DeviceData>) {
+    if !data.active || data.store.as_ref().is_none_or(|cell| cell.get().is_some()) {
+        return;
+    }
+    let ahead = data.clone();
+    let spawned = std::thread::Builder::new()
+        .name("pipekeep-open".into())
+        .spawn(move || {
+            guarded(
+                "store opening",
+                || {
+                    // The opening publishes the store first; the bound follows here, on this thread.
+                    if let (Some(store), true) = ahead.open_store(false) {
+                        store.keep_within_bound();
+                    }
+                },
+                || (),
+            )
+        });
+    match spawned {
+        Ok(handle) => *data.opener.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
+        Err(e) => {
+            tracing::debug!(error = %e, "no opening thread; the first pipeline opens the store")
+        }
+    }
+}
 
 /// Counts each entry written in the watch, and logs the first write that failed, once.
 fn count_writes(watch: Arc<Watch>) -> OnWritten {
@@ -329,9 +375,12 @@ pub unsafe extern "system" fn create_device(
                 root,
                 title: inst.title.clone(),
                 store,
+                opener: Default::default(),
             };
-            DEVICES.insert(dispatch_key(device), Arc::new(data));
+            let data = Arc::new(data);
+            DEVICES.insert(dispatch_key(device), data.clone());
             register_exit_handler();
+            open_ahead(&data);
         },
         || (),
     );

@@ -5,8 +5,6 @@
 //! name: it is checked in each entry's envelope and enters the state key, so a 32-bit and a
 //! 64-bit build of one title keep separate entries side by side.
 
-use std::fmt::Write as _;
-
 /// The identity fields checked in every envelope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Identity {
@@ -87,9 +85,11 @@ impl DirName {
 
 /// Lower-case hex of some bytes.
 pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        let _ = write!(s, "{b:02x}");
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 0xf)] as char);
     }
     s
 }

@@ -118,6 +118,21 @@ impl Store {
         max_bytes: u64,
         opened_at: SystemTime,
     ) -> Result<(Store, OpenReport), StoreError> {
+        Store::open_then_bound(root, title, identity, max_bytes, opened_at, true)
+    }
+
+    /// As [`Store::open`], but with `bound_now` false the bound is left to the caller, who calls
+    /// [`Store::keep_within_bound`] right after: the layer publishes the store to its pipelines
+    /// once what must never be loaded is dropped, and stats every entry for the bound on its own
+    /// opening thread meanwhile. Entries evicted while lookups run are simply missed.
+    pub fn open_then_bound(
+        root: &Path,
+        title: &str,
+        identity: Identity,
+        max_bytes: u64,
+        opened_at: SystemTime,
+        bound_now: bool,
+    ) -> Result<(Store, OpenReport), StoreError> {
         let title_dir = root.join(title);
         let dir = host_pipelines_dir(root, title).join(identity.dir_name());
         let store = Store {
@@ -130,7 +145,7 @@ impl Store {
             written_bytes: AtomicU64::new(0),
             bounding: AtomicBool::new(false),
         };
-        let report = open::sweep(&store)?;
+        let report = open::sweep(&store, bound_now)?;
         Ok((store, report))
     }
 
@@ -155,14 +170,12 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
             Err(e) => return Err(StoreError::io("open", &path)(e)),
         };
-        let len = file
-            .metadata()
-            .map_err(StoreError::io("stat", &path))?
-            .len();
-        // Read one byte past the length seen, so that a file that grew since is caught as long.
-        let mut bytes = Vec::with_capacity(len as usize + 1);
+        // No fstat to size the buffer (through `Take`, std's File does not stat either): most
+        // entries fit the first allocation, a larger one grows it, and the envelope checks the
+        // exact length read. 16 GiB at most.
+        let mut bytes = Vec::with_capacity(64 << 10);
         (&mut file)
-            .take(len.saturating_add(1).min(1 << 34))
+            .take(1 << 34)
             .read_to_end(&mut bytes)
             .map_err(StoreError::io("read", &path))?;
         match envelope::decode(&bytes, &self.identity, key) {
@@ -231,7 +244,11 @@ impl Store {
         if self.bounding.swap(true, Ordering::Acquire) {
             return None;
         }
+        let started = std::time::Instant::now();
         let report = bound::keep_within(&self.title_dir.join("host-pipelines"), self.max_bytes);
+        if let Ok(r) = &report {
+            tracing::debug!(entries = r.entries, bytes = r.bytes, evicted = r.evicted, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "bound checked");
+        }
         self.bounding.store(false, Ordering::Release);
         report.map_err(|e| tracing::warn!("{e}")).ok()
     }

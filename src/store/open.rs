@@ -27,7 +27,8 @@ pub struct OpenReport {
     pub took_ms: f64,
 }
 
-pub(super) fn sweep(store: &Store) -> Result<OpenReport, StoreError> {
+/// With `bound_now` false the caller brings the title within its bound itself, right after.
+pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreError> {
     let started = Instant::now();
     let mut report = OpenReport::default();
     fs::create_dir_all(&store.dir).map_err(StoreError::io("create", &store.dir))?;
@@ -58,8 +59,21 @@ pub(super) fn sweep(store: &Store) -> Result<OpenReport, StoreError> {
             }
         }
     }
-    report.bound = bound::keep_within(host_dir, store.max_bytes)?;
+    if bound_now {
+        report.bound = bound::keep_within(host_dir, store.max_bytes)?;
+    }
     report.took_ms = started.elapsed().as_secs_f64() * 1e3;
+    if !bound_now {
+        tracing::info!(
+            dir = %store.dir.display(),
+            stale_marker_drops = report.stale_marker_drops,
+            other_driver_drops = report.other_driver_drops,
+            partial_writes_dropped = report.partial_writes_dropped,
+            took_ms = %format_args!("{:.3}", report.took_ms),
+            "store opened (its bound is checked next, on the opening thread)"
+        );
+        return Ok(report);
+    }
     tracing::info!(
         dir = %store.dir.display(),
         entries = report.bound.entries,
