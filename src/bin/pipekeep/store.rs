@@ -109,6 +109,15 @@ pub struct WhereArgs {
     json: bool,
 }
 
+/// A listing of a directory, or, if it cannot be read, a clear message and nothing: the rest of
+/// the work goes on.
+fn readable<T>(path: &Path, listing: std::io::Result<Vec<T>>) -> Vec<T> {
+    listing.unwrap_or_else(|e| {
+        eprintln!("pipekeep: cannot read {}: {e}; skipped", path.display());
+        Vec::new()
+    })
+}
+
 fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
@@ -213,8 +222,9 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
     let mut out = Vec::new();
     for title in &titles {
         let mut dirs = Vec::new();
-        for d in identity_dirs(&root.join(title)).map_err(|e| e.to_string())? {
-            let files = entry_files(&d.path).unwrap_or_default();
+        let title_dir = root.join(title);
+        for d in readable(&title_dir, identity_dirs(&title_dir)) {
+            let files = readable(&d.path, entry_files(&d.path));
             let metas: Vec<_> = files
                 .iter()
                 .filter_map(|f| std::fs::metadata(f).ok())
@@ -275,8 +285,8 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     let (root, titles) = args.scope.titles()?;
     let files: Vec<PathBuf> = titles
         .iter()
-        .flat_map(|t| identity_dirs(&root.join(t)).unwrap_or_default())
-        .flat_map(|d| entry_files(&d.path).unwrap_or_default())
+        .flat_map(|t| readable(&root.join(t), identity_dirs(&root.join(t))))
+        .flat_map(|d| readable(&d.path, entry_files(&d.path)))
         .collect();
     let (mut good, mut bad) = (0u64, Vec::new());
     let show_progress = files.len() >= 1000
@@ -386,7 +396,7 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
 /// Removes our files in an identity directory, then the directory if nothing else is left.
 fn clear_dir(dir: &Path) -> u64 {
     let mut removed = 0;
-    for name in pipekeep::store::files::names_in(dir).unwrap_or_default() {
+    for name in readable(dir, pipekeep::store::files::names_in(dir)) {
         let ours = pipekeep::store::files::is_entry_name(&name)
             || name.ends_with(".tmp")
             || name.ends_with(".loading");
@@ -405,8 +415,7 @@ pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
     let (root, titles) = args.scope.titles()?;
     let mut out = Vec::new();
     for t in &titles {
-        let removed: u64 = identity_dirs(&root.join(t))
-            .unwrap_or_default()
+        let removed: u64 = readable(&root.join(t), identity_dirs(&root.join(t)))
             .iter()
             .map(|d| clear_dir(&d.path))
             .sum();
