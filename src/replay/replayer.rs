@@ -451,6 +451,16 @@ fn keep<T>(
     }
 }
 
+/// `vkCreate*Pipelines` as a raw function pointer.
+type CreatePipelines<T> = unsafe extern "system" fn(
+    vk::Device,
+    vk::PipelineCache,
+    u32,
+    *const T,
+    *const vk::AllocationCallbacks<'static>,
+    *mut vk::Pipeline,
+) -> vk::Result;
+
 /// A job's index, how long its creation took or why it was skipped, and whether it is graphics.
 type JobResult = (usize, Result<Duration, String>, bool);
 
@@ -852,14 +862,22 @@ impl Replay {
             .ok_or_else(|| self.missing("pipeline layout", h))
     }
 
-    /// Creates through `create`, timing only the call, and destroys what it made.
-    fn timed(
-        &self,
-        create: impl FnOnce(&mut vk::Pipeline) -> vk::Result,
-    ) -> Result<Duration, String> {
+    /// Creates one pipeline through `create`, timing only the call, and destroys what it made.
+    /// The raw entry point, so that every result is seen as the driver returns it.
+    fn timed<T>(&self, create: CreatePipelines<T>, info: &T) -> Result<Duration, String> {
         let mut pipeline = vk::Pipeline::null();
         let started = Instant::now();
-        let r = create(&mut pipeline);
+        // SAFETY: a valid create info whose data lives to the end of the caller.
+        let r = unsafe {
+            create(
+                self.device.handle(),
+                self.app_cache,
+                1,
+                info,
+                std::ptr::null(),
+                &mut pipeline,
+            )
+        };
         let took = started.elapsed();
         if pipeline != vk::Pipeline::null() {
             // SAFETY: a pipeline this replay made and nothing uses.
@@ -884,18 +902,7 @@ impl Replay {
             .stage(stage.info(&mut subgroup))
             .layout(self.layout(v)?)
             .base_pipeline_index(-1);
-        let create = self.device.fp_v1_0().create_compute_pipelines;
-        // SAFETY: a valid create info whose data lives to the end of this function.
-        self.timed(|p| unsafe {
-            create(
-                self.device.handle(),
-                self.app_cache,
-                1,
-                &ci,
-                std::ptr::null(),
-                p,
-            )
-        })
+        self.timed(self.device.fp_v1_0().create_compute_pipelines, &ci)
     }
 
     unsafe fn graphics(&self, v: &Value) -> Result<Duration, String> {
@@ -987,18 +994,7 @@ impl Replay {
         if render_pass == vk::RenderPass::null() {
             ci = ci.push_next(&mut rendering);
         }
-        let create = self.device.fp_v1_0().create_graphics_pipelines;
-        // SAFETY: a valid create info whose data lives to the end of this function.
-        self.timed(|p| unsafe {
-            create(
-                self.device.handle(),
-                self.app_cache,
-                1,
-                &ci,
-                std::ptr::null(),
-                p,
-            )
-        })
+        self.timed(self.device.fp_v1_0().create_graphics_pipelines, &ci)
     }
 
     unsafe fn destroy(&self) {
