@@ -11,16 +11,7 @@ fn make_store(tmp: &Path) {
     for _ in 0..2 {
         let run = App::new(Driver::Radv, tmp)
             .with_layer()
-            .args(&[
-                "--compute",
-                "12",
-                "--graphics",
-                "0",
-                "--threads",
-                "1",
-                "--batch",
-                "1",
-            ])
+            .args(&IN_ORDER)
             .run();
         assert!(run.ok, "{}", run.all());
     }

@@ -119,21 +119,7 @@ fn a_stale_loading_marker_costs_exactly_one_entry() {
 #[test]
 fn a_small_bound_holds_after_opening_and_the_first_used_pipelines_survive() {
     let tmp = tempfile::tempdir().unwrap();
-    // One thread, one pipeline a call: pipeline i is the i-th used.
-    app(
-        Driver::Radv,
-        tmp.path(),
-        &[
-            "--compute",
-            "12",
-            "--graphics",
-            "0",
-            "--threads",
-            "1",
-            "--batch",
-            "1",
-        ],
-    );
+    app(Driver::Radv, tmp.path(), &IN_ORDER);
     let by_use = entries_by_use(&tmp.path().join("store"));
     let bound: u64 = by_use.iter().take(5).map(|e| e.1).sum::<u64>() + 10;
     let run = App::new(Driver::Radv, tmp.path())

@@ -544,38 +544,23 @@ unsafe fn create_render_pass2_with(
     result
 }
 
-pub unsafe extern "system" fn create_render_pass2(
-    device: vk::Device,
-    create_info: *const vk::RenderPassCreateInfo2<'_>,
-    allocator: *const vk::AllocationCallbacks<'_>,
-    out: *mut vk::RenderPass,
-) -> vk::Result {
-    // SAFETY: forwarded as received.
-    unsafe {
-        create_render_pass2_with(
-            |d| d.fns.create_render_pass2,
-            device,
-            create_info,
-            allocator,
-            out,
-        )
-    }
+/// `vkCreateRenderPass2` and `vkCreateRenderPass2KHR`: the same intercept, each calling its own
+/// next command.
+macro_rules! render_pass2_entry {
+    ($name:ident, $next:ident) => {
+        pub unsafe extern "system" fn $name(
+            device: vk::Device,
+            create_info: *const vk::RenderPassCreateInfo2<'_>,
+            allocator: *const vk::AllocationCallbacks<'_>,
+            out: *mut vk::RenderPass,
+        ) -> vk::Result {
+            // SAFETY: forwarded as received.
+            unsafe {
+                create_render_pass2_with(|d| d.fns.$next, device, create_info, allocator, out)
+            }
+        }
+    };
 }
 
-pub unsafe extern "system" fn create_render_pass2_khr(
-    device: vk::Device,
-    create_info: *const vk::RenderPassCreateInfo2<'_>,
-    allocator: *const vk::AllocationCallbacks<'_>,
-    out: *mut vk::RenderPass,
-) -> vk::Result {
-    // SAFETY: forwarded as received.
-    unsafe {
-        create_render_pass2_with(
-            |d| d.fns.create_render_pass2_khr,
-            device,
-            create_info,
-            allocator,
-            out,
-        )
-    }
-}
+render_pass2_entry!(create_render_pass2, create_render_pass2);
+render_pass2_entry!(create_render_pass2_khr, create_render_pass2_khr);

@@ -471,6 +471,34 @@ fn make_pipelines(s: &Shared, jobs: &[Job], args: &Args) -> (Tally, Vec<vk::Pipe
     (tally, made)
 }
 
+/// Creation-feedback outputs for a batch: one record a pipeline and `STAGES` a pipeline's stages.
+struct FeedbackSlots<const STAGES: usize> {
+    pipeline: Vec<vk::PipelineCreationFeedback>,
+    stages: Vec<[vk::PipelineCreationFeedback; STAGES]>,
+}
+
+impl<const STAGES: usize> FeedbackSlots<STAGES> {
+    fn new(pipelines: usize) -> Self {
+        FeedbackSlots {
+            pipeline: vec![Default::default(); pipelines],
+            stages: vec![[Default::default(); STAGES]; pipelines],
+        }
+    }
+
+    /// One `VkPipelineCreationFeedbackCreateInfo` a pipeline, writing into these slots.
+    fn infos(&mut self) -> Vec<vk::PipelineCreationFeedbackCreateInfo<'_>> {
+        self.pipeline
+            .iter_mut()
+            .zip(self.stages.iter_mut())
+            .map(|(f, st)| {
+                vk::PipelineCreationFeedbackCreateInfo::default()
+                    .pipeline_creation_feedback(f)
+                    .pipeline_stage_creation_feedbacks(st)
+            })
+            .collect()
+    }
+}
+
 /// `vkCreate*Pipelines` as a raw function pointer.
 type CreatePipelines<T> = unsafe extern "system" fn(
     vk::Device,
@@ -579,17 +607,8 @@ fn create_compute_batch(
                 .data(b)
         })
         .collect();
-    let mut feedback = vec![vk::PipelineCreationFeedback::default(); variants.len()];
-    let mut stage_feedback = vec![[vk::PipelineCreationFeedback::default(); 1]; variants.len()];
-    let mut feedback_infos: Vec<vk::PipelineCreationFeedbackCreateInfo> = feedback
-        .iter_mut()
-        .zip(stage_feedback.iter_mut())
-        .map(|(f, st)| {
-            vk::PipelineCreationFeedbackCreateInfo::default()
-                .pipeline_creation_feedback(f)
-                .pipeline_stage_creation_feedbacks(st)
-        })
-        .collect();
+    let mut feedback = FeedbackSlots::<1>::new(variants.len());
+    let mut feedback_infos = feedback.infos();
     let infos: Vec<vk::ComputePipelineCreateInfo> = specs
         .iter()
         .zip(feedback_infos.iter_mut())
@@ -615,7 +634,11 @@ fn create_compute_batch(
     count(
         r,
         &pipelines,
-        if with_feedback { &feedback } else { &[] },
+        if with_feedback {
+            &feedback.pipeline
+        } else {
+            &[]
+        },
         false,
         took,
         made,
@@ -757,17 +780,8 @@ fn create_graphics_batch(
                 .depth_attachment_format(vk::Format::D32_SFLOAT)
         })
         .collect();
-    let mut feedback = vec![vk::PipelineCreationFeedback::default(); variants.len()];
-    let mut stage_feedback = vec![[vk::PipelineCreationFeedback::default(); 2]; variants.len()];
-    let mut feedback_infos: Vec<vk::PipelineCreationFeedbackCreateInfo> = feedback
-        .iter_mut()
-        .zip(stage_feedback.iter_mut())
-        .map(|(f, st)| {
-            vk::PipelineCreationFeedbackCreateInfo::default()
-                .pipeline_creation_feedback(f)
-                .pipeline_stage_creation_feedbacks(st)
-        })
-        .collect();
+    let mut feedback = FeedbackSlots::<2>::new(variants.len());
+    let mut feedback_infos = feedback.infos();
     let mut infos = Vec::with_capacity(variants.len());
     for (i, ((rendering, fb), (_, dynamic_rendering))) in renderings
         .iter_mut()
@@ -802,7 +816,11 @@ fn create_graphics_batch(
     count(
         r,
         &pipelines,
-        if with_feedback { &feedback } else { &[] },
+        if with_feedback {
+            &feedback.pipeline
+        } else {
+            &[]
+        },
         true,
         took,
         made,

@@ -5,6 +5,19 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Test-app arguments for a store in a known order of use: 12 compute pipelines, one a call,
+/// from one thread, so pipeline i is the i-th used.
+pub const IN_ORDER: [&str; 8] = [
+    "--compute",
+    "12",
+    "--graphics",
+    "0",
+    "--threads",
+    "1",
+    "--batch",
+    "1",
+];
+
 pub const LAYER: &str = "VK_LAYER_PIPEKEEP_pipeline_store";
 pub const VALIDATION: &str = "VK_LAYER_KHRONOS_validation";
 
