@@ -2,13 +2,15 @@
 //! fifty and one at the end, and appends the run's line to `<title>/runs.jsonl`.
 //!
 //! The line's fields are read by tools: ` built=<n> total_ms=<ms> longest_ms=<ms> found=<n>`,
-//! then `compiled=`, `written=`, `unkeyed=`, `passed=`. `built` counts every pipeline made,
-//! found, compiled or unkeyed; `found` those the driver served from a kept entry.
+//! then `compiled=`, `written=`, `unkeyed=`, `passed=`, `refused=`, and where each pipeline's
+//! time went ([`Phase`]): `key_ms=`, `lookup_ms=`, `cache_ms=`, `driver_ms=`, `keep_ms=`.
+//! `built` counts every pipeline made, found, compiled or unkeyed; `found` those the driver
+//! served from a kept entry.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How one pipeline was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +29,63 @@ pub enum Outcome {
     PassedThrough,
 }
 
+/// Where a pipeline's creation time goes, so that the layer's own share can be told from the
+/// driver's: everything between the intercept's start and its end falls in exactly one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Hashing the SPIR-V digests and the state into the key.
+    Key,
+    /// Opening, reading and checking the entry (a miss is an open that fails).
+    Lookup,
+    /// The loading marker, and the driver making and destroying the layer's own cache.
+    Cache,
+    /// The driver's pipeline call itself (and an as-asked call for an unkept pipeline).
+    Driver,
+    /// After the build: the stamp, or the cache's data taken and queued for the writer.
+    Keep,
+}
+
+const PHASES: usize = 5;
+
+/// Splits one pipeline's time among the phases: each [`Lap::to`] charges the time since the
+/// last to a phase.
+#[derive(Debug)]
+pub struct Lap {
+    last: Instant,
+    ns: [u64; PHASES],
+}
+
+impl Lap {
+    pub fn start() -> Lap {
+        Lap {
+            last: Instant::now(),
+            ns: [0; PHASES],
+        }
+    }
+
+    /// Charges the time since the last call (or the start) to `phase`.
+    pub fn to(&mut self, phase: Phase) {
+        let now = Instant::now();
+        self.ns[phase as usize] += nanos(now - self.last);
+        self.last = now;
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+/// Milliseconds spent in each [`Phase`], over every pipeline of the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct PhaseTimes {
+    pub key_ms: f64,
+    pub lookup_ms: f64,
+    pub cache_ms: f64,
+    pub driver_ms: f64,
+    pub keep_ms: f64,
+}
+
 /// How many run lines `runs.jsonl` keeps.
 pub const RUNS_KEPT: usize = 1000;
 const LINE_EVERY: u64 = 50;
@@ -42,6 +101,7 @@ pub struct Watch {
     refused: AtomicU64,
     total_ns: AtomicU64,
     longest_ns: AtomicU64,
+    phase_ns: [AtomicU64; PHASES],
     finished: AtomicBool,
 }
 
@@ -58,23 +118,30 @@ pub struct Tally {
     pub refused: u64,
     pub total_ms: f64,
     pub longest_ms: f64,
+    #[serde(default, flatten)]
+    pub phases: PhaseTimes,
 }
 
 impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={}",
-            self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3}",
+            self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused,
+            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms
         )
     }
 }
 
 impl Watch {
-    /// Counts one pipeline made in `took`; logs the line when fifty more have been made.
-    pub fn record(&self, outcome: Outcome, took: Duration) {
-        let ns = took.as_nanos().min(u64::MAX as u128) as u64;
+    /// Counts one pipeline made in `took`, split among the phases as `lap` says; logs the line
+    /// when fifty more have been made.
+    pub fn record(&self, outcome: Outcome, took: Duration, lap: &Lap) {
+        let ns = nanos(took);
         self.total_ns.fetch_add(ns, Relaxed);
+        for (sum, ns) in self.phase_ns.iter().zip(lap.ns) {
+            sum.fetch_add(ns, Relaxed);
+        }
         self.longest_ns.fetch_max(ns, Relaxed);
         let counter = match outcome {
             Outcome::Found => &self.found,
@@ -109,6 +176,18 @@ impl Watch {
             refused: self.refused.load(Relaxed),
             total_ms: self.total_ns.load(Relaxed) as f64 / 1e6,
             longest_ms: self.longest_ns.load(Relaxed) as f64 / 1e6,
+            phases: self.phase_times(),
+        }
+    }
+
+    fn phase_times(&self) -> PhaseTimes {
+        let ms = |p: Phase| self.phase_ns[p as usize].load(Relaxed) as f64 / 1e6;
+        PhaseTimes {
+            key_ms: ms(Phase::Key),
+            lookup_ms: ms(Phase::Lookup),
+            cache_ms: ms(Phase::Cache),
+            driver_ms: ms(Phase::Driver),
+            keep_ms: ms(Phase::Keep),
         }
     }
 
@@ -187,17 +266,18 @@ mod tests {
     #[test]
     fn the_line_carries_the_fields_tools_read_in_order() {
         let w = Watch::default();
-        w.record(Outcome::Found, Duration::from_micros(10));
-        w.record(Outcome::Compiled, Duration::from_millis(3));
+        let lap = Lap::start();
+        w.record(Outcome::Found, Duration::from_micros(10), &lap);
+        w.record(Outcome::Compiled, Duration::from_millis(3), &lap);
         w.written();
-        w.record(Outcome::Unkeyed, Duration::from_millis(1));
+        w.record(Outcome::Unkeyed, Duration::from_millis(1), &lap);
         let line = w.tally().line();
         assert!(
             line.contains(" built=3 total_ms=4.010 longest_ms=3.000 found=1 "),
             "{line}"
         );
         assert!(
-            line.ends_with("compiled=1 written=1 unkeyed=1 passed=0 refused=0"),
+            line.contains(" compiled=1 written=1 unkeyed=1 passed=0 refused=0 key_ms="),
             "{line}"
         );
         // No other field name ends in built, found, total_ms or longest_ms.

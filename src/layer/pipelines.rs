@@ -18,7 +18,7 @@ use super::objects::Objects;
 use crate::key::{PipelineKey, Unkeyable};
 use crate::store::envelope::holds_more_than_header;
 use crate::store::{Lookup, Store};
-use crate::watch::Outcome;
+use crate::watch::{Lap, Outcome, Phase};
 
 type CreateFn<T> = unsafe extern "system" fn(
     vk::Device,
@@ -188,29 +188,39 @@ unsafe fn build_one<T: PipelineInfo>(
     next: CreateFn<T>,
 ) -> (vk::Result, vk::Pipeline) {
     let started = Instant::now();
-    let as_asked = |outcome| {
+    let mut lap = Lap::start();
+    let as_asked = |outcome, lap: &mut Lap| {
+        lap.to(Phase::Keep); // whatever the kept path did before it gave up
         let mut pipeline = vk::Pipeline::null();
         // SAFETY: the application's create info and cache, as it asked.
         let r = unsafe { next(dev.handle, app_cache, 1, info, allocator, &mut pipeline) };
+        lap.to(Phase::Driver);
         (r, pipeline, outcome)
     };
     if SETTINGS.test_panic {
         panic!("PIPEKEEP_TEST_PANIC is set: a forced panic inside the pipeline intercept");
     }
     // SAFETY: the application's create info.
-    let (r, pipeline, outcome) = match unsafe { info.key(&dev.objects) } {
+    let keyed = unsafe { info.key(&dev.objects) };
+    lap.to(Phase::Key);
+    let (r, pipeline, outcome) = match keyed {
         Err(why) => {
             tracing::debug!(%why, "pipeline not keyed; built as asked and not kept");
-            as_asked(Outcome::Unkeyed)
+            as_asked(Outcome::Unkeyed, &mut lap)
         }
         Ok(key) => match dev.store() {
-            None => as_asked(Outcome::PassedThrough),
-            Some(store) => unsafe { build_kept(dev, store, &key, info, allocator, next) }
-                .unwrap_or_else(|| as_asked(Outcome::PassedThrough)),
+            None => as_asked(Outcome::PassedThrough, &mut lap),
+            Some(store) => {
+                match unsafe { build_kept(dev, store, &key, info, allocator, next, &mut lap) } {
+                    Some(made) => made,
+                    None => as_asked(Outcome::PassedThrough, &mut lap),
+                }
+            }
         },
     };
+    lap.to(Phase::Keep);
     if pipeline != vk::Pipeline::null() {
-        dev.watch.record(outcome, started.elapsed());
+        dev.watch.record(outcome, started.elapsed(), &lap);
     }
     (r, pipeline)
 }
@@ -358,6 +368,7 @@ unsafe fn build_through<'a, T: PipelineInfo>(
     allocator: *const vk::AllocationCallbacks<'_>,
     next: CreateFn<T>,
     measure_size: bool,
+    lap: &mut Lap,
 ) -> Result<Built<'a>, vk::Result> {
     // SAFETY (whole body): the layer's own cache and the application's create info.
     let cache = OwnCache {
@@ -369,8 +380,10 @@ unsafe fn build_through<'a, T: PipelineInfo>(
     } else {
         0
     };
+    lap.to(Phase::Cache);
     let mut pipeline = vk::Pipeline::null();
     let result = unsafe { next(dev.handle, cache.cache, 1, info, allocator, &mut pipeline) };
+    lap.to(Phase::Driver);
     let grew = measure_size && unsafe { cache_size(dev, cache.cache) } > before;
     Ok(Built {
         result,
@@ -388,8 +401,11 @@ unsafe fn build_kept<T: PipelineInfo>(
     info: &T,
     allocator: *const vk::AllocationCallbacks<'_>,
     next: CreateFn<T>,
+    lap: &mut Lap,
 ) -> Option<(vk::Result, vk::Pipeline, Outcome)> {
-    let found = match store.lookup(key) {
+    let looked_up = store.lookup(key);
+    lap.to(Phase::Lookup);
+    let found = match looked_up {
         Ok(Lookup::Found(entry)) => Some(entry),
         Ok(Lookup::Missing) => {
             tracing::debug!(entry = %key.file_name(), "no entry; compiling");
@@ -422,6 +438,7 @@ unsafe fn build_kept<T: PipelineInfo>(
                 allocator,
                 next,
                 feedback.is_none(),
+                lap,
             )
         } {
             Ok(b) if b.result == vk::Result::SUCCESS => built = Some(b),
@@ -437,9 +454,10 @@ unsafe fn build_kept<T: PipelineInfo>(
             }
         }
         drop(marker);
+        lap.to(Phase::Cache);
     }
     let (built, seeded) = match built {
-        Some(b) => (b, found.as_ref()),
+        Some(b) => (b, found),
         None => match unsafe {
             build_through(
                 dev,
@@ -448,6 +466,7 @@ unsafe fn build_kept<T: PipelineInfo>(
                 allocator,
                 next,
                 feedback.is_none(),
+                lap,
             )
         } {
             Ok(b) if b.result == vk::Result::SUCCESS => (b, None),
@@ -461,20 +480,26 @@ unsafe fn build_kept<T: PipelineInfo>(
         Some(f) => f.cache_hit().unwrap_or(false),
         None => !built.grew,
     };
-    let outcome = if let Some(entry) = seeded.filter(|_| hit) {
-        store.stamp(entry);
-        Outcome::Found
-    } else {
-        let data = unsafe { cache_data(dev, built.cache.cache) };
-        if holds_more_than_header(&data) {
+    let outcome = match seeded {
+        Some(entry) if hit => {
+            // Stamped by the writer thread: the file's close and its time update leave the
+            // application's thread, and the stamp keeps this moment's place in the run's order.
             dev.writer
-                .write(store.clone(), *key, data, store.next_stamp());
+                .stamp(store.clone(), entry.into_file(), store.next_stamp());
+            Outcome::Found
         }
-        if seeded.is_some() {
-            tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");
-            Outcome::Refused
-        } else {
-            Outcome::Compiled
+        seeded => {
+            let data = unsafe { cache_data(dev, built.cache.cache) };
+            if holds_more_than_header(&data) {
+                dev.writer
+                    .write(store.clone(), *key, data, store.next_stamp());
+            }
+            if seeded.is_some() {
+                tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");
+                Outcome::Refused
+            } else {
+                Outcome::Compiled
+            }
         }
     };
     Some((built.result, built.pipeline, outcome))

@@ -5,8 +5,14 @@
 //! exits without destroying its device has the queue written by the exit handler. Past
 //! [`QUEUE_LIMIT`] bytes waiting, a write is done on the caller's thread instead, so the queue
 //! never holds much memory. Each entry keeps the stamp it took when its pipeline was built.
+//!
+//! The thread also stamps the entries the run found (and closes their files): a stamp costs a
+//! metadata update and a close, which a warm run would otherwise pay on the application's thread
+//! for every pipeline. Stamps wait in batches of [`STAMP_BATCH`] before the thread is woken, so a
+//! warm run does not wake it for each pipeline; fewer wait until the next write or the end.
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
@@ -17,6 +23,10 @@ use crate::store::{Store, StoreError};
 
 /// Bytes waiting past which writes are done on the caller's thread.
 const QUEUE_LIMIT: usize = 256 << 20;
+/// Stamps that wake the thread.
+const STAMP_BATCH: usize = 64;
+/// Stamps (open files) waiting past which a stamp is given on the caller's thread.
+const STAMPS_LIMIT: usize = 512;
 
 struct Job {
     store: Arc<Store>,
@@ -25,11 +35,31 @@ struct Job {
     stamp: SystemTime,
 }
 
+/// A found entry's file, to be stamped and closed.
+struct Stamp {
+    store: Arc<Store>,
+    file: File,
+    stamp: SystemTime,
+}
+
+impl Stamp {
+    fn give(self) {
+        self.store.stamp_file(&self.file, self.stamp);
+    }
+}
+
 #[derive(Default)]
 struct Queue {
     jobs: VecDeque<Job>,
     bytes: usize,
+    stamps: Vec<Stamp>,
     closing: bool,
+}
+
+/// What the thread takes from the queue at once.
+enum Work {
+    Write(Job),
+    Stamps(Vec<Stamp>),
 }
 
 /// What becomes of each write: counted by the caller (the compile watch's `written`).
@@ -73,6 +103,28 @@ impl Writer {
         };
         if let Some(job) = job {
             (self.on_written)(run(&job));
+        }
+    }
+
+    /// Queues the stamp of a found entry; given on the caller's thread when too many wait or
+    /// no thread can be started.
+    pub fn stamp(&self, store: Arc<Store>, file: File, stamp: SystemTime) {
+        let stamp = Stamp { store, file, stamp };
+        let stamp = {
+            let (lock, ready) = &*self.shared;
+            let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
+            if q.closing || q.stamps.len() >= STAMPS_LIMIT || !self.ensure_thread() {
+                Some(stamp)
+            } else {
+                q.stamps.push(stamp);
+                if q.stamps.len() >= STAMP_BATCH {
+                    ready.notify_one();
+                }
+                None
+            }
+        };
+        if let Some(stamp) = stamp {
+            stamp.give();
         }
     }
 
@@ -127,16 +179,20 @@ fn run(job: &Job) -> Result<Written, StoreError> {
     job.store.write_stamped(&job.key, &job.data, job.stamp)
 }
 
-/// Takes jobs until the queue is empty and closing (or just empty, when `wait` is false).
+/// Takes jobs and stamps until the queue is empty and closing (or just empty, when `wait` is
+/// false).
 fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, wait: bool) {
     let (lock, ready) = shared;
     loop {
-        let job = {
+        let work = {
             let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
             loop {
                 if let Some(job) = q.jobs.pop_front() {
                     q.bytes -= job.data.len();
-                    break Some(job);
+                    break Some(Work::Write(job));
+                }
+                if !q.stamps.is_empty() {
+                    break Some(Work::Stamps(std::mem::take(&mut q.stamps)));
                 }
                 if q.closing || !wait {
                     break None;
@@ -144,8 +200,9 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, wait: bool) {
                 q = ready.wait(q).unwrap_or_else(|e| e.into_inner());
             }
         };
-        match job {
-            Some(job) => on_written(run(&job)),
+        match work {
+            Some(Work::Write(job)) => on_written(run(&job)),
+            Some(Work::Stamps(stamps)) => stamps.into_iter().for_each(Stamp::give),
             None => return,
         }
     }

@@ -19,9 +19,11 @@ pub mod marker;
 mod open;
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use crate::key::PipelineKey;
@@ -85,6 +87,13 @@ pub struct Store {
     stamps_taken: AtomicU64,
     written_bytes: AtomicU64,
     bounding: AtomicBool,
+    /// The identity directory, held open once it exists: a lookup opens its entry relative to it
+    /// instead of walking the whole path again. (A directory removed and made again while the
+    /// run goes on is then missed: its entries compile afresh.)
+    dir_fd: OnceLock<OwnedFd>,
+    /// Entries are opened without updating their access time (whose update would dirty the inode
+    /// at every warm lookup) until the kernel refuses it: only the files' owner may ask.
+    no_atime: AtomicBool,
 }
 
 /// An entry found whole: its file (kept open for the stamp) and its bytes.
@@ -97,6 +106,11 @@ impl FoundEntry {
     /// The driver's pipeline-cache data, already checked.
     pub fn data(&self) -> &[u8] {
         &self.bytes[envelope::ENVELOPE_LEN..]
+    }
+
+    /// The entry's open file, for a stamp given later.
+    pub fn into_file(self) -> File {
+        self.file
     }
 }
 
@@ -144,6 +158,8 @@ impl Store {
             stamps_taken: AtomicU64::new(0),
             written_bytes: AtomicU64::new(0),
             bounding: AtomicBool::new(false),
+            dir_fd: OnceLock::new(),
+            no_atime: AtomicBool::new(true),
         };
         let report = open::sweep(&store, bound_now)?;
         Ok((store, report))
@@ -164,28 +180,51 @@ impl Store {
 
     /// Looks an entry up by opening its file; a damaged entry is dropped and logged.
     pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
-        let path = self.entry_path(key);
-        let mut file = match File::open(&path) {
+        let name = key.file_name();
+        let mut file = match self.open_entry(&name) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
-            Err(e) => return Err(StoreError::io("open", &path)(e)),
+            Err(e) => return Err(StoreError::io("open", &self.dir.join(&name))(e)),
         };
-        // No fstat to size the buffer (through `Take`, std's File does not stat either): most
-        // entries fit the first allocation, a larger one grows it, and the envelope checks the
-        // exact length read. 16 GiB at most.
-        let mut bytes = Vec::with_capacity(64 << 10);
-        (&mut file)
-            .take(1 << 34)
-            .read_to_end(&mut bytes)
-            .map_err(StoreError::io("read", &path))?;
+        let path = || self.dir.join(&name);
+        let bytes = files::read_whole(&mut file).map_err(|e| StoreError::io("read", &path())(e))?;
         match envelope::decode(&bytes, &self.identity, key) {
             Ok(_) => Ok(Lookup::Found(FoundEntry { file, bytes })),
             Err(why) => {
                 drop(file);
-                self.drop_entry(&path, why.reason());
+                self.drop_entry(&path(), why.reason());
                 Ok(Lookup::Dropped(why))
             }
         }
+    }
+
+    /// Opens an entry for reading, relative to the identity directory once it can be held.
+    fn open_entry(&self, name: &str) -> io::Result<File> {
+        use rustix::fs::{Mode, OFlags};
+        let Some(dir) = self.held_dir() else {
+            return File::open(self.dir.join(name));
+        };
+        let plain = OFlags::RDONLY | OFlags::CLOEXEC;
+        if self.no_atime.load(Ordering::Relaxed) {
+            match rustix::fs::openat(dir, name, plain | OFlags::NOATIME, Mode::empty()) {
+                Err(rustix::io::Errno::PERM) => self.no_atime.store(false, Ordering::Relaxed),
+                other => return other.map(File::from).map_err(io::Error::from),
+            }
+        }
+        rustix::fs::openat(dir, name, plain, Mode::empty())
+            .map(File::from)
+            .map_err(io::Error::from)
+    }
+
+    fn held_dir(&self) -> Option<&OwnedFd> {
+        if let Some(fd) = self.dir_fd.get() {
+            return Some(fd);
+        }
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(&self.dir, flags, Mode::empty()).ok()?;
+        let _ = self.dir_fd.set(fd); // a thread that lost the race drops its own
+        self.dir_fd.get()
     }
 
     /// Removes an entry and logs why.
@@ -206,7 +245,13 @@ impl Store {
 
     /// Stamps an entry this run found.
     pub fn stamp(&self, found: &FoundEntry) {
-        if let Err(e) = found.file.set_modified(self.next_stamp()) {
+        self.stamp_file(&found.file, self.next_stamp());
+    }
+
+    /// Stamps a found entry's open file with a stamp taken when it was used (the layer's writer
+    /// thread stamps later, off the application's thread, in the run's order of use).
+    pub fn stamp_file(&self, file: &File, stamp: SystemTime) {
+        if let Err(e) = file.set_modified(stamp) {
             tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry");
         }
     }
