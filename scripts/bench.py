@@ -162,6 +162,17 @@ def table(title, results):
         lines.append(f"| {mode} | {s.get('made', '-')} | {fmt(c)} | {fmt(w)} | {fmt(s.get('p50_ms'), 3)} | {fmt(s.get('p99_ms'), 3)} | "
                      f"{ratio_cold} | {ratio_mono} | {found} | {fmt(None if rss is None else rss / 1024)} | "
                      f"{fmt(mib(proc.get('read_bytes')))} | {fmt(mib(proc.get('written_bytes')))} | {fmt(mib(r.get('store_bytes')))} | {fmt(r.get('open_ms'), 2)} |")
+    lines += ["", "Where a pipeline's time went through the layer (microseconds a pipeline, from the compile watch):", "",
+              "| mode | key | lookup (open, read, verify) | cache (marker, driver's cache from the entry) | driver's pipeline call | keep (stamp or data for the writer) | all but the pipeline call |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for mode in MODES:
+        w = results.get(mode, {}).get("watch", {})
+        built = float(w.get("built", 0) or 0)
+        if not mode.startswith("pipekeep") or not built or "key_ms" not in w:
+            continue
+        us = {k: float(w[k + "_ms"]) * 1e3 / built for k in ("key", "lookup", "cache", "driver", "keep")}
+        own = us["key"] + us["lookup"] + us["cache"] + us["keep"]
+        lines.append(f"| {mode} | {us['key']:.2f} | {us['lookup']:.2f} | {us['cache']:.2f} | {us['driver']:.2f} | {us['keep']:.2f} | {own:.2f} |")
     return "\n".join(lines) + "\n"
 
 

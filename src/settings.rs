@@ -24,6 +24,9 @@ pub struct Settings {
     pub log_file: Option<PathBuf>,
     /// Test only (`PIPEKEEP_TEST_PANIC`): the pipeline intercepts panic, to show the fallback.
     pub test_panic: bool,
+    /// Test only (`PIPEKEEP_TEST_ABORT_IN_LOAD`): the process aborts at its first load of an
+    /// entry, after the loading marker names it: a run that dies inside the driver.
+    pub test_abort_in_load: bool,
     /// Test only (`PIPEKEEP_TEST_OPEN_TIME`, seconds since the epoch): the store's opening time.
     pub test_open_time: Option<SystemTime>,
     /// Values that were refused, each with the default taken instead.
@@ -73,6 +76,7 @@ impl Settings {
             log_filter,
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),
+            test_abort_in_load: non_empty("PIPEKEEP_TEST_ABORT_IN_LOAD").is_some(),
             test_open_time,
             problems,
         }

@@ -117,6 +117,48 @@ fn a_stale_loading_marker_costs_exactly_one_entry() {
 }
 
 #[test]
+fn a_process_that_dies_while_the_driver_loads_an_entry_costs_exactly_that_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let one_thread = ["--compute", "40", "--graphics", "20", "--threads", "1"];
+    app(Driver::Radv, tmp.path(), &one_thread);
+    let dying = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_TEST_ABORT_IN_LOAD", "1")
+        .args(&one_thread)
+        .run();
+    assert!(!dying.ok, "the process was to abort\n{}", dying.all());
+    // The marker the dead thread held (written through its mapping) still names the entry.
+    let dir = entries(&tmp.path().join("store"))[0]
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let markers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "loading"))
+        .collect();
+    assert_eq!(markers.len(), 1, "{markers:?}");
+    let victim = std::fs::read_to_string(&markers[0]).unwrap();
+    assert!(dir.join(&victim).is_file(), "the marker names {victim:?}");
+
+    let run = app(Driver::Radv, tmp.path(), &one_thread);
+    let w = run.watch();
+    assert_eq!(
+        (w.found, w.compiled, w.written),
+        (59, 1, 1),
+        "{}",
+        run.all()
+    );
+    assert!(
+        run.stderr
+            .contains(&format!("dropped entry={victim} reason=stale-marker")),
+        "{}",
+        run.all()
+    );
+    assert!(!markers[0].exists());
+}
+
+#[test]
 fn a_small_bound_holds_after_opening_and_the_first_used_pipelines_survive() {
     let tmp = tempfile::tempdir().unwrap();
     app(Driver::Radv, tmp.path(), &IN_ORDER);

@@ -136,6 +136,7 @@ impl DeviceData {
             opened_here = true;
             let root = self.root.as_ref()?;
             let opened_at = SETTINGS.test_open_time.unwrap_or_else(SystemTime::now);
+            crate::store::marker::use_slots(super::marker_map::map);
             match Store::open_then_bound(root, &self.title, self.identity, SETTINGS.max_bytes, opened_at, bound_now) {
                 Ok((store, _report)) => Some(Arc::new(store)),
                 Err(e) => {

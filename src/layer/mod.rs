@@ -2,7 +2,8 @@
 //! this module touches a raw Vulkan pointer. Each file is one level of dispatch or one job:
 //! `abi` (the loader's structs), `guard` (panics and logging), `registry` (per-handle data),
 //! `instance`, `device`, `objects` (what keys need, captured at creation), `capture` (create infos
-//! into keys) and `pipelines` (the kept-pipeline flow).
+//! into keys), `pipelines` (the kept-pipeline flow), `writer` (the writer thread) and
+//! `marker_map` (the loading marker as mapped memory).
 
 /// A function of the layer as the loader's opaque `PFN_vkVoidFunction`.
 macro_rules! void_fn {
@@ -18,6 +19,7 @@ mod capture;
 mod device;
 mod guard;
 mod instance;
+mod marker_map;
 mod objects;
 mod pipelines;
 mod registry;

@@ -430,6 +430,9 @@ unsafe fn build_kept<T: PipelineInfo>(
     let mut built = None;
     if let Some(entry) = &found {
         let marker = store.hold_marker(key);
+        if SETTINGS.test_abort_in_load {
+            std::process::abort();
+        }
         match unsafe {
             build_through(
                 dev,

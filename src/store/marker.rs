@@ -6,18 +6,74 @@
 //! writes the entry's name into it; after, it empties it. A marker whose lock can be taken belongs
 //! to a thread that is gone: the entry it names is dropped at the next opening. An empty marker
 //! is one whose content is not an entry's name (after a load its first byte is NUL).
+//!
+//! The marker is written twice a load, so how it is written matters: by default a write in
+//! place (two system calls a load); a process that may map files gives [`use_slots`] a maker of
+//! [`MarkerSlot`]s, and the layer gives one that maps the file's bytes, so that naming and
+//! emptying are plain stores into the page cache, which outlive a crash of the process as a
+//! write would. Every entry name has the same length, so the file is sized once, at creation.
 
 use std::cell::RefCell;
 use std::fs::File;
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use super::files::{lock_path, remove_if_present, Locked};
+
+/// The length of every entry's file name (`<32 hex>-<32 hex>.entry`), and so of a marker file.
+pub const ENTRY_NAME_LEN: usize = 71;
+
+/// A marker file's bytes, written without a system call (see the module's doc).
+pub trait MarkerSlot {
+    /// Writes the name (of [`ENTRY_NAME_LEN`] bytes) over the file's bytes.
+    fn name(&mut self, name: &[u8]);
+    /// Writes a NUL over the first byte.
+    fn empty(&mut self);
+}
+
+/// Makes a slot over a marker file already [`ENTRY_NAME_LEN`] bytes long, or `None` to write it
+/// in place.
+pub type SlotMaker = fn(&File) -> Option<Box<dyn MarkerSlot>>;
+
+static SLOT_MAKER: OnceLock<SlotMaker> = OnceLock::new();
+
+/// Sets how this process's markers are written, once; later calls change nothing.
+pub fn use_slots(maker: SlotMaker) {
+    let _ = SLOT_MAKER.set(maker);
+}
 
 struct ThreadMarker {
     dir: PathBuf,
     path: PathBuf,
     file: File,
+    slot: Option<Box<dyn MarkerSlot>>,
+}
+
+impl ThreadMarker {
+    fn name(&mut self, name: &str) -> io::Result<()> {
+        if name.len() != ENTRY_NAME_LEN {
+            return Err(io::Error::other("not an entry's name"));
+        }
+        match &mut self.slot {
+            Some(slot) => slot.name(name.as_bytes()),
+            None => self.file.write_all_at(name.as_bytes(), 0)?,
+        }
+        Ok(())
+    }
+
+    /// Emptied by a NUL over the name's first byte: the marker then names no entry. A one-byte
+    /// write in place costs far less than a truncation (measured: ftruncate was the layer's
+    /// largest single cost on a warm run), and the file keeps its size.
+    fn empty(&mut self) {
+        match &mut self.slot {
+            Some(slot) => slot.empty(),
+            None => {
+                let _ = self.file.write_at(&[0], 0);
+            }
+        }
+    }
 }
 
 impl Drop for ThreadMarker {
@@ -52,11 +108,15 @@ fn create_marker(dir: &Path) -> Option<ThreadMarker> {
     for _ in 0..2 {
         match lock_path(&path, true) {
             Ok(Locked::Held(file)) => {
+                // Empty (a NUL first) and as long as a name, before any mapping sees it.
+                file.write_all_at(&[0; ENTRY_NAME_LEN], 0).ok()?;
+                let slot = SLOT_MAKER.get().and_then(|make| make(&file));
                 return Some(ThreadMarker {
                     dir: dir.to_path_buf(),
                     path,
                     file,
-                })
+                    slot,
+                });
             }
             Ok(Locked::Gone) => continue,
             Ok(Locked::Busy) | Err(_) => return None,
@@ -83,9 +143,7 @@ impl LoadingMarker {
                     markers.len() - 1
                 }
             };
-            let marker = &markers[index];
-            marker.file.write_at(entry_name.as_bytes(), 0).ok()?;
-            Some(())
+            markers[index].name(entry_name).ok()
         });
         LoadingMarker {
             dir: held.map(|()| dir.to_path_buf()),
@@ -96,12 +154,9 @@ impl LoadingMarker {
 impl Drop for LoadingMarker {
     fn drop(&mut self) {
         let Some(dir) = self.dir.take() else { return };
-        // Emptied by a NUL over the name's first byte: the marker then names no entry. A
-        // one-byte write in place costs far less than a truncation (measured: ftruncate was the
-        // layer's largest single cost on a warm run), and the file keeps its size.
         let _ = MARKERS.try_with(|cell| {
-            if let Some(m) = cell.borrow().iter().find(|m| m.dir == dir) {
-                let _ = m.file.write_at(&[0], 0);
+            if let Some(m) = cell.borrow_mut().iter_mut().find(|m| m.dir == dir) {
+                m.empty();
             }
         });
     }
