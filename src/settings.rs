@@ -6,6 +6,8 @@ use std::time::{Duration, SystemTime};
 
 /// The default size bound: 4 GiB.
 pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
+/// `PIPEKEEP_READ_AHEAD`'s default: the bytes of entries read ahead and not yet taken.
+pub const DEFAULT_READ_AHEAD: u64 = 64 << 20;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
@@ -18,6 +20,9 @@ pub struct Settings {
     pub title: Option<String>,
     /// `PIPEKEEP_MAX_BYTES`.
     pub max_bytes: u64,
+    /// `PIPEKEEP_READ_AHEAD`: the most bytes of entries read ahead and not yet taken; 0 reads
+    /// nothing ahead.
+    pub read_ahead: u64,
     /// `PIPEKEEP_LOG`: a tracing filter.
     pub log_filter: String,
     /// `PIPEKEEP_LOG_FILE`; stderr when unset.
@@ -57,6 +62,15 @@ impl Settings {
                 DEFAULT_MAX_BYTES
             }),
         };
+        let read_ahead = match non_empty("PIPEKEEP_READ_AHEAD") {
+            None => DEFAULT_READ_AHEAD,
+            Some(v) => v.trim().parse::<u64>().unwrap_or_else(|_| {
+                problems.push(format!(
+                    "PIPEKEEP_READ_AHEAD={v:?} is not an integer >= 0; using the default {DEFAULT_READ_AHEAD}"
+                ));
+                DEFAULT_READ_AHEAD
+            }),
+        };
         let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "info".into());
         let test_open_time =
             non_empty("PIPEKEEP_TEST_OPEN_TIME").and_then(|v| match v.parse::<u64>() {
@@ -73,6 +87,7 @@ impl Settings {
             root,
             title: non_empty("PIPEKEEP_TITLE").map(|t| safe_title(&t)),
             max_bytes,
+            read_ahead,
             log_filter,
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),

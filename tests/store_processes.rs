@@ -51,7 +51,7 @@ fn child_loop(root: &Path, seed: u32, secs: f64, max_bytes: u64) {
             n = n.wrapping_mul(1_103_515_245).wrapping_add(12345);
             let k = key(n % 64);
             match store.lookup(&k) {
-                Ok(Lookup::Found(e)) => store.stamp(&e),
+                Ok(Lookup::Found(e)) => store.stamp(e),
                 Ok(Lookup::Missing) | Ok(Lookup::Dropped(_)) => {
                     // Entries of one key always hold the same data, as a driver's would.
                     if store

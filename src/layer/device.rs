@@ -157,6 +157,14 @@ impl DeviceData {
         if at_exit {
             self.writer.drain_here();
         } else {
+            if let Some(store) = self
+                .store
+                .as_ref()
+                .and_then(|cell| cell.get())
+                .and_then(Option::as_ref)
+            {
+                store.stop_reading_ahead();
+            }
             if let Some(opener) = self.opener.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 let _ = opener.join();
             }
@@ -185,7 +193,9 @@ pub static DEVICES: Registry<DeviceData> = Registry::new();
 
 /// Opens the device's store on a thread of the layer's own while the application loads its
 /// shaders, so the opening (a sweep, and a stat of every entry for the bound) is not paid inside
-/// the first pipeline's creation. A pipeline that comes first waits for the same opening.
+/// the first pipeline's creation. A pipeline that comes first waits for the same opening. The
+/// thread then reads ahead the entries the last run used, until they are read or the device
+/// ends.
 fn open_ahead(data: &Arc<DeviceData>) {
     if !data.active || data.store.as_ref().is_none_or(|cell| cell.get().is_some()) {
         return;
@@ -200,6 +210,11 @@ fn open_ahead(data: &Arc<DeviceData>) {
                     // The opening publishes the store first; the bound follows here, on this thread.
                     if let (Some(store), true) = ahead.open_store(false) {
                         store.keep_within_bound();
+                        if SETTINGS.read_ahead > 0 {
+                            let started = std::time::Instant::now();
+                            let r = store.read_ahead(SETTINGS.read_ahead);
+                            tracing::debug!(held = r.held, held_bytes = r.held_bytes, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
+                        }
                     }
                 },
                 || (),

@@ -488,7 +488,7 @@ unsafe fn build_kept<T: PipelineInfo>(
             // Stamped by the writer thread: the file's close and its time update leave the
             // application's thread, and the stamp keeps this moment's place in the run's order.
             dev.writer
-                .stamp(store.clone(), entry.into_file(), store.next_stamp());
+                .stamp(store.clone(), entry.into_stamp_target(), store.next_stamp());
             Outcome::Found
         }
         seeded => {

@@ -12,14 +12,13 @@
 //! warm run does not wake it for each pipeline; fewer wait until the next write or the end.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
 use crate::key::PipelineKey;
 use crate::store::files::Written;
-use crate::store::{Store, StoreError};
+use crate::store::{StampTarget, Store, StoreError};
 
 /// Bytes waiting past which writes are done on the caller's thread.
 const QUEUE_LIMIT: usize = 256 << 20;
@@ -35,16 +34,16 @@ struct Job {
     stamp: SystemTime,
 }
 
-/// A found entry's file, to be stamped and closed.
+/// A found entry, to be stamped (and its file closed).
 struct Stamp {
     store: Arc<Store>,
-    file: File,
+    target: StampTarget,
     stamp: SystemTime,
 }
 
 impl Stamp {
     fn give(self) {
-        self.store.stamp_file(&self.file, self.stamp);
+        self.store.stamp_found(&self.target, self.stamp);
     }
 }
 
@@ -108,8 +107,12 @@ impl Writer {
 
     /// Queues the stamp of a found entry; given on the caller's thread when too many wait or
     /// no thread can be started.
-    pub fn stamp(&self, store: Arc<Store>, file: File, stamp: SystemTime) {
-        let stamp = Stamp { store, file, stamp };
+    pub fn stamp(&self, store: Arc<Store>, target: StampTarget, stamp: SystemTime) {
+        let stamp = Stamp {
+            store,
+            target,
+            stamp,
+        };
         let stamp = {
             let (lock, ready) = &*self.shared;
             let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());

@@ -31,29 +31,34 @@ pub struct BoundReport {
 pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError> {
     let mut out = Vec::new();
     for dir_name in names_in(host_dir).map_err(StoreError::io("list", host_dir))? {
-        if DirName::parse(&dir_name).is_none() {
-            continue;
-        }
-        let dir = host_dir.join(&dir_name);
-        for name in names_in(&dir).unwrap_or_default() {
-            if !is_entry_name(&name) {
-                continue;
-            }
-            let path = dir.join(&name);
-            // An entry removed by another process since the listing is simply not counted.
-            if let Ok(meta) = fs::symlink_metadata(&path) {
-                if meta.is_file() {
-                    let stamp = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                    out.push(StampedEntry {
-                        path,
-                        bytes: meta.len(),
-                        stamp,
-                    });
-                }
-            }
+        if DirName::parse(&dir_name).is_some() {
+            out.extend(entries_in(&host_dir.join(&dir_name)));
         }
     }
     Ok(out)
+}
+
+/// Every entry of one identity directory, with its size and stamp. An entry removed by another
+/// process since the listing is simply not counted.
+pub fn entries_in(dir: &Path) -> Vec<StampedEntry> {
+    let mut out = Vec::new();
+    for name in names_in(dir).unwrap_or_default() {
+        if !is_entry_name(&name) {
+            continue;
+        }
+        let path = dir.join(&name);
+        if let Ok(meta) = fs::symlink_metadata(&path) {
+            if meta.is_file() {
+                let stamp = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                out.push(StampedEntry {
+                    path,
+                    bytes: meta.len(),
+                    stamp,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The entries to drop to bring `entries` within `max_bytes`, oldest stamp first. Ties are

@@ -10,6 +10,7 @@
 //! run left and brings the title within its size bound, oldest stamp first.
 #![forbid(unsafe_code)]
 
+pub mod ahead;
 pub mod bound;
 pub mod envelope;
 pub mod files;
@@ -94,12 +95,21 @@ pub struct Store {
     /// Entries are opened without updating their access time (whose update would dirty the inode
     /// at every warm lookup) until the kernel refuses it: only the files' owner may ask.
     no_atime: AtomicBool,
+    ahead: ahead::ReadAhead,
 }
 
-/// An entry found whole: its file (kept open for the stamp) and its bytes.
+/// An entry found whole: its bytes, and its file kept open for the stamp (none when it was
+/// read ahead).
 pub struct FoundEntry {
-    file: File,
+    key: PipelineKey,
+    file: Option<File>,
     bytes: Vec<u8>,
+}
+
+/// What the stamp of a found entry needs, without its bytes.
+pub struct StampTarget {
+    key: PipelineKey,
+    file: Option<File>,
 }
 
 impl FoundEntry {
@@ -108,9 +118,12 @@ impl FoundEntry {
         &self.bytes[envelope::ENVELOPE_LEN..]
     }
 
-    /// The entry's open file, for a stamp given later.
-    pub fn into_file(self) -> File {
-        self.file
+    /// What its stamp needs, for a stamp given later.
+    pub fn into_stamp_target(self) -> StampTarget {
+        StampTarget {
+            key: self.key,
+            file: self.file,
+        }
     }
 }
 
@@ -160,6 +173,7 @@ impl Store {
             bounding: AtomicBool::new(false),
             dir_fd: OnceLock::new(),
             no_atime: AtomicBool::new(true),
+            ahead: ahead::ReadAhead::default(),
         };
         let report = open::sweep(&store, bound_now)?;
         Ok((store, report))
@@ -178,8 +192,21 @@ impl Store {
         self.dir.join(key.file_name())
     }
 
-    /// Looks an entry up by opening its file; a damaged entry is dropped and logged.
+    /// Looks an entry up: taken from what was read ahead, else by opening its file; a damaged
+    /// entry is dropped and logged.
     pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
+        if let Some(bytes) = self.ahead.claim(key) {
+            return Ok(Lookup::Found(FoundEntry {
+                key: *key,
+                file: None,
+                bytes,
+            }));
+        }
+        self.read_entry(key)
+    }
+
+    /// Opens, reads and checks one entry.
+    fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         let name = key.file_name();
         let mut file = match self.open_entry(&name) {
             Ok(f) => f,
@@ -189,7 +216,11 @@ impl Store {
         let path = || self.dir.join(&name);
         let bytes = files::read_whole(&mut file).map_err(|e| StoreError::io("read", &path())(e))?;
         match envelope::decode(&bytes, &self.identity, key) {
-            Ok(_) => Ok(Lookup::Found(FoundEntry { file, bytes })),
+            Ok(_) => Ok(Lookup::Found(FoundEntry {
+                key: *key,
+                file: Some(file),
+                bytes,
+            })),
             Err(why) => {
                 drop(file);
                 self.drop_entry(&path(), why.reason());
@@ -244,16 +275,64 @@ impl Store {
     }
 
     /// Stamps an entry this run found.
-    pub fn stamp(&self, found: &FoundEntry) {
-        self.stamp_file(&found.file, self.next_stamp());
+    pub fn stamp(&self, found: FoundEntry) {
+        self.stamp_found(&found.into_stamp_target(), self.next_stamp());
     }
 
-    /// Stamps a found entry's open file with a stamp taken when it was used (the layer's writer
-    /// thread stamps later, off the application's thread, in the run's order of use).
-    pub fn stamp_file(&self, file: &File, stamp: SystemTime) {
-        if let Err(e) = file.set_modified(stamp) {
+    /// Stamps a found entry with a stamp taken when it was used (the layer's writer thread
+    /// stamps later, off the application's thread, in the run's order of use): through its open
+    /// file, or by its name when it was read ahead (an entry gone since is not stamped).
+    pub fn stamp_found(&self, target: &StampTarget, stamp: SystemTime) {
+        let stamped = match &target.file {
+            Some(file) => file.set_modified(stamp),
+            None => File::open(self.entry_path(&target.key)).and_then(|f| f.set_modified(stamp)),
+        };
+        if let Err(e) = stamped {
             tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry");
         }
+    }
+
+    /// Reads ahead the entries the last run used, newest stamp first, holding at most `window`
+    /// bytes not yet taken, until every one is read or [`Store::stop_reading_ahead`] is called.
+    /// Run on a thread of the caller's own, after the opening.
+    pub fn read_ahead(&self, window: u64) -> ahead::AheadReport {
+        let mut entries = bound::entries_in(&self.dir);
+        entries.sort_by_key(|e| std::cmp::Reverse(e.stamp));
+        let mut report = ahead::AheadReport::default();
+        for entry in entries {
+            let Some(key) = entry
+                .path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(PipelineKey::from_file_name)
+            else {
+                continue;
+            };
+            if self.ahead.is_claimed(&key) {
+                report.claimed_first += 1;
+                continue;
+            }
+            if !self.ahead.wait_for_room(entry.bytes, window) {
+                break;
+            }
+            // A damaged entry is dropped and logged here as its lookup would have done.
+            if let Ok(Lookup::Found(found)) = self.read_entry(&key) {
+                let len = found.bytes.len() as u64;
+                if self.ahead.offer(key, found.bytes) {
+                    report.held += 1;
+                    report.held_bytes += len;
+                } else {
+                    report.claimed_first += 1;
+                }
+            }
+        }
+        self.ahead.end();
+        report
+    }
+
+    /// Ends reading ahead and lets go of what it holds.
+    pub fn stop_reading_ahead(&self) {
+        self.ahead.stop();
     }
 
     /// Writes an entry whole, stamped now; skipped when another writer holds it or the bound is 0.

@@ -284,7 +284,7 @@ fn the_bound_keeps_the_last_runs_first_used_entries() {
     let run3 = open(root.path(), 1 << 30, at(300));
     for n in [2, 6, 4] {
         match run3.lookup(&key(n)).unwrap() {
-            Lookup::Found(e) => run3.stamp(&e),
+            Lookup::Found(e) => run3.stamp(e),
             _ => {
                 run3.write(&key(n), &data).unwrap();
             }
@@ -320,4 +320,67 @@ fn the_bound_is_kept_again_while_a_run_writes() {
 
 fn names(dir: &Path) -> Vec<String> {
     files::names_in(dir).unwrap()
+}
+
+#[test]
+fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
+    let root = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[9; 200]);
+    let run1 = open(root.path(), 1 << 30, at(100));
+    for n in 1..=5 {
+        run1.write(&key(n), &data).unwrap();
+    }
+    let damaged = run1.entry_path(&key(3));
+    let mut bytes = fs::read(&damaged).unwrap();
+    *bytes.last_mut().unwrap() ^= 0x01;
+    fs::write(&damaged, &bytes).unwrap();
+
+    let run2 = open(root.path(), 1 << 30, at(200));
+    // A lookup before reading ahead claims its key: it is never read ahead after.
+    assert!(found(&run2, &key(5)));
+    let report = run2.read_ahead(1 << 20);
+    assert_eq!((report.held, report.claimed_first), (3, 1), "{report:?}");
+    assert!(
+        !damaged.exists(),
+        "read ahead drops a damaged entry as a lookup would"
+    );
+    for n in [1, 2, 4] {
+        match run2.lookup(&key(n)).unwrap() {
+            Lookup::Found(e) => {
+                assert!(e.file.is_none(), "taken from what was read ahead");
+                assert_eq!(e.data(), &data[..]);
+                run2.stamp(e);
+            }
+            _ => panic!("entry {n} not found"),
+        }
+    }
+    assert!(matches!(run2.lookup(&key(3)).unwrap(), Lookup::Missing));
+    // An entry taken from memory is stamped by its name, in this run's order.
+    let stamp = fs::metadata(run2.entry_path(&key(1)))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert!(stamp < at(200) && stamp > at(199), "{stamp:?}");
+}
+
+#[test]
+fn read_ahead_waits_within_its_window_and_a_stop_ends_it() {
+    let root = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[1; 200]); // 352 bytes an entry
+    let run1 = open(root.path(), 1 << 30, at(100));
+    for n in 1..=4 {
+        run1.write(&key(n), &data).unwrap();
+    }
+    let run2 = std::sync::Arc::new(open(root.path(), 1 << 30, at(200)));
+    let reader = {
+        let run2 = run2.clone();
+        std::thread::spawn(move || run2.read_ahead(400))
+    };
+    // The window holds one entry: the reader waits until it is taken, or stopped (however far
+    // it got by then, it never holds more than the window).
+    std::thread::sleep(Duration::from_millis(50));
+    run2.stop_reading_ahead();
+    let report = reader.join().unwrap();
+    assert!(report.held <= 1, "{report:?}");
+    assert!(found(&run2, &key(1)) && found(&run2, &key(4)));
 }

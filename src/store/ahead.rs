@@ -1,0 +1,162 @@
+//! Reading ahead: once the store is open, a thread of the layer's own reads the entries the last
+//! run used, in the order it used them (newest stamp first), checks each whole as a lookup would,
+//! and holds it, so that the lookup on the application's thread finds it checked in memory
+//! instead of opening, reading and hashing a file. A window bounds the bytes held. A lookup
+//! claims its key whether or not the entry has been read yet: a claimed key is never read ahead
+//! after, so no entry is held that nobody will take.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::key::PipelineKey;
+
+#[derive(Default)]
+struct Held {
+    ready: HashMap<PipelineKey, Vec<u8>>,
+    claimed: HashSet<PipelineKey>,
+    bytes: u64,
+    stopped: bool,
+}
+
+/// The entries read ahead, and the keys lookups have claimed.
+#[derive(Default)]
+pub struct ReadAhead {
+    held: Mutex<Held>,
+    room: Condvar,
+    /// Set once reading ahead has ended and nothing is held: lookups then skip the lock.
+    over: AtomicBool,
+}
+
+impl std::fmt::Debug for ReadAhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadAhead")
+            .field("over", &self.over)
+            .finish()
+    }
+}
+
+/// What reading ahead did, for its log line.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct AheadReport {
+    /// Entries read, checked and held.
+    pub held: u64,
+    pub held_bytes: u64,
+    /// Entries a lookup claimed first.
+    pub claimed_first: u64,
+}
+
+impl ReadAhead {
+    fn lock(&self) -> MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A lookup's claim on `key`: the entry's bytes if they were read ahead (already checked);
+    /// either way the key is not read ahead after this.
+    pub fn claim(&self, key: &PipelineKey) -> Option<Vec<u8>> {
+        if self.over.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut held = self.lock();
+        held.claimed.insert(*key);
+        let bytes = held.ready.remove(key)?;
+        held.bytes -= bytes.len() as u64;
+        self.room.notify_one();
+        Some(bytes)
+    }
+
+    pub fn is_claimed(&self, key: &PipelineKey) -> bool {
+        self.lock().claimed.contains(key)
+    }
+
+    /// Waits until `len` more bytes fit the window (or nothing is held: one entry larger than
+    /// the window is still read). False when reading ahead has been stopped.
+    pub fn wait_for_room(&self, len: u64, window: u64) -> bool {
+        let mut held = self.lock();
+        while !held.stopped && held.bytes > 0 && held.bytes + len > window {
+            held = self.room.wait(held).unwrap_or_else(|e| e.into_inner());
+        }
+        !held.stopped
+    }
+
+    /// Holds a checked entry, unless a lookup claimed it meanwhile. True when held.
+    pub fn offer(&self, key: PipelineKey, bytes: Vec<u8>) -> bool {
+        let mut held = self.lock();
+        if held.stopped || held.claimed.contains(&key) {
+            return false;
+        }
+        held.bytes += bytes.len() as u64;
+        held.ready.insert(key, bytes);
+        true
+    }
+
+    /// Reading ahead has read what it will: once lookups have taken what it holds, they skip
+    /// the lock.
+    pub fn end(&self) {
+        let held = self.lock();
+        if held.ready.is_empty() {
+            self.over.store(true, Ordering::Release);
+        }
+    }
+
+    /// Stops reading ahead (at the device's end) and lets go of what is held.
+    pub fn stop(&self) {
+        let mut held = self.lock();
+        held.stopped = true;
+        held.ready.clear();
+        held.bytes = 0;
+        self.over.store(true, Ordering::Release);
+        self.room.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> PipelineKey {
+        PipelineKey {
+            spirv: [n; 16],
+            state: [0; 16],
+        }
+    }
+
+    #[test]
+    fn a_held_entry_is_taken_once_and_a_claimed_key_is_never_held() {
+        let ahead = ReadAhead::default();
+        assert!(ahead.offer(key(1), vec![1; 10]));
+        assert_eq!(ahead.claim(&key(1)), Some(vec![1; 10]));
+        assert_eq!(ahead.claim(&key(1)), None);
+        assert!(ahead.is_claimed(&key(1)));
+        assert_eq!(ahead.claim(&key(2)), None);
+        assert!(
+            !ahead.offer(key(2), vec![2; 10]),
+            "claimed before it was read"
+        );
+    }
+
+    #[test]
+    fn the_window_waits_for_a_lookup_and_stop_releases_the_wait() {
+        let ahead = std::sync::Arc::new(ReadAhead::default());
+        assert!(
+            ahead.wait_for_room(100, 10),
+            "an empty window takes any one entry"
+        );
+        assert!(ahead.offer(key(1), vec![0; 8]));
+        let reader = {
+            let ahead = ahead.clone();
+            std::thread::spawn(move || ahead.wait_for_room(8, 10))
+        };
+        // The reader waits until the held entry is taken.
+        assert_eq!(ahead.claim(&key(1)).map(|b| b.len()), Some(8));
+        assert!(reader.join().unwrap());
+        assert!(ahead.offer(key(3), vec![0; 8]));
+        let stopped = {
+            let ahead = ahead.clone();
+            std::thread::spawn(move || ahead.wait_for_room(8, 10))
+        };
+        ahead.stop();
+        assert!(!stopped.join().unwrap());
+        assert_eq!(ahead.claim(&key(3)), None, "stop lets go of what is held");
+    }
+}
