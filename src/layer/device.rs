@@ -212,7 +212,8 @@ fn open_ahead(data: &Arc<DeviceData>) {
                         store.keep_within_bound();
                         if SETTINGS.read_ahead > 0 {
                             let started = std::time::Instant::now();
-                            let r = store.read_ahead(SETTINGS.read_ahead);
+                            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                            let r = store.read_ahead(SETTINGS.read_ahead, (cores / 4).clamp(1, 4));
                             tracing::debug!(held = r.held, held_bytes = r.held_bytes, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
                         }
                     }

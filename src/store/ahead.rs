@@ -15,6 +15,7 @@ use crate::key::PipelineKey;
 struct Held {
     ready: HashMap<PipelineKey, Vec<u8>>,
     claimed: HashSet<PipelineKey>,
+    /// The bytes held, and those reserved by readers for the entry each is reading.
     bytes: u64,
     stopped: bool,
 }
@@ -69,25 +70,37 @@ impl ReadAhead {
         self.lock().claimed.contains(key)
     }
 
-    /// Waits until `len` more bytes fit the window (or nothing is held: one entry larger than
-    /// the window is still read). False when reading ahead has been stopped.
-    pub fn wait_for_room(&self, len: u64, window: u64) -> bool {
+    /// Waits until `len` more bytes fit the window (or nothing is held or reserved: one entry
+    /// larger than the window is still read), and reserves them for the entry about to be read.
+    /// False when reading ahead has been stopped.
+    pub fn reserve(&self, len: u64, window: u64) -> bool {
         let mut held = self.lock();
         while !held.stopped && held.bytes > 0 && held.bytes + len > window {
             held = self.room.wait(held).unwrap_or_else(|e| e.into_inner());
         }
+        if !held.stopped {
+            held.bytes += len;
+        }
         !held.stopped
     }
 
-    /// Holds a checked entry, unless a lookup claimed it meanwhile. True when held.
-    pub fn offer(&self, key: PipelineKey, bytes: Vec<u8>) -> bool {
+    /// Holds a checked entry in the room reserved for it, unless a lookup claimed it meanwhile
+    /// (or `bytes` is `None`: the entry could not be read). True when held.
+    pub fn offer(&self, key: PipelineKey, reserved: u64, bytes: Option<Vec<u8>>) -> bool {
         let mut held = self.lock();
-        if held.stopped || held.claimed.contains(&key) {
+        if held.stopped {
             return false;
         }
-        held.bytes += bytes.len() as u64;
-        held.ready.insert(key, bytes);
-        true
+        held.bytes -= reserved;
+        self.room.notify_one();
+        match bytes {
+            Some(bytes) if !held.claimed.contains(&key) => {
+                held.bytes += bytes.len() as u64;
+                held.ready.insert(key, bytes);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Reading ahead has read what it will: once lookups have taken what it holds, they skip
@@ -124,36 +137,41 @@ mod tests {
     #[test]
     fn a_held_entry_is_taken_once_and_a_claimed_key_is_never_held() {
         let ahead = ReadAhead::default();
-        assert!(ahead.offer(key(1), vec![1; 10]));
+        assert!(ahead.reserve(10, 100));
+        assert!(ahead.offer(key(1), 10, Some(vec![1; 10])));
         assert_eq!(ahead.claim(&key(1)), Some(vec![1; 10]));
         assert_eq!(ahead.claim(&key(1)), None);
         assert!(ahead.is_claimed(&key(1)));
         assert_eq!(ahead.claim(&key(2)), None);
-        assert!(
-            !ahead.offer(key(2), vec![2; 10]),
-            "claimed before it was read"
-        );
+        assert!(ahead.reserve(10, 100));
+        let held = ahead.offer(key(2), 10, Some(vec![2; 10]));
+        assert!(!held, "claimed before it was read");
     }
 
     #[test]
     fn the_window_waits_for_a_lookup_and_stop_releases_the_wait() {
         let ahead = std::sync::Arc::new(ReadAhead::default());
         assert!(
-            ahead.wait_for_room(100, 10),
+            ahead.reserve(100, 10),
             "an empty window takes any one entry"
         );
-        assert!(ahead.offer(key(1), vec![0; 8]));
+        assert!(
+            !ahead.offer(key(9), 100, None),
+            "unreadable: its room is given back"
+        );
+        assert!(ahead.reserve(8, 10));
+        assert!(ahead.offer(key(1), 8, Some(vec![0; 8])));
         let reader = {
             let ahead = ahead.clone();
-            std::thread::spawn(move || ahead.wait_for_room(8, 10))
+            std::thread::spawn(move || ahead.reserve(8, 10))
         };
         // The reader waits until the held entry is taken.
         assert_eq!(ahead.claim(&key(1)).map(|b| b.len()), Some(8));
         assert!(reader.join().unwrap());
-        assert!(ahead.offer(key(3), vec![0; 8]));
+        assert!(ahead.offer(key(3), 8, Some(vec![0; 8])));
         let stopped = {
             let ahead = ahead.clone();
-            std::thread::spawn(move || ahead.wait_for_room(8, 10))
+            std::thread::spawn(move || ahead.reserve(8, 10))
         };
         ahead.stop();
         assert!(!stopped.join().unwrap());

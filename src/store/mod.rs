@@ -294,40 +294,75 @@ impl Store {
 
     /// Reads ahead the entries the last run used, newest stamp first, holding at most `window`
     /// bytes not yet taken, until every one is read or [`Store::stop_reading_ahead`] is called.
-    /// Run on a thread of the caller's own, after the opening.
-    pub fn read_ahead(&self, window: u64) -> ahead::AheadReport {
+    /// Run on a thread of the caller's own, after the opening; `readers` threads read (one per
+    /// four cores suits a store of large entries, whose hashing one thread cannot keep ahead of
+    /// several application threads).
+    pub fn read_ahead(&self, window: u64, readers: usize) -> ahead::AheadReport {
         let mut entries = bound::entries_in(&self.dir);
         entries.sort_by_key(|e| std::cmp::Reverse(e.stamp));
-        let mut report = ahead::AheadReport::default();
-        for entry in entries {
-            let Some(key) = entry
-                .path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(PipelineKey::from_file_name)
-            else {
-                continue;
-            };
-            if self.ahead.is_claimed(&key) {
-                report.claimed_first += 1;
-                continue;
-            }
-            if !self.ahead.wait_for_room(entry.bytes, window) {
-                break;
-            }
-            // A damaged entry is dropped and logged here as its lookup would have done.
-            if let Ok(Lookup::Found(found)) = self.read_entry(&key) {
-                let len = found.bytes.len() as u64;
-                if self.ahead.offer(key, found.bytes) {
-                    report.held += 1;
-                    report.held_bytes += len;
-                } else {
-                    report.claimed_first += 1;
+        let next = AtomicU64::new(0);
+        let read_some = || {
+            let mut report = ahead::AheadReport::default();
+            while let Some(entry) = entries.get(next.fetch_add(1, Ordering::Relaxed) as usize) {
+                if !self.read_one_ahead(entry, window, &mut report) {
+                    break;
                 }
             }
-        }
+            report
+        };
+        let report = std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..readers.max(1))
+                .map(|_| scope.spawn(read_some))
+                .collect();
+            let mut report = read_some();
+            for helper in helpers {
+                if let Ok(r) = helper.join() {
+                    report.held += r.held;
+                    report.held_bytes += r.held_bytes;
+                    report.claimed_first += r.claimed_first;
+                }
+            }
+            report
+        });
         self.ahead.end();
         report
+    }
+
+    /// Reads one entry ahead unless a lookup claimed it; false once reading ahead is stopped.
+    fn read_one_ahead(
+        &self,
+        entry: &bound::StampedEntry,
+        window: u64,
+        report: &mut ahead::AheadReport,
+    ) -> bool {
+        let Some(key) = entry
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(PipelineKey::from_file_name)
+        else {
+            return true;
+        };
+        if self.ahead.is_claimed(&key) {
+            report.claimed_first += 1;
+            return true;
+        }
+        if !self.ahead.reserve(entry.bytes, window) {
+            return false;
+        }
+        // A damaged entry is dropped and logged here as its lookup would have done.
+        let bytes = match self.read_entry(&key) {
+            Ok(Lookup::Found(found)) => Some(found.bytes),
+            _ => None,
+        };
+        let len = bytes.as_ref().map(|b| b.len() as u64);
+        if self.ahead.offer(key, entry.bytes, bytes) {
+            report.held += 1;
+            report.held_bytes += len.unwrap_or(0);
+        } else if len.is_some() {
+            report.claimed_first += 1;
+        }
+        true
     }
 
     /// Ends reading ahead and lets go of what it holds.

@@ -338,7 +338,7 @@ fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
     let run2 = open(root.path(), 1 << 30, at(200));
     // A lookup before reading ahead claims its key: it is never read ahead after.
     assert!(found(&run2, &key(5)));
-    let report = run2.read_ahead(1 << 20);
+    let report = run2.read_ahead(1 << 20, 1);
     assert_eq!((report.held, report.claimed_first), (3, 1), "{report:?}");
     assert!(
         !damaged.exists(),
@@ -374,7 +374,7 @@ fn read_ahead_waits_within_its_window_and_a_stop_ends_it() {
     let run2 = std::sync::Arc::new(open(root.path(), 1 << 30, at(200)));
     let reader = {
         let run2 = run2.clone();
-        std::thread::spawn(move || run2.read_ahead(400))
+        std::thread::spawn(move || run2.read_ahead(400, 2))
     };
     // The window holds one entry: the reader waits until it is taken, or stopped (however far
     // it got by then, it never holds more than the window).
