@@ -53,24 +53,17 @@ impl Settings {
                 .map(|c| PathBuf::from(c).join("pipekeep"))
                 .or_else(|| non_empty("HOME").map(|h| PathBuf::from(h).join(".cache/pipekeep")))
         });
-        let max_bytes = match non_empty("PIPEKEEP_MAX_BYTES") {
-            None => DEFAULT_MAX_BYTES,
+        let mut bytes = |name: &str, default: u64| match non_empty(name) {
+            None => default,
             Some(v) => v.trim().parse::<u64>().unwrap_or_else(|_| {
                 problems.push(format!(
-                    "PIPEKEEP_MAX_BYTES={v:?} is not an integer >= 0; using the default {DEFAULT_MAX_BYTES}"
+                    "{name}={v:?} is not an integer >= 0; using the default {default}"
                 ));
-                DEFAULT_MAX_BYTES
+                default
             }),
         };
-        let read_ahead = match non_empty("PIPEKEEP_READ_AHEAD") {
-            None => DEFAULT_READ_AHEAD,
-            Some(v) => v.trim().parse::<u64>().unwrap_or_else(|_| {
-                problems.push(format!(
-                    "PIPEKEEP_READ_AHEAD={v:?} is not an integer >= 0; using the default {DEFAULT_READ_AHEAD}"
-                ));
-                DEFAULT_READ_AHEAD
-            }),
-        };
+        let max_bytes = bytes("PIPEKEEP_MAX_BYTES", DEFAULT_MAX_BYTES);
+        let read_ahead = bytes("PIPEKEEP_READ_AHEAD", DEFAULT_READ_AHEAD);
         let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "info".into());
         let test_open_time =
             non_empty("PIPEKEEP_TEST_OPEN_TIME").and_then(|v| match v.parse::<u64>() {
