@@ -3,12 +3,15 @@
 //! 100,000 entries; reading and verifying a 6 KB and a 3 MB entry against the raw read of the
 //! same bytes. Prints a Markdown table. `cargo bench --bench micro` (scripts/bench.sh runs it).
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::identity;
 use std::hint::black_box;
 use std::time::{Duration, Instant, SystemTime};
 
 use pipekeep::key::desc::*;
 use pipekeep::key::{compute_key, graphics_key, Digest, PipelineKey};
-use pipekeep::store::{Identity, Lookup, Store};
+use pipekeep::store::{Lookup, Store};
 
 /// The median of `rounds` timings of `f`, each over `iters` calls.
 fn median_per_call(rounds: usize, iters: u32, mut f: impl FnMut()) -> Duration {
@@ -105,16 +108,6 @@ fn graphics() -> GraphicsDesc {
             subpass: 0,
         },
         robustness: None,
-    }
-}
-
-fn identity() -> Identity {
-    Identity {
-        vendor_id: 0x1002,
-        device_id: 0x73bf,
-        driver_version: 1,
-        cache_uuid: [9; 16],
-        abi: 8,
     }
 }
 

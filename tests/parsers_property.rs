@@ -2,20 +2,12 @@
 //! targets in fuzz/ explore the same functions further where nightly is available): the envelope
 //! decoder, the Fossilize container reader with the payload parser, and damaged corpus copies.
 
+mod common;
+use common::identity;
 use pipekeep::key::PipelineKey;
 use pipekeep::replay::{foz, objects::Catalog};
-use pipekeep::store::{envelope, Identity};
+use pipekeep::store::envelope;
 use proptest::prelude::*;
-
-fn identity() -> Identity {
-    Identity {
-        vendor_id: 0x1002,
-        device_id: 0x73bf,
-        driver_version: 7,
-        cache_uuid: [1; 16],
-        abi: 8,
-    }
-}
 
 fn key() -> PipelineKey {
     PipelineKey {

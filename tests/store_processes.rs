@@ -4,22 +4,14 @@
 //!
 //! The children are this test binary again, told what to do by `PIPEKEEP_TEST_CHILD`.
 
+mod common;
+use common::identity;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use pipekeep::key::PipelineKey;
-use pipekeep::store::{bound, files, Identity, Lookup, Store};
-
-fn identity() -> Identity {
-    Identity {
-        vendor_id: 0x1002,
-        device_id: 0x73bf,
-        driver_version: 7,
-        cache_uuid: [0xab; 16],
-        abi: 8,
-    }
-}
+use pipekeep::store::{bound, files, Lookup, Store};
 
 fn key(n: u32) -> PipelineKey {
     let mut spirv = [0u8; 16];
@@ -108,7 +100,7 @@ fn assert_every_entry_verifies(root: &Path) -> usize {
     let (store, _) = Store::open(root, "t", identity(), u64::MAX, SystemTime::now()).unwrap();
     let mut checked = 0;
     for name in files::names_in(store.dir()).unwrap() {
-        if let Some(n) = (0..64).find(|n| key(*n).file_name() == name) {
+        if let Some(n) = (0..64).find(|n| *key(*n).file_name() == *name) {
             match store.lookup(&key(n)).unwrap() {
                 Lookup::Found(e) => assert_eq!(e.data(), &data(n, 2000 + n as usize * 500)[..]),
                 Lookup::Dropped(why) => panic!("{name} failed verification: {why}"),

@@ -121,7 +121,7 @@ fn graphics() -> GraphicsDesc {
 }
 
 fn hexkey(k: PipelineKey) -> String {
-    k.file_name()
+    k.file_name().to_string()
 }
 
 // If these golden tests fail, keys moved: bump KEY_VERSION so old entries stop matching, then

@@ -9,7 +9,8 @@ use std::os::fd::AsFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{compiler_fence, Ordering};
 
-use crate::store::marker::{MarkerSlot, ENTRY_NAME_LEN};
+use crate::key::ENTRY_NAME_LEN;
+use crate::store::marker::MarkerSlot;
 
 /// A shared, writable mapping of a marker file's [`ENTRY_NAME_LEN`] bytes.
 struct MappedMarker {
@@ -39,10 +40,9 @@ pub fn map(file: &File) -> Option<Box<dyn MarkerSlot>> {
 }
 
 impl MarkerSlot for MappedMarker {
-    fn name(&mut self, name: &[u8]) {
-        let len = name.len().min(ENTRY_NAME_LEN);
-        // SAFETY: `len` bytes within the mapping, which only this thread writes.
-        unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), self.at.as_ptr(), len) };
+    fn name(&mut self, name: &[u8; ENTRY_NAME_LEN]) {
+        // SAFETY: the mapping's ENTRY_NAME_LEN bytes, which only this thread writes.
+        unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), self.at.as_ptr(), ENTRY_NAME_LEN) };
         // The name is in the page before the driver's call that follows, never after it.
         compiler_fence(Ordering::SeqCst);
     }

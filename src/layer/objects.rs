@@ -242,18 +242,41 @@ unsafe fn pipeline_layout_content(
     }))
 }
 
-fn attachment(a: &vk::AttachmentDescription) -> AttachmentDesc {
-    AttachmentDesc {
-        flags: a.flags.as_raw(),
-        format: a.format.as_raw() as u32,
-        samples: a.samples.as_raw(),
-        load_op: a.load_op.as_raw() as u32,
-        store_op: a.store_op.as_raw() as u32,
-        stencil_load_op: a.stencil_load_op.as_raw() as u32,
-        stencil_store_op: a.stencil_store_op.as_raw() as u32,
-        initial_layout: a.initial_layout.as_raw() as u32,
-        final_layout: a.final_layout.as_raw() as u32,
-    }
+/// An attachment as content: `VkAttachmentDescription` and `VkAttachmentDescription2` share
+/// these fields.
+macro_rules! attachment_desc {
+    ($a:expr) => {{
+        let a = $a;
+        AttachmentDesc {
+            flags: a.flags.as_raw(),
+            format: a.format.as_raw() as u32,
+            samples: a.samples.as_raw(),
+            load_op: a.load_op.as_raw() as u32,
+            store_op: a.store_op.as_raw() as u32,
+            stencil_load_op: a.stencil_load_op.as_raw() as u32,
+            stencil_store_op: a.stencil_store_op.as_raw() as u32,
+            initial_layout: a.initial_layout.as_raw() as u32,
+            final_layout: a.final_layout.as_raw() as u32,
+        }
+    }};
+}
+
+/// A subpass dependency as content: `VkSubpassDependency` and `VkSubpassDependency2` share
+/// these fields; only the second has a view offset.
+macro_rules! dependency_desc {
+    ($d:expr, $view_offset:expr) => {{
+        let d = $d;
+        DependencyDesc {
+            src_subpass: d.src_subpass,
+            dst_subpass: d.dst_subpass,
+            src_stage_mask: d.src_stage_mask.as_raw(),
+            dst_stage_mask: d.dst_stage_mask.as_raw(),
+            src_access_mask: d.src_access_mask.as_raw(),
+            dst_access_mask: d.dst_access_mask.as_raw(),
+            flags: d.dependency_flags.as_raw(),
+            view_offset: $view_offset,
+        }
+    }};
 }
 
 fn reference(r: &vk::AttachmentReference) -> AttachmentRef {
@@ -295,23 +318,14 @@ unsafe fn render_pass_content(ci: &vk::RenderPassCreateInfo) -> Result<RenderPas
         .collect();
     let dependencies = unsafe { slice(ci.p_dependencies, ci.dependency_count) }
         .iter()
-        .map(|d| DependencyDesc {
-            src_subpass: d.src_subpass,
-            dst_subpass: d.dst_subpass,
-            src_stage_mask: d.src_stage_mask.as_raw(),
-            dst_stage_mask: d.dst_stage_mask.as_raw(),
-            src_access_mask: d.src_access_mask.as_raw(),
-            dst_access_mask: d.dst_access_mask.as_raw(),
-            flags: d.dependency_flags.as_raw(),
-            view_offset: 0,
-        })
+        .map(|d| dependency_desc!(d, 0))
         .collect();
     Ok(key::render_pass_info(&RenderPassDesc {
         version: 1,
         flags: ci.flags.as_raw(),
         attachments: unsafe { slice(ci.p_attachments, ci.attachment_count) }
             .iter()
-            .map(attachment)
+            .map(|a| attachment_desc!(a))
             .collect(),
         subpasses,
         dependencies,
@@ -360,31 +374,12 @@ unsafe fn render_pass2_content(
     let mut attachments = Vec::new();
     for a in unsafe { slice(ci.p_attachments, ci.attachment_count) } {
         unsafe { only_known(a.p_next, &[], "an attachment")? };
-        attachments.push(AttachmentDesc {
-            flags: a.flags.as_raw(),
-            format: a.format.as_raw() as u32,
-            samples: a.samples.as_raw(),
-            load_op: a.load_op.as_raw() as u32,
-            store_op: a.store_op.as_raw() as u32,
-            stencil_load_op: a.stencil_load_op.as_raw() as u32,
-            stencil_store_op: a.stencil_store_op.as_raw() as u32,
-            initial_layout: a.initial_layout.as_raw() as u32,
-            final_layout: a.final_layout.as_raw() as u32,
-        });
+        attachments.push(attachment_desc!(a));
     }
     let mut dependencies = Vec::new();
     for d in unsafe { slice(ci.p_dependencies, ci.dependency_count) } {
         unsafe { only_known(d.p_next, &[], "a subpass dependency")? };
-        dependencies.push(DependencyDesc {
-            src_subpass: d.src_subpass,
-            dst_subpass: d.dst_subpass,
-            src_stage_mask: d.src_stage_mask.as_raw(),
-            dst_stage_mask: d.dst_stage_mask.as_raw(),
-            src_access_mask: d.src_access_mask.as_raw(),
-            dst_access_mask: d.dst_access_mask.as_raw(),
-            flags: d.dependency_flags.as_raw(),
-            view_offset: d.view_offset,
-        });
+        dependencies.push(dependency_desc!(d, d.view_offset));
     }
     Ok(key::render_pass_info(&RenderPassDesc {
         version: 2,

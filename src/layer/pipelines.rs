@@ -6,7 +6,6 @@
 
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::time::Instant;
 
 use ash::vk;
 
@@ -187,7 +186,6 @@ unsafe fn build_one<T: PipelineInfo>(
     allocator: *const vk::AllocationCallbacks<'_>,
     next: CreateFn<T>,
 ) -> (vk::Result, vk::Pipeline) {
-    let started = Instant::now();
     let mut lap = Lap::start();
     let as_asked = |outcome, lap: &mut Lap| {
         lap.to(Phase::Keep); // whatever the kept path did before it gave up
@@ -220,7 +218,7 @@ unsafe fn build_one<T: PipelineInfo>(
     };
     lap.to(Phase::Keep);
     if pipeline != vk::Pipeline::null() {
-        dev.watch.record(outcome, started.elapsed(), &lap);
+        dev.watch.record(outcome, &lap);
     }
     (r, pipeline)
 }
@@ -429,7 +427,7 @@ unsafe fn build_kept<T: PipelineInfo>(
 
     let mut built = None;
     if let Some(entry) = &found {
-        let marker = store.hold_marker(key);
+        let marker = store.hold_marker(entry);
         if SETTINGS.test_abort_in_load {
             std::process::abort();
         }

@@ -53,6 +53,8 @@ struct Queue {
     bytes: usize,
     stamps: Vec<Stamp>,
     closing: bool,
+    /// The thread was started (its handle is in `Writer::thread`, for the join).
+    started: bool,
 }
 
 /// What the thread takes from the queue at once.
@@ -88,19 +90,17 @@ impl Writer {
             data,
             stamp,
         };
-        let job = {
-            let (lock, ready) = &*self.shared;
-            let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
-            if q.closing || q.bytes + job.data.len() > QUEUE_LIMIT || !self.ensure_thread() {
-                Some(job)
-            } else {
-                q.bytes += job.data.len();
+        let len = job.data.len();
+        let queued = self.enqueue(
+            job,
+            |q| q.bytes + len <= QUEUE_LIMIT,
+            |q, job| {
+                q.bytes += len;
                 q.jobs.push_back(job);
-                ready.notify_one();
-                None
-            }
-        };
-        if let Some(job) = job {
+                true
+            },
+        );
+        if let Some(job) = queued {
             (self.on_written)(run(&job));
         }
     }
@@ -113,27 +113,41 @@ impl Writer {
             target,
             stamp,
         };
-        let stamp = {
-            let (lock, ready) = &*self.shared;
-            let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
-            if q.closing || q.stamps.len() >= STAMPS_LIMIT || !self.ensure_thread() {
-                Some(stamp)
-            } else {
+        let queued = self.enqueue(
+            stamp,
+            |q| q.stamps.len() < STAMPS_LIMIT,
+            |q, stamp| {
                 q.stamps.push(stamp);
-                if q.stamps.len() >= STAMP_BATCH {
-                    ready.notify_one();
-                }
-                None
-            }
-        };
-        if let Some(stamp) = stamp {
+                q.stamps.len() >= STAMP_BATCH
+            },
+        );
+        if let Some(stamp) = queued {
             stamp.give();
         }
     }
 
-    fn ensure_thread(&self) -> bool {
-        let mut thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
-        if thread.is_some() {
+    /// Puts `item` in the queue with `push` (which says whether to wake the thread) when the
+    /// queue is open, `fits` and a thread runs; otherwise gives it back, to be done here.
+    fn enqueue<T>(
+        &self,
+        item: T,
+        fits: impl FnOnce(&Queue) -> bool,
+        push: impl FnOnce(&mut Queue, T) -> bool,
+    ) -> Option<T> {
+        let (lock, ready) = &*self.shared;
+        let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
+        if q.closing || !fits(&q) || !self.ensure_thread(&mut q) {
+            return Some(item);
+        }
+        if push(&mut q, item) {
+            ready.notify_one();
+        }
+        None
+    }
+
+    /// Starts the thread at the first queued work (called with the queue locked).
+    fn ensure_thread(&self, q: &mut Queue) -> bool {
+        if q.started {
             return true;
         }
         let shared = self.shared.clone();
@@ -144,7 +158,8 @@ impl Writer {
                 super::guard::guarded("writer", || drain(&shared, &on_written, true), || ())
             }) {
             Ok(handle) => {
-                *thread = Some(handle);
+                *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+                q.started = true;
                 true
             }
             Err(e) => {

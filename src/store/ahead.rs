@@ -17,6 +17,8 @@ struct Held {
     claimed: HashSet<PipelineKey>,
     /// The bytes held, and those reserved by readers for the entry each is reading.
     bytes: u64,
+    /// Reading ahead has read all it will.
+    ended: bool,
     stopped: bool,
 }
 
@@ -25,7 +27,7 @@ struct Held {
 pub struct ReadAhead {
     held: Mutex<Held>,
     room: Condvar,
-    /// Set once reading ahead has ended and nothing is held: lookups then skip the lock.
+    /// Set once reading ahead has ended and all it held was taken: lookups then skip the lock.
     over: AtomicBool,
 }
 
@@ -63,6 +65,7 @@ impl ReadAhead {
         let bytes = held.ready.remove(key)?;
         held.bytes -= bytes.len() as u64;
         self.room.notify_one();
+        self.skip_lock_once_taken(&held);
         Some(bytes)
     }
 
@@ -106,8 +109,13 @@ impl ReadAhead {
     /// Reading ahead has read what it will: once lookups have taken what it holds, they skip
     /// the lock.
     pub fn end(&self) {
-        let held = self.lock();
-        if held.ready.is_empty() {
+        let mut held = self.lock();
+        held.ended = true;
+        self.skip_lock_once_taken(&held);
+    }
+
+    fn skip_lock_once_taken(&self, held: &Held) {
+        if held.ended && held.ready.is_empty() {
             self.over.store(true, Ordering::Release);
         }
     }

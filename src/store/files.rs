@@ -157,17 +157,9 @@ pub fn names_in(dir: &Path) -> io::Result<Vec<String>> {
     Ok(names)
 }
 
-/// A valid entry file name: `<32 hex>-<32 hex>.entry`.
+/// A valid entry file name: `<32 hex>-<32 hex>.entry` (the key's own parser decides).
 pub fn is_entry_name(name: &str) -> bool {
-    let Some(stem) = name.strip_suffix(".entry") else {
-        return false;
-    };
-    let b = stem.as_bytes();
-    b.len() == 65
-        && b[32] == b'-'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| i == 32 || c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+    crate::key::PipelineKey::from_file_name(name).is_some()
 }
 
 #[cfg(test)]

@@ -85,13 +85,18 @@ impl DirName {
 
 /// Lower-case hex of some bytes.
 pub fn hex(bytes: &[u8]) -> String {
+    let mut out = vec![0; bytes.len() * 2];
+    hex_into(bytes, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Writes `bytes` as lower-case hex digits over the start of `out` (twice as long at least).
+pub fn hex_into(bytes: &[u8], out: &mut [u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 0xf)] as char);
+    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0xf)];
     }
-    s
 }
 
 #[cfg(test)]

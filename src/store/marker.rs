@@ -21,14 +21,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::files::{lock_path, remove_if_present, Locked};
-
-/// The length of every entry's file name (`<32 hex>-<32 hex>.entry`), and so of a marker file.
-pub const ENTRY_NAME_LEN: usize = 71;
+use crate::key::{EntryName, ENTRY_NAME_LEN};
 
 /// A marker file's bytes, written without a system call (see the module's doc).
 pub trait MarkerSlot {
-    /// Writes the name (of [`ENTRY_NAME_LEN`] bytes) over the file's bytes.
-    fn name(&mut self, name: &[u8]);
+    /// Writes the name over the file's bytes.
+    fn name(&mut self, name: &[u8; ENTRY_NAME_LEN]);
     /// Writes a NUL over the first byte.
     fn empty(&mut self);
 }
@@ -52,13 +50,10 @@ struct ThreadMarker {
 }
 
 impl ThreadMarker {
-    fn name(&mut self, name: &str) -> io::Result<()> {
-        if name.len() != ENTRY_NAME_LEN {
-            return Err(io::Error::other("not an entry's name"));
-        }
+    fn name(&mut self, name: &EntryName) -> io::Result<()> {
         match &mut self.slot {
-            Some(slot) => slot.name(name.as_bytes()),
-            None => self.file.write_all_at(name.as_bytes(), 0)?,
+            Some(slot) => slot.name(name.bytes()),
+            None => self.file.write_all_at(name.bytes(), 0)?,
         }
         Ok(())
     }
@@ -127,14 +122,15 @@ fn create_marker(dir: &Path) -> Option<ThreadMarker> {
 
 /// Names an entry in this thread's marker until dropped.
 pub struct LoadingMarker {
-    dir: Option<PathBuf>,
+    /// The marker's place among this thread's (they are only added to while the thread lives).
+    index: Option<usize>,
 }
 
 impl LoadingMarker {
     /// Writes `entry_name` into this thread's marker in `dir`. If no marker can be kept (an
     /// unwritable directory), the load goes on unguarded.
-    pub fn hold(dir: &Path, entry_name: &str) -> LoadingMarker {
-        let held = MARKERS.with(|cell| {
+    pub fn hold(dir: &Path, entry_name: &EntryName) -> LoadingMarker {
+        let index = MARKERS.with(|cell| {
             let mut markers = cell.borrow_mut();
             let index = match markers.iter().position(|m| m.dir == dir) {
                 Some(i) => i,
@@ -143,19 +139,18 @@ impl LoadingMarker {
                     markers.len() - 1
                 }
             };
-            markers[index].name(entry_name).ok()
+            markers[index].name(entry_name).ok()?;
+            Some(index)
         });
-        LoadingMarker {
-            dir: held.map(|()| dir.to_path_buf()),
-        }
+        LoadingMarker { index }
     }
 }
 
 impl Drop for LoadingMarker {
     fn drop(&mut self) {
-        let Some(dir) = self.dir.take() else { return };
+        let Some(index) = self.index else { return };
         let _ = MARKERS.try_with(|cell| {
-            if let Some(m) = cell.borrow_mut().iter_mut().find(|m| m.dir == dir) {
+            if let Some(m) = cell.borrow_mut().get_mut(index) {
                 m.empty();
             }
         });

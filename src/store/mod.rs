@@ -4,10 +4,11 @@
 //! ```text
 //! <root>/<title>/host-pipelines/<vendor>-<device>-<driver>-<uuid>/<spirv>-<state>.entry
 //! ```
-//! The open of an entry's file is the lookup; an entry is checked whole ([`envelope::decode`])
-//! before a byte is handed on; writes go through a locked temporary file and a rename; a
-//! per-thread loading marker names the entry the driver is loading; opening drops what a stopped
-//! run left and brings the title within its size bound, oldest stamp first.
+//! The open of an entry's file is the lookup, unless the entry was read ahead ([`ahead`]); an
+//! entry is checked whole ([`envelope::decode`]) before a byte is handed on; writes go through a
+//! locked temporary file and a rename; a per-thread loading marker names the entry the driver is
+//! loading; opening drops what a stopped run left and brings the title within its size bound,
+//! oldest stamp first.
 #![forbid(unsafe_code)]
 
 pub mod ahead;
@@ -27,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-use crate::key::PipelineKey;
+use crate::key::{EntryName, PipelineKey};
 pub use envelope::EntryError;
 pub use identity::Identity;
 pub use marker::LoadingMarker;
@@ -101,14 +102,14 @@ pub struct Store {
 /// An entry found whole: its bytes, and its file kept open for the stamp (none when it was
 /// read ahead).
 pub struct FoundEntry {
-    key: PipelineKey,
+    name: EntryName,
     file: Option<File>,
     bytes: Vec<u8>,
 }
 
 /// What the stamp of a found entry needs, without its bytes.
 pub struct StampTarget {
-    key: PipelineKey,
+    name: EntryName,
     file: Option<File>,
 }
 
@@ -121,7 +122,7 @@ impl FoundEntry {
     /// What its stamp needs, for a stamp given later.
     pub fn into_stamp_target(self) -> StampTarget {
         StampTarget {
-            key: self.key,
+            name: self.name,
             file: self.file,
         }
     }
@@ -197,7 +198,7 @@ impl Store {
     pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         if let Some(bytes) = self.ahead.claim(key) {
             return Ok(Lookup::Found(FoundEntry {
-                key: *key,
+                name: key.file_name(),
                 file: None,
                 bytes,
             }));
@@ -211,13 +212,13 @@ impl Store {
         let mut file = match self.open_entry(&name) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
-            Err(e) => return Err(StoreError::io("open", &self.dir.join(&name))(e)),
+            Err(e) => return Err(StoreError::io("open", &self.dir.join(name))(e)),
         };
-        let path = || self.dir.join(&name);
+        let path = || self.dir.join(name);
         let bytes = files::read_whole(&mut file).map_err(|e| StoreError::io("read", &path())(e))?;
         match envelope::decode(&bytes, &self.identity, key) {
             Ok(_) => Ok(Lookup::Found(FoundEntry {
-                key: *key,
+                name,
                 file: Some(file),
                 bytes,
             })),
@@ -285,7 +286,9 @@ impl Store {
     pub fn stamp_found(&self, target: &StampTarget, stamp: SystemTime) {
         let stamped = match &target.file {
             Some(file) => file.set_modified(stamp),
-            None => File::open(self.entry_path(&target.key)).and_then(|f| f.set_modified(stamp)),
+            None => self
+                .open_entry(&target.name)
+                .and_then(|f| f.set_modified(stamp)),
         };
         if let Err(e) = stamped {
             tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry");
@@ -413,8 +416,8 @@ impl Store {
     }
 
     /// Holds this thread's loading marker on an entry while the driver loads it.
-    pub fn hold_marker(&self, key: &PipelineKey) -> LoadingMarker {
-        LoadingMarker::hold(&self.dir, &key.file_name())
+    pub fn hold_marker(&self, found: &FoundEntry) -> LoadingMarker {
+        LoadingMarker::hold(&self.dir, &found.name)
     }
 }
 

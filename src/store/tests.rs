@@ -172,11 +172,17 @@ fn a_thread_marker_names_the_entry_while_held_and_names_none_after() {
     let root = tempfile::tempdir().unwrap();
     let store = open(root.path(), 1 << 20, at(0));
     let marker_path = store.dir().join(marker::marker_name());
+    store
+        .write(&key(4), &cache_data(&identity(), &[4; 30]))
+        .unwrap();
+    let Lookup::Found(entry) = store.lookup(&key(4)).unwrap() else {
+        panic!("entry 4 not found")
+    };
     {
-        let _held = store.hold_marker(&key(4));
+        let _held = store.hold_marker(&entry);
         assert_eq!(
             fs::read_to_string(&marker_path).unwrap(),
-            key(4).file_name()
+            key(4).file_name().as_str()
         );
         assert!(
             matches!(lock_path(&marker_path, false).unwrap(), Locked::Busy),

@@ -274,6 +274,25 @@ fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModule, S
         .map_err(|e| format!("vkCreateShaderModule: {e}"))
 }
 
+/// One storage buffer at binding 0, for compute: the set the compute shaders write through.
+fn storage_binding() -> [vk::DescriptorSetLayoutBinding<'static>; 1] {
+    [vk::DescriptorSetLayoutBinding::default()
+        .binding(0)
+        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+        .descriptor_count(1)
+        .stage_flags(vk::ShaderStageFlags::COMPUTE)]
+}
+
+fn set_layout(
+    device: &ash::Device,
+    bindings: &[vk::DescriptorSetLayoutBinding],
+) -> Result<vk::DescriptorSetLayout, String> {
+    let ci = vk::DescriptorSetLayoutCreateInfo::default().bindings(bindings);
+    // SAFETY: a valid create info whose arrays outlive the call.
+    unsafe { device.create_descriptor_set_layout(&ci, None) }
+        .map_err(|e| format!("vkCreateDescriptorSetLayout: {e}"))
+}
+
 fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<Shared, String> {
     let err = |what: &'static str| move |e: vk::Result| format!("{what}: {e}");
     // SAFETY (whole function): valid create infos on a live device.
@@ -287,11 +306,6 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
                 None,
             )
             .map_err(err("vkCreateSampler"))?;
-        let storage = [vk::DescriptorSetLayoutBinding::default()
-            .binding(0)
-            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-            .descriptor_count(1)
-            .stage_flags(vk::ShaderStageFlags::COMPUTE)];
         let samplers = [sampler];
         let textured = [vk::DescriptorSetLayoutBinding::default()
             .binding(0)
@@ -299,18 +313,8 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             .descriptor_count(1)
             .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE)
             .immutable_samplers(&samplers)];
-        let storage_layout = device
-            .create_descriptor_set_layout(
-                &vk::DescriptorSetLayoutCreateInfo::default().bindings(&storage),
-                None,
-            )
-            .map_err(err("vkCreateDescriptorSetLayout"))?;
-        let textured_layout = device
-            .create_descriptor_set_layout(
-                &vk::DescriptorSetLayoutCreateInfo::default().bindings(&textured),
-                None,
-            )
-            .map_err(err("vkCreateDescriptorSetLayout"))?;
+        let storage_layout = set_layout(device, &storage_binding())?;
+        let textured_layout = set_layout(device, &textured)?;
         let compute_push = [vk::PushConstantRange::default()
             .stage_flags(vk::ShaderStageFlags::COMPUTE)
             .size(4)];
@@ -886,17 +890,7 @@ fn dispatch_and_check(
             .map_err(err("vkMapMemory"))? as *mut u32;
         std::ptr::write_bytes(mapped, 0xAB, DISPATCH_ELEMENTS as usize);
 
-        let binding = [vk::DescriptorSetLayoutBinding::default()
-            .binding(0)
-            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-            .descriptor_count(1)
-            .stage_flags(vk::ShaderStageFlags::COMPUTE)];
-        let set_layout = d
-            .create_descriptor_set_layout(
-                &vk::DescriptorSetLayoutCreateInfo::default().bindings(&binding),
-                None,
-            )
-            .map_err(err("vkCreateDescriptorSetLayout"))?;
+        let set_layout = set_layout(d, &storage_binding())?;
         let pool_sizes = [vk::DescriptorPoolSize::default()
             .ty(vk::DescriptorType::STORAGE_BUFFER)
             .descriptor_count(1)];

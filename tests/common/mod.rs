@@ -5,6 +5,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A device identity for tests of the store without a driver.
+pub fn identity() -> pipekeep::store::Identity {
+    pipekeep::store::Identity {
+        vendor_id: 0x1002,
+        device_id: 0x73bf,
+        driver_version: 7,
+        cache_uuid: [0xab; 16],
+        abi: 8,
+    }
+}
+
 /// Test-app arguments for a store in a known order of use: 12 compute pipelines, one a call,
 /// from one thread, so pipeline i is the i-th used.
 pub const IN_ORDER: [&str; 8] = [
