@@ -209,11 +209,11 @@ fn open_ahead(data: &Arc<DeviceData>) {
                 || {
                     // The opening publishes the store first; the bound follows here, on this thread.
                     if let (Some(store), true) = ahead.open_store(false) {
-                        store.keep_within_bound();
+                        let listed = store.keep_within_bound().map(|b| b.kept);
                         if SETTINGS.read_ahead > 0 {
                             let started = std::time::Instant::now();
                             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                            let r = store.read_ahead(SETTINGS.read_ahead, (cores / 4).clamp(1, 4));
+                            let r = store.read_ahead(listed, SETTINGS.read_ahead, (cores / 4).clamp(1, 4));
                             tracing::debug!(held = r.held, held_bytes = r.held_bytes, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
                         }
                     }

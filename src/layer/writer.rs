@@ -10,6 +10,11 @@
 //! metadata update and a close, which a warm run would otherwise pay on the application's thread
 //! for every pipeline. Stamps wait in batches of [`STAMP_BATCH`] before the thread is woken, so a
 //! warm run does not wake it for each pipeline; fewer wait until the next write or the end.
+//!
+//! The thread runs at the lowest priority (`SCHED_IDLE`, as Mesa's disk-cache queue does): it
+//! takes only time no application thread wants, so a run that keeps every core busy building
+//! pipelines is not slowed by its own bookkeeping. Whatever is still queued at `vkDestroyDevice`
+//! is done by the thread destroying the device, at that thread's priority, beside the writer.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -20,8 +25,9 @@ use crate::key::PipelineKey;
 use crate::store::files::Written;
 use crate::store::{StampTarget, Store, StoreError};
 
-/// Bytes waiting past which writes are done on the caller's thread.
-const QUEUE_LIMIT: usize = 256 << 20;
+/// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
+/// holds while every core is busy and the idle-priority thread waits.
+const QUEUE_LIMIT: usize = 64 << 20;
 /// Stamps that wake the thread.
 const STAMP_BATCH: usize = 64;
 /// Stamps (open files) waiting past which a stamp is given on the caller's thread.
@@ -155,6 +161,7 @@ impl Writer {
         match std::thread::Builder::new()
             .name("pipekeep-writer".into())
             .spawn(move || {
+                lower_this_threads_priority();
                 super::guard::guarded("writer", || drain(&shared, &on_written, true), || ())
             }) {
             Ok(handle) => {
@@ -169,13 +176,15 @@ impl Writer {
         }
     }
 
-    /// Writes what is queued and joins the thread (at `vkDestroyDevice`).
+    /// Writes what is queued, on this thread beside the writer's (whose idle priority may keep
+    /// it waiting behind a busy machine), and joins the thread (at `vkDestroyDevice`).
     pub fn finish(&self) {
         {
             let (lock, ready) = &*self.shared;
             lock.lock().unwrap_or_else(|e| e.into_inner()).closing = true;
             ready.notify_all();
         }
+        drain(&self.shared, &self.on_written, false);
         if let Some(handle) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = handle.join();
         }
@@ -190,6 +199,19 @@ impl Writer {
             .unwrap_or_else(|e| e.into_inner())
             .closing = true;
         drain(&self.shared, &self.on_written, false);
+    }
+}
+
+/// Puts the calling thread in the idle scheduling class. Linux lets a thread lower its own
+/// priority, never raise it again; where it is refused the thread runs as it was.
+fn lower_this_threads_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 names the calling thread; `param` is a valid sched_param.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "the writer keeps its priority");
+        }
     }
 }
 

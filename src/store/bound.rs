@@ -38,22 +38,25 @@ pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError
     Ok(out)
 }
 
-/// Every entry of one identity directory, with its size and stamp. An entry removed by another
+/// Every entry of one identity directory, with its size and stamp. Each is stat-ed relative to
+/// the open directory (no walk of the whole path per entry). An entry removed by another
 /// process since the listing is simply not counted.
 pub fn entries_in(dir: &Path) -> Vec<StampedEntry> {
+    let Ok(listing) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
-    for name in names_in(dir).unwrap_or_default() {
-        if !is_entry_name(&name) {
+    for entry in listing.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(is_entry_name) {
             continue;
         }
-        let path = dir.join(&name);
-        if let Ok(meta) = fs::symlink_metadata(&path) {
+        if let Ok(meta) = entry.metadata() {
             if meta.is_file() {
-                let stamp = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                 out.push(StampedEntry {
-                    path,
+                    path: dir.join(name),
                     bytes: meta.len(),
-                    stamp,
+                    stamp: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                 });
             }
         }
@@ -63,32 +66,50 @@ pub fn entries_in(dir: &Path) -> Vec<StampedEntry> {
 
 /// The entries to drop to bring `entries` within `max_bytes`, oldest stamp first. Ties are
 /// broken by path so that every tool agrees on the order.
-pub fn plan_eviction(mut entries: Vec<StampedEntry>, max_bytes: u64) -> Vec<StampedEntry> {
+pub fn plan_eviction(entries: Vec<StampedEntry>, max_bytes: u64) -> Vec<StampedEntry> {
+    split_at_bound(entries, max_bytes).0
+}
+
+/// `entries` split into those to drop (oldest stamp first) and those kept.
+fn split_at_bound(
+    mut entries: Vec<StampedEntry>,
+    max_bytes: u64,
+) -> (Vec<StampedEntry>, Vec<StampedEntry>) {
     let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
     if total <= max_bytes {
-        return Vec::new();
+        return (Vec::new(), entries);
     }
     entries.sort_by(|a, b| a.stamp.cmp(&b.stamp).then_with(|| a.path.cmp(&b.path)));
-    let mut out = Vec::new();
-    for e in entries {
+    let mut dropped = 0;
+    for e in &entries {
         if total <= max_bytes {
             break;
         }
         total -= e.bytes;
-        out.push(e);
+        dropped += 1;
     }
-    out
+    let kept = entries.split_off(dropped);
+    (entries, kept)
+}
+
+/// A title brought within its bound: what was done, and the entries kept (each with its
+/// stamp, so that reading ahead needs no listing of its own).
+#[derive(Debug, Default)]
+pub struct Bounded {
+    pub report: BoundReport,
+    pub kept: Vec<StampedEntry>,
 }
 
 /// Brings the title whose `host-pipelines/` is `host_dir` within `max_bytes`.
-pub fn keep_within(host_dir: &Path, max_bytes: u64) -> Result<BoundReport, StoreError> {
+pub fn keep_within(host_dir: &Path, max_bytes: u64) -> Result<Bounded, StoreError> {
     let entries = entries_of_title(host_dir)?;
     let mut report = BoundReport {
         entries: entries.len() as u64,
         bytes: entries.iter().map(|e| e.bytes).sum(),
         ..Default::default()
     };
-    for e in plan_eviction(entries, max_bytes) {
+    let (to_drop, kept) = split_at_bound(entries, max_bytes);
+    for e in to_drop {
         if super::files::remove_if_present(&e.path).unwrap_or(false) {
             report.evicted += 1;
             report.evicted_bytes += e.bytes;
@@ -109,5 +130,5 @@ pub fn keep_within(host_dir: &Path, max_bytes: u64) -> Result<BoundReport, Store
             "store brought within its bound"
         );
     }
-    Ok(report)
+    Ok(Bounded { report, kept })
 }

@@ -45,6 +45,7 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
         }
     }
     let own = names_in(&store.dir).map_err(StoreError::io("list", &store.dir))?;
+    store.known.listed(&own);
     for name in &own {
         if let Some(entry) = name.strip_suffix(".loading") {
             report.stale_marker_drops += sweep_marker(&store.dir, name, entry);
@@ -60,7 +61,7 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
         }
     }
     if bound_now {
-        report.bound = bound::keep_within(host_dir, store.max_bytes)?;
+        report.bound = bound::keep_within(host_dir, store.max_bytes)?.report;
     }
     report.took_ms = started.elapsed().as_secs_f64() * 1e3;
     if !bound_now {

@@ -82,15 +82,35 @@ fn a_damaged_entry_is_dropped_at_lookup_with_its_reason() {
         _ => panic!("damage not seen"),
     }
     assert!(!path.exists(), "a dropped entry is removed");
-    // An entry copied under another key's name is another pipeline's.
+    // An entry copied under another key's name is another pipeline's (seen by the next run).
     store
         .write(&key(2), &cache_data(&identity(), &[5; 30]))
         .unwrap();
     fs::copy(store.entry_path(&key(2)), store.entry_path(&key(3))).unwrap();
+    let next_run = open(root.path(), 1 << 20, at(1));
     assert!(matches!(
-        store.lookup(&key(3)).unwrap(),
+        next_run.lookup(&key(3)).unwrap(),
         Lookup::Dropped(EntryError::OtherKey)
     ));
+}
+
+#[test]
+fn a_key_neither_listed_at_opening_nor_written_since_is_missing_without_an_open() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = open(root.path(), 1 << 20, at(0));
+    let data = cache_data(&identity(), &[5; 30]);
+    writer.write(&key(1), &data).unwrap();
+    let store = open(root.path(), 1 << 20, at(1));
+    // Another process writes key 2 after this store listed its directory: found from the next
+    // run, not this one.
+    writer.write(&key(2), &data).unwrap();
+    assert!(found(&store, &key(1)), "listed at opening");
+    assert!(matches!(store.lookup(&key(2)).unwrap(), Lookup::Missing));
+    // What this store writes itself it finds again in the same run.
+    store.write(&key(3), &data).unwrap();
+    assert!(found(&store, &key(3)));
+    let next_run = open(root.path(), 1 << 20, at(2));
+    assert!([1, 2, 3].iter().all(|&n| found(&next_run, &key(n))));
 }
 
 #[test]
@@ -344,7 +364,10 @@ fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
     let run2 = open(root.path(), 1 << 30, at(200));
     // A lookup before reading ahead claims its key: it is never read ahead after.
     assert!(found(&run2, &key(5)));
-    let report = run2.read_ahead(1 << 20, 1);
+    // Read in the order the bound's listing gives, as the layer does after its opening.
+    let listed = run2.keep_within_bound().map(|b| b.kept);
+    assert_eq!(listed.as_ref().map(Vec::len), Some(5));
+    let report = run2.read_ahead(listed, 1 << 20, 1);
     assert_eq!((report.held, report.claimed_first), (3, 1), "{report:?}");
     assert!(
         !damaged.exists(),
@@ -380,7 +403,7 @@ fn read_ahead_waits_within_its_window_and_a_stop_ends_it() {
     let run2 = std::sync::Arc::new(open(root.path(), 1 << 30, at(200)));
     let reader = {
         let run2 = run2.clone();
-        std::thread::spawn(move || run2.read_ahead(400, 2))
+        std::thread::spawn(move || run2.read_ahead(None, 400, 2))
     };
     // The window holds one entry: the reader waits until it is taken, or stopped (however far
     // it got by then, it never holds more than the window).
