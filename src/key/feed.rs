@@ -3,37 +3,65 @@
 //! every byte string by its length. So no two different inputs feed the same bytes (the D113
 //! lesson: a short input never reads as zero padding of a longer one).
 
-/// A BLAKE3 hasher that takes values, never raw struct bytes.
-pub struct KeyWriter(blake3::Hasher);
+/// A BLAKE3 hasher that takes values, never raw struct bytes. Values gather in a small buffer
+/// that is hashed a block at a time: a key is hundreds of four-byte values, and handing each to
+/// the hasher alone cost more than the hashing (the digest is the same either way: BLAKE3 hashes
+/// a stream, whatever the pieces it came in).
+pub struct KeyWriter {
+    hasher: blake3::Hasher,
+    pending: [u8; PENDING],
+    len: usize,
+}
+
+/// Bytes gathered before they are hashed: a few of BLAKE3's 64-byte blocks.
+const PENDING: usize = 512;
 
 impl KeyWriter {
     /// A writer for one kind of hash, named by `domain` so no two kinds can collide.
     pub fn new(domain: &str) -> KeyWriter {
-        let mut w = KeyWriter(blake3::Hasher::new());
+        let mut w = KeyWriter {
+            hasher: blake3::Hasher::new(),
+            pending: [0; PENDING],
+            len: 0,
+        };
         w.bytes(domain.as_bytes());
         w
     }
 
+    fn put(&mut self, b: &[u8]) {
+        if self.len + b.len() > PENDING {
+            self.hasher.update(&self.pending[..self.len]);
+            self.len = 0;
+            if b.len() > PENDING {
+                self.hasher.update(b);
+                return;
+            }
+        }
+        self.pending[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+    }
+
     pub fn u32(&mut self, v: u32) {
-        self.0.update(&v.to_le_bytes());
+        self.put(&v.to_le_bytes());
     }
 
     pub fn u64(&mut self, v: u64) {
-        self.0.update(&v.to_le_bytes());
+        self.put(&v.to_le_bytes());
     }
 
     /// A length-prefixed byte string.
     pub fn bytes(&mut self, b: &[u8]) {
         self.u64(b.len() as u64);
-        self.0.update(b);
+        self.put(b);
     }
 
     pub fn digest(&mut self, d: &Digest) {
-        self.0.update(&d.0);
+        self.put(&d.0);
     }
 
-    pub fn finish(&self) -> Digest {
-        Digest(*self.0.finalize().as_bytes())
+    pub fn finish(mut self) -> Digest {
+        self.hasher.update(&self.pending[..self.len]);
+        Digest(*self.hasher.finalize().as_bytes())
     }
 }
 
