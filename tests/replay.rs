@@ -138,6 +138,12 @@ fn a_monolithic_app_cache_is_saved_and_serves_the_next_replay() {
             .run();
         assert!(run.ok, "{}", run.all());
         assert_eq!(run.summary["made"], 141);
+        // Its loading is timed apart from the pipelines' creation.
+        assert!(
+            run.summary["app_cache_load_ms"].as_f64().is_some(),
+            "{}",
+            run.all()
+        );
     }
     assert!(std::fs::metadata(&cache).unwrap().len() > 100_000);
 }

@@ -74,6 +74,10 @@ pub struct Summary {
     pub p99_ms: f64,
     pub slowest_ms: f64,
     pub slowest: String,
+    /// With a monolithic cache file: the time to read it and make the driver's cache from it,
+    /// spent before the first pipeline and so in neither `creation_ms` nor `wall_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_cache_load_ms: Option<f64>,
     /// Each made pipeline's creation time in ms, in the order they finished.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub times_ms: Vec<f64>,
@@ -320,7 +324,10 @@ unsafe fn replay_on(
     }
     let device = unsafe { instance.create_device(physical, &device_ci, None) }
         .map_err(|e| format!("vkCreateDevice: {e}"))?;
+    let loading = Instant::now();
     let app_cache = make_app_cache(&device, &options.app_cache)?;
+    let app_cache_load_ms = matches!(options.app_cache, AppCache::File(_))
+        .then(|| loading.elapsed().as_secs_f64() * 1e3);
     let mut r = Replay {
         device,
         samplers: HashMap::new(),
@@ -339,6 +346,7 @@ unsafe fn replay_on(
         driver_version: props.driver_version,
         application: name,
         threads: options.threads.max(1),
+        app_cache_load_ms,
         ..Default::default()
     };
     for c in catalogs {

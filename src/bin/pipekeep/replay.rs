@@ -86,6 +86,9 @@ fn print_summary(s: &replayer::Summary) {
         "  made {} of {} pipelines ({} compute, {} graphics)",
         s.made, s.pipelines, s.made_compute, s.made_graphics
     );
+    if let Some(ms) = s.app_cache_load_ms {
+        println!("  the monolithic cache loaded in {ms:.1} ms, before the first pipeline");
+    }
     println!("  creation {:.1} ms accumulated, wall {:.1} ms; per pipeline p50 {:.3} ms, p99 {:.3} ms; slowest {:.1} ms ({})", s.creation_ms, s.wall_ms, s.p50_ms, s.p99_ms, s.slowest_ms, s.slowest);
     for (why, n) in &s.skipped {
         println!("  skipped {n}: {why}");
