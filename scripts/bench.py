@@ -7,6 +7,10 @@ store); pipekeep warm; pipekeep warm with 10% of the entries damaged. Workloads:
 databases through `pipekeep replay`, and the test app's mix. Prints Markdown tables (ratios from
 one run) and writes them, the raw JSON and an SVG plot a workload into --out.
 
+With --rounds N (default 7), the warm modes (monolithic, driver cache, pipekeep warm) run N more
+times, interleaved, and a second table gives the median of each round's ratio: on a shared machine
+one run's ratio of two runs of a few milliseconds moves by tens of percent.
+
 Standard library only, so it runs on a bare machine. scripts/bench.sh is the entry point.
 """
 import argparse
@@ -130,6 +134,13 @@ def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, support
     results["pipekeep cold"]["store_bytes"] = dir_bytes(store)
     results["pipekeep warm"] = run(cmd_for(threads, None), with_layer, t)
     results["pipekeep warm"]["store_bytes"] = dir_bytes(store)
+    rounds = {"monolithic": [], "driver cache": [], "pipekeep warm": []}
+    for _ in range(args.rounds):
+        if supports_app_cache:
+            rounds["monolithic"].append(run(cmd_for(threads, "file=" + mono), off, t)["summary"])
+        rounds["driver cache"].append(run(cmd_for(threads, None), on, t)["summary"])
+        rounds["pipekeep warm"].append(run(cmd_for(threads, None), with_layer, t)["summary"])
+    results["rounds"] = rounds
     damaged = damage_tenth(store)
     results["pipekeep warm, 10% damaged"] = run(cmd_for(threads, None), with_layer, t)
     results["pipekeep warm, 10% damaged"]["damaged"] = damaged
@@ -178,6 +189,33 @@ def table(title, results):
     return "\n".join(lines) + "\n"
 
 
+def rounds_table(results):
+    """Medians over the interleaved rounds of the warm modes, and the median of each round's ratio."""
+    import statistics
+    rounds = results.get("rounds") or {}
+    warm = rounds.get("pipekeep warm") or []
+    if not warm:
+        return ""
+    fig = lambda runs, k: [r.get(k) for r in runs if r.get(k)]
+    lines = [f"Warm modes again, {len(warm)} interleaved rounds: medians of the runs, and the median of "
+             "each round's ratio to pipekeep warm's.", "",
+             "| mode | creation ms, median | wall ms, median | pipekeep warm / this mode, median of rounds (wall) |",
+             "| --- | --- | --- | --- |"]
+    for mode in ("monolithic", "driver cache", "pipekeep warm"):
+        runs = rounds.get(mode) or []
+        if not runs:
+            continue
+        ratio = "-"
+        pairs = [(w, r) for w, r in zip(warm, runs) if w.get("creation_ms") and r.get("creation_ms")]
+        if pairs and mode != "pipekeep warm":
+            acc = statistics.median(w["creation_ms"] / r["creation_ms"] for w, r in pairs)
+            wall = statistics.median(w["wall_ms"] / r["wall_ms"] for w, r in pairs)
+            ratio = f"{acc:.2f} ({wall:.2f})"
+        lines.append(f"| {mode} | {fmt(statistics.median(fig(runs, 'creation_ms')))} | "
+                     f"{fmt(statistics.median(fig(runs, 'wall_ms')))} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
 COLOURS = {"cold": "#d62728", "monolithic": "#1f77b4", "driver cache": "#9467bd", "pipekeep cold": "#ff7f0e",
            "pipekeep warm": "#2ca02c", "pipekeep warm, 10% damaged": "#8c564b"}
 
@@ -223,6 +261,7 @@ def main():
     ap.add_argument("--workloads", default="ncnn,pygfx,synth,app")
     ap.add_argument("--ncnn-threads", default=None, help="thread counts for ncnn only (it is the long one)")
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved reruns of the warm modes, for medians")
     args = ap.parse_args()
     drv = DRIVERS[args.driver]
     os.makedirs(args.out, exist_ok=True)
@@ -249,12 +288,13 @@ def main():
                 supports = True
             started = time.monotonic()
             results = bench_workload(wl, cmd_for, args, drv, threads, manifest, scratch, supports)
-            device = next((r["summary"].get("device") for r in results.values() if r["summary"].get("device")), "?")
+            device = next((r["summary"].get("device") for m, r in results.items() if m in MODES and r["summary"].get("device")), "?")
             title = f"{wl} ({dbs.get(wl, 'test app: 400 compute + 200 graphics')}), {threads} thread(s), {device}"
-            report.append(table(title, results))
-            plot(title, results, os.path.join(args.out, f"{args.driver}-{wl}-{threads}t.svg"))
+            report.append(table(title, results) + "\n" + rounds_table(results))
+            plot(title, {m: r for m, r in results.items() if m in MODES}, os.path.join(args.out, f"{args.driver}-{wl}-{threads}t.svg"))
             for r in results.values():
-                r["summary"].pop("times_ms", None)
+                for summary in ([r["summary"]] if "summary" in r else [x for runs in r.values() for x in runs]):
+                    summary.pop("times_ms", None)
             raw[f"{wl}-{threads}"] = results
             print(report[-1], flush=True)
             # Written after every workload, so a run stopped early still leaves what it measured.
