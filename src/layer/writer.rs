@@ -30,8 +30,12 @@ use crate::store::{StampTarget, Store, StoreError};
 const QUEUE_LIMIT: usize = 64 << 20;
 /// Stamps that wake the thread.
 const STAMP_BATCH: usize = 64;
-/// Stamps (open files) waiting past which a stamp is given on the caller's thread.
+/// Stamps holding an open file waiting past which such a stamp is given on the caller's thread.
 const STAMPS_LIMIT: usize = 512;
+/// Stamps by name (entries read ahead: a name and a time each) waiting past which one is given
+/// on the caller's thread: while every core is busy the idle-priority thread waits, and a warm
+/// run of a few thousand pipelines then queues them all rather than stamp on its own threads.
+const NAMED_STAMPS_LIMIT: usize = 1 << 16;
 
 struct Job {
     store: Arc<Store>,
@@ -58,6 +62,8 @@ struct Queue {
     jobs: VecDeque<Job>,
     bytes: usize,
     stamps: Vec<Stamp>,
+    /// Of `stamps`, those holding an open file.
+    stamps_with_files: usize,
     closing: bool,
     /// The thread was started (its handle is in `Writer::thread`, for the join).
     started: bool,
@@ -119,11 +125,19 @@ impl Writer {
             target,
             stamp,
         };
+        let with_file = stamp.target.holds_file();
         let queued = self.enqueue(
             stamp,
-            |q| q.stamps.len() < STAMPS_LIMIT,
+            |q| {
+                if with_file {
+                    q.stamps_with_files < STAMPS_LIMIT
+                } else {
+                    q.stamps.len() < NAMED_STAMPS_LIMIT
+                }
+            },
             |q, stamp| {
                 q.stamps.push(stamp);
+                q.stamps_with_files += usize::from(with_file);
                 q.stamps.len() >= STAMP_BATCH
             },
         );
@@ -232,6 +246,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, wait: bool) {
                     break Some(Work::Write(job));
                 }
                 if !q.stamps.is_empty() {
+                    q.stamps_with_files = 0;
                     break Some(Work::Stamps(std::mem::take(&mut q.stamps)));
                 }
                 if q.closing || !wait {

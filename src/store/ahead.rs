@@ -39,6 +39,17 @@ impl std::fmt::Debug for ReadAhead {
     }
 }
 
+/// What a reader is to do with its next entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reserve {
+    /// Read it: its room in the window is reserved.
+    Read,
+    /// A lookup took the key first: skip it.
+    Claimed,
+    /// Reading ahead is over.
+    Stopped,
+}
+
 /// What reading ahead did, for its log line.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct AheadReport {
@@ -69,22 +80,25 @@ impl ReadAhead {
         Some(bytes)
     }
 
-    pub fn is_claimed(&self, key: &PipelineKey) -> bool {
-        self.lock().claimed.contains(key)
-    }
-
     /// Waits until `len` more bytes fit the window (or nothing is held or reserved: one entry
-    /// larger than the window is still read), and reserves them for the entry about to be read.
-    /// False when reading ahead has been stopped.
-    pub fn reserve(&self, len: u64, window: u64) -> bool {
+    /// larger than the window is still read), and reserves them for `key`'s entry, about to be
+    /// read; unless a lookup has claimed `key`, or reading ahead has been stopped. One lock for
+    /// both questions: the reader shares it with every lookup.
+    pub fn reserve(&self, key: &PipelineKey, len: u64, window: u64) -> Reserve {
         let mut held = self.lock();
-        while !held.stopped && held.bytes > 0 && held.bytes + len > window {
+        loop {
+            if held.stopped {
+                return Reserve::Stopped;
+            }
+            if held.claimed.contains(key) {
+                return Reserve::Claimed;
+            }
+            if held.bytes == 0 || held.bytes + len <= window {
+                held.bytes += len;
+                return Reserve::Read;
+            }
             held = self.room.wait(held).unwrap_or_else(|e| e.into_inner());
         }
-        if !held.stopped {
-            held.bytes += len;
-        }
-        !held.stopped
     }
 
     /// Holds a checked entry in the room reserved for it, unless a lookup claimed it meanwhile
@@ -145,13 +159,13 @@ mod tests {
     #[test]
     fn a_held_entry_is_taken_once_and_a_claimed_key_is_never_held() {
         let ahead = ReadAhead::default();
-        assert!(ahead.reserve(10, 100));
+        assert_eq!(ahead.reserve(&key(1), 10, 100), Reserve::Read);
         assert!(ahead.offer(key(1), 10, Some(vec![1; 10])));
         assert_eq!(ahead.claim(&key(1)), Some(vec![1; 10]));
         assert_eq!(ahead.claim(&key(1)), None);
-        assert!(ahead.is_claimed(&key(1)));
+        assert_eq!(ahead.reserve(&key(1), 10, 100), Reserve::Claimed);
+        assert_eq!(ahead.reserve(&key(2), 10, 100), Reserve::Read);
         assert_eq!(ahead.claim(&key(2)), None);
-        assert!(ahead.reserve(10, 100));
         let held = ahead.offer(key(2), 10, Some(vec![2; 10]));
         assert!(!held, "claimed before it was read");
     }
@@ -159,30 +173,31 @@ mod tests {
     #[test]
     fn the_window_waits_for_a_lookup_and_stop_releases_the_wait() {
         let ahead = std::sync::Arc::new(ReadAhead::default());
-        assert!(
-            ahead.reserve(100, 10),
+        assert_eq!(
+            ahead.reserve(&key(9), 100, 10),
+            Reserve::Read,
             "an empty window takes any one entry"
         );
         assert!(
             !ahead.offer(key(9), 100, None),
             "unreadable: its room is given back"
         );
-        assert!(ahead.reserve(8, 10));
+        assert_eq!(ahead.reserve(&key(1), 8, 10), Reserve::Read);
         assert!(ahead.offer(key(1), 8, Some(vec![0; 8])));
         let reader = {
             let ahead = ahead.clone();
-            std::thread::spawn(move || ahead.reserve(8, 10))
+            std::thread::spawn(move || ahead.reserve(&key(3), 8, 10))
         };
         // The reader waits until the held entry is taken.
         assert_eq!(ahead.claim(&key(1)).map(|b| b.len()), Some(8));
-        assert!(reader.join().unwrap());
+        assert_eq!(reader.join().unwrap(), Reserve::Read);
         assert!(ahead.offer(key(3), 8, Some(vec![0; 8])));
         let stopped = {
             let ahead = ahead.clone();
-            std::thread::spawn(move || ahead.reserve(8, 10))
+            std::thread::spawn(move || ahead.reserve(&key(4), 8, 10))
         };
         ahead.stop();
-        assert!(!stopped.join().unwrap());
+        assert_eq!(stopped.join().unwrap(), Reserve::Stopped);
         assert_eq!(ahead.claim(&key(3)), None, "stop lets go of what is held");
     }
 }

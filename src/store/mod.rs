@@ -161,6 +161,13 @@ pub struct StampTarget {
     file: Option<File>,
 }
 
+impl StampTarget {
+    /// It keeps its entry's file open until stamped (an entry read ahead is stamped by name).
+    pub fn holds_file(&self) -> bool {
+        self.file.is_some()
+    }
+}
+
 impl FoundEntry {
     /// The driver's pipeline-cache data, already checked.
     pub fn data(&self) -> &[u8] {
@@ -436,12 +443,13 @@ impl Store {
         else {
             return true;
         };
-        if self.ahead.is_claimed(&key) {
-            report.claimed_first += 1;
-            return true;
-        }
-        if !self.ahead.reserve(entry.bytes, window) {
-            return false;
+        match self.ahead.reserve(&key, entry.bytes, window) {
+            ahead::Reserve::Read => {}
+            ahead::Reserve::Claimed => {
+                report.claimed_first += 1;
+                return true;
+            }
+            ahead::Reserve::Stopped => return false,
         }
         // A damaged entry is dropped and logged here as its lookup would have done.
         let bytes = match self.read_entry(&key) {
