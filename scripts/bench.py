@@ -197,8 +197,8 @@ def rounds_table(results):
     if not warm:
         return ""
     fig = lambda runs, k: [r.get(k) for r in runs if r.get(k)]
-    lines = [f"Warm modes again, {len(warm)} interleaved rounds: medians of the runs, and the median of "
-             "each round's ratio to pipekeep warm's.", "",
+    lines = [f"Warm modes again, {len(warm)} interleaved rounds: medians of the runs, and the median over "
+             "the rounds of pipekeep warm's time over each mode's.", "",
              "| mode | creation ms, median | wall ms, median | pipekeep warm / this mode, median of rounds (wall) |",
              "| --- | --- | --- | --- |"]
     for mode in ("monolithic", "driver cache", "pipekeep warm"):
