@@ -5,12 +5,12 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-use common::identity;
+use common::{cache_data, identity, numbered_key as key};
 use std::hint::black_box;
 use std::time::{Duration, Instant, SystemTime};
 
 use pipekeep::key::desc::*;
-use pipekeep::key::{compute_key, graphics_key, Digest, PipelineKey};
+use pipekeep::key::{compute_key, graphics_key, Digest};
 use pipekeep::store::{Lookup, Store};
 
 /// The median of `rounds` timings of `f`, each over `iters` calls.
@@ -111,26 +111,11 @@ fn graphics() -> GraphicsDesc {
     }
 }
 
-fn cache_data(payload: usize) -> Vec<u8> {
-    let mut d = pipekeep::store::envelope::cache_header(&identity()).to_vec();
-    d.extend((0..payload).map(|i| (i * 7 % 251) as u8));
-    d
-}
-
-fn key(n: u32) -> PipelineKey {
-    let mut spirv = [0u8; 16];
-    spirv[..4].copy_from_slice(&n.to_le_bytes());
-    PipelineKey {
-        spirv,
-        state: [2; 16],
-    }
-}
-
 fn opening(entries: u32) -> (Duration, Duration) {
     let root = tempfile::tempdir().unwrap();
     let (store, _) =
         Store::open(root.path(), "t", identity(), u64::MAX, SystemTime::now()).unwrap();
-    let data = cache_data(200);
+    let data = cache_data(7, 200);
     for n in 0..entries {
         store.write(&key(n), &data).unwrap();
     }
@@ -164,7 +149,7 @@ fn read_verify(payload: usize) -> (Duration, Duration) {
     let root = tempfile::tempdir().unwrap();
     let (store, _) =
         Store::open(root.path(), "t", identity(), u64::MAX, SystemTime::now()).unwrap();
-    store.write(&key(1), &cache_data(payload)).unwrap();
+    store.write(&key(1), &cache_data(7, payload)).unwrap();
     let path = store.entry_path(&key(1));
     let iters = if payload > 1 << 20 { 200 } else { 20_000 };
     let raw = median_per_call(9, iters, || drop(black_box(std::fs::read(&path).unwrap())));

@@ -5,29 +5,12 @@
 //! The children are this test binary again, told what to do by `PIPEKEEP_TEST_CHILD`.
 
 mod common;
-use common::identity;
+use common::{cache_data as data, identity, numbered_key as key};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use pipekeep::key::PipelineKey;
 use pipekeep::store::{bound, files, Lookup, Store};
-
-fn key(n: u32) -> PipelineKey {
-    let mut spirv = [0u8; 16];
-    spirv[..4].copy_from_slice(&n.to_le_bytes());
-    PipelineKey {
-        spirv,
-        state: [1; 16],
-    }
-}
-
-/// Pipeline-cache data of `len` payload bytes, varying with `seed`.
-fn data(seed: u32, len: usize) -> Vec<u8> {
-    let mut d = pipekeep::store::envelope::cache_header(&identity()).to_vec();
-    d.extend((0..len).map(|i| (i as u32).wrapping_mul(seed | 1) as u8));
-    d
-}
 
 /// The child's work: write, read and evict for `secs` seconds; exit 3 on an error a caller
 /// would see.

@@ -91,12 +91,12 @@ pub unsafe extern "system" fn create_compute_pipelines(
     allocator: *const vk::AllocationCallbacks<'_>,
     out: *mut vk::Pipeline,
 ) -> vk::Result {
-    // SAFETY: a device created through this layer; the application's arguments.
-    let Some(dev) = (unsafe { device_data(device) }) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    let next = dev.fns.create_compute_pipelines;
-    unsafe { create_pipelines(&dev, cache, count, infos.cast(), allocator, out, next) }
+    // SAFETY: the application's arguments, forwarded as received.
+    unsafe {
+        create_pipelines(device, cache, count, infos.cast(), allocator, out, |d| {
+            d.fns.create_compute_pipelines
+        })
+    }
 }
 
 pub unsafe extern "system" fn create_graphics_pipelines(
@@ -107,26 +107,32 @@ pub unsafe extern "system" fn create_graphics_pipelines(
     allocator: *const vk::AllocationCallbacks<'_>,
     out: *mut vk::Pipeline,
 ) -> vk::Result {
-    // SAFETY: a device created through this layer; the application's arguments.
-    let Some(dev) = (unsafe { device_data(device) }) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    let next = dev.fns.create_graphics_pipelines;
-    unsafe { create_pipelines(&dev, cache, count, infos.cast(), allocator, out, next) }
+    // SAFETY: the application's arguments, forwarded as received.
+    unsafe {
+        create_pipelines(device, cache, count, infos.cast(), allocator, out, |d| {
+            d.fns.create_graphics_pipelines
+        })
+    }
 }
 
 /// Splits a call into one call a pipeline, keeping the Vulkan rules for the returned array:
 /// the first error is returned, else `VK_PIPELINE_COMPILE_REQUIRED` if any asked it; with
 /// `EARLY_RETURN_ON_FAILURE` the pipelines after a failure are NULL.
 unsafe fn create_pipelines<T: PipelineInfo>(
-    dev: &DeviceData,
+    device: vk::Device,
     app_cache: vk::PipelineCache,
     count: u32,
     infos: *const T,
     allocator: *const vk::AllocationCallbacks<'_>,
     out: *mut vk::Pipeline,
-    next: CreateFn<T>,
+    next_of: fn(&DeviceData) -> CreateFn<T>,
 ) -> vk::Result {
+    // SAFETY: a device created through this layer.
+    let Some(dev) = (unsafe { device_data(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let dev: &DeviceData = &dev;
+    let next = next_of(dev);
     let as_asked = || unsafe { next(dev.handle, app_cache, count, infos, allocator, out) };
     if count == 0 || infos.is_null() || out.is_null() {
         return as_asked();

@@ -357,7 +357,7 @@ impl Store {
     fn stamp_by_name(&self, name: &str, stamp: SystemTime) -> io::Result<()> {
         use rustix::fs::{AtFlags, Timespec, Timestamps, UTIME_OMIT};
         let Some(dir) = self.held_dir() else {
-            return File::open(self.dir.join(name)).and_then(|f| f.set_modified(stamp));
+            return self.open_entry(name).and_then(|f| f.set_modified(stamp));
         };
         let since_epoch = stamp
             .duration_since(SystemTime::UNIX_EPOCH)

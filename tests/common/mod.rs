@@ -16,6 +16,24 @@ pub fn identity() -> pipekeep::store::Identity {
     }
 }
 
+/// The key numbered `n`, for tests of the store without a driver.
+pub fn numbered_key(n: u32) -> pipekeep::key::PipelineKey {
+    let mut spirv = [0u8; 16];
+    spirv[..4].copy_from_slice(&n.to_le_bytes());
+    pipekeep::key::PipelineKey {
+        spirv,
+        state: [1; 16],
+    }
+}
+
+/// Pipeline-cache data for [`identity`]: its header, then `len` payload bytes varying with
+/// `seed`.
+pub fn cache_data(seed: u32, len: usize) -> Vec<u8> {
+    let mut d = pipekeep::store::envelope::cache_header(&identity()).to_vec();
+    d.extend((0..len).map(|i| (i as u32).wrapping_mul(seed | 1) as u8));
+    d
+}
+
 /// Test-app arguments for a store in a known order of use: 12 compute pipelines, one a call,
 /// from one thread, so pipeline i is the i-th used.
 pub const IN_ORDER: [&str; 8] = [
@@ -234,6 +252,17 @@ impl Run {
             written: field("written"),
             unkeyed: field("unkeyed"),
         }
+    }
+
+    /// The loader inserted pipekeep (with `VK_LOADER_DEBUG=layer`).
+    pub fn layer_inserted(&self) -> bool {
+        self.stderr
+            .contains(&format!("Insert instance layer \"{LAYER}\""))
+    }
+
+    /// pipekeep said it is active on a device.
+    pub fn layer_active(&self) -> bool {
+        self.stderr.contains("pipekeep is active on a device")
     }
 
     /// Lines the Khronos validation layer printed.
