@@ -194,8 +194,8 @@ pub static DEVICES: Registry<DeviceData> = Registry::new();
 /// Opens the device's store on a thread of the layer's own while the application loads its
 /// shaders, so the opening (a sweep, and a stat of every entry for the bound) is not paid inside
 /// the first pipeline's creation. A pipeline that comes first waits for the same opening. The
-/// thread then reads ahead the entries the last run used, until they are read or the device
-/// ends.
+/// thread then reads ahead the entries the last run used, at idle priority (a lookup that comes
+/// first reads its entry itself), until they are read or the device ends.
 fn open_ahead(data: &Arc<DeviceData>) {
     if !data.active || data.store.as_ref().is_none_or(|cell| cell.get().is_some()) {
         return;
@@ -211,6 +211,7 @@ fn open_ahead(data: &Arc<DeviceData>) {
                     if let (Some(store), true) = ahead.open_store(false) {
                         let listed = store.keep_within_bound().map(|b| b.kept);
                         if SETTINGS.read_ahead > 0 {
+                            super::idle::lower_this_threads_priority("read ahead");
                             let started = std::time::Instant::now();
                             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
                             let r = store.read_ahead(listed, SETTINGS.read_ahead, (cores / 4).clamp(1, 4));

@@ -2,8 +2,8 @@
 //! this module touches a raw Vulkan pointer. Each file is one level of dispatch or one job:
 //! `abi` (the loader's structs), `guard` (panics and logging), `registry` (per-handle data),
 //! `instance`, `device`, `objects` (what keys need, captured at creation), `capture` (create infos
-//! into keys), `pipelines` (the kept-pipeline flow), `writer` (the writer thread) and
-//! `marker_map` (the loading marker as mapped memory).
+//! into keys), `pipelines` (the kept-pipeline flow), `writer` (the writer thread), `idle` (the
+//! priority of the layer's own threads) and `marker_map` (the loading marker as mapped memory).
 
 /// A function of the layer as the loader's opaque `PFN_vkVoidFunction`.
 macro_rules! void_fn {
@@ -18,6 +18,7 @@ mod abi;
 mod capture;
 mod device;
 mod guard;
+mod idle;
 mod instance;
 mod marker_map;
 mod objects;

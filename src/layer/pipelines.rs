@@ -489,10 +489,10 @@ unsafe fn build_kept<T: PipelineInfo>(
     };
     let outcome = match seeded {
         Some(entry) if hit => {
-            // Stamped by the writer thread: the file's close and its time update leave the
-            // application's thread, and the stamp keeps this moment's place in the run's order.
+            // Stamped by the writer thread: the time update leaves the application's thread, and
+            // the stamp keeps this moment's place in the run's order.
             dev.writer
-                .stamp(store.clone(), entry.into_stamp_target(), store.next_stamp());
+                .stamp(store.clone(), entry.into_name(), store.next_stamp());
             Outcome::Found
         }
         seeded => {

@@ -6,9 +6,8 @@
 //! [`QUEUE_LIMIT`] bytes waiting, a write is done on the caller's thread instead, so the queue
 //! never holds much memory. Each entry keeps the stamp it took when its pipeline was built.
 //!
-//! The thread also stamps the entries the run found (and closes their files): a stamp costs a
-//! metadata update and a close, which a warm run would otherwise pay on the application's thread
-//! for every pipeline. Stamps wait in batches of [`STAMP_BATCH`] before the thread is woken, so a
+//! The thread also stamps the entries the run found: a stamp costs a metadata update, which a
+//! warm run would otherwise pay on the application's thread for every pipeline. Stamps wait in batches of [`STAMP_BATCH`] before the thread is woken, so a
 //! warm run does not wake it for each pipeline; fewer wait until the next write or the end.
 //!
 //! The thread runs at the lowest priority (`SCHED_IDLE`, as Mesa's disk-cache queue does): it
@@ -21,21 +20,19 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
-use crate::key::PipelineKey;
+use crate::key::{EntryName, PipelineKey};
 use crate::store::files::Written;
-use crate::store::{StampTarget, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
 /// holds while every core is busy and the idle-priority thread waits.
 const QUEUE_LIMIT: usize = 64 << 20;
 /// Stamps that wake the thread.
 const STAMP_BATCH: usize = 64;
-/// Stamps holding an open file waiting past which such a stamp is given on the caller's thread.
-const STAMPS_LIMIT: usize = 512;
-/// Stamps by name (entries read ahead: a name and a time each) waiting past which one is given
-/// on the caller's thread: while every core is busy the idle-priority thread waits, and a warm
-/// run of a few thousand pipelines then queues them all rather than stamp on its own threads.
-const NAMED_STAMPS_LIMIT: usize = 1 << 16;
+/// Stamps (a name and a time each) waiting past which one is given on the caller's thread: while
+/// every core is busy the idle-priority thread waits, and a warm run of a few thousand pipelines
+/// then queues them all rather than stamp on its own threads.
+const STAMPS_LIMIT: usize = 1 << 16;
 
 struct Job {
     store: Arc<Store>,
@@ -44,16 +41,16 @@ struct Job {
     stamp: SystemTime,
 }
 
-/// A found entry, to be stamped (and its file closed).
+/// A found entry, to be stamped.
 struct Stamp {
     store: Arc<Store>,
-    target: StampTarget,
+    name: EntryName,
     stamp: SystemTime,
 }
 
 impl Stamp {
     fn give(self) {
-        self.store.stamp_found(&self.target, self.stamp);
+        self.store.stamp_found(&self.name, self.stamp);
     }
 }
 
@@ -62,8 +59,6 @@ struct Queue {
     jobs: VecDeque<Job>,
     bytes: usize,
     stamps: Vec<Stamp>,
-    /// Of `stamps`, those holding an open file.
-    stamps_with_files: usize,
     closing: bool,
     /// The thread was started (its handle is in `Writer::thread`, for the join).
     started: bool,
@@ -119,25 +114,13 @@ impl Writer {
 
     /// Queues the stamp of a found entry; given on the caller's thread when too many wait or
     /// no thread can be started.
-    pub fn stamp(&self, store: Arc<Store>, target: StampTarget, stamp: SystemTime) {
-        let stamp = Stamp {
-            store,
-            target,
-            stamp,
-        };
-        let with_file = stamp.target.holds_file();
+    pub fn stamp(&self, store: Arc<Store>, name: EntryName, stamp: SystemTime) {
+        let stamp = Stamp { store, name, stamp };
         let queued = self.enqueue(
             stamp,
-            |q| {
-                if with_file {
-                    q.stamps_with_files < STAMPS_LIMIT
-                } else {
-                    q.stamps.len() < NAMED_STAMPS_LIMIT
-                }
-            },
+            |q| q.stamps.len() < STAMPS_LIMIT,
             |q, stamp| {
                 q.stamps.push(stamp);
-                q.stamps_with_files += usize::from(with_file);
                 q.stamps.len() >= STAMP_BATCH
             },
         );
@@ -175,7 +158,7 @@ impl Writer {
         match std::thread::Builder::new()
             .name("pipekeep-writer".into())
             .spawn(move || {
-                lower_this_threads_priority();
+                super::idle::lower_this_threads_priority("writer");
                 super::guard::guarded("writer", || drain(&shared, &on_written, true), || ())
             }) {
             Ok(handle) => {
@@ -216,19 +199,6 @@ impl Writer {
     }
 }
 
-/// Puts the calling thread in the idle scheduling class. Linux lets a thread lower its own
-/// priority, never raise it again; where it is refused the thread runs as it was.
-fn lower_this_threads_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: pid 0 names the calling thread; `param` is a valid sched_param.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
-            tracing::debug!(error = %std::io::Error::last_os_error(), "the writer keeps its priority");
-        }
-    }
-}
-
 fn run(job: &Job) -> Result<Written, StoreError> {
     job.store.write_stamped(&job.key, &job.data, job.stamp)
 }
@@ -246,7 +216,6 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, wait: bool) {
                     break Some(Work::Write(job));
                 }
                 if !q.stamps.is_empty() {
-                    q.stamps_with_files = 0;
                     break Some(Work::Stamps(std::mem::take(&mut q.stamps)));
                 }
                 if q.closing || !wait {
