@@ -211,7 +211,7 @@ fn open_ahead(data: &Arc<DeviceData>) {
                     if let (Some(store), true) = ahead.open_store(false) {
                         let listed = store.keep_within_bound().map(|b| b.kept);
                         if SETTINGS.read_ahead > 0 {
-                            super::idle::lower_this_threads_priority("read ahead");
+                            super::idle::lower_this_threads_priority_but_not_its_reads("read ahead");
                             let started = std::time::Instant::now();
                             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
                             let r = store.read_ahead(listed, SETTINGS.read_ahead, (cores / 4).clamp(1, 4));
