@@ -12,7 +12,7 @@
 /// its default level: Linux otherwise derives the idle I/O class from the idle scheduling class,
 /// and a reader whose reads wait behind every other read of the machine is of no use when the
 /// entries are not in memory (the first run after a boot). Measured on RADV, pygfx at 1 thread
-/// after dropping the page cache: lookups took 180-670 ms with idle-class reads ahead, 26-31 ms
+/// after dropping the page cache: lookups took 180-670 ms with idle-class reads ahead, 33-36 ms
 /// with best-effort ones.
 pub fn lower_this_threads_priority_but_not_its_reads(thread: &str) {
     lower_this_threads_priority(thread);
