@@ -37,11 +37,13 @@ pub enum Phase {
     Key,
     /// Opening, reading and checking the entry (a miss is an open that fails).
     Lookup,
-    /// The loading marker, and the driver making and destroying the layer's own cache.
+    /// The loading marker, and the driver making the layer's own cache (and destroying one it
+    /// would not build through).
     Cache,
     /// The driver's pipeline call itself (and an as-asked call for an unkept pipeline).
     Driver,
-    /// After the build: the stamp, or the cache's data taken and queued for the writer.
+    /// After the build: the stamp, or the cache's data taken and queued for the writer; the
+    /// layer's cache destroyed.
     Keep,
 }
 
@@ -238,7 +240,8 @@ pub struct RunRecord {
     pub tally: Tally,
 }
 
-fn unix_secs(t: SystemTime) -> f64 {
+/// Seconds since the epoch (0 for a time before it).
+pub fn unix_secs(t: SystemTime) -> f64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)

@@ -81,10 +81,7 @@ pub fn guarded<R>(entry_point: &str, body: impl FnOnce() -> R, fallback: impl Fn
 /// thread-local state is gone by then and a `tracing` event would be dropped silently.
 pub fn write_at_exit(line: &str) {
     use std::io::Write;
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
+    let secs = crate::watch::unix_secs(std::time::SystemTime::now());
     let text = format!("{secs:.6}  INFO {line} (at exit)\n");
     let to_file = SETTINGS
         .log_file

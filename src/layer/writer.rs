@@ -7,8 +7,10 @@
 //! never holds much memory. Each entry keeps the stamp it took when its pipeline was built.
 //!
 //! The thread also stamps the entries the run found: a stamp costs a metadata update, which a
-//! warm run would otherwise pay on the application's thread for every pipeline. Stamps wait in batches of [`STAMP_BATCH`] before the thread is woken, so a
-//! warm run does not wake it for each pipeline; fewer wait until the next write or the end.
+//! warm run would otherwise pay on the application's thread for every pipeline. The thread is
+//! woken when a batch of [`STAMP_BATCH`] stamps is full, once, not at every stamp after it (a
+//! wake is a system call, and while every core is busy the idle-priority thread leaves the
+//! stamps waiting); fewer wait until the next write or the end.
 //!
 //! The thread runs at the lowest priority (`SCHED_IDLE`, as Mesa's disk-cache queue does): it
 //! takes only time no application thread wants, so a run that keeps every core busy building
@@ -27,7 +29,7 @@ use crate::store::{Store, StoreError};
 /// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
 /// holds while every core is busy and the idle-priority thread waits.
 const QUEUE_LIMIT: usize = 64 << 20;
-/// Stamps that wake the thread.
+/// Stamps whose queueing wakes the thread.
 const STAMP_BATCH: usize = 64;
 /// Stamps (a name and a time each) waiting past which one is given on the caller's thread: while
 /// every core is busy the idle-priority thread waits, and a warm run of a few thousand pipelines
@@ -121,7 +123,7 @@ impl Writer {
             |q| q.stamps.len() < STAMPS_LIMIT,
             |q, stamp| {
                 q.stamps.push(stamp);
-                q.stamps.len() >= STAMP_BATCH
+                q.stamps.len() == STAMP_BATCH
             },
         );
         if let Some(stamp) = queued {

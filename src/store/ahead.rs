@@ -17,6 +17,9 @@ struct Held {
     claimed: HashSet<PipelineKey>,
     /// The bytes held, and those reserved by readers for the entry each is reading.
     bytes: u64,
+    /// Readers waiting for room in the window: only then is there anyone to wake (a wake is a
+    /// system call, and a lookup takes an entry for every pipeline).
+    waiting: usize,
     /// Reading ahead has read all it will.
     ended: bool,
     stopped: bool,
@@ -75,9 +78,15 @@ impl ReadAhead {
         held.claimed.insert(*key);
         let bytes = held.ready.remove(key)?;
         held.bytes -= bytes.len() as u64;
-        self.room.notify_one();
+        self.wake_a_waiting_reader(&held);
         self.skip_lock_once_taken(&held);
         Some(bytes)
+    }
+
+    fn wake_a_waiting_reader(&self, held: &Held) {
+        if held.waiting > 0 {
+            self.room.notify_one();
+        }
     }
 
     /// Waits until `len` more bytes fit the window (or nothing is held or reserved: one entry
@@ -97,7 +106,9 @@ impl ReadAhead {
                 held.bytes += len;
                 return Reserve::Read;
             }
+            held.waiting += 1;
             held = self.room.wait(held).unwrap_or_else(|e| e.into_inner());
+            held.waiting -= 1;
         }
     }
 
@@ -109,7 +120,7 @@ impl ReadAhead {
             return false;
         }
         held.bytes -= reserved;
-        self.room.notify_one();
+        self.wake_a_waiting_reader(&held);
         match bytes {
             Some(bytes) if !held.claimed.contains(&key) => {
                 held.bytes += bytes.len() as u64;

@@ -90,6 +90,11 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// The driver ABI an entry's envelope names, if the file is long enough to hold it.
+pub fn abi_of(file: &[u8]) -> Option<u32> {
+    (file.len() >= offset::ABI + 4).then(|| u32_at(file, offset::ABI))
+}
+
 /// Checks a whole entry file for this identity and key; on success returns the driver's data.
 pub fn decode<'a>(
     file: &'a [u8],

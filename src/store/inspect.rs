@@ -94,9 +94,7 @@ pub fn check_entry(path: &Path) -> Result<u64, CheckError> {
         .and_then(PipelineKey::from_file_name)
         .ok_or(CheckError::NotOurs)?;
     let bytes = std::fs::read(path)?;
-    let abi = bytes
-        .get(12..16)
-        .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let abi = envelope::abi_of(&bytes).unwrap_or(0);
     let identity = Identity {
         vendor_id: dir.vendor_id,
         device_id: dir.device_id,

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::SystemTime;
 
 use serde_json::json;
 
@@ -155,11 +154,6 @@ fn human_time(secs: f64) -> String {
     )
 }
 
-fn unix(t: SystemTime) -> f64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 fn vendor_name(id: u32) -> &'static str {
     match id {
         0x1002 => "AMD",
@@ -232,7 +226,7 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
             let stamps: Vec<f64> = metas
                 .iter()
                 .filter_map(|m| m.modified().ok())
-                .map(unix)
+                .map(pipekeep::watch::unix_secs)
                 .collect();
             let name = d
                 .path
@@ -397,15 +391,12 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
 fn clear_dir(dir: &Path) -> u64 {
     let mut removed = 0;
     for name in readable(dir, pipekeep::store::files::names_in(dir)) {
-        let ours = pipekeep::store::files::is_entry_name(&name)
-            || name.ends_with(".tmp")
-            || name.ends_with(".loading");
-        if ours && name.ends_with(".entry") && remove_if_present(&dir.join(&name)).unwrap_or(false)
-        {
-            removed += 1;
-        } else if ours {
-            let _ = remove_if_present(&dir.join(&name));
+        let entry = pipekeep::store::files::is_entry_name(&name);
+        if !(entry || name.ends_with(".tmp") || name.ends_with(".loading")) {
+            continue;
         }
+        let gone = remove_if_present(&dir.join(&name)).unwrap_or(false);
+        removed += u64::from(gone && entry);
     }
     let _ = std::fs::remove_dir(dir);
     removed
