@@ -29,9 +29,15 @@ pub struct Settings {
     pub log_file: Option<PathBuf>,
     /// Test only (`PIPEKEEP_TEST_PANIC`): the pipeline intercepts panic, to show the fallback.
     pub test_panic: bool,
+    /// Test only (`PIPEKEEP_TEST_PANIC_AFTER_BUILD`): the pipeline intercepts panic after the
+    /// driver made a pipeline, to show that the fallback leaves nothing behind.
+    pub test_panic_after_build: bool,
     /// Test only (`PIPEKEEP_TEST_ABORT_IN_LOAD`): the process aborts at its first load of an
     /// entry, after the loading marker names it: a run that dies inside the driver.
     pub test_abort_in_load: bool,
+    /// Test only (`PIPEKEEP_TEST_FAIL_SETUP`: `instance` or `device`): recording that level's
+    /// data panics, to show that every call still passes through.
+    pub test_fail_setup: Option<String>,
     /// Test only (`PIPEKEEP_TEST_OPEN_TIME`, seconds since the epoch): the store's opening time.
     pub test_open_time: Option<SystemTime>,
     /// Values that were refused, each with the default taken instead.
@@ -64,7 +70,8 @@ impl Settings {
         };
         let max_bytes = bytes("PIPEKEEP_MAX_BYTES", DEFAULT_MAX_BYTES);
         let read_ahead = bytes("PIPEKEEP_READ_AHEAD", DEFAULT_READ_AHEAD);
-        let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "info".into());
+        // An implicit layer runs inside every Vulkan program: quiet unless asked.
+        let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "warn".into());
         let test_open_time =
             non_empty("PIPEKEEP_TEST_OPEN_TIME").and_then(|v| match v.parse::<u64>() {
                 Ok(secs) => Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)),
@@ -84,7 +91,9 @@ impl Settings {
             log_filter,
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),
+            test_panic_after_build: non_empty("PIPEKEEP_TEST_PANIC_AFTER_BUILD").is_some(),
             test_abort_in_load: non_empty("PIPEKEEP_TEST_ABORT_IN_LOAD").is_some(),
+            test_fail_setup: non_empty("PIPEKEEP_TEST_FAIL_SETUP"),
             test_open_time,
             problems,
         }
@@ -143,7 +152,7 @@ mod tests {
         let s = with(&[("HOME", "/home/u")]);
         assert_eq!(s.root, Some(PathBuf::from("/home/u/.cache/pipekeep")));
         assert_eq!(s.max_bytes, DEFAULT_MAX_BYTES);
-        assert_eq!(s.log_filter, "info");
+        assert_eq!(s.log_filter, "warn");
         assert!(!s.disabled && s.problems.is_empty());
         let s = with(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/c")]);
         assert_eq!(s.root, Some(PathBuf::from("/c/pipekeep")));

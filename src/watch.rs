@@ -213,7 +213,8 @@ impl Watch {
             return None;
         }
         let tally = self.tally();
-        if let Some(path) = runs {
+        // A run that built nothing (vulkaninfo, a compositor) leaves no line.
+        if let Some(path) = runs.filter(|_| tally.built > 0) {
             let run = RunRecord {
                 when: unix_secs(SystemTime::now()),
                 device: device.into(),
@@ -248,22 +249,44 @@ pub fn unix_secs(t: SystemTime) -> f64 {
 }
 
 /// Appends a run, keeping the last [`RUNS_KEPT`]: past that the file is rewritten through a
-/// temporary file and a rename.
+/// temporary file and a rename. Runs of several processes may end at once: each holds an
+/// exclusive `flock` on the history while it reads and writes it, and checks after taking it
+/// that the path still names the file it locked (a rewrite may have renamed a new one in).
 pub fn append_run(path: &Path, run: &RunRecord) -> std::io::Result<()> {
+    use std::io::{Read, Seek};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let line = serde_json::to_string(run).map_err(std::io::Error::other)?;
-    let existing = std::fs::read_to_string(path).unwrap_or_default();
-    let lines = existing.lines().count();
-    if lines < RUNS_KEPT {
+    for _ in 0..8 {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)?;
-        return writeln!(f, "{line}");
+        let ours = f.metadata()?;
+        if !ours.is_file() {
+            return Err(std::io::Error::other(
+                "the run history is not a regular file",
+            ));
+        }
+        f.lock()?;
+        match std::fs::symlink_metadata(path) {
+            Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => {}
+            _ => continue, // replaced while we waited: lock the new one
+        }
+        let mut existing = String::new();
+        f.rewind()?;
+        f.read_to_string(&mut existing)?;
+        let lines = existing.lines().count();
+        if lines < RUNS_KEPT {
+            return writeln!(f, "{line}");
+        }
+        let keep: Vec<&str> = existing.lines().skip(lines + 1 - RUNS_KEPT).collect();
+        let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+        std::fs::write(&tmp, format!("{}\n{line}\n", keep.join("\n")))?;
+        return std::fs::rename(tmp, path);
     }
-    let keep: Vec<&str> = existing.lines().skip(lines + 1 - RUNS_KEPT).collect();
-    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-    std::fs::write(&tmp, format!("{}\n{line}\n", keep.join("\n")))?;
-    std::fs::rename(tmp, path)
+    Err(std::io::Error::other("the run history kept being replaced"))
 }
 
 /// Reads a run history; lines that do not parse are skipped.
@@ -330,15 +353,48 @@ mod tests {
     }
 
     #[test]
-    fn finish_writes_once() {
+    fn finish_writes_once_and_a_run_that_built_nothing_leaves_no_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("runs.jsonl");
-        let w = Watch::default();
-        assert!(w
+        let idle = Watch::default();
+        assert!(idle
             .finish(Some(&path), "dev", "id")
             .unwrap()
             .contains(" built=0 "));
+        assert!(!path.exists(), "nothing built, nothing written");
+        let w = Watch::default();
+        w.record(
+            Outcome::Compiled,
+            &Lap::charged(Phase::Driver, Duration::from_millis(1)),
+        );
+        assert!(w.finish(Some(&path), "dev", "id").is_some());
         assert_eq!(w.finish(Some(&path), "dev", "id"), None);
         assert_eq!(read_runs(&path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn runs_ending_at_once_in_many_processes_lose_no_line_across_a_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.jsonl");
+        let run = |n: u64| RunRecord {
+            when: n as f64,
+            device: "dev".into(),
+            identity: "id".into(),
+            tally: Tally::default(),
+        };
+        // Just short of the limit: the writers below cross it, so some of them rewrite.
+        for n in 0..(RUNS_KEPT as u64 - 4) {
+            append_run(&path, &run(n)).unwrap();
+        }
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let (path, run) = (&path, &run);
+                s.spawn(move || append_run(path, &run(100_000 + t)).unwrap());
+            }
+        });
+        let runs = read_runs(&path).unwrap();
+        assert_eq!(runs.len(), RUNS_KEPT);
+        let newest = runs.iter().filter(|r| r.when >= 100_000.0).count();
+        assert_eq!(newest, 8, "every concurrent run kept its line");
     }
 }

@@ -43,6 +43,24 @@ fn child_loop(root: &Path, seed: u32, secs: f64, max_bytes: u64) {
     }
 }
 
+/// RLIMIT_FSIZE stands in for a full disk: a write past it fails midway (`EFBIG`, as `ENOSPC`
+/// would). Exits 0 when the write failed and was reported.
+fn write_past_a_file_size_limit(root: &Path) {
+    let limit = libc::rlimit {
+        rlim_cur: 4096,
+        rlim_max: 4096,
+    };
+    // SAFETY: plain system calls on this child process alone; SIGXFSZ ignored so that the write
+    // fails instead of killing the process.
+    unsafe {
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+    let (store, _) = Store::open(root, "t", identity(), u64::MAX, SystemTime::now()).unwrap();
+    let written = store.write(&key(1), &data(1, 100_000));
+    std::process::exit(if written.is_err() { 0 } else { 4 });
+}
+
 fn run_child_mode() -> bool {
     let Ok(mode) = std::env::var("PIPEKEEP_TEST_CHILD") else {
         return false;
@@ -55,6 +73,7 @@ fn run_child_mode() -> bool {
     match mode.as_str() {
         "churn" => child_loop(Path::new(&root), seed, 3.0, 60_000),
         "forever" => child_loop(Path::new(&root), seed, 1e9, 40_000),
+        "full-disk" => write_past_a_file_size_limit(Path::new(&root)),
         _ => unreachable!(),
     }
     true
@@ -148,4 +167,20 @@ fn four_processes_share_one_store_and_see_only_verified_data_or_misses() {
         .map(|e| e.bytes)
         .sum();
     assert!(after <= 60_000, "{total} -> {after}");
+}
+
+#[test]
+fn a_full_disk_leaves_no_partial_temporary_file() {
+    let root = tempfile::tempdir().unwrap();
+    let status = spawn("full-disk", root.path(), 0).wait().unwrap();
+    assert!(
+        status.success(),
+        "the write did not fail as the disk filled: {status:?}"
+    );
+    let dir = root
+        .path()
+        .join("t/host-pipelines")
+        .join(identity().dir_name());
+    let left = files::names_in(&dir).unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -23,6 +23,10 @@ pub enum Unkeyable {
     InvalidSpecialization,
     #[error("required state is missing: {0}")]
     MissingState(&'static str),
+    #[error("create flags the key does not know (0x{0:x})")]
+    UnknownFlags(u64),
+    #[error("a pipeline that uses pipeline binaries itself")]
+    OwnBinaries,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -32,7 +32,10 @@ fn pipeline_chain(
     // SAFETY: the application's chain.
     for s in unsafe { chain(p_next) } {
         match unsafe { (*s).s_type } {
-            S::PIPELINE_CREATION_FEEDBACK_CREATE_INFO => {}
+            // Feedback is an output; flags2 is read as the effective flags.
+            S::PIPELINE_CREATION_FEEDBACK_CREATE_INFO
+            | S::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR => {}
+            super::abi::PIPELINE_BINARY_INFO_KHR => return Err(Unkeyable::OwnBinaries),
             S::PIPELINE_ROBUSTNESS_CREATE_INFO_EXT => {
                 robustness = Some(unsafe { read_robustness(s) })
             }
@@ -64,11 +67,38 @@ unsafe fn read_robustness(s: *const vk::BaseInStructure) -> Robustness {
     }
 }
 
-fn check_flags(flags: vk::PipelineCreateFlags) -> Result<u32, Unkeyable> {
-    if flags.contains(vk::PipelineCreateFlags::LIBRARY_KHR) {
+/// `VK_PIPELINE_CREATE_2_CAPTURE_DATA_BIT_KHR`: the application captures pipeline binaries.
+const CAPTURE_DATA: u64 = 0x8000_0000;
+
+/// A pipeline's effective create flags: those of a chained `VkPipelineCreateFlags2CreateInfoKHR`
+/// where there is one (the legacy `flags` are then ignored, per the spec), else the legacy ones.
+///
+/// # Safety
+/// `p_next` must be a valid chain.
+pub unsafe fn effective_flags(
+    legacy: vk::PipelineCreateFlags,
+    p_next: *const std::ffi::c_void,
+) -> u64 {
+    // SAFETY: as the caller vouches; the sType matched.
+    let flags2 =
+        unsafe { super::abi::find_in_chain(p_next, S::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR) }
+            as *const vk::PipelineCreateFlags2CreateInfoKHR;
+    match unsafe { flags2.as_ref() } {
+        Some(f) => f.flags.as_raw(),
+        None => u64::from(legacy.as_raw()),
+    }
+}
+
+/// The effective flags as the key hashes them (by the same rule, legacy or flags2): a library,
+/// the application's own binary capture, or a bit past the 32 the legacy flags hold is unkeyable.
+fn check_flags(flags: u64) -> Result<u32, Unkeyable> {
+    if flags & u64::from(vk::PipelineCreateFlags::LIBRARY_KHR.as_raw()) != 0 {
         return Err(Unkeyable::Library);
     }
-    Ok(flags.as_raw())
+    if flags & CAPTURE_DATA != 0 {
+        return Err(Unkeyable::OwnBinaries);
+    }
+    u32::try_from(flags).map_err(|_| Unkeyable::UnknownFlags(flags))
 }
 
 unsafe fn stage(
@@ -152,7 +182,8 @@ pub unsafe fn compute(
     ci: &vk::ComputePipelineCreateInfo,
     objects: &Objects,
 ) -> Result<PipelineKey, Unkeyable> {
-    let flags = check_flags(ci.flags)?;
+    // SAFETY: the application's chain.
+    let flags = check_flags(unsafe { effective_flags(ci.flags, ci.p_next) })?;
     let (robustness, _) = pipeline_chain(ci.p_next, false)?;
     Ok(compute_key(&ComputeDesc {
         flags,
@@ -177,7 +208,8 @@ pub unsafe fn graphics(
     ci: &vk::GraphicsPipelineCreateInfo,
     objects: &Objects,
 ) -> Result<PipelineKey, Unkeyable> {
-    let flags = check_flags(ci.flags)?;
+    // SAFETY: the application's chain.
+    let flags = check_flags(unsafe { effective_flags(ci.flags, ci.p_next) })?;
     let (robustness, rendering) = pipeline_chain(ci.p_next, true)?;
     // SAFETY (whole body): the application's create info, read only where the spec says it is read.
     let raw_stages = unsafe { slice(ci.p_stages, ci.stage_count) };
@@ -511,7 +543,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pipeline_library_and_flags2_and_unknown_structures_are_unkeyable() {
+    fn a_library_own_binaries_unknown_flags_and_unknown_structures_are_unkeyable() {
         let ci = vk::ComputePipelineCreateInfo::default()
             .stage(stage())
             .flags(vk::PipelineCreateFlags::LIBRARY_KHR);
@@ -520,10 +552,38 @@ mod tests {
             unsafe { compute(&ci, &Objects::default()) },
             Err(Unkeyable::Library)
         );
-        let mut flags2 = vk::PipelineCreateFlags2CreateInfoKHR::default();
+        // flags2's flags are the effective flags: a library there is a library, whatever the
+        // legacy flags say.
+        let mut flags2 = vk::PipelineCreateFlags2CreateInfoKHR::default()
+            .flags(vk::PipelineCreateFlags2KHR::LIBRARY);
         let ci = vk::ComputePipelineCreateInfo::default()
             .stage(stage())
             .push_next(&mut flags2);
+        assert_eq!(
+            unsafe { compute(&ci, &Objects::default()) },
+            Err(Unkeyable::Library)
+        );
+        let mut capture = vk::PipelineCreateFlags2CreateInfoKHR::default()
+            .flags(vk::PipelineCreateFlags2KHR::from_raw(CAPTURE_DATA));
+        let ci = vk::ComputePipelineCreateInfo::default()
+            .stage(stage())
+            .push_next(&mut capture);
+        assert_eq!(
+            unsafe { compute(&ci, &Objects::default()) },
+            Err(Unkeyable::OwnBinaries)
+        );
+        let mut high = vk::PipelineCreateFlags2CreateInfoKHR::default()
+            .flags(vk::PipelineCreateFlags2KHR::from_raw(1 << 34));
+        let ci = vk::ComputePipelineCreateInfo::default()
+            .stage(stage())
+            .push_next(&mut high);
+        assert_eq!(
+            unsafe { compute(&ci, &Objects::default()) },
+            Err(Unkeyable::UnknownFlags(1 << 34))
+        );
+        let mut unknown = vk::PipelineCacheCreateInfo::default();
+        let mut ci = vk::ComputePipelineCreateInfo::default().stage(stage());
+        ci.p_next = (&mut unknown as *mut vk::PipelineCacheCreateInfo).cast();
         assert!(matches!(
             unsafe { compute(&ci, &Objects::default()) },
             Err(Unkeyable::UnknownStructure {

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Once, OnceLock};
 use std::time::SystemTime;
 
@@ -13,10 +14,10 @@ use ash::vk;
 
 use super::abi::{find_link_info, LayerDeviceCreateInfo, LOADER_DEVICE_CREATE_INFO};
 use super::guard::{guarded, SETTINGS};
-use super::instance::{instance_data, load};
+use super::instance::{instance_data, instance_link, load};
 use super::intercepted_device_command;
 use super::objects::Objects;
-use super::registry::{dispatch_key, Registry};
+use super::registry::{dispatch_key, Link, Registry};
 use super::writer::{OnWritten, Writer};
 use crate::store::files::Written;
 use crate::store::identity::HOST_ABI;
@@ -32,6 +33,7 @@ pub struct DeviceFns {
     pub get_pipeline_cache_data: vk::PFN_vkGetPipelineCacheData,
     pub create_compute_pipelines: vk::PFN_vkCreateComputePipelines,
     pub create_graphics_pipelines: vk::PFN_vkCreateGraphicsPipelines,
+    pub destroy_pipeline: vk::PFN_vkDestroyPipeline,
     pub create_shader_module: vk::PFN_vkCreateShaderModule,
     pub destroy_shader_module: vk::PFN_vkDestroyShaderModule,
     pub create_sampler: vk::PFN_vkCreateSampler,
@@ -69,6 +71,7 @@ impl DeviceFns {
                 get_pipeline_cache_data: load_device(gdpa, d, c"vkGetPipelineCacheData")?,
                 create_compute_pipelines: load_device(gdpa, d, c"vkCreateComputePipelines")?,
                 create_graphics_pipelines: load_device(gdpa, d, c"vkCreateGraphicsPipelines")?,
+                destroy_pipeline: load_device(gdpa, d, c"vkDestroyPipeline")?,
                 create_shader_module: load_device(gdpa, d, c"vkCreateShaderModule")?,
                 destroy_shader_module: load_device(gdpa, d, c"vkDestroyShaderModule")?,
                 create_sampler: load_device(gdpa, d, c"vkCreateSampler")?,
@@ -90,8 +93,14 @@ impl DeviceFns {
     }
 }
 
-/// Where a device's store is, shared by every device of one identity in the process.
-type StoreCell = Arc<OnceLock<Option<Arc<Store>>>>;
+/// Where a device's store is, shared by every device of one identity in the process, and how
+/// many live devices use it: what is read ahead is let go when the last of them ends.
+#[derive(Default)]
+pub struct SharedStore {
+    cell: OnceLock<Option<Arc<Store>>>,
+    devices: std::sync::atomic::AtomicUsize,
+}
+type StoreCell = Arc<SharedStore>;
 /// Library root, title and identity: what makes two devices share one store.
 type StoreId = (PathBuf, String, Identity);
 
@@ -115,6 +124,10 @@ pub struct DeviceData {
     store: Option<StoreCell>,
     /// Opens the store ahead of the first pipeline; joined at `vkDestroyDevice`.
     opener: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Set at `vkDestroyDevice` (or exit): every wait of this device's own threads sees it.
+    stop: AtomicBool,
+    /// The process that made the device: a child made by `fork` passes everything through.
+    pid: u32,
 }
 
 impl DeviceData {
@@ -132,13 +145,18 @@ impl DeviceData {
             return (None, false);
         };
         let mut opened_here = false;
-        let store = cell.get_or_init(|| {
+        let store = cell.cell.get_or_init(|| {
             opened_here = true;
             let root = self.root.as_ref()?;
             let opened_at = SETTINGS.test_open_time.unwrap_or_else(SystemTime::now);
             crate::store::marker::use_slots(super::marker_map::map);
             match Store::open_then_bound(root, &self.title, self.identity, SETTINGS.max_bytes, opened_at, bound_now) {
-                Ok((store, _report)) => Some(Arc::new(store)),
+                Ok((store, _report)) => {
+                    if SETTINGS.read_ahead == 0 {
+                        store.read_nothing_ahead();
+                    }
+                    Some(Arc::new(store))
+                }
                 Err(e) => {
                     tracing::warn!(title = %self.title, error = %e, "the pipeline store cannot be opened; pipekeep passes pipelines through");
                     None
@@ -148,27 +166,48 @@ impl DeviceData {
         (store.as_ref(), opened_here)
     }
 
+    /// Whether the layer works on this device in this process: not when disabled, and not in
+    /// a child made by `fork` (which has none of the parent's threads, and whose markers and
+    /// queues would be the parent's).
+    pub fn works_here(&self) -> bool {
+        self.active && self.pid == std::process::id()
+    }
+
+    /// The device's store, if it was opened.
+    fn opened_store(&self) -> Option<&Arc<Store>> {
+        self.store.as_ref()?.cell.get()?.as_ref()
+    }
+
+    /// Stops this device's own threads: the flag every wait of theirs sees, then a wake for the
+    /// readers already waiting. Returns at once; the threads end soon after.
+    fn stop_threads(&self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(store) = self.opened_store() {
+            store.wake_readers_to_stop();
+        }
+    }
+
     /// The run's end: the entries still queued, then the final compile-watch line and the run's
     /// line in `runs.jsonl`.
     fn finish(&self, at_exit: bool) {
-        if !self.active {
+        if !self.works_here() {
             return;
         }
+        self.stop_threads();
         if at_exit {
             self.writer.drain_here();
         } else {
-            if let Some(store) = self
-                .store
-                .as_ref()
-                .and_then(|cell| cell.get())
-                .and_then(Option::as_ref)
-            {
-                store.stop_reading_ahead();
-            }
             if let Some(opener) = self.opener.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 let _ = opener.join();
             }
             self.writer.finish();
+            let last = self
+                .store
+                .as_ref()
+                .is_some_and(|s| s.devices.fetch_sub(1, Ordering::AcqRel) == 1);
+            if let (true, Some(store)) = (last, self.opened_store()) {
+                store.stop_reading_ahead();
+            }
         }
         let runs = self
             .root
@@ -191,13 +230,16 @@ impl DeviceData {
 
 pub static DEVICES: Registry<DeviceData> = Registry::new();
 
+/// Every device made through the layer, whether or not its data could be recorded.
+static DEVICE_LINKS: Registry<Link<vk::Device, vk::PFN_vkGetDeviceProcAddr>> = Registry::new();
+
 /// Opens the device's store on a thread of the layer's own while the application loads its
 /// shaders, so the opening (a sweep, and a stat of every entry for the bound) is not paid inside
 /// the first pipeline's creation. A pipeline that comes first waits for the same opening. The
 /// thread then reads ahead the entries the last run used, at idle priority (a lookup that comes
 /// first reads its entry itself), until they are read or the device ends.
 fn open_ahead(data: &Arc<DeviceData>) {
-    if !data.active || data.store.as_ref().is_none_or(|cell| cell.get().is_some()) {
+    if !data.active || data.store.as_ref().is_none_or(|s| s.cell.get().is_some()) {
         return;
     }
     let ahead = data.clone();
@@ -208,13 +250,22 @@ fn open_ahead(data: &Arc<DeviceData>) {
                 "store opening",
                 || {
                     // The opening publishes the store first; the bound follows here, on this thread.
+                    let stopped = || ahead.stop.load(Ordering::Acquire);
+                    if stopped() {
+                        return;
+                    }
                     if let (Some(store), true) = ahead.open_store(false) {
+                        // A device destroyed while its store opened leaves the bound and the
+                        // reading ahead to the next run.
+                        if stopped() {
+                            return;
+                        }
                         let listed = store.keep_within_bound().map(|b| b.kept);
-                        if SETTINGS.read_ahead > 0 {
+                        if SETTINGS.read_ahead > 0 && !stopped() {
                             super::idle::lower_this_threads_priority_but_not_its_reads("read ahead");
                             let started = std::time::Instant::now();
                             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                            let r = store.read_ahead(listed, SETTINGS.read_ahead, (cores / 4).clamp(1, 4));
+                            let r = store.read_ahead(listed, SETTINGS.read_ahead, (cores / 4).clamp(1, 4), &ahead.stop);
                             tracing::debug!(held = r.held, held_bytes = r.held_bytes, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
                         }
                     }
@@ -251,6 +302,17 @@ fn count_writes(watch: Arc<Watch>) -> OnWritten {
 pub unsafe fn device_data(device: vk::Device) -> Option<Arc<DeviceData>> {
     // SAFETY: as the caller vouches.
     DEVICES.get(unsafe { dispatch_key(device) })
+}
+
+/// The next layer's command `name` for a device the layer holds no data for (recording it
+/// failed): the intercepts pass such a device's calls straight down.
+///
+/// # Safety
+/// `device` must be a live device handle; `F` the command's function type.
+pub unsafe fn unrecorded_next<F: Copy>(device: vk::Device, name: &CStr) -> Option<F> {
+    // SAFETY: as the caller vouches.
+    let link = DEVICE_LINKS.get(unsafe { dispatch_key(device) })?;
+    unsafe { load_device(link.next_proc_addr, device, name) }
 }
 
 const FEEDBACK_EXTENSION: &CStr = c"VK_EXT_pipeline_creation_feedback";
@@ -293,7 +355,12 @@ pub unsafe extern "system" fn create_device(
     out: *mut vk::Device,
 ) -> vk::Result {
     // SAFETY: a physical device of an instance made through this layer; the loader's chain info.
-    let Some(inst) = (unsafe { instance_data(physical_device) }) else {
+    let inst = unsafe { instance_data(physical_device) };
+    let Some(instance) = inst
+        .as_ref()
+        .map(|i| i.handle)
+        .or_else(|| unsafe { instance_link(physical_device) }.map(|l| l.handle))
+    else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let link_info = unsafe {
@@ -313,96 +380,179 @@ pub unsafe extern "system" fn create_device(
     link_info.layer_info = unsafe { (*link_info.layer_info).next };
     // The next vkCreateDevice, asked with the real instance handle.
     let Some(next_create) =
-        (unsafe { load::<vk::PFN_vkCreateDevice>(gipa, inst.handle, c"vkCreateDevice") })
+        (unsafe { load::<vk::PFN_vkCreateDevice>(gipa, instance, c"vkCreateDevice") })
     else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let ci = unsafe { &*create_info };
-    let mut properties = vk::PhysicalDeviceProperties::default();
-    unsafe { (inst.get_physical_device_properties)(physical_device, &mut properties) };
-    let device_api = inst.api_version.min(properties.api_version);
-    let core_feedback =
-        vk::api_version_major(device_api) > 1 || vk::api_version_minor(device_api) >= 3;
-    let asked: Vec<*const c_char> =
-        unsafe { super::objects::slice(ci.pp_enabled_extension_names, ci.enabled_extension_count) }
-            .to_vec();
-    let app_enabled_feedback = asked
-        .iter()
-        .any(|n| unsafe { CStr::from_ptr(*n) } == FEEDBACK_EXTENSION);
-    let active = !SETTINGS.disabled;
-    let add_feedback = active
-        && !core_feedback
-        && !app_enabled_feedback
-        && unsafe { device_offers(&inst, physical_device, FEEDBACK_EXTENSION) };
-
-    let mut extensions = asked;
-    let mut patched = *ci;
-    if add_feedback {
-        extensions.push(FEEDBACK_EXTENSION.as_ptr());
-        patched.enabled_extension_count = extensions.len() as u32;
-        patched.pp_enabled_extension_names = extensions.as_ptr();
-    }
+    // What the layer adds to the device, decided where the instance's data was recorded.
+    let plan = inst.as_ref().and_then(|inst| {
+        guarded(
+            "vkCreateDevice",
+            || Some(unsafe { plan_device(inst, physical_device, ci) }),
+            || None,
+        )
+    });
+    let patched = plan.as_ref().map_or(*ci, |p| p.patch(ci));
     // SAFETY: the application's create info, with at most one extension added.
     let result = unsafe { next_create(physical_device, &patched, allocator, out) };
     if result != vk::Result::SUCCESS {
         return result;
     }
     let device = unsafe { *out };
-    guarded(
-        "vkCreateDevice",
-        || unsafe {
-            let Some(fns) = DeviceFns::load(gdpa, device) else {
-                tracing::error!(
-                    "the next layer lacks a core device command; pipekeep stays out of this device"
-                );
-                return;
-            };
-            let identity = Identity {
-                vendor_id: properties.vendor_id,
-                device_id: properties.device_id,
-                driver_version: properties.driver_version,
-                cache_uuid: properties.pipeline_cache_uuid,
-                abi: HOST_ABI,
-            };
-            let root = SETTINGS.root.clone();
-            if root.is_none() && active {
-                tracing::warn!("no library root (set PIPEKEEP_DIR, XDG_CACHE_HOME or HOME); pipekeep passes pipelines through");
-            }
-            let store = root.as_ref().filter(|_| active).map(|r| {
-                let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
-                stores
-                    .entry((r.clone(), inst.title.clone(), identity))
-                    .or_default()
-                    .clone()
-            });
-            let device_name = CStr::from_ptr(properties.device_name.as_ptr())
-                .to_string_lossy()
-                .into_owned();
-            tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = core_feedback || app_enabled_feedback || add_feedback, active, "pipekeep is active on a device");
-            let watch = Arc::new(Watch::default());
-            let data = DeviceData {
-                handle: device,
-                fns,
-                active,
-                feedback_valid: core_feedback || app_enabled_feedback || add_feedback,
-                identity,
-                device_name,
-                objects: Objects::default(),
-                writer: Writer::new(count_writes(watch.clone())),
-                watch,
-                root,
-                title: inst.title.clone(),
-                store,
-                opener: Default::default(),
-            };
-            let data = Arc::new(data);
-            DEVICES.insert(dispatch_key(device), data.clone());
-            register_exit_handler();
-            open_ahead(&data);
-        },
-        || (),
+    DEVICE_LINKS.insert(
+        unsafe { dispatch_key(device) },
+        Arc::new(Link {
+            handle: device,
+            next_proc_addr: gdpa,
+        }),
     );
+    if let (Some(inst), Some(plan)) = (inst, plan) {
+        guarded(
+            "vkCreateDevice",
+            || unsafe { register_device(&inst, device, gdpa, plan) },
+            || (),
+        );
+    }
     result
+}
+
+/// What the layer decides of a device before it is made: its identity, and whether creation
+/// feedback may be chained (adding `VK_EXT_pipeline_creation_feedback` where it must).
+struct DevicePlan {
+    properties: vk::PhysicalDeviceProperties,
+    active: bool,
+    core_feedback: bool,
+    app_enabled_feedback: bool,
+    add_feedback: bool,
+    extensions: Vec<*const c_char>,
+}
+
+impl DevicePlan {
+    fn patch<'a>(&'a self, ci: &vk::DeviceCreateInfo<'a>) -> vk::DeviceCreateInfo<'a> {
+        let mut patched = *ci;
+        if self.add_feedback {
+            patched.enabled_extension_count = self.extensions.len() as u32;
+            patched.pp_enabled_extension_names = self.extensions.as_ptr();
+        }
+        patched
+    }
+
+    fn feedback_valid(&self) -> bool {
+        self.core_feedback || self.app_enabled_feedback || self.add_feedback
+    }
+}
+
+unsafe fn plan_device(
+    inst: &super::instance::InstanceData,
+    physical_device: vk::PhysicalDevice,
+    ci: &vk::DeviceCreateInfo,
+) -> DevicePlan {
+    let mut properties = vk::PhysicalDeviceProperties::default();
+    // SAFETY: the next layer's command on a physical device of this instance.
+    unsafe { (inst.get_physical_device_properties)(physical_device, &mut properties) };
+    let device_api = inst.api_version.min(properties.api_version);
+    let core_feedback =
+        vk::api_version_major(device_api) > 1 || vk::api_version_minor(device_api) >= 3;
+    // SAFETY: the application's extension names, NUL-terminated, per the spec.
+    let mut extensions: Vec<*const c_char> =
+        unsafe { super::objects::slice(ci.pp_enabled_extension_names, ci.enabled_extension_count) }
+            .to_vec();
+    let app_enabled_feedback = extensions
+        .iter()
+        .any(|n| unsafe { CStr::from_ptr(*n) } == FEEDBACK_EXTENSION);
+    let active = !SETTINGS.disabled;
+    let add_feedback = active
+        && !core_feedback
+        && !app_enabled_feedback
+        && unsafe { device_offers(inst, physical_device, FEEDBACK_EXTENSION) };
+    if add_feedback {
+        extensions.push(FEEDBACK_EXTENSION.as_ptr());
+    }
+    DevicePlan {
+        properties,
+        active,
+        core_feedback,
+        app_enabled_feedback,
+        add_feedback,
+        extensions,
+    }
+}
+
+/// Records a device's data. Anything that fails here leaves the device to its link: every call
+/// passes through.
+unsafe fn register_device(
+    inst: &super::instance::InstanceData,
+    device: vk::Device,
+    gdpa: vk::PFN_vkGetDeviceProcAddr,
+    plan: DevicePlan,
+) {
+    super::guard::fail_setup_for_tests("device");
+    // SAFETY: the device just made, and the next layer's own gdpa for it.
+    let Some(fns) = (unsafe { DeviceFns::load(gdpa, device) }) else {
+        tracing::error!(
+            "the next layer lacks a core device command; pipekeep stays out of this device"
+        );
+        return;
+    };
+    let properties = &plan.properties;
+    let active = plan.active;
+    let identity = Identity {
+        vendor_id: properties.vendor_id,
+        device_id: properties.device_id,
+        driver_version: properties.driver_version,
+        cache_uuid: properties.pipeline_cache_uuid,
+        abi: HOST_ABI,
+    };
+    let root = SETTINGS.root.clone();
+    if root.is_none() && active {
+        tracing::warn!("no library root (set PIPEKEEP_DIR, XDG_CACHE_HOME or HOME); pipekeep passes pipelines through");
+    }
+    let store = root.as_ref().filter(|_| active).map(|r| {
+        let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
+        let shared = stores
+            .entry((r.clone(), inst.title.clone(), identity))
+            .or_default()
+            .clone();
+        shared.devices.fetch_add(1, Ordering::AcqRel);
+        shared
+    });
+    let device_name = bounded_c_string(&properties.device_name);
+    tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = plan.feedback_valid(), active, "pipekeep is active on a device");
+    let watch = Arc::new(Watch::default());
+    let data = DeviceData {
+        handle: device,
+        fns,
+        active,
+        feedback_valid: plan.feedback_valid(),
+        identity,
+        device_name,
+        objects: Objects::default(),
+        writer: Writer::new(count_writes(watch.clone())),
+        watch,
+        root,
+        title: inst.title.clone(),
+        store,
+        opener: Default::default(),
+        stop: AtomicBool::new(false),
+        pid: std::process::id(),
+    };
+    let data = Arc::new(data);
+    // SAFETY: a live device.
+    DEVICES.insert(unsafe { dispatch_key(device) }, data.clone());
+    register_exit_handler();
+    open_ahead(&data);
+}
+
+/// A fixed-size C string from the driver, read no further than its array even when it lacks
+/// its NUL.
+fn bounded_c_string(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 pub unsafe extern "system" fn destroy_device(
@@ -413,12 +563,22 @@ pub unsafe extern "system" fn destroy_device(
         return;
     }
     // SAFETY: a device created through this layer.
-    let Some(data) = DEVICES.remove(unsafe { dispatch_key(device) }) else {
-        return;
+    let key = unsafe { dispatch_key(device) };
+    let link = DEVICE_LINKS.remove(key);
+    let destroy = match DEVICES.remove(key) {
+        Some(data) => {
+            guarded("vkDestroyDevice", || data.finish(false), || ());
+            Some(data.fns.destroy_device)
+        }
+        // SAFETY: the next layer's command for this device, named with its own type.
+        None => link.and_then(|l| unsafe {
+            load_device::<vk::PFN_vkDestroyDevice>(l.next_proc_addr, device, c"vkDestroyDevice")
+        }),
     };
-    guarded("vkDestroyDevice", || data.finish(false), || ());
-    // SAFETY: the application's arguments, passed on unchanged.
-    unsafe { (data.fns.destroy_device)(device, allocator) }
+    if let Some(destroy) = destroy {
+        // SAFETY: the application's arguments, passed on unchanged.
+        unsafe { destroy(device, allocator) }
+    }
 }
 
 extern "C" fn at_exit() {
@@ -455,7 +615,12 @@ pub unsafe extern "system" fn get_device_proc_addr(
     }
     // SAFETY: a NUL-terminated name; a device created through this layer.
     let name = unsafe { CStr::from_ptr(name) };
-    let dev = unsafe { device_data(device) }?;
+    let key = unsafe { dispatch_key(device) };
+    let dev = DEVICES.get(key);
+    let next_gdpa = match &dev {
+        Some(dev) => dev.fns.get_device_proc_addr,
+        None => DEVICE_LINKS.get(key)?.next_proc_addr,
+    };
     match name.to_bytes() {
         b"vkGetDeviceProcAddr" => {
             return void_fn!(get_device_proc_addr, vk::PFN_vkGetDeviceProcAddr)
@@ -463,9 +628,9 @@ pub unsafe extern "system" fn get_device_proc_addr(
         b"vkDestroyDevice" => return void_fn!(destroy_device, vk::PFN_vkDestroyDevice),
         _ => {}
     }
-    let next = unsafe { (dev.fns.get_device_proc_addr)(device, name.as_ptr()) };
+    let next = unsafe { next_gdpa(device, name.as_ptr()) };
     match (next, intercepted_device_command(name)) {
-        (Some(_), Some(ours)) if dev.active => Some(ours),
+        (Some(_), Some(ours)) if dev.is_some_and(|d| d.active) => Some(ours),
         _ => next,
     }
 }

@@ -76,6 +76,14 @@ pub fn guarded<R>(entry_point: &str, body: impl FnOnce() -> R, fallback: impl Fn
     })
 }
 
+/// Panics where the test setting `PIPEKEEP_TEST_FAIL_SETUP` names this level (`instance` or
+/// `device`): a failure while the layer records its data.
+pub fn fail_setup_for_tests(level: &str) {
+    if SETTINGS.test_fail_setup.as_deref() == Some(level) {
+        panic!("PIPEKEEP_TEST_FAIL_SETUP={level}: a forced failure while recording the {level}");
+    }
+}
+
 /// Writes one `info` line straight to the log's destination. For the exit handler only: glibc
 /// runs the main thread's thread-local destructors before `atexit` handlers, so the dispatcher's
 /// thread-local state is gone by then and a `tracing` event would be dropped silently.

@@ -8,7 +8,7 @@ use ash::vk;
 
 use super::abi::{find_link_info, LayerInstanceCreateInfo, LOADER_INSTANCE_CREATE_INFO};
 use super::guard::{guarded, SETTINGS};
-use super::registry::{dispatch_key, Registry};
+use super::registry::{dispatch_key, Link, Registry};
 use super::{device, intercepted_device_command, LAYER_NAME};
 use crate::settings::{executable_title, safe_title};
 
@@ -25,6 +25,21 @@ pub struct InstanceData {
 }
 
 pub static INSTANCES: Registry<InstanceData> = Registry::new();
+
+/// Every instance made through the layer, whether or not its data could be recorded.
+pub static INSTANCE_LINKS: Registry<Link<vk::Instance, vk::PFN_vkGetInstanceProcAddr>> =
+    Registry::new();
+
+/// The instance a physical device belongs to, and the next layer's `vkGetInstanceProcAddr`.
+///
+/// # Safety
+/// `handle` must be a live dispatchable handle of an instance created through this layer.
+pub unsafe fn instance_link<H: vk::Handle>(
+    handle: H,
+) -> Option<Arc<Link<vk::Instance, vk::PFN_vkGetInstanceProcAddr>>> {
+    // SAFETY: as the caller vouches.
+    INSTANCE_LINKS.get(unsafe { dispatch_key(handle) })
+}
 
 /// The instance a dispatchable instance-level handle (instance or physical device) belongs to.
 ///
@@ -88,9 +103,18 @@ pub unsafe extern "system" fn create_instance(
     if result != vk::Result::SUCCESS {
         return result;
     }
+    // SAFETY: the instance just made; its dispatch pointer is set by the loader.
+    let handle = unsafe { *out };
+    INSTANCE_LINKS.insert(
+        unsafe { dispatch_key(handle) },
+        Arc::new(Link {
+            handle,
+            next_proc_addr: gipa,
+        }),
+    );
     guarded(
         "vkCreateInstance",
-        || unsafe { register_instance(gipa, *out, &*create_info) },
+        || unsafe { register_instance(gipa, handle, &*create_info) },
         || (),
     );
     result
@@ -101,6 +125,7 @@ unsafe fn register_instance(
     handle: vk::Instance,
     ci: &vk::InstanceCreateInfo,
 ) {
+    super::guard::fail_setup_for_tests("instance");
     // SAFETY: the next layer's commands for this instance, each named with its own type.
     let (
         Some(destroy_instance),
@@ -145,11 +170,17 @@ pub unsafe extern "system" fn destroy_instance(
         return;
     }
     // SAFETY: an instance created through this layer.
-    let Some(data) = INSTANCES.remove(unsafe { dispatch_key(instance) }) else {
-        return;
-    };
-    // SAFETY: the application's arguments, passed on unchanged.
-    unsafe { (data.destroy_instance)(instance, allocator) }
+    let key = unsafe { dispatch_key(instance) };
+    let data = INSTANCES.remove(key);
+    let link = INSTANCE_LINKS.remove(key);
+    let destroy = data.map(|d| d.destroy_instance).or_else(|| {
+        // SAFETY: the next layer's command for this instance, named with its own type.
+        link.and_then(|l| unsafe { load(l.next_proc_addr, instance, c"vkDestroyInstance") })
+    });
+    if let Some(destroy) = destroy {
+        // SAFETY: the application's arguments, passed on unchanged.
+        unsafe { destroy(instance, allocator) }
+    }
 }
 
 /// The layer has no device extensions of its own; every other query goes down the chain.
@@ -165,12 +196,20 @@ pub unsafe extern "system" fn enumerate_device_extension_properties(
         return vk::Result::SUCCESS;
     }
     // SAFETY: a physical device of an instance made through this layer.
-    let Some(inst) = (unsafe { instance_data(physical_device) }) else {
+    let next = match unsafe { instance_data(physical_device) } {
+        Some(inst) => Some(inst.enumerate_device_extension_properties),
+        None => unsafe { instance_link(physical_device) }.and_then(|l| unsafe {
+            load::<vk::PFN_vkEnumerateDeviceExtensionProperties>(
+                l.next_proc_addr,
+                l.handle,
+                c"vkEnumerateDeviceExtensionProperties",
+            )
+        }),
+    };
+    let Some(next) = next else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    unsafe {
-        (inst.enumerate_device_extension_properties)(physical_device, layer_name, count, properties)
-    }
+    unsafe { next(physical_device, layer_name, count, properties) }
 }
 
 /// `vkGetInstanceProcAddr`: ours for what the layer intercepts, the next layer's otherwise.
@@ -206,7 +245,11 @@ pub unsafe extern "system" fn get_instance_proc_addr(
         return None;
     }
     // SAFETY: an instance created through this layer.
-    let inst = unsafe { instance_data(instance) }?;
+    let Some(inst) = (unsafe { instance_data(instance) }) else {
+        // Its data could not be recorded: everything goes down the chain.
+        let link = unsafe { instance_link(instance) }?;
+        return unsafe { (link.next_proc_addr)(instance, name.as_ptr()) };
+    };
     let next = unsafe { (inst.next_get_instance_proc_addr)(instance, name.as_ptr()) };
     // A device command asked through the instance: ours only where the next layer has it.
     match (next, intercepted_device_command(name)) {

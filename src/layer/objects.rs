@@ -4,14 +4,14 @@
 //! could not read whole: pipelines that use it are unkeyable.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 use std::sync::{Arc, RwLock};
 
 use ash::vk;
 use ash::vk::Handle;
 
 use super::abi::chain;
-use super::device::{device_data, DeviceData};
+use super::device::{device_data, unrecorded_next, DeviceData};
 use super::guard::guarded;
 use crate::key::desc::*;
 use crate::key::{self, Digest, Unkeyable};
@@ -415,8 +415,8 @@ fn remember<T: Clone>(
 }
 
 macro_rules! tracked_object {
-    ($create:ident, $destroy:ident, $create_fn:ident, $destroy_fn:ident, $info:ty, $handle:ty, $table:ident,
-     |$ci:ident, $dev:ident| $content:expr) => {
+    ($create:ident, $destroy:ident, $create_fn:ident, $destroy_fn:ident, $vk_create:literal, $vk_destroy:literal,
+     $info:ty, $handle:ty, $table:ident, |$ci:ident, $dev:ident| $content:expr) => {
         pub unsafe extern "system" fn $create(
             device: vk::Device,
             create_info: *const $info,
@@ -425,7 +425,17 @@ macro_rules! tracked_object {
         ) -> vk::Result {
             // SAFETY: a device the loader handed us, created through this layer.
             let Some($dev) = (unsafe { device_data(device) }) else {
-                return vk::Result::ERROR_INITIALIZATION_FAILED;
+                // Its data could not be recorded: straight to the next layer.
+                type Create = unsafe extern "system" fn(
+                    vk::Device,
+                    *const $info,
+                    *const vk::AllocationCallbacks<'_>,
+                    *mut $handle,
+                ) -> vk::Result;
+                return match unsafe { unrecorded_next::<Create>(device, $vk_create) } {
+                    Some(next) => unsafe { next(device, create_info, allocator, out) },
+                    None => vk::Result::ERROR_INITIALIZATION_FAILED,
+                };
             };
             // SAFETY: the application's arguments, passed on unchanged.
             let result = unsafe { ($dev.fns.$create_fn)(device, create_info, allocator, out) };
@@ -449,6 +459,14 @@ macro_rules! tracked_object {
         ) {
             // SAFETY: a device the loader handed us, created through this layer.
             let Some(dev) = (unsafe { device_data(device) }) else {
+                type Destroy = unsafe extern "system" fn(
+                    vk::Device,
+                    $handle,
+                    *const vk::AllocationCallbacks<'_>,
+                );
+                if let Some(next) = unsafe { unrecorded_next::<Destroy>(device, $vk_destroy) } {
+                    unsafe { next(device, handle, allocator) };
+                }
                 return;
             };
             // Forget before the driver frees it: the handle may be reused at once by another thread.
@@ -464,6 +482,8 @@ tracked_object!(
     destroy_shader_module,
     create_shader_module,
     destroy_shader_module,
+    c"vkCreateShaderModule",
+    c"vkDestroyShaderModule",
     vk::ShaderModuleCreateInfo<'_>,
     vk::ShaderModule,
     modules,
@@ -474,6 +494,8 @@ tracked_object!(
     destroy_sampler,
     create_sampler,
     destroy_sampler,
+    c"vkCreateSampler",
+    c"vkDestroySampler",
     vk::SamplerCreateInfo<'_>,
     vk::Sampler,
     samplers,
@@ -484,6 +506,8 @@ tracked_object!(
     destroy_descriptor_set_layout,
     create_descriptor_set_layout,
     destroy_descriptor_set_layout,
+    c"vkCreateDescriptorSetLayout",
+    c"vkDestroyDescriptorSetLayout",
     vk::DescriptorSetLayoutCreateInfo<'_>,
     vk::DescriptorSetLayout,
     set_layouts,
@@ -494,6 +518,8 @@ tracked_object!(
     destroy_pipeline_layout,
     create_pipeline_layout,
     destroy_pipeline_layout,
+    c"vkCreatePipelineLayout",
+    c"vkDestroyPipelineLayout",
     vk::PipelineLayoutCreateInfo<'_>,
     vk::PipelineLayout,
     pipeline_layouts,
@@ -504,6 +530,8 @@ tracked_object!(
     destroy_render_pass,
     create_render_pass,
     destroy_render_pass,
+    c"vkCreateRenderPass",
+    c"vkDestroyRenderPass",
     vk::RenderPassCreateInfo<'_>,
     vk::RenderPass,
     render_passes,
@@ -513,6 +541,7 @@ tracked_object!(
 /// `vkCreateRenderPass2` and `vkCreateRenderPass2KHR` share this; each calls its own next.
 unsafe fn create_render_pass2_with(
     next: impl FnOnce(&DeviceData) -> Option<vk::PFN_vkCreateRenderPass2>,
+    name: &CStr,
     device: vk::Device,
     create_info: *const vk::RenderPassCreateInfo2<'_>,
     allocator: *const vk::AllocationCallbacks<'_>,
@@ -520,7 +549,10 @@ unsafe fn create_render_pass2_with(
 ) -> vk::Result {
     // SAFETY: a device the loader handed us, created through this layer.
     let Some(dev) = (unsafe { device_data(device) }) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
+        return match unsafe { unrecorded_next::<vk::PFN_vkCreateRenderPass2>(device, name) } {
+            Some(next) => unsafe { next(device, create_info, allocator, out) },
+            None => vk::Result::ERROR_INITIALIZATION_FAILED,
+        };
     };
     let Some(next) = next(&dev) else {
         return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
@@ -542,7 +574,7 @@ unsafe fn create_render_pass2_with(
 /// `vkCreateRenderPass2` and `vkCreateRenderPass2KHR`: the same intercept, each calling its own
 /// next command.
 macro_rules! render_pass2_entry {
-    ($name:ident, $next:ident) => {
+    ($name:ident, $next:ident, $vk:literal) => {
         pub unsafe extern "system" fn $name(
             device: vk::Device,
             create_info: *const vk::RenderPassCreateInfo2<'_>,
@@ -551,11 +583,19 @@ macro_rules! render_pass2_entry {
         ) -> vk::Result {
             // SAFETY: forwarded as received.
             unsafe {
-                create_render_pass2_with(|d| d.fns.$next, device, create_info, allocator, out)
+                create_render_pass2_with(|d| d.fns.$next, $vk, device, create_info, allocator, out)
             }
         }
     };
 }
 
-render_pass2_entry!(create_render_pass2, create_render_pass2);
-render_pass2_entry!(create_render_pass2_khr, create_render_pass2_khr);
+render_pass2_entry!(
+    create_render_pass2,
+    create_render_pass2,
+    c"vkCreateRenderPass2"
+);
+render_pass2_entry!(
+    create_render_pass2_khr,
+    create_render_pass2_khr,
+    c"vkCreateRenderPass2KHR"
+);

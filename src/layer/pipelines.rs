@@ -11,7 +11,7 @@ use ash::vk;
 
 use super::abi::find_in_chain;
 use super::capture;
-use super::device::{device_data, DeviceData};
+use super::device::{device_data, unrecorded_next, DeviceData};
 use super::guard::{guarded, SETTINGS};
 use super::objects::Objects;
 use crate::key::{PipelineKey, Unkeyable};
@@ -30,7 +30,15 @@ type CreateFn<T> = unsafe extern "system" fn(
 
 /// What the flow needs of a compute or graphics create info.
 trait PipelineInfo: Copy {
-    fn flags(&self) -> vk::PipelineCreateFlags;
+    /// The Vulkan command that creates this kind of pipeline.
+    const COMMAND: &'static std::ffi::CStr;
+    fn legacy_flags(&self) -> vk::PipelineCreateFlags;
+    /// The effective create flags: `VkPipelineCreateFlags2CreateInfoKHR`'s where it is chained.
+    fn has_flag(&self, flag: vk::PipelineCreateFlags) -> bool {
+        // SAFETY: the application's valid chain.
+        let flags = unsafe { capture::effective_flags(self.legacy_flags(), self.p_next()) };
+        flags & u64::from(flag.as_raw()) != 0
+    }
     fn p_next(&self) -> *const c_void;
     fn set_p_next(&mut self, p: *const c_void);
     fn base_index(&self) -> i32;
@@ -42,9 +50,10 @@ trait PipelineInfo: Copy {
 }
 
 macro_rules! pipeline_info {
-    ($ty:ty, $stages:expr, $capture:path) => {
+    ($ty:ty, $command:literal, $stages:expr, $capture:path) => {
         impl PipelineInfo for $ty {
-            fn flags(&self) -> vk::PipelineCreateFlags {
+            const COMMAND: &'static std::ffi::CStr = $command;
+            fn legacy_flags(&self) -> vk::PipelineCreateFlags {
                 self.flags
             }
             fn p_next(&self) -> *const c_void {
@@ -74,11 +83,13 @@ macro_rules! pipeline_info {
 
 pipeline_info!(
     vk::ComputePipelineCreateInfo<'static>,
+    c"vkCreateComputePipelines",
     |_| 1,
     capture::compute
 );
 pipeline_info!(
     vk::GraphicsPipelineCreateInfo<'static>,
+    c"vkCreateGraphicsPipelines",
     |g| g.stage_count,
     capture::graphics
 );
@@ -117,7 +128,8 @@ pub unsafe extern "system" fn create_graphics_pipelines(
 
 /// Splits a call into one call a pipeline, keeping the Vulkan rules for the returned array:
 /// the first error is returned, else `VK_PIPELINE_COMPILE_REQUIRED` if any asked it; with
-/// `EARLY_RETURN_ON_FAILURE` the pipelines after a failure are NULL.
+/// `EARLY_RETURN_ON_FAILURE` the pipelines after a failure are NULL. The flags that decide are
+/// the effective ones (flags2's where chained).
 unsafe fn create_pipelines<T: PipelineInfo>(
     device: vk::Device,
     app_cache: vk::PipelineCache,
@@ -129,41 +141,41 @@ unsafe fn create_pipelines<T: PipelineInfo>(
 ) -> vk::Result {
     // SAFETY: a device created through this layer.
     let Some(dev) = (unsafe { device_data(device) }) else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
+        // Its data could not be recorded: straight to the next layer.
+        return match unsafe { unrecorded_next::<CreateFn<T>>(device, T::COMMAND) } {
+            Some(next) => unsafe { next(device, app_cache, count, infos, allocator, out) },
+            None => vk::Result::ERROR_INITIALIZATION_FAILED,
+        };
     };
     let dev: &DeviceData = &dev;
     let next = next_of(dev);
     let as_asked = || unsafe { next(dev.handle, app_cache, count, infos, allocator, out) };
-    if count == 0 || infos.is_null() || out.is_null() {
+    if count == 0 || infos.is_null() || out.is_null() || !dev.works_here() {
         return as_asked();
     }
+    // SAFETY: count create infos in, count handles out, per the spec.
+    let infos = unsafe { std::slice::from_raw_parts(infos, count as usize) };
+    let out_ptr = out;
     guarded(
         "vkCreate*Pipelines",
         || {
-            // SAFETY: count create infos in, count handles out, per the spec.
-            let infos = unsafe { std::slice::from_raw_parts(infos, count as usize) };
-            let out = unsafe { std::slice::from_raw_parts_mut(out, count as usize) };
+            let out = unsafe { std::slice::from_raw_parts_mut(out_ptr, infos.len()) };
             out.fill(vk::Pipeline::null());
             let mut result = vk::Result::SUCCESS;
             for (i, original) in infos.iter().enumerate() {
                 let mut info = *original;
-                if info.flags().contains(vk::PipelineCreateFlags::DERIVATIVE)
-                    && info.base_index() >= 0
-                {
+                if info.has_flag(vk::PipelineCreateFlags::DERIVATIVE) && info.base_index() >= 0 {
                     let base = out
                         .get(info.base_index() as usize)
                         .filter(|_| (info.base_index() as usize) < i);
                     info.set_base(base.copied().unwrap_or_default());
                 }
-                let (r, pipeline) = unsafe { build_one(dev, app_cache, &info, allocator, next) };
-                out[i] = pipeline;
+                let r = unsafe { build_one(dev, app_cache, &info, allocator, next, &mut out[i]) };
                 if worse(r, result) {
                     result = r;
                 }
                 if r != vk::Result::SUCCESS
-                    && info
-                        .flags()
-                        .contains(vk::PipelineCreateFlags::EARLY_RETURN_ON_FAILURE)
+                    && info.has_flag(vk::PipelineCreateFlags::EARLY_RETURN_ON_FAILURE)
                 {
                     break;
                 }
@@ -171,7 +183,14 @@ unsafe fn create_pipelines<T: PipelineInfo>(
             result
         },
         || {
-            // A panic midway: whatever was made is the application's to see no more of; ask again.
+            // A panic midway: what this call made so far is destroyed (each pipeline is in `out`
+            // from the moment the driver made it), and the call is asked again, as asked.
+            let out = unsafe { std::slice::from_raw_parts_mut(out_ptr, infos.len()) };
+            for pipeline in out.iter_mut().filter(|p| **p != vk::Pipeline::null()) {
+                // SAFETY: a pipeline this call made and nobody has seen.
+                unsafe { (dev.fns.destroy_pipeline)(dev.handle, *pipeline, allocator) };
+                *pipeline = vk::Pipeline::null();
+            }
             as_asked()
         },
     )
@@ -184,22 +203,23 @@ fn worse(r: vk::Result, so_far: vk::Result) -> bool {
         || (r == vk::Result::PIPELINE_COMPILE_REQUIRED && so_far == vk::Result::SUCCESS)
 }
 
-/// One pipeline, through the store where it can be keyed, and counted.
+/// One pipeline, through the store where it can be keyed, and counted. The pipeline is put in
+/// `slot` the moment the driver makes it.
 unsafe fn build_one<T: PipelineInfo>(
     dev: &DeviceData,
     app_cache: vk::PipelineCache,
     info: &T,
     allocator: *const vk::AllocationCallbacks<'_>,
     next: CreateFn<T>,
-) -> (vk::Result, vk::Pipeline) {
+    slot: &mut vk::Pipeline,
+) -> vk::Result {
     let mut lap = Lap::start();
-    let as_asked = |outcome, lap: &mut Lap| {
+    let as_asked = |outcome, lap: &mut Lap, slot: &mut vk::Pipeline| {
         lap.to(Phase::Keep); // whatever the kept path did before it gave up
-        let mut pipeline = vk::Pipeline::null();
-        // SAFETY: the application's create info and cache, as it asked.
-        let r = unsafe { next(dev.handle, app_cache, 1, info, allocator, &mut pipeline) };
+                             // SAFETY: the application's create info and cache, as it asked.
+        let r = unsafe { next(dev.handle, app_cache, 1, info, allocator, slot) };
         lap.to(Phase::Driver);
-        (r, pipeline, outcome)
+        (r, outcome)
     };
     if SETTINGS.test_panic {
         panic!("PIPEKEEP_TEST_PANIC is set: a forced panic inside the pipeline intercept");
@@ -207,26 +227,30 @@ unsafe fn build_one<T: PipelineInfo>(
     // SAFETY: the application's create info.
     let keyed = unsafe { info.key(&dev.objects) };
     lap.to(Phase::Key);
-    let (r, pipeline, outcome) = match keyed {
+    let (r, outcome) = match keyed {
         Err(why) => {
             tracing::debug!(%why, "pipeline not keyed; built as asked and not kept");
-            as_asked(Outcome::Unkeyed, &mut lap)
+            as_asked(Outcome::Unkeyed, &mut lap, slot)
         }
         Ok(key) => match dev.store() {
-            None => as_asked(Outcome::PassedThrough, &mut lap),
+            None => as_asked(Outcome::PassedThrough, &mut lap, slot),
             Some(store) => {
-                match unsafe { build_kept(dev, store, &key, info, allocator, next, &mut lap) } {
-                    Some(made) => made,
-                    None => as_asked(Outcome::PassedThrough, &mut lap),
+                match unsafe { build_kept(dev, store, &key, info, allocator, next, &mut lap, slot) }
+                {
+                    Kept::Made(r, outcome) => (r, outcome),
+                    Kept::AskAsAsked => as_asked(Outcome::PassedThrough, &mut lap, slot),
                 }
             }
         },
     };
+    if SETTINGS.test_panic_after_build && *slot != vk::Pipeline::null() {
+        panic!("PIPEKEEP_TEST_PANIC_AFTER_BUILD is set: a forced panic after the driver built");
+    }
     lap.to(Phase::Keep);
-    if pipeline != vk::Pipeline::null() {
+    if *slot != vk::Pipeline::null() {
         dev.watch.record(outcome, &lap);
     }
-    (r, pipeline)
+    r
 }
 
 /// A pipeline cache of the layer's own, from checked entry data or empty.
@@ -358,13 +382,13 @@ impl Feedback {
 /// One build through a cache of the layer's own.
 struct Built<'a> {
     result: vk::Result,
-    pipeline: vk::Pipeline,
     cache: OwnCache<'a>,
     grew: bool,
 }
 
 /// `measure_size`: read the cache's size before and after, for a driver whose feedback cannot
-/// say found or compiled.
+/// say found or compiled. The pipeline goes into `slot`.
+#[allow(clippy::too_many_arguments)]
 unsafe fn build_through<'a, T: PipelineInfo>(
     dev: &'a DeviceData,
     seed: Option<&[u8]>,
@@ -373,6 +397,7 @@ unsafe fn build_through<'a, T: PipelineInfo>(
     next: CreateFn<T>,
     measure_size: bool,
     lap: &mut Lap,
+    slot: &mut vk::Pipeline,
 ) -> Result<Built<'a>, vk::Result> {
     // SAFETY (whole body): the layer's own cache and the application's create info.
     let cache = OwnCache {
@@ -385,19 +410,28 @@ unsafe fn build_through<'a, T: PipelineInfo>(
         0
     };
     lap.to(Phase::Cache);
-    let mut pipeline = vk::Pipeline::null();
-    let result = unsafe { next(dev.handle, cache.cache, 1, info, allocator, &mut pipeline) };
+    let result = unsafe { next(dev.handle, cache.cache, 1, info, allocator, slot) };
     lap.to(Phase::Driver);
     let grew = measure_size && unsafe { cache_size(dev, cache.cache) } > before;
     Ok(Built {
         result,
-        pipeline,
         cache,
         grew,
     })
 }
 
-/// The kept path. `None` sends the pipeline down as the application asked.
+/// What the kept path did.
+enum Kept {
+    /// The driver answered: the pipeline (if any) is in the slot.
+    Made(vk::Result, Outcome),
+    /// Nothing was made: ask the driver once, as the application asked.
+    AskAsAsked,
+}
+
+/// The kept path. The driver is asked to build the pipeline once here (through the entry when
+/// found whole, else through an empty cache of the layer's own); a build that fails is asked
+/// once more by the caller, as the application asked, and that answer stands.
+#[allow(clippy::too_many_arguments)]
 unsafe fn build_kept<T: PipelineInfo>(
     dev: &DeviceData,
     store: &Arc<Store>,
@@ -406,7 +440,8 @@ unsafe fn build_kept<T: PipelineInfo>(
     allocator: *const vk::AllocationCallbacks<'_>,
     next: CreateFn<T>,
     lap: &mut Lap,
-) -> Option<(vk::Result, vk::Pipeline, Outcome)> {
+    slot: &mut vk::Pipeline,
+) -> Kept {
     let looked_up = store.lookup(key);
     lap.to(Phase::Lookup);
     let found = match looked_up {
@@ -421,19 +456,20 @@ unsafe fn build_kept<T: PipelineInfo>(
             None
         }
     };
-    let must_be_found = info
-        .flags()
-        .contains(vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED);
+    let must_be_found = info.has_flag(vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED);
     if must_be_found && found.is_none() {
-        return None;
+        return Kept::AskAsAsked;
     }
     // SAFETY: the application's create info; the feedback outlives every build below.
     let feedback = unsafe { Feedback::for_info(dev, info) };
     let with_feedback = feedback.as_ref().map_or(*info, |f| f.chain_into(info));
+    let measure_size = feedback.is_none();
 
-    let mut built = None;
-    if let Some(entry) = &found {
-        let marker = store.hold_marker(entry);
+    // Through the entry where the driver makes a cache of it; else through an empty cache.
+    let mut seeded = None;
+    let mut attempt = None;
+    if let Some(entry) = found {
+        let marker = store.hold_marker(&entry);
         if SETTINGS.test_abort_in_load {
             std::process::abort();
         }
@@ -444,17 +480,18 @@ unsafe fn build_kept<T: PipelineInfo>(
                 &with_feedback,
                 allocator,
                 next,
-                feedback.is_none(),
+                measure_size,
                 lap,
+                slot,
             )
         } {
-            Ok(b) if b.result == vk::Result::SUCCESS => built = Some(b),
-            Ok(b) if must_be_found => {
-                tracing::debug!(result = ?b.result, "not found through the kept entry; asking as the application did");
-                return None;
-            }
             Ok(b) => {
-                tracing::warn!(entry = %key.file_name(), result = ?b.result, "the driver would not build through the kept entry; compiling afresh")
+                attempt = Some(b);
+                seeded = Some(entry);
+            }
+            Err(e) if must_be_found => {
+                tracing::debug!(result = ?e, "no cache from the kept entry; asking as the application did");
+                return Kept::AskAsAsked;
             }
             Err(e) => {
                 tracing::warn!(entry = %key.file_name(), result = ?e, "the driver would not make a cache from the kept entry; compiling afresh")
@@ -463,8 +500,8 @@ unsafe fn build_kept<T: PipelineInfo>(
         drop(marker);
         lap.to(Phase::Cache);
     }
-    let (built, seeded) = match built {
-        Some(b) => (b, found),
+    let built = match attempt {
+        Some(b) => b,
         None => match unsafe {
             build_through(
                 dev,
@@ -472,14 +509,21 @@ unsafe fn build_kept<T: PipelineInfo>(
                 &with_feedback,
                 allocator,
                 next,
-                feedback.is_none(),
+                measure_size,
                 lap,
+                slot,
             )
         } {
-            Ok(b) if b.result == vk::Result::SUCCESS => (b, None),
-            _ => return None,
+            Ok(b) => b,
+            Err(_) => return Kept::AskAsAsked, // no cache of our own: nothing was built
         },
     };
+    if built.result != vk::Result::SUCCESS {
+        // The driver failed this build: asked once more, as asked, by the caller.
+        tracing::debug!(entry = %key.file_name(), result = ?built.result, seeded = seeded.is_some(), "the driver did not build the pipeline; asking once more as the application did");
+        *slot = vk::Pipeline::null();
+        return Kept::AskAsAsked;
+    }
     // Found or compiled: the feedback's cache-hit bit where the driver marks it valid (on RADV a
     // found pipeline may change the cache's size by a few bytes), else the cache's size. Feedback
     // chained but not marked valid says nothing: counted as compiled, the entry is written again.
@@ -498,6 +542,7 @@ unsafe fn build_kept<T: PipelineInfo>(
         seeded => {
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
+                store.will_write(key);
                 dev.writer
                     .write(store.clone(), *key, data, store.next_stamp());
             }
@@ -509,5 +554,5 @@ unsafe fn build_kept<T: PipelineInfo>(
             }
         }
     };
-    Some((built.result, built.pipeline, outcome))
+    Kept::Made(built.result, outcome)
 }

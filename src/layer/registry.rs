@@ -58,3 +58,11 @@ pub unsafe fn dispatch_key<H: ash::vk::Handle>(handle: H) -> u64 {
     // SAFETY: dispatchable handles point to an object whose first word is the dispatch table.
     unsafe { *(handle.as_raw() as *const usize) as u64 }
 }
+
+/// The least the layer keeps of an instance or a device, recorded right after the next layer
+/// made it and before anything that can fail: its handle and the next layer's
+/// `vkGet*ProcAddr`, enough to pass every call through and to destroy it.
+pub struct Link<H, F> {
+    pub handle: H,
+    pub next_proc_addr: F,
+}

@@ -16,6 +16,8 @@
 //! takes only time no application thread wants, so a run that keeps every core busy building
 //! pipelines is not slowed by its own bookkeeping. Whatever is still queued at `vkDestroyDevice`
 //! is done by the thread destroying the device, at that thread's priority, beside the writer.
+//! An application thread never waits on the queue's lock, which the idle thread also takes: it
+//! tries it briefly, and otherwise writes or stamps inline.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -140,7 +142,9 @@ impl Writer {
         push: impl FnOnce(&mut Queue, T) -> bool,
     ) -> Option<T> {
         let (lock, ready) = &*self.shared;
-        let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mut q) = lock_unless_held_long(lock) else {
+            return Some(item);
+        };
         if q.closing || !fits(&q) || !self.ensure_thread(&mut q) {
             return Some(item);
         }
@@ -201,8 +205,28 @@ impl Writer {
     }
 }
 
+/// The queue's lock for an application thread, which must never wait on the idle-priority writer:
+/// a writer preempted while it holds the lock would keep it until a core falls idle. The lock is
+/// held for a push or a pop, so a short spin covers the other application threads; past it, the
+/// caller does its work inline.
+fn lock_unless_held_long(lock: &Mutex<Queue>) -> Option<std::sync::MutexGuard<'_, Queue>> {
+    for _ in 0..LOCK_SPINS {
+        match lock.try_lock() {
+            Ok(q) => return Some(q),
+            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+        }
+    }
+    None
+}
+
+/// Tries at the queue's lock before an application thread does its work inline.
+const LOCK_SPINS: usize = 256;
+
+/// Writes a queued entry; its key was given to `Store::will_write` when it was queued (on the
+/// application's thread), so this thread takes no lock that lookups take.
 fn run(job: &Job) -> Result<Written, StoreError> {
-    job.store.write_stamped(&job.key, &job.data, job.stamp)
+    job.store.write_announced(&job.key, &job.data, job.stamp)
 }
 
 /// Takes jobs and stamps until the queue is empty and closing (or just empty, when `wait` is

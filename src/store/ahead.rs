@@ -4,17 +4,25 @@
 //! instead of opening, reading and hashing a file. A window bounds the bytes held. A lookup
 //! claims its key whether or not the entry has been read yet: a claimed key is never read ahead
 //! after, so no entry is held that nobody will take.
+//!
+//! The readers run at idle priority and share one lock with the lookups: a reader preempted
+//! while it holds the lock would stall the application's threads behind it. So a lookup only
+//! tries the lock; when it is taken, the lookup leaves its claim in a channel (a send takes no
+//! lock) and reads its entry itself, and the readers take the claims in at their next turn.
+//! Every reader's wait sees the caller's stop flag, set from the device's creation on.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
 
 use crate::key::PipelineKey;
 
-#[derive(Default)]
 struct Held {
     ready: HashMap<PipelineKey, Vec<u8>>,
     claimed: HashSet<PipelineKey>,
+    /// Claims a lookup left while the lock was taken.
+    late_claims: Receiver<PipelineKey>,
     /// The bytes held, and those reserved by readers for the entry each is reading.
     bytes: u64,
     /// Readers waiting for room in the window: only then is there anyone to wake (a wake is a
@@ -25,13 +33,46 @@ struct Held {
     stopped: bool,
 }
 
+impl Held {
+    /// Takes in the claims lookups left in the channel, letting go of what they claimed.
+    fn take_late_claims(&mut self) {
+        while let Ok(key) = self.late_claims.try_recv() {
+            if let Some(bytes) = self.ready.remove(&key) {
+                self.bytes -= bytes.len() as u64;
+            }
+            self.claimed.insert(key);
+        }
+    }
+}
+
 /// The entries read ahead, and the keys lookups have claimed.
-#[derive(Default)]
 pub struct ReadAhead {
     held: Mutex<Held>,
     room: Condvar,
+    /// Where a lookup that found the lock taken leaves its claim.
+    claims: Sender<PipelineKey>,
     /// Set once reading ahead has ended and all it held was taken: lookups then skip the lock.
     over: AtomicBool,
+}
+
+impl Default for ReadAhead {
+    fn default() -> Self {
+        let (claims, late_claims) = channel();
+        ReadAhead {
+            held: Mutex::new(Held {
+                ready: HashMap::new(),
+                claimed: HashSet::new(),
+                late_claims,
+                bytes: 0,
+                waiting: 0,
+                ended: false,
+                stopped: false,
+            }),
+            room: Condvar::new(),
+            claims,
+            over: AtomicBool::new(false),
+        }
+    }
 }
 
 impl std::fmt::Debug for ReadAhead {
@@ -69,12 +110,21 @@ impl ReadAhead {
     }
 
     /// A lookup's claim on `key`: the entry's bytes if they were read ahead (already checked);
-    /// either way the key is not read ahead after this.
+    /// either way the key is not read ahead after this. Never waits: with the lock taken (by a
+    /// reader, perhaps preempted at idle priority) the claim is left for the readers, and the
+    /// lookup reads the entry itself.
     pub fn claim(&self, key: &PipelineKey) -> Option<Vec<u8>> {
         if self.over.load(Ordering::Acquire) {
             return None;
         }
-        let mut held = self.lock();
+        let mut held = match self.held.try_lock() {
+            Ok(held) => held,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let _ = self.claims.send(*key);
+                return None;
+            }
+        };
         held.claimed.insert(*key);
         let bytes = held.ready.remove(key)?;
         held.bytes -= bytes.len() as u64;
@@ -91,12 +141,13 @@ impl ReadAhead {
 
     /// Waits until `len` more bytes fit the window (or nothing is held or reserved: one entry
     /// larger than the window is still read), and reserves them for `key`'s entry, about to be
-    /// read; unless a lookup has claimed `key`, or reading ahead has been stopped. One lock for
-    /// both questions: the reader shares it with every lookup.
-    pub fn reserve(&self, key: &PipelineKey, len: u64, window: u64) -> Reserve {
+    /// read; unless a lookup has claimed `key`, or reading ahead has been stopped (`stop` set, or
+    /// [`ReadAhead::stop`]). One lock for both questions: the reader shares it with every lookup.
+    pub fn reserve(&self, key: &PipelineKey, len: u64, window: u64, stop: &AtomicBool) -> Reserve {
         let mut held = self.lock();
         loop {
-            if held.stopped {
+            held.take_late_claims();
+            if held.stopped || stop.load(Ordering::Acquire) {
                 return Reserve::Stopped;
             }
             if held.claimed.contains(key) {
@@ -112,6 +163,13 @@ impl ReadAhead {
         }
     }
 
+    /// Wakes every waiting reader, to see a stop flag just set (taken under the lock, so that a
+    /// reader between its check and its wait is not missed).
+    pub fn wake_readers(&self) {
+        let _held = self.lock();
+        self.room.notify_all();
+    }
+
     /// Holds a checked entry in the room reserved for it, unless a lookup claimed it meanwhile
     /// (or `bytes` is `None`: the entry could not be read). True when held.
     pub fn offer(&self, key: PipelineKey, reserved: u64, bytes: Option<Vec<u8>>) -> bool {
@@ -119,6 +177,7 @@ impl ReadAhead {
         if held.stopped {
             return false;
         }
+        held.take_late_claims();
         held.bytes -= reserved;
         self.wake_a_waiting_reader(&held);
         match bytes {
@@ -135,6 +194,7 @@ impl ReadAhead {
     /// the lock.
     pub fn end(&self) {
         let mut held = self.lock();
+        held.take_late_claims();
         held.ended = true;
         self.skip_lock_once_taken(&held);
     }
@@ -160,6 +220,8 @@ impl ReadAhead {
 mod tests {
     use super::*;
 
+    static GO: AtomicBool = AtomicBool::new(false);
+
     fn key(n: u8) -> PipelineKey {
         PipelineKey {
             spirv: [n; 16],
@@ -170,12 +232,12 @@ mod tests {
     #[test]
     fn a_held_entry_is_taken_once_and_a_claimed_key_is_never_held() {
         let ahead = ReadAhead::default();
-        assert_eq!(ahead.reserve(&key(1), 10, 100), Reserve::Read);
+        assert_eq!(ahead.reserve(&key(1), 10, 100, &GO), Reserve::Read);
         assert!(ahead.offer(key(1), 10, Some(vec![1; 10])));
         assert_eq!(ahead.claim(&key(1)), Some(vec![1; 10]));
         assert_eq!(ahead.claim(&key(1)), None);
-        assert_eq!(ahead.reserve(&key(1), 10, 100), Reserve::Claimed);
-        assert_eq!(ahead.reserve(&key(2), 10, 100), Reserve::Read);
+        assert_eq!(ahead.reserve(&key(1), 10, 100, &GO), Reserve::Claimed);
+        assert_eq!(ahead.reserve(&key(2), 10, 100, &GO), Reserve::Read);
         assert_eq!(ahead.claim(&key(2)), None);
         let held = ahead.offer(key(2), 10, Some(vec![2; 10]));
         assert!(!held, "claimed before it was read");
@@ -185,7 +247,7 @@ mod tests {
     fn the_window_waits_for_a_lookup_and_stop_releases_the_wait() {
         let ahead = std::sync::Arc::new(ReadAhead::default());
         assert_eq!(
-            ahead.reserve(&key(9), 100, 10),
+            ahead.reserve(&key(9), 100, 10, &GO),
             Reserve::Read,
             "an empty window takes any one entry"
         );
@@ -193,11 +255,11 @@ mod tests {
             !ahead.offer(key(9), 100, None),
             "unreadable: its room is given back"
         );
-        assert_eq!(ahead.reserve(&key(1), 8, 10), Reserve::Read);
+        assert_eq!(ahead.reserve(&key(1), 8, 10, &GO), Reserve::Read);
         assert!(ahead.offer(key(1), 8, Some(vec![0; 8])));
         let reader = {
             let ahead = ahead.clone();
-            std::thread::spawn(move || ahead.reserve(&key(3), 8, 10))
+            std::thread::spawn(move || ahead.reserve(&key(3), 8, 10, &GO))
         };
         // The reader waits until the held entry is taken.
         assert_eq!(ahead.claim(&key(1)).map(|b| b.len()), Some(8));
@@ -205,10 +267,56 @@ mod tests {
         assert!(ahead.offer(key(3), 8, Some(vec![0; 8])));
         let stopped = {
             let ahead = ahead.clone();
-            std::thread::spawn(move || ahead.reserve(&key(4), 8, 10))
+            std::thread::spawn(move || ahead.reserve(&key(4), 8, 10, &GO))
         };
         ahead.stop();
         assert_eq!(stopped.join().unwrap(), Reserve::Stopped);
         assert_eq!(ahead.claim(&key(3)), None, "stop lets go of what is held");
+    }
+
+    #[test]
+    fn a_stop_flag_set_before_or_during_a_wait_ends_it() {
+        let ahead = std::sync::Arc::new(ReadAhead::default());
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        assert_eq!(ahead.reserve(&key(1), 8, 10, &stop), Reserve::Read);
+        assert!(ahead.offer(key(1), 8, Some(vec![0; 8])));
+        // The window is full and no lookup will come: only the stop flag ends this wait.
+        let waiting = {
+            let (ahead, stop) = (ahead.clone(), stop.clone());
+            std::thread::spawn(move || ahead.reserve(&key(2), 8, 10, &stop))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        stop.store(true, Ordering::Release);
+        ahead.wake_readers();
+        assert_eq!(waiting.join().unwrap(), Reserve::Stopped);
+        assert_eq!(
+            ahead.reserve(&key(3), 1, 10, &stop),
+            Reserve::Stopped,
+            "set before the wait"
+        );
+        assert_eq!(
+            ahead.claim(&key(1)).map(|b| b.len()),
+            Some(8),
+            "a stopped reader's entries still serve the other devices' lookups"
+        );
+    }
+
+    #[test]
+    fn a_claim_made_while_a_reader_holds_the_lock_is_taken_in_later() {
+        let ahead = ReadAhead::default();
+        assert_eq!(ahead.reserve(&key(1), 8, 100, &GO), Reserve::Read);
+        assert!(ahead.offer(key(1), 8, Some(vec![0; 8])));
+        {
+            let _reader = ahead.lock();
+            assert_eq!(ahead.claim(&key(1)), None, "never waits for the lock");
+            assert_eq!(ahead.claim(&key(2)), None);
+        }
+        assert_eq!(ahead.reserve(&key(2), 8, 100, &GO), Reserve::Claimed);
+        assert_eq!(
+            ahead.lock().bytes,
+            0,
+            "the entry read ahead for a late claim is let go"
+        );
+        assert_eq!(ahead.claim(&key(1)), None);
     }
 }

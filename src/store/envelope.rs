@@ -47,6 +47,10 @@ pub enum EntryError {
     OtherKey,
     #[error("the data is not a version-one pipeline-cache header for this device: {what}")]
     BadHeader { what: &'static str },
+    #[error("not a regular file")]
+    NotAFile,
+    #[error("{len} bytes, more than an entry may hold")]
+    TooLarge { len: u64 },
 }
 
 impl EntryError {
@@ -58,6 +62,8 @@ impl EntryError {
             EntryError::Foreign { .. } => "foreign",
             EntryError::OtherKey => "other-key",
             EntryError::BadHeader { .. } => "bad-header",
+            EntryError::NotAFile => "not-a-file",
+            EntryError::TooLarge { .. } => "too-large",
         }
     }
 }
@@ -93,6 +99,13 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// The driver ABI an entry's envelope names, if the file is long enough to hold it.
 pub fn abi_of(file: &[u8]) -> Option<u32> {
     (file.len() >= offset::ABI + 4).then(|| u32_at(file, offset::ABI))
+}
+
+/// The length a file must have for the envelope at its start (`None` when too short to say),
+/// read before the rest of a large file is.
+pub fn declared_file_len(start: &[u8]) -> Option<u64> {
+    (start.len() >= ENVELOPE_LEN && start[offset::MAGIC..offset::MAGIC + 8] == MAGIC)
+        .then(|| (ENVELOPE_LEN as u64).saturating_add(u64_at(start, offset::DATA_LEN)))
 }
 
 /// Checks a whole entry file for this identity and key; on success returns the driver's data.

@@ -5,10 +5,11 @@
 use std::cell::RefCell;
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use super::envelope::EntryError;
 use super::StoreError;
 
 /// What became of a try at an exclusive lock on a path.
@@ -19,29 +20,38 @@ pub enum Locked {
     Busy,
     /// The path went away, or now names another file, while we took the lock.
     Gone,
+    /// The path names a link, a FIFO, a directory or a device: never ours to lock or read.
+    NotAFile,
 }
 
 /// Opens `path` (creating it when asked), takes `flock(LOCK_EX|LOCK_NB)`, then checks that the
 /// path still names the same inode: a sweeper or writer may have removed or renamed it between
-/// our open and our lock, and a lock on an unlinked inode guards nothing.
+/// our open and our lock, and a lock on an unlinked inode guards nothing. The path is opened
+/// without following a link and without blocking (a FIFO named as ours would hang the open);
+/// anything that is not a regular file is [`Locked::NotAFile`].
 pub fn lock_path(path: &Path, create: bool) -> io::Result<Locked> {
     let file = match OpenOptions::new()
         .read(true)
         .write(true)
         .create(create)
         .truncate(false)
+        .custom_flags(NO_FOLLOW_NO_BLOCK)
         .open(path)
     {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Locked::Gone),
+        Err(e) if is_not_a_file(&e) => return Ok(Locked::NotAFile),
         Err(e) => return Err(e),
     };
+    let ours = file.metadata()?;
+    if !ours.is_file() {
+        return Ok(Locked::NotAFile);
+    }
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => return Ok(Locked::Busy),
         Err(TryLockError::Error(e)) => return Err(e),
     }
-    let ours = file.metadata()?;
     match fs::symlink_metadata(path) {
         Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => Ok(Locked::Held(file)),
         Ok(_) => Ok(Locked::Gone),
@@ -50,8 +60,24 @@ pub fn lock_path(path: &Path, create: bool) -> io::Result<Locked> {
     }
 }
 
-/// The most an entry file may hold: a larger one is refused unread.
-pub const ENTRY_FILE_LIMIT: u64 = 1 << 34;
+/// The flags every open of a store file carries: a link is never followed (`ELOOP`), and a FIFO
+/// or device opens at once instead of waiting for a writer (`O_NONBLOCK` changes nothing for a
+/// regular file).
+pub const NO_FOLLOW_NO_BLOCK: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+
+/// Whether an open failed because the path names no regular file: a link (`ELOOP` under
+/// `O_NOFOLLOW`), a directory, or a device we may not open.
+pub fn is_not_a_file(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ELOOP | libc::EISDIR | libc::ENXIO | libc::ENODEV)
+    )
+}
+
+/// The most an entry file may hold: a larger one is dropped unread (`too-large`). One pipeline's
+/// kept data runs to a few MB (NVIDIA's largest measured: 1.8 MB); a damaged or hostile file of
+/// some GiB must never be read into memory at every start.
+pub const ENTRY_FILE_LIMIT: u64 = 256 << 20;
 
 /// The size of each thread's first read of an entry: most entries fit it whole.
 const FIRST_READ: usize = 64 << 10;
@@ -60,29 +86,105 @@ thread_local! {
     static FIRST_READ_BUF: RefCell<Box<[u8]>> = RefCell::new(vec![0; FIRST_READ].into_boxed_slice());
 }
 
-/// Reads an entry file whole in as few system calls as a regular file allows. One read into a
-/// buffer this thread keeps: a read of a regular file that comes back short has met the file's
-/// end, so an entry that fits needs no second read (the envelope's check still compares the length
-/// read with the length it declares). A larger entry is sized once and read in one call, never
-/// through a buffer that doubles.
-pub fn read_whole(file: &mut File) -> io::Result<Vec<u8>> {
+/// Why an entry's file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadRefused {
+    /// A link, a FIFO, a directory or a device named as an entry.
+    #[error("not a regular file")]
+    NotAFile,
+    #[error("{len} bytes, more than an entry may hold ({ENTRY_FILE_LIMIT})")]
+    TooLarge { len: u64 },
+    /// The envelope declares another length than the file's (`Short` or `Long` when decoded).
+    #[error("{len} bytes where its envelope says {expected}")]
+    WrongLength { len: u64, expected: u64 },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Opens an entry file for reading without following a link or blocking, relative to `dir`
+/// where one is held, without an access-time update where `no_atime`.
+pub fn open_entry_file(
+    dir: Option<&std::os::fd::OwnedFd>,
+    path: &Path,
+    no_atime: bool,
+) -> io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let mut flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    if no_atime {
+        flags |= OFlags::NOATIME;
+    }
+    let fd = match dir {
+        Some(dir) => rustix::fs::openat(
+            dir,
+            path.file_name().unwrap_or_default(),
+            flags,
+            Mode::empty(),
+        ),
+        None => rustix::fs::open(path, flags, Mode::empty()),
+    };
+    fd.map(File::from).map_err(io::Error::from)
+}
+
+/// Reads an entry file whole, after its type and size are checked against what the file is
+/// (`fstat`), and the envelope's declared length against the size before anything past the
+/// first read is taken into memory. One read into a buffer this thread keeps: a read of a
+/// regular file that comes back short has met the file's end, so an entry that fits needs no
+/// second read (the envelope's check still compares the length read with the length it
+/// declares). A larger entry is sized once and read in one call, never through a buffer that
+/// doubles.
+pub fn read_whole(file: &mut File) -> Result<Vec<u8>, ReadRefused> {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(ReadRefused::NotAFile);
+    }
+    let len = meta.len();
+    if len > ENTRY_FILE_LIMIT {
+        return Err(ReadRefused::TooLarge { len });
+    }
     FIRST_READ_BUF.with_borrow_mut(|first| {
         let n = read_retrying(file, first)?;
         if n < first.len() {
             return Ok(first[..n].to_vec());
         }
-        let len = file.metadata()?.len();
-        if len > ENTRY_FILE_LIMIT {
-            return Err(io::Error::new(
-                io::ErrorKind::FileTooLarge,
-                format!("{len} bytes, more than an entry may hold"),
-            ));
+        if let Some(expected) = super::envelope::declared_file_len(&first[..n]) {
+            if expected != len {
+                return Err(ReadRefused::WrongLength { len, expected });
+            }
         }
         let mut bytes = Vec::with_capacity(len as usize + 1);
         bytes.extend_from_slice(&first[..n]);
-        file.read_to_end(&mut bytes)?;
+        file.take(ENTRY_FILE_LIMIT + 1 - n as u64)
+            .read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > ENTRY_FILE_LIMIT {
+            return Err(ReadRefused::TooLarge {
+                len: bytes.len() as u64,
+            });
+        }
         Ok(bytes)
     })
+}
+
+/// An entry file's bytes, or why it is refused before its envelope is decoded (`Ok(Err(_))`:
+/// not a regular file, too large, or a length other than its envelope declares). `Err` is an
+/// I/O failure, `NotFound` included.
+pub fn read_entry_file(file: io::Result<File>) -> io::Result<Result<Vec<u8>, EntryError>> {
+    let mut file = match file {
+        Ok(f) => f,
+        Err(e) if is_not_a_file(&e) => return Ok(Err(EntryError::NotAFile)),
+        Err(e) => return Err(e),
+    };
+    match read_whole(&mut file) {
+        Ok(bytes) => Ok(Ok(bytes)),
+        Err(ReadRefused::NotAFile) => Ok(Err(EntryError::NotAFile)),
+        Err(ReadRefused::TooLarge { len }) => Ok(Err(EntryError::TooLarge { len })),
+        Err(ReadRefused::WrongLength { len, expected }) if len < expected => {
+            Ok(Err(EntryError::Short { len, expected }))
+        }
+        Err(ReadRefused::WrongLength { len, expected }) => {
+            Ok(Err(EntryError::Long { len, expected }))
+        }
+        Err(ReadRefused::Io(e)) => Err(e),
+    }
 }
 
 fn read_retrying(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
@@ -115,14 +217,25 @@ pub fn write_atomically(
     let mut file = match lock_path(&tmp, true).map_err(StoreError::io("lock", &tmp))? {
         Locked::Held(f) => f,
         Locked::Busy | Locked::Gone => return Ok(Written::Skipped),
+        Locked::NotAFile => {
+            // A link or FIFO in the way of our temporary file: removed (never followed).
+            let _ = remove_if_present(&tmp);
+            return Ok(Written::Skipped);
+        }
     };
-    file.set_len(0).map_err(StoreError::io("truncate", &tmp))?;
-    file.write_all(bytes)
-        .map_err(StoreError::io("write", &tmp))?;
-    file.set_modified(stamp)
-        .map_err(StoreError::io("stamp", &tmp))?;
-    fs::rename(&tmp, target).map_err(StoreError::io("rename", target))?;
-    Ok(Written::Whole(bytes.len() as u64))
+    let whole = (|| {
+        file.set_len(0).map_err(StoreError::io("truncate", &tmp))?;
+        file.write_all(bytes)
+            .map_err(StoreError::io("write", &tmp))?;
+        file.set_modified(stamp)
+            .map_err(StoreError::io("stamp", &tmp))?;
+        fs::rename(&tmp, target).map_err(StoreError::io("rename", target))
+    })();
+    if whole.is_err() {
+        // A full disk leaves a partial file: unlinked while our lock still guards it.
+        let _ = remove_if_present(&tmp);
+    }
+    whole.map(|()| Written::Whole(bytes.len() as u64))
 }
 
 /// `path` with `suffix` appended to its file name.

@@ -43,10 +43,16 @@ pub fn use_slots(maker: SlotMaker) {
 }
 
 struct ThreadMarker {
-    dir: PathBuf,
     path: PathBuf,
     file: File,
     slot: Option<Box<dyn MarkerSlot>>,
+}
+
+/// This thread's marker in one identity directory, or `None` where none could be made (an
+/// unwritable directory): remembered, so that no load tries again, and logged once a process.
+struct DirMarker {
+    dir: PathBuf,
+    marker: Option<ThreadMarker>,
 }
 
 impl ThreadMarker {
@@ -79,7 +85,7 @@ impl Drop for ThreadMarker {
 }
 
 thread_local! {
-    static MARKERS: RefCell<Vec<ThreadMarker>> = const { RefCell::new(Vec::new()) };
+    static MARKERS: RefCell<Vec<DirMarker>> = const { RefCell::new(Vec::new()) };
 }
 
 /// This thread's id as the kernel knows it, or a number of our own where /proc is absent.
@@ -106,43 +112,74 @@ fn create_marker(dir: &Path) -> Option<ThreadMarker> {
                 // Empty (a NUL first) and as long as a name, before any mapping sees it.
                 file.write_all_at(&[0; ENTRY_NAME_LEN], 0).ok()?;
                 let slot = SLOT_MAKER.get().and_then(|make| make(&file));
-                return Some(ThreadMarker {
-                    dir: dir.to_path_buf(),
-                    path,
-                    file,
-                    slot,
-                });
+                return Some(ThreadMarker { path, file, slot });
             }
             Ok(Locked::Gone) => continue,
+            Ok(Locked::NotAFile) => {
+                // A link or FIFO under our own marker's name: removed, never followed.
+                let _ = remove_if_present(&path);
+                continue;
+            }
             Ok(Locked::Busy) | Err(_) => return None,
         }
     }
     None
 }
 
-/// Names an entry in this thread's marker until dropped.
+/// Logs, once a process for each directory, that no marker can be kept there.
+fn log_no_marker(dir: &Path) {
+    static LOGGED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
+    if !logged.iter().any(|d| d == dir) {
+        logged.push(dir.to_path_buf());
+        tracing::warn!(dir = %dir.display(), "no loading marker can be kept in this directory; entries are loaded unguarded");
+    }
+}
+
+/// Names an entry in this thread's marker until dropped. Not `Send`: it empties the marker of
+/// the thread that made it.
 pub struct LoadingMarker {
     /// The marker's place among this thread's (they are only added to while the thread lives).
     index: Option<usize>,
+    _this_thread: std::marker::PhantomData<*const ()>,
 }
 
 impl LoadingMarker {
     /// Writes `entry_name` into this thread's marker in `dir`. If no marker can be kept (an
-    /// unwritable directory), the load goes on unguarded.
+    /// unwritable directory), the load goes on unguarded, and no later load tries again.
     pub fn hold(dir: &Path, entry_name: &EntryName) -> LoadingMarker {
         let index = MARKERS.with(|cell| {
             let mut markers = cell.borrow_mut();
             let index = match markers.iter().position(|m| m.dir == dir) {
                 Some(i) => i,
                 None => {
-                    markers.push(create_marker(dir)?);
+                    let marker = create_marker(dir);
+                    if marker.is_none() {
+                        log_no_marker(dir);
+                    }
+                    markers.push(DirMarker {
+                        dir: dir.to_path_buf(),
+                        marker,
+                    });
                     markers.len() - 1
                 }
             };
-            markers[index].name(entry_name).ok()?;
+            markers[index].marker.as_mut()?.name(entry_name).ok()?;
             Some(index)
         });
-        LoadingMarker { index }
+        LoadingMarker {
+            index,
+            _this_thread: std::marker::PhantomData,
+        }
+    }
+
+    /// Whether this thread tried to make a marker in `dir` and could not (for tests).
+    pub fn unavailable_in(dir: &Path) -> bool {
+        MARKERS.with(|cell| {
+            cell.borrow()
+                .iter()
+                .any(|m| m.dir == dir && m.marker.is_none())
+        })
     }
 }
 
@@ -150,7 +187,11 @@ impl Drop for LoadingMarker {
     fn drop(&mut self) {
         let Some(index) = self.index else { return };
         let _ = MARKERS.try_with(|cell| {
-            if let Some(m) = cell.borrow_mut().get_mut(index) {
+            if let Some(m) = cell
+                .borrow_mut()
+                .get_mut(index)
+                .and_then(|m| m.marker.as_mut())
+            {
                 m.empty();
             }
         });
@@ -171,7 +212,7 @@ pub enum MarkerState {
 pub fn inspect(path: &Path) -> std::io::Result<(MarkerState, Option<File>)> {
     match lock_path(path, false)? {
         Locked::Busy => Ok((MarkerState::Live, None)),
-        Locked::Gone => Ok((MarkerState::Stale(None), None)),
+        Locked::Gone | Locked::NotAFile => Ok((MarkerState::Stale(None), None)),
         Locked::Held(file) => {
             let mut buf = [0u8; 128];
             let n = file.read_at(&mut buf, 0)?;

@@ -22,7 +22,7 @@ pub mod marker;
 mod open;
 
 use std::collections::HashSet;
-use std::fs::File;
+use std::fs::{self, File};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -91,6 +91,8 @@ pub struct Store {
     stamps_taken: AtomicU64,
     written_bytes: AtomicU64,
     bounding: AtomicBool,
+    /// The identity directory exists (made at the first write, not at opening).
+    dir_made: AtomicBool,
     /// The identity directory, held open once it exists: a lookup opens its entry relative to it
     /// instead of walking the whole path again. (A directory removed and made again while the
     /// run goes on is then missed: its entries compile afresh.)
@@ -212,6 +214,7 @@ impl Store {
             stamps_taken: AtomicU64::new(0),
             written_bytes: AtomicU64::new(0),
             bounding: AtomicBool::new(false),
+            dir_made: AtomicBool::new(false),
             dir_fd: OnceLock::new(),
             no_atime: AtomicBool::new(true),
             ahead: ahead::ReadAhead::default(),
@@ -249,42 +252,38 @@ impl Store {
         self.read_entry(key)
     }
 
-    /// Opens, reads and checks one entry.
+    /// Opens, reads and checks one entry. A file that is not a regular file, or larger than an
+    /// entry may be, is dropped before a byte of it is read.
     fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         let name = key.file_name();
-        let mut file = match self.open_entry(&name) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
-            Err(e) => return Err(StoreError::io("open", &self.dir.join(name))(e)),
-        };
         let path = || self.dir.join(name);
-        let bytes = files::read_whole(&mut file).map_err(|e| StoreError::io("read", &path())(e))?;
-        match envelope::decode(&bytes, &self.identity, key) {
-            Ok(_) => Ok(Lookup::Found(FoundEntry { name, bytes })),
-            Err(why) => {
-                drop(file);
-                self.drop_entry(&path(), why.reason());
-                Ok(Lookup::Dropped(why))
-            }
-        }
+        let refused = match files::read_entry_file(self.open_entry(&name)) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
+            Err(e) => return Err(StoreError::io("read", &path())(e)),
+            Ok(Ok(bytes)) => match envelope::decode(&bytes, &self.identity, key) {
+                Ok(_) => return Ok(Lookup::Found(FoundEntry { name, bytes })),
+                Err(why) => why,
+            },
+            Ok(Err(why)) => why,
+        };
+        self.drop_entry(&path(), refused.reason());
+        Ok(Lookup::Dropped(refused))
     }
 
-    /// Opens an entry for reading, relative to the identity directory once it can be held.
+    /// Opens an entry for reading (never through a link, never blocking), relative to the
+    /// identity directory once it can be held.
     fn open_entry(&self, name: &str) -> io::Result<File> {
-        use rustix::fs::{Mode, OFlags};
-        let Some(dir) = self.held_dir() else {
-            return File::open(self.dir.join(name));
-        };
-        let plain = OFlags::RDONLY | OFlags::CLOEXEC;
+        let path = self.dir.join(name);
+        let dir = self.held_dir();
         if self.no_atime.load(Ordering::Relaxed) {
-            match rustix::fs::openat(dir, name, plain | OFlags::NOATIME, Mode::empty()) {
-                Err(rustix::io::Errno::PERM) => self.no_atime.store(false, Ordering::Relaxed),
-                other => return other.map(File::from).map_err(io::Error::from),
+            match files::open_entry_file(dir, &path, true) {
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                    self.no_atime.store(false, Ordering::Relaxed)
+                }
+                other => return other,
             }
         }
-        rustix::fs::openat(dir, name, plain, Mode::empty())
-            .map(File::from)
-            .map_err(io::Error::from)
+        files::open_entry_file(dir, &path, false)
     }
 
     fn held_dir(&self) -> Option<&OwnedFd> {
@@ -352,7 +351,8 @@ impl Store {
     }
 
     /// Reads ahead the entries the last run used, newest stamp first, holding at most `window`
-    /// bytes not yet taken, until every one is read or [`Store::stop_reading_ahead`] is called.
+    /// bytes not yet taken, until every one is read, `stop` is set (then
+    /// [`Store::wake_readers_to_stop`]), or [`Store::stop_reading_ahead`] is called.
     /// Run on a thread of the caller's own, after the opening; `readers` threads read (one per
     /// four cores suits a store of large entries, whose hashing one thread cannot keep ahead of
     /// several application threads).
@@ -364,6 +364,7 @@ impl Store {
         listed: Option<Vec<bound::StampedEntry>>,
         window: u64,
         readers: usize,
+        stop: &AtomicBool,
     ) -> ahead::AheadReport {
         let mut entries = match listed {
             Some(mut all) => {
@@ -377,7 +378,7 @@ impl Store {
         let read_some = || {
             let mut report = ahead::AheadReport::default();
             while let Some(entry) = entries.get(next.fetch_add(1, Ordering::Relaxed) as usize) {
-                if !self.read_one_ahead(entry, window, &mut report) {
+                if !self.read_one_ahead(entry, window, stop, &mut report) {
                     break;
                 }
             }
@@ -406,6 +407,7 @@ impl Store {
         &self,
         entry: &bound::StampedEntry,
         window: u64,
+        stop: &AtomicBool,
         report: &mut ahead::AheadReport,
     ) -> bool {
         let Some(key) = entry
@@ -416,7 +418,7 @@ impl Store {
         else {
             return true;
         };
-        match self.ahead.reserve(&key, entry.bytes, window) {
+        match self.ahead.reserve(&key, entry.bytes, window, stop) {
             ahead::Reserve::Read => {}
             ahead::Reserve::Claimed => {
                 report.claimed_first += 1;
@@ -439,9 +441,20 @@ impl Store {
         true
     }
 
-    /// Ends reading ahead and lets go of what it holds.
+    /// Ends reading ahead and lets go of what it holds (the last device of the store is gone).
     pub fn stop_reading_ahead(&self) {
         self.ahead.stop();
+    }
+
+    /// Wakes the readers waiting for room, to see the stop flag their caller just set. What they
+    /// hold still serves lookups (another device may share the store).
+    pub fn wake_readers_to_stop(&self) {
+        self.ahead.wake_readers();
+    }
+
+    /// Nothing is read ahead for this store: lookups take no lock for it.
+    pub fn read_nothing_ahead(&self) {
+        self.ahead.end();
     }
 
     /// Writes an entry whole, stamped now; skipped when another writer holds it or the bound is 0.
@@ -457,13 +470,33 @@ impl Store {
         data: &[u8],
         stamp: SystemTime,
     ) -> Result<files::Written, StoreError> {
+        self.will_write(key);
+        self.write_announced(key, data, stamp)
+    }
+
+    /// Tells the store that `key`'s entry is about to be written (by a queue, later), so that
+    /// lookups open it from now on. Called on the thread that queues the write: the writer
+    /// thread, at idle priority, then takes no lock that lookups take.
+    pub fn will_write(&self, key: &PipelineKey) {
+        if self.max_bytes > 0 {
+            self.known.wrote(key);
+        }
+    }
+
+    /// [`Store::write_stamped`] for a key already given to [`Store::will_write`].
+    pub fn write_announced(
+        &self,
+        key: &PipelineKey,
+        data: &[u8],
+        stamp: SystemTime,
+    ) -> Result<files::Written, StoreError> {
         if self.max_bytes == 0 {
             return Ok(files::Written::Skipped);
         }
+        self.make_dir()?;
         let bytes = envelope::encode(&self.identity, key, data);
-        let written = files::write_atomically(&self.entry_path(key), &bytes, stamp)?;
         // Skipped means another writer holds it, and renames it in place soon.
-        self.known.wrote(key);
+        let written = files::write_atomically(&self.entry_path(key), &bytes, stamp)?;
         if let files::Written::Whole(n) = written {
             let before = self.written_bytes.fetch_add(n, Ordering::Relaxed);
             let step = bound_step(self.max_bytes);
@@ -474,17 +507,33 @@ impl Store {
         Ok(written)
     }
 
+    /// Makes the identity directory, once a run, before the first entry is written into it.
+    fn make_dir(&self) -> Result<(), StoreError> {
+        if !self.dir_made.load(Ordering::Acquire) {
+            fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
+            self.dir_made.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// Brings the title within the bound, unless another thread is doing it now.
     pub fn keep_within_bound(&self) -> Option<bound::Bounded> {
         if self.bounding.swap(true, Ordering::Acquire) {
             return None;
         }
+        /// Lets the next check of the bound run, even after a panic in this one.
+        struct Release<'a>(&'a AtomicBool);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _release = Release(&self.bounding);
         let started = std::time::Instant::now();
         let report = bound::keep_within(&self.title_dir.join("host-pipelines"), self.max_bytes);
         if let Ok(bound::Bounded { report: r, .. }) = &report {
             tracing::debug!(entries = r.entries, bytes = r.bytes, evicted = r.evicted, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "bound checked");
         }
-        self.bounding.store(false, Ordering::Release);
         report.map_err(|e| tracing::warn!("{e}")).ok()
     }
 

@@ -31,7 +31,8 @@ pub struct OpenReport {
 pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreError> {
     let started = Instant::now();
     let mut report = OpenReport::default();
-    fs::create_dir_all(&store.dir).map_err(StoreError::io("create", &store.dir))?;
+    // Nothing is created here: a device that keeps no pipeline leaves nothing on disk (the
+    // identity directory is made at the first write).
 
     let monolithic = store.title_dir.join("host-pipelines.bin");
     if remove_if_present(&monolithic).unwrap_or(false) {
@@ -53,7 +54,7 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     }
     for name in own.iter().filter(|n| n.ends_with(".tmp")) {
         let path = store.dir.join(name);
-        if let Ok(Locked::Held(_lock)) = lock_path(&path, false) {
+        if let Ok(Locked::Held(_) | Locked::NotAFile) = lock_path(&path, false) {
             if remove_if_present(&path).unwrap_or(false) {
                 report.partial_writes_dropped += 1;
                 tracing::debug!(path = %path.display(), "dropped a partial write");
@@ -116,18 +117,47 @@ fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
     }
 }
 
-/// Drops every file of ours in an identity directory, then the directory if nothing else is in it.
+/// Drops every file of ours in another driver's identity directory, then the directory if
+/// nothing else is in it. A temporary file or marker that a live process holds locked stays (a
+/// second driver of the same GPU may be writing or loading there now), and so does the entry a
+/// live marker names; the directory then stays until a later opening finds them let go.
 fn drop_directory(dir: &Path, reason: &str) -> u64 {
-    let mut dropped = 0;
-    for name in names_in(dir).unwrap_or_default() {
-        let path = dir.join(&name);
-        if is_entry_name(&name) {
-            if remove_if_present(&path).unwrap_or(false) {
-                dropped += 1;
-                log_drop(&path, reason);
+    let names = names_in(dir).unwrap_or_default();
+    let mut held_by_the_living = std::collections::HashSet::new();
+    for name in names
+        .iter()
+        .filter(|n| n.ends_with(".loading") || n.ends_with(".tmp"))
+    {
+        let path = dir.join(name);
+        match lock_path(&path, false) {
+            Ok(Locked::Held(_) | Locked::NotAFile) => {
+                let _ = remove_if_present(&path);
             }
-        } else if name.ends_with(".tmp") || name.ends_with(".loading") {
-            let _ = remove_if_present(&path);
+            Ok(Locked::Busy) => {
+                if let Some(entry) = name
+                    .strip_suffix(".tmp")
+                    .or_else(|| name.strip_suffix(".loading"))
+                {
+                    held_by_the_living.insert(entry.to_owned());
+                }
+                if let Ok(bytes) = fs::read(&path) {
+                    if let Ok(named) = std::str::from_utf8(&bytes) {
+                        held_by_the_living.insert(named.trim_end_matches('\0').to_owned());
+                    }
+                }
+            }
+            Ok(Locked::Gone) | Err(_) => {}
+        }
+    }
+    let mut dropped = 0;
+    for name in names.iter().filter(|n| is_entry_name(n)) {
+        if held_by_the_living.contains(name.as_str()) {
+            continue;
+        }
+        let path = dir.join(name);
+        if remove_if_present(&path).unwrap_or(false) {
+            dropped += 1;
+            log_drop(&path, reason);
         }
     }
     let _ = fs::remove_dir(dir);

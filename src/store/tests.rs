@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use super::envelope::tests::{cache_data, identity};
 use super::files::{lock_path, Locked, Written};
 use super::*;
+use std::sync::atomic::AtomicBool;
 
 fn key(n: u8) -> PipelineKey {
     PipelineKey {
@@ -264,6 +265,7 @@ fn opening_drops_another_drivers_directory_but_not_another_devices() {
 fn opening_drops_a_stopped_write_but_not_one_a_live_writer_holds() {
     let root = tempfile::tempdir().unwrap();
     let store = open(root.path(), 1 << 20, at(0));
+    fs::create_dir_all(store.dir()).unwrap();
     let stopped = store.dir().join(format!("{}.tmp", key(1).file_name()));
     let live = store.dir().join(format!("{}.tmp", key(2).file_name()));
     fs::write(&stopped, b"half").unwrap();
@@ -367,7 +369,7 @@ fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
     // Read in the order the bound's listing gives, as the layer does after its opening.
     let listed = run2.keep_within_bound().map(|b| b.kept);
     assert_eq!(listed.as_ref().map(Vec::len), Some(5));
-    let report = run2.read_ahead(listed, 1 << 20, 1);
+    let report = run2.read_ahead(listed, 1 << 20, 1, &AtomicBool::new(false));
     assert_eq!((report.held, report.claimed_first), (3, 1), "{report:?}");
     assert!(
         !damaged.exists(),
@@ -411,7 +413,7 @@ fn read_ahead_waits_within_its_window_and_a_stop_ends_it() {
     let run2 = std::sync::Arc::new(open(root.path(), 1 << 30, at(200)));
     let reader = {
         let run2 = run2.clone();
-        std::thread::spawn(move || run2.read_ahead(None, 400, 2))
+        std::thread::spawn(move || run2.read_ahead(None, 400, 2, &AtomicBool::new(false)))
     };
     // The window holds one entry: the reader waits until it is taken, or stopped (however far
     // it got by then, it never holds more than the window).
@@ -458,4 +460,169 @@ fn a_found_entry_holds_no_file_open_until_its_stamp() {
         stamp < at(200) && stamp > at(199),
         "stamped by name: {stamp:?}"
     );
+}
+
+#[test]
+fn opening_creates_nothing_and_the_first_write_makes_the_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    assert!(matches!(store.lookup(&key(1)).unwrap(), Lookup::Missing));
+    assert!(
+        fs::read_dir(root.path()).unwrap().next().is_none(),
+        "a store that keeps nothing leaves nothing on disk"
+    );
+    store
+        .write(&key(1), &cache_data(&identity(), &[1; 10]))
+        .unwrap();
+    assert!(found(&store, &key(1)));
+}
+
+/// A store with one good entry written, for the damage tests below (which open it again once
+/// the damage is done: an entry neither listed at opening nor written since is not opened).
+fn store_with_a_dir(root: &Path) -> Store {
+    let store = open(root, 1 << 30, at(0));
+    store
+        .write(&key(9), &cache_data(&identity(), &[9; 10]))
+        .unwrap();
+    store
+}
+
+fn reopened(root: &Path) -> Store {
+    open(root, 1 << 30, at(1))
+}
+
+fn dropped_as(store: &Store, k: &PipelineKey, reason: &str) {
+    match store.lookup(k).unwrap() {
+        Lookup::Dropped(why) => assert_eq!(why.reason(), reason, "{why}"),
+        Lookup::Found(_) => panic!("found"),
+        Lookup::Missing => panic!("missing"),
+    }
+}
+
+#[test]
+fn a_fifo_or_link_named_as_an_entry_is_dropped_unread_and_never_followed() {
+    let root = tempfile::tempdir().unwrap();
+    let store = store_with_a_dir(root.path());
+    // A FIFO: an open that waited for a writer would hang the application for good.
+    let fifo = store.entry_path(&key(1));
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    // Links to an endless device and to a file outside the store.
+    let outside = root.path().join("outside");
+    fs::write(&outside, cache_data(&identity(), &[7; 10])).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", store.entry_path(&key(2))).unwrap();
+    std::os::unix::fs::symlink(&outside, store.entry_path(&key(3))).unwrap();
+    // A directory under an entry's name.
+    fs::create_dir(store.entry_path(&key(4))).unwrap();
+    let store = reopened(root.path());
+    let started = std::time::Instant::now();
+    for n in 1..=4 {
+        dropped_as(&store, &key(n), "not-a-file");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "no open waited"
+    );
+    for n in 1..=3 {
+        assert!(
+            fs::symlink_metadata(store.entry_path(&key(n))).is_err(),
+            "entry {n} removed"
+        );
+    }
+    assert!(outside.exists(), "a link's target is never touched");
+    assert!(found(&store, &key(9)));
+}
+
+#[test]
+fn a_file_larger_than_an_entry_may_be_is_dropped_without_being_read() {
+    let root = tempfile::tempdir().unwrap();
+    let store = store_with_a_dir(root.path());
+    // Sparse: past the limit, within the bound (a file past the bound is evicted at opening).
+    let huge = fs::File::create(store.entry_path(&key(1))).unwrap();
+    huge.set_len(files::ENTRY_FILE_LIMIT + 1).unwrap();
+    drop(huge);
+    // Within the limit but longer than its envelope declares: refused before the rest is read.
+    let mut long = envelope::encode(&identity(), &key(2), &cache_data(&identity(), &[2; 100]));
+    long.resize(1 << 20, 0);
+    fs::write(store.entry_path(&key(2)), &long).unwrap();
+    let store = reopened(root.path());
+    dropped_as(&store, &key(1), "too-large");
+    assert!(!store.entry_path(&key(1)).exists());
+    dropped_as(&store, &key(2), "long");
+}
+
+#[test]
+fn the_tool_check_refuses_a_fifo_or_link_without_waiting() {
+    let root = tempfile::tempdir().unwrap();
+    let store = store_with_a_dir(root.path());
+    let fifo = store.entry_path(&key(1));
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/dev/zero", store.entry_path(&key(2))).unwrap();
+    for n in [1, 2] {
+        let err = inspect::check_entry(&store.entry_path(&key(n))).unwrap_err();
+        assert_eq!(err.reason(), "not-a-file");
+    }
+}
+
+#[test]
+fn another_drivers_opening_keeps_what_a_live_process_holds() {
+    let root = tempfile::tempdir().unwrap();
+    let old = Identity {
+        driver_version: 1,
+        ..identity()
+    };
+    let (old_store, _) = Store::open(root.path(), "title", old, 1 << 30, at(0)).unwrap();
+    let data = cache_data(&old, &[1; 10]);
+    for n in 1..=3 {
+        old_store.write(&key(n), &data).unwrap();
+    }
+    let dir = old_store.dir().to_path_buf();
+    // A live process of the old driver: writing key 4, and loading key 2 under its marker.
+    let tmp = dir.join(format!("{}.tmp", key(4).file_name()));
+    fs::write(&tmp, b"half").unwrap();
+    let marker = dir.join("4000000-4000001.loading");
+    fs::write(&marker, key(2).file_name()).unwrap();
+    let mut writer = hold_lock_in_child(&tmp);
+    let mut loader = hold_lock_in_child(&marker);
+    let (_new, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(1)).unwrap();
+    for child in [&mut writer, &mut loader] {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    assert_eq!(report.other_driver_drops, 2, "{report:?}");
+    assert!(tmp.exists() && marker.exists(), "held files stay");
+    assert!(
+        dir.join(key(2).file_name()).exists(),
+        "the entry a live marker names stays"
+    );
+    assert!(!dir.join(key(1).file_name()).exists());
+    // Once they are let go, the next opening drops the rest.
+    let (_again, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
+    assert_eq!(report.other_driver_drops, 1, "{report:?}");
+    assert!(!dir.exists());
+}
+
+#[test]
+fn a_directory_that_cannot_hold_a_marker_is_tried_once_a_thread() {
+    let root = tempfile::tempdir().unwrap();
+    let not_a_dir = root.path().join("file");
+    fs::write(&not_a_dir, b"").unwrap();
+    let name = key(1).file_name();
+    assert!(!LoadingMarker::unavailable_in(&not_a_dir));
+    drop(LoadingMarker::hold(&not_a_dir, &name));
+    assert!(LoadingMarker::unavailable_in(&not_a_dir), "remembered");
+    drop(LoadingMarker::hold(&not_a_dir, &name));
 }
