@@ -179,6 +179,15 @@ impl SubpassDesc {
     pub fn uses_depth_stencil(&self) -> bool {
         self.depth_stencil.is_some_and(|r| r.attachment != u32::MAX)
     }
+
+    /// The colour attachments the subpass uses (`VK_ATTACHMENT_UNUSED` ones are not): with none,
+    /// the spec says a pipeline's colour blend state is ignored.
+    pub fn used_colors(&self) -> u32 {
+        self.colors
+            .iter()
+            .filter(|r| r.attachment != u32::MAX)
+            .count() as u32
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -227,7 +236,7 @@ feed_fields!(RenderPassDesc {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderPassInfo {
     pub digest: Digest,
-    /// (colour attachment count, uses depth/stencil) per subpass.
+    /// (colour attachments used, uses depth/stencil) per subpass.
     pub subpasses: Vec<(u32, bool)>,
 }
 

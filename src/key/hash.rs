@@ -7,8 +7,8 @@
 
 use super::desc::*;
 use super::feed::{Digest, Feed, KeyWriter};
+use super::text::HOST_ABI;
 use super::PipelineKey;
-use crate::store::identity::HOST_ABI;
 use ash::vk;
 
 /// The version of how keys are computed. Old entries stop matching when it changes.
@@ -59,7 +59,7 @@ pub fn render_pass_info(r: &RenderPassDesc) -> RenderPassInfo {
         subpasses: r
             .subpasses
             .iter()
-            .map(|s| (s.colors.len() as u32, s.uses_depth_stencil()))
+            .map(|s| (s.used_colors(), s.uses_depth_stencil()))
             .collect(),
     }
 }

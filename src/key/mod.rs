@@ -6,6 +6,7 @@
 pub mod desc;
 mod feed;
 mod hash;
+pub mod text;
 
 pub use desc::Unkeyable;
 pub use feed::Digest;
@@ -17,7 +18,7 @@ pub use hash::{
 #[cfg(test)]
 mod tests;
 
-use crate::store::identity::hex_into;
+use text::hex_into;
 
 /// The key of one pipeline: 128 bits of SPIR-V hash and 128 bits of state hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -29,9 +29,19 @@ fn pipeline_chain(
     Unkeyable,
 > {
     let (mut robustness, mut rendering) = (None, None);
+    let mut seen = Vec::new();
     // SAFETY: the application's chain.
     for s in unsafe { chain(p_next) } {
-        match unsafe { (*s).s_type } {
+        let s_type = unsafe { (*s).s_type };
+        // Each structure at most once (the spec's rule): never keyed by whichever came last.
+        if seen.contains(&s_type) {
+            return Err(Unkeyable::UnknownStructure {
+                stype: s_type.as_raw(),
+                place: "a pipeline, twice",
+            });
+        }
+        seen.push(s_type);
+        match s_type {
             // Feedback is an output; flags2 is read as the effective flags.
             S::PIPELINE_CREATION_FEEDBACK_CREATE_INFO
             | S::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR => {}
@@ -106,9 +116,19 @@ unsafe fn stage(
     objects: &Objects,
 ) -> Result<StageDesc, Unkeyable> {
     let (mut inline_module, mut required_subgroup_size, mut robustness) = (None, None, None);
+    let mut seen = Vec::new();
     // SAFETY: the application's chain and arrays.
     for p in unsafe { chain(s.p_next) } {
-        match unsafe { (*p).s_type } {
+        let s_type = unsafe { (*p).s_type };
+        // Each structure at most once (the spec's rule): never keyed by whichever came last.
+        if seen.contains(&s_type) {
+            return Err(Unkeyable::UnknownStructure {
+                stype: s_type.as_raw(),
+                place: "a shader stage, twice",
+            });
+        }
+        seen.push(s_type);
+        match s_type {
             S::SHADER_MODULE_CREATE_INFO => {
                 inline_module =
                     Some(unsafe { module_content(&*(p as *const vk::ShaderModuleCreateInfo))? })
@@ -268,7 +288,8 @@ pub unsafe fn graphics(
                 r.stencil_attachment_format.as_raw() as u32,
             )
         });
-        let count = formats.len() as u32;
+        // An attachment of format UNDEFINED is unused: with none used, blending is ignored.
+        let count = formats.iter().filter(|f| **f != 0).count() as u32;
         (
             RenderTarget::Dynamic {
                 view_mask: r.map_or(0, |r| r.view_mask),
@@ -597,5 +618,116 @@ mod tests {
             unsafe { graphics(&g, &Objects::default()) },
             Err(Unkeyable::Library)
         );
+    }
+
+    /// Objects holding module 1 and pipeline layout 2, so that a create info naming them keys.
+    fn known_objects() -> Objects {
+        let objects = Objects::default();
+        objects.modules.insert(1, Some(crate::key::Digest([1; 32])));
+        objects
+            .pipeline_layouts
+            .insert(2, Some(crate::key::Digest([2; 32])));
+        objects
+    }
+
+    #[test]
+    fn a_blend_state_the_spec_ignores_is_never_read() {
+        let objects = known_objects();
+        let module = vk::ShaderModule::from_raw(1);
+        let stages = [
+            vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::VERTEX)
+                .module(module)
+                .name(c"main"),
+            vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::FRAGMENT)
+                .module(module)
+                .name(c"main"),
+        ];
+        let vertex_input = vk::PipelineVertexInputStateCreateInfo::default();
+        let assembly = vk::PipelineInputAssemblyStateCreateInfo::default()
+            .topology(vk::PrimitiveTopology::TRIANGLE_LIST);
+        let viewport = vk::PipelineViewportStateCreateInfo::default()
+            .viewport_count(1)
+            .scissor_count(1);
+        let dynamic = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
+        let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic);
+        let raster = vk::PipelineRasterizationStateCreateInfo::default().line_width(1.0);
+        let multisample = vk::PipelineMultisampleStateCreateInfo::default()
+            .rasterization_samples(vk::SampleCountFlags::TYPE_1);
+        // The only colour attachment is unused: the blend state is ignored, and may be garbage.
+        let formats = [vk::Format::UNDEFINED];
+        let mut rendering =
+            vk::PipelineRenderingCreateInfo::default().color_attachment_formats(&formats);
+        let mut ci = vk::GraphicsPipelineCreateInfo::default()
+            .stages(&stages)
+            .vertex_input_state(&vertex_input)
+            .input_assembly_state(&assembly)
+            .viewport_state(&viewport)
+            .rasterization_state(&raster)
+            .multisample_state(&multisample)
+            .dynamic_state(&dynamic)
+            .layout(vk::PipelineLayout::from_raw(2))
+            .push_next(&mut rendering);
+        // SAFETY: a valid create info; the blend state it names must not be read.
+        let without = unsafe { graphics(&ci, &objects) }.expect("keyable");
+        ci.p_color_blend_state = std::ptr::dangling();
+        let with_garbage = unsafe { graphics(&ci, &objects) }.expect("keyable");
+        assert_eq!(without, with_garbage);
+    }
+
+    #[test]
+    fn legacy_flags_and_the_same_flags2_key_alike_and_a_stage_chain_in_any_order_keys_alike() {
+        let objects = known_objects();
+        let stage = || {
+            vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(vk::ShaderModule::from_raw(1))
+                .name(c"main")
+        };
+        let layout = vk::PipelineLayout::from_raw(2);
+        let flags = vk::PipelineCreateFlags::DISABLE_OPTIMIZATION;
+        let legacy = vk::ComputePipelineCreateInfo::default()
+            .stage(stage())
+            .layout(layout)
+            .flags(flags);
+        let mut flags2 = vk::PipelineCreateFlags2CreateInfoKHR::default()
+            .flags(vk::PipelineCreateFlags2KHR::DISABLE_OPTIMIZATION);
+        // The legacy flags are ignored where flags2 is chained.
+        let modern = vk::ComputePipelineCreateInfo::default()
+            .stage(stage())
+            .layout(layout)
+            .flags(vk::PipelineCreateFlags::DERIVATIVE | vk::PipelineCreateFlags::LIBRARY_KHR)
+            .push_next(&mut flags2);
+        // SAFETY: valid create infos built here.
+        let (a, b) = unsafe { (compute(&legacy, &objects), compute(&modern, &objects)) };
+        assert_eq!(a.unwrap(), b.unwrap());
+
+        let mut size = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+            .required_subgroup_size(32);
+        let mut robust = vk::PipelineRobustnessCreateInfoEXT::default();
+        let one = stage().push_next(&mut size).push_next(&mut robust);
+        let one = vk::ComputePipelineCreateInfo::default()
+            .stage(one)
+            .layout(layout);
+        let first = unsafe { compute(&one, &objects) }.unwrap();
+        let mut size = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+            .required_subgroup_size(32);
+        let mut robust = vk::PipelineRobustnessCreateInfoEXT::default();
+        let other = stage().push_next(&mut robust).push_next(&mut size);
+        let other = vk::ComputePipelineCreateInfo::default()
+            .stage(other)
+            .layout(layout);
+        assert_eq!(first, unsafe { compute(&other, &objects) }.unwrap());
+        // A structure twice is not valid Vulkan, and never keyed by whichever came last.
+        let mut size2 = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+            .required_subgroup_size(64);
+        let mut size = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+            .required_subgroup_size(32);
+        let twice = stage().push_next(&mut size).push_next(&mut size2);
+        let twice = vk::ComputePipelineCreateInfo::default()
+            .stage(twice)
+            .layout(layout);
+        assert!(unsafe { compute(&twice, &objects) }.is_err());
     }
 }

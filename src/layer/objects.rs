@@ -24,7 +24,7 @@ impl<T: Clone> Tracked<T> {
         Tracked(RwLock::new(HashMap::new()))
     }
 
-    fn insert(&self, handle: u64, content: Option<T>) {
+    pub(super) fn insert(&self, handle: u64, content: Option<T>) {
         self.0
             .write()
             .unwrap_or_else(|e| e.into_inner())

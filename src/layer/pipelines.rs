@@ -312,16 +312,17 @@ impl Drop for OwnCache<'_> {
 }
 
 /// Creation feedback for one build: the application's own struct where it chained one (it then
-/// receives the driver's feedback unchanged), else one of the layer's where feedback is valid.
+/// receives the driver's feedback unchanged), else records of the layer's where feedback is
+/// valid. The chained `VkPipelineCreationFeedbackCreateInfo` is made by [`Feedback::chain`] and
+/// lives beside this, never inside it: nothing here points into itself.
 struct Feedback {
     pipeline: vk::PipelineCreationFeedback,
     stages: Vec<vk::PipelineCreationFeedback>,
-    info: vk::PipelineCreationFeedbackCreateInfo<'static>,
     apps: *const vk::PipelineCreationFeedback,
 }
 
 impl Feedback {
-    unsafe fn for_info<T: PipelineInfo>(dev: &DeviceData, info: &T) -> Option<Box<Feedback>> {
+    unsafe fn for_info<T: PipelineInfo>(dev: &DeviceData, info: &T) -> Option<Feedback> {
         // SAFETY: the application's chain.
         let app = unsafe {
             find_in_chain(
@@ -330,37 +331,36 @@ impl Feedback {
             )
         } as *const vk::PipelineCreationFeedbackCreateInfo;
         if let Some(app) = unsafe { app.as_ref() } {
-            let mut fb = Box::new(Feedback::empty(0));
-            fb.apps = app.p_pipeline_creation_feedback;
-            return Some(fb);
+            return Some(Feedback {
+                pipeline: Default::default(),
+                stages: Vec::new(),
+                apps: app.p_pipeline_creation_feedback,
+            });
         }
-        if !dev.feedback_valid {
+        dev.feedback_valid.then(|| Feedback {
+            pipeline: Default::default(),
+            stages: vec![Default::default(); info.stage_count() as usize],
+            apps: std::ptr::null(),
+        })
+    }
+
+    /// The layer's feedback struct for `info`, pointing at these records (`None` where the
+    /// application chained its own). It must be chained in front of `info` by [`chained`] and
+    /// outlive the build.
+    fn layer_info<T: PipelineInfo>(
+        &mut self,
+        info: &T,
+    ) -> Option<vk::PipelineCreationFeedbackCreateInfo<'static>> {
+        if !self.apps.is_null() {
             return None;
         }
-        let mut fb = Box::new(Feedback::empty(info.stage_count() as usize));
-        fb.info.p_next = info.p_next();
-        fb.info.p_pipeline_creation_feedback = &mut fb.pipeline;
-        fb.info.pipeline_stage_creation_feedback_count = fb.stages.len() as u32;
-        fb.info.p_pipeline_stage_creation_feedbacks = fb.stages.as_mut_ptr();
-        Some(fb)
-    }
-
-    fn empty(stages: usize) -> Feedback {
-        Feedback {
-            pipeline: Default::default(),
-            stages: vec![Default::default(); stages],
-            info: Default::default(),
-            apps: std::ptr::null(),
-        }
-    }
-
-    /// The create info to build with: the layer's struct chained in front, if it has one.
-    fn chain_into<T: PipelineInfo>(&self, info: &T) -> T {
-        let mut with = *info;
-        if self.apps.is_null() {
-            with.set_p_next((&self.info as *const vk::PipelineCreationFeedbackCreateInfo).cast());
-        }
-        with
+        Some(vk::PipelineCreationFeedbackCreateInfo {
+            p_next: info.p_next(),
+            p_pipeline_creation_feedback: &mut self.pipeline,
+            pipeline_stage_creation_feedback_count: self.stages.len() as u32,
+            p_pipeline_stage_creation_feedbacks: self.stages.as_mut_ptr(),
+            ..Default::default()
+        })
     }
 
     /// `Some(hit)` where the driver marked the feedback valid.
@@ -377,6 +377,15 @@ impl Feedback {
                 flags.contains(vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT)
             })
     }
+}
+
+/// `info` with the layer's feedback struct (if any) chained in front.
+fn chained<T: PipelineInfo>(info: &T, fb: Option<&vk::PipelineCreationFeedbackCreateInfo>) -> T {
+    let mut with = *info;
+    if let Some(fb) = fb {
+        with.set_p_next((fb as *const vk::PipelineCreationFeedbackCreateInfo).cast());
+    }
+    with
 }
 
 /// One build through a cache of the layer's own.
@@ -461,8 +470,9 @@ unsafe fn build_kept<T: PipelineInfo>(
         return Kept::AskAsAsked;
     }
     // SAFETY: the application's create info; the feedback outlives every build below.
-    let feedback = unsafe { Feedback::for_info(dev, info) };
-    let with_feedback = feedback.as_ref().map_or(*info, |f| f.chain_into(info));
+    let mut feedback = unsafe { Feedback::for_info(dev, info) };
+    let layer_feedback = feedback.as_mut().and_then(|f| f.layer_info(info));
+    let with_feedback = chained(info, layer_feedback.as_ref());
     let measure_size = feedback.is_none();
 
     // Through the entry where the driver makes a cache of it; else through an empty cache.

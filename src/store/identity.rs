@@ -16,8 +16,7 @@ pub struct Identity {
     pub abi: u32,
 }
 
-/// The ABI of this process.
-pub const HOST_ABI: u32 = std::mem::size_of::<usize>() as u32;
+pub use crate::key::text::{hex, hex_into, HOST_ABI};
 
 impl Identity {
     /// The identity directory's name, exactly as the SPEC gives it.
@@ -80,22 +79,6 @@ impl DirName {
         self.vendor_id == id.vendor_id
             && self.device_id == id.device_id
             && (self.driver_version != id.driver_version || self.cache_uuid != id.cache_uuid)
-    }
-}
-
-/// Lower-case hex of some bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    let mut out = vec![0; bytes.len() * 2];
-    hex_into(bytes, &mut out);
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// Writes `bytes` as lower-case hex digits over the start of `out` (twice as long at least).
-pub fn hex_into(bytes: &[u8], out: &mut [u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
-        pair[0] = DIGITS[usize::from(b >> 4)];
-        pair[1] = DIGITS[usize::from(b & 0xf)];
     }
 }
 

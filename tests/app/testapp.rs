@@ -61,6 +61,52 @@ struct Args {
     /// First variant number: runs with other seeds make other pipelines.
     #[arg(long, default_value_t = 0)]
     seed: u32,
+    /// Give compute pipelines their flags through VkPipelineCreateFlags2CreateInfoKHR
+    /// (enabling VK_KHR_maintenance5), every one after the first of a call a derivative of it.
+    #[arg(long)]
+    flags2: bool,
+    /// Pass allocation callbacks that fail every allocation to the pipeline calls, and report
+    /// how often the driver asked for memory (`alloc_calls`): how often it was asked to build.
+    #[arg(long)]
+    failing_allocator: bool,
+    /// After the pipelines are made, fork: the child makes the same number of new pipelines
+    /// (another seed) on the inherited device and exits without destroying anything.
+    #[arg(long)]
+    fork: bool,
+}
+
+/// Allocations asked of the failing allocator.
+static ALLOC_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+unsafe extern "system" fn failing_allocation(
+    _: *mut std::ffi::c_void,
+    _: usize,
+    _: usize,
+    _: vk::SystemAllocationScope,
+) -> *mut std::ffi::c_void {
+    ALLOC_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::ptr::null_mut()
+}
+
+unsafe extern "system" fn failing_reallocation(
+    _: *mut std::ffi::c_void,
+    _: *mut std::ffi::c_void,
+    _: usize,
+    _: usize,
+    _: vk::SystemAllocationScope,
+) -> *mut std::ffi::c_void {
+    ALLOC_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::ptr::null_mut()
+}
+
+unsafe extern "system" fn no_free(_: *mut std::ffi::c_void, _: *mut std::ffi::c_void) {}
+
+/// Allocation callbacks whose every allocation fails.
+fn failing_allocator() -> vk::AllocationCallbacks<'static> {
+    vk::AllocationCallbacks::default()
+        .pfn_allocation(Some(failing_allocation))
+        .pfn_reallocation(Some(failing_reallocation))
+        .pfn_free(Some(no_free))
 }
 
 const COMPUTE_SPV: &[u8] = include_bytes!("shaders/compute.comp.spv");
@@ -87,6 +133,8 @@ struct Shared {
     app_cache: vk::PipelineCache,
     dynamic_rendering: bool,
     depth_clip: bool,
+    flags2: bool,
+    allocator: Option<vk::AllocationCallbacks<'static>>,
 }
 
 /// What one pipeline request produced.
@@ -194,6 +242,13 @@ fn run(args: &Args) -> Result<bool, String> {
     let mut depth_clip =
         vk::PhysicalDeviceDepthClipEnableFeaturesEXT::default().depth_clip_enable(true);
     let mut device_ci = vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci);
+    let maintenance5_ext = [ash::khr::maintenance5::NAME.as_ptr()];
+    let mut maintenance5 = vk::PhysicalDeviceMaintenance5FeaturesKHR::default().maintenance5(true);
+    if args.flags2 {
+        device_ci = device_ci
+            .enabled_extension_names(&maintenance5_ext)
+            .push_next(&mut maintenance5);
+    }
     if args.depth_clip {
         device_ci = device_ci
             .enabled_extension_names(&extensions)
@@ -227,6 +282,11 @@ fn run(args: &Args) -> Result<bool, String> {
     });
     let wall = started.elapsed();
     let expected = args.compute + args.graphics;
+    let fork_child = if args.fork {
+        make_in_a_forked_child(&shared, args, dynamic_rendering)
+    } else {
+        "skipped".to_string()
+    };
 
     let dispatch = if args.dispatch {
         match dispatch_and_check(&instance, physical, &shared, queue_family) {
@@ -249,6 +309,8 @@ fn run(args: &Args) -> Result<bool, String> {
             "graphics": tally.graphics, "compile_required": tally.compile_required, "failed": tally.failed,
             "feedback_hits": tally.feedback_hits, "creation_ms": tally.creation.as_secs_f64() * 1e3,
             "wall_ms": wall.as_secs_f64() * 1e3, "dispatch": dispatch,
+            "alloc_calls": ALLOC_CALLS.load(std::sync::atomic::Ordering::Relaxed),
+            "fork_child": fork_child,
         })
     );
 
@@ -263,8 +325,42 @@ fn run(args: &Args) -> Result<bool, String> {
             instance.destroy_instance(None);
         }
     }
-    let all_made = args.fail_on_compile || tally.made == expected;
-    Ok(all_made && tally.failed == 0 && (dispatch == "ok" || dispatch == "skipped"))
+    let all_made = args.fail_on_compile || args.failing_allocator || tally.made == expected;
+    let failures_expected = args.failing_allocator;
+    Ok(all_made
+        && (tally.failed == 0 || failures_expected)
+        && (dispatch == "ok" || dispatch == "skipped")
+        && (fork_child == "ok" || fork_child == "skipped"))
+}
+
+/// Forks; the child makes as many new pipelines (another seed) on the inherited device and
+/// exits at once, through `exit` (its exit handlers run), destroying nothing. The parent waits
+/// and says how the child ended.
+fn make_in_a_forked_child(shared: &Shared, args: &Args, dynamic_rendering: bool) -> String {
+    let mut child_args = args.clone();
+    child_args.seed += 100_000;
+    child_args.threads = 1;
+    // SAFETY: the child only makes pipelines on its one thread and exits; no lock of ours is
+    // held across the fork (every creating thread has been joined).
+    match unsafe { libc::fork() } {
+        -1 => "fork failed".to_string(),
+        0 => {
+            let jobs = jobs(&child_args, dynamic_rendering);
+            let (tally, _) = make_pipelines(shared, &jobs, &child_args);
+            let expected = child_args.compute + child_args.graphics;
+            std::process::exit(if tally.made == expected { 0 } else { 5 });
+        }
+        pid => {
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                "ok".to_string()
+            } else {
+                format!("child ended with status {status}")
+            }
+        }
+    }
 }
 
 fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModule, String> {
@@ -395,6 +491,8 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             app_cache,
             dynamic_rendering,
             depth_clip: false,
+            flags2: args.flags2,
+            allocator: args.failing_allocator.then(failing_allocator),
         })
     }
 }
@@ -522,6 +620,9 @@ fn timed_call<T>(
 ) -> (vk::Result, Vec<vk::Pipeline>, Duration) {
     let mut pipelines = vec![vk::Pipeline::null(); infos.len()];
     let started = Instant::now();
+    let allocator = s.allocator.as_ref().map_or(std::ptr::null(), |a| {
+        a as *const vk::AllocationCallbacks<'static>
+    });
     // SAFETY: valid create infos whose data outlives the call.
     let r = unsafe {
         create(
@@ -529,7 +630,7 @@ fn timed_call<T>(
             s.app_cache,
             infos.len() as u32,
             infos.as_ptr(),
-            std::ptr::null(),
+            allocator,
             pipelines.as_mut_ptr(),
         )
     };
@@ -613,19 +714,40 @@ fn create_compute_batch(
         .collect();
     let mut feedback = FeedbackSlots::<1>::new(variants.len());
     let mut feedback_infos = feedback.infos();
+    // With flags2, the first of the call may be derived from, the rest derive from it; the
+    // legacy flags then say nothing.
+    let mut flags2: Vec<vk::PipelineCreateFlags2CreateInfoKHR> = (0..variants.len())
+        .map(|i| {
+            let own = if i == 0 {
+                vk::PipelineCreateFlags2KHR::ALLOW_DERIVATIVES
+            } else {
+                vk::PipelineCreateFlags2KHR::DERIVATIVE
+            };
+            vk::PipelineCreateFlags2CreateInfoKHR::default()
+                .flags(vk::PipelineCreateFlags2KHR::from_raw(u64::from(flags.as_raw())) | own)
+        })
+        .collect();
     let infos: Vec<vk::ComputePipelineCreateInfo> = specs
         .iter()
         .zip(feedback_infos.iter_mut())
-        .map(|(spec, fb)| {
+        .zip(flags2.iter_mut())
+        .enumerate()
+        .map(|(i, ((spec, fb), f2))| {
             let stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(s.compute_module)
                 .name(c"main")
                 .specialization_info(spec);
-            let ci = vk::ComputePipelineCreateInfo::default()
+            let mut ci = vk::ComputePipelineCreateInfo::default()
                 .stage(stage)
                 .layout(s.compute_layout)
                 .flags(flags);
+            if s.flags2 {
+                ci = ci
+                    .flags(vk::PipelineCreateFlags::empty())
+                    .base_pipeline_index(if i == 0 { -1 } else { 0 })
+                    .push_next(f2);
+            }
             if with_feedback {
                 ci.push_next(fb)
             } else {

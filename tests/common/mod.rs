@@ -180,6 +180,11 @@ impl App {
         self
     }
 
+    pub fn env_remove(mut self, k: &str) -> App {
+        self.cmd.env_remove(k);
+        self
+    }
+
     pub fn args(mut self, args: &[&str]) -> App {
         self.cmd.args(args);
         self
@@ -187,6 +192,55 @@ impl App {
 
     pub fn run(mut self) -> Run {
         let out = self.cmd.output().expect("the test app runs");
+        Run::from_output(out)
+    }
+
+    /// Runs, and fails the test if the program has not ended within `limit` (it is killed: a
+    /// hang is a failure, never a stuck test run).
+    pub fn run_within(mut self, limit: std::time::Duration) -> Run {
+        use std::process::Stdio;
+        let mut child = self
+            .cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the test app runs");
+        let started = std::time::Instant::now();
+        // Drain both pipes on threads of their own, so a chatty program never blocks on them.
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut stdout, &mut b).ok();
+            b
+        });
+        let err = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut stderr, &mut b).ok();
+            b
+        });
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                let stderr = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
+                panic!("the program hung: killed after {limit:?}\n--- stderr\n{stderr}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        Run::from_output(std::process::Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        })
+    }
+}
+
+impl Run {
+    fn from_output(out: std::process::Output) -> Run {
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let summary = stdout
