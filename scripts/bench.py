@@ -255,7 +255,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--driver", choices=DRIVERS, default="radv")
     ap.add_argument("--bin-dir", default="target/release", help="holds pipekeep, pipekeep-testapp and libpipekeep.so")
-    ap.add_argument("--corpus", default=os.path.join(os.path.dirname(__file__), "../../shared/corpus"))
+    ap.add_argument("--corpus", default=os.path.join(os.path.dirname(__file__), "../tests/corpus"))
     ap.add_argument("--out", default="bench-out")
     ap.add_argument("--threads", default=f"1,{os.cpu_count()}", help="comma-separated thread counts")
     ap.add_argument("--workloads", default="ncnn,pygfx,synth,app")

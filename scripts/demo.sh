@@ -15,13 +15,16 @@ mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 export RADV_FORCE_FAMILY=navi21 VK_DRIVER_FILES=/usr/share/vulkan/icd.d/radeon_icd.json
 export MESA_SHADER_CACHE_DISABLE=true              # so Mesa's own disk cache cannot answer
 export PIPEKEEP_DIR="$work/store"
+export PIPEKEEP_LOG=info                           # the layer is quiet (warn) unless asked
 export VK_ADD_LAYER_PATH="$PWD/manifest" VK_INSTANCE_LAYERS=VK_LAYER_PIPEKEEP_pipeline_store
 app=(target/release/pipekeep-testapp --compute 200 --graphics 100 --threads 2 --batch 10)
 
 run() {
   echo
   echo "== $1 run: ${app[*]}"
-  "${app[@]}" 2> "$work/$1.log" | tee "$work/$1.out" | head -1
+  # Written whole, then read: a pipe into `head` could end the writer early (SIGPIPE).
+  "${app[@]}" 2> "$work/$1.log" > "$work/$1.out"
+  sed -n 1p "$work/$1.out"
   grep -E 'store opened|compile watch' "$work/$1.log" | sed 's/^[^ ]* *//'
 }
 run cold

@@ -40,12 +40,22 @@ fn list_shows_the_titles_identities_counts_and_bytes() {
     assert_eq!(id["entries"].as_u64(), Some(12));
     assert_eq!(id["bytes"].as_u64(), Some(bytes));
     assert_eq!(id["vendor"], "AMD");
-    assert_eq!(id["this_machine"], true);
+    assert_eq!(
+        id["this_machine"],
+        Value::Null,
+        "no Vulkan instance unless asked"
+    );
     let text = tool(tmp.path(), &["list"]);
     assert!(
-        text.ok
-            && text.stdout.contains("12 entries")
-            && text.stdout.contains("a device of this machine"),
+        text.ok && text.stdout.contains("12 entries") && text.stderr.is_empty(),
+        "a listing reads files only, and says nothing of Mesa's\n{}",
+        text.all()
+    );
+    let j = json(&tool(tmp.path(), &["list", "--json", "--devices"]));
+    assert_eq!(j["titles"][0]["identities"][0]["this_machine"], true);
+    let text = tool(tmp.path(), &["list", "--devices"]);
+    assert!(
+        text.ok && text.stdout.contains("a device of this machine"),
         "{}",
         text.all()
     );

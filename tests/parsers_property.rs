@@ -67,8 +67,8 @@ proptest! {
 #[test]
 fn every_cut_of_a_real_database_reads_without_panic() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/corpus/saschawillems-glsl-synth.foz");
-    let bytes = std::fs::read(&path).expect("the corpus is beside the checkout");
+        .join("tests/corpus/saschawillems-glsl-synth.foz");
+    let bytes = std::fs::read(&path).expect("the corpus ships in tests/corpus");
     for cut in (0..bytes.len()).step_by(997) {
         if let Ok(entries) = foz::read_entries(&bytes[..cut]) {
             let _ = Catalog::from_entries(entries);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 fn corpus(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/corpus")
+        .join("tests/corpus")
         .join(name)
 }
 

@@ -344,7 +344,7 @@ unsafe fn device_offers(
         props.truncate(count as usize);
         props
             .iter()
-            .any(|p| CStr::from_ptr(p.extension_name.as_ptr()) == wanted)
+            .any(|p| bounded_c_string(&p.extension_name).as_bytes() == wanted.to_bytes())
     }
 }
 

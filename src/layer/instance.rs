@@ -207,7 +207,7 @@ pub unsafe extern "system" fn enumerate_device_extension_properties(
         }),
     };
     let Some(next) = next else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
+        return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
     };
     unsafe { next(physical_device, layer_name, count, properties) }
 }

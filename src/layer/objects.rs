@@ -434,7 +434,8 @@ macro_rules! tracked_object {
                 ) -> vk::Result;
                 return match unsafe { unrecorded_next::<Create>(device, $vk_create) } {
                     Some(next) => unsafe { next(device, create_info, allocator, out) },
-                    None => vk::Result::ERROR_INITIALIZATION_FAILED,
+                    // A result every vkCreate* command may return.
+                    None => vk::Result::ERROR_OUT_OF_HOST_MEMORY,
                 };
             };
             // SAFETY: the application's arguments, passed on unchanged.
@@ -551,11 +552,13 @@ unsafe fn create_render_pass2_with(
     let Some(dev) = (unsafe { device_data(device) }) else {
         return match unsafe { unrecorded_next::<vk::PFN_vkCreateRenderPass2>(device, name) } {
             Some(next) => unsafe { next(device, create_info, allocator, out) },
-            None => vk::Result::ERROR_INITIALIZATION_FAILED,
+            None => vk::Result::ERROR_OUT_OF_HOST_MEMORY,
         };
     };
+    // Not reached: the layer hands out this command only where the next layer has it. Should it
+    // be, the answer is one vkCreateRenderPass2 may give.
     let Some(next) = next(&dev) else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
+        return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
     };
     // SAFETY: the application's arguments, passed on unchanged.
     let result = unsafe { next(device, create_info, allocator, out) };

@@ -144,7 +144,8 @@ unsafe fn create_pipelines<T: PipelineInfo>(
         // Its data could not be recorded: straight to the next layer.
         return match unsafe { unrecorded_next::<CreateFn<T>>(device, T::COMMAND) } {
             Some(next) => unsafe { next(device, app_cache, count, infos, allocator, out) },
-            None => vk::Result::ERROR_INITIALIZATION_FAILED,
+            // A result vkCreate*Pipelines may return.
+            None => vk::Result::ERROR_OUT_OF_HOST_MEMORY,
         };
     };
     let dev: &DeviceData = &dev;

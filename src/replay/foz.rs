@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn the_corpus_databases_read_whole() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
         let Ok(bytes) = std::fs::read(dir.join("saschawillems-glsl-synth.foz")) else {
             return;
         };

@@ -58,6 +58,10 @@ impl Scope {
 pub struct ListArgs {
     #[command(flatten)]
     scope: Scope,
+    /// Also ask Vulkan which devices this machine has, and say which identities are theirs
+    /// (creates a Vulkan instance; a listing without it touches nothing but the files).
+    #[arg(long)]
+    devices: bool,
 }
 
 /// Check every entry as the layer would (envelope, length, hash, cache header).
@@ -212,7 +216,7 @@ fn local_identities() -> Option<Vec<String>> {
 
 pub fn list(args: ListArgs) -> Result<ExitCode, String> {
     let (root, titles) = args.scope.titles()?;
-    let local = local_identities();
+    let local = args.devices.then(local_identities).flatten();
     let mut out = Vec::new();
     for title in &titles {
         let mut dirs = Vec::new();
@@ -221,7 +225,7 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
             let files = readable(&d.path, entry_files(&d.path));
             let metas: Vec<_> = files
                 .iter()
-                .filter_map(|f| std::fs::metadata(f).ok())
+                .filter_map(|f| std::fs::symlink_metadata(f).ok())
                 .collect();
             let stamps: Vec<f64> = metas
                 .iter()
@@ -255,12 +259,13 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
         for d in t["identities"].as_array().into_iter().flatten() {
             let when = |k: &str| d[k].as_f64().map_or("-".into(), human_time);
             let here = match d["this_machine"].as_bool() {
-                Some(true) => "a device of this machine",
-                Some(false) => "not a device of this machine",
-                None => "devices of this machine unknown",
+                Some(true) => " (a device of this machine)",
+                Some(false) => " (not a device of this machine)",
+                None if args.devices => " (devices of this machine unknown)",
+                None => "",
             };
             println!(
-                "  {} {} {:#06x} driver {}: {} entries, {}, stamps {} .. {} ({here})",
+                "  {} {} {:#06x} driver {}: {} entries, {}, stamps {} .. {}{here}",
                 d["identity"].as_str().unwrap_or_default(),
                 d["vendor"].as_str().unwrap_or_default(),
                 d["device_id"].as_u64().unwrap_or(0),
