@@ -47,6 +47,7 @@ fn stage(stage: u32, spec_constants: u32) -> StageDesc {
 
 fn graphics() -> GraphicsDesc {
     GraphicsDesc {
+        device: Digest([9; 32]),
         flags: 0,
         stages: vec![stage(1, 0), stage(16, 2)],
         vertex_input: Some(VertexInputDesc {
@@ -162,6 +163,7 @@ fn read_verify(payload: usize) -> (Duration, Duration) {
 
 fn main() {
     let compute = ComputeDesc {
+        device: Digest([9; 32]),
         flags: 0,
         stage: stage(32, 13),
         layout: Digest([1; 32]),

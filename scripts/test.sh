@@ -16,8 +16,12 @@ cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 # `cargo test` builds the crate's rlib but never relinks the cdylib the loader loads.
 cargo build --lib --locked
+# Every test once, with the default backend (`auto`: `binary` on RADV, `cache` on lavapipe); then
+# the integration tests again through the `cache` backend, so both backends pass the whole flow.
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --locked --no-fail-fast
+  PIPEKEEP_TEST_BACKEND=cache cargo nextest run --locked --no-fail-fast -E 'kind(test)'
 else
   cargo test --locked --no-fail-fast
+  PIPEKEEP_TEST_BACKEND=cache cargo test --locked --no-fail-fast --tests
 fi

@@ -9,6 +9,16 @@ pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
 /// `PIPEKEEP_READ_AHEAD`'s default: the bytes of entries read ahead and not yet taken.
 pub const DEFAULT_READ_AHEAD: u64 = 64 << 20;
 
+/// `PIPEKEEP_BACKEND`: how kept pipelines are built (SPEC "Building a pipeline: two backends").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendSetting {
+    /// `binary` where the device offers pipeline binaries that load in another process, else
+    /// `cache`.
+    Auto,
+    Binary,
+    Cache,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// `PIPEKEEP_DISABLE` set to anything non-empty: the layer passes everything through.
@@ -23,6 +33,8 @@ pub struct Settings {
     /// `PIPEKEEP_READ_AHEAD`: the most bytes of entries read ahead and not yet taken; 0 reads
     /// nothing ahead.
     pub read_ahead: u64,
+    /// `PIPEKEEP_BACKEND`.
+    pub backend: BackendSetting,
     /// `PIPEKEEP_LOG`: a tracing filter.
     pub log_filter: String,
     /// `PIPEKEEP_LOG_FILE`; stderr when unset.
@@ -70,6 +82,17 @@ impl Settings {
         };
         let max_bytes = bytes("PIPEKEEP_MAX_BYTES", DEFAULT_MAX_BYTES);
         let read_ahead = bytes("PIPEKEEP_READ_AHEAD", DEFAULT_READ_AHEAD);
+        let backend = match non_empty("PIPEKEEP_BACKEND").as_deref() {
+            None | Some("auto") => BackendSetting::Auto,
+            Some("binary") => BackendSetting::Binary,
+            Some("cache") => BackendSetting::Cache,
+            Some(other) => {
+                problems.push(format!(
+                    "PIPEKEEP_BACKEND={other:?} is not auto, binary or cache; using auto"
+                ));
+                BackendSetting::Auto
+            }
+        };
         // An implicit layer runs inside every Vulkan program: quiet unless asked.
         let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "warn".into());
         let test_open_time =
@@ -88,6 +111,7 @@ impl Settings {
             title: non_empty("PIPEKEEP_TITLE").map(|t| safe_title(&t)),
             max_bytes,
             read_ahead,
+            backend,
             log_filter,
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),
@@ -174,6 +198,21 @@ mod tests {
             assert_eq!(s.problems.len(), 1);
             assert!(s.problems[0].contains("PIPEKEEP_MAX_BYTES"));
         }
+    }
+
+    #[test]
+    fn the_backend_is_auto_binary_or_cache_and_anything_else_gets_auto_and_a_line() {
+        assert_eq!(with(&[]).backend, BackendSetting::Auto);
+        assert_eq!(
+            with(&[("PIPEKEEP_BACKEND", "binary")]).backend,
+            BackendSetting::Binary
+        );
+        assert_eq!(
+            with(&[("PIPEKEEP_BACKEND", "cache")]).backend,
+            BackendSetting::Cache
+        );
+        let s = with(&[("PIPEKEEP_BACKEND", "fast")]);
+        assert_eq!((s.backend, s.problems.len()), (BackendSetting::Auto, 1));
     }
 
     #[test]

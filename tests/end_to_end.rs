@@ -201,7 +201,13 @@ fn on_lavapipe_nothing_is_written_and_the_dispatch_is_right_with_and_without_the
 }
 
 fn validated(tmp: &Path, order: [&str; 2], api: &str) -> Run {
-    let run = App::new(Driver::Radv, tmp)
+    let app = App::new(Driver::Radv, tmp);
+    let app = if order[0] == LAYER {
+        app.cache_backend()
+    } else {
+        app
+    };
+    let run = app
         .env("VK_LOADER_DEBUG", "layer")
         .args(&[&MIX[..], &["--layers", &order.join(","), "--api", api]].concat())
         .run();

@@ -95,6 +95,7 @@ fn a_failed_setup_of_the_instance_or_the_device_still_passes_every_call_through(
         // The validation layer below pipekeep sees every call pipekeep passes down, destroys
         // included: a call lost on the way shows as a leak or an invalid handle.
         let run = App::new(Driver::Radv, tmp.path())
+            .cache_backend()
             .env("PIPEKEEP_TEST_FAIL_SETUP", level)
             .env("VK_LOADER_DEBUG", "layer")
             .args(&["--layers", &[LAYER, VALIDATION].join(",")])
@@ -120,6 +121,7 @@ fn a_failed_setup_of_the_instance_or_the_device_still_passes_every_call_through(
 fn a_panic_after_the_driver_built_destroys_what_the_call_made() {
     let tmp = tempfile::tempdir().unwrap();
     let run = App::new(Driver::Radv, tmp.path())
+        .cache_backend()
         .env("PIPEKEEP_TEST_PANIC_AFTER_BUILD", "1")
         .env("VK_LOADER_DEBUG", "layer")
         .args(&[

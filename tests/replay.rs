@@ -16,6 +16,7 @@ fn corpus(name: &str) -> PathBuf {
 
 fn replay(tmp: &Path, db: &Path, extra: &[&str]) -> Run {
     App::tool(Driver::Radv, tmp)
+        .cache_backend()
         .env("VK_INSTANCE_LAYERS", format!("{LAYER}:{VALIDATION}"))
         .args(&["replay", "--json", "--threads", "2"])
         .args(extra)

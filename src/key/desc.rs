@@ -283,6 +283,8 @@ pub struct StageDesc {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComputeDesc {
+    /// The device's own state ([`super::device_digest`]).
+    pub device: Digest,
     pub flags: u32,
     pub stage: StageDesc,
     pub layout: Digest,
@@ -526,6 +528,8 @@ impl Feed for RenderTarget {
 /// Vulkan spec says are ignored (dynamic, or the block not read at all) left as `None`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GraphicsDesc {
+    /// The device's own state ([`super::device_digest`]).
+    pub device: Digest,
     pub flags: u32,
     pub stages: Vec<StageDesc>,
     pub vertex_input: Option<VertexInputDesc>,
@@ -541,4 +545,16 @@ pub struct GraphicsDesc {
     pub layout: Digest,
     pub target: RenderTarget,
     pub robustness: Option<Robustness>,
+}
+
+/// What a device was made with that changes what its driver compiles: the extensions the
+/// application enabled, the content of every feature structure it chained (each by its
+/// `sType`, as the `VkBool32`s it holds), its `pEnabledFeatures`, and the `sType` of any
+/// structure the layer does not know (whose content it cannot read).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceState {
+    pub extensions: Vec<Vec<u8>>,
+    pub features: Vec<(i32, Vec<u32>)>,
+    pub core_features: Option<Vec<u32>>,
+    pub unknown: Vec<i32>,
 }

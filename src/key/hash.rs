@@ -12,7 +12,8 @@ use super::PipelineKey;
 use ash::vk;
 
 /// The version of how keys are computed. Old entries stop matching when it changes.
-pub const KEY_VERSION: u32 = 1;
+/// 2: the device's own state ([`device_digest`]) enters the state key.
+pub const KEY_VERSION: u32 = 2;
 
 fn writer(domain: &str) -> KeyWriter {
     let mut w = KeyWriter::new(domain);
@@ -168,9 +169,50 @@ fn spirv_key(stages: &[&StageDesc]) -> [u8; 16] {
     w.finish().half()
 }
 
-fn state_writer(kind: &str, flags: u32, stages: &[&StageDesc]) -> KeyWriter {
+/// The device's own state as one digest, in an order of its own (extensions sorted, features
+/// by `sType`): two devices enabling the same things in another order share their entries.
+pub fn device_digest(d: &DeviceState) -> Digest {
+    let mut w = writer("pipekeep device");
+    let mut extensions: Vec<&Vec<u8>> = d.extensions.iter().collect();
+    extensions.sort();
+    extensions.dedup();
+    w.u64(extensions.len() as u64);
+    for e in extensions {
+        w.bytes(e);
+    }
+    let mut features: Vec<&(i32, Vec<u32>)> = d.features.iter().collect();
+    features.sort_by_key(|f| f.0);
+    w.u64(features.len() as u64);
+    for (stype, bools) in features {
+        w.u32(*stype as u32);
+        w.u64(bools.len() as u64);
+        for b in bools {
+            w.u32(*b);
+        }
+    }
+    match &d.core_features {
+        None => w.u32(0),
+        Some(bools) => {
+            w.u32(1);
+            w.u64(bools.len() as u64);
+            for b in bools {
+                w.u32(*b);
+            }
+        }
+    }
+    let mut unknown = d.unknown.clone();
+    unknown.sort_unstable();
+    w.u64(unknown.len() as u64);
+    for u in unknown {
+        w.u32(u as u32);
+    }
+    w.finish()
+}
+
+fn state_writer(kind: &str, device: &Digest, flags: u32, stages: &[&StageDesc]) -> KeyWriter {
     let mut w = writer(kind);
     w.u32(HOST_ABI);
+    device.feed(&mut w);
     w.u32(keyed_flags(flags));
     w.u64(stages.len() as u64);
     for s in stages {
@@ -181,7 +223,7 @@ fn state_writer(kind: &str, flags: u32, stages: &[&StageDesc]) -> KeyWriter {
 
 pub fn compute_key(d: &ComputeDesc) -> PipelineKey {
     let stages = [&d.stage];
-    let mut w = state_writer("pipekeep compute state", d.flags, &stages);
+    let mut w = state_writer("pipekeep compute state", &d.device, d.flags, &stages);
     d.layout.feed(&mut w);
     d.robustness.feed(&mut w);
     PipelineKey {
@@ -193,7 +235,7 @@ pub fn compute_key(d: &ComputeDesc) -> PipelineKey {
 pub fn graphics_key(d: &GraphicsDesc) -> PipelineKey {
     let mut stages: Vec<&StageDesc> = d.stages.iter().collect();
     stages.sort_by_key(|s| s.stage);
-    let mut w = state_writer("pipekeep graphics state", d.flags, &stages);
+    let mut w = state_writer("pipekeep graphics state", &d.device, d.flags, &stages);
     d.vertex_input.feed(&mut w);
     d.input_assembly.feed(&mut w);
     d.tessellation_patch_control_points.feed(&mut w);

@@ -25,6 +25,7 @@ fn stage(stage: u32, module: u8) -> StageDesc {
 
 fn compute() -> ComputeDesc {
     ComputeDesc {
+        device: digest(9),
         flags: 0,
         stage: stage(0x20, 1),
         layout: digest(2),
@@ -34,6 +35,7 @@ fn compute() -> ComputeDesc {
 
 fn graphics() -> GraphicsDesc {
     GraphicsDesc {
+        device: digest(9),
         flags: 0,
         stages: vec![stage(0x1, 3), stage(0x10, 4)],
         vertex_input: Some(VertexInputDesc {
@@ -129,18 +131,18 @@ fn hexkey(k: PipelineKey) -> String {
 #[test]
 #[cfg(target_pointer_width = "64")]
 fn golden_keys_if_these_fail_bump_the_key_version() {
-    assert_eq!(KEY_VERSION, 1);
+    assert_eq!(KEY_VERSION, 2);
     assert_eq!(
         hexkey(compute_key(&compute())),
-        "2a9e8bd39972fe072790b98cecd82224-ecaa93bf325f07dbd230077519c8f2c8.entry"
+        "887e784b42ac2f64a7e9e71fcfd40b33-738a0e7dfcd183a9667e4be6738dfa90.entry"
     );
     assert_eq!(
         hexkey(graphics_key(&graphics())),
-        "22c17fd79b7e72dcebd8533ed0d99b51-3a7ec7076b86f92451b4bb9660cc75dc.entry"
+        "b292f870970721a368b107c3597b88a3-c0e65d0842df7adf53ad4fb24b3e5e8d.entry"
     );
     assert_eq!(
         module_digest(&[0x03, 0x02, 0x23, 0x07]).half(),
-        [185, 105, 247, 45, 10, 94, 86, 50, 186, 54, 74, 148, 167, 154, 115, 190],
+        [4, 72, 66, 244, 128, 17, 214, 42, 94, 90, 6, 25, 46, 153, 62, 40],
         "the module digest"
     );
 }

@@ -136,7 +136,3 @@ pub unsafe fn find_link_info(p_next: *const c_void, s_type: vk::StructureType) -
         })
         .map_or(std::ptr::null_mut(), |s| s as *mut c_void)
 }
-
-/// `VK_STRUCTURE_TYPE_PIPELINE_BINARY_INFO_KHR` (`VK_KHR_pipeline_binary`, after ash 0.38): a
-/// pipeline made from the application's own binaries.
-pub const PIPELINE_BINARY_INFO_KHR: vk::StructureType = vk::StructureType::from_raw(1_000_483_002);

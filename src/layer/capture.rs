@@ -11,7 +11,7 @@ use ash::vk::Handle;
 use super::abi::chain;
 use super::objects::{module_content, only_known, slice, Objects};
 use crate::key::desc::*;
-use crate::key::{compute_key, graphics_key, Dynamic, PipelineKey, Unkeyable};
+use crate::key::{compute_key, graphics_key, Digest, Dynamic, PipelineKey, Unkeyable};
 
 use vk::DynamicState as D;
 use vk::StructureType as S;
@@ -45,7 +45,7 @@ fn pipeline_chain(
             // Feedback is an output; flags2 is read as the effective flags.
             S::PIPELINE_CREATION_FEEDBACK_CREATE_INFO
             | S::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR => {}
-            super::abi::PIPELINE_BINARY_INFO_KHR => return Err(Unkeyable::OwnBinaries),
+            super::binary_abi::PIPELINE_BINARY_INFO => return Err(Unkeyable::OwnBinaries),
             S::PIPELINE_ROBUSTNESS_CREATE_INFO_EXT => {
                 robustness = Some(unsafe { read_robustness(s) })
             }
@@ -77,8 +77,7 @@ unsafe fn read_robustness(s: *const vk::BaseInStructure) -> Robustness {
     }
 }
 
-/// `VK_PIPELINE_CREATE_2_CAPTURE_DATA_BIT_KHR`: the application captures pipeline binaries.
-const CAPTURE_DATA: u64 = 0x8000_0000;
+use super::binary_abi::CAPTURE_DATA;
 
 /// A pipeline's effective create flags: those of a chained `VkPipelineCreateFlags2CreateInfoKHR`
 /// where there is one (the legacy `flags` are then ignored, per the spec), else the legacy ones.
@@ -201,11 +200,13 @@ unsafe fn stage(
 pub unsafe fn compute(
     ci: &vk::ComputePipelineCreateInfo,
     objects: &Objects,
+    device: &Digest,
 ) -> Result<PipelineKey, Unkeyable> {
     // SAFETY: the application's chain.
     let flags = check_flags(unsafe { effective_flags(ci.flags, ci.p_next) })?;
     let (robustness, _) = pipeline_chain(ci.p_next, false)?;
     Ok(compute_key(&ComputeDesc {
+        device: *device,
         flags,
         // SAFETY: the application's stage.
         stage: unsafe { stage(&ci.stage, objects)? },
@@ -227,6 +228,7 @@ fn bool32(b: vk::Bool32) -> bool {
 pub unsafe fn graphics(
     ci: &vk::GraphicsPipelineCreateInfo,
     objects: &Objects,
+    device: &Digest,
 ) -> Result<PipelineKey, Unkeyable> {
     // SAFETY: the application's chain.
     let flags = check_flags(unsafe { effective_flags(ci.flags, ci.p_next) })?;
@@ -512,6 +514,7 @@ pub unsafe fn graphics(
     };
 
     Ok(graphics_key(&GraphicsDesc {
+        device: *device,
         flags,
         stages,
         vertex_input,
@@ -536,6 +539,8 @@ mod tests {
     use super::*;
     use crate::layer::objects::Objects;
 
+    const NO_DEVICE: Digest = Digest([0; 32]);
+
     fn stage() -> vk::PipelineShaderStageCreateInfo<'static> {
         vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
@@ -546,7 +551,7 @@ mod tests {
     fn a_module_the_layer_never_saw_is_unkeyable() {
         let ci = vk::ComputePipelineCreateInfo::default().stage(stage());
         // SAFETY: a valid create info built here.
-        let r = unsafe { compute(&ci, &Objects::default()) };
+        let r = unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) };
         assert_eq!(r, Err(Unkeyable::UnknownObject("shader module")));
     }
 
@@ -558,7 +563,7 @@ mod tests {
         let ci = vk::ComputePipelineCreateInfo::default().stage(stage().push_next(&mut ident));
         // SAFETY: a valid create info built here.
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default()) },
+            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
             Err(Unkeyable::ModuleIdentifier)
         );
     }
@@ -570,7 +575,7 @@ mod tests {
             .flags(vk::PipelineCreateFlags::LIBRARY_KHR);
         // SAFETY: valid create infos built here.
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default()) },
+            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
             Err(Unkeyable::Library)
         );
         // flags2's flags are the effective flags: a library there is a library, whatever the
@@ -581,7 +586,7 @@ mod tests {
             .stage(stage())
             .push_next(&mut flags2);
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default()) },
+            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
             Err(Unkeyable::Library)
         );
         let mut capture = vk::PipelineCreateFlags2CreateInfoKHR::default()
@@ -590,7 +595,7 @@ mod tests {
             .stage(stage())
             .push_next(&mut capture);
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default()) },
+            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
             Err(Unkeyable::OwnBinaries)
         );
         let mut high = vk::PipelineCreateFlags2CreateInfoKHR::default()
@@ -599,14 +604,14 @@ mod tests {
             .stage(stage())
             .push_next(&mut high);
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default()) },
+            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
             Err(Unkeyable::UnknownFlags(1 << 34))
         );
         let mut unknown = vk::PipelineCacheCreateInfo::default();
         let mut ci = vk::ComputePipelineCreateInfo::default().stage(stage());
         ci.p_next = (&mut unknown as *mut vk::PipelineCacheCreateInfo).cast();
         assert!(matches!(
-            unsafe { compute(&ci, &Objects::default()) },
+            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
             Err(Unkeyable::UnknownStructure {
                 place: "a pipeline",
                 ..
@@ -615,7 +620,7 @@ mod tests {
         let mut libs = vk::PipelineLibraryCreateInfoKHR::default();
         let g = vk::GraphicsPipelineCreateInfo::default().push_next(&mut libs);
         assert_eq!(
-            unsafe { graphics(&g, &Objects::default()) },
+            unsafe { graphics(&g, &Objects::default(), &NO_DEVICE) },
             Err(Unkeyable::Library)
         );
     }
@@ -670,9 +675,9 @@ mod tests {
             .layout(vk::PipelineLayout::from_raw(2))
             .push_next(&mut rendering);
         // SAFETY: a valid create info; the blend state it names must not be read.
-        let without = unsafe { graphics(&ci, &objects) }.expect("keyable");
+        let without = unsafe { graphics(&ci, &objects, &NO_DEVICE) }.expect("keyable");
         ci.p_color_blend_state = std::ptr::dangling();
-        let with_garbage = unsafe { graphics(&ci, &objects) }.expect("keyable");
+        let with_garbage = unsafe { graphics(&ci, &objects, &NO_DEVICE) }.expect("keyable");
         assert_eq!(without, with_garbage);
     }
 
@@ -700,7 +705,12 @@ mod tests {
             .flags(vk::PipelineCreateFlags::DERIVATIVE | vk::PipelineCreateFlags::LIBRARY_KHR)
             .push_next(&mut flags2);
         // SAFETY: valid create infos built here.
-        let (a, b) = unsafe { (compute(&legacy, &objects), compute(&modern, &objects)) };
+        let (a, b) = unsafe {
+            (
+                compute(&legacy, &objects, &NO_DEVICE),
+                compute(&modern, &objects, &NO_DEVICE),
+            )
+        };
         assert_eq!(a.unwrap(), b.unwrap());
 
         let mut size = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
@@ -710,7 +720,7 @@ mod tests {
         let one = vk::ComputePipelineCreateInfo::default()
             .stage(one)
             .layout(layout);
-        let first = unsafe { compute(&one, &objects) }.unwrap();
+        let first = unsafe { compute(&one, &objects, &NO_DEVICE) }.unwrap();
         let mut size = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
             .required_subgroup_size(32);
         let mut robust = vk::PipelineRobustnessCreateInfoEXT::default();
@@ -718,7 +728,10 @@ mod tests {
         let other = vk::ComputePipelineCreateInfo::default()
             .stage(other)
             .layout(layout);
-        assert_eq!(first, unsafe { compute(&other, &objects) }.unwrap());
+        assert_eq!(
+            first,
+            unsafe { compute(&other, &objects, &NO_DEVICE) }.unwrap()
+        );
         // A structure twice is not valid Vulkan, and never keyed by whichever came last.
         let mut size2 = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
             .required_subgroup_size(64);
@@ -728,6 +741,6 @@ mod tests {
         let twice = vk::ComputePipelineCreateInfo::default()
             .stage(twice)
             .layout(layout);
-        assert!(unsafe { compute(&twice, &objects) }.is_err());
+        assert!(unsafe { compute(&twice, &objects, &NO_DEVICE) }.is_err());
     }
 }

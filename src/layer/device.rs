@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Once, OnceLock};
 use std::time::SystemTime;
 
@@ -19,6 +19,8 @@ use super::intercepted_device_command;
 use super::objects::Objects;
 use super::registry::{dispatch_key, Link, Registry};
 use super::writer::{OnWritten, Writer};
+use crate::key::Digest;
+use crate::settings::BackendSetting;
 use crate::store::files::Written;
 use crate::store::identity::HOST_ABI;
 use crate::store::{Identity, Store};
@@ -93,6 +95,32 @@ impl DeviceFns {
     }
 }
 
+/// The next layer's `VK_KHR_pipeline_binary` commands the `binary` backend calls.
+pub struct BinaryFns {
+    pub create_pipeline_binaries: super::binary_abi::PfnCreatePipelineBinaries,
+    pub destroy_pipeline_binary: super::binary_abi::PfnDestroyPipelineBinary,
+    pub get_pipeline_binary_data: super::binary_abi::PfnGetPipelineBinaryData,
+    pub release_captured_pipeline_data: super::binary_abi::PfnReleaseCapturedPipelineData,
+}
+
+impl BinaryFns {
+    unsafe fn load(gdpa: vk::PFN_vkGetDeviceProcAddr, d: vk::Device) -> Option<BinaryFns> {
+        // SAFETY: each name loaded with its own function type.
+        unsafe {
+            Some(BinaryFns {
+                create_pipeline_binaries: load_device(gdpa, d, c"vkCreatePipelineBinariesKHR")?,
+                destroy_pipeline_binary: load_device(gdpa, d, c"vkDestroyPipelineBinaryKHR")?,
+                get_pipeline_binary_data: load_device(gdpa, d, c"vkGetPipelineBinaryDataKHR")?,
+                release_captured_pipeline_data: load_device(
+                    gdpa,
+                    d,
+                    c"vkReleaseCapturedPipelineDataKHR",
+                )?,
+            })
+        }
+    }
+}
+
 /// Where a device's store is, shared by every device of one identity in the process, and how
 /// many live devices use it: what is read ahead is let go when the last of them ends.
 #[derive(Default)]
@@ -128,6 +156,15 @@ pub struct DeviceData {
     stop: AtomicBool,
     /// The process that made the device: a child made by `fork` passes everything through.
     pid: u32,
+    /// The device's own state, entering every key.
+    pub device_state: Digest,
+    /// The backend (`Backend as u8`): `Binary` may switch to `Cache` for the rest of the run.
+    backend: AtomicU8,
+    /// The pipeline-binary commands, where the extension is enabled on the device.
+    pub binary_fns: Option<BinaryFns>,
+    /// Entries of binaries the driver took, and refused, this run.
+    binary_loads: AtomicU32,
+    binary_refusals: AtomicU32,
 }
 
 impl DeviceData {
@@ -164,6 +201,40 @@ impl DeviceData {
             }
         });
         (store.as_ref(), opened_here)
+    }
+
+    /// The backend kept pipelines are built by now.
+    pub fn backend(&self) -> Backend {
+        if self.backend.load(Ordering::Relaxed) == Backend::Binary as u8 {
+            Backend::Binary
+        } else {
+            Backend::Cache
+        }
+    }
+
+    /// Counts an entry of binaries the driver took.
+    pub fn binaries_loaded(&self) {
+        self.binary_loads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an entry of binaries the driver refused. A driver that refuses the first few it is
+    /// given and takes none (binaries another process wrote: NVIDIA's, once its per-process
+    /// dictionary exists) is not given more: the device switches to `cache` for the rest of the
+    /// run, and the store remembers it for this identity, so later runs start with `cache`.
+    pub fn binaries_refused(&self) {
+        let refused = self.binary_refusals.fetch_add(1, Ordering::Relaxed) + 1;
+        if refused < REFUSALS_BEFORE_SWITCH || self.binary_loads.load(Ordering::Relaxed) > 0 {
+            return;
+        }
+        let was = self.backend.swap(Backend::Cache as u8, Ordering::Relaxed);
+        if was == Backend::Binary as u8 {
+            tracing::warn!(refused, "the driver refuses pipeline binaries another process wrote; pipekeep builds through caches for the rest of this run and from now on for this driver");
+            if let Some(store) = self.store() {
+                if let Err(e) = store.remember_refused_binaries() {
+                    tracing::debug!(error = %e, "could not remember the refusal");
+                }
+            }
+        }
     }
 
     /// Whether the layer works on this device in this process: not when disabled, and not in
@@ -227,6 +298,9 @@ impl DeviceData {
         }
     }
 }
+
+/// Entries of binaries refused, with none taken, before a device gives up on binaries.
+const REFUSALS_BEFORE_SWITCH: u32 = 3;
 
 pub static DEVICES: Registry<DeviceData> = Registry::new();
 
@@ -317,11 +391,11 @@ pub unsafe fn unrecorded_next<F: Copy>(device: vk::Device, name: &CStr) -> Optio
 
 const FEEDBACK_EXTENSION: &CStr = c"VK_EXT_pipeline_creation_feedback";
 
-unsafe fn device_offers(
+/// The names of the extensions a physical device offers.
+unsafe fn offered_extensions(
     inst: &super::instance::InstanceData,
     physical_device: vk::PhysicalDevice,
-    wanted: &CStr,
-) -> bool {
+) -> Vec<Vec<u8>> {
     let mut count = 0u32;
     // SAFETY: the two-call idiom on the next layer's command.
     unsafe {
@@ -332,7 +406,7 @@ unsafe fn device_offers(
             std::ptr::null_mut(),
         ) != vk::Result::SUCCESS
         {
-            return false;
+            return Vec::new();
         }
         let mut props = vec![vk::ExtensionProperties::default(); count as usize];
         let _ = (inst.enumerate_device_extension_properties)(
@@ -344,7 +418,8 @@ unsafe fn device_offers(
         props.truncate(count as usize);
         props
             .iter()
-            .any(|p| bounded_c_string(&p.extension_name).as_bytes() == wanted.to_bytes())
+            .map(|p| bounded_c_string(&p.extension_name).into_bytes())
+            .collect()
     }
 }
 
@@ -417,8 +492,27 @@ pub unsafe extern "system" fn create_device(
     result
 }
 
-/// What the layer decides of a device before it is made: its identity, and whether creation
-/// feedback may be chained (adding `VK_EXT_pipeline_creation_feedback` where it must).
+/// How a device's kept pipelines are built (SPEC "Building a pipeline: two backends").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// From the entry's pipeline binaries; misses built through the application's own cache.
+    Binary,
+    /// Through a pipeline cache of the layer's own made from the entry.
+    Cache,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Binary => "binary",
+            Backend::Cache => "cache",
+        }
+    }
+}
+
+/// What the layer decides of a device before it is made: its identity, its own state for the
+/// key, the backend, and what it adds to the create info (`VK_EXT_pipeline_creation_feedback`
+/// where feedback needs it; pipeline binaries and maintenance5 for the `binary` backend).
 struct DevicePlan {
     properties: vk::PhysicalDeviceProperties,
     active: bool,
@@ -426,14 +520,34 @@ struct DevicePlan {
     app_enabled_feedback: bool,
     add_feedback: bool,
     extensions: Vec<*const c_char>,
+    /// The device's own state, for the key.
+    device_state: Digest,
+    backend: Backend,
+    /// Why that backend, for the device's log line.
+    backend_why: &'static str,
+    /// `VK_KHR_pipeline_binary` is enabled on the device (by the application or the layer).
+    binaries_enabled: bool,
+    /// Feature structures the layer chains in front of the application's, boxed so that their
+    /// addresses hold while the create info points at them (through `chain_head`).
+    _added_features: Box<AddedFeatures>,
+    chain_head: *const std::ffi::c_void,
+}
+
+/// The feature structures the `binary` backend may need the layer to enable.
+struct AddedFeatures {
+    binaries: super::binary_abi::PhysicalDevicePipelineBinaryFeatures,
+    maintenance5: vk::PhysicalDeviceMaintenance5FeaturesKHR<'static>,
 }
 
 impl DevicePlan {
     fn patch<'a>(&'a self, ci: &vk::DeviceCreateInfo<'a>) -> vk::DeviceCreateInfo<'a> {
         let mut patched = *ci;
-        if self.add_feedback {
+        if self.extensions.len() != ci.enabled_extension_count as usize {
             patched.enabled_extension_count = self.extensions.len() as u32;
             patched.pp_enabled_extension_names = self.extensions.as_ptr();
+        }
+        if !self.chain_head.is_null() {
+            patched.p_next = self.chain_head;
         }
         patched
     }
@@ -443,31 +557,101 @@ impl DevicePlan {
     }
 }
 
+/// NVIDIA's PCI vendor ID: its binaries do not load in another process once the driver has
+/// trained its per-process dictionary (measured on 580.159.04), so `auto` takes `cache` there.
+const NVIDIA: u32 = 0x10de;
+
 unsafe fn plan_device(
     inst: &super::instance::InstanceData,
     physical_device: vk::PhysicalDevice,
     ci: &vk::DeviceCreateInfo,
 ) -> DevicePlan {
+    use super::binary_abi as bin;
     let mut properties = vk::PhysicalDeviceProperties::default();
     // SAFETY: the next layer's command on a physical device of this instance.
     unsafe { (inst.get_physical_device_properties)(physical_device, &mut properties) };
     let device_api = inst.api_version.min(properties.api_version);
-    let core_feedback =
-        vk::api_version_major(device_api) > 1 || vk::api_version_minor(device_api) >= 3;
-    // SAFETY: the application's extension names, NUL-terminated, per the spec.
+    let at_least = |minor: u32| {
+        vk::api_version_major(device_api) > 1 || vk::api_version_minor(device_api) >= minor
+    };
+    let core_feedback = at_least(3);
+    // SAFETY: the application's create info.
+    let chain = unsafe { super::device_state::read(ci) };
+    let app_enabled = |name: &CStr| chain.extensions.iter().any(|e| e == name.to_bytes());
+    let offered = unsafe { offered_extensions(inst, physical_device) };
+    let offers = |name: &CStr| offered.iter().any(|e| e == name.to_bytes());
     let mut extensions: Vec<*const c_char> =
         unsafe { super::objects::slice(ci.pp_enabled_extension_names, ci.enabled_extension_count) }
             .to_vec();
-    let app_enabled_feedback = extensions
-        .iter()
-        .any(|n| unsafe { CStr::from_ptr(*n) } == FEEDBACK_EXTENSION);
+    let app_enabled_feedback = app_enabled(FEEDBACK_EXTENSION);
     let active = !SETTINGS.disabled;
-    let add_feedback = active
-        && !core_feedback
-        && !app_enabled_feedback
-        && unsafe { device_offers(inst, physical_device, FEEDBACK_EXTENSION) };
+    let add_feedback =
+        active && !core_feedback && !app_enabled_feedback && offers(FEEDBACK_EXTENSION);
     if add_feedback {
         extensions.push(FEEDBACK_EXTENSION.as_ptr());
+    }
+
+    let maintenance5_core = at_least(4);
+    let binaries_possible = active
+        && offers(bin::EXTENSION)
+        && (maintenance5_core || offers(bin::MAINTENANCE5))
+        && chain.all_known
+        && chain.maintenance5 != Some(false)
+        && chain.pipeline_binaries != Some(false);
+    let refused_before = SETTINGS.root.as_ref().is_some_and(|root| {
+        let identity = identity_of(&properties);
+        crate::store::refuses_binaries(root, &inst.title, &identity)
+    });
+    let (backend, backend_why) = match SETTINGS.backend {
+        BackendSetting::Cache => (Backend::Cache, "PIPEKEEP_BACKEND=cache"),
+        BackendSetting::Binary if binaries_possible => (Backend::Binary, "PIPEKEEP_BACKEND=binary"),
+        BackendSetting::Binary => {
+            tracing::warn!("PIPEKEEP_BACKEND=binary, but this device cannot take pipeline binaries here (not offered, or a device structure the layer does not know); using cache");
+            (Backend::Cache, "binary asked, not available")
+        }
+        BackendSetting::Auto if !binaries_possible => (Backend::Cache, "no pipeline binaries here"),
+        BackendSetting::Auto if properties.vendor_id == NVIDIA => (
+            Backend::Cache,
+            "NVIDIA's binaries do not load in another process",
+        ),
+        BackendSetting::Auto if refused_before => (
+            Backend::Cache,
+            "this driver refused binaries another process wrote",
+        ),
+        BackendSetting::Auto => (Backend::Binary, "pipeline binaries offered"),
+    };
+    let mut added_features = Box::new(AddedFeatures {
+        binaries: bin::PhysicalDevicePipelineBinaryFeatures {
+            s_type: bin::PHYSICAL_DEVICE_PIPELINE_BINARY_FEATURES,
+            p_next: std::ptr::null_mut(),
+            pipeline_binaries: vk::TRUE,
+        },
+        maintenance5: vk::PhysicalDeviceMaintenance5FeaturesKHR::default().maintenance5(true),
+    });
+    let mut chain_head = std::ptr::null();
+    if backend == Backend::Binary {
+        if !app_enabled(bin::EXTENSION) {
+            extensions.push(bin::EXTENSION.as_ptr());
+        }
+        if !maintenance5_core && !app_enabled(bin::MAINTENANCE5) {
+            extensions.push(bin::MAINTENANCE5.as_ptr());
+        }
+        // Chained in front of the application's structures, each only where it has none.
+        let mut next = ci.p_next as *mut std::ffi::c_void;
+        if chain.maintenance5.is_none() {
+            added_features.maintenance5.p_next = next;
+            next = (&mut added_features.maintenance5
+                as *mut vk::PhysicalDeviceMaintenance5FeaturesKHR)
+                .cast();
+        }
+        if chain.pipeline_binaries.is_none() {
+            added_features.binaries.p_next = next;
+            next = (&mut added_features.binaries as *mut bin::PhysicalDevicePipelineBinaryFeatures)
+                .cast();
+        }
+        if !std::ptr::eq(next, ci.p_next) {
+            chain_head = next as *const std::ffi::c_void;
+        }
     }
     DevicePlan {
         properties,
@@ -476,6 +660,23 @@ unsafe fn plan_device(
         app_enabled_feedback,
         add_feedback,
         extensions,
+        device_state: crate::key::device_digest(&chain.state),
+        backend,
+        backend_why,
+        binaries_enabled: backend == Backend::Binary || app_enabled(bin::EXTENSION),
+        _added_features: added_features,
+        chain_head,
+    }
+}
+
+/// A device's identity, from its properties.
+fn identity_of(properties: &vk::PhysicalDeviceProperties) -> Identity {
+    Identity {
+        vendor_id: properties.vendor_id,
+        device_id: properties.device_id,
+        driver_version: properties.driver_version,
+        cache_uuid: properties.pipeline_cache_uuid,
+        abi: HOST_ABI,
     }
 }
 
@@ -497,12 +698,15 @@ unsafe fn register_device(
     };
     let properties = &plan.properties;
     let active = plan.active;
-    let identity = Identity {
-        vendor_id: properties.vendor_id,
-        device_id: properties.device_id,
-        driver_version: properties.driver_version,
-        cache_uuid: properties.pipeline_cache_uuid,
-        abi: HOST_ABI,
+    let identity = identity_of(properties);
+    // SAFETY: the device just made; loaded only where the extension is enabled on it.
+    let binary_fns = plan
+        .binaries_enabled
+        .then(|| unsafe { BinaryFns::load(gdpa, device) })
+        .flatten();
+    let backend = match (plan.backend, &binary_fns) {
+        (Backend::Binary, None) => Backend::Cache,
+        (b, _) => b,
     };
     let root = SETTINGS.root.clone();
     if root.is_none() && active {
@@ -518,7 +722,7 @@ unsafe fn register_device(
         shared
     });
     let device_name = bounded_c_string(&properties.device_name);
-    tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = plan.feedback_valid(), active, "pipekeep is active on a device");
+    tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = plan.feedback_valid(), backend = backend.name(), why = plan.backend_why, active, "pipekeep is active on a device");
     let watch = Arc::new(Watch::default());
     let data = DeviceData {
         handle: device,
@@ -536,6 +740,11 @@ unsafe fn register_device(
         opener: Default::default(),
         stop: AtomicBool::new(false),
         pid: std::process::id(),
+        device_state: plan.device_state,
+        backend: AtomicU8::new(backend as u8),
+        binary_fns,
+        binary_loads: Default::default(),
+        binary_refusals: Default::default(),
     };
     let data = Arc::new(data);
     // SAFETY: a live device.

@@ -15,8 +15,11 @@ macro_rules! void_fn {
 }
 
 mod abi;
+mod binaries;
+mod binary_abi;
 mod capture;
 mod device;
+mod device_state;
 mod guard;
 mod idle;
 mod instance;

@@ -10,13 +10,15 @@ use std::sync::Arc;
 use ash::vk;
 
 use super::abi::find_in_chain;
+use super::binaries;
+use super::binary_abi as bin;
 use super::capture;
-use super::device::{device_data, unrecorded_next, DeviceData};
+use super::device::{device_data, unrecorded_next, Backend, BinaryFns, DeviceData};
 use super::guard::{guarded, SETTINGS};
 use super::objects::Objects;
-use crate::key::{PipelineKey, Unkeyable};
-use crate::store::envelope::holds_more_than_header;
-use crate::store::{Lookup, Store};
+use crate::key::{Digest, PipelineKey, Unkeyable};
+use crate::store::envelope::{holds_more_than_header, PayloadKind};
+use crate::store::{FoundEntry, Lookup, Store};
 use crate::watch::{Lap, Outcome, Phase};
 
 type CreateFn<T> = unsafe extern "system" fn(
@@ -46,7 +48,7 @@ trait PipelineInfo: Copy {
     fn stage_count(&self) -> u32;
     /// # Safety
     /// `self` must be a valid create info.
-    unsafe fn key(&self, objects: &Objects) -> Result<PipelineKey, Unkeyable>;
+    unsafe fn key(&self, objects: &Objects, device: &Digest) -> Result<PipelineKey, Unkeyable>;
 }
 
 macro_rules! pipeline_info {
@@ -73,9 +75,13 @@ macro_rules! pipeline_info {
                 let count: fn(&Self) -> u32 = $stages;
                 count(self)
             }
-            unsafe fn key(&self, objects: &Objects) -> Result<PipelineKey, Unkeyable> {
+            unsafe fn key(
+                &self,
+                objects: &Objects,
+                device: &Digest,
+            ) -> Result<PipelineKey, Unkeyable> {
                 // SAFETY: as the caller vouches.
-                unsafe { $capture(self, objects) }
+                unsafe { $capture(self, objects, device) }
             }
         }
     };
@@ -226,7 +232,7 @@ unsafe fn build_one<T: PipelineInfo>(
         panic!("PIPEKEEP_TEST_PANIC is set: a forced panic inside the pipeline intercept");
     }
     // SAFETY: the application's create info.
-    let keyed = unsafe { info.key(&dev.objects) };
+    let keyed = unsafe { info.key(&dev.objects, &dev.device_state) };
     lap.to(Phase::Key);
     let (r, outcome) = match keyed {
         Err(why) => {
@@ -236,8 +242,11 @@ unsafe fn build_one<T: PipelineInfo>(
         Ok(key) => match dev.store() {
             None => as_asked(Outcome::PassedThrough, &mut lap, slot),
             Some(store) => {
-                match unsafe { build_kept(dev, store, &key, info, allocator, next, &mut lap, slot) }
-                {
+                match unsafe {
+                    build_kept(
+                        dev, store, &key, info, app_cache, allocator, next, &mut lap, slot,
+                    )
+                } {
                     Kept::Made(r, outcome) => (r, outcome),
                     Kept::AskAsAsked => as_asked(Outcome::PassedThrough, &mut lap, slot),
                 }
@@ -438,15 +447,29 @@ enum Kept {
     AskAsAsked,
 }
 
-/// The kept path. The driver is asked to build the pipeline once here (through the entry when
-/// found whole, else through an empty cache of the layer's own); a build that fails is asked
-/// once more by the caller, as the application asked, and that answer stands.
+/// Everything one kept build needs, so the backends' paths take one argument.
+struct Build<'a, T> {
+    dev: &'a DeviceData,
+    store: &'a Arc<Store>,
+    key: &'a PipelineKey,
+    info: &'a T,
+    app_cache: vk::PipelineCache,
+    allocator: *const vk::AllocationCallbacks<'a>,
+    next: CreateFn<T>,
+    /// The application asked with `FAIL_ON_PIPELINE_COMPILE_REQUIRED`.
+    must_be_found: bool,
+}
+
+/// The kept path: the entry looked up, then built by what it holds and the device's backend.
+/// The driver is asked to build the pipeline at most twice: once by the kept path, and, where
+/// that fails, once more as the application asked.
 #[allow(clippy::too_many_arguments)]
 unsafe fn build_kept<T: PipelineInfo>(
     dev: &DeviceData,
     store: &Arc<Store>,
     key: &PipelineKey,
     info: &T,
+    app_cache: vk::PipelineCache,
     allocator: *const vk::AllocationCallbacks<'_>,
     next: CreateFn<T>,
     lap: &mut Lap,
@@ -466,15 +489,222 @@ unsafe fn build_kept<T: PipelineInfo>(
             None
         }
     };
-    let must_be_found = info.has_flag(vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED);
-    if must_be_found && found.is_none() {
+    let b = Build {
+        dev,
+        store,
+        key,
+        info,
+        app_cache,
+        allocator,
+        next,
+        must_be_found: info.has_flag(vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED),
+    };
+    if b.must_be_found && found.is_none() {
         return Kept::AskAsAsked;
     }
+    // An entry of binaries, on a device that takes binaries, whatever its backend.
+    let mut refused = false;
+    let found = match found {
+        Some(entry) if entry.kind() == PayloadKind::Binaries => {
+            if let Some(fns) = dev.binary_fns.as_ref() {
+                match unsafe { build_from_binaries(&b, fns, &entry, lap, slot) } {
+                    Some(made) => return made,
+                    None => refused = true,
+                }
+            }
+            if b.must_be_found {
+                return Kept::AskAsAsked;
+            }
+            None
+        }
+        other => other,
+    };
+    match (dev.backend(), dev.binary_fns.as_ref()) {
+        (Backend::Binary, Some(fns)) if found.is_none() && captures(info) => unsafe {
+            build_capturing(&b, fns, refused, lap, slot)
+        },
+        _ => unsafe { build_cached(&b, found, refused, lap, slot) },
+    }
+}
+
+/// Whether the layer can add the capture flag: through a `VkPipelineCreateFlags2CreateInfoKHR`
+/// of its own, so not where the application chained one (its flags would then be ignored).
+fn captures<T: PipelineInfo>(info: &T) -> bool {
+    // SAFETY: the application's chain.
+    unsafe {
+        find_in_chain(
+            info.p_next(),
+            vk::StructureType::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR,
+        )
+    }
+    .is_null()
+}
+
+/// `binary`, found: the entry's binaries made into objects, the pipeline built from them, the
+/// objects destroyed. `None` where the driver refused the binaries or the build (counted: a
+/// driver that refuses them all switches the device to `cache`); the caller then compiles.
+unsafe fn build_from_binaries<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    fns: &BinaryFns,
+    entry: &FoundEntry,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Option<Kept> {
+    let parsed = crate::store::binaries::parse(entry.data()).ok()?; // checked at lookup
+    let marker = b.store.hold_marker(entry);
+    if SETTINGS.test_abort_in_load {
+        std::process::abort();
+    }
+    // SAFETY: the device takes binaries (`fns` were loaded for it).
+    let objects = match unsafe { binaries::load(b.dev, fns, &parsed) } {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::debug!(entry = %b.key.file_name(), result = ?e, "the driver refused the kept binaries");
+            b.dev.binaries_refused();
+            return None;
+        }
+    };
+    lap.to(Phase::Cache);
+    let binary_info = binaries::info_for(&objects, b.info.p_next());
+    let mut with_binaries = *b.info;
+    with_binaries.set_p_next((&binary_info as *const bin::PipelineBinaryInfo).cast());
+    // SAFETY: the application's create info, built from the layer's binaries; no cache is
+    // involved (the binaries are the pipeline).
+    let r = unsafe {
+        (b.next)(
+            b.dev.handle,
+            vk::PipelineCache::null(),
+            1,
+            &with_binaries,
+            b.allocator,
+            slot,
+        )
+    };
+    lap.to(Phase::Driver);
+    drop(objects);
+    drop(marker);
+    if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
+        tracing::debug!(entry = %b.key.file_name(), result = ?r, "the driver would not build from the kept binaries");
+        *slot = vk::Pipeline::null();
+        b.dev.binaries_refused();
+        return None;
+    }
+    b.dev.binaries_loaded();
+    // SAFETY: the application's chain.
+    unsafe { report_found_to_the_application(b.info) };
+    b.dev
+        .writer
+        .stamp(b.store.clone(), entry.name(), b.store.next_stamp());
+    Some(Kept::Made(r, Outcome::Found))
+}
+
+/// A pipeline made from a kept entry reports a cache hit to the application's own creation
+/// feedback, as a cache of its own would have (SPEC, step 4).
+///
+/// # Safety
+/// `info`'s chain must be valid; a feedback structure in it points at writable records.
+unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T) {
+    // SAFETY: as the caller vouches.
+    let app = unsafe {
+        find_in_chain(
+            info.p_next(),
+            vk::StructureType::PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
+        )
+    } as *const vk::PipelineCreationFeedbackCreateInfo;
+    if let Some(record) =
+        unsafe { app.as_ref() }.and_then(|a| unsafe { a.p_pipeline_creation_feedback.as_mut() })
+    {
+        record.flags |= vk::PipelineCreationFeedbackFlags::VALID
+            | vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT;
+    }
+}
+
+/// `binary`, a miss: built as the application asked (its own cache keeps the sharing a real
+/// cache gives a first run, and stays whole) with the capture flag added through a
+/// `VkPipelineCreateFlags2CreateInfoKHR` of the layer's carrying the application's flags; the
+/// pipeline's binaries are then read and written as the entry, and the captured data released.
+/// This build is the application's own ask: a failure is its answer.
+unsafe fn build_capturing<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    fns: &BinaryFns,
+    refused: bool,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Kept {
+    // SAFETY: the application's chain.
+    let flags = unsafe { capture::effective_flags(b.info.legacy_flags(), b.info.p_next()) };
+    let flags2 = vk::PipelineCreateFlags2CreateInfoKHR {
+        p_next: b.info.p_next(),
+        flags: vk::PipelineCreateFlags2KHR::from_raw(flags | bin::CAPTURE_DATA),
+        ..Default::default()
+    };
+    let mut capturing = *b.info;
+    capturing.set_p_next((&flags2 as *const vk::PipelineCreateFlags2CreateInfoKHR).cast());
+    lap.to(Phase::Cache);
+    // SAFETY: the application's create info, cache and allocator, with the capture flag added.
+    let r = unsafe { (b.next)(b.dev.handle, b.app_cache, 1, &capturing, b.allocator, slot) };
+    lap.to(Phase::Driver);
+    if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
+        return Kept::Made(r, Outcome::PassedThrough);
+    }
+    // SAFETY: the pipeline just made with the capture flag.
+    match unsafe { binaries::capture(b.dev, fns, *slot) } {
+        Ok(captured) => {
+            let payload = crate::store::binaries::encode(
+                captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())),
+            );
+            b.store.will_write(b.key);
+            b.dev.writer.write(
+                b.store.clone(),
+                *b.key,
+                PayloadKind::Binaries,
+                payload,
+                b.store.next_stamp(),
+            );
+        }
+        Err(e) => {
+            tracing::debug!(entry = %b.key.file_name(), result = ?e, "no binaries from a compiled pipeline; not kept")
+        }
+    }
+    Kept::Made(
+        r,
+        if refused {
+            Outcome::Refused
+        } else {
+            Outcome::Compiled
+        },
+    )
+}
+
+/// `cache` (D994's way): the pipeline built through a cache of the layer's own, made from the
+/// entry's data where found (the application's cache swapped out), else empty; what was compiled
+/// is written as the entry. `already_asked`: the driver was asked once already (binaries it
+/// refused), so a failure here is the answer.
+unsafe fn build_cached<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    found: Option<FoundEntry>,
+    already_asked: bool,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Kept {
+    let (dev, store, key, info) = (b.dev, b.store, b.key, b.info);
     // SAFETY: the application's create info; the feedback outlives every build below.
     let mut feedback = unsafe { Feedback::for_info(dev, info) };
     let layer_feedback = feedback.as_mut().and_then(|f| f.layer_info(info));
     let with_feedback = chained(info, layer_feedback.as_ref());
     let measure_size = feedback.is_none();
+    let through = |seed: Option<&[u8]>, lap: &mut Lap, slot: &mut vk::Pipeline| unsafe {
+        build_through(
+            dev,
+            seed,
+            &with_feedback,
+            b.allocator,
+            b.next,
+            measure_size,
+            lap,
+            slot,
+        )
+    };
 
     // Through the entry where the driver makes a cache of it; else through an empty cache.
     let mut seeded = None;
@@ -484,23 +714,12 @@ unsafe fn build_kept<T: PipelineInfo>(
         if SETTINGS.test_abort_in_load {
             std::process::abort();
         }
-        match unsafe {
-            build_through(
-                dev,
-                Some(entry.data()),
-                &with_feedback,
-                allocator,
-                next,
-                measure_size,
-                lap,
-                slot,
-            )
-        } {
-            Ok(b) => {
-                attempt = Some(b);
+        match through(Some(entry.data()), lap, slot) {
+            Ok(built) => {
+                attempt = Some(built);
                 seeded = Some(entry);
             }
-            Err(e) if must_be_found => {
+            Err(e) if b.must_be_found => {
                 tracing::debug!(result = ?e, "no cache from the kept entry; asking as the application did");
                 return Kept::AskAsAsked;
             }
@@ -512,27 +731,19 @@ unsafe fn build_kept<T: PipelineInfo>(
         lap.to(Phase::Cache);
     }
     let built = match attempt {
-        Some(b) => b,
-        None => match unsafe {
-            build_through(
-                dev,
-                None,
-                &with_feedback,
-                allocator,
-                next,
-                measure_size,
-                lap,
-                slot,
-            )
-        } {
-            Ok(b) => b,
+        Some(built) => built,
+        None => match through(None, lap, slot) {
+            Ok(built) => built,
             Err(_) => return Kept::AskAsAsked, // no cache of our own: nothing was built
         },
     };
     if built.result != vk::Result::SUCCESS {
+        *slot = vk::Pipeline::null();
+        if already_asked {
+            return Kept::Made(built.result, Outcome::PassedThrough);
+        }
         // The driver failed this build: asked once more, as asked, by the caller.
         tracing::debug!(entry = %key.file_name(), result = ?built.result, seeded = seeded.is_some(), "the driver did not build the pipeline; asking once more as the application did");
-        *slot = vk::Pipeline::null();
         return Kept::AskAsAsked;
     }
     // Found or compiled: the feedback's cache-hit bit where the driver marks it valid (on RADV a
@@ -554,10 +765,15 @@ unsafe fn build_kept<T: PipelineInfo>(
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
                 store.will_write(key);
-                dev.writer
-                    .write(store.clone(), *key, data, store.next_stamp());
+                dev.writer.write(
+                    store.clone(),
+                    *key,
+                    PayloadKind::Cache,
+                    data,
+                    store.next_stamp(),
+                );
             }
-            if seeded.is_some() {
+            if seeded.is_some() || already_asked {
                 tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");
                 Outcome::Refused
             } else {

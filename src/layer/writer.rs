@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 use std::time::SystemTime;
 
 use crate::key::{EntryName, PipelineKey};
+use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::{Store, StoreError};
 
@@ -41,6 +42,7 @@ const STAMPS_LIMIT: usize = 1 << 16;
 struct Job {
     store: Arc<Store>,
     key: PipelineKey,
+    kind: PayloadKind,
     data: Vec<u8>,
     stamp: SystemTime,
 }
@@ -94,10 +96,18 @@ impl Writer {
 
     /// Queues an entry; written on the caller's thread when the queue is full or no thread can
     /// be started.
-    pub fn write(&self, store: Arc<Store>, key: PipelineKey, data: Vec<u8>, stamp: SystemTime) {
+    pub fn write(
+        &self,
+        store: Arc<Store>,
+        key: PipelineKey,
+        kind: PayloadKind,
+        data: Vec<u8>,
+        stamp: SystemTime,
+    ) {
         let job = Job {
             store,
             key,
+            kind,
             data,
             stamp,
         };
@@ -226,7 +236,8 @@ const LOCK_SPINS: usize = 256;
 /// Writes a queued entry; its key was given to `Store::will_write` when it was queued (on the
 /// application's thread), so this thread takes no lock that lookups take.
 fn run(job: &Job) -> Result<Written, StoreError> {
-    job.store.write_announced(&job.key, &job.data, job.stamp)
+    job.store
+        .write_announced(&job.key, job.kind, &job.data, job.stamp)
 }
 
 /// Takes jobs and stamps until the queue is empty and closing (or just empty, when `wait` is

@@ -1,10 +1,12 @@
-//! The envelope: the fixed 120-byte header in front of a driver's pipeline-cache data, and every
-//! check made before the driver sees a byte of it. `docs/FORMAT.md` gives the byte table.
+//! The envelope: the fixed 120-byte header in front of a pipeline's kept data (its payload), and
+//! every check made before the driver sees a byte of it. `docs/FORMAT.md` gives the byte table.
 //!
 //! Decoding checks, in this order: the length of the envelope itself, the magic, the format, the
-//! identity fields (ABI, vendor, device, driver version, UUID), the key, the file's exact length,
-//! the data hash, and that the data begins with a version-one pipeline-cache header naming this
-//! vendor, device and UUID. Each failure is its own [`EntryError`].
+//! payload's kind, the identity fields (ABI, vendor, device, driver version, UUID), the key, the
+//! file's exact length, the data hash, and the payload whole: for [`PayloadKind::Cache`] a
+//! version-one pipeline-cache header naming this vendor, device and UUID; for
+//! [`PayloadKind::Binaries`] every binary's count, key and length ([`super::binaries`]). Each
+//! failure is its own [`EntryError`].
 
 use super::identity::Identity;
 use crate::key::PipelineKey;
@@ -24,12 +26,47 @@ mod offset {
     pub const VENDOR: usize = 16;
     pub const DEVICE: usize = 20;
     pub const DRIVER: usize = 24;
-    pub const RESERVED: usize = 28;
+    /// Reserved (0) in the first entries of format 1, which all held a cache: 0 is `Cache`.
+    pub const KIND: usize = 28;
     pub const UUID: usize = 32;
     pub const SPIRV_KEY: usize = 48;
     pub const STATE_KEY: usize = 64;
     pub const DATA_LEN: usize = 80;
     pub const DATA_HASH: usize = 88;
+}
+
+/// What an entry's payload is, by the backend that wrote it; either backend serves both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadKind {
+    /// One pipeline cache's data (`vkGetPipelineCacheData`): the `cache` backend's.
+    Cache = 0,
+    /// The pipeline's binaries with their keys: the `binary` backend's.
+    Binaries = 1,
+}
+
+impl PayloadKind {
+    fn from_raw(raw: u32) -> Option<PayloadKind> {
+        match raw {
+            0 => Some(PayloadKind::Cache),
+            1 => Some(PayloadKind::Binaries),
+            _ => None,
+        }
+    }
+
+    /// The word `pipekeep stats`, the log and `runs.jsonl` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            PayloadKind::Cache => "cache",
+            PayloadKind::Binaries => "binary",
+        }
+    }
+}
+
+/// A decoded entry's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Payload<'a> {
+    pub kind: PayloadKind,
+    pub bytes: &'a [u8],
 }
 
 /// Why an entry was refused. [`EntryError::reason`] is the word logged after `reason=`.
@@ -68,8 +105,18 @@ impl EntryError {
     }
 }
 
-/// Envelope and data, as written to disk.
+/// Envelope and pipeline-cache data, as written to disk.
 pub fn encode(identity: &Identity, key: &PipelineKey, data: &[u8]) -> Vec<u8> {
+    encode_payload(identity, key, PayloadKind::Cache, data)
+}
+
+/// Envelope and a payload of `kind`, as written to disk.
+pub fn encode_payload(
+    identity: &Identity,
+    key: &PipelineKey,
+    kind: PayloadKind,
+    data: &[u8],
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(ENVELOPE_LEN + data.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -77,7 +124,7 @@ pub fn encode(identity: &Identity, key: &PipelineKey, data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&identity.vendor_id.to_le_bytes());
     out.extend_from_slice(&identity.device_id.to_le_bytes());
     out.extend_from_slice(&identity.driver_version.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&(kind as u32).to_le_bytes());
     out.extend_from_slice(&identity.cache_uuid);
     out.extend_from_slice(&key.spirv);
     out.extend_from_slice(&key.state);
@@ -101,6 +148,14 @@ pub fn abi_of(file: &[u8]) -> Option<u32> {
     (file.len() >= offset::ABI + 4).then(|| u32_at(file, offset::ABI))
 }
 
+/// The payload kind of an entry already decoded whole (`Cache` for anything shorter).
+pub fn kind_of(file: &[u8]) -> PayloadKind {
+    (file.len() >= offset::KIND + 4)
+        .then(|| PayloadKind::from_raw(u32_at(file, offset::KIND)))
+        .flatten()
+        .unwrap_or(PayloadKind::Cache)
+}
+
 /// The length a file must have for the envelope at its start (`None` when too short to say),
 /// read before the rest of a large file is.
 pub fn declared_file_len(start: &[u8]) -> Option<u64> {
@@ -108,12 +163,21 @@ pub fn declared_file_len(start: &[u8]) -> Option<u64> {
         .then(|| (ENVELOPE_LEN as u64).saturating_add(u64_at(start, offset::DATA_LEN)))
 }
 
-/// Checks a whole entry file for this identity and key; on success returns the driver's data.
+/// Checks a whole entry file for this identity and key; on success returns the payload's bytes.
 pub fn decode<'a>(
     file: &'a [u8],
     identity: &Identity,
     key: &PipelineKey,
 ) -> Result<&'a [u8], EntryError> {
+    decode_payload(file, identity, key).map(|p| p.bytes)
+}
+
+/// Checks a whole entry file for this identity and key; on success returns its payload.
+pub fn decode_payload<'a>(
+    file: &'a [u8],
+    identity: &Identity,
+    key: &PipelineKey,
+) -> Result<Payload<'a>, EntryError> {
     let len = file.len() as u64;
     if file.len() < ENVELOPE_LEN {
         return Err(EntryError::Short {
@@ -127,11 +191,9 @@ pub fn decode<'a>(
     if u32_at(file, offset::FORMAT) != FORMAT_VERSION {
         return Err(EntryError::Foreign { field: "format" });
     }
-    if u32_at(file, offset::RESERVED) != 0 {
-        return Err(EntryError::Corrupt {
-            what: "reserved field",
-        });
-    }
+    let kind = PayloadKind::from_raw(u32_at(file, offset::KIND)).ok_or(EntryError::Corrupt {
+        what: "payload kind",
+    })?;
     let fields: [(&'static str, u32, u32); 4] = [
         ("ABI", offset::ABI, identity.abi),
         ("vendor", offset::VENDOR, identity.vendor_id),
@@ -164,8 +226,13 @@ pub fn decode<'a>(
     if blake3::hash(data).as_bytes()[..] != file[offset::DATA_HASH..offset::DATA_HASH + 32] {
         return Err(EntryError::Corrupt { what: "data hash" });
     }
-    check_cache_header(data, identity)?;
-    Ok(data)
+    match kind {
+        PayloadKind::Cache => check_cache_header(data, identity)?,
+        PayloadKind::Binaries => {
+            super::binaries::parse(data)?;
+        }
+    }
+    Ok(Payload { kind, bytes: data })
 }
 
 /// The data must begin with `VkPipelineCacheHeaderVersionOne` naming this vendor, device and UUID.
@@ -257,7 +324,7 @@ pub(crate) mod tests {
         want.extend_from_slice(&[0x02, 0x10, 0, 0]); // vendor
         want.extend_from_slice(&[0xbf, 0x73, 0, 0]); // device
         want.extend_from_slice(&[0x07, 0x00, 0x40, 0x06]); // driver version
-        want.extend_from_slice(&[0, 0, 0, 0]); // reserved
+        want.extend_from_slice(&[0, 0, 0, 0]); // payload kind: cache
         want.extend_from_slice(&id.cache_uuid);
         want.extend_from_slice(&[0x11; 16]);
         want.extend_from_slice(&[0x22; 16]);
@@ -356,7 +423,7 @@ pub(crate) mod tests {
         assert_eq!(reason(&flipped), "corrupt", "the magic");
         flipped = good.clone();
         flipped[29] = 1;
-        assert_eq!(reason(&flipped), "corrupt", "the reserved word");
+        assert_eq!(reason(&flipped), "corrupt", "the payload kind");
         flipped = good.clone();
         flipped[8] = 2;
         assert_eq!(reason(&flipped), "foreign", "another format");

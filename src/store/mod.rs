@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ahead;
+pub mod binaries;
 pub mod bound;
 pub mod envelope;
 pub mod files;
@@ -56,6 +57,18 @@ impl StoreError {
             source,
         }
     }
+}
+
+/// A file in an identity directory saying that its driver refused pipeline binaries another
+/// process wrote: the layer's `auto` backend then takes `cache` for that identity.
+pub const REFUSES_BINARIES: &str = "binaries-refused";
+
+/// Whether the identity directory of `identity` says its driver refuses binaries.
+pub fn refuses_binaries(root: &Path, title: &str, identity: &Identity) -> bool {
+    host_pipelines_dir(root, title)
+        .join(identity.dir_name())
+        .join(REFUSES_BINARIES)
+        .is_file()
 }
 
 /// Where a title's pipelines live: `<root>/<title>/host-pipelines`.
@@ -155,17 +168,34 @@ impl KnownEntries {
 /// table (measured on RADV, ncnn at 2 threads: both application threads stalled 5-28 ms a run).
 pub struct FoundEntry {
     name: EntryName,
+    kind: envelope::PayloadKind,
     bytes: Vec<u8>,
 }
 
 impl FoundEntry {
-    /// The driver's pipeline-cache data, already checked.
+    fn new(name: EntryName, bytes: Vec<u8>) -> FoundEntry {
+        // Checked whole before it got here; only the kind is read again.
+        let kind = envelope::kind_of(&bytes);
+        FoundEntry { name, kind, bytes }
+    }
+
+    /// The payload, already checked: pipeline-cache data or the pipeline's binaries.
     pub fn data(&self) -> &[u8] {
         &self.bytes[envelope::ENVELOPE_LEN..]
     }
 
+    /// Which backend's payload it holds.
+    pub fn kind(&self) -> envelope::PayloadKind {
+        self.kind
+    }
+
     /// Its name, for a stamp given later.
     pub fn into_name(self) -> EntryName {
+        self.name
+    }
+
+    /// Its name.
+    pub fn name(&self) -> EntryName {
         self.name
     }
 }
@@ -241,10 +271,7 @@ impl Store {
     /// known to be missing; a damaged entry is dropped and logged.
     pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         if let Some(bytes) = self.ahead.claim(key) {
-            return Ok(Lookup::Found(FoundEntry {
-                name: key.file_name(),
-                bytes,
-            }));
+            return Ok(Lookup::Found(FoundEntry::new(key.file_name(), bytes)));
         }
         if !self.known.may_hold(key) {
             return Ok(Lookup::Missing);
@@ -261,7 +288,7 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
             Err(e) => return Err(StoreError::io("read", &path())(e)),
             Ok(Ok(bytes)) => match envelope::decode(&bytes, &self.identity, key) {
-                Ok(_) => return Ok(Lookup::Found(FoundEntry { name, bytes })),
+                Ok(_) => return Ok(Lookup::Found(FoundEntry::new(name, bytes))),
                 Err(why) => why,
             },
             Ok(Err(why)) => why,
@@ -457,7 +484,8 @@ impl Store {
         self.ahead.end();
     }
 
-    /// Writes an entry whole, stamped now; skipped when another writer holds it or the bound is 0.
+    /// Writes an entry of pipeline-cache data whole, stamped now; skipped when another writer
+    /// holds it or the bound is 0.
     pub fn write(&self, key: &PipelineKey, data: &[u8]) -> Result<files::Written, StoreError> {
         self.write_stamped(key, data, self.next_stamp())
     }
@@ -471,7 +499,7 @@ impl Store {
         stamp: SystemTime,
     ) -> Result<files::Written, StoreError> {
         self.will_write(key);
-        self.write_announced(key, data, stamp)
+        self.write_announced(key, envelope::PayloadKind::Cache, data, stamp)
     }
 
     /// Tells the store that `key`'s entry is about to be written (by a queue, later), so that
@@ -487,6 +515,7 @@ impl Store {
     pub fn write_announced(
         &self,
         key: &PipelineKey,
+        kind: envelope::PayloadKind,
         data: &[u8],
         stamp: SystemTime,
     ) -> Result<files::Written, StoreError> {
@@ -494,7 +523,7 @@ impl Store {
             return Ok(files::Written::Skipped);
         }
         self.make_dir()?;
-        let bytes = envelope::encode(&self.identity, key, data);
+        let bytes = envelope::encode_payload(&self.identity, key, kind, data);
         // Skipped means another writer holds it, and renames it in place soon.
         let written = files::write_atomically(&self.entry_path(key), &bytes, stamp)?;
         if let files::Written::Whole(n) = written {
@@ -505,6 +534,17 @@ impl Store {
             }
         }
         Ok(written)
+    }
+
+    /// Remembers, for later runs, that this driver refuses binaries another process wrote.
+    pub fn remember_refused_binaries(&self) -> Result<(), StoreError> {
+        self.make_dir()?;
+        let path = self.dir.join(REFUSES_BINARIES);
+        fs::write(
+            &path,
+            "this driver refused pipeline binaries another process wrote: the auto backend takes cache\n",
+        )
+        .map_err(StoreError::io("write", &path))
     }
 
     /// Makes the identity directory, once a run, before the first entry is written into it.

@@ -160,6 +160,7 @@ fn drop_directory(dir: &Path, reason: &str) -> u64 {
             log_drop(&path, reason);
         }
     }
+    let _ = remove_if_present(&dir.join(super::REFUSES_BINARIES));
     let _ = fs::remove_dir(dir);
     dropped
 }

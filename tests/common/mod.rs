@@ -153,6 +153,10 @@ impl App {
         }
         let runtime = tmp.join("runtime");
         std::fs::create_dir_all(&runtime).unwrap();
+        // The test matrix: scripts/test.sh runs the integration tests once a backend.
+        if let Ok(backend) = std::env::var("PIPEKEEP_TEST_BACKEND") {
+            cmd.env("PIPEKEEP_BACKEND", backend);
+        }
         cmd.env("XDG_RUNTIME_DIR", &runtime)
             .env("XDG_DATA_HOME", tmp.join("data"))
             .env("XDG_CONFIG_HOME", tmp.join("config"))
@@ -167,6 +171,12 @@ impl App {
             Driver::Lavapipe => cmd.env("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.json"),
         };
         App { cmd }
+    }
+
+    /// The `cache` backend, for runs that stack the validation layer below pipekeep: bookworm's
+    /// validation layer (1.3.239) calls the pipeline-binary structures unknown.
+    pub fn cache_backend(self) -> App {
+        self.env("PIPEKEEP_BACKEND", "cache")
     }
 
     /// Enables the layer through `VK_INSTANCE_LAYERS`.

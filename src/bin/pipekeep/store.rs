@@ -397,7 +397,11 @@ fn clear_dir(dir: &Path) -> u64 {
     let mut removed = 0;
     for name in readable(dir, pipekeep::store::files::names_in(dir)) {
         let entry = pipekeep::store::files::is_entry_name(&name);
-        if !(entry || name.ends_with(".tmp") || name.ends_with(".loading")) {
+        if !(entry
+            || name.ends_with(".tmp")
+            || name.ends_with(".loading")
+            || name == pipekeep::store::REFUSES_BINARIES)
+        {
             continue;
         }
         let gone = remove_if_present(&dir.join(&name)).unwrap_or(false);
