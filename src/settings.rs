@@ -50,6 +50,9 @@ pub struct Settings {
     /// Test only (`PIPEKEEP_TEST_FAIL_SETUP`: `instance` or `device`): recording that level's
     /// data panics, to show that every call still passes through.
     pub test_fail_setup: Option<String>,
+    /// Test only (`PIPEKEEP_TEST_REFUSE_BINARIES`): every kept binary counts as refused by the
+    /// driver, as NVIDIA's driver refuses binaries another process wrote.
+    pub test_refuse_binaries: bool,
     /// Test only (`PIPEKEEP_TEST_OPEN_TIME`, seconds since the epoch): the store's opening time.
     pub test_open_time: Option<SystemTime>,
     /// Values that were refused, each with the default taken instead.
@@ -118,6 +121,7 @@ impl Settings {
             test_panic_after_build: non_empty("PIPEKEEP_TEST_PANIC_AFTER_BUILD").is_some(),
             test_abort_in_load: non_empty("PIPEKEEP_TEST_ABORT_IN_LOAD").is_some(),
             test_fail_setup: non_empty("PIPEKEEP_TEST_FAIL_SETUP"),
+            test_refuse_binaries: non_empty("PIPEKEEP_TEST_REFUSE_BINARIES").is_some(),
             test_open_time,
             problems,
         }

@@ -50,6 +50,31 @@ pub unsafe fn capture(
     captured
 }
 
+/// The binaries the driver's internal cache holds for a create info (`pipelineBinaryInternalCache`):
+/// `Err(VK_PIPELINE_BINARY_MISSING_KHR)` where it holds none.
+///
+/// # Safety
+/// `create_info` must be a valid `Vk*PipelineCreateInfo` of `dev`.
+pub unsafe fn from_internal_cache(
+    dev: &DeviceData,
+    fns: &BinaryFns,
+    create_info: *const std::ffi::c_void,
+) -> Result<Captured, vk::Result> {
+    let pipeline_info = bin::PipelineCreateInfo {
+        s_type: bin::PIPELINE_CREATE_INFO,
+        p_next: create_info as *mut std::ffi::c_void,
+    };
+    let ci = bin::PipelineBinaryCreateInfo {
+        s_type: bin::PIPELINE_BINARY_CREATE_INFO,
+        p_next: std::ptr::null(),
+        p_keys_and_data_info: std::ptr::null(),
+        pipeline: vk::Pipeline::null(),
+        p_pipeline_create_info: (&pipeline_info as *const bin::PipelineCreateInfo).cast(),
+    };
+    // SAFETY: as the caller vouches.
+    unsafe { keys_and_data(dev, fns, &ci) }
+}
+
 unsafe fn capture_keys_and_data(
     dev: &DeviceData,
     fns: &BinaryFns,
@@ -62,6 +87,17 @@ unsafe fn capture_keys_and_data(
         pipeline,
         p_pipeline_create_info: std::ptr::null(),
     };
+    // SAFETY: a pipeline made with the capture flag.
+    unsafe { keys_and_data(dev, fns, &ci) }
+}
+
+/// Binary objects made by `ci` (from a pipeline, or from the internal cache), read as keys and
+/// data, and destroyed.
+unsafe fn keys_and_data(
+    dev: &DeviceData,
+    fns: &BinaryFns,
+    ci: &bin::PipelineBinaryCreateInfo,
+) -> Result<Captured, vk::Result> {
     let mut handles = bin::PipelineBinaryHandlesInfo {
         s_type: bin::PIPELINE_BINARY_HANDLES_INFO,
         p_next: std::ptr::null(),
@@ -70,7 +106,7 @@ unsafe fn capture_keys_and_data(
     };
     // SAFETY (whole body): the two-call idiom on the layer's own structures.
     let r =
-        unsafe { (fns.create_pipeline_binaries)(dev.handle, &ci, std::ptr::null(), &mut handles) };
+        unsafe { (fns.create_pipeline_binaries)(dev.handle, ci, std::ptr::null(), &mut handles) };
     if r != vk::Result::SUCCESS || handles.pipeline_binary_count == 0 {
         return Err(if r == vk::Result::SUCCESS {
             vk::Result::INCOMPLETE
@@ -85,7 +121,7 @@ unsafe fn capture_keys_and_data(
     };
     handles.p_pipeline_binaries = objects.handles.as_mut_ptr();
     let r =
-        unsafe { (fns.create_pipeline_binaries)(dev.handle, &ci, std::ptr::null(), &mut handles) };
+        unsafe { (fns.create_pipeline_binaries)(dev.handle, ci, std::ptr::null(), &mut handles) };
     objects
         .handles
         .truncate(handles.pipeline_binary_count as usize);

@@ -165,6 +165,9 @@ pub struct DeviceData {
     /// Entries of binaries the driver took, and refused, this run.
     binary_loads: AtomicU32,
     binary_refusals: AtomicU32,
+    /// Binaries taken from, and missing in, the driver's internal cache after a build.
+    internal_hits: AtomicU32,
+    internal_misses: AtomicU32,
 }
 
 impl DeviceData {
@@ -210,6 +213,24 @@ impl DeviceData {
         } else {
             Backend::Cache
         }
+    }
+
+    /// Whether a miss built with no cache should look for its binaries in the driver's internal
+    /// cache: until the first few looks find none there and none was ever found (a driver that
+    /// keeps no internal cache), after which misses are built with the capture flag instead.
+    pub fn probes_internal_cache(&self) -> bool {
+        self.internal_hits.load(Ordering::Relaxed) > 0
+            || self.internal_misses.load(Ordering::Relaxed) < REFUSALS_BEFORE_SWITCH
+    }
+
+    /// Counts a look into the driver's internal cache.
+    pub fn internal_cache_probed(&self, found: bool) {
+        let counter = if found {
+            &self.internal_hits
+        } else {
+            &self.internal_misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts an entry of binaries the driver took.
@@ -745,6 +766,8 @@ unsafe fn register_device(
         binary_fns,
         binary_loads: Default::default(),
         binary_refusals: Default::default(),
+        internal_hits: Default::default(),
+        internal_misses: Default::default(),
     };
     let data = Arc::new(data);
     // SAFETY: a live device.

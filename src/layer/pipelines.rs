@@ -502,11 +502,16 @@ unsafe fn build_kept<T: PipelineInfo>(
     if b.must_be_found && found.is_none() {
         return Kept::AskAsAsked;
     }
-    // An entry of binaries, on a device that takes binaries, whatever its backend.
+    // An entry of binaries, on a device building from binaries (not one that switched to caches
+    // because its driver refuses them: each refusal would cost a build more).
     let mut refused = false;
     let found = match found {
         Some(entry) if entry.kind() == PayloadKind::Binaries => {
-            if let Some(fns) = dev.binary_fns.as_ref() {
+            let fns = dev
+                .binary_fns
+                .as_ref()
+                .filter(|_| dev.backend() == Backend::Binary);
+            if let Some(fns) = fns {
                 match unsafe { build_from_binaries(&b, fns, &entry, lap, slot) } {
                     Some(made) => return made,
                     None => refused = true,
@@ -519,9 +524,10 @@ unsafe fn build_kept<T: PipelineInfo>(
         }
         other => other,
     };
+    // Binaries the driver refused are not written again as binaries: it is kept as a cache.
     match (dev.backend(), dev.binary_fns.as_ref()) {
-        (Backend::Binary, Some(fns)) if found.is_none() && captures(info) => unsafe {
-            build_capturing(&b, fns, refused, lap, slot)
+        (Backend::Binary, Some(fns)) if found.is_none() && !refused && captures(info) => unsafe {
+            build_capturing(&b, fns, lap, slot)
         },
         _ => unsafe { build_cached(&b, found, refused, lap, slot) },
     }
@@ -551,6 +557,11 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
     slot: &mut vk::Pipeline,
 ) -> Option<Kept> {
     let parsed = crate::store::binaries::parse(entry.data()).ok()?; // checked at lookup
+    if SETTINGS.test_refuse_binaries {
+        // As NVIDIA's driver does with binaries another process wrote.
+        b.dev.binaries_refused();
+        return None;
+    }
     let marker = b.store.hold_marker(entry);
     if SETTINGS.test_abort_in_load {
         std::process::abort();
@@ -619,18 +630,43 @@ unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T) {
     }
 }
 
-/// `binary`, a miss: built as the application asked (its own cache keeps the sharing a real
-/// cache gives a first run, and stays whole) with the capture flag added through a
-/// `VkPipelineCreateFlags2CreateInfoKHR` of the layer's carrying the application's flags; the
-/// pipeline's binaries are then read and written as the entry, and the captured data released.
-/// This build is the application's own ask: a failure is its answer.
+/// `binary`, a miss. Where the application passed no cache, the pipeline is built as it asked
+/// (the driver's own internal cache then shares stages between the run's pipelines, as an
+/// application's cache would), and its binaries are taken from that internal cache afterwards, at
+/// no second compile. Elsewhere (the application passed a cache of its own, or the driver keeps
+/// no internal cache) it is built with the capture flag, through no cache at all: Vulkan allows
+/// the capture flag only with `pipelineCache` NULL (VUID-vkCreateComputePipelines-pNext-09617),
+/// so the application's cache is not fed by a kept pipeline's first build. Either way the
+/// binaries are read and written as the entry; captured data is released. This build is the
+/// application's ask: a failure is its answer.
 unsafe fn build_capturing<T: PipelineInfo>(
     b: &Build<'_, T>,
     fns: &BinaryFns,
-    refused: bool,
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
 ) -> Kept {
+    let outcome = Outcome::Compiled;
+    lap.to(Phase::Cache);
+    if b.app_cache == vk::PipelineCache::null() && b.dev.probes_internal_cache() {
+        // SAFETY: the application's create info and allocator, as it asked.
+        let r = unsafe { (b.next)(b.dev.handle, b.app_cache, 1, b.info, b.allocator, slot) };
+        lap.to(Phase::Driver);
+        if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
+            return Kept::Made(r, Outcome::PassedThrough);
+        }
+        // SAFETY: the create info the pipeline was just made from.
+        match unsafe { binaries::from_internal_cache(b.dev, fns, (b.info as *const T).cast()) } {
+            Ok(captured) => {
+                b.dev.internal_cache_probed(true);
+                keep_binaries(b, &captured);
+            }
+            Err(e) => {
+                b.dev.internal_cache_probed(false);
+                tracing::debug!(entry = %b.key.file_name(), result = ?e, "no binaries in the driver's internal cache; not kept this run");
+            }
+        }
+        return Kept::Made(r, outcome);
+    }
     // SAFETY: the application's chain.
     let flags = unsafe { capture::effective_flags(b.info.legacy_flags(), b.info.p_next()) };
     let flags2 = vk::PipelineCreateFlags2CreateInfoKHR {
@@ -640,40 +676,44 @@ unsafe fn build_capturing<T: PipelineInfo>(
     };
     let mut capturing = *b.info;
     capturing.set_p_next((&flags2 as *const vk::PipelineCreateFlags2CreateInfoKHR).cast());
-    lap.to(Phase::Cache);
-    // SAFETY: the application's create info, cache and allocator, with the capture flag added.
-    let r = unsafe { (b.next)(b.dev.handle, b.app_cache, 1, &capturing, b.allocator, slot) };
+    // SAFETY: the application's create info and allocator with the capture flag added, and no
+    // cache (as the capture flag requires).
+    let r = unsafe {
+        (b.next)(
+            b.dev.handle,
+            vk::PipelineCache::null(),
+            1,
+            &capturing,
+            b.allocator,
+            slot,
+        )
+    };
     lap.to(Phase::Driver);
     if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
         return Kept::Made(r, Outcome::PassedThrough);
     }
     // SAFETY: the pipeline just made with the capture flag.
     match unsafe { binaries::capture(b.dev, fns, *slot) } {
-        Ok(captured) => {
-            let payload = crate::store::binaries::encode(
-                captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())),
-            );
-            b.store.will_write(b.key);
-            b.dev.writer.write(
-                b.store.clone(),
-                *b.key,
-                PayloadKind::Binaries,
-                payload,
-                b.store.next_stamp(),
-            );
-        }
+        Ok(captured) => keep_binaries(b, &captured),
         Err(e) => {
             tracing::debug!(entry = %b.key.file_name(), result = ?e, "no binaries from a compiled pipeline; not kept")
         }
     }
-    Kept::Made(
-        r,
-        if refused {
-            Outcome::Refused
-        } else {
-            Outcome::Compiled
-        },
-    )
+    Kept::Made(r, outcome)
+}
+
+/// Queues a pipeline's binaries as its entry.
+fn keep_binaries<T>(b: &Build<'_, T>, captured: &binaries::Captured) {
+    let payload =
+        crate::store::binaries::encode(captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())));
+    b.store.will_write(b.key);
+    b.dev.writer.write(
+        b.store.clone(),
+        *b.key,
+        PayloadKind::Binaries,
+        payload,
+        b.store.next_stamp(),
+    );
 }
 
 /// `cache` (D994's way): the pipeline built through a cache of the layer's own, made from the

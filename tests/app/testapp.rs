@@ -69,6 +69,9 @@ struct Args {
     /// how often the driver asked for memory (`alloc_calls`): how often it was asked to build.
     #[arg(long)]
     failing_allocator: bool,
+    /// Enable robustBufferAccess on the device (another device state: other entries).
+    #[arg(long)]
+    robust_buffer_access: bool,
     /// After the pipelines are made, fork: the child makes the same number of new pipelines
     /// (another seed) on the inherited device and exits without destroying anything.
     #[arg(long)]
@@ -244,6 +247,10 @@ fn run(args: &Args) -> Result<bool, String> {
     let mut device_ci = vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci);
     let maintenance5_ext = [ash::khr::maintenance5::NAME.as_ptr()];
     let mut maintenance5 = vk::PhysicalDeviceMaintenance5FeaturesKHR::default().maintenance5(true);
+    let robust = vk::PhysicalDeviceFeatures::default().robust_buffer_access(true);
+    if args.robust_buffer_access {
+        device_ci = device_ci.enabled_features(&robust);
+    }
     if args.flags2 {
         device_ci = device_ci
             .enabled_extension_names(&maintenance5_ext)
@@ -310,6 +317,7 @@ fn run(args: &Args) -> Result<bool, String> {
             "feedback_hits": tally.feedback_hits, "creation_ms": tally.creation.as_secs_f64() * 1e3,
             "wall_ms": wall.as_secs_f64() * 1e3, "dispatch": dispatch,
             "alloc_calls": ALLOC_CALLS.load(std::sync::atomic::Ordering::Relaxed),
+            "app_cache_bytes": app_cache_bytes(&shared),
             "fork_child": fork_child,
         })
     );
@@ -361,6 +369,15 @@ fn make_in_a_forked_child(shared: &Shared, args: &Args, dynamic_rendering: bool)
             }
         }
     }
+}
+
+/// The size of the data the application's own cache would save (0 without one).
+fn app_cache_bytes(s: &Shared) -> usize {
+    if s.app_cache == vk::PipelineCache::null() {
+        return 0;
+    }
+    // SAFETY: the application's own live cache.
+    unsafe { s.device.get_pipeline_cache_data(s.app_cache) }.map_or(0, |d| d.len())
 }
 
 fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModule, String> {
