@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """pipekeep's benchmark: the same workloads under every mode, each mode in a fresh process.
 
-Modes: no layer and no cache (cold); no layer, one monolithic application cache loaded whole
-(D744's way, the fastest a hit can be); the driver's own disk cache, warm; pipekeep cold (empty
-store); pipekeep warm; pipekeep warm with 10% of the entries damaged. Workloads: the corpus
-databases through `pipekeep replay`, and the test app's mix. Prints Markdown tables (ratios from
-one run) and writes them, the raw JSON and an SVG plot a workload into --out.
+Modes: no layer and no cache (cold); no layer with one in-memory cache shared by every call, as a
+real application passes (cold, app cache: the baseline a first run is judged against); no layer,
+one monolithic application cache loaded whole (D744's way, the fastest a hit can be); the
+driver's own disk cache, warm; then for each backend (--backends): pipekeep cold (empty store) and
+warm, each without and with the application's in-memory cache; for the first backend, warm with
+10% of the entries damaged. Workloads: the corpus databases through `pipekeep replay`, and the test
+app's mix. Prints Markdown tables (ratios from one run) and writes them, the raw JSON and an SVG
+plot a workload into --out.
 
 With --rounds N (default 7), the warm modes (monolithic, driver cache, pipekeep warm) run N more
 times, interleaved, and a second table gives the median of each round's ratio: on a shared machine
@@ -43,7 +46,7 @@ DRIVERS = {
         "ncnn": "ncnn-35nets-sg32.foz",
     },
 }
-MODES = ["cold", "monolithic", "driver cache", "pipekeep cold", "pipekeep warm", "pipekeep warm, 10% damaged"]
+BASELINES = ["cold", "cold, app cache", "monolithic", "driver cache"]
 LAYER = "VK_LAYER_PIPEKEEP_pipeline_store"
 
 
@@ -104,7 +107,7 @@ def run(cmd, env, timeout):
             "process_wall_s": wall, "exit": proc.returncode}
 
 
-def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, supports_app_cache):
+def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, supports_monolithic):
     base = dict(os.environ)
     base.update(drv["env"])
     base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
@@ -120,7 +123,8 @@ def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, support
     results = {}
     t = args.timeout
     results["cold"] = run(cmd_for(threads, None), off, t)
-    if supports_app_cache:
+    results["cold, app cache"] = run(cmd_for(threads, "memory"), off, t)
+    if supports_monolithic:
         run(cmd_for(threads, "file=" + mono), off, t)  # fills the monolithic cache, not measured
         results["monolithic"] = run(cmd_for(threads, "file=" + mono), off, t)
         results["monolithic"]["store_bytes"] = os.path.getsize(mono) if os.path.exists(mono) else 0
@@ -129,22 +133,32 @@ def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, support
     run(cmd_for(threads, None), on, t)  # fills the driver's cache, not measured
     results["driver cache"] = run(cmd_for(threads, None), on, t)
     results["driver cache"]["store_bytes"] = dir_bytes(driver_dir)
-    shutil.rmtree(store, ignore_errors=True)
-    results["pipekeep cold"] = run(cmd_for(threads, None), with_layer, t)
-    results["pipekeep cold"]["store_bytes"] = dir_bytes(store)
-    results["pipekeep warm"] = run(cmd_for(threads, None), with_layer, t)
-    results["pipekeep warm"]["store_bytes"] = dir_bytes(store)
-    rounds = {"monolithic": [], "driver cache": [], "pipekeep warm": []}
+    backends = args.backends.split(",")
+    rounds = {"monolithic": [], "driver cache": []}
+    rounds.update({f"pipekeep {b} warm": [] for b in backends})
+    # One store a backend (and application-cache mode): the warm rounds below reuse the first.
+    layer = lambda b, label: dict(with_layer, PIPEKEEP_BACKEND=b, PIPEKEEP_DIR=f"{store}-{b}{label.replace(', ', '-').replace(' ', '')}")
+    for b in backends:
+        for cache, label in ((None, ""), ("memory", ", app cache")):
+            env = layer(b, label)
+            shutil.rmtree(env["PIPEKEEP_DIR"], ignore_errors=True)
+            cold = results[f"pipekeep {b} cold{label}"] = run(cmd_for(threads, cache), env, t)
+            cold["store_bytes"] = dir_bytes(env["PIPEKEEP_DIR"])
+            warm = results[f"pipekeep {b} warm{label}"] = run(cmd_for(threads, cache), env, t)
+            warm["store_bytes"] = dir_bytes(env["PIPEKEEP_DIR"])
     for _ in range(args.rounds):
-        if supports_app_cache:
+        if supports_monolithic:
             rounds["monolithic"].append(run(cmd_for(threads, "file=" + mono), off, t)["summary"])
         rounds["driver cache"].append(run(cmd_for(threads, None), on, t)["summary"])
-        rounds["pipekeep warm"].append(run(cmd_for(threads, None), with_layer, t)["summary"])
+        for b in backends:
+            rounds[f"pipekeep {b} warm"].append(run(cmd_for(threads, None), layer(b, ""), t)["summary"])
     results["rounds"] = rounds
-    damaged = damage_tenth(store)
-    results["pipekeep warm, 10% damaged"] = run(cmd_for(threads, None), with_layer, t)
-    results["pipekeep warm, 10% damaged"]["damaged"] = damaged
-    results["pipekeep warm, 10% damaged"]["store_bytes"] = dir_bytes(store)
+    first = layer(backends[0], "")
+    damaged = damage_tenth(first["PIPEKEEP_DIR"])
+    mode = f"pipekeep {backends[0]} warm, 10% damaged"
+    results[mode] = run(cmd_for(threads, None), first, t)
+    results[mode]["damaged"] = damaged
+    results[mode]["store_bytes"] = dir_bytes(first["PIPEKEEP_DIR"])
     return results
 
 
@@ -152,14 +166,19 @@ def fmt(v, digits=1):
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
+def modes_of(results):
+    return [m for m in results if m != "rounds"]
+
+
 def table(title, results):
     cold = results["cold"]["summary"].get("creation_ms")
+    cold_app = results.get("cold, app cache", {}).get("summary", {}).get("creation_ms")
     mono = results.get("monolithic", {}).get("summary", {}).get("creation_ms")
     mono_wall = results.get("monolithic", {}).get("summary", {}).get("wall_ms")
     lines = [f"#### {title}", "",
-             "| mode | made | creation ms | wall ms | p50 ms | p99 ms | / cold | / monolithic (wall) | found | peak RSS MiB | read MiB | written MiB | store MiB | open ms |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for mode in MODES:
+             "| mode | made | creation ms | wall ms | p50 ms | p99 ms | / cold | / cold, app cache | / monolithic (wall) | found | peak RSS MiB | read MiB | written MiB | store MiB | app cache KiB | open ms |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for mode in modes_of(results):
         r = results.get(mode)
         if not r:
             lines.append(f"| {mode} | n/a | | | | | | | | | | | | |")
@@ -169,16 +188,19 @@ def table(title, results):
         proc = s.get("process", {})
         mib = lambda b: None if b is None else b / 2**20
         ratio_cold = f"{c / cold:.4f}" if c and cold else "-"
+        ratio_app = f"{c / cold_app:.3f}" if c and cold_app else "-"
+        app_kib = s.get("app_cache_bytes")
         ratio_mono = f"{c / mono:.2f} ({w / mono_wall:.2f})" if c and mono and w and mono_wall else "-"
         found = r["watch"].get("found", "-") if mode.startswith("pipekeep") else "-"
         rss = proc.get("peak_rss_kib")
         lines.append(f"| {mode} | {s.get('made', '-')} | {fmt(c)} | {fmt(w)} | {fmt(s.get('p50_ms'), 3)} | {fmt(s.get('p99_ms'), 3)} | "
-                     f"{ratio_cold} | {ratio_mono} | {found} | {fmt(None if rss is None else rss / 1024)} | "
-                     f"{fmt(mib(proc.get('read_bytes')))} | {fmt(mib(proc.get('written_bytes')))} | {fmt(mib(r.get('store_bytes')))} | {fmt(r.get('open_ms'), 2)} |")
+                     f"{ratio_cold} | {ratio_app} | {ratio_mono} | {found} | {fmt(None if rss is None else rss / 1024)} | "
+                     f"{fmt(mib(proc.get('read_bytes')))} | {fmt(mib(proc.get('written_bytes')))} | {fmt(mib(r.get('store_bytes')))} | "
+                     f"{fmt(None if app_kib is None else app_kib / 1024)} | {fmt(r.get('open_ms'), 2)} |")
     lines += ["", "Where a pipeline's time went through the layer (microseconds a pipeline, from the compile watch):", "",
               "| mode | key | lookup (open, read, verify) | cache (marker, driver's cache from the entry) | driver's pipeline call | keep (stamp or data for the writer) | all but the pipeline call |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
-    for mode in MODES:
+    for mode in modes_of(results):
         w = results.get(mode, {}).get("watch", {})
         built = float(w.get("built", 0) or 0)
         if not mode.startswith("pipekeep") or not built or "key_ms" not in w:
@@ -193,31 +215,34 @@ def rounds_table(results):
     """Medians over the interleaved rounds of the warm modes, and the median of each round's ratio."""
     import statistics
     rounds = results.get("rounds") or {}
-    warm = rounds.get("pipekeep warm") or []
-    if not warm:
+    warm_modes = [m for m in rounds if m.startswith("pipekeep") and rounds[m]]
+    if not warm_modes:
         return ""
     fig = lambda runs, k: [r.get(k) for r in runs if r.get(k)]
-    lines = [f"Warm modes again, {len(warm)} interleaved rounds: medians of the runs, and the median over "
-             "the rounds of pipekeep warm's time over each mode's.", "",
-             "| mode | creation ms, median | wall ms, median | pipekeep warm / this mode, median of rounds (wall) |",
-             "| --- | --- | --- | --- |"]
-    for mode in ("monolithic", "driver cache", "pipekeep warm"):
-        runs = rounds.get(mode) or []
+    lines = [f"Warm modes again, {len(rounds[warm_modes[0]])} interleaved rounds: medians of the runs, and the "
+             "median over the rounds of each pipekeep warm mode's time over the baseline's.", "",
+             "| mode | creation ms, median | wall ms, median | " + " | ".join(f"{w} / this, median of rounds (wall)" for w in warm_modes) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in warm_modes) + " |"]
+    for mode, runs in rounds.items():
         if not runs:
             continue
-        ratio = "-"
-        pairs = [(w, r) for w, r in zip(warm, runs) if w.get("creation_ms") and r.get("creation_ms")]
-        if pairs and mode != "pipekeep warm":
-            acc = statistics.median(w["creation_ms"] / r["creation_ms"] for w, r in pairs)
-            wall = statistics.median(w["wall_ms"] / r["wall_ms"] for w, r in pairs)
-            ratio = f"{acc:.2f} ({wall:.2f})"
+        cells = []
+        for w in warm_modes:
+            pairs = [(a, r) for a, r in zip(rounds[w], runs) if a.get("creation_ms") and r.get("creation_ms")]
+            if not pairs or w == mode:
+                cells.append("-")
+                continue
+            acc = statistics.median(a["creation_ms"] / r["creation_ms"] for a, r in pairs)
+            wall = statistics.median(a["wall_ms"] / r["wall_ms"] for a, r in pairs)
+            cells.append(f"{acc:.2f} ({wall:.2f})")
         lines.append(f"| {mode} | {fmt(statistics.median(fig(runs, 'creation_ms')))} | "
-                     f"{fmt(statistics.median(fig(runs, 'wall_ms')))} | {ratio} |")
+                     f"{fmt(statistics.median(fig(runs, 'wall_ms')))} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-COLOURS = {"cold": "#d62728", "monolithic": "#1f77b4", "driver cache": "#9467bd", "pipekeep cold": "#ff7f0e",
-           "pipekeep warm": "#2ca02c", "pipekeep warm, 10% damaged": "#8c564b"}
+COLOURS = {"cold": "#d62728", "cold, app cache": "#e377c2", "monolithic": "#1f77b4", "driver cache": "#9467bd",
+           "pipekeep binary cold": "#ff7f0e", "pipekeep binary warm": "#2ca02c", "pipekeep cache cold": "#bcbd22",
+           "pipekeep cache warm": "#17becf"}
 
 
 def plot(title, results, path):
@@ -262,6 +287,7 @@ def main():
     ap.add_argument("--ncnn-threads", default=None, help="thread counts for ncnn only (it is the long one)")
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--rounds", type=int, default=7, help="interleaved reruns of the warm modes, for medians")
+    ap.add_argument("--backends", default="binary,cache", help="PIPEKEEP_BACKEND values to run the pipekeep modes with")
     args = ap.parse_args()
     drv = DRIVERS[args.driver]
     os.makedirs(args.out, exist_ok=True)
@@ -277,7 +303,8 @@ def main():
         for threads in [int(t) for t in threads_list.split(",")]:
             if wl == "app":
                 def cmd_for(th, cache):
-                    return [app, "--compute", "400", "--graphics", "200", "--threads", str(th), "--batch", "10"]
+                    c = [app, "--compute", "400", "--graphics", "200", "--threads", str(th), "--batch", "10"]
+                    return c + (["--app-cache"] if cache == "memory" else [])
                 supports = False
             else:
                 db = os.path.join(args.corpus, dbs[wl])
@@ -288,10 +315,10 @@ def main():
                 supports = True
             started = time.monotonic()
             results = bench_workload(wl, cmd_for, args, drv, threads, manifest, scratch, supports)
-            device = next((r["summary"].get("device") for m, r in results.items() if m in MODES and r["summary"].get("device")), "?")
+            device = next((r["summary"].get("device") for m, r in results.items() if m != "rounds" and r["summary"].get("device")), "?")
             title = f"{wl} ({dbs.get(wl, 'test app: 400 compute + 200 graphics')}), {threads} thread(s), {device}"
             report.append(table(title, results) + "\n" + rounds_table(results))
-            plot(title, {m: r for m, r in results.items() if m in MODES}, os.path.join(args.out, f"{args.driver}-{wl}-{threads}t.svg"))
+            plot(title, {m: r for m, r in results.items() if m != "rounds"}, os.path.join(args.out, f"{args.driver}-{wl}-{threads}t.svg"))
             for r in results.values():
                 for summary in ([r["summary"]] if "summary" in r else [x for runs in r.values() for x in runs]):
                     summary.pop("times_ms", None)

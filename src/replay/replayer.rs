@@ -78,6 +78,10 @@ pub struct Summary {
     /// spent before the first pipeline and so in neither `creation_ms` nor `wall_ms`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_cache_load_ms: Option<f64>,
+    /// With an application cache: the size of the data it would save after the run (how whole
+    /// a layer below it left it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_cache_bytes: Option<usize>,
     /// Each made pipeline's creation time in ms, in the order they finished.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub times_ms: Vec<f64>,
@@ -382,6 +386,12 @@ unsafe fn replay_on(
             .or_default() += c.ray_tracing;
     }
     unsafe { r.run_jobs(&jobs, options, &mut summary) };
+    if r.app_cache != vk::PipelineCache::null() {
+        // SAFETY: the replay's own live cache; the size query of the two-call idiom.
+        summary.app_cache_bytes = unsafe { r.device.get_pipeline_cache_data(r.app_cache) }
+            .ok()
+            .map(|d| d.len());
+    }
     let saved = unsafe { save_app_cache(&r.device, r.app_cache, &options.app_cache) };
     unsafe { r.destroy() };
     saved?;
