@@ -50,31 +50,6 @@ pub unsafe fn capture(
     captured
 }
 
-/// The binaries the driver's internal cache holds for a create info (`pipelineBinaryInternalCache`):
-/// `Err(VK_PIPELINE_BINARY_MISSING_KHR)` where it holds none.
-///
-/// # Safety
-/// `create_info` must be a valid `Vk*PipelineCreateInfo` of `dev`.
-pub unsafe fn from_internal_cache(
-    dev: &DeviceData,
-    fns: &BinaryFns,
-    create_info: *const std::ffi::c_void,
-) -> Result<Captured, vk::Result> {
-    let pipeline_info = bin::PipelineCreateInfo {
-        s_type: bin::PIPELINE_CREATE_INFO,
-        p_next: create_info as *mut std::ffi::c_void,
-    };
-    let ci = bin::PipelineBinaryCreateInfo {
-        s_type: bin::PIPELINE_BINARY_CREATE_INFO,
-        p_next: std::ptr::null(),
-        p_keys_and_data_info: std::ptr::null(),
-        pipeline: vk::Pipeline::null(),
-        p_pipeline_create_info: (&pipeline_info as *const bin::PipelineCreateInfo).cast(),
-    };
-    // SAFETY: as the caller vouches.
-    unsafe { keys_and_data(dev, fns, &ci) }
-}
-
 unsafe fn capture_keys_and_data(
     dev: &DeviceData,
     fns: &BinaryFns,

@@ -28,7 +28,6 @@ pub const PIPELINE_BINARY_INFO: vk::StructureType = stype(2);
 pub const PIPELINE_BINARY_KEY: vk::StructureType = stype(3);
 pub const RELEASE_CAPTURED_PIPELINE_DATA_INFO: vk::StructureType = stype(5);
 pub const PIPELINE_BINARY_DATA_INFO: vk::StructureType = stype(6);
-pub const PIPELINE_CREATE_INFO: vk::StructureType = stype(7);
 pub const PIPELINE_BINARY_HANDLES_INFO: vk::StructureType = stype(9);
 
 /// `VkPipelineBinaryKHR`: a non-dispatchable handle.
@@ -74,13 +73,6 @@ pub struct PipelineBinaryKeysAndData {
     pub binary_count: u32,
     pub p_pipeline_binary_keys: *const PipelineBinaryKey,
     pub p_pipeline_binary_data: *const PipelineBinaryData,
-}
-
-/// `VkPipelineCreateInfoKHR`: names a `Vk*PipelineCreateInfo` through its `pNext`.
-#[repr(C)]
-pub struct PipelineCreateInfo {
-    pub s_type: vk::StructureType,
-    pub p_next: *mut c_void,
 }
 
 #[repr(C)]
@@ -157,7 +149,6 @@ const _: () = {
     assert!(size_of::<PipelineBinaryKeysAndData>() == 24);
     assert!(offset_of!(PipelineBinaryKeysAndData, p_pipeline_binary_keys) == 8);
     assert!(offset_of!(PipelineBinaryKeysAndData, p_pipeline_binary_data) == 16);
-    assert!(size_of::<PipelineCreateInfo>() == 16);
     assert!(size_of::<PipelineBinaryCreateInfo>() == 40);
     assert!(offset_of!(PipelineBinaryCreateInfo, p_keys_and_data_info) == 16);
     assert!(offset_of!(PipelineBinaryCreateInfo, pipeline) == 24);
