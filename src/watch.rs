@@ -208,7 +208,13 @@ impl Watch {
     /// The end of the run: returns the final line (for the caller to log: at process exit the
     /// logger's thread-local state is gone) and appends the run to `runs` (if given). Only the
     /// first call does anything.
-    pub fn finish(&self, runs: Option<&Path>, device: &str, identity: &str) -> Option<String> {
+    pub fn finish(
+        &self,
+        runs: Option<&Path>,
+        device: &str,
+        identity: &str,
+        backend: &str,
+    ) -> Option<String> {
         if self.finished.swap(true, Relaxed) {
             return None;
         }
@@ -219,6 +225,7 @@ impl Watch {
                 when: unix_secs(SystemTime::now()),
                 device: device.into(),
                 identity: identity.into(),
+                backend: backend.into(),
                 tally,
             };
             if let Err(e) = append_run(path, &run) {
@@ -237,6 +244,9 @@ pub struct RunRecord {
     pub device: String,
     /// The identity directory's name.
     pub identity: String,
+    /// The backend the run ended with (`binary` or `cache`; empty in lines of earlier versions).
+    #[serde(default)]
+    pub backend: String,
     #[serde(flatten)]
     pub tally: Tally,
 }
@@ -342,6 +352,7 @@ mod tests {
                 when: i as f64,
                 device: "d".into(),
                 identity: "i".into(),
+                backend: "cache".into(),
                 tally: Tally::default(),
             };
             append_run(&path, &run).unwrap();
@@ -358,7 +369,7 @@ mod tests {
         let path = dir.path().join("runs.jsonl");
         let idle = Watch::default();
         assert!(idle
-            .finish(Some(&path), "dev", "id")
+            .finish(Some(&path), "dev", "id", "cache")
             .unwrap()
             .contains(" built=0 "));
         assert!(!path.exists(), "nothing built, nothing written");
@@ -367,8 +378,8 @@ mod tests {
             Outcome::Compiled,
             &Lap::charged(Phase::Driver, Duration::from_millis(1)),
         );
-        assert!(w.finish(Some(&path), "dev", "id").is_some());
-        assert_eq!(w.finish(Some(&path), "dev", "id"), None);
+        assert!(w.finish(Some(&path), "dev", "id", "cache").is_some());
+        assert_eq!(w.finish(Some(&path), "dev", "id", "cache"), None);
         assert_eq!(read_runs(&path).unwrap().len(), 1);
     }
 
@@ -380,6 +391,7 @@ mod tests {
             when: n as f64,
             device: "dev".into(),
             identity: "id".into(),
+            backend: "cache".into(),
             tally: Tally::default(),
         };
         // Just short of the limit: the writers below cross it, so some of them rewrite.

@@ -289,10 +289,12 @@ impl DeviceData {
             .map(|r| r.join(&self.title).join("runs.jsonl"));
         let runs = runs.filter(|p| p.parent().is_some_and(|d| d.is_dir()));
         let identity = self.identity.dir_name();
-        if let Some(line) = self
-            .watch
-            .finish(runs.as_deref(), &self.device_name, &identity)
-        {
+        if let Some(line) = self.watch.finish(
+            runs.as_deref(),
+            &self.device_name,
+            &identity,
+            self.backend().name(),
+        ) {
             if at_exit {
                 super::guard::write_at_exit(&line);
             } else {

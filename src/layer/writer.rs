@@ -268,3 +268,53 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, wait: bool) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::envelope::tests::{cache_data, identity};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[test]
+    fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) =
+            Store::open(dir.path(), "t", identity(), 1 << 30, SystemTime::now()).unwrap();
+        let store = Arc::new(store);
+        let writer = Arc::new(Writer::new(Arc::new(|_| {})));
+        let key = PipelineKey {
+            spirv: [1; 16],
+            state: [2; 16],
+        };
+        // As the idle-priority writer would, preempted while it holds the queue's lock.
+        let held = writer.shared.0.lock().unwrap();
+        let (done, finished) = mpsc::channel();
+        {
+            let (writer, store) = (writer.clone(), store.clone());
+            std::thread::spawn(move || {
+                let data = cache_data(&identity(), &[7; 64]);
+                store.will_write(&key);
+                writer.write(
+                    store.clone(),
+                    key,
+                    PayloadKind::Cache,
+                    data,
+                    SystemTime::now(),
+                );
+                writer.stamp(store, key.file_name(), SystemTime::now());
+                done.send(()).unwrap();
+            });
+        }
+        let returned = finished.recv_timeout(Duration::from_secs(20));
+        drop(held);
+        assert!(
+            returned.is_ok(),
+            "the application's thread waited for the lock"
+        );
+        assert!(
+            store.entry_path(&key).exists(),
+            "written on the application's thread instead"
+        );
+    }
+}

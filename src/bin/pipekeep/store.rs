@@ -458,8 +458,9 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode, String> {
     for (t, runs) in &all {
         println!("{t}: {} runs", runs.len());
         println!(
-            "  {:<19} {:>7} {:>7} {:>8} {:>7} {:>7} {:>12} {:>11}",
+            "  {:<19} {:<7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>12} {:>11}",
             "when (UTC)",
+            "backend",
             "built",
             "found",
             "compiled",
@@ -471,8 +472,13 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode, String> {
         for r in runs {
             let c = &r.tally;
             println!(
-                "  {:<19} {:>7} {:>7} {:>8} {:>7} {:>7} {:>12.3} {:>11.3}",
+                "  {:<19} {:<7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>12.3} {:>11.3}",
                 human_time(r.when),
+                if r.backend.is_empty() {
+                    "-"
+                } else {
+                    &r.backend
+                },
                 c.built,
                 c.found,
                 c.compiled,
