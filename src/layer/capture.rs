@@ -16,6 +16,30 @@ use crate::key::{compute_key, graphics_key, Digest, Dynamic, PipelineKey, Unkeya
 use vk::DynamicState as D;
 use vk::StructureType as S;
 
+/// The structures of a chain, each at most once (the spec's rule): a chain naming one twice is
+/// never keyed by whichever came last.
+///
+/// # Safety
+/// `p_next` must be a valid chain.
+unsafe fn unique_chain(
+    p_next: *const std::ffi::c_void,
+    place: &'static str,
+) -> Result<Vec<*const vk::BaseInStructure<'static>>, Unkeyable> {
+    let mut seen: Vec<*const vk::BaseInStructure<'static>> = Vec::new();
+    // SAFETY: as the caller vouches.
+    for s in unsafe { chain(p_next) } {
+        let s_type = unsafe { (*s).s_type };
+        if seen.iter().any(|t| unsafe { (**t).s_type } == s_type) {
+            return Err(Unkeyable::UnknownStructure {
+                stype: s_type.as_raw(),
+                place,
+            });
+        }
+        seen.push(s);
+    }
+    Ok(seen)
+}
+
 /// Structures a pipeline's own chain may carry: feedback (an output, not hashed), robustness, and
 /// for graphics the dynamic-rendering formats.
 fn pipeline_chain(
@@ -29,19 +53,9 @@ fn pipeline_chain(
     Unkeyable,
 > {
     let (mut robustness, mut rendering) = (None, None);
-    let mut seen = Vec::new();
     // SAFETY: the application's chain.
-    for s in unsafe { chain(p_next) } {
-        let s_type = unsafe { (*s).s_type };
-        // Each structure at most once (the spec's rule): never keyed by whichever came last.
-        if seen.contains(&s_type) {
-            return Err(Unkeyable::UnknownStructure {
-                stype: s_type.as_raw(),
-                place: "a pipeline, twice",
-            });
-        }
-        seen.push(s_type);
-        match s_type {
+    for s in unsafe { unique_chain(p_next, "a pipeline, twice")? } {
+        match unsafe { (*s).s_type } {
             // Feedback is an output; flags2 is read as the effective flags.
             S::PIPELINE_CREATION_FEEDBACK_CREATE_INFO
             | S::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR => {}
@@ -115,19 +129,9 @@ unsafe fn stage(
     objects: &Objects,
 ) -> Result<StageDesc, Unkeyable> {
     let (mut inline_module, mut required_subgroup_size, mut robustness) = (None, None, None);
-    let mut seen = Vec::new();
     // SAFETY: the application's chain and arrays.
-    for p in unsafe { chain(s.p_next) } {
-        let s_type = unsafe { (*p).s_type };
-        // Each structure at most once (the spec's rule): never keyed by whichever came last.
-        if seen.contains(&s_type) {
-            return Err(Unkeyable::UnknownStructure {
-                stype: s_type.as_raw(),
-                place: "a shader stage, twice",
-            });
-        }
-        seen.push(s_type);
-        match s_type {
+    for p in unsafe { unique_chain(s.p_next, "a shader stage, twice")? } {
+        match unsafe { (*p).s_type } {
             S::SHADER_MODULE_CREATE_INFO => {
                 inline_module =
                     Some(unsafe { module_content(&*(p as *const vk::ShaderModuleCreateInfo))? })

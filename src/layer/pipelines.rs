@@ -571,21 +571,9 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
     };
     lap.to(Phase::Cache);
     let binary_info = binaries::info_for(&objects, b.info.p_next());
-    let mut with_binaries = *b.info;
-    with_binaries.set_p_next((&binary_info as *const bin::PipelineBinaryInfo).cast());
-    // SAFETY: the application's create info, built from the layer's binaries; no cache is
-    // involved (the binaries are the pipeline).
-    let r = unsafe {
-        (b.next)(
-            b.dev.handle,
-            vk::PipelineCache::null(),
-            1,
-            &with_binaries,
-            b.allocator,
-            slot,
-        )
-    };
-    lap.to(Phase::Driver);
+    // SAFETY: the layer's binaries, alive until after the build; no cache is involved (the
+    // binaries are the pipeline).
+    let r = unsafe { build_with_in_front(b, &binary_info, lap, slot) };
     drop(objects);
     drop(marker);
     if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
@@ -647,21 +635,9 @@ unsafe fn build_capturing<T: PipelineInfo>(
         flags: vk::PipelineCreateFlags2KHR::from_raw(flags | bin::CAPTURE_DATA),
         ..Default::default()
     };
-    let mut capturing = *b.info;
-    capturing.set_p_next((&flags2 as *const vk::PipelineCreateFlags2CreateInfoKHR).cast());
-    // SAFETY: the application's create info and allocator with the capture flag added, and no
-    // cache (as the capture flag requires).
-    let r = unsafe {
-        (b.next)(
-            b.dev.handle,
-            vk::PipelineCache::null(),
-            1,
-            &capturing,
-            b.allocator,
-            slot,
-        )
-    };
-    lap.to(Phase::Driver);
+    // SAFETY: the application's flags with the capture flag added, and no cache (as the capture
+    // flag requires).
+    let r = unsafe { build_with_in_front(b, &flags2, lap, slot) };
     if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
         return Kept::Made(r, Outcome::PassedThrough);
     }
@@ -673,6 +649,35 @@ unsafe fn build_capturing<T: PipelineInfo>(
         }
     }
     Kept::Made(r, Outcome::Compiled)
+}
+
+/// Builds the application's create info with `front` chained before its own structures (whose
+/// `pNext` must already be the application's chain), through no pipeline cache, with the
+/// application's allocator.
+///
+/// # Safety
+/// `front` must be a valid structure extending the create info, alive for the call.
+unsafe fn build_with_in_front<T: PipelineInfo, S>(
+    b: &Build<'_, T>,
+    front: &S,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> vk::Result {
+    let mut with = *b.info;
+    with.set_p_next((front as *const S).cast());
+    // SAFETY: as the caller vouches; the application's create info otherwise.
+    let r = unsafe {
+        (b.next)(
+            b.dev.handle,
+            vk::PipelineCache::null(),
+            1,
+            &with,
+            b.allocator,
+            slot,
+        )
+    };
+    lap.to(Phase::Driver);
+    r
 }
 
 /// Queues a pipeline's binaries as its entry.

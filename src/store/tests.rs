@@ -487,6 +487,18 @@ fn store_with_a_dir(root: &Path) -> Store {
     store
 }
 
+/// A FIFO at `path`: an open that waited for its writer would never return.
+fn make_fifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+}
+
 fn reopened(root: &Path) -> Store {
     open(root, 1 << 30, at(1))
 }
@@ -505,14 +517,7 @@ fn a_fifo_or_link_named_as_an_entry_is_dropped_unread_and_never_followed() {
     let store = store_with_a_dir(root.path());
     // A FIFO: an open that waited for a writer would hang the application for good.
     let fifo = store.entry_path(&key(1));
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    make_fifo(&fifo);
     // Links to an endless device and to a file outside the store.
     let outside = root.path().join("outside");
     fs::write(&outside, cache_data(&identity(), &[7; 10])).unwrap();
@@ -562,14 +567,7 @@ fn the_tool_check_refuses_a_fifo_or_link_without_waiting() {
     let root = tempfile::tempdir().unwrap();
     let store = store_with_a_dir(root.path());
     let fifo = store.entry_path(&key(1));
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    make_fifo(&fifo);
     std::os::unix::fs::symlink("/dev/zero", store.entry_path(&key(2))).unwrap();
     for n in [1, 2] {
         let err = inspect::check_entry(&store.entry_path(&key(n))).unwrap_err();

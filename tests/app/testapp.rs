@@ -92,14 +92,14 @@ unsafe extern "system" fn failing_allocation(
 }
 
 unsafe extern "system" fn failing_reallocation(
+    user: *mut std::ffi::c_void,
     _: *mut std::ffi::c_void,
-    _: *mut std::ffi::c_void,
-    _: usize,
-    _: usize,
-    _: vk::SystemAllocationScope,
+    size: usize,
+    alignment: usize,
+    scope: vk::SystemAllocationScope,
 ) -> *mut std::ffi::c_void {
-    ALLOC_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    std::ptr::null_mut()
+    // SAFETY: the same failing allocation, counted once.
+    unsafe { failing_allocation(user, size, alignment, scope) }
 }
 
 unsafe extern "system" fn no_free(_: *mut std::ffi::c_void, _: *mut std::ffi::c_void) {}
