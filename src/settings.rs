@@ -19,6 +19,16 @@ pub enum BackendSetting {
     Cache,
 }
 
+/// `PIPEKEEP_MERGE`: whether reading ahead merges found entries into one pipeline cache of the
+/// device (the `cache` backend only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MergeSetting {
+    /// Where it measured faster: NVIDIA.
+    Auto,
+    On,
+    Off,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// `PIPEKEEP_DISABLE` set to anything non-empty: the layer passes everything through.
@@ -35,6 +45,8 @@ pub struct Settings {
     pub read_ahead: u64,
     /// `PIPEKEEP_BACKEND`.
     pub backend: BackendSetting,
+    /// `PIPEKEEP_MERGE`.
+    pub merge: MergeSetting,
     /// `PIPEKEEP_LOG`: a tracing filter.
     pub log_filter: String,
     /// `PIPEKEEP_LOG_FILE`; stderr when unset.
@@ -50,6 +62,12 @@ pub struct Settings {
     /// Test only (`PIPEKEEP_TEST_FAIL_SETUP`: `instance` or `device`): recording that level's
     /// data panics, to show that every call still passes through.
     pub test_fail_setup: Option<String>,
+    /// Test only (`PIPEKEEP_TEST_READ_AHEAD_FIRST`): a lookup waits until reading ahead has ended,
+    /// so a warm run's lookups meet what was read ahead or merged.
+    pub test_read_ahead_first: bool,
+    /// Test only (`PIPEKEEP_TEST_ABORT_IN_MERGE`): the process aborts inside its first merge,
+    /// after the loading marker names the entry.
+    pub test_abort_in_merge: bool,
     /// Test only (`PIPEKEEP_TEST_REFUSE_BINARIES`): every kept binary counts as refused by the
     /// driver, as NVIDIA's driver refuses binaries another process wrote.
     pub test_refuse_binaries: bool,
@@ -96,6 +114,17 @@ impl Settings {
                 BackendSetting::Auto
             }
         };
+        let merge = match non_empty("PIPEKEEP_MERGE").as_deref() {
+            None | Some("auto") => MergeSetting::Auto,
+            Some("on") => MergeSetting::On,
+            Some("off") => MergeSetting::Off,
+            Some(other) => {
+                problems.push(format!(
+                    "PIPEKEEP_MERGE={other:?} is not auto, on or off; using auto"
+                ));
+                MergeSetting::Auto
+            }
+        };
         // An implicit layer runs inside every Vulkan program: quiet unless asked.
         let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "warn".into());
         let test_open_time =
@@ -115,6 +144,7 @@ impl Settings {
             max_bytes,
             read_ahead,
             backend,
+            merge,
             log_filter,
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),
@@ -122,6 +152,8 @@ impl Settings {
             test_abort_in_load: non_empty("PIPEKEEP_TEST_ABORT_IN_LOAD").is_some(),
             test_fail_setup: non_empty("PIPEKEEP_TEST_FAIL_SETUP"),
             test_refuse_binaries: non_empty("PIPEKEEP_TEST_REFUSE_BINARIES").is_some(),
+            test_read_ahead_first: non_empty("PIPEKEEP_TEST_READ_AHEAD_FIRST").is_some(),
+            test_abort_in_merge: non_empty("PIPEKEEP_TEST_ABORT_IN_MERGE").is_some(),
             test_open_time,
             problems,
         }

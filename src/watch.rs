@@ -17,6 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 pub enum Outcome {
     /// Served from a kept entry.
     Found,
+    /// Served from a kept entry merged into the device's merged cache (counted in `found` too).
+    FoundMerged,
     /// Compiled by the driver through a kept cache (its entry is counted by [`Watch::written`]
     /// once written).
     Compiled,
@@ -114,6 +116,7 @@ pub struct Watch {
     unkeyed: AtomicU64,
     passed: AtomicU64,
     refused: AtomicU64,
+    merged: AtomicU64,
     longest_ns: AtomicU64,
     phase_ns: [AtomicU64; PHASES],
     finished: AtomicBool,
@@ -130,6 +133,9 @@ pub struct Tally {
     pub passed: u64,
     #[serde(default)]
     pub refused: u64,
+    /// Of `found`, those served through the merged cache.
+    #[serde(default)]
+    pub merged: u64,
     pub total_ms: f64,
     pub longest_ms: f64,
     #[serde(default, flatten)]
@@ -140,9 +146,9 @@ impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3}",
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} merged={}",
             self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused,
-            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms
+            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.merged
         )
     }
 }
@@ -158,6 +164,10 @@ impl Watch {
         self.longest_ns.fetch_max(ns, Relaxed);
         let counter = match outcome {
             Outcome::Found => &self.found,
+            Outcome::FoundMerged => {
+                self.merged.fetch_add(1, Relaxed);
+                &self.found
+            }
             Outcome::Compiled => &self.compiled,
             Outcome::Refused => {
                 self.refused.fetch_add(1, Relaxed);
@@ -187,6 +197,7 @@ impl Watch {
             unkeyed: self.unkeyed.load(Relaxed),
             passed: self.passed.load(Relaxed),
             refused: self.refused.load(Relaxed),
+            merged: self.merged.load(Relaxed),
             // The phases partition each pipeline's time: their sums are the total.
             total_ms: self.phase_ns.iter().map(|p| p.load(Relaxed)).sum::<u64>() as f64 / 1e6,
             longest_ms: self.longest_ns.load(Relaxed) as f64 / 1e6,

@@ -11,6 +11,7 @@ use std::sync::{Arc, LazyLock, Mutex, Once, OnceLock};
 use std::time::SystemTime;
 
 use ash::vk;
+use ash::vk::Handle;
 
 use super::abi::{find_link_info, LayerDeviceCreateInfo, LOADER_DEVICE_CREATE_INFO};
 use super::guard::{guarded, SETTINGS};
@@ -20,7 +21,7 @@ use super::objects::Objects;
 use super::registry::{dispatch_key, Link, Registry};
 use super::writer::{OnWritten, Writer};
 use crate::key::Digest;
-use crate::settings::BackendSetting;
+use crate::settings::{BackendSetting, MergeSetting};
 use crate::store::files::Written;
 use crate::store::identity::HOST_ABI;
 use crate::store::{Identity, Store};
@@ -32,6 +33,7 @@ pub struct DeviceFns {
     pub destroy_device: vk::PFN_vkDestroyDevice,
     pub create_pipeline_cache: vk::PFN_vkCreatePipelineCache,
     pub destroy_pipeline_cache: vk::PFN_vkDestroyPipelineCache,
+    pub merge_pipeline_caches: vk::PFN_vkMergePipelineCaches,
     pub get_pipeline_cache_data: vk::PFN_vkGetPipelineCacheData,
     pub create_compute_pipelines: vk::PFN_vkCreateComputePipelines,
     pub create_graphics_pipelines: vk::PFN_vkCreateGraphicsPipelines,
@@ -70,6 +72,7 @@ impl DeviceFns {
                 destroy_device: load_device(gdpa, d, c"vkDestroyDevice")?,
                 create_pipeline_cache: load_device(gdpa, d, c"vkCreatePipelineCache")?,
                 destroy_pipeline_cache: load_device(gdpa, d, c"vkDestroyPipelineCache")?,
+                merge_pipeline_caches: load_device(gdpa, d, c"vkMergePipelineCaches")?,
                 get_pipeline_cache_data: load_device(gdpa, d, c"vkGetPipelineCacheData")?,
                 create_compute_pipelines: load_device(gdpa, d, c"vkCreateComputePipelines")?,
                 create_graphics_pipelines: load_device(gdpa, d, c"vkCreateGraphicsPipelines")?,
@@ -165,12 +168,24 @@ pub struct DeviceData {
     /// Entries of binaries the driver took, and refused, this run.
     binary_loads: AtomicU32,
     binary_refusals: AtomicU32,
+    /// Reading ahead merges found entries into caches of this device's own (`cache` backend).
+    pub merges: bool,
+    pub merged_caches: super::merge::MergedCaches,
 }
 
 impl DeviceData {
     /// The store, opened at the first call (threads that need it first wait for that opening).
     /// `None` makes the layer a pass-through for this device.
     pub fn store(&self) -> Option<&Arc<Store>> {
+        if SETTINGS.test_read_ahead_first {
+            // Test only: the opening thread opens the store (and so reads ahead), not a lookup.
+            let started = std::time::Instant::now();
+            while self.opened_store().is_none()
+                && started.elapsed() < std::time::Duration::from_secs(10)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         self.open_store(true).0
     }
 
@@ -274,6 +289,11 @@ impl DeviceData {
             if let Some(opener) = self.opener.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 let _ = opener.join();
             }
+            // The readers are gone: what they merged goes with this device's caches.
+            if let Some(store) = self.opened_store() {
+                store.forget_merged(self.handle.as_raw());
+            }
+            self.merged_caches.destroy_all(self);
             self.writer.finish();
             let last = self
                 .store
@@ -344,8 +364,10 @@ fn open_ahead(data: &Arc<DeviceData>) {
                             super::idle::lower_this_threads_priority_but_not_its_reads("read ahead");
                             let started = std::time::Instant::now();
                             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                            let r = store.read_ahead(listed, SETTINGS.read_ahead, (cores / 4).clamp(1, 4), &ahead.stop);
-                            tracing::debug!(held = r.held, held_bytes = r.held_bytes, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
+                            let merger = ahead.merges.then(|| super::merge::DeviceMerger { dev: &ahead, store });
+                            let merger = merger.as_ref().map(|m| m as &dyn crate::store::Merger);
+                            let r = store.read_ahead(listed, SETTINGS.read_ahead, (cores / 4).clamp(1, 4), &ahead.stop, merger);
+                            tracing::debug!(held = r.held, held_bytes = r.held_bytes, merged = r.merged, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
                         }
                     }
                 },
@@ -750,6 +772,15 @@ unsafe fn register_device(
         binary_fns,
         binary_loads: Default::default(),
         binary_refusals: Default::default(),
+        merges: active
+            && backend == Backend::Cache
+            && plan.feedback_valid()
+            && match SETTINGS.merge {
+                MergeSetting::On => true,
+                MergeSetting::Off => false,
+                MergeSetting::Auto => properties.vendor_id == NVIDIA,
+            },
+        merged_caches: Default::default(),
     };
     let data = Arc::new(data);
     // SAFETY: a live device.

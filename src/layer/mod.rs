@@ -24,6 +24,7 @@ mod guard;
 mod idle;
 mod instance;
 mod marker_map;
+mod merge;
 mod objects;
 mod pipelines;
 mod registry;

@@ -8,6 +8,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use ash::vk;
+use ash::vk::Handle;
 
 use super::abi::find_in_chain;
 use super::binaries;
@@ -18,7 +19,7 @@ use super::guard::{guarded, SETTINGS};
 use super::objects::Objects;
 use crate::key::{Digest, PipelineKey, Unkeyable};
 use crate::store::envelope::{holds_more_than_header, PayloadKind};
-use crate::store::{FoundEntry, Lookup, Store};
+use crate::store::{FoundEntry, Lookup, MergedEntry, Store};
 use crate::watch::{Lap, Outcome, Phase};
 
 type CreateFn<T> = unsafe extern "system" fn(
@@ -261,7 +262,7 @@ unsafe fn build_one<T: PipelineInfo>(
 }
 
 /// A pipeline cache of the layer's own, from checked entry data or empty.
-unsafe fn create_cache(
+pub(super) unsafe fn create_cache(
     dev: &DeviceData,
     data: Option<&[u8]>,
 ) -> Result<vk::PipelineCache, vk::Result> {
@@ -470,10 +471,23 @@ unsafe fn build_kept<T: PipelineInfo>(
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
 ) -> Kept {
+    if SETTINGS.test_read_ahead_first {
+        wait_for_reading_ahead(store);
+    }
     let looked_up = store.lookup(key);
     lap.to(Phase::Lookup);
+    let mut merged = None;
     let found = match looked_up {
         Ok(Lookup::Found(entry)) => Some(entry),
+        Ok(Lookup::Merged(m)) if m.within.owner == dev.handle.as_raw() && dev.feedback_valid => {
+            merged = Some(m);
+            None
+        }
+        // Merged by another device of this identity: read as a lookup would.
+        Ok(Lookup::Merged(_)) => match store.read_entry(key) {
+            Ok(Lookup::Found(entry)) => Some(entry),
+            _ => None,
+        },
         Ok(Lookup::Missing) => {
             tracing::debug!(entry = %key.file_name(), "no entry; compiling");
             None
@@ -493,6 +507,9 @@ unsafe fn build_kept<T: PipelineInfo>(
         next,
         must_be_found: info.has_flag(vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED),
     };
+    if let Some(m) = merged {
+        return unsafe { build_merged(&b, m, lap, slot) };
+    }
     if b.must_be_found && found.is_none() {
         return Kept::AskAsAsked;
     }
@@ -525,6 +542,53 @@ unsafe fn build_kept<T: PipelineInfo>(
         },
         _ => unsafe { build_cached(&b, found, refused, lap, slot) },
     }
+}
+
+/// Test only: waits (at most ten seconds) until reading ahead has read all it will.
+fn wait_for_reading_ahead(store: &Store) {
+    let started = std::time::Instant::now();
+    while !store.reading_ahead_ended() && started.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// `cache`, merged: the entry was checked whole and merged into one of the device's merged
+/// caches by reading ahead; the pipeline is built through that cache (no cache of its own is
+/// made). Found is the feedback's cache-hit bit; an entry merged but not served counts as
+/// `refused` (its pipeline is the driver's compile, through the merged cache). A build that fails
+/// is asked once more, as the application asked.
+unsafe fn build_merged<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    merged: MergedEntry,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Kept {
+    let dev = b.dev;
+    // SAFETY: the application's create info; the feedback outlives the build.
+    let mut feedback = unsafe { Feedback::for_info(dev, b.info) };
+    let layer_feedback = feedback.as_mut().and_then(|f| f.layer_info(b.info));
+    let with_feedback = chained(b.info, layer_feedback.as_ref());
+    let cache = vk::PipelineCache::from_raw(merged.within.cache);
+    lap.to(Phase::Cache);
+    // SAFETY: a merged cache of this device, complete before it was published and only built
+    // through since; it lives until the device ends.
+    let r = unsafe { (b.next)(dev.handle, cache, 1, &with_feedback, b.allocator, slot) };
+    lap.to(Phase::Driver);
+    if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
+        *slot = vk::Pipeline::null();
+        return Kept::AskAsAsked;
+    }
+    let hit = feedback
+        .as_ref()
+        .and_then(Feedback::cache_hit)
+        .unwrap_or(false);
+    if !hit {
+        tracing::debug!(entry = %merged.name, "merged, but the driver compiled it");
+        return Kept::Made(r, Outcome::Refused);
+    }
+    dev.writer
+        .stamp(b.store.clone(), merged.name, b.store.next_stamp());
+    Kept::Made(r, Outcome::FoundMerged)
 }
 
 /// Whether the layer can add the capture flag: through a `VkPipelineCreateFlags2CreateInfoKHR`

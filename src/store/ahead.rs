@@ -18,8 +18,27 @@ use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
 
 use crate::key::PipelineKey;
 
+/// What reading ahead holds for a key, until a lookup takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ready {
+    /// The entry's bytes, checked whole.
+    Bytes(Vec<u8>),
+    /// The entry was checked whole and merged into a pipeline cache of the reader's device
+    /// ([`super::Merger`]): no bytes are held.
+    Merged(super::MergedIn),
+}
+
+impl Ready {
+    fn held_bytes(&self) -> u64 {
+        match self {
+            Ready::Bytes(b) => b.len() as u64,
+            Ready::Merged(_) => 0,
+        }
+    }
+}
+
 struct Held {
-    ready: HashMap<PipelineKey, Vec<u8>>,
+    ready: HashMap<PipelineKey, Ready>,
     claimed: HashSet<PipelineKey>,
     /// Claims a lookup left while the lock was taken.
     late_claims: Receiver<PipelineKey>,
@@ -37,8 +56,8 @@ impl Held {
     /// Takes in the claims lookups left in the channel, letting go of what they claimed.
     fn take_late_claims(&mut self) {
         while let Ok(key) = self.late_claims.try_recv() {
-            if let Some(bytes) = self.ready.remove(&key) {
-                self.bytes -= bytes.len() as u64;
+            if let Some(ready) = self.ready.remove(&key) {
+                self.bytes -= ready.held_bytes();
             }
             self.claimed.insert(key);
         }
@@ -102,6 +121,8 @@ pub struct AheadReport {
     pub held_bytes: u64,
     /// Entries a lookup claimed first.
     pub claimed_first: u64,
+    /// Entries merged (held without bytes).
+    pub merged: u64,
 }
 
 impl ReadAhead {
@@ -113,7 +134,7 @@ impl ReadAhead {
     /// either way the key is not read ahead after this. Never waits: with the lock taken (by a
     /// reader, perhaps preempted at idle priority) the claim is left for the readers, and the
     /// lookup reads the entry itself.
-    pub fn claim(&self, key: &PipelineKey) -> Option<Vec<u8>> {
+    pub fn claim(&self, key: &PipelineKey) -> Option<Ready> {
         if self.over.load(Ordering::Acquire) {
             return None;
         }
@@ -126,11 +147,11 @@ impl ReadAhead {
             }
         };
         held.claimed.insert(*key);
-        let bytes = held.ready.remove(key)?;
-        held.bytes -= bytes.len() as u64;
+        let ready = held.ready.remove(key)?;
+        held.bytes -= ready.held_bytes();
         self.wake_a_waiting_reader(&held);
         self.skip_lock_once_taken(&held);
-        Some(bytes)
+        Some(ready)
     }
 
     fn wake_a_waiting_reader(&self, held: &Held) {
@@ -173,6 +194,11 @@ impl ReadAhead {
     /// Holds a checked entry in the room reserved for it, unless a lookup claimed it meanwhile
     /// (or `bytes` is `None`: the entry could not be read). True when held.
     pub fn offer(&self, key: PipelineKey, reserved: u64, bytes: Option<Vec<u8>>) -> bool {
+        self.offer_ready(key, reserved, bytes.map(Ready::Bytes))
+    }
+
+    /// As [`ReadAhead::offer`], for what a reader holds (bytes, or an entry merged).
+    pub fn offer_ready(&self, key: PipelineKey, reserved: u64, ready: Option<Ready>) -> bool {
         let mut held = self.lock();
         if held.stopped {
             return false;
@@ -180,10 +206,10 @@ impl ReadAhead {
         held.take_late_claims();
         held.bytes -= reserved;
         self.wake_a_waiting_reader(&held);
-        match bytes {
-            Some(bytes) if !held.claimed.contains(&key) => {
-                held.bytes += bytes.len() as u64;
-                held.ready.insert(key, bytes);
+        match ready {
+            Some(ready) if !held.claimed.contains(&key) => {
+                held.bytes += ready.held_bytes();
+                held.ready.insert(key, ready);
                 true
             }
             _ => false,
@@ -203,6 +229,19 @@ impl ReadAhead {
         if held.ended && held.ready.is_empty() {
             self.over.store(true, Ordering::Release);
         }
+    }
+
+    /// Whether reading ahead has read all it will, or was stopped.
+    pub fn has_ended(&self) -> bool {
+        let held = self.lock();
+        held.ended || held.stopped
+    }
+
+    /// Lets go of what was merged into `owner`'s caches.
+    pub fn forget_merged(&self, owner: u64) {
+        let mut held = self.lock();
+        held.ready
+            .retain(|_, r| !matches!(r, Ready::Merged(m) if m.owner == owner));
     }
 
     /// Stops reading ahead (at the device's end) and lets go of what is held.
@@ -234,7 +273,7 @@ mod tests {
         let ahead = ReadAhead::default();
         assert_eq!(ahead.reserve(&key(1), 10, 100, &GO), Reserve::Read);
         assert!(ahead.offer(key(1), 10, Some(vec![1; 10])));
-        assert_eq!(ahead.claim(&key(1)), Some(vec![1; 10]));
+        assert_eq!(ahead.claim(&key(1)), Some(Ready::Bytes(vec![1; 10])));
         assert_eq!(ahead.claim(&key(1)), None);
         assert_eq!(ahead.reserve(&key(1), 10, 100, &GO), Reserve::Claimed);
         assert_eq!(ahead.reserve(&key(2), 10, 100, &GO), Reserve::Read);
@@ -262,7 +301,7 @@ mod tests {
             std::thread::spawn(move || ahead.reserve(&key(3), 8, 10, &GO))
         };
         // The reader waits until the held entry is taken.
-        assert_eq!(ahead.claim(&key(1)).map(|b| b.len()), Some(8));
+        assert_eq!(ahead.claim(&key(1)).map(|r| r.held_bytes()), Some(8));
         assert_eq!(reader.join().unwrap(), Reserve::Read);
         assert!(ahead.offer(key(3), 8, Some(vec![0; 8])));
         let stopped = {
@@ -295,7 +334,7 @@ mod tests {
             "set before the wait"
         );
         assert_eq!(
-            ahead.claim(&key(1)).map(|b| b.len()),
+            ahead.claim(&key(1)).map(|r| r.held_bytes()),
             Some(8),
             "a stopped reader's entries still serve the other devices' lookups"
         );

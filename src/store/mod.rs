@@ -200,10 +200,47 @@ impl FoundEntry {
     }
 }
 
+/// Where reading ahead merged an entry: a pipeline cache of one device, named by handles the
+/// store does not interpret (the layer's device and cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergedIn {
+    pub owner: u64,
+    pub cache: u64,
+}
+
+/// An entry reading ahead checked whole and merged: its name, for the stamp, and where.
+pub struct MergedEntry {
+    pub name: EntryName,
+    pub within: MergedIn,
+}
+
+/// What reading ahead hands its checked entries to, a batch at a time, instead of holding their
+/// bytes (the layer merges them into one pipeline cache of its device: issue D994's guarantees
+/// hold, every check has run first).
+pub trait Merger: Sync {
+    /// Merges a batch; returns where, and for each entry whether it was merged (one that was not
+    /// is held as bytes, as without a merger). `None`: nothing was merged.
+    fn merge(&self, batch: &[FoundEntry]) -> Option<(MergedIn, Vec<bool>)>;
+}
+
+/// What reading one entry ahead gave.
+enum ReadOne {
+    /// Checked whole, its room reserved.
+    Read(FoundEntry, u64),
+    /// Claimed first, damaged or not an entry: nothing to hold.
+    Skipped,
+    Stopped,
+}
+
+/// Entries a reader merges at once.
+const MERGE_BATCH: usize = 64;
+
 /// The answer to a lookup.
 pub enum Lookup {
     Missing,
     Found(FoundEntry),
+    /// Checked whole and merged into a pipeline cache by reading ahead.
+    Merged(MergedEntry),
     /// The entry failed a check: it was dropped and logged.
     Dropped(EntryError),
 }
@@ -270,8 +307,17 @@ impl Store {
     /// Looks an entry up: taken from what was read ahead, else by opening its file unless it is
     /// known to be missing; a damaged entry is dropped and logged.
     pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
-        if let Some(bytes) = self.ahead.claim(key) {
-            return Ok(Lookup::Found(FoundEntry::new(key.file_name(), bytes)));
+        match self.ahead.claim(key) {
+            Some(ahead::Ready::Bytes(bytes)) => {
+                return Ok(Lookup::Found(FoundEntry::new(key.file_name(), bytes)))
+            }
+            Some(ahead::Ready::Merged(within)) => {
+                return Ok(Lookup::Merged(MergedEntry {
+                    name: key.file_name(),
+                    within,
+                }))
+            }
+            None => {}
         }
         if !self.known.may_hold(key) {
             return Ok(Lookup::Missing);
@@ -281,7 +327,7 @@ impl Store {
 
     /// Opens, reads and checks one entry. A file that is not a regular file, or larger than an
     /// entry may be, is dropped before a byte of it is read.
-    fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
+    pub fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         let name = key.file_name();
         let path = || self.dir.join(name);
         let refused = match files::read_entry_file(self.open_entry(&name)) {
@@ -392,6 +438,7 @@ impl Store {
         window: u64,
         readers: usize,
         stop: &AtomicBool,
+        merger: Option<&dyn Merger>,
     ) -> ahead::AheadReport {
         let mut entries = match listed {
             Some(mut all) => {
@@ -404,10 +451,24 @@ impl Store {
         let next = AtomicU64::new(0);
         let read_some = || {
             let mut report = ahead::AheadReport::default();
+            let mut batch = Vec::new();
             while let Some(entry) = entries.get(next.fetch_add(1, Ordering::Relaxed) as usize) {
-                if !self.read_one_ahead(entry, window, stop, &mut report) {
-                    break;
+                match self.read_one_ahead(entry, window, stop, &mut report) {
+                    ReadOne::Stopped => break,
+                    ReadOne::Skipped => {}
+                    ReadOne::Read(found, reserved) => match merger {
+                        None => self.hold(found, reserved, None, &mut report),
+                        Some(m) => {
+                            batch.push((found, reserved));
+                            if batch.len() == MERGE_BATCH {
+                                self.merge_batch(m, std::mem::take(&mut batch), stop, &mut report);
+                            }
+                        }
+                    },
                 }
+            }
+            if let Some(m) = merger.filter(|_| !batch.is_empty()) {
+                self.merge_batch(m, batch, stop, &mut report);
             }
             report
         };
@@ -421,6 +482,7 @@ impl Store {
                     report.held += r.held;
                     report.held_bytes += r.held_bytes;
                     report.claimed_first += r.claimed_first;
+                    report.merged += r.merged;
                 }
             }
             report
@@ -429,43 +491,90 @@ impl Store {
         report
     }
 
-    /// Reads one entry ahead unless a lookup claimed it; false once reading ahead is stopped.
+    /// Reads and checks one entry ahead, its room in the window reserved, unless a lookup claimed
+    /// it or reading ahead is stopped.
     fn read_one_ahead(
         &self,
         entry: &bound::StampedEntry,
         window: u64,
         stop: &AtomicBool,
         report: &mut ahead::AheadReport,
-    ) -> bool {
+    ) -> ReadOne {
         let Some(key) = entry
             .path
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(PipelineKey::from_file_name)
         else {
-            return true;
+            return ReadOne::Skipped;
         };
         match self.ahead.reserve(&key, entry.bytes, window, stop) {
             ahead::Reserve::Read => {}
             ahead::Reserve::Claimed => {
                 report.claimed_first += 1;
-                return true;
+                return ReadOne::Skipped;
             }
-            ahead::Reserve::Stopped => return false,
+            ahead::Reserve::Stopped => return ReadOne::Stopped,
         }
         // A damaged entry is dropped and logged here as its lookup would have done.
-        let bytes = match self.read_entry(&key) {
-            Ok(Lookup::Found(found)) => Some(found.bytes),
-            _ => None,
+        match self.read_entry(&key) {
+            Ok(Lookup::Found(found)) => ReadOne::Read(found, entry.bytes),
+            _ => {
+                self.ahead.offer(key, entry.bytes, None);
+                ReadOne::Skipped
+            }
+        }
+    }
+
+    /// Holds an entry read ahead: merged where `within` says so, else its bytes.
+    fn hold(
+        &self,
+        found: FoundEntry,
+        reserved: u64,
+        within: Option<MergedIn>,
+        report: &mut ahead::AheadReport,
+    ) {
+        let Some(key) = PipelineKey::from_file_name(&found.name) else {
+            return;
         };
-        let len = bytes.as_ref().map(|b| b.len() as u64);
-        if self.ahead.offer(key, entry.bytes, bytes) {
+        let len = found.bytes.len() as u64;
+        let ready = match within {
+            Some(within) => ahead::Ready::Merged(within),
+            None => ahead::Ready::Bytes(found.bytes),
+        };
+        let merged = within.is_some();
+        if self.ahead.offer_ready(key, reserved, Some(ready)) {
             report.held += 1;
-            report.held_bytes += len.unwrap_or(0);
-        } else if len.is_some() {
+            if merged {
+                report.merged += 1;
+            } else {
+                report.held_bytes += len;
+            }
+        } else {
             report.claimed_first += 1;
         }
-        true
+    }
+
+    /// Hands a batch of checked entries to the merger (not once stopped: the device is going),
+    /// then holds each as merged or as bytes.
+    fn merge_batch(
+        &self,
+        merger: &dyn Merger,
+        batch: Vec<(FoundEntry, u64)>,
+        stop: &AtomicBool,
+        report: &mut ahead::AheadReport,
+    ) {
+        let (found, reserved): (Vec<FoundEntry>, Vec<u64>) = batch.into_iter().unzip();
+        let merged = (!stop.load(Ordering::Acquire))
+            .then(|| merger.merge(&found))
+            .flatten();
+        for (i, (entry, reserved)) in found.into_iter().zip(reserved).enumerate() {
+            let within = merged
+                .as_ref()
+                .filter(|(_, flags)| flags.get(i) == Some(&true))
+                .map(|(within, _)| *within);
+            self.hold(entry, reserved, within, report);
+        }
     }
 
     /// Ends reading ahead and lets go of what it holds (the last device of the store is gone).
@@ -477,6 +586,17 @@ impl Store {
     /// hold still serves lookups (another device may share the store).
     pub fn wake_readers_to_stop(&self) {
         self.ahead.wake_readers();
+    }
+
+    /// Whether reading ahead has read all it will (or was stopped).
+    pub fn reading_ahead_ended(&self) -> bool {
+        self.ahead.has_ended()
+    }
+
+    /// Lets go of the entries merged into `owner`'s caches (that device is gone: its caches with
+    /// it).
+    pub fn forget_merged(&self, owner: u64) {
+        self.ahead.forget_merged(owner);
     }
 
     /// Nothing is read ahead for this store: lookups take no lock for it.

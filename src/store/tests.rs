@@ -369,7 +369,7 @@ fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
     // Read in the order the bound's listing gives, as the layer does after its opening.
     let listed = run2.keep_within_bound().map(|b| b.kept);
     assert_eq!(listed.as_ref().map(Vec::len), Some(5));
-    let report = run2.read_ahead(listed, 1 << 20, 1, &AtomicBool::new(false));
+    let report = run2.read_ahead(listed, 1 << 20, 1, &AtomicBool::new(false), None);
     assert_eq!((report.held, report.claimed_first), (3, 1), "{report:?}");
     assert!(
         !damaged.exists(),
@@ -413,7 +413,7 @@ fn read_ahead_waits_within_its_window_and_a_stop_ends_it() {
     let run2 = std::sync::Arc::new(open(root.path(), 1 << 30, at(200)));
     let reader = {
         let run2 = run2.clone();
-        std::thread::spawn(move || run2.read_ahead(None, 400, 2, &AtomicBool::new(false)))
+        std::thread::spawn(move || run2.read_ahead(None, 400, 2, &AtomicBool::new(false), None))
     };
     // The window holds one entry: the reader waits until it is taken, or stopped (however far
     // it got by then, it never holds more than the window).
@@ -506,7 +506,7 @@ fn reopened(root: &Path) -> Store {
 fn dropped_as(store: &Store, k: &PipelineKey, reason: &str) {
     match store.lookup(k).unwrap() {
         Lookup::Dropped(why) => assert_eq!(why.reason(), reason, "{why}"),
-        Lookup::Found(_) => panic!("found"),
+        Lookup::Found(_) | Lookup::Merged(_) => panic!("found"),
         Lookup::Missing => panic!("missing"),
     }
 }

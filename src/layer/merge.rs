@@ -1,0 +1,86 @@
+//! The merged cache (issue 17): on the `cache` backend, reading ahead hands the entries the last
+//! run used, each already checked whole, to the device, which makes a pipeline cache of each and
+//! merges it (`vkMergePipelineCaches`) into one cache of its own a batch, while the reader's
+//! loading marker names the entry being merged (a crash inside the driver costs that entry
+//! once). A batch's cache is complete before any lookup sees it, and only read (built through)
+//! after, so no application thread shares it with a merge. A lookup whose entry was merged builds
+//! through that cache and makes no cache of its own. The caches live until `vkDestroyDevice`
+//! and are never written to disk.
+
+use std::sync::Mutex;
+
+use ash::vk;
+use ash::vk::Handle;
+
+use super::device::DeviceData;
+use super::guard::SETTINGS;
+use crate::store::envelope::PayloadKind;
+use crate::store::{FoundEntry, MergedIn, Merger, Store};
+
+/// The merged caches a device made, destroyed at its end.
+#[derive(Default)]
+pub struct MergedCaches(Mutex<Vec<vk::PipelineCache>>);
+
+impl MergedCaches {
+    /// Destroys every merged cache (the device's readers have been joined).
+    pub fn destroy_all(&self, dev: &DeviceData) {
+        let caches = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        for cache in caches {
+            // SAFETY: the layer's own cache; no reader or lookup uses it any more.
+            unsafe { (dev.fns.destroy_pipeline_cache)(dev.handle, cache, std::ptr::null()) };
+        }
+    }
+}
+
+/// Merges for one device, on its reader thread.
+pub struct DeviceMerger<'a> {
+    pub dev: &'a DeviceData,
+    pub store: &'a Store,
+}
+
+impl Merger for DeviceMerger<'_> {
+    fn merge(&self, batch: &[FoundEntry]) -> Option<(MergedIn, Vec<bool>)> {
+        let dev = self.dev;
+        // SAFETY: the layer's own empty cache.
+        let merged = unsafe { super::pipelines::create_cache(dev, None) }.ok()?;
+        let flags: Vec<bool> = batch
+            .iter()
+            .map(|entry| entry.kind() == PayloadKind::Cache && self.merge_one(merged, entry))
+            .collect();
+        if !flags.iter().any(|f| *f) {
+            // SAFETY: the layer's own cache, which nothing else saw.
+            unsafe { (dev.fns.destroy_pipeline_cache)(dev.handle, merged, std::ptr::null()) };
+            return None;
+        }
+        dev.merged_caches
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(merged);
+        let within = MergedIn {
+            owner: dev.handle.as_raw(),
+            cache: merged.as_raw(),
+        };
+        Some((within, flags))
+    }
+}
+
+impl DeviceMerger<'_> {
+    /// Makes a cache of one checked entry and merges it into `merged`, while the loading marker
+    /// names the entry. False where the driver would not (the entry's lookup then makes a cache
+    /// of its own, and compiles afresh if that fails too).
+    fn merge_one(&self, merged: vk::PipelineCache, entry: &FoundEntry) -> bool {
+        let dev = self.dev;
+        let _marker = self.store.hold_marker(entry);
+        if SETTINGS.test_abort_in_merge {
+            std::process::abort();
+        }
+        // SAFETY: checked entry data, and the layer's own caches.
+        let Ok(one) = (unsafe { super::pipelines::create_cache(dev, Some(entry.data())) }) else {
+            return false;
+        };
+        let r = unsafe { (dev.fns.merge_pipeline_caches)(dev.handle, merged, 1, &one) };
+        unsafe { (dev.fns.destroy_pipeline_cache)(dev.handle, one, std::ptr::null()) };
+        r == vk::Result::SUCCESS
+    }
+}
