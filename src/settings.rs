@@ -23,7 +23,7 @@ pub enum BackendSetting {
 /// device (the `cache` backend only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MergeSetting {
-    /// Where it measured faster: NVIDIA.
+    /// Where it measured faster everywhere: nowhere yet (off).
     Auto,
     On,
     Off,

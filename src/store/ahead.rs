@@ -231,6 +231,25 @@ impl ReadAhead {
         }
     }
 
+    /// Holds each of `keys` as merged instead of its bytes, where a lookup has not taken it yet
+    /// (the bytes are let go); one lock for the whole batch, which lookups share. Returns how
+    /// many were.
+    pub fn upgrade_to_merged(&self, keys: &[PipelineKey], within: super::MergedIn) -> u64 {
+        let mut held = self.lock();
+        held.take_late_claims();
+        let mut upgraded = 0;
+        for key in keys {
+            if let Some(ready) = held.ready.get_mut(key) {
+                let freed = ready.held_bytes();
+                *ready = Ready::Merged(within);
+                held.bytes -= freed;
+                upgraded += 1;
+            }
+        }
+        self.wake_a_waiting_reader(&held);
+        upgraded
+    }
+
     /// Whether reading ahead has read all it will, or was stopped.
     pub fn has_ended(&self) -> bool {
         let held = self.lock();

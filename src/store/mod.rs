@@ -456,15 +456,17 @@ impl Store {
                 match self.read_one_ahead(entry, window, stop, &mut report) {
                     ReadOne::Stopped => break,
                     ReadOne::Skipped => {}
-                    ReadOne::Read(found, reserved) => match merger {
-                        None => self.hold(found, reserved, None, &mut report),
-                        Some(m) => {
-                            batch.push((found, reserved));
-                            if batch.len() == MERGE_BATCH {
-                                self.merge_batch(m, std::mem::take(&mut batch), stop, &mut report);
-                            }
+                    ReadOne::Read(found, reserved) => {
+                        // Held at once, so that a lookup overtaking the merges still takes it
+                        // from memory; a copy goes to the next batch to merge.
+                        if merger.is_some() {
+                            batch.push(FoundEntry::new(found.name, found.bytes.clone()));
                         }
-                    },
+                        self.hold(found, reserved, &mut report);
+                        if let Some(m) = merger.filter(|_| batch.len() == MERGE_BATCH) {
+                            self.merge_batch(m, std::mem::take(&mut batch), stop, &mut report);
+                        }
+                    }
                 }
             }
             if let Some(m) = merger.filter(|_| !batch.is_empty()) {
@@ -526,55 +528,43 @@ impl Store {
         }
     }
 
-    /// Holds an entry read ahead: merged where `within` says so, else its bytes.
-    fn hold(
-        &self,
-        found: FoundEntry,
-        reserved: u64,
-        within: Option<MergedIn>,
-        report: &mut ahead::AheadReport,
-    ) {
+    /// Holds an entry read ahead, as its bytes.
+    fn hold(&self, found: FoundEntry, reserved: u64, report: &mut ahead::AheadReport) {
         let Some(key) = PipelineKey::from_file_name(&found.name) else {
             return;
         };
         let len = found.bytes.len() as u64;
-        let ready = match within {
-            Some(within) => ahead::Ready::Merged(within),
-            None => ahead::Ready::Bytes(found.bytes),
-        };
-        let merged = within.is_some();
-        if self.ahead.offer_ready(key, reserved, Some(ready)) {
+        if self.ahead.offer(key, reserved, Some(found.bytes)) {
             report.held += 1;
-            if merged {
-                report.merged += 1;
-            } else {
-                report.held_bytes += len;
-            }
+            report.held_bytes += len;
         } else {
             report.claimed_first += 1;
         }
     }
 
-    /// Hands a batch of checked entries to the merger (not once stopped: the device is going),
-    /// then holds each as merged or as bytes.
+    /// Hands a batch of checked entries (already held as bytes) to the merger, not once stopped
+    /// (the device is going); each one merged and not yet taken by a lookup is then held as
+    /// merged instead, its bytes let go.
     fn merge_batch(
         &self,
         merger: &dyn Merger,
-        batch: Vec<(FoundEntry, u64)>,
+        batch: Vec<FoundEntry>,
         stop: &AtomicBool,
         report: &mut ahead::AheadReport,
     ) {
-        let (found, reserved): (Vec<FoundEntry>, Vec<u64>) = batch.into_iter().unzip();
-        let merged = (!stop.load(Ordering::Acquire))
-            .then(|| merger.merge(&found))
-            .flatten();
-        for (i, (entry, reserved)) in found.into_iter().zip(reserved).enumerate() {
-            let within = merged
-                .as_ref()
-                .filter(|(_, flags)| flags.get(i) == Some(&true))
-                .map(|(within, _)| *within);
-            self.hold(entry, reserved, within, report);
+        if stop.load(Ordering::Acquire) {
+            return;
         }
+        let Some((within, flags)) = merger.merge(&batch) else {
+            return;
+        };
+        let keys: Vec<PipelineKey> = batch
+            .iter()
+            .zip(flags)
+            .filter(|(_, merged)| *merged)
+            .filter_map(|(entry, _)| PipelineKey::from_file_name(&entry.name))
+            .collect();
+        report.merged += self.ahead.upgrade_to_merged(&keys, within);
     }
 
     /// Ends reading ahead and lets go of what it holds (the last device of the store is gone).
