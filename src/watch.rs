@@ -3,7 +3,8 @@
 //!
 //! The line's fields are read by tools: ` built=<n> total_ms=<ms> longest_ms=<ms> found=<n>`,
 //! then `compiled=`, `written=`, `unkeyed=`, `passed=`, `refused=`, and where each pipeline's
-//! time went ([`Phase`]): `key_ms=`, `lookup_ms=`, `cache_ms=`, `driver_ms=`, `keep_ms=`.
+//! time went ([`Phase`]): `key_ms=`, `lookup_ms=`, `cache_ms=`, `driver_ms=`, `keep_ms=`, then
+//! `merged=` (of `found`, those served through the merged cache).
 //! `built` counts every pipeline made, found, compiled or unkeyed; `found` those the driver
 //! served from a kept entry.
 
