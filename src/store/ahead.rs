@@ -22,7 +22,7 @@ use crate::key::PipelineKey;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ready {
     /// The entry's bytes, checked whole.
-    Bytes(Vec<u8>),
+    Bytes(std::sync::Arc<Vec<u8>>),
     /// The entry was checked whole and merged into a pipeline cache of the reader's device
     /// ([`super::Merger`]): no bytes are held.
     Merged(super::MergedIn),
@@ -194,7 +194,7 @@ impl ReadAhead {
     /// Holds a checked entry in the room reserved for it, unless a lookup claimed it meanwhile
     /// (or `bytes` is `None`: the entry could not be read). True when held.
     pub fn offer(&self, key: PipelineKey, reserved: u64, bytes: Option<Vec<u8>>) -> bool {
-        self.offer_ready(key, reserved, bytes.map(Ready::Bytes))
+        self.offer_ready(key, reserved, bytes.map(|b| Ready::Bytes(b.into())))
     }
 
     /// As [`ReadAhead::offer`], for what a reader holds (bytes, or an entry merged).
@@ -292,7 +292,7 @@ mod tests {
         let ahead = ReadAhead::default();
         assert_eq!(ahead.reserve(&key(1), 10, 100, &GO), Reserve::Read);
         assert!(ahead.offer(key(1), 10, Some(vec![1; 10])));
-        assert_eq!(ahead.claim(&key(1)), Some(Ready::Bytes(vec![1; 10])));
+        assert_eq!(ahead.claim(&key(1)), Some(Ready::Bytes(vec![1; 10].into())));
         assert_eq!(ahead.claim(&key(1)), None);
         assert_eq!(ahead.reserve(&key(1), 10, 100, &GO), Reserve::Claimed);
         assert_eq!(ahead.reserve(&key(2), 10, 100, &GO), Reserve::Read);

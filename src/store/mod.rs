@@ -28,7 +28,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use crate::key::{EntryName, PipelineKey};
@@ -169,11 +169,12 @@ impl KnownEntries {
 pub struct FoundEntry {
     name: EntryName,
     kind: envelope::PayloadKind,
-    bytes: Vec<u8>,
+    /// Shared: what reading ahead holds and what it hands to the merger are one buffer.
+    bytes: Arc<Vec<u8>>,
 }
 
 impl FoundEntry {
-    fn new(name: EntryName, bytes: Vec<u8>) -> FoundEntry {
+    fn new(name: EntryName, bytes: Arc<Vec<u8>>) -> FoundEntry {
         // Checked whole before it got here; only the kind is read again.
         let kind = envelope::kind_of(&bytes);
         FoundEntry { name, kind, bytes }
@@ -334,7 +335,7 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
             Err(e) => return Err(StoreError::io("read", &path())(e)),
             Ok(Ok(bytes)) => match envelope::decode(&bytes, &self.identity, key) {
-                Ok(_) => return Ok(Lookup::Found(FoundEntry::new(name, bytes))),
+                Ok(_) => return Ok(Lookup::Found(FoundEntry::new(name, Arc::new(bytes)))),
                 Err(why) => why,
             },
             Ok(Err(why)) => why,
@@ -460,7 +461,7 @@ impl Store {
                         // Held at once, so that a lookup overtaking the merges still takes it
                         // from memory; a copy goes to the next batch to merge.
                         if merger.is_some() {
-                            batch.push(FoundEntry::new(found.name, found.bytes.clone()));
+                            batch.push(FoundEntry::new(found.name, Arc::clone(&found.bytes)));
                         }
                         self.hold(found, reserved, &mut report);
                         if let Some(m) = merger.filter(|_| batch.len() == MERGE_BATCH) {
@@ -534,7 +535,10 @@ impl Store {
             return;
         };
         let len = found.bytes.len() as u64;
-        if self.ahead.offer(key, reserved, Some(found.bytes)) {
+        if self
+            .ahead
+            .offer_ready(key, reserved, Some(ahead::Ready::Bytes(found.bytes)))
+        {
             report.held += 1;
             report.held_bytes += len;
         } else {
