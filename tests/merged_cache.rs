@@ -22,16 +22,7 @@ fn merging(tmp: &Path) -> App {
 }
 
 fn merged(run: &Run) -> u64 {
-    let line = run
-        .stderr
-        .lines()
-        .rev()
-        .find(|l| l.contains(" built="))
-        .unwrap_or_else(|| panic!("no compile watch line\n{}", run.all()));
-    line.split_whitespace()
-        .find_map(|f| f.strip_prefix("merged="))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no merged= in {line}"))
+    run.watch().merged
 }
 
 fn fill(tmp: &Path) {

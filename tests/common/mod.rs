@@ -276,6 +276,8 @@ pub struct WatchLine {
     pub compiled: u64,
     pub written: u64,
     pub unkeyed: u64,
+    /// Of `found`, those served through the merged cache.
+    pub merged: u64,
 }
 
 impl Run {
@@ -315,6 +317,7 @@ impl Run {
             compiled: field("compiled"),
             written: field("written"),
             unkeyed: field("unkeyed"),
+            merged: field("merged"),
         }
     }
 
