@@ -38,8 +38,15 @@ pub unsafe fn capture(
     fns: &BinaryFns,
     pipeline: vk::Pipeline,
 ) -> Result<Captured, vk::Result> {
+    let ci = bin::PipelineBinaryCreateInfo {
+        s_type: bin::PIPELINE_BINARY_CREATE_INFO,
+        p_next: std::ptr::null(),
+        p_keys_and_data_info: std::ptr::null(),
+        pipeline,
+        p_pipeline_create_info: std::ptr::null(),
+    };
     // SAFETY: as the caller vouches.
-    let captured = unsafe { capture_keys_and_data(dev, fns, pipeline) };
+    let captured = unsafe { keys_and_data(dev, fns, &ci) };
     let release = bin::ReleaseCapturedPipelineDataInfo {
         s_type: bin::RELEASE_CAPTURED_PIPELINE_DATA_INFO,
         p_next: std::ptr::null_mut(),
@@ -50,23 +57,16 @@ pub unsafe fn capture(
     captured
 }
 
-unsafe fn capture_keys_and_data(
-    dev: &DeviceData,
-    fns: &BinaryFns,
-    pipeline: vk::Pipeline,
-) -> Result<Captured, vk::Result> {
-    let ci = bin::PipelineBinaryCreateInfo {
-        s_type: bin::PIPELINE_BINARY_CREATE_INFO,
-        p_next: std::ptr::null(),
-        p_keys_and_data_info: std::ptr::null(),
-        pipeline,
-        p_pipeline_create_info: std::ptr::null(),
-    };
-    // SAFETY: a pipeline made with the capture flag.
-    unsafe { keys_and_data(dev, fns, &ci) }
+/// A driver's answer that gave nothing (success with no binaries or no data) as an error.
+fn nothing_given(r: vk::Result) -> vk::Result {
+    if r == vk::Result::SUCCESS {
+        vk::Result::INCOMPLETE
+    } else {
+        r
+    }
 }
 
-/// Binary objects made by `ci` (from a pipeline, or from the internal cache), read as keys and
+/// Binary objects made by `ci` (from a pipeline made with the capture flag), read as keys and
 /// data, and destroyed.
 unsafe fn keys_and_data(
     dev: &DeviceData,
@@ -83,11 +83,7 @@ unsafe fn keys_and_data(
     let r =
         unsafe { (fns.create_pipeline_binaries)(dev.handle, ci, std::ptr::null(), &mut handles) };
     if r != vk::Result::SUCCESS || handles.pipeline_binary_count == 0 {
-        return Err(if r == vk::Result::SUCCESS {
-            vk::Result::INCOMPLETE
-        } else {
-            r
-        });
+        return Err(nothing_given(r));
     }
     let mut objects = Objects {
         dev,
@@ -128,11 +124,7 @@ unsafe fn binary_key_and_data(
         (fns.get_pipeline_binary_data)(dev.handle, &info, &mut key, &mut size, std::ptr::null_mut())
     };
     if r != vk::Result::SUCCESS || size == 0 {
-        return Err(if r == vk::Result::SUCCESS {
-            vk::Result::INCOMPLETE
-        } else {
-            r
-        });
+        return Err(nothing_given(r));
     }
     let mut data = vec![0u8; size];
     let r = unsafe {
@@ -146,11 +138,7 @@ unsafe fn binary_key_and_data(
     };
     let key_size = key.key_size as usize;
     if r != vk::Result::SUCCESS || key_size == 0 || key_size > bin::MAX_KEY_SIZE {
-        return Err(if r == vk::Result::SUCCESS {
-            vk::Result::INCOMPLETE
-        } else {
-            r
-        });
+        return Err(nothing_given(r));
     }
     data.truncate(size);
     Ok((key.key[..key_size].to_vec(), data))

@@ -93,22 +93,38 @@ unsafe fn read_robustness(s: *const vk::BaseInStructure) -> Robustness {
 
 use super::binary_abi::CAPTURE_DATA;
 
-/// A pipeline's effective create flags: those of a chained `VkPipelineCreateFlags2CreateInfoKHR`
-/// where there is one (the legacy `flags` are then ignored, per the spec), else the legacy ones.
-///
-/// # Safety
-/// `p_next` must be a valid chain.
-pub unsafe fn effective_flags(
-    legacy: vk::PipelineCreateFlags,
-    p_next: *const std::ffi::c_void,
-) -> u64 {
-    // SAFETY: as the caller vouches; the sType matched.
-    let flags2 =
-        unsafe { super::abi::find_in_chain(p_next, S::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR) }
-            as *const vk::PipelineCreateFlags2CreateInfoKHR;
-    match unsafe { flags2.as_ref() } {
-        Some(f) => f.flags.as_raw(),
-        None => u64::from(legacy.as_raw()),
+/// A pipeline's effective create flags, read once a pipeline: those of a chained
+/// `VkPipelineCreateFlags2CreateInfoKHR` where there is one (the legacy `flags` are then ignored,
+/// per the spec), else the legacy ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flags {
+    pub bits: u64,
+    /// They came from the application's own `VkPipelineCreateFlags2CreateInfoKHR`.
+    pub chained: bool,
+}
+
+impl Flags {
+    /// # Safety
+    /// `p_next` must be a valid chain.
+    pub unsafe fn of(legacy: vk::PipelineCreateFlags, p_next: *const std::ffi::c_void) -> Flags {
+        // SAFETY: as the caller vouches; the sType matched.
+        let flags2 = unsafe {
+            super::abi::find_in_chain(p_next, S::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR)
+        } as *const vk::PipelineCreateFlags2CreateInfoKHR;
+        match unsafe { flags2.as_ref() } {
+            Some(f) => Flags {
+                bits: f.flags.as_raw(),
+                chained: true,
+            },
+            None => Flags {
+                bits: u64::from(legacy.as_raw()),
+                chained: false,
+            },
+        }
+    }
+
+    pub fn has(self, flag: vk::PipelineCreateFlags) -> bool {
+        self.bits & u64::from(flag.as_raw()) != 0
     }
 }
 
@@ -197,7 +213,7 @@ unsafe fn stage(
     })
 }
 
-/// The key of a compute pipeline.
+/// The key of a compute pipeline, with its effective `flags` ([`Flags::of`]).
 ///
 /// # Safety
 /// `ci` must be a valid create info.
@@ -205,9 +221,9 @@ pub unsafe fn compute(
     ci: &vk::ComputePipelineCreateInfo,
     objects: &Objects,
     device: &Digest,
+    flags: Flags,
 ) -> Result<PipelineKey, Unkeyable> {
-    // SAFETY: the application's chain.
-    let flags = check_flags(unsafe { effective_flags(ci.flags, ci.p_next) })?;
+    let flags = check_flags(flags.bits)?;
     let (robustness, _) = pipeline_chain(ci.p_next, false)?;
     Ok(compute_key(&ComputeDesc {
         device: *device,
@@ -225,7 +241,7 @@ fn bool32(b: vk::Bool32) -> bool {
     b != 0
 }
 
-/// The key of a graphics pipeline (its shape key).
+/// The key of a graphics pipeline (its shape key), with its effective `flags`.
 ///
 /// # Safety
 /// `ci` must be a valid create info.
@@ -233,9 +249,9 @@ pub unsafe fn graphics(
     ci: &vk::GraphicsPipelineCreateInfo,
     objects: &Objects,
     device: &Digest,
+    flags: Flags,
 ) -> Result<PipelineKey, Unkeyable> {
-    // SAFETY: the application's chain.
-    let flags = check_flags(unsafe { effective_flags(ci.flags, ci.p_next) })?;
+    let flags = check_flags(flags.bits)?;
     let (robustness, rendering) = pipeline_chain(ci.p_next, true)?;
     // SAFETY (whole body): the application's create info, read only where the spec says it is read.
     let raw_stages = unsafe { slice(ci.p_stages, ci.stage_count) };
@@ -545,6 +561,23 @@ mod tests {
 
     const NO_DEVICE: Digest = Digest([0; 32]);
 
+    /// The key as the layer takes it: the effective flags read from the create info.
+    unsafe fn compute_of(
+        ci: &vk::ComputePipelineCreateInfo,
+        objects: &Objects,
+    ) -> Result<PipelineKey, Unkeyable> {
+        // SAFETY: create infos built by the tests.
+        unsafe { compute(ci, objects, &NO_DEVICE, Flags::of(ci.flags, ci.p_next)) }
+    }
+
+    unsafe fn graphics_of(
+        ci: &vk::GraphicsPipelineCreateInfo,
+        objects: &Objects,
+    ) -> Result<PipelineKey, Unkeyable> {
+        // SAFETY: create infos built by the tests.
+        unsafe { graphics(ci, objects, &NO_DEVICE, Flags::of(ci.flags, ci.p_next)) }
+    }
+
     fn stage() -> vk::PipelineShaderStageCreateInfo<'static> {
         vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
@@ -555,7 +588,7 @@ mod tests {
     fn a_module_the_layer_never_saw_is_unkeyable() {
         let ci = vk::ComputePipelineCreateInfo::default().stage(stage());
         // SAFETY: a valid create info built here.
-        let r = unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) };
+        let r = unsafe { compute_of(&ci, &Objects::default()) };
         assert_eq!(r, Err(Unkeyable::UnknownObject("shader module")));
     }
 
@@ -567,7 +600,7 @@ mod tests {
         let ci = vk::ComputePipelineCreateInfo::default().stage(stage().push_next(&mut ident));
         // SAFETY: a valid create info built here.
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
+            unsafe { compute_of(&ci, &Objects::default()) },
             Err(Unkeyable::ModuleIdentifier)
         );
     }
@@ -579,7 +612,7 @@ mod tests {
             .flags(vk::PipelineCreateFlags::LIBRARY_KHR);
         // SAFETY: valid create infos built here.
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
+            unsafe { compute_of(&ci, &Objects::default()) },
             Err(Unkeyable::Library)
         );
         // flags2's flags are the effective flags: a library there is a library, whatever the
@@ -590,7 +623,7 @@ mod tests {
             .stage(stage())
             .push_next(&mut flags2);
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
+            unsafe { compute_of(&ci, &Objects::default()) },
             Err(Unkeyable::Library)
         );
         let mut capture = vk::PipelineCreateFlags2CreateInfoKHR::default()
@@ -599,7 +632,7 @@ mod tests {
             .stage(stage())
             .push_next(&mut capture);
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
+            unsafe { compute_of(&ci, &Objects::default()) },
             Err(Unkeyable::OwnBinaries)
         );
         let mut high = vk::PipelineCreateFlags2CreateInfoKHR::default()
@@ -608,14 +641,14 @@ mod tests {
             .stage(stage())
             .push_next(&mut high);
         assert_eq!(
-            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
+            unsafe { compute_of(&ci, &Objects::default()) },
             Err(Unkeyable::UnknownFlags(1 << 34))
         );
         let mut unknown = vk::PipelineCacheCreateInfo::default();
         let mut ci = vk::ComputePipelineCreateInfo::default().stage(stage());
         ci.p_next = (&mut unknown as *mut vk::PipelineCacheCreateInfo).cast();
         assert!(matches!(
-            unsafe { compute(&ci, &Objects::default(), &NO_DEVICE) },
+            unsafe { compute_of(&ci, &Objects::default()) },
             Err(Unkeyable::UnknownStructure {
                 place: "a pipeline",
                 ..
@@ -624,7 +657,7 @@ mod tests {
         let mut libs = vk::PipelineLibraryCreateInfoKHR::default();
         let g = vk::GraphicsPipelineCreateInfo::default().push_next(&mut libs);
         assert_eq!(
-            unsafe { graphics(&g, &Objects::default(), &NO_DEVICE) },
+            unsafe { graphics_of(&g, &Objects::default()) },
             Err(Unkeyable::Library)
         );
     }
@@ -679,9 +712,9 @@ mod tests {
             .layout(vk::PipelineLayout::from_raw(2))
             .push_next(&mut rendering);
         // SAFETY: a valid create info; the blend state it names must not be read.
-        let without = unsafe { graphics(&ci, &objects, &NO_DEVICE) }.expect("keyable");
+        let without = unsafe { graphics_of(&ci, &objects) }.expect("keyable");
         ci.p_color_blend_state = std::ptr::dangling();
-        let with_garbage = unsafe { graphics(&ci, &objects, &NO_DEVICE) }.expect("keyable");
+        let with_garbage = unsafe { graphics_of(&ci, &objects) }.expect("keyable");
         assert_eq!(without, with_garbage);
     }
 
@@ -709,12 +742,7 @@ mod tests {
             .flags(vk::PipelineCreateFlags::DERIVATIVE | vk::PipelineCreateFlags::LIBRARY_KHR)
             .push_next(&mut flags2);
         // SAFETY: valid create infos built here.
-        let (a, b) = unsafe {
-            (
-                compute(&legacy, &objects, &NO_DEVICE),
-                compute(&modern, &objects, &NO_DEVICE),
-            )
-        };
+        let (a, b) = unsafe { (compute_of(&legacy, &objects), compute_of(&modern, &objects)) };
         assert_eq!(a.unwrap(), b.unwrap());
 
         let mut size = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
@@ -724,7 +752,7 @@ mod tests {
         let one = vk::ComputePipelineCreateInfo::default()
             .stage(one)
             .layout(layout);
-        let first = unsafe { compute(&one, &objects, &NO_DEVICE) }.unwrap();
+        let first = unsafe { compute_of(&one, &objects) }.unwrap();
         let mut size = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
             .required_subgroup_size(32);
         let mut robust = vk::PipelineRobustnessCreateInfoEXT::default();
@@ -732,10 +760,7 @@ mod tests {
         let other = vk::ComputePipelineCreateInfo::default()
             .stage(other)
             .layout(layout);
-        assert_eq!(
-            first,
-            unsafe { compute(&other, &objects, &NO_DEVICE) }.unwrap()
-        );
+        assert_eq!(first, unsafe { compute_of(&other, &objects) }.unwrap());
         // A structure twice is not valid Vulkan, and never keyed by whichever came last.
         let mut size2 = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
             .required_subgroup_size(64);
@@ -745,6 +770,6 @@ mod tests {
         let twice = vk::ComputePipelineCreateInfo::default()
             .stage(twice)
             .layout(layout);
-        assert!(unsafe { compute(&twice, &objects, &NO_DEVICE) }.is_err());
+        assert!(unsafe { compute_of(&twice, &objects) }.is_err());
     }
 }

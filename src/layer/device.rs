@@ -157,16 +157,16 @@ pub struct DeviceData {
     opener: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Set at `vkDestroyDevice` (or exit): every wait of this device's own threads sees it.
     stop: AtomicBool,
-    /// The process that made the device: a child made by `fork` passes everything through.
-    pid: u32,
+    /// The [`FORK_GENERATION`] the device was made in: a child made by `fork` passes everything
+    /// through.
+    fork_generation: u32,
     /// The device's own state, entering every key.
     pub device_state: Digest,
     /// The backend (`Backend as u8`): `Binary` may switch to `Cache` for the rest of the run.
     backend: AtomicU8,
     /// The pipeline-binary commands, where the extension is enabled on the device.
     pub binary_fns: Option<BinaryFns>,
-    /// Entries of binaries the driver took, and refused, this run.
-    binary_loads: AtomicU32,
+    /// Entries of binaries the driver refused this run.
     binary_refusals: AtomicU32,
     /// Reading ahead merges found entries into caches of this device's own (`cache` backend).
     pub merges: bool,
@@ -178,13 +178,16 @@ impl DeviceData {
     /// `None` makes the layer a pass-through for this device.
     pub fn store(&self) -> Option<&Arc<Store>> {
         if SETTINGS.test_read_ahead_first {
-            // Test only: the opening thread opens the store (and so reads ahead), not a lookup.
-            let started = std::time::Instant::now();
-            while self.opened_store().is_none()
-                && started.elapsed() < std::time::Duration::from_secs(10)
-            {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
+            // Test only: the opening thread opens the store and reads ahead all it will before
+            // the first lookup (each wait at most ten seconds).
+            let wait_until = |done: &dyn Fn() -> bool| {
+                let started = std::time::Instant::now();
+                while !done() && started.elapsed() < std::time::Duration::from_secs(10) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            };
+            wait_until(&|| self.opened_store().is_some());
+            wait_until(&|| self.opened_store().is_none_or(|s| s.reading_ahead_ended()));
         }
         self.open_store(true).0
     }
@@ -227,11 +230,6 @@ impl DeviceData {
         }
     }
 
-    /// Counts an entry of binaries the driver took.
-    pub fn binaries_loaded(&self) {
-        self.binary_loads.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Counts an entry of binaries the driver refused. A driver that refuses a few is not given
     /// more: the device switches to `cache` for the rest of the run, and the store remembers it
     /// for this identity, so that `auto` starts later runs with `cache`. (NVIDIA takes the
@@ -245,7 +243,7 @@ impl DeviceData {
         }
         let was = self.backend.swap(Backend::Cache as u8, Ordering::Relaxed);
         if was == Backend::Binary as u8 {
-            let taken = self.binary_loads.load(Ordering::Relaxed);
+            let taken = self.watch.tally().found;
             tracing::warn!(refused, taken, "the driver refuses pipeline binaries another process wrote; pipekeep builds through caches for the rest of this run and from now on for this driver");
             if let Some(store) = self.store() {
                 if let Err(e) = store.remember_refused_binaries() {
@@ -259,7 +257,7 @@ impl DeviceData {
     /// a child made by `fork` (which has none of the parent's threads, and whose markers and
     /// queues would be the parent's).
     pub fn works_here(&self) -> bool {
-        self.active && self.pid == std::process::id()
+        self.active && self.fork_generation == FORK_GENERATION.load(Ordering::Relaxed)
     }
 
     /// The device's store, if it was opened.
@@ -723,6 +721,7 @@ unsafe fn register_device(
         );
         return;
     };
+    register_process_handlers();
     let properties = &plan.properties;
     let active = plan.active;
     let identity = identity_of(properties);
@@ -766,11 +765,10 @@ unsafe fn register_device(
         store,
         opener: Default::default(),
         stop: AtomicBool::new(false),
-        pid: std::process::id(),
+        fork_generation: FORK_GENERATION.load(Ordering::Relaxed),
         device_state: plan.device_state,
         backend: AtomicU8::new(backend as u8),
         binary_fns,
-        binary_loads: Default::default(),
         binary_refusals: Default::default(),
         merges: active
             && backend == Backend::Cache
@@ -788,7 +786,6 @@ unsafe fn register_device(
     let data = Arc::new(data);
     // SAFETY: a live device.
     DEVICES.insert(unsafe { dispatch_key(device) }, data.clone());
-    register_exit_handler();
     open_ahead(&data);
 }
 
@@ -841,14 +838,28 @@ extern "C" fn at_exit() {
     );
 }
 
-fn register_exit_handler() {
+/// How many `fork`s this process is from the one the layer was loaded in; each device records
+/// its own. Kept by a handler rather than asked of the kernel (`getpid` is a system call) in
+/// every pipeline intercept.
+static FORK_GENERATION: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn in_forked_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The exit handler and the fork handler, registered once, before the first device's data.
+fn register_process_handlers() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        // SAFETY: at_exit is a plain function of this library, which is never unloaded (-z nodelete).
+        // SAFETY: plain functions of this library, which is never unloaded (-z nodelete).
         if unsafe { libc::atexit(at_exit) } != 0 {
             tracing::debug!(
                 "no exit handler: a run that never destroys its device writes no final line"
             );
+        }
+        // SAFETY: as above; the child handler only bumps an atomic (async-signal-safe).
+        if unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } != 0 {
+            tracing::debug!("no fork handler: a child made by fork would not know it");
         }
     });
 }

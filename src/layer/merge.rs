@@ -14,6 +14,7 @@ use ash::vk::Handle;
 
 use super::device::DeviceData;
 use super::guard::SETTINGS;
+use super::pipelines::OwnCache;
 use crate::store::envelope::PayloadKind;
 use crate::store::{FoundEntry, MergedIn, Merger, Store};
 
@@ -79,8 +80,8 @@ impl DeviceMerger<'_> {
         let Ok(one) = (unsafe { super::pipelines::create_cache(dev, Some(entry.data())) }) else {
             return false;
         };
-        let r = unsafe { (dev.fns.merge_pipeline_caches)(dev.handle, merged, 1, &one) };
-        unsafe { (dev.fns.destroy_pipeline_cache)(dev.handle, one, std::ptr::null()) };
+        let one = OwnCache { dev, cache: one };
+        let r = unsafe { (dev.fns.merge_pipeline_caches)(dev.handle, merged, 1, &one.cache) };
         r == vk::Result::SUCCESS
     }
 }

@@ -13,7 +13,7 @@ use ash::vk::Handle;
 use super::abi::find_in_chain;
 use super::binaries;
 use super::binary_abi as bin;
-use super::capture;
+use super::capture::{self, Flags};
 use super::device::{device_data, unrecorded_next, Backend, BinaryFns, DeviceData};
 use super::guard::{guarded, SETTINGS};
 use super::objects::Objects;
@@ -36,20 +36,19 @@ trait PipelineInfo: Copy {
     /// The Vulkan command that creates this kind of pipeline.
     const COMMAND: &'static std::ffi::CStr;
     fn legacy_flags(&self) -> vk::PipelineCreateFlags;
-    /// The effective create flags: `VkPipelineCreateFlags2CreateInfoKHR`'s where it is chained.
-    fn has_flag(&self, flag: vk::PipelineCreateFlags) -> bool {
-        // SAFETY: the application's valid chain.
-        let flags = unsafe { capture::effective_flags(self.legacy_flags(), self.p_next()) };
-        flags & u64::from(flag.as_raw()) != 0
-    }
     fn p_next(&self) -> *const c_void;
     fn set_p_next(&mut self, p: *const c_void);
     fn base_index(&self) -> i32;
     fn set_base(&mut self, base: vk::Pipeline);
     fn stage_count(&self) -> u32;
     /// # Safety
-    /// `self` must be a valid create info.
-    unsafe fn key(&self, objects: &Objects, device: &Digest) -> Result<PipelineKey, Unkeyable>;
+    /// `self` must be a valid create info; `flags` its effective flags.
+    unsafe fn key(
+        &self,
+        objects: &Objects,
+        device: &Digest,
+        flags: Flags,
+    ) -> Result<PipelineKey, Unkeyable>;
 }
 
 macro_rules! pipeline_info {
@@ -80,9 +79,10 @@ macro_rules! pipeline_info {
                 &self,
                 objects: &Objects,
                 device: &Digest,
+                flags: Flags,
             ) -> Result<PipelineKey, Unkeyable> {
                 // SAFETY: as the caller vouches.
-                unsafe { $capture(self, objects, device) }
+                unsafe { $capture(self, objects, device, flags) }
             }
         }
     };
@@ -172,18 +172,22 @@ unsafe fn create_pipelines<T: PipelineInfo>(
             let mut result = vk::Result::SUCCESS;
             for (i, original) in infos.iter().enumerate() {
                 let mut info = *original;
-                if info.has_flag(vk::PipelineCreateFlags::DERIVATIVE) && info.base_index() >= 0 {
+                // SAFETY: the application's valid chain. Read once a pipeline, for all below.
+                let flags = unsafe { Flags::of(info.legacy_flags(), info.p_next()) };
+                if flags.has(vk::PipelineCreateFlags::DERIVATIVE) && info.base_index() >= 0 {
                     let base = out
                         .get(info.base_index() as usize)
                         .filter(|_| (info.base_index() as usize) < i);
                     info.set_base(base.copied().unwrap_or_default());
                 }
-                let r = unsafe { build_one(dev, app_cache, &info, allocator, next, &mut out[i]) };
+                let r = unsafe {
+                    build_one(dev, app_cache, &info, flags, allocator, next, &mut out[i])
+                };
                 if worse(r, result) {
                     result = r;
                 }
                 if r != vk::Result::SUCCESS
-                    && info.has_flag(vk::PipelineCreateFlags::EARLY_RETURN_ON_FAILURE)
+                    && flags.has(vk::PipelineCreateFlags::EARLY_RETURN_ON_FAILURE)
                 {
                     break;
                 }
@@ -217,6 +221,7 @@ unsafe fn build_one<T: PipelineInfo>(
     dev: &DeviceData,
     app_cache: vk::PipelineCache,
     info: &T,
+    flags: Flags,
     allocator: *const vk::AllocationCallbacks<'_>,
     next: CreateFn<T>,
     slot: &mut vk::Pipeline,
@@ -233,7 +238,7 @@ unsafe fn build_one<T: PipelineInfo>(
         panic!("PIPEKEEP_TEST_PANIC is set: a forced panic inside the pipeline intercept");
     }
     // SAFETY: the application's create info.
-    let keyed = unsafe { info.key(&dev.objects, &dev.device_state) };
+    let keyed = unsafe { info.key(&dev.objects, &dev.device_state, flags) };
     lap.to(Phase::Key);
     let (r, outcome) = match keyed {
         Err(why) => {
@@ -243,8 +248,16 @@ unsafe fn build_one<T: PipelineInfo>(
         Ok(key) => match dev.store() {
             None => as_asked(Outcome::PassedThrough, &mut lap, slot),
             Some(store) => {
-                match unsafe { build_kept(dev, store, &key, info, allocator, next, &mut lap, slot) }
-                {
+                let b = Build {
+                    dev,
+                    store,
+                    key: &key,
+                    info,
+                    flags,
+                    allocator,
+                    next,
+                };
+                match unsafe { build_kept(&b, &mut lap, slot) } {
                     Kept::Made(r, outcome) => (r, outcome),
                     Kept::AskAsAsked => as_asked(Outcome::PassedThrough, &mut lap, slot),
                 }
@@ -305,9 +318,9 @@ unsafe fn cache_data(dev: &DeviceData, cache: vk::PipelineCache) -> Vec<u8> {
 }
 
 /// The layer's own cache, destroyed when dropped.
-struct OwnCache<'a> {
-    dev: &'a DeviceData,
-    cache: vk::PipelineCache,
+pub(super) struct OwnCache<'a> {
+    pub dev: &'a DeviceData,
+    pub cache: vk::PipelineCache,
 }
 
 impl Drop for OwnCache<'_> {
@@ -332,13 +345,7 @@ struct Feedback {
 impl Feedback {
     unsafe fn for_info<T: PipelineInfo>(dev: &DeviceData, info: &T) -> Option<Feedback> {
         // SAFETY: the application's chain.
-        let app = unsafe {
-            find_in_chain(
-                info.p_next(),
-                vk::StructureType::PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
-            )
-        } as *const vk::PipelineCreationFeedbackCreateInfo;
-        if let Some(app) = unsafe { app.as_ref() } {
+        if let Some(app) = unsafe { applications_feedback(info) } {
             return Some(Feedback {
                 pipeline: Default::default(),
                 stages: Vec::new(),
@@ -384,6 +391,23 @@ impl Feedback {
             .then(|| {
                 flags.contains(vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT)
             })
+    }
+}
+
+/// The `VkPipelineCreationFeedbackCreateInfo` the application chained, if any.
+///
+/// # Safety
+/// `info`'s chain must be valid.
+unsafe fn applications_feedback<T: PipelineInfo>(
+    info: &T,
+) -> Option<&vk::PipelineCreationFeedbackCreateInfo<'_>> {
+    // SAFETY: as the caller vouches; the sType matched.
+    unsafe {
+        (find_in_chain(
+            info.p_next(),
+            vk::StructureType::PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
+        ) as *const vk::PipelineCreationFeedbackCreateInfo)
+            .as_ref()
     }
 }
 
@@ -451,35 +475,35 @@ struct Build<'a, T> {
     store: &'a Arc<Store>,
     key: &'a PipelineKey,
     info: &'a T,
+    /// `info`'s effective flags.
+    flags: Flags,
     allocator: *const vk::AllocationCallbacks<'a>,
     next: CreateFn<T>,
+}
+
+impl<T> Build<'_, T> {
     /// The application asked with `FAIL_ON_PIPELINE_COMPILE_REQUIRED`.
-    must_be_found: bool,
+    fn must_be_found(&self) -> bool {
+        self.flags
+            .has(vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED)
+    }
 }
 
 /// The kept path: the entry looked up, then built by what it holds and the device's backend.
 /// The driver is asked to build the pipeline at most twice: once by the kept path, and, where
 /// that fails, once more as the application asked.
-#[allow(clippy::too_many_arguments)]
 unsafe fn build_kept<T: PipelineInfo>(
-    dev: &DeviceData,
-    store: &Arc<Store>,
-    key: &PipelineKey,
-    info: &T,
-    allocator: *const vk::AllocationCallbacks<'_>,
-    next: CreateFn<T>,
+    b: &Build<'_, T>,
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
 ) -> Kept {
-    if SETTINGS.test_read_ahead_first {
-        wait_for_reading_ahead(store);
-    }
+    let (dev, store, key) = (b.dev, b.store, b.key);
     let looked_up = store.lookup(key);
     lap.to(Phase::Lookup);
     let mut merged = None;
     let found = match looked_up {
         Ok(Lookup::Found(entry)) => Some(entry),
-        Ok(Lookup::Merged(m)) if m.within.owner == dev.handle.as_raw() && dev.feedback_valid => {
+        Ok(Lookup::Merged(m)) if m.within.owner == dev.handle.as_raw() => {
             merged = Some(m);
             None
         }
@@ -498,19 +522,10 @@ unsafe fn build_kept<T: PipelineInfo>(
             None
         }
     };
-    let b = Build {
-        dev,
-        store,
-        key,
-        info,
-        allocator,
-        next,
-        must_be_found: info.has_flag(vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED),
-    };
     if let Some(m) = merged {
-        return unsafe { build_merged(&b, m, lap, slot) };
+        return unsafe { build_merged(b, m, lap, slot) };
     }
-    if b.must_be_found && found.is_none() {
+    if b.must_be_found() && found.is_none() {
         return Kept::AskAsAsked;
     }
     // An entry of binaries, on a device building from binaries (not one that switched to caches
@@ -523,12 +538,12 @@ unsafe fn build_kept<T: PipelineInfo>(
                 .as_ref()
                 .filter(|_| dev.backend() == Backend::Binary);
             if let Some(fns) = fns {
-                match unsafe { build_from_binaries(&b, fns, &entry, lap, slot) } {
+                match unsafe { build_from_binaries(b, fns, &entry, lap, slot) } {
                     Some(made) => return made,
                     None => refused = true,
                 }
             }
-            if b.must_be_found {
+            if b.must_be_found() {
                 return Kept::AskAsAsked;
             }
             None
@@ -537,18 +552,12 @@ unsafe fn build_kept<T: PipelineInfo>(
     };
     // Binaries the driver refused are not written again as binaries: it is kept as a cache.
     match (dev.backend(), dev.binary_fns.as_ref()) {
-        (Backend::Binary, Some(fns)) if found.is_none() && !refused && captures(info) => unsafe {
-            build_capturing(&b, fns, lap, slot)
+        // The capture flag goes in a flags2 structure of the layer's, so not where the application
+        // chained its own (its flags would then be ignored).
+        (Backend::Binary, Some(fns)) if found.is_none() && !refused && !b.flags.chained => unsafe {
+            build_capturing(b, fns, lap, slot)
         },
-        _ => unsafe { build_cached(&b, found, refused, lap, slot) },
-    }
-}
-
-/// Test only: waits (at most ten seconds) until reading ahead has read all it will.
-fn wait_for_reading_ahead(store: &Store) {
-    let started = std::time::Instant::now();
-    while !store.reading_ahead_ended() && started.elapsed() < std::time::Duration::from_secs(10) {
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        _ => unsafe { build_cached(b, found, refused, lap, slot) },
     }
 }
 
@@ -586,22 +595,8 @@ unsafe fn build_merged<T: PipelineInfo>(
         tracing::debug!(entry = %merged.name, "merged, but the driver compiled it");
         return Kept::Made(r, Outcome::Refused);
     }
-    dev.writer
-        .stamp(b.store.clone(), merged.name, b.store.next_stamp());
+    dev.writer.stamp(b.store.clone(), merged.name);
     Kept::Made(r, Outcome::FoundMerged)
-}
-
-/// Whether the layer can add the capture flag: through a `VkPipelineCreateFlags2CreateInfoKHR`
-/// of its own, so not where the application chained one (its flags would then be ignored).
-fn captures<T: PipelineInfo>(info: &T) -> bool {
-    // SAFETY: the application's chain.
-    unsafe {
-        find_in_chain(
-            info.p_next(),
-            vk::StructureType::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR,
-        )
-    }
-    .is_null()
 }
 
 /// `binary`, found: the entry's binaries made into objects, the pipeline built from them, the
@@ -646,12 +641,9 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
         b.dev.binaries_refused();
         return None;
     }
-    b.dev.binaries_loaded();
     // SAFETY: the application's chain.
     unsafe { report_found_to_the_application(b.info) };
-    b.dev
-        .writer
-        .stamp(b.store.clone(), entry.name(), b.store.next_stamp());
+    b.dev.writer.stamp(b.store.clone(), entry.name());
     Some(Kept::Made(r, Outcome::Found))
 }
 
@@ -662,15 +654,8 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
 /// `info`'s chain must be valid; a feedback structure in it points at writable records.
 unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T) {
     // SAFETY: as the caller vouches.
-    let app = unsafe {
-        find_in_chain(
-            info.p_next(),
-            vk::StructureType::PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
-        )
-    } as *const vk::PipelineCreationFeedbackCreateInfo;
-    if let Some(record) =
-        unsafe { app.as_ref() }.and_then(|a| unsafe { a.p_pipeline_creation_feedback.as_mut() })
-    {
+    let app = unsafe { applications_feedback(info) };
+    if let Some(record) = app.and_then(|a| unsafe { a.p_pipeline_creation_feedback.as_mut() }) {
         record.flags |= vk::PipelineCreationFeedbackFlags::VALID
             | vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT;
     }
@@ -692,11 +677,9 @@ unsafe fn build_capturing<T: PipelineInfo>(
     slot: &mut vk::Pipeline,
 ) -> Kept {
     lap.to(Phase::Cache);
-    // SAFETY: the application's chain.
-    let flags = unsafe { capture::effective_flags(b.info.legacy_flags(), b.info.p_next()) };
     let flags2 = vk::PipelineCreateFlags2CreateInfoKHR {
         p_next: b.info.p_next(),
-        flags: vk::PipelineCreateFlags2KHR::from_raw(flags | bin::CAPTURE_DATA),
+        flags: vk::PipelineCreateFlags2KHR::from_raw(b.flags.bits | bin::CAPTURE_DATA),
         ..Default::default()
     };
     // SAFETY: the application's flags with the capture flag added, and no cache (as the capture
@@ -748,14 +731,9 @@ unsafe fn build_with_in_front<T: PipelineInfo, S>(
 fn keep_binaries<T>(b: &Build<'_, T>, captured: &binaries::Captured) {
     let payload =
         crate::store::binaries::encode(captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())));
-    b.store.will_write(b.key);
-    b.dev.writer.write(
-        b.store.clone(),
-        *b.key,
-        PayloadKind::Binaries,
-        payload,
-        b.store.next_stamp(),
-    );
+    b.dev
+        .writer
+        .write(b.store.clone(), *b.key, PayloadKind::Binaries, payload);
 }
 
 /// `cache` (D994's way): the pipeline built through a cache of the layer's own, made from the
@@ -801,7 +779,7 @@ unsafe fn build_cached<T: PipelineInfo>(
                 attempt = Some(built);
                 seeded = Some(entry);
             }
-            Err(e) if b.must_be_found => {
+            Err(e) if b.must_be_found() => {
                 tracing::debug!(result = ?e, "no cache from the kept entry; asking as the application did");
                 return Kept::AskAsAsked;
             }
@@ -837,23 +815,15 @@ unsafe fn build_cached<T: PipelineInfo>(
     };
     let outcome = match seeded {
         Some(entry) if hit => {
-            // Stamped by the writer thread: the time update leaves the application's thread, and
-            // the stamp keeps this moment's place in the run's order.
-            dev.writer
-                .stamp(store.clone(), entry.into_name(), store.next_stamp());
+            // Stamped by the writer thread: the time update leaves the application's thread.
+            dev.writer.stamp(store.clone(), entry.into_name());
             Outcome::Found
         }
         seeded => {
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
-                store.will_write(key);
-                dev.writer.write(
-                    store.clone(),
-                    *key,
-                    PayloadKind::Cache,
-                    data,
-                    store.next_stamp(),
-                );
+                dev.writer
+                    .write(store.clone(), *key, PayloadKind::Cache, data);
             }
             if seeded.is_some() || already_asked {
                 tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");

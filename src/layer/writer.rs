@@ -94,16 +94,11 @@ impl Writer {
         }
     }
 
-    /// Queues an entry; written on the caller's thread when the queue is full or no thread can
-    /// be started.
-    pub fn write(
-        &self,
-        store: Arc<Store>,
-        key: PipelineKey,
-        kind: PayloadKind,
-        data: Vec<u8>,
-        stamp: SystemTime,
-    ) {
+    /// Queues an entry, stamped now and announced to the store (lookups open it from now on);
+    /// written on the caller's thread when the queue is full or no thread can be started.
+    pub fn write(&self, store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Vec<u8>) {
+        let stamp = store.next_stamp();
+        store.will_write(&key);
         let job = Job {
             store,
             key,
@@ -126,10 +121,15 @@ impl Writer {
         }
     }
 
-    /// Queues the stamp of a found entry; given on the caller's thread when too many wait or
+    /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
+    /// moment's place in the run's order); given on the caller's thread when too many wait or
     /// no thread can be started.
-    pub fn stamp(&self, store: Arc<Store>, name: EntryName, stamp: SystemTime) {
-        let stamp = Stamp { store, name, stamp };
+    pub fn stamp(&self, store: Arc<Store>, name: EntryName) {
+        let stamp = Stamp {
+            stamp: store.next_stamp(),
+            store,
+            name,
+        };
         let queued = self.enqueue(
             stamp,
             |q| q.stamps.len() < STAMPS_LIMIT,
@@ -294,15 +294,8 @@ mod tests {
             let (writer, store) = (writer.clone(), store.clone());
             std::thread::spawn(move || {
                 let data = cache_data(&identity(), &[7; 64]);
-                store.will_write(&key);
-                writer.write(
-                    store.clone(),
-                    key,
-                    PayloadKind::Cache,
-                    data,
-                    SystemTime::now(),
-                );
-                writer.stamp(store, key.file_name(), SystemTime::now());
+                writer.write(store.clone(), key, PayloadKind::Cache, data);
+                writer.stamp(store, key.file_name());
                 done.send(()).unwrap();
             });
         }

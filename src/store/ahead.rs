@@ -72,6 +72,9 @@ pub struct ReadAhead {
     claims: Sender<PipelineKey>,
     /// Set once reading ahead has ended and all it held was taken: lookups then skip the lock.
     over: AtomicBool,
+    /// Set once reading ahead has read all it will, or was stopped: no reader (at idle priority,
+    /// perhaps preempted) takes the lock again, so a lookup may wait for it.
+    readers_gone: AtomicBool,
 }
 
 impl Default for ReadAhead {
@@ -90,6 +93,7 @@ impl Default for ReadAhead {
             room: Condvar::new(),
             claims,
             over: AtomicBool::new(false),
+            readers_gone: AtomicBool::new(false),
         }
     }
 }
@@ -133,17 +137,22 @@ impl ReadAhead {
     /// A lookup's claim on `key`: the entry's bytes if they were read ahead (already checked);
     /// either way the key is not read ahead after this. Never waits: with the lock taken (by a
     /// reader, perhaps preempted at idle priority) the claim is left for the readers, and the
-    /// lookup reads the entry itself.
+    /// lookup reads the entry itself. Once the readers are gone only lookups take the lock, each
+    /// briefly: a lookup then waits its turn rather than miss what is held.
     pub fn claim(&self, key: &PipelineKey) -> Option<Ready> {
         if self.over.load(Ordering::Acquire) {
             return None;
         }
-        let mut held = match self.held.try_lock() {
-            Ok(held) => held,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                let _ = self.claims.send(*key);
-                return None;
+        let mut held = if self.readers_gone.load(Ordering::Acquire) {
+            self.lock()
+        } else {
+            match self.held.try_lock() {
+                Ok(held) => held,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    let _ = self.claims.send(*key);
+                    return None;
+                }
             }
         };
         held.claimed.insert(*key);
@@ -222,6 +231,7 @@ impl ReadAhead {
         let mut held = self.lock();
         held.take_late_claims();
         held.ended = true;
+        self.readers_gone.store(true, Ordering::Release);
         self.skip_lock_once_taken(&held);
     }
 
@@ -252,8 +262,7 @@ impl ReadAhead {
 
     /// Whether reading ahead has read all it will, or was stopped.
     pub fn has_ended(&self) -> bool {
-        let held = self.lock();
-        held.ended || held.stopped
+        self.readers_gone.load(Ordering::Acquire)
     }
 
     /// Lets go of what was merged into `owner`'s caches.
@@ -269,6 +278,7 @@ impl ReadAhead {
         held.stopped = true;
         held.ready.clear();
         held.bytes = 0;
+        self.readers_gone.store(true, Ordering::Release);
         self.over.store(true, Ordering::Release);
         self.room.notify_all();
     }
