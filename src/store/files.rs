@@ -164,16 +164,25 @@ pub fn read_whole(file: &mut File) -> Result<Vec<u8>, ReadRefused> {
     })
 }
 
-/// An entry file's bytes, or why it is refused before its envelope is decoded (`Ok(Err(_))`:
-/// not a regular file, too large, or a length other than its envelope declares). `Err` is an
-/// I/O failure, `NotFound` included.
-pub fn read_entry_file(file: io::Result<File>) -> io::Result<Result<Vec<u8>, EntryError>> {
+/// An entry file's bytes, or why it was refused before its envelope was decoded.
+pub type EntryRead = Result<Vec<u8>, EntryError>;
+
+/// An entry file's bytes, or why it is refused before its envelope is decoded (`Ok((Err(_), _))`:
+/// not a regular file, too large, or a length other than its envelope declares), with the file
+/// read (`None` where it could not be opened), for [`remove_if_still`]. `Err` is an I/O
+/// failure, `NotFound` included.
+pub fn read_entry_file(file: io::Result<File>) -> io::Result<(EntryRead, Option<File>)> {
     let mut file = match file {
         Ok(f) => f,
-        Err(e) if is_not_a_file(&e) => return Ok(Err(EntryError::NotAFile)),
+        Err(e) if is_not_a_file(&e) => return Ok((Err(EntryError::NotAFile), None)),
         Err(e) => return Err(e),
     };
-    match read_whole(&mut file) {
+    let read = read_checked(&mut file)?;
+    Ok((read, Some(file)))
+}
+
+fn read_checked(file: &mut File) -> io::Result<EntryRead> {
+    match read_whole(file) {
         Ok(bytes) => Ok(Ok(bytes)),
         Err(ReadRefused::NotAFile) => Ok(Err(EntryError::NotAFile)),
         Err(ReadRefused::TooLarge { len }) => Ok(Err(EntryError::TooLarge { len })),
@@ -243,6 +252,22 @@ pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
+}
+
+/// Removes `path` where it still names `read`, the file found damaged: a writer may have renamed
+/// a new, whole entry over it since it was read (a lookup and a reader of the same entry), and
+/// that one is kept. Without `read` (the path could not be opened as a file) it is removed.
+pub fn remove_if_still(path: &Path, read: Option<&File>) -> io::Result<bool> {
+    if let Some(read) = read {
+        let ours = read.metadata()?;
+        match fs::symlink_metadata(path) {
+            Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => {}
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    remove_if_present(path)
 }
 
 /// Removes a file; a file already gone is not an error.
@@ -354,5 +379,20 @@ mod tests {
             lock_path(&dir.path().join("none"), false).unwrap(),
             Locked::Gone
         ));
+    }
+
+    #[test]
+    fn a_damaged_entry_is_removed_only_while_its_path_still_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = dir.path().join("e.entry");
+        fs::write(&entry, b"damaged").unwrap();
+        let (_, damaged) = read_entry_file(File::open(&entry)).unwrap();
+        // A lookup compiled the pipeline and its entry was written whole meanwhile.
+        write_atomically(&entry, b"whole", SystemTime::now()).unwrap();
+        assert!(!remove_if_still(&entry, damaged.as_ref()).unwrap());
+        assert_eq!(fs::read(&entry).unwrap(), b"whole");
+        let (_, now) = read_entry_file(File::open(&entry)).unwrap();
+        assert!(remove_if_still(&entry, now.as_ref()).unwrap());
+        assert!(!entry.exists());
     }
 }

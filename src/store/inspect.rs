@@ -93,7 +93,9 @@ pub fn check_entry(path: &Path) -> Result<u64, CheckError> {
         .and_then(|n| n.to_str())
         .and_then(PipelineKey::from_file_name)
         .ok_or(CheckError::NotOurs)?;
-    let bytes = super::files::read_entry_file(super::files::open_entry_file(None, path, false))??;
+    let (bytes, _) =
+        super::files::read_entry_file(super::files::open_entry_file(None, path, false))?;
+    let bytes = bytes?;
     let abi = envelope::abi_of(&bytes).unwrap_or(0);
     let identity = Identity {
         vendor_id: dir.vendor_id,

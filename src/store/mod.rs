@@ -331,16 +331,16 @@ impl Store {
     pub fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         let name = key.file_name();
         let path = || self.dir.join(name);
-        let refused = match files::read_entry_file(self.open_entry(&name)) {
+        let (refused, file) = match files::read_entry_file(self.open_entry(&name)) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
             Err(e) => return Err(StoreError::io("read", &path())(e)),
-            Ok(Ok(bytes)) => match envelope::decode(&bytes, &self.identity, key) {
+            Ok((Ok(bytes), file)) => match envelope::decode(&bytes, &self.identity, key) {
                 Ok(_) => return Ok(Lookup::Found(FoundEntry::new(name, Arc::new(bytes)))),
-                Err(why) => why,
+                Err(why) => (why, file),
             },
-            Ok(Err(why)) => why,
+            Ok((Err(why), file)) => (why, file),
         };
-        self.drop_entry(&path(), refused.reason());
+        self.drop_entry(&path(), file.as_ref(), refused.reason());
         Ok(Lookup::Dropped(refused))
     }
 
@@ -371,9 +371,9 @@ impl Store {
         self.dir_fd.get()
     }
 
-    /// Removes an entry and logs why.
-    pub fn drop_entry(&self, path: &Path, reason: &str) {
-        if let Err(e) = files::remove_if_present(path) {
+    /// Removes an entry found damaged (where the path still names the file `read`) and logs why.
+    fn drop_entry(&self, path: &Path, read: Option<&File>, reason: &str) {
+        if let Err(e) = files::remove_if_still(path, read) {
             tracing::debug!(path = %path.display(), error = %e, "could not remove a dropped entry");
         }
         log_drop(path, reason);
