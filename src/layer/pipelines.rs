@@ -498,20 +498,11 @@ unsafe fn build_kept<T: PipelineInfo>(
     slot: &mut vk::Pipeline,
 ) -> Kept {
     let (dev, store, key) = (b.dev, b.store, b.key);
-    let looked_up = store.lookup(key);
+    let looked_up = store.lookup_for(key, dev.handle.as_raw());
     lap.to(Phase::Lookup);
-    let mut merged = None;
     let found = match looked_up {
         Ok(Lookup::Found(entry)) => Some(entry),
-        Ok(Lookup::Merged(m)) if m.within.owner == dev.handle.as_raw() => {
-            merged = Some(m);
-            None
-        }
-        // Merged by another device of this identity: read as a lookup would.
-        Ok(Lookup::Merged(_)) => match store.read_entry(key) {
-            Ok(Lookup::Found(entry)) => Some(entry),
-            _ => None,
-        },
+        Ok(Lookup::Merged(m)) => return unsafe { build_merged(b, m, lap, slot) },
         Ok(Lookup::Missing) => {
             tracing::debug!(entry = %key.file_name(), "no entry; compiling");
             None
@@ -522,9 +513,6 @@ unsafe fn build_kept<T: PipelineInfo>(
             None
         }
     };
-    if let Some(m) = merged {
-        return unsafe { build_merged(b, m, lap, slot) };
-    }
     if b.must_be_found() && found.is_none() {
         return Kept::AskAsAsked;
     }

@@ -205,8 +205,14 @@ impl FoundEntry {
 /// store does not interpret (the layer's device and cache).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergedIn {
+    /// The device that merged it (its handle; never [`MergedIn::NO_OWNER`]).
     pub owner: u64,
     pub cache: u64,
+}
+
+impl MergedIn {
+    /// The owner of a lookup made for no device (a NULL handle).
+    pub const NO_OWNER: u64 = 0;
 }
 
 /// An entry reading ahead checked whole and merged: its name, for the stamp, and where.
@@ -306,18 +312,27 @@ impl Store {
     }
 
     /// Looks an entry up: taken from what was read ahead, else by opening its file unless it is
-    /// known to be missing; a damaged entry is dropped and logged.
+    /// known to be missing; a damaged entry is dropped and logged. For a lookup of no merging
+    /// device: an entry merged by one is read from its file.
     pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
+        self.lookup_for(key, MergedIn::NO_OWNER)
+    }
+
+    /// [`Store::lookup`] for the device `owner` ([`MergedIn::owner`]): an entry merged into one
+    /// of its caches is [`Lookup::Merged`]; one merged by another device of this identity is
+    /// read from its file, as it would be without merging.
+    pub fn lookup_for(&self, key: &PipelineKey, owner: u64) -> Result<Lookup, StoreError> {
         match self.ahead.claim(key) {
             Some(ahead::Ready::Bytes(bytes)) => {
                 return Ok(Lookup::Found(FoundEntry::new(key.file_name(), bytes)))
             }
-            Some(ahead::Ready::Merged(within)) => {
+            Some(ahead::Ready::Merged(within)) if within.owner == owner => {
                 return Ok(Lookup::Merged(MergedEntry {
                     name: key.file_name(),
                     within,
                 }))
             }
+            Some(ahead::Ready::Merged(_)) => return self.read_entry(key),
             None => {}
         }
         if !self.known.may_hold(key) {
@@ -328,7 +343,7 @@ impl Store {
 
     /// Opens, reads and checks one entry. A file that is not a regular file, or larger than an
     /// entry may be, is dropped before a byte of it is read.
-    pub fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
+    fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         let name = key.file_name();
         let path = || self.dir.join(name);
         let (refused, file) = match files::read_entry_file(self.open_entry(&name)) {

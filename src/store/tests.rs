@@ -624,3 +624,41 @@ fn a_directory_that_cannot_hold_a_marker_is_tried_once_a_thread() {
     assert!(LoadingMarker::unavailable_in(&not_a_dir), "remembered");
     drop(LoadingMarker::hold(&not_a_dir, &name));
 }
+
+/// Merges every entry into "cache 9" of device `owner`, as the layer's merger would.
+struct MergesAll {
+    owner: u64,
+}
+
+impl Merger for MergesAll {
+    fn merge(&self, batch: &[FoundEntry]) -> Option<(MergedIn, Vec<bool>)> {
+        let within = MergedIn {
+            owner: self.owner,
+            cache: 9,
+        };
+        Some((within, vec![true; batch.len()]))
+    }
+}
+
+#[test]
+fn a_merged_entry_is_served_merged_to_its_device_and_read_from_its_file_by_any_other() {
+    let root = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[4; 100]);
+    let run1 = open(root.path(), 1 << 30, at(100));
+    for n in 1..=3 {
+        run1.write(&key(n), &data).unwrap();
+    }
+    let run2 = open(root.path(), 1 << 30, at(200));
+    let merger = MergesAll { owner: 7 };
+    let report = run2.read_ahead(None, 1 << 20, 1, &AtomicBool::new(false), Some(&merger));
+    assert_eq!(report.merged, 3, "{report:?}");
+    match run2.lookup_for(&key(1), 7).unwrap() {
+        Lookup::Merged(m) => assert_eq!(m.within, MergedIn { owner: 7, cache: 9 }),
+        _ => panic!("the merging device is served through its merged cache"),
+    }
+    match run2.lookup_for(&key(2), 8).unwrap() {
+        Lookup::Found(e) => assert_eq!(e.data(), &data[..]),
+        _ => panic!("another device reads the entry from its file"),
+    }
+    assert!(found(&run2, &key(3)), "a lookup for no device reads it too");
+}
