@@ -43,6 +43,9 @@ pub struct Settings {
     /// `PIPEKEEP_READ_AHEAD`: the most bytes of entries read ahead and not yet taken; 0 reads
     /// nothing ahead.
     pub read_ahead: u64,
+    /// `PIPEKEEP_PIECE_MEMORY`: the most bytes of checked pieces (payload bytes entries share)
+    /// a store holds in memory for reuse.
+    pub piece_memory: u64,
     /// `PIPEKEEP_BACKEND`.
     pub backend: BackendSetting,
     /// `PIPEKEEP_MERGE`.
@@ -73,6 +76,9 @@ pub struct Settings {
     pub test_refuse_binaries: bool,
     /// Test only (`PIPEKEEP_TEST_OPEN_TIME`, seconds since the epoch): the store's opening time.
     pub test_open_time: Option<SystemTime>,
+    /// Test only (`PIPEKEEP_TEST_CHUNKED_FROM`): cut `cache` payloads of this many bytes or more
+    /// into FastCDC's smallest chunks (RADV's are smaller than the threshold NVIDIA's data chose).
+    pub test_chunked_from: Option<usize>,
     /// Values that were refused, each with the default taken instead.
     pub problems: Vec<String>,
 }
@@ -103,6 +109,10 @@ impl Settings {
         };
         let max_bytes = bytes("PIPEKEEP_MAX_BYTES", DEFAULT_MAX_BYTES);
         let read_ahead = bytes("PIPEKEEP_READ_AHEAD", DEFAULT_READ_AHEAD);
+        let piece_memory = bytes(
+            "PIPEKEEP_PIECE_MEMORY",
+            crate::store::pieces::DEFAULT_MEMORY,
+        );
         let backend = match non_empty("PIPEKEEP_BACKEND").as_deref() {
             None | Some("auto") => BackendSetting::Auto,
             Some("binary") => BackendSetting::Binary,
@@ -143,6 +153,7 @@ impl Settings {
             title: non_empty("PIPEKEEP_TITLE").map(|t| safe_title(&t)),
             max_bytes,
             read_ahead,
+            piece_memory,
             backend,
             merge,
             log_filter,
@@ -155,6 +166,7 @@ impl Settings {
             test_read_ahead_first: non_empty("PIPEKEEP_TEST_READ_AHEAD_FIRST").is_some(),
             test_abort_in_merge: non_empty("PIPEKEEP_TEST_ABORT_IN_MERGE").is_some(),
             test_open_time,
+            test_chunked_from: non_empty("PIPEKEEP_TEST_CHUNKED_FROM").and_then(|v| v.parse().ok()),
             problems,
         }
     }

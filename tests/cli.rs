@@ -29,7 +29,7 @@ fn json(run: &Run) -> Value {
 fn list_shows_the_titles_identities_counts_and_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     make_store(tmp.path());
-    let files = entries(&tmp.path().join("store"));
+    let files = entries_and_pieces(&tmp.path().join("store"));
     let bytes: u64 = files
         .iter()
         .map(|f| std::fs::metadata(f).unwrap().len())
@@ -113,7 +113,8 @@ fn prune_keeps_exactly_what_the_stamp_order_says() {
     let tmp = tempfile::tempdir().unwrap();
     make_store(tmp.path());
     let stamped = entries_by_use(&tmp.path().join("store"));
-    let bound: u64 = stamped.iter().take(4).map(|e| e.1).sum();
+    let first_four: Vec<_> = stamped.iter().take(4).map(|e| e.0.clone()).collect();
+    let bound = bytes_with_pieces(&first_four);
     let dry = json(&tool(
         tmp.path(),
         &[
@@ -124,7 +125,13 @@ fn prune_keeps_exactly_what_the_stamp_order_says() {
             "--json",
         ],
     ));
-    assert_eq!(dry["titles"][0]["dropped"], 8);
+    let dropped_entries = dry["titles"][0]["dropped_entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n.as_str().unwrap().ends_with(".entry"))
+        .count();
+    assert_eq!(dropped_entries, 8);
     assert_eq!(
         entries(&tmp.path().join("store")).len(),
         12,

@@ -6,7 +6,7 @@ mod common;
 use common::identity;
 use pipekeep::key::PipelineKey;
 use pipekeep::replay::{foz, objects::Catalog};
-use pipekeep::store::envelope;
+use pipekeep::store::{envelope, recipe};
 use proptest::prelude::*;
 
 fn key() -> PipelineKey {
@@ -28,8 +28,30 @@ proptest! {
 
     #[test]
     fn the_envelope_decoder_never_panics_and_accepts_only_whole_entries(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-        if let Ok(data) = envelope::decode(&bytes, &identity(), &key()) {
-            prop_assert_eq!(envelope::encode(&identity(), &key(), data), bytes);
+        if let Ok(Some(data)) = envelope::decode(&bytes, &identity(), &key()).map(|d| d.whole()) {
+            prop_assert!(
+                envelope::encode(&identity(), &key(), data) == bytes
+                    || envelope::encode_format_one(&identity(), &key(), envelope::PayloadKind::Cache, data) == bytes
+            );
+        }
+    }
+
+    #[test]
+    fn the_parts_parser_never_panics_and_accepts_only_whole_lists(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        if let Ok((len, parts)) = recipe::parse(&bytes) {
+            prop_assert_eq!(&recipe::encode(&parts), &bytes);
+            prop_assert_eq!(parts.iter().map(|p| p.len()).sum::<u64>(), len);
+        }
+    }
+
+    #[test]
+    fn any_damage_to_a_list_of_parts_is_refused_or_read_as_other_parts(inline in proptest::collection::vec(any::<u8>(), 1..50), at in any::<usize>(), flip in 1u8..=255) {
+        let parts = [recipe::Part::Inline(&inline), recipe::Part::Piece { name: [9; 32], len: 77 }];
+        let mut bytes = recipe::encode(&parts);
+        let i = at % bytes.len();
+        bytes[i] ^= flip;
+        if let Ok((_, read)) = recipe::parse(&bytes) {
+            prop_assert_ne!(read, parts.to_vec());
         }
     }
 

@@ -1,5 +1,5 @@
 //! The envelope decoder on any bytes: never a panic, and only a whole entry decodes (its bytes
-//! are exactly what encoding its payload gives).
+//! are exactly what encoding its payload, or the parts it lists, gives).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use pipekeep::key::PipelineKey;
@@ -8,7 +8,17 @@ use pipekeep::store::{envelope, Identity};
 fuzz_target!(|data: &[u8]| {
     let id = Identity { vendor_id: 0x1002, device_id: 0x73bf, driver_version: 7, cache_uuid: [1; 16], abi: 8 };
     let key = PipelineKey { spirv: [2; 16], state: [3; 16] };
-    if let Ok(payload) = envelope::decode_payload(data, &id, &key) {
-        assert_eq!(envelope::encode_payload(&id, &key, payload.kind, payload.bytes), data);
+    if let Ok(decoded) = envelope::decode(data, &id, &key) {
+        let again = match &decoded.body {
+            envelope::Body::Whole(bytes) => [
+                envelope::encode_payload(&id, &key, decoded.kind, bytes),
+                envelope::encode_format_one(&id, &key, decoded.kind, bytes),
+            ],
+            envelope::Body::Parts { parts, .. } => {
+                let parts = envelope::encode_parts(&id, &key, decoded.kind, parts);
+                [parts.clone(), parts]
+            }
+        };
+        assert!(again.iter().any(|a| a == data));
     }
 });

@@ -207,6 +207,10 @@ impl DeviceData {
             crate::store::marker::use_slots(super::marker_map::map);
             match Store::open_then_bound(root, &self.title, self.identity, SETTINGS.max_bytes, opened_at, bound_now) {
                 Ok((store, _report)) => {
+                    store.set_piece_memory(SETTINGS.piece_memory);
+                    if let Some(bytes) = SETTINGS.test_chunked_from {
+                        store.set_chunking(crate::store::recipe::Chunking::fine_from(bytes));
+                    }
                     if SETTINGS.read_ahead == 0 {
                         store.read_nothing_ahead();
                     }

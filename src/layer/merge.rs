@@ -77,7 +77,9 @@ impl DeviceMerger<'_> {
             std::process::abort();
         }
         // SAFETY: checked entry data, and the layer's own caches.
-        let Ok(one) = (unsafe { super::pipelines::create_cache(dev, Some(entry.data())) }) else {
+        let made =
+            entry.with_data(|data| unsafe { super::pipelines::create_cache(dev, Some(data)) });
+        let Ok(one) = made else {
             return false;
         };
         let one = OwnCache { dev, cache: one };

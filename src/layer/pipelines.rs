@@ -597,7 +597,6 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
 ) -> Option<Kept> {
-    let parsed = crate::store::binaries::parse(entry.data()).ok()?; // checked at lookup
     if SETTINGS.test_refuse_binaries {
         // As NVIDIA's driver does with binaries another process wrote.
         b.dev.binaries_refused();
@@ -607,8 +606,12 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
     if SETTINGS.test_abort_in_load {
         std::process::abort();
     }
-    // SAFETY: the device takes binaries (`fns` were loaded for it).
-    let objects = match unsafe { binaries::load(b.dev, fns, &parsed) } {
+    let loaded = entry.with_data(|data| {
+        let parsed = crate::store::binaries::parse(data).ok()?; // checked at lookup
+                                                                // SAFETY: the device takes binaries (`fns` were loaded for it).
+        Some(unsafe { binaries::load(b.dev, fns, &parsed) })
+    })?;
+    let objects = match loaded {
         Ok(o) => o,
         Err(e) => {
             tracing::debug!(entry = %b.key.file_name(), result = ?e, "the driver refused the kept binaries");
@@ -762,7 +765,7 @@ unsafe fn build_cached<T: PipelineInfo>(
         if SETTINGS.test_abort_in_load {
             std::process::abort();
         }
-        match through(Some(entry.data()), lap, slot) {
+        match entry.with_data(|data| through(Some(data), lap, slot)) {
             Ok(built) => {
                 attempt = Some(built);
                 seeded = Some(entry);

@@ -21,8 +21,8 @@ use crate::key::PipelineKey;
 /// What reading ahead holds for a key, until a lookup takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ready {
-    /// The entry's bytes, checked whole.
-    Bytes(std::sync::Arc<Vec<u8>>),
+    /// The entry's payload, checked whole (with the pieces it names).
+    Bytes(super::Checked),
     /// The entry was checked whole and merged into a pipeline cache of the reader's device
     /// ([`super::Merger`]): no bytes are held.
     Merged(super::MergedIn),
@@ -31,7 +31,7 @@ pub enum Ready {
 impl Ready {
     fn held_bytes(&self) -> u64 {
         match self {
-            Ready::Bytes(b) => b.len() as u64,
+            Ready::Bytes(b) => b.payload.file_len() as u64,
             Ready::Merged(_) => 0,
         }
     }

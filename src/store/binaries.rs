@@ -78,6 +78,18 @@ pub fn parse(payload: &[u8]) -> Result<Vec<Binary<'_>>, EntryError> {
     Ok(out)
 }
 
+/// Where each binary's data stands in a payload that parses whole.
+pub fn data_ranges(payload: &[u8]) -> Result<Vec<std::ops::Range<usize>>, EntryError> {
+    let base = payload.as_ptr() as usize;
+    Ok(parse(payload)?
+        .iter()
+        .map(|b| {
+            let start = b.data.as_ptr() as usize - base;
+            start..start + b.data.len()
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

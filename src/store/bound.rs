@@ -1,6 +1,8 @@
-//! The size bound: the sizes (`st_size`) of all `*.entry` files under one title's
-//! `host-pipelines/` are kept within `PIPEKEEP_MAX_BYTES`, dropping the oldest stamp first.
-//! The stamp is the file's modification time (see `Store::next_stamp`).
+//! The size bound: the sizes (`st_size`) of all `*.entry` and `*.piece` files under one title's
+//! `host-pipelines/` (each piece once, however many entries name it) are kept within
+//! `PIPEKEEP_MAX_BYTES`, dropping the oldest stamp first. The stamp is the file's modification
+//! time (see `Store::next_stamp`; a piece carries its run's newest stamp, so it goes after the
+//! entries using it).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use super::files::{is_entry_name, names_in};
 use super::identity::DirName;
 use super::StoreError;
 
-/// One entry as the bound sees it.
+/// One entry or piece as the bound sees it.
 #[derive(Debug, Clone)]
 pub struct StampedEntry {
     pub path: PathBuf,
@@ -27,15 +29,38 @@ pub struct BoundReport {
     pub evicted_bytes: u64,
 }
 
-/// Every entry under `host_dir`, in identity directories of our naming only.
+/// Every entry and piece under `host_dir`, in identity directories of our naming only.
 pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError> {
     let mut out = Vec::new();
     for dir_name in names_in(host_dir).map_err(StoreError::io("list", host_dir))? {
         if DirName::parse(&dir_name).is_some() {
-            out.extend(entries_in(&host_dir.join(&dir_name)));
+            let dir = host_dir.join(&dir_name);
+            out.extend(entries_in(&dir));
+            out.extend(pieces_in(&dir));
         }
     }
     Ok(out)
+}
+
+fn is_piece(path: &Path) -> bool {
+    path.parent()
+        .and_then(|p| p.file_name())
+        .is_some_and(|d| d == super::pieces::DIR)
+}
+
+/// Every piece of one identity directory, with its size and stamp.
+pub fn pieces_in(dir: &Path) -> Vec<StampedEntry> {
+    super::pieces::listed(dir)
+        .into_iter()
+        .filter_map(|(_, path)| {
+            let meta = fs::symlink_metadata(&path).ok().filter(|m| m.is_file())?;
+            Some(StampedEntry {
+                bytes: meta.len(),
+                stamp: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                path,
+            })
+        })
+        .collect()
 }
 
 /// Every entry of one identity directory, with its size and stamp. Each is stat-ed relative to
@@ -79,7 +104,7 @@ fn split_at_bound(
     if total <= max_bytes {
         return (Vec::new(), entries);
     }
-    entries.sort_by(|a, b| a.stamp.cmp(&b.stamp).then_with(|| a.path.cmp(&b.path)));
+    sort_oldest_first(&mut entries);
     let mut dropped = 0;
     for e in &entries {
         if total <= max_bytes {
@@ -92,6 +117,12 @@ fn split_at_bound(
     (entries, kept)
 }
 
+/// Oldest stamp first; at an equal stamp by path (an entry before the pieces beside it), so that
+/// every tool agrees on the order.
+fn sort_oldest_first(entries: &mut [StampedEntry]) {
+    entries.sort_by(|a, b| a.stamp.cmp(&b.stamp).then_with(|| a.path.cmp(&b.path)));
+}
+
 /// A title brought within its bound: what was done, and the entries kept (each with its
 /// stamp, so that reading ahead needs no listing of its own).
 #[derive(Debug, Default)]
@@ -102,14 +133,25 @@ pub struct Bounded {
 
 /// Brings the title whose `host-pipelines/` is `host_dir` within `max_bytes`.
 pub fn keep_within(host_dir: &Path, max_bytes: u64) -> Result<Bounded, StoreError> {
-    let entries = entries_of_title(host_dir)?;
+    let mut entries = entries_of_title(host_dir)?;
     let mut report = BoundReport {
         entries: entries.len() as u64,
         bytes: entries.iter().map(|e| e.bytes).sum(),
         ..Default::default()
     };
-    let (to_drop, kept) = split_at_bound(entries, max_bytes);
-    for e in to_drop {
+    if report.bytes <= max_bytes {
+        return Ok(Bounded {
+            report,
+            kept: entries,
+        });
+    }
+    sort_oldest_first(&mut entries);
+    let mut kept = Vec::new();
+    for e in entries {
+        if report.bytes <= max_bytes || in_use_since_listed(&e) {
+            kept.push(e);
+            continue;
+        }
         if super::files::remove_if_present(&e.path).unwrap_or(false) {
             report.evicted += 1;
             report.evicted_bytes += e.bytes;
@@ -131,4 +173,14 @@ pub fn keep_within(host_dir: &Path, max_bytes: u64) -> Result<Bounded, StoreErro
         );
     }
     Ok(Bounded { report, kept })
+}
+
+/// A piece stamped again since it was listed is named by an entry a run is writing or has found
+/// now, perhaps one the listing does not hold: it stays, and the next oldest goes instead. (An
+/// entry stamped again goes as listed: its run has read it already; the next run misses it.)
+fn in_use_since_listed(e: &StampedEntry) -> bool {
+    is_piece(&e.path)
+        && fs::symlink_metadata(&e.path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|now| now != e.stamp)
 }

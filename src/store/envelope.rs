@@ -9,11 +9,15 @@
 //! failure is its own [`EntryError`].
 
 use super::identity::Identity;
+use super::recipe::{self, Part};
 use crate::key::PipelineKey;
 
 pub const MAGIC: [u8; 8] = *b"PIPEKEEP";
-/// Bump when the byte layout below changes; the golden tests pin it.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bump when the byte layout below changes; the golden tests pin it. Format 2: the body after
+/// the envelope lists the payload's parts ([`super::recipe`]); format 1 held the payload itself.
+pub const FORMAT_VERSION: u32 = 2;
+/// Format 1, before pieces: the payload stands whole after the envelope. Still read.
+pub const FORMAT_WHOLE: u32 = 1;
 pub const ENVELOPE_LEN: usize = 120;
 /// `VkPipelineCacheHeaderVersionOne`: headerSize, headerVersion, vendorID, deviceID, UUID.
 pub const CACHE_HEADER_LEN: usize = 32;
@@ -88,6 +92,10 @@ pub enum EntryError {
     NotAFile,
     #[error("{len} bytes, more than an entry may hold")]
     TooLarge { len: u64 },
+    #[error("a piece it names is missing")]
+    MissingPiece,
+    #[error("a piece it names does not match its name")]
+    CorruptPiece,
 }
 
 impl EntryError {
@@ -101,25 +109,58 @@ impl EntryError {
             EntryError::BadHeader { .. } => "bad-header",
             EntryError::NotAFile => "not-a-file",
             EntryError::TooLarge { .. } => "too-large",
+            EntryError::MissingPiece => "missing-piece",
+            EntryError::CorruptPiece => "corrupt-piece",
         }
     }
 }
 
-/// Envelope and pipeline-cache data, as written to disk.
+/// Envelope and pipeline-cache data standing whole in the entry, as written to disk.
 pub fn encode(identity: &Identity, key: &PipelineKey, data: &[u8]) -> Vec<u8> {
     encode_payload(identity, key, PayloadKind::Cache, data)
 }
 
-/// Envelope and a payload of `kind`, as written to disk.
+/// Envelope and a payload of `kind` standing whole in the entry, as written to disk.
 pub fn encode_payload(
     identity: &Identity,
     key: &PipelineKey,
     kind: PayloadKind,
     data: &[u8],
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(ENVELOPE_LEN + data.len());
+    encode_parts(identity, key, kind, &[Part::Inline(data)])
+}
+
+/// Envelope and a payload of `kind` given as parts (inline bytes and pieces).
+pub fn encode_parts(
+    identity: &Identity,
+    key: &PipelineKey,
+    kind: PayloadKind,
+    parts: &[Part<'_>],
+) -> Vec<u8> {
+    encode_body(identity, key, kind, FORMAT_VERSION, &recipe::encode(parts))
+}
+
+/// An entry of format 1 (the payload whole after the envelope), as entries were written before
+/// pieces; still read. For the tests of that migration.
+pub fn encode_format_one(
+    identity: &Identity,
+    key: &PipelineKey,
+    kind: PayloadKind,
+    data: &[u8],
+) -> Vec<u8> {
+    encode_body(identity, key, kind, FORMAT_WHOLE, data)
+}
+
+fn encode_body(
+    identity: &Identity,
+    key: &PipelineKey,
+    kind: PayloadKind,
+    format: u32,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ENVELOPE_LEN + body.len());
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&format.to_le_bytes());
     out.extend_from_slice(&identity.abi.to_le_bytes());
     out.extend_from_slice(&identity.vendor_id.to_le_bytes());
     out.extend_from_slice(&identity.device_id.to_le_bytes());
@@ -128,10 +169,10 @@ pub fn encode_payload(
     out.extend_from_slice(&identity.cache_uuid);
     out.extend_from_slice(&key.spirv);
     out.extend_from_slice(&key.state);
-    out.extend_from_slice(&(data.len() as u64).to_le_bytes());
-    out.extend_from_slice(blake3::hash(data).as_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(blake3::hash(body).as_bytes());
     debug_assert_eq!(out.len(), ENVELOPE_LEN);
-    out.extend_from_slice(data);
+    out.extend_from_slice(body);
     out
 }
 
@@ -148,14 +189,6 @@ pub fn abi_of(file: &[u8]) -> Option<u32> {
     (file.len() >= offset::ABI + 4).then(|| u32_at(file, offset::ABI))
 }
 
-/// The payload kind of an entry already decoded whole (`Cache` for anything shorter).
-pub fn kind_of(file: &[u8]) -> PayloadKind {
-    (file.len() >= offset::KIND + 4)
-        .then(|| PayloadKind::from_raw(u32_at(file, offset::KIND)))
-        .flatten()
-        .unwrap_or(PayloadKind::Cache)
-}
-
 /// The length a file must have for the envelope at its start (`None` when too short to say),
 /// read before the rest of a large file is.
 pub fn declared_file_len(start: &[u8]) -> Option<u64> {
@@ -163,21 +196,66 @@ pub fn declared_file_len(start: &[u8]) -> Option<u64> {
         .then(|| (ENVELOPE_LEN as u64).saturating_add(u64_at(start, offset::DATA_LEN)))
 }
 
-/// Checks a whole entry file for this identity and key; on success returns the payload's bytes.
+/// What an entry lists, read without knowing its identity or key: its payload's length and the
+/// pieces it names (name, length). `None` for a file that is not a whole entry. For the entry a
+/// stale loading marker names (the driver stopped while loading it, maybe on a piece other
+/// entries share) and for the tools' counts.
+pub fn listed_parts(file: &[u8]) -> Option<(u64, Vec<(recipe::PieceName, u64)>)> {
+    let whole = declared_file_len(file) == Some(file.len() as u64)
+        && blake3::hash(&file[ENVELOPE_LEN..]).as_bytes()[..]
+            == file[offset::DATA_HASH..offset::DATA_HASH + 32];
+    match u32_at(file, offset::FORMAT) {
+        _ if !whole => None,
+        FORMAT_WHOLE => Some(((file.len() - ENVELOPE_LEN) as u64, Vec::new())),
+        FORMAT_VERSION => {
+            let (len, parts) = recipe::parse(&file[ENVELOPE_LEN..]).ok()?;
+            let pieces = parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Piece { name, len } => Some((*name, *len)),
+                    Part::Inline(_) => None,
+                })
+                .collect();
+            Some((len, pieces))
+        }
+        _ => None,
+    }
+}
+
+/// Where a checked entry's payload is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// Whole in the entry, already checked whole.
+    Whole(&'a [u8]),
+    /// In parts, some of them pieces: the payload is checked ([`check_payload_start`], and for
+    /// binaries [`check_payload`]) once the pieces are read.
+    Parts { len: u64, parts: Vec<Part<'a>> },
+}
+
+/// An entry checked for this identity and key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded<'a> {
+    pub kind: PayloadKind,
+    pub body: Body<'a>,
+}
+
+impl<'a> Decoded<'a> {
+    /// The payload where it stands whole in the entry.
+    pub fn whole(&self) -> Option<&'a [u8]> {
+        match self.body {
+            Body::Whole(b) => Some(b),
+            Body::Parts { .. } => None,
+        }
+    }
+}
+
+/// Checks a whole entry file for this identity and key: the envelope, the hash of the entry's
+/// bytes, the list of its parts, and a payload standing whole in it.
 pub fn decode<'a>(
     file: &'a [u8],
     identity: &Identity,
     key: &PipelineKey,
-) -> Result<&'a [u8], EntryError> {
-    decode_payload(file, identity, key).map(|p| p.bytes)
-}
-
-/// Checks a whole entry file for this identity and key; on success returns its payload.
-pub fn decode_payload<'a>(
-    file: &'a [u8],
-    identity: &Identity,
-    key: &PipelineKey,
-) -> Result<Payload<'a>, EntryError> {
+) -> Result<Decoded<'a>, EntryError> {
     let len = file.len() as u64;
     if file.len() < ENVELOPE_LEN {
         return Err(EntryError::Short {
@@ -188,7 +266,8 @@ pub fn decode_payload<'a>(
     if file[offset::MAGIC..offset::MAGIC + 8] != MAGIC {
         return Err(EntryError::Corrupt { what: "magic" });
     }
-    if u32_at(file, offset::FORMAT) != FORMAT_VERSION {
+    let format = u32_at(file, offset::FORMAT);
+    if format != FORMAT_VERSION && format != FORMAT_WHOLE {
         return Err(EntryError::Foreign { field: "format" });
     }
     let kind = PayloadKind::from_raw(u32_at(file, offset::KIND)).ok_or(EntryError::Corrupt {
@@ -222,29 +301,83 @@ pub fn decode_payload<'a>(
     if len > expected {
         return Err(EntryError::Long { len, expected });
     }
-    let data = &file[ENVELOPE_LEN..];
-    if blake3::hash(data).as_bytes()[..] != file[offset::DATA_HASH..offset::DATA_HASH + 32] {
+    let body = &file[ENVELOPE_LEN..];
+    if blake3::hash(body).as_bytes()[..] != file[offset::DATA_HASH..offset::DATA_HASH + 32] {
         return Err(EntryError::Corrupt { what: "data hash" });
     }
-    match kind {
-        PayloadKind::Cache => check_cache_header(data, identity)?,
-        PayloadKind::Binaries => {
-            super::binaries::parse(data)?;
-        }
+    let body = match format {
+        FORMAT_WHOLE => Body::Whole(body),
+        _ => match recipe::parse(body)? {
+            (_, parts) if matches!(parts[..], [Part::Inline(_)]) => {
+                let [Part::Inline(bytes)] = parts[..] else {
+                    unreachable!("matched above")
+                };
+                Body::Whole(bytes)
+            }
+            (len, parts) => Body::Parts { len, parts },
+        },
+    };
+    if let Body::Whole(bytes) = body {
+        check_payload(kind, bytes, identity)?;
     }
-    Ok(Payload { kind, bytes: data })
+    Ok(Decoded { kind, body })
+}
+
+/// [`decode`] for an entry whose payload stands whole in it (`None` for one made of pieces).
+pub fn decode_whole<'a>(
+    file: &'a [u8],
+    identity: &Identity,
+    key: &PipelineKey,
+) -> Result<Option<Payload<'a>>, EntryError> {
+    let decoded = decode(file, identity, key)?;
+    Ok(decoded.whole().map(|bytes| Payload {
+        kind: decoded.kind,
+        bytes,
+    }))
+}
+
+/// The checks of a whole payload: for `cache` a version-one pipeline-cache header for this device;
+/// for `binary` every binary's count, key and length.
+pub fn check_payload(
+    kind: PayloadKind,
+    data: &[u8],
+    identity: &Identity,
+) -> Result<(), EntryError> {
+    match kind {
+        PayloadKind::Cache => check_cache_header(data, identity),
+        PayloadKind::Binaries => super::binaries::parse(data).map(|_| ()),
+    }
+}
+
+/// The check of a payload's start, given its first [`CACHE_HEADER_LEN`] bytes and its length:
+/// all a `cache` payload needs.
+pub fn check_payload_start(
+    kind: PayloadKind,
+    start: &[u8],
+    len: usize,
+    identity: &Identity,
+) -> Result<(), EntryError> {
+    match kind {
+        PayloadKind::Cache => check_cache_header_of(start, len, identity),
+        PayloadKind::Binaries => Ok(()),
+    }
 }
 
 /// The data must begin with `VkPipelineCacheHeaderVersionOne` naming this vendor, device and UUID.
 /// The header alone (no pipeline after it) is refused too: it is never worth handing on.
 pub fn check_cache_header(data: &[u8], identity: &Identity) -> Result<(), EntryError> {
-    if data.len() < CACHE_HEADER_LEN {
+    check_cache_header_of(data, data.len(), identity)
+}
+
+/// [`check_cache_header`] given the data's start (at least the header) and its whole length.
+fn check_cache_header_of(data: &[u8], len: usize, identity: &Identity) -> Result<(), EntryError> {
+    if data.len() < CACHE_HEADER_LEN || len < CACHE_HEADER_LEN {
         return Err(EntryError::BadHeader {
             what: "shorter than a header",
         });
     }
     let header_len = u32_at(data, 0) as usize;
-    if header_len < CACHE_HEADER_LEN || header_len > data.len() {
+    if header_len < CACHE_HEADER_LEN || header_len > len {
         return Err(EntryError::BadHeader {
             what: "header size",
         });
@@ -319,7 +452,7 @@ pub(crate) mod tests {
         let bytes = encode(&id, &key(), &data);
         let mut want: Vec<u8> = Vec::new();
         want.extend_from_slice(b"PIPEKEEP");
-        want.extend_from_slice(&[1, 0, 0, 0]); // format
+        want.extend_from_slice(&[2, 0, 0, 0]); // format
         want.extend_from_slice(&[8, 0, 0, 0]); // ABI
         want.extend_from_slice(&[0x02, 0x10, 0, 0]); // vendor
         want.extend_from_slice(&[0xbf, 0x73, 0, 0]); // device
@@ -328,16 +461,80 @@ pub(crate) mod tests {
         want.extend_from_slice(&id.cache_uuid);
         want.extend_from_slice(&[0x11; 16]);
         want.extend_from_slice(&[0x22; 16]);
-        want.extend_from_slice(&[40, 0, 0, 0, 0, 0, 0, 0]); // data length
+        want.extend_from_slice(&[72, 0, 0, 0, 0, 0, 0, 0]); // body length
         assert_eq!(&bytes[..88], &want[..]);
         assert_eq!(
             crate::store::identity::hex(&bytes[88..120]),
+            "484d6429633d21f4e862661d442f067d516354093a2fd4b9420b03a781436914",
+            "BLAKE3 of the body, pinned"
+        );
+        // The body: the payload's length, one part, standing inline.
+        assert_eq!(&bytes[120..128], &[40, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&bytes[128..136], &[1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            &bytes[136..152],
+            &[0, 0, 0, 0, 0, 0, 0, 0, 40, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(&bytes[152..], &data[..]);
+        assert_eq!(ENVELOPE_LEN, 120);
+        assert_eq!(FORMAT_VERSION, 2);
+    }
+
+    #[test]
+    fn an_entry_of_format_one_is_still_read() {
+        let id = identity();
+        let data = cache_data(&id, b"pipeline");
+        let bytes = encode_format_one(&id, &key(), PayloadKind::Cache, &data);
+        assert_eq!(&bytes[8..12], &[1, 0, 0, 0]);
+        assert_eq!(&bytes[80..88], &[40, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            crate::store::identity::hex(&bytes[88..120]),
             "022312dd2ba2eea633e8d38282f917ef540bf475a9c482808d9f427b18712685",
-            "BLAKE3 of the data, pinned"
+            "BLAKE3 of the data, as format 1 pinned it"
         );
         assert_eq!(&bytes[120..], &data[..]);
-        assert_eq!(ENVELOPE_LEN, 120);
-        assert_eq!(FORMAT_VERSION, 1);
+        let decoded = decode(&bytes, &id, &key()).unwrap();
+        assert_eq!(decoded.whole(), Some(&data[..]));
+        let mut damaged = bytes.clone();
+        *damaged.last_mut().unwrap() ^= 1;
+        assert_eq!(
+            decode(&damaged, &id, &key()).unwrap_err().reason(),
+            "corrupt"
+        );
+    }
+
+    #[test]
+    fn an_entry_of_pieces_lists_them_and_its_payload_is_checked_once_put_together() {
+        let id = identity();
+        let head = cache_data(&id, b"own");
+        let parts = [
+            Part::Inline(&head),
+            Part::Piece {
+                name: [4; 32],
+                len: 1000,
+            },
+        ];
+        let bytes = encode_parts(&id, &key(), PayloadKind::Cache, &parts);
+        let decoded = decode(&bytes, &id, &key()).unwrap();
+        assert_eq!(
+            decoded.body,
+            Body::Parts {
+                len: 1035,
+                parts: parts.to_vec()
+            }
+        );
+        assert_eq!(
+            check_payload_start(PayloadKind::Cache, &head, 1035, &id),
+            Ok(())
+        );
+        let mut other = head.clone();
+        other[9] ^= 1;
+        assert_eq!(
+            check_payload_start(PayloadKind::Cache, &other, 1035, &id)
+                .unwrap_err()
+                .reason(),
+            "bad-header"
+        );
     }
 
     #[test]
@@ -345,7 +542,10 @@ pub(crate) mod tests {
         let id = identity();
         let data = cache_data(&id, &[7u8; 100]);
         let bytes = encode(&id, &key(), &data);
-        assert_eq!(decode(&bytes, &id, &key()), Ok(&data[..]));
+        assert_eq!(
+            decode(&bytes, &id, &key()).unwrap().whole(),
+            Some(&data[..])
+        );
     }
 
     #[test]
@@ -425,7 +625,7 @@ pub(crate) mod tests {
         flipped[29] = 1;
         assert_eq!(reason(&flipped), "corrupt", "the payload kind");
         flipped = good.clone();
-        flipped[8] = 2;
+        flipped[8] = 3;
         assert_eq!(reason(&flipped), "foreign", "another format");
         flipped = good.clone();
         flipped[81] ^= 1;
@@ -465,7 +665,11 @@ pub(crate) mod tests {
             wrong_uuid,
             huge_header,
         ] {
-            let bytes = encode(&id, &key(), &data);
+            // An empty payload cannot be listed in parts: only format 1 could hold one.
+            let bytes = match data.is_empty() {
+                true => encode_format_one(&id, &key(), PayloadKind::Cache, &data),
+                false => encode(&id, &key(), &data),
+            };
             assert_eq!(
                 decode(&bytes, &id, &key()).unwrap_err().reason(),
                 "bad-header"

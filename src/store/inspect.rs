@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::envelope::{self, EntryError, ENVELOPE_LEN};
+use super::envelope::{self, EntryError};
 use super::files::{is_entry_name, names_in};
 use super::identity::{DirName, Identity};
+use super::pieces::Pieces;
 use crate::key::PipelineKey;
 
 /// An identity directory of a title.
@@ -80,8 +81,15 @@ impl CheckError {
     }
 }
 
-/// Checks an entry file as the layer would.
+/// Checks an entry file as the layer would, with the pieces of its directory; returns its
+/// payload's length.
 pub fn check_entry(path: &Path) -> Result<u64, CheckError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    check_entry_with(path, &Pieces::for_looking(dir))
+}
+
+/// [`check_entry`] with pieces already checked by earlier entries of the same directory.
+pub fn check_entry_with(path: &Path, pieces: &Pieces) -> Result<u64, CheckError> {
     let dir = path
         .parent()
         .and_then(|p| p.file_name())
@@ -108,8 +116,81 @@ pub fn check_entry(path: &Path) -> Result<u64, CheckError> {
             super::identity::HOST_ABI
         },
     };
-    envelope::decode(&bytes, &identity, &key)?;
-    Ok((bytes.len() - ENVELOPE_LEN) as u64)
+    let checked = super::payload::check(std::sync::Arc::new(bytes), &identity, &key, pieces)?;
+    Ok(checked.0.payload.len() as u64)
+}
+
+/// A piece file checked against its name: its length, or why it fails.
+pub fn check_piece(path: &Path) -> Result<u64, CheckError> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(super::pieces::name_of_file)
+        .ok_or(CheckError::NotOurs)?;
+    let mut file = super::files::open_entry_file(None, path, false).map_err(|e| {
+        if super::files::is_not_a_file(&e) {
+            CheckError::Entry(EntryError::NotAFile)
+        } else {
+            CheckError::Io(e)
+        }
+    })?;
+    let len = file.metadata()?.len();
+    if len > super::files::ENTRY_FILE_LIMIT {
+        return Err(EntryError::TooLarge { len }.into());
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::io::Read::read_to_end(&mut file, &mut bytes)?;
+    if blake3::hash(&bytes).as_bytes() != &name {
+        return Err(EntryError::CorruptPiece.into());
+    }
+    Ok(bytes.len() as u64)
+}
+
+/// The bytes an identity directory keeps (its entries' and pieces' files) and the bytes its
+/// entries name (their payloads put together): the saving the pieces make.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Sharing {
+    pub entries: u64,
+    pub entry_bytes: u64,
+    pub pieces: u64,
+    pub piece_bytes: u64,
+    pub named_bytes: u64,
+}
+
+impl Sharing {
+    pub fn kept_bytes(&self) -> u64 {
+        self.entry_bytes + self.piece_bytes
+    }
+
+    pub fn add(&mut self, other: &Sharing) {
+        self.entries += other.entries;
+        self.entry_bytes += other.entry_bytes;
+        self.pieces += other.pieces;
+        self.piece_bytes += other.piece_bytes;
+        self.named_bytes += other.named_bytes;
+    }
+}
+
+/// Counts what an identity directory keeps against what its entries name.
+pub fn sharing(dir: &Path) -> Sharing {
+    let mut out = Sharing::default();
+    for path in entry_files(dir).unwrap_or_default() {
+        let Ok((Ok(bytes), _)) =
+            super::files::read_entry_file(super::files::open_entry_file(None, &path, false))
+        else {
+            continue;
+        };
+        out.entries += 1;
+        out.entry_bytes += bytes.len() as u64;
+        out.named_bytes += envelope::listed_parts(&bytes).map_or(0, |(len, _)| len);
+    }
+    for (_, path) in super::pieces::listed(dir) {
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            out.pieces += 1;
+            out.piece_bytes += meta.len();
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -132,6 +213,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(check_entry(&path).unwrap(), 42);
+        let shared = sharing(&dir);
+        assert_eq!(
+            (shared.entries, shared.named_bytes, shared.pieces),
+            (1, 42, 0)
+        );
         assert_eq!(titles(root.path()).unwrap(), vec!["t".to_string()]);
         assert_eq!(identity_dirs(&root.path().join("t")).unwrap().len(), 1);
         let mut bytes = std::fs::read(&path).unwrap();

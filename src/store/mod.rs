@@ -21,6 +21,9 @@ pub mod identity;
 pub mod inspect;
 pub mod marker;
 mod open;
+pub mod payload;
+pub mod pieces;
+pub mod recipe;
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -36,6 +39,7 @@ pub use envelope::EntryError;
 pub use identity::Identity;
 pub use marker::LoadingMarker;
 pub use open::OpenReport;
+pub use payload::Checked;
 
 /// An I/O failure of the store, with the path and what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +119,11 @@ pub struct Store {
     no_atime: AtomicBool,
     ahead: ahead::ReadAhead,
     known: KnownEntries,
+    pieces: pieces::Pieces,
+    /// How `cache` payloads are cut into pieces.
+    chunking: Mutex<recipe::Chunking>,
+    /// The pieces each entry found with pieces names, until its stamp stamps them.
+    named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<recipe::PieceName>>>,
 }
 
 /// The entries this store may hold: those its directory listed at opening and those this run
@@ -162,32 +171,31 @@ impl KnownEntries {
     }
 }
 
-/// An entry found whole: its name and bytes. Its file is closed as soon as it is read: a run
-/// that held each found file open until its stamp grew the process's file table while its
-/// threads looked entries up, and Linux waits for an RCU grace period at each growth of a shared
-/// table (measured on RADV, ncnn at 2 threads: both application threads stalled 5-28 ms a run).
+/// An entry found whole: its name and its checked payload. Its file is closed as soon as it is
+/// read: a run that held each found file open until its stamp grew the process's file table
+/// while its threads looked entries up, and Linux waits for an RCU grace period at each growth
+/// of a shared table (measured on RADV, ncnn at 2 threads: both application threads stalled
+/// 5-28 ms a run).
+#[derive(Clone)]
 pub struct FoundEntry {
     name: EntryName,
-    kind: envelope::PayloadKind,
-    /// Shared: what reading ahead holds and what it hands to the merger are one buffer.
-    bytes: Arc<Vec<u8>>,
+    checked: Checked,
 }
 
 impl FoundEntry {
-    fn new(name: EntryName, bytes: Arc<Vec<u8>>) -> FoundEntry {
-        // Checked whole before it got here; only the kind is read again.
-        let kind = envelope::kind_of(&bytes);
-        FoundEntry { name, kind, bytes }
+    fn new(name: EntryName, checked: Checked) -> FoundEntry {
+        FoundEntry { name, checked }
     }
 
-    /// The payload, already checked: pipeline-cache data or the pipeline's binaries.
-    pub fn data(&self) -> &[u8] {
-        &self.bytes[envelope::ENVELOPE_LEN..]
+    /// Calls `f` with the payload, already checked (pipeline-cache data or the pipeline's
+    /// binaries), as one slice.
+    pub fn with_data<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        self.checked.payload.with_bytes(f)
     }
 
     /// Which backend's payload it holds.
     pub fn kind(&self) -> envelope::PayloadKind {
-        self.kind
+        self.checked.kind
     }
 
     /// Its name, for a stamp given later.
@@ -282,7 +290,7 @@ impl Store {
         let store = Store {
             identity,
             title_dir,
-            dir,
+            dir: dir.clone(),
             max_bytes,
             opened_at,
             stamps_taken: AtomicU64::new(0),
@@ -293,6 +301,9 @@ impl Store {
             no_atime: AtomicBool::new(true),
             ahead: ahead::ReadAhead::default(),
             known: KnownEntries::default(),
+            chunking: Mutex::default(),
+            pieces: pieces::Pieces::new(&dir),
+            named_pieces: Mutex::default(),
         };
         let report = open::sweep(&store, bound_now)?;
         Ok((store, report))
@@ -300,6 +311,17 @@ impl Store {
 
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// Cuts `cache` payloads into pieces as `chunking` says, instead of
+    /// [`recipe::Chunking::CHOSEN`] (the tests of pieces on a driver whose payloads are small).
+    pub fn set_chunking(&self, chunking: recipe::Chunking) {
+        *self.chunking.lock().unwrap_or_else(|e| e.into_inner()) = chunking;
+    }
+
+    /// The bytes of checked pieces held in memory (`PIPEKEEP_PIECE_MEMORY`).
+    pub fn set_piece_memory(&self, bytes: u64) {
+        self.pieces.set_memory_limit(bytes);
     }
 
     /// The identity directory.
@@ -323,8 +345,8 @@ impl Store {
     /// read from its file, as it would be without merging.
     pub fn lookup_for(&self, key: &PipelineKey, owner: u64) -> Result<Lookup, StoreError> {
         match self.ahead.claim(key) {
-            Some(ahead::Ready::Bytes(bytes)) => {
-                return Ok(Lookup::Found(FoundEntry::new(key.file_name(), bytes)))
+            Some(ahead::Ready::Bytes(checked)) => {
+                return Ok(Lookup::Found(FoundEntry::new(key.file_name(), checked)))
             }
             Some(ahead::Ready::Merged(within)) if within.owner == owner => {
                 return Ok(Lookup::Merged(MergedEntry {
@@ -341,22 +363,39 @@ impl Store {
         self.read_entry(key)
     }
 
-    /// Opens, reads and checks one entry. A file that is not a regular file, or larger than an
-    /// entry may be, is dropped before a byte of it is read.
+    /// Opens, reads and checks one entry, and the pieces it names. A file that is not a regular
+    /// file, or larger than an entry may be, is dropped before a byte of it is read.
     fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         let name = key.file_name();
         let path = || self.dir.join(name);
         let (refused, file) = match files::read_entry_file(self.open_entry(&name)) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
             Err(e) => return Err(StoreError::io("read", &path())(e)),
-            Ok((Ok(bytes), file)) => match envelope::decode(&bytes, &self.identity, key) {
-                Ok(_) => return Ok(Lookup::Found(FoundEntry::new(name, Arc::new(bytes)))),
+            Ok((Ok(bytes), file)) => match self.check(Arc::new(bytes), key) {
+                Ok(checked) => return Ok(Lookup::Found(FoundEntry::new(name, checked))),
                 Err(why) => (why, file),
             },
             Ok((Err(why), file)) => (why, file),
         };
         self.drop_entry(&path(), file.as_ref(), refused.reason());
         Ok(Lookup::Dropped(refused))
+    }
+
+    /// Checks an entry's bytes whole for `key`, with the pieces it names (remembered until the
+    /// entry's stamp, which stamps them too).
+    fn check(&self, file: Arc<Vec<u8>>, key: &PipelineKey) -> Result<Checked, EntryError> {
+        let (checked, pieces) = payload::check(file, &self.identity, key, &self.pieces)?;
+        if !pieces.is_empty() {
+            self.lock_named_pieces().insert(*key, pieces);
+        }
+        Ok(checked)
+    }
+
+    fn lock_named_pieces(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<PipelineKey, Vec<recipe::PieceName>>>
+    {
+        self.named_pieces.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Opens an entry for reading (never through a link, never blocking), relative to the
@@ -411,6 +450,13 @@ impl Store {
     /// writer thread stamps later, off the application's thread, in the run's order of use). An
     /// entry gone since is not stamped.
     pub fn stamp_found(&self, name: &EntryName, stamp: SystemTime) {
+        // Its pieces first: the bound lists entries before pieces, so whoever sees the entry's
+        // new stamp sees its pieces' too.
+        let pieces =
+            PipelineKey::from_file_name(name).and_then(|key| self.lock_named_pieces().remove(&key));
+        if let Some(pieces) = pieces {
+            self.pieces.stamp_first(&pieces, stamp);
+        }
         if let Err(e) = self.stamp_by_name(name, stamp) {
             tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry");
         }
@@ -476,7 +522,7 @@ impl Store {
                         // Held at once, so that a lookup overtaking the merges still takes it
                         // from memory; a copy goes to the next batch to merge.
                         if merger.is_some() {
-                            batch.push(FoundEntry::new(found.name, Arc::clone(&found.bytes)));
+                            batch.push(found.clone());
                         }
                         self.hold(found, reserved, &mut report);
                         if let Some(m) = merger.filter(|_| batch.len() == MERGE_BATCH) {
@@ -549,10 +595,10 @@ impl Store {
         let Some(key) = PipelineKey::from_file_name(&found.name) else {
             return;
         };
-        let len = found.bytes.len() as u64;
+        let len = found.checked.payload.file_len() as u64;
         if self
             .ahead
-            .offer_ready(key, reserved, Some(ahead::Ready::Bytes(found.bytes)))
+            .offer_ready(key, reserved, Some(ahead::Ready::Bytes(found.checked)))
         {
             report.held += 1;
             report.held_bytes += len;
@@ -652,10 +698,28 @@ impl Store {
             return Ok(files::Written::Skipped);
         }
         self.make_dir()?;
-        let bytes = envelope::encode_payload(&self.identity, key, kind, data);
+        let mut pieces_written = 0;
+        let mut parts = Vec::new();
+        let chunking = *self.chunking.lock().unwrap_or_else(|e| e.into_inner());
+        for cut in recipe::cut(kind, data, chunking) {
+            parts.push(match cut {
+                recipe::Cut::Inline(bytes) => recipe::Part::Inline(bytes),
+                recipe::Cut::Piece(bytes) => {
+                    // Every piece is kept before the entry naming it is.
+                    let (name, written) = self.pieces.put(bytes, stamp)?;
+                    pieces_written += written;
+                    recipe::Part::Piece {
+                        name,
+                        len: bytes.len() as u64,
+                    }
+                }
+            });
+        }
+        let bytes = envelope::encode_parts(&self.identity, key, kind, &parts);
         // Skipped means another writer holds it, and renames it in place soon.
         let written = files::write_atomically(&self.entry_path(key), &bytes, stamp)?;
         if let files::Written::Whole(n) = written {
+            let n = n + pieces_written;
             let before = self.written_bytes.fetch_add(n, Ordering::Relaxed);
             let step = bound_step(self.max_bytes);
             if before / step != (before + n) / step {

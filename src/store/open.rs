@@ -14,6 +14,7 @@ use super::bound::{self, BoundReport};
 use super::files::{is_entry_name, lock_path, names_in, remove_if_present, Locked};
 use super::identity::DirName;
 use super::marker::{inspect, MarkerState};
+use super::pieces;
 use super::{log_drop, Store, StoreError};
 
 /// What an opening found and did.
@@ -52,14 +53,9 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
             report.stale_marker_drops += sweep_marker(&store.dir, name, entry);
         }
     }
-    for name in own.iter().filter(|n| n.ends_with(".tmp")) {
-        let path = store.dir.join(name);
-        if let Ok(Locked::Held(_) | Locked::NotAFile) = lock_path(&path, false) {
-            if remove_if_present(&path).unwrap_or(false) {
-                report.partial_writes_dropped += 1;
-                tracing::debug!(path = %path.display(), "dropped a partial write");
-            }
-        }
+    let pieces_dir = store.dir.join(pieces::DIR);
+    for dir in [&store.dir, &pieces_dir] {
+        report.partial_writes_dropped += drop_partial_writes(dir);
     }
     if bound_now {
         report.bound = bound::keep_within(host_dir, store.max_bytes)?.report;
@@ -89,6 +85,24 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     Ok(report)
 }
 
+/// Drops every `*.tmp` in `dir` whose lock can be taken (a stopped write). Returns how many.
+fn drop_partial_writes(dir: &Path) -> u64 {
+    let mut dropped = 0;
+    for name in names_in(dir).unwrap_or_default() {
+        if !name.ends_with(".tmp") {
+            continue;
+        }
+        let path = dir.join(&name);
+        if let Ok(Locked::Held(_) | Locked::NotAFile) = lock_path(&path, false) {
+            if remove_if_present(&path).unwrap_or(false) {
+                dropped += 1;
+                tracing::debug!(path = %path.display(), "dropped a partial write");
+            }
+        }
+    }
+    dropped
+}
+
 /// A marker `<entry>.loading` (the seed's form) or `<pid>-<tid>.loading` (one per thread).
 /// Returns how many entries it cost.
 fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
@@ -109,11 +123,29 @@ fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
     match named.filter(|n| is_entry_name(n)) {
         Some(entry) => {
             let path = dir.join(entry);
+            drop_pieces_of(dir, &path);
             let existed = remove_if_present(&path).unwrap_or(false);
             log_drop(&path, "stale-marker");
             u64::from(existed)
         }
         None => 0,
+    }
+}
+
+/// Drops the pieces an entry names: the driver stopped while loading it, maybe on a piece that
+/// other entries share, which then are misses (`missing-piece`) instead of stopping it again.
+fn drop_pieces_of(dir: &Path, entry: &Path) {
+    let Ok((Ok(bytes), _)) =
+        super::files::read_entry_file(super::files::open_entry_file(None, entry, false))
+    else {
+        return;
+    };
+    let named = super::envelope::listed_parts(&bytes).map(|(_, p)| p);
+    for (name, _) in named.unwrap_or_default() {
+        let path = dir.join(pieces::DIR).join(pieces::file_name(&name));
+        if remove_if_present(&path).unwrap_or(false) {
+            tracing::info!(path = %path.display(), "dropped a piece the stopped load named");
+        }
     }
 }
 
@@ -160,6 +192,12 @@ fn drop_directory(dir: &Path, reason: &str) -> u64 {
             log_drop(&path, reason);
         }
     }
+    let pieces_dir = dir.join(pieces::DIR);
+    drop_partial_writes(&pieces_dir);
+    for (_, path) in pieces::listed(dir) {
+        let _ = remove_if_present(&path);
+    }
+    let _ = fs::remove_dir(&pieces_dir);
     let _ = remove_if_present(&dir.join(super::REFUSES_BINARIES));
     let _ = fs::remove_dir(dir);
     dropped

@@ -57,9 +57,9 @@ fn a_written_entry_is_found_whole_and_a_missing_one_is_missing() {
     let store = open(root.path(), 1 << 20, at(0));
     let data = cache_data(&identity(), &[5; 300]);
     assert!(matches!(store.lookup(&key(1)).unwrap(), Lookup::Missing));
-    assert_eq!(store.write(&key(1), &data).unwrap(), Written::Whole(452));
+    assert_eq!(store.write(&key(1), &data).unwrap(), Written::Whole(484));
     match store.lookup(&key(1)).unwrap() {
-        Lookup::Found(e) => assert_eq!(e.data(), &data[..]),
+        Lookup::Found(e) => assert_eq!(e.with_data(<[u8]>::to_vec), data),
         _ => panic!("not found"),
     }
     assert!(store
@@ -298,7 +298,7 @@ fn opening_drops_the_monolithic_cache_unread() {
 #[test]
 fn the_bound_keeps_the_last_runs_first_used_entries() {
     let root = tempfile::tempdir().unwrap();
-    let data = cache_data(&identity(), &[0; 88]); // 120 + 120 = 240 bytes an entry
+    let data = cache_data(&identity(), &[0; 56]); // 120 + 32 + 88 = 240 bytes an entry
     let entry_bytes = 240u64;
     let run1 = open(root.path(), 1 << 30, at(100));
     for n in [1, 2, 3] {
@@ -384,8 +384,8 @@ fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
         match run2.lookup(&key(n)).unwrap() {
             Lookup::Found(e) => {
                 assert_eq!(
-                    e.data(),
-                    &data[..],
+                    e.with_data(<[u8]>::to_vec),
+                    data,
                     "entry {n} taken from what was read ahead"
                 );
                 run2.stamp(e);
@@ -657,8 +657,162 @@ fn a_merged_entry_is_served_merged_to_its_device_and_read_from_its_file_by_any_o
         _ => panic!("the merging device is served through its merged cache"),
     }
     match run2.lookup_for(&key(2), 8).unwrap() {
-        Lookup::Found(e) => assert_eq!(e.data(), &data[..]),
+        Lookup::Found(e) => assert_eq!(e.with_data(<[u8]>::to_vec), data),
         _ => panic!("another device reads the entry from its file"),
     }
     assert!(found(&run2, &key(3)), "a lookup for no device reads it too");
+}
+
+/// Pipeline-cache data of `len` bytes whose tail is a block shared with every other call's (as
+/// NVIDIA's dictionary is), after a head of its own.
+fn data_sharing_a_block(head: u8, len: usize) -> Vec<u8> {
+    let block: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    let own: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(head)).collect();
+    cache_data(&identity(), &[&own[..], &block[..]].concat())
+}
+
+fn piece_files(store: &Store) -> Vec<std::path::PathBuf> {
+    pieces::listed(store.dir())
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect()
+}
+
+#[test]
+fn a_large_payload_is_kept_in_pieces_shared_between_entries_and_found_whole() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    let (one, two) = (
+        data_sharing_a_block(3, 5_000),
+        data_sharing_a_block(7, 21_000),
+    );
+    store.write(&key(1), &one).unwrap();
+    let after_one = piece_files(&store).len();
+    assert!(after_one > 5, "{after_one} pieces");
+    store.write(&key(2), &two).unwrap();
+    let after_two = piece_files(&store).len();
+    assert!(
+        after_two <= after_one + 3,
+        "{after_one} then {after_two} pieces"
+    );
+    let kept = bound::entries_of_title(&root.path().join("title/host-pipelines")).unwrap();
+    let kept_bytes: u64 = kept.iter().map(|e| e.bytes).sum();
+    assert!(
+        kept_bytes < (one.len() + two.len()) as u64 * 6 / 10,
+        "{kept_bytes} bytes kept for {} named",
+        one.len() + two.len()
+    );
+    let again = open(root.path(), 1 << 30, at(1));
+    for (n, data) in [(1, &one), (2, &two)] {
+        match again.lookup(&key(n)).unwrap() {
+            Lookup::Found(e) => assert_eq!(&e.with_data(<[u8]>::to_vec), data),
+            _ => panic!("entry {n} not found"),
+        }
+    }
+    let shared = inspect::sharing(again.dir());
+    assert_eq!(shared.named_bytes, (one.len() + two.len()) as u64);
+    assert_eq!(shared.kept_bytes(), kept_bytes);
+}
+
+#[test]
+fn a_missing_or_damaged_piece_makes_its_entries_misses_and_a_write_restores_them() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    let data = data_sharing_a_block(3, 5_000);
+    store.write(&key(1), &data).unwrap();
+    let pieces = piece_files(&store);
+    fs::remove_file(&pieces[0]).unwrap();
+    let mut damaged = fs::read(&pieces[1]).unwrap();
+    damaged[0] ^= 1;
+    fs::write(&pieces[1], &damaged).unwrap();
+    let run2 = open(root.path(), 1 << 30, at(1));
+    match run2.lookup(&key(1)).unwrap() {
+        Lookup::Dropped(e) => assert!(
+            ["missing-piece", "corrupt-piece"].contains(&e.reason()),
+            "{e}"
+        ),
+        _ => panic!("an entry missing a piece was served"),
+    }
+    assert!(!run2.entry_path(&key(1)).exists(), "the entry is dropped");
+    run2.write(&key(1), &data).unwrap();
+    let run3 = open(root.path(), 1 << 30, at(2));
+    match run3.lookup(&key(1)).unwrap() {
+        Lookup::Found(e) => assert_eq!(e.with_data(<[u8]>::to_vec), data),
+        _ => panic!("not found after it was written again"),
+    }
+    // A piece that fails its name is found by the tool's check too.
+    let piece = &piece_files(&run3)[2];
+    fs::write(piece, b"not that piece").unwrap();
+    assert_eq!(
+        inspect::check_piece(piece).unwrap_err().reason(),
+        "corrupt-piece"
+    );
+    assert_eq!(
+        inspect::check_entry(&run3.entry_path(&key(1)))
+            .unwrap_err()
+            .reason(),
+        "corrupt-piece"
+    );
+}
+
+#[test]
+fn an_entry_of_the_previous_format_is_still_found() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    let data = cache_data(&identity(), &[9; 70]);
+    store.write(&key(1), &[1]).ok(); // makes the directory
+    fs::write(
+        store.entry_path(&key(1)),
+        envelope::encode_format_one(&identity(), &key(1), envelope::PayloadKind::Cache, &data),
+    )
+    .unwrap();
+    let again = open(root.path(), 1 << 30, at(1));
+    match again.lookup(&key(1)).unwrap() {
+        Lookup::Found(e) => assert_eq!(e.with_data(<[u8]>::to_vec), data),
+        _ => panic!("a format-1 entry was not found"),
+    }
+}
+
+#[test]
+fn a_stale_marker_drops_the_pieces_its_entry_names_and_the_bound_drops_pieces_last() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    store
+        .write(&key(1), &data_sharing_a_block(3, 5_000))
+        .unwrap();
+    store
+        .write(&key(2), &data_sharing_a_block(5, 9_000))
+        .unwrap();
+    fs::write(
+        store.dir().join("999999-999998.loading"),
+        key(1).file_name(),
+    )
+    .unwrap();
+    let (again, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(1)).unwrap();
+    assert_eq!(report.stale_marker_drops, 1);
+    // Entry 2 shared those pieces: a miss now, never an error.
+    assert!(matches!(
+        again.lookup(&key(2)).unwrap(),
+        Lookup::Dropped(EntryError::MissingPiece)
+    ));
+
+    // The bound: a later run's entry keeps its pieces; the earlier run's entry goes first.
+    let root = tempfile::tempdir().unwrap();
+    let run1 = open(root.path(), 1 << 30, at(0));
+    run1.write(&key(1), &data_sharing_a_block(3, 5_000))
+        .unwrap();
+    let run2 = open(root.path(), 1 << 30, at(10));
+    run2.write(&key(2), &data_sharing_a_block(5, 70_000))
+        .unwrap();
+    let all = bound::entries_of_title(&root.path().join("title/host-pipelines")).unwrap();
+    let total: u64 = all.iter().map(|e| e.bytes).sum();
+    let entry_one = fs::metadata(run1.entry_path(&key(1))).unwrap().len();
+    let after = open(root.path(), total - entry_one, at(20));
+    assert!(!found(&after, &key(1)), "the older run's entry went first");
+    assert!(
+        found(&after, &key(2)),
+        "the newer entry kept every piece it names"
+    );
 }

@@ -397,3 +397,52 @@ pub fn entries_by_use(store: &Path) -> Vec<(PathBuf, u64)> {
     stamped.sort_by_key(|e| std::cmp::Reverse(e.0));
     stamped.into_iter().map(|(_, p, n)| (p, n)).collect()
 }
+
+/// Every piece file under a store root.
+pub fn pieces(store: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = entries_and_pieces(store)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "piece"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every file the bound counts under a store root: entries and pieces.
+pub fn entries_and_pieces(store: &Path) -> Vec<PathBuf> {
+    let mut out = entries(store);
+    let dirs: std::collections::BTreeSet<PathBuf> = out
+        .iter()
+        .filter_map(|e| e.parent().map(Path::to_path_buf))
+        .collect();
+    for dir in dirs {
+        out.extend(
+            pipekeep::store::pieces::listed(&dir)
+                .into_iter()
+                .map(|(_, p)| p),
+        );
+    }
+    out.sort();
+    out
+}
+
+/// The bytes of `entries` with those of the pieces they name, each piece once: what keeping
+/// just those entries takes.
+pub fn bytes_with_pieces(entries: &[PathBuf]) -> u64 {
+    let mut named = std::collections::BTreeSet::new();
+    let mut total = 0;
+    for e in entries {
+        let bytes = std::fs::read(e).unwrap();
+        total += bytes.len() as u64;
+        let (_, pieces) = pipekeep::store::envelope::listed_parts(&bytes).expect("a whole entry");
+        let dir = e.parent().unwrap().join(pipekeep::store::pieces::DIR);
+        for (name, _) in pieces {
+            named.insert(dir.join(pipekeep::store::pieces::file_name(&name)));
+        }
+    }
+    total
+        + named
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum::<u64>()
+}

@@ -9,7 +9,10 @@ use serde_json::json;
 use pipekeep::settings::Settings;
 use pipekeep::store::bound::{entries_of_title, plan_eviction};
 use pipekeep::store::files::remove_if_present;
-use pipekeep::store::inspect::{check_entry, entry_files, identity_dirs, titles};
+use pipekeep::store::inspect::{
+    check_entry_with, check_piece, entry_files, identity_dirs, sharing, titles, Sharing,
+};
+use pipekeep::store::pieces::Pieces;
 use pipekeep::watch::read_runs;
 
 /// Where to look: the library root and, optionally, one title.
@@ -223,6 +226,7 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
         let title_dir = root.join(title);
         for d in readable(&title_dir, identity_dirs(&title_dir)) {
             let files = readable(&d.path, entry_files(&d.path));
+            let shared = sharing(&d.path);
             let metas: Vec<_> = files
                 .iter()
                 .filter_map(|f| std::fs::symlink_metadata(f).ok())
@@ -242,7 +246,8 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
                 "identity": name,
                 "vendor": vendor_name(d.name.vendor_id), "vendor_id": d.name.vendor_id, "device_id": d.name.device_id,
                 "driver_version": driver_version(d.name.vendor_id, d.name.driver_version),
-                "entries": files.len(), "bytes": metas.iter().map(|m| m.len()).sum::<u64>(),
+                "entries": files.len(), "bytes": shared.kept_bytes(),
+                "pieces": shared.pieces, "piece_bytes": shared.piece_bytes, "named_bytes": shared.named_bytes,
                 "oldest": stamps.iter().copied().reduce(f64::min), "newest": stamps.iter().copied().reduce(f64::max),
                 "this_machine": local.as_ref().map(|l| l.contains(&name)),
             }));
@@ -265,12 +270,13 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
                 None => "",
             };
             println!(
-                "  {} {} {:#06x} driver {}: {} entries, {}, stamps {} .. {}{here}",
+                "  {} {} {:#06x} driver {}: {} entries, {} pieces, {}, stamps {} .. {}{here}",
                 d["identity"].as_str().unwrap_or_default(),
                 d["vendor"].as_str().unwrap_or_default(),
                 d["device_id"].as_u64().unwrap_or(0),
                 d["driver_version"].as_str().unwrap_or_default(),
                 d["entries"],
+                d["pieces"],
                 human_bytes(d["bytes"].as_u64().unwrap_or(0)),
                 when("oldest"),
                 when("newest")
@@ -282,17 +288,42 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
 
 pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     let (root, titles) = args.scope.titles()?;
-    let files: Vec<PathBuf> = titles
+    let dirs: Vec<PathBuf> = titles
         .iter()
         .flat_map(|t| readable(&root.join(t), identity_dirs(&root.join(t))))
-        .flat_map(|d| readable(&d.path, entry_files(&d.path)))
+        .map(|d| d.path)
+        .collect();
+    let files: Vec<PathBuf> = dirs
+        .iter()
+        .flat_map(|d| readable(d, entry_files(d)))
+        .collect();
+    let piece_files: Vec<PathBuf> = dirs
+        .iter()
+        .flat_map(|d| {
+            pipekeep::store::pieces::listed(d)
+                .into_iter()
+                .map(|(_, p)| p)
+        })
         .collect();
     let (mut good, mut bad) = (0u64, Vec::new());
     let show_progress = files.len() >= 1000
         && !args.scope.json
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Pieces first: an entry is then checked against the pieces that are whole.
+    for f in &piece_files {
+        if let Err(e) = check_piece(f) {
+            bad.push((f.clone(), e.reason(), e.to_string()));
+        }
+    }
+    let bad_pieces = bad.len();
+    let mut pieces_of_dir: Option<(PathBuf, Pieces)> = None;
     for (n, f) in files.iter().enumerate() {
-        match check_entry(f) {
+        let dir = f.parent().unwrap_or(Path::new(".")).to_path_buf();
+        if pieces_of_dir.as_ref().is_none_or(|(d, _)| *d != dir) {
+            pieces_of_dir = Some((dir.clone(), Pieces::for_looking(&dir)));
+        }
+        let pieces = &pieces_of_dir.as_ref().expect("set above").1;
+        match check_entry_with(f, pieces) {
             Ok(_) => good += 1,
             Err(e) => bad.push((f.clone(), e.reason(), e.to_string())),
         }
@@ -318,20 +349,22 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             .collect();
         println!(
             "{}",
-            json!({ "checked": files.len(), "good": good, "bad": list, "dropped": dropped })
+            json!({ "checked": files.len(), "pieces_checked": piece_files.len(), "bad_pieces": bad_pieces, "good": good, "bad": list, "dropped": dropped })
         );
     } else {
-        for (f, reason, why) in &bad {
+        for (i, (f, reason, why)) in bad.iter().enumerate() {
             println!(
-                "bad entry={} reason={reason} ({why}) path={}",
+                "bad {}={} reason={reason} ({why}) path={}",
+                if i < bad_pieces { "piece" } else { "entry" },
                 f.file_name().unwrap_or_default().to_string_lossy(),
                 f.display()
             );
         }
         println!(
-            "checked {} entries: {good} good, {} bad{}",
+            "checked {} entries and {} pieces: {good} good, {} bad; {bad_pieces} bad pieces{}",
             files.len(),
-            bad.len(),
+            piece_files.len(),
+            bad.len() - bad_pieces,
             if args.fix {
                 format!(", {dropped} dropped")
             } else {
@@ -407,6 +440,13 @@ fn clear_dir(dir: &Path) -> u64 {
         let gone = remove_if_present(&dir.join(&name)).unwrap_or(false);
         removed += u64::from(gone && entry);
     }
+    let pieces = dir.join(pipekeep::store::pieces::DIR);
+    for name in readable(&pieces, pipekeep::store::files::names_in(&pieces)) {
+        if name.ends_with(".tmp") || pipekeep::store::pieces::name_of_file(&name).is_some() {
+            let _ = remove_if_present(&pieces.join(&name));
+        }
+    }
+    let _ = std::fs::remove_dir(&pieces);
     let _ = std::fs::remove_dir(dir);
     removed
 }
@@ -439,24 +479,52 @@ pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
 pub fn stats(args: StatsArgs) -> Result<ExitCode, String> {
     let (root, titles) = args.scope.titles()?;
     let mut all = Vec::new();
+    let mut kept = Vec::new();
     for t in &titles {
         let runs = read_runs(&root.join(t).join("runs.jsonl")).unwrap_or_default();
         all.push((t.clone(), runs));
+        let mut title_sharing = Sharing::default();
+        for d in readable(&root.join(t), identity_dirs(&root.join(t))) {
+            title_sharing.add(&sharing(&d.path));
+        }
+        kept.push(title_sharing);
     }
     if let Some(path) = &args.plot {
-        std::fs::write(path, plot_svg(&all))
+        let store = kept.iter().fold(Sharing::default(), |mut a, s| {
+            a.add(s);
+            a
+        });
+        std::fs::write(path, plot_svg(&all, &store))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if args.scope.json {
         let out: Vec<_> = all
             .iter()
-            .map(|(t, runs)| json!({ "title": t, "runs": runs }))
+            .zip(&kept)
+            .map(|((t, runs), store)| json!({ "title": t, "runs": runs, "store": store }))
             .collect();
         println!("{}", json!({ "titles": out }));
         return Ok(ExitCode::SUCCESS);
     }
-    for (t, runs) in &all {
+    for ((t, runs), store) in all.iter().zip(&kept) {
         println!("{t}: {} runs", runs.len());
+        println!(
+            "  store: {} kept ({} entries: {}; {} pieces: {}) for {} the entries name{}",
+            human_bytes(store.kept_bytes()),
+            store.entries,
+            human_bytes(store.entry_bytes),
+            store.pieces,
+            human_bytes(store.piece_bytes),
+            human_bytes(store.named_bytes),
+            if store.kept_bytes() > 0 {
+                format!(
+                    " ({:.2}x saved)",
+                    store.named_bytes as f64 / store.kept_bytes() as f64
+                )
+            } else {
+                String::new()
+            }
+        );
         println!(
             "  {:<19} {:<7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>12} {:>11}",
             "when (UTC)",
@@ -496,7 +564,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode, String> {
 }
 
 /// A bar a run: pipeline-creation time, the found share in green, the rest in orange.
-fn plot_svg(all: &[(String, Vec<pipekeep::watch::RunRecord>)]) -> String {
+fn plot_svg(all: &[(String, Vec<pipekeep::watch::RunRecord>)], store: &Sharing) -> String {
     let runs: Vec<&pipekeep::watch::RunRecord> = all.iter().flat_map(|(_, r)| r.iter()).collect();
     let (w, h, left, bottom) = (800.0, 400.0, 70.0, 40.0);
     let max = runs.iter().map(|r| r.tally.total_ms).fold(1e-9, f64::max);
@@ -528,6 +596,33 @@ fn plot_svg(all: &[(String, Vec<pipekeep::watch::RunRecord>)]) -> String {
             i + 1
         );
     }
+    // The store's split: what its entries name, against what entries and pieces keep.
+    let named = store.named_bytes.max(store.kept_bytes()).max(1) as f64;
+    let span = w - left - 20.0;
+    let y = h - 4.0;
+    for (x, width, fill, what) in [
+        (
+            left,
+            span,
+            "#dddddd",
+            format!("named by the entries: {}", human_bytes(store.named_bytes)),
+        ),
+        (
+            left,
+            span * store.entry_bytes as f64 / named,
+            "#4a78c2",
+            format!("entries: {}", human_bytes(store.entry_bytes)),
+        ),
+        (
+            left + span * store.entry_bytes as f64 / named,
+            span * store.piece_bytes as f64 / named,
+            "#9b59b6",
+            format!("pieces: {}", human_bytes(store.piece_bytes)),
+        ),
+    ] {
+        svg += &format!("<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{width:.1}\" height=\"8\" fill=\"{fill}\"><title>{what}</title></rect>\n", y - 8.0);
+    }
+    svg += &format!("<text x=\"5\" y=\"{y:.1}\">store</text>\n");
     svg += &format!(
         "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n</svg>\n",
         h - bottom,

@@ -1,0 +1,499 @@
+//! Pieces: payload bytes that entries share, one file each, named by their content.
+//!
+//! ```text
+//! <identity dir>/pieces/<BLAKE3 of the piece, 64 hex>.piece
+//! ```
+//! A piece file holds its bytes and nothing else. It is written before any entry that names it
+//! (temporary file, lock, rename, as an entry; one already present is stamped, not written
+//! again), checked against its name and the length the entry gives once per process, then held in
+//! memory, within a bound, for every later entry that names it. A piece that is missing or fails
+//! its name makes the entry a miss; a damaged one is removed. Each piece is stamped once a run,
+//! with the stamp of the first entry that names it and is found or written: never older than the
+//! entries using it (the bound drops it after them; at an equal stamp an entry's path sorts
+//! first), and a piece no entry names any more ages out in the same order.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use super::files::{self, Written};
+use super::recipe::PieceName;
+use super::StoreError;
+
+/// The directory of an identity directory's pieces.
+pub const DIR: &str = "pieces";
+const SUFFIX: &str = ".piece";
+/// The bytes of checked pieces held in memory by default (`PIPEKEEP_PIECE_MEMORY`).
+pub const DEFAULT_MEMORY: u64 = 256 << 20;
+
+/// A piece's file name.
+pub fn file_name(name: &PieceName) -> String {
+    format!("{}{SUFFIX}", super::identity::hex(name))
+}
+
+/// The name a piece file's name gives, if it is one of ours.
+pub fn name_of_file(file_name: &str) -> Option<PieceName> {
+    let hex = file_name.strip_suffix(SUFFIX)?;
+    if hex.len() != 64
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let mut name = [0u8; 32];
+    for (i, byte) in name.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(name)
+}
+
+/// Why a piece could not be used. [`PieceError::reason`] is the entry's `reason=`.
+#[derive(Debug, thiserror::Error)]
+pub enum PieceError {
+    #[error("piece {path} is missing")]
+    Missing { path: PathBuf },
+    #[error("piece {path} does not match its name: {what}")]
+    Corrupt { path: PathBuf, what: &'static str },
+    #[error("cannot read piece {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+impl PieceError {
+    pub fn reason(&self) -> &'static str {
+        self.for_the_entry().reason()
+    }
+
+    /// What it makes of an entry naming the piece.
+    pub fn for_the_entry(&self) -> super::EntryError {
+        match self {
+            PieceError::Missing { .. } => super::EntryError::MissingPiece,
+            PieceError::Corrupt { .. } | PieceError::Io { .. } => super::EntryError::CorruptPiece,
+        }
+    }
+}
+
+/// Checked pieces held in memory, the oldest let go first once over the bound.
+#[derive(Default)]
+struct Memory {
+    held: HashMap<PieceName, Arc<[u8]>>,
+    order: VecDeque<PieceName>,
+    bytes: u64,
+}
+
+/// The pieces of one identity directory, as one process uses them.
+pub struct Pieces {
+    dir: PathBuf,
+    /// False for a tool that only looks: nothing is stamped or removed.
+    keeps: bool,
+    memory: Mutex<Memory>,
+    memory_limit: AtomicU64,
+    /// Pieces stamped or written this run, with the stamp given.
+    touched: Mutex<HashMap<PieceName, SystemTime>>,
+    dir_made: AtomicBool,
+}
+
+impl std::fmt::Debug for Pieces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pieces").field("dir", &self.dir).finish()
+    }
+}
+
+impl Pieces {
+    /// The pieces of `identity_dir`.
+    pub fn new(identity_dir: &Path) -> Pieces {
+        Pieces {
+            dir: identity_dir.join(DIR),
+            keeps: true,
+            memory: Mutex::default(),
+            memory_limit: AtomicU64::new(DEFAULT_MEMORY),
+            touched: Mutex::default(),
+            dir_made: AtomicBool::new(false),
+        }
+    }
+
+    /// The pieces of `identity_dir` for a tool that checks them: nothing stamped or removed,
+    /// nothing held in memory past a few entries' worth.
+    pub fn for_looking(identity_dir: &Path) -> Pieces {
+        let pieces = Pieces {
+            keeps: false,
+            ..Pieces::new(identity_dir)
+        };
+        pieces.set_memory_limit(64 << 20);
+        pieces
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn path(&self, name: &PieceName) -> PathBuf {
+        self.dir.join(file_name(name))
+    }
+
+    /// The bytes of checked pieces to hold in memory.
+    pub fn set_memory_limit(&self, bytes: u64) {
+        self.memory_limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The pieces `wanted` (name, length) names, each checked against its name once per process.
+    pub fn get_all(&self, wanted: &[(PieceName, u64)]) -> Result<Vec<Arc<[u8]>>, PieceError> {
+        let mut found: Vec<Option<Arc<[u8]>>> = {
+            let memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+            wanted
+                .iter()
+                .map(|(name, len)| {
+                    memory
+                        .held
+                        .get(name)
+                        .filter(|b| b.len() as u64 == *len)
+                        .cloned()
+                })
+                .collect()
+        };
+        for (slot, (name, len)) in found.iter_mut().zip(wanted) {
+            if slot.is_none() {
+                *slot = Some(self.read(name, *len)?);
+            }
+        }
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    /// Reads, checks, stamps and holds one piece.
+    fn read(&self, name: &PieceName, len: u64) -> Result<Arc<[u8]>, PieceError> {
+        let path = self.path(name);
+        let (bytes, file) = match self.read_file(&path, name, len) {
+            Ok(read) => read,
+            Err(e) => {
+                if let PieceError::Corrupt { .. } = e {
+                    self.remove_damaged(&path, None);
+                }
+                self.forget(name);
+                return Err(e);
+            }
+        };
+        let bytes = match bytes {
+            Ok(bytes) => bytes,
+            Err(what) => {
+                self.remove_damaged(&path, Some(&file));
+                self.forget(name);
+                return Err(PieceError::Corrupt { path, what });
+            }
+        };
+        drop(file);
+        self.hold(*name, Arc::clone(&bytes));
+        Ok(bytes)
+    }
+
+    /// Opens and reads a piece file of `len` bytes: `Err` where it cannot be used at all, else
+    /// the open file and its bytes or why they fail the piece's name.
+    #[allow(clippy::type_complexity)]
+    fn read_file(
+        &self,
+        path: &Path,
+        name: &PieceName,
+        len: u64,
+    ) -> Result<(Result<Arc<[u8]>, &'static str>, std::fs::File), PieceError> {
+        let corrupt = |what| PieceError::Corrupt {
+            path: path.to_path_buf(),
+            what,
+        };
+        let io = |source: io::Error| PieceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = match files::open_entry_file(None, path, false) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(PieceError::Missing {
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(e) if files::is_not_a_file(&e) => return Err(corrupt("not a regular file")),
+            Err(e) => return Err(io(e)),
+        };
+        let meta = file.metadata().map_err(io)?;
+        if !meta.is_file() {
+            return Err(corrupt("not a regular file"));
+        }
+        if meta.len() != len || len > files::ENTRY_FILE_LIMIT {
+            return Ok((Err("length"), file));
+        }
+        let mut bytes = vec![0u8; len as usize];
+        file.read_exact(&mut bytes).map_err(io)?;
+        if blake3::hash(&bytes).as_bytes() != name {
+            return Ok((Err("hash"), file));
+        }
+        Ok((Ok(bytes.into()), file))
+    }
+
+    fn remove_damaged(&self, path: &Path, read: Option<&std::fs::File>) {
+        if self.keeps {
+            let _ = files::remove_if_still(path, read);
+            tracing::debug!(path = %path.display(), "dropped a damaged piece");
+        }
+    }
+
+    fn hold(&self, name: PieceName, bytes: Arc<[u8]>) {
+        let limit = self.memory_limit.load(Ordering::Relaxed);
+        let len = bytes.len() as u64;
+        if len > limit {
+            return;
+        }
+        let mut memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        if memory.held.insert(name, bytes).is_none() {
+            memory.order.push_back(name);
+            memory.bytes += len;
+        }
+        while memory.bytes > limit {
+            let Some(oldest) = memory.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = memory.held.remove(&oldest) {
+                memory.bytes -= gone.len() as u64;
+            }
+        }
+    }
+
+    /// Forgets a piece found missing or damaged: the next write of an entry naming it writes it.
+    pub fn forget(&self, name: &PieceName) {
+        self.touched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        let mut memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(gone) = memory.held.remove(name) {
+            memory.bytes -= gone.len() as u64;
+            memory.order.retain(|n| n != name);
+        }
+    }
+
+    /// True where this run has not stamped a piece as new as `stamp` yet (stamps are taken in
+    /// the order of use, but written from more than one thread: an entry used earlier may be
+    /// written later), and records `stamp` as given.
+    fn newer_touch(&self, name: &PieceName, stamp: SystemTime) -> bool {
+        self.touch(name, stamp).is_none()
+    }
+
+    /// Records `stamp` for a piece unless this run gave it a newer one, which it returns.
+    fn touch(&self, name: &PieceName, stamp: SystemTime) -> Option<SystemTime> {
+        let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+        match touched.get(name) {
+            Some(given) if *given >= stamp => Some(*given),
+            _ => {
+                touched.insert(*name, stamp);
+                None
+            }
+        }
+    }
+
+    /// Stamps each of `names` with `stamp` unless this run gave it a newer one: an entry naming
+    /// them was found and stamped `stamp`. So a piece carries the newest stamp of the entries
+    /// using it, never older than any of them; a piece another process dropped since is left to
+    /// that entry's next lookup (`missing-piece`).
+    pub fn stamp_first(&self, names: &[PieceName], stamp: SystemTime) {
+        for name in names {
+            if self.keeps && self.newer_touch(name, stamp) {
+                let path = self.path(name);
+                if let Err(e) = stamp_path(&path, stamp) {
+                    // Gone (another run's bound): the next write naming it writes it.
+                    self.forget(name);
+                    tracing::debug!(path = %path.display(), error = %e, "could not stamp a piece");
+                }
+            }
+        }
+    }
+
+    /// Makes sure a piece is kept, before an entry naming it, stamped `stamp`, is written: one on
+    /// disk is stamped `stamp` unless this run gave it a newer stamp, else checked to be there
+    /// still (another process bringing the store within its bound may have dropped
+    /// it); a missing one is written. Returns its name and the bytes written.
+    pub fn put(&self, bytes: &[u8], stamp: SystemTime) -> Result<(PieceName, u64), StoreError> {
+        let name = *blake3::hash(bytes).as_bytes();
+        let path = self.path(&name);
+        let newer = self.touch(&name, stamp);
+        let there = if newer.is_none() {
+            stamp_path(&path, stamp)
+        } else {
+            rustix::fs::statat(
+                rustix::fs::CWD,
+                &path,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map(|_| ())
+        };
+        match there {
+            Ok(()) => return Ok((name, 0)),
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => {
+                self.forget(&name);
+                return Err(StoreError::io("stamp", &path)(e.into()));
+            }
+        }
+        self.make_dir().inspect_err(|_| self.forget(&name))?;
+        // Written with the newest stamp this run gave it: never older than an entry naming it.
+        match files::write_atomically(&path, bytes, newer.unwrap_or(stamp)) {
+            Ok(Written::Whole(n)) => Ok((name, n)),
+            Ok(Written::Skipped) => {
+                // Another writer (a thread of this run, or another process) is writing it now,
+                // with its own stamp: once it is in place, it gets ours where ours is newer.
+                let stamp = newer.unwrap_or(stamp);
+                let placed = (0..200).any(|_| {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                    stamp_path(&path, stamp).is_ok()
+                });
+                if !placed {
+                    self.forget(&name);
+                }
+                Ok((name, 0))
+            }
+            Err(e) => {
+                self.forget(&name);
+                Err(e)
+            }
+        }
+    }
+
+    fn make_dir(&self) -> Result<(), StoreError> {
+        if !self.dir_made.load(Ordering::Acquire) {
+            std::fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
+            self.dir_made.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+/// Sets a file's modification time, never through a link.
+fn stamp_path(path: &Path, stamp: SystemTime) -> rustix::io::Result<()> {
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        path,
+        &stamp_times(stamp),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+}
+
+/// A modification time of `stamp`, the access time left alone.
+pub(super) fn stamp_times(stamp: SystemTime) -> rustix::fs::Timestamps {
+    use rustix::fs::{Timespec, Timestamps, UTIME_OMIT};
+    let since_epoch = stamp
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        },
+        last_modification: Timespec {
+            tv_sec: since_epoch.as_secs() as i64,
+            tv_nsec: since_epoch.subsec_nanos().into(),
+        },
+    }
+}
+
+/// The piece files of an identity directory, by name.
+pub fn listed(identity_dir: &Path) -> Vec<(PieceName, PathBuf)> {
+    let dir = identity_dir.join(DIR);
+    files::names_in(&dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|n| name_of_file(&n).map(|name| (name, dir.join(n))))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces() -> (tempfile::TempDir, Pieces) {
+        let root = tempfile::tempdir().unwrap();
+        let pieces = Pieces::new(root.path());
+        (root, pieces)
+    }
+
+    #[test]
+    fn a_piece_is_written_once_and_read_back_checked() {
+        let (_root, pieces) = pieces();
+        let bytes = vec![7u8; 5000];
+        let (name, written) = pieces.put(&bytes, SystemTime::now()).unwrap();
+        assert_eq!(written, 5000);
+        assert_eq!(
+            pieces.put(&bytes, SystemTime::now()).unwrap(),
+            (name, 0),
+            "on disk: stamped"
+        );
+        std::fs::remove_file(pieces.path(&name)).unwrap();
+        assert_eq!(
+            pieces.put(&bytes, SystemTime::now()).unwrap(),
+            (name, 5000),
+            "gone: written again"
+        );
+        assert_eq!(name_of_file(&file_name(&name)), Some(name));
+        let again = Pieces::new(pieces.dir().parent().unwrap());
+        assert_eq!(
+            again.put(&bytes, SystemTime::now()).unwrap(),
+            (name, 0),
+            "on disk: stamped"
+        );
+        let got = again.get_all(&[(name, 5000)]).unwrap();
+        assert_eq!(&got[0][..], &bytes[..]);
+    }
+
+    #[test]
+    fn a_piece_that_fails_its_name_is_dropped_and_written_again() {
+        let (_root, pieces) = pieces();
+        let (name, _) = pieces
+            .put(b"the pipeline's code", SystemTime::now())
+            .unwrap();
+        let path = pieces.path(&name);
+        std::fs::write(&path, b"the pipeline's cod3").unwrap();
+        let fresh = Pieces::new(pieces.dir().parent().unwrap());
+        let err = fresh.get_all(&[(name, 19)]).unwrap_err();
+        assert_eq!(err.reason(), "corrupt-piece");
+        assert!(!path.exists(), "the damaged piece is removed");
+        assert_eq!(
+            fresh.get_all(&[(name, 19)]).unwrap_err().reason(),
+            "missing-piece"
+        );
+        assert_eq!(
+            fresh
+                .put(b"the pipeline's code", SystemTime::now())
+                .unwrap()
+                .1,
+            19
+        );
+        assert_eq!(
+            &fresh.get_all(&[(name, 19)]).unwrap()[0][..],
+            b"the pipeline's code"
+        );
+    }
+
+    #[test]
+    fn a_wrong_length_or_a_link_is_corrupt_and_memory_stays_within_its_bound() {
+        let (_root, pieces) = pieces();
+        let (name, _) = pieces.put(&[1u8; 100], SystemTime::now()).unwrap();
+        assert_eq!(
+            pieces.get_all(&[(name, 99)]).unwrap_err().reason(),
+            "corrupt-piece"
+        );
+        let (name, _) = pieces.put(&[2u8; 100], SystemTime::now()).unwrap();
+        let path = pieces.path(&name);
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
+        assert_eq!(
+            pieces.get_all(&[(name, 100)]).unwrap_err().reason(),
+            "corrupt-piece"
+        );
+        pieces.set_memory_limit(250);
+        let names: Vec<_> = (0..5u8)
+            .map(|i| pieces.put(&[i + 10; 100], SystemTime::now()).unwrap().0)
+            .collect();
+        for n in &names {
+            pieces.get_all(&[(*n, 100)]).unwrap();
+        }
+        assert!(pieces.memory.lock().unwrap().bytes <= 250);
+    }
+}

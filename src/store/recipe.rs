@@ -1,0 +1,346 @@
+//! The body of a format-2 entry: its payload as a list of parts, each either bytes that stand in
+//! the entry or a piece named by its content ([`super::pieces`]), and the rule that cuts a payload
+//! into those parts when it is written. `docs/FORMAT.md` gives the byte table.
+//!
+//! ```text
+//! u64 payload length | u32 part count (1 ..= MAX_PARTS) | u32 reserved (0)
+//! count times: u32 part kind (0 inline, 1 piece) | u32 reserved (0) | u64 length n (>= 1)
+//!              | inline: n bytes | piece: 32 bytes, the BLAKE3 of the piece (its name)
+//! ```
+//! Little-endian; the lengths add up to the payload's; the body ends where the last part does.
+//!
+//! What becomes a piece (chosen by measurement; FORMAT.md says why):
+//! - `binary`: each binary's data of at least [`BINARY_PIECE_MIN`] bytes (a stage shared by
+//!   pipelines is kept once); the binaries' counts, keys and lengths stand inline.
+//! - `cache`: a payload of at least [`CHUNKED_FROM`] bytes is cut by FastCDC; its first chunk (the
+//!   pipeline's own head, which nothing else shares) stands inline and every later chunk is a
+//!   piece, so a block repeated at any offset (NVIDIA's zstd dictionary) is kept once. A smaller
+//!   payload stands inline whole.
+
+use super::envelope::{EntryError, PayloadKind};
+
+/// The most parts one entry may list (a 16 MiB payload of 256-byte chunks).
+pub const MAX_PARTS: usize = 1 << 16;
+/// A `cache` payload this long or longer is cut into chunks.
+pub const CHUNKED_FROM: usize = 64 << 10;
+/// FastCDC's smallest, average and largest chunk.
+pub const CHUNK_MIN: usize = 2 << 10;
+pub const CHUNK_AVG: usize = 8 << 10;
+pub const CHUNK_MAX: usize = 64 << 10;
+/// A binary's data this long or longer is a piece.
+pub const BINARY_PIECE_MIN: usize = 256;
+
+/// When and how finely `cache` payloads are chunked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunking {
+    /// A payload this long or longer is chunked.
+    pub from: usize,
+    pub min: usize,
+    pub avg: usize,
+    pub max: usize,
+}
+
+impl Chunking {
+    /// The sizes chosen on NVIDIA's data (FORMAT.md says why).
+    pub const CHOSEN: Chunking = Chunking {
+        from: CHUNKED_FROM,
+        min: CHUNK_MIN,
+        avg: CHUNK_AVG,
+        max: CHUNK_MAX,
+    };
+
+    /// FastCDC's smallest sizes, from `from` bytes: for the tests of pieces on a driver whose
+    /// payloads are a few KiB (RADV).
+    pub fn fine_from(from: usize) -> Chunking {
+        Chunking {
+            from,
+            min: fastcdc::v2020::MINIMUM_MIN,
+            avg: fastcdc::v2020::AVERAGE_MIN,
+            max: fastcdc::v2020::MAXIMUM_MIN,
+        }
+    }
+}
+
+impl Default for Chunking {
+    fn default() -> Chunking {
+        Chunking::CHOSEN
+    }
+}
+
+const HEAD_LEN: usize = 16;
+const PART_HEAD_LEN: usize = 16;
+const INLINE: u32 = 0;
+const PIECE: u32 = 1;
+
+/// A piece's name: the BLAKE3 of its bytes.
+pub type PieceName = [u8; 32];
+
+/// One part of a payload as an entry lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// Bytes standing in the entry.
+    Inline(&'a [u8]),
+    /// A piece, by name and length.
+    Piece { name: PieceName, len: u64 },
+}
+
+impl Part<'_> {
+    pub fn len(&self) -> u64 {
+        match self {
+            Part::Inline(b) => b.len() as u64,
+            Part::Piece { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A payload cut for writing: bytes that stand inline, or bytes that become a piece.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut<'a> {
+    Inline(&'a [u8]),
+    Piece(&'a [u8]),
+}
+
+/// The body listing `parts`.
+pub fn encode(parts: &[Part<'_>]) -> Vec<u8> {
+    let payload_len: u64 = parts.iter().map(Part::len).sum();
+    let inline: usize = parts
+        .iter()
+        .map(|p| match p {
+            Part::Inline(b) => b.len(),
+            Part::Piece { .. } => 32,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(HEAD_LEN + parts.len() * PART_HEAD_LEN + inline);
+    out.extend_from_slice(&payload_len.to_le_bytes());
+    out.extend_from_slice(&(parts.len() as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    for part in parts {
+        let (kind, len) = match part {
+            Part::Inline(b) => (INLINE, b.len() as u64),
+            Part::Piece { len, .. } => (PIECE, *len),
+        };
+        out.extend_from_slice(&kind.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        match part {
+            Part::Inline(b) => out.extend_from_slice(b),
+            Part::Piece { name, .. } => out.extend_from_slice(name),
+        }
+    }
+    out
+}
+
+const BAD: fn(&'static str) -> EntryError = |what| EntryError::Corrupt { what };
+
+/// Reads a body whole: every count, kind and length in range, the lengths adding up to the
+/// payload's, nothing left over. Returns the payload's length and its parts.
+pub fn parse(body: &[u8]) -> Result<(u64, Vec<Part<'_>>), EntryError> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Result<&[u8], EntryError> {
+        let end = at.checked_add(n).filter(|e| *e <= body.len());
+        let bytes = &body[at..end.ok_or(BAD("parts cut short"))?];
+        at += n;
+        Ok(bytes)
+    };
+    let u32_of = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
+    let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let payload_len = u64_of(take(8)?);
+    let count = u32_of(take(4)?) as usize;
+    if count == 0 || count > MAX_PARTS {
+        return Err(BAD("part count"));
+    }
+    if u32_of(take(4)?) != 0 {
+        return Err(BAD("reserved word"));
+    }
+    let mut parts = Vec::with_capacity(count);
+    let mut sum = 0u64;
+    for _ in 0..count {
+        let kind = u32_of(take(4)?);
+        if u32_of(take(4)?) != 0 {
+            return Err(BAD("reserved word"));
+        }
+        let len = u64_of(take(8)?);
+        if len == 0 || len > super::files::ENTRY_FILE_LIMIT {
+            return Err(BAD("part length"));
+        }
+        sum = sum.saturating_add(len);
+        parts.push(match kind {
+            INLINE => Part::Inline(take(len as usize)?),
+            PIECE => Part::Piece {
+                name: take(32)?.try_into().expect("32 bytes"),
+                len,
+            },
+            _ => return Err(BAD("part kind")),
+        });
+    }
+    if at != body.len() {
+        return Err(BAD("bytes after the last part"));
+    }
+    if sum != payload_len {
+        return Err(BAD("parts' lengths"));
+    }
+    Ok((payload_len, parts))
+}
+
+/// Cuts a payload of `kind` for writing (see the module's doc for the rule), a `cache` payload
+/// as `chunking` says ([`Chunking::CHOSEN`] but in tests). Adjacent inline bytes are one cut. A
+/// `binary` payload that does not parse stands inline whole.
+pub fn cut(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Cut<'_>> {
+    let mut cuts = Vec::new();
+    match kind {
+        PayloadKind::Cache if payload.len() >= chunking.from => {
+            let Chunking { min, avg, max, .. } = chunking;
+            let chunks = fastcdc::v2020::FastCDC::new(payload, min, avg, max);
+            for (i, chunk) in chunks.enumerate() {
+                let bytes = &payload[chunk.offset..chunk.offset + chunk.length];
+                cuts.push(if i == 0 {
+                    Cut::Inline(bytes)
+                } else {
+                    Cut::Piece(bytes)
+                });
+            }
+        }
+        PayloadKind::Binaries => match super::binaries::data_ranges(payload) {
+            Ok(ranges) => {
+                let mut at = 0;
+                for r in ranges.into_iter().filter(|r| r.len() >= BINARY_PIECE_MIN) {
+                    push_inline(&mut cuts, &payload[at..r.start]);
+                    cuts.push(Cut::Piece(&payload[r.clone()]));
+                    at = r.end;
+                }
+                push_inline(&mut cuts, &payload[at..]);
+            }
+            Err(_) => push_inline(&mut cuts, payload),
+        },
+        PayloadKind::Cache => push_inline(&mut cuts, payload),
+    }
+    cuts
+}
+
+fn push_inline<'a>(cuts: &mut Vec<Cut<'a>>, bytes: &'a [u8]) {
+    if !bytes.is_empty() {
+        cuts.push(Cut::Inline(bytes));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // If this golden test fails, the bytes on disk changed: bump the envelope's FORMAT_VERSION.
+    #[test]
+    fn golden_body_bytes_if_this_fails_bump_the_format() {
+        let body = encode(&[
+            Part::Inline(&[0xaa, 0xbb]),
+            Part::Piece {
+                name: [0x5c; 32],
+                len: 300,
+            },
+        ]);
+        let mut want = vec![46, 1, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0];
+        want.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0xaa, 0xbb]);
+        want.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 44, 1, 0, 0, 0, 0, 0, 0]);
+        want.extend_from_slice(&[0x5c; 32]);
+        assert_eq!(body, want);
+        let (len, parts) = parse(&body).unwrap();
+        assert_eq!(len, 302);
+        assert_eq!(
+            parts,
+            vec![
+                Part::Inline(&[0xaa, 0xbb]),
+                Part::Piece {
+                    name: [0x5c; 32],
+                    len: 300
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn every_cut_and_every_bad_field_is_refused() {
+        let body = encode(&[
+            Part::Inline(&[1; 20]),
+            Part::Piece {
+                name: [3; 32],
+                len: 9,
+            },
+        ]);
+        for cut in 0..body.len() {
+            assert!(parse(&body[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = body.clone();
+        long.push(0);
+        assert!(parse(&long).is_err());
+        // payload length, count, reserved, a part's kind, its reserved word, its length
+        for at in [0usize, 8, 12, 16, 20, 24] {
+            let mut bad = body.clone();
+            bad[at] ^= 0x40;
+            assert!(parse(&bad).is_err(), "field at {at}");
+        }
+        let mut zero_count = body.clone();
+        zero_count[8] = 0;
+        assert!(parse(&zero_count).is_err());
+    }
+
+    #[test]
+    fn chunking_is_deterministic_and_finds_a_block_at_any_offset() {
+        let block: Vec<u8> = (0..400_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let payload = |head: usize| {
+            let mut p: Vec<u8> = (0..head).map(|i| (i * 7) as u8).collect();
+            p.extend_from_slice(&block);
+            p
+        };
+        let (a, b) = (payload(1_000), payload(17_003));
+        assert_eq!(
+            cut(PayloadKind::Cache, &a, Chunking::CHOSEN),
+            cut(PayloadKind::Cache, &a, Chunking::CHOSEN)
+        );
+        let names = |p: &[u8]| -> std::collections::HashSet<[u8; 32]> {
+            cut(PayloadKind::Cache, p, Chunking::CHOSEN)
+                .into_iter()
+                .filter_map(|c| match c {
+                    Cut::Piece(b) => Some(*blake3::hash(b).as_bytes()),
+                    Cut::Inline(_) => None,
+                })
+                .collect()
+        };
+        let (na, nb) = (names(&a), names(&b));
+        let shared: usize = nb.intersection(&na).count();
+        assert!(
+            shared * 10 >= nb.len() * 9,
+            "{shared} of {} pieces shared",
+            nb.len()
+        );
+        let pieces = cut(PayloadKind::Cache, &a, Chunking::CHOSEN);
+        assert!(matches!(pieces[0], Cut::Inline(_)));
+        let whole: Vec<u8> = pieces
+            .iter()
+            .flat_map(|c| match c {
+                Cut::Inline(b) | Cut::Piece(b) => b.to_vec(),
+            })
+            .collect();
+        assert_eq!(whole, a);
+    }
+
+    #[test]
+    fn a_small_cache_payload_stands_inline_and_binaries_become_pieces() {
+        let small = vec![5u8; CHUNKED_FROM - 1];
+        assert_eq!(
+            cut(PayloadKind::Cache, &small, Chunking::CHOSEN),
+            vec![Cut::Inline(&small[..])]
+        );
+        let (big, tiny) = (vec![1u8; 4000], vec![2u8; 10]);
+        let payload =
+            super::super::binaries::encode([(&[9u8][..], &big[..]), (&[8][..], &tiny[..])]);
+        let cuts = cut(PayloadKind::Binaries, &payload, Chunking::CHOSEN);
+        assert_eq!(cuts.len(), 3);
+        assert_eq!(cuts[1], Cut::Piece(&big[..]));
+        assert!(matches!(cuts[2], Cut::Inline(b) if b.ends_with(&tiny)));
+    }
+}
