@@ -175,13 +175,14 @@ def table(title, results):
     cold_app = results.get("cold, app cache", {}).get("summary", {}).get("creation_ms")
     mono = results.get("monolithic", {}).get("summary", {}).get("creation_ms")
     mono_wall = results.get("monolithic", {}).get("summary", {}).get("wall_ms")
+    mono_bytes = results.get("monolithic", {}).get("store_bytes")
     lines = [f"#### {title}", "",
-             "| mode | made | creation ms | wall ms | p50 ms | p99 ms | / cold | / cold, app cache | / monolithic (wall) | found | peak RSS MiB | read MiB | written MiB | store MiB | app cache KiB | open ms |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| mode | made | creation ms | wall ms | p50 ms | p99 ms | / cold | / cold, app cache | / monolithic (wall) | found | peak RSS MiB | read MiB | written MiB | store MiB | store / monolithic | app cache KiB | open ms |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for mode in modes_of(results):
         r = results.get(mode)
         if not r:
-            lines.append(f"| {mode} | n/a | | | | | | | | | | | | |")
+            lines.append(f"| {mode} | n/a | | | | | | | | | | | | | | |")
             continue
         s = r["summary"]
         c, w = s.get("creation_ms"), s.get("wall_ms")
@@ -193,9 +194,11 @@ def table(title, results):
         ratio_mono = f"{c / mono:.2f} ({w / mono_wall:.2f})" if c and mono and w and mono_wall else "-"
         found = r["watch"].get("found", "-") if mode.startswith("pipekeep") else "-"
         rss = proc.get("peak_rss_kib")
+        store = r.get("store_bytes")
+        store_ratio = f"{store / mono_bytes:.2f}" if store and mono_bytes and mode.startswith("pipekeep") else "-"
         lines.append(f"| {mode} | {s.get('made', '-')} | {fmt(c)} | {fmt(w)} | {fmt(s.get('p50_ms'), 3)} | {fmt(s.get('p99_ms'), 3)} | "
                      f"{ratio_cold} | {ratio_app} | {ratio_mono} | {found} | {fmt(None if rss is None else rss / 1024)} | "
-                     f"{fmt(mib(proc.get('read_bytes')))} | {fmt(mib(proc.get('written_bytes')))} | {fmt(mib(r.get('store_bytes')))} | "
+                     f"{fmt(mib(proc.get('read_bytes')))} | {fmt(mib(proc.get('written_bytes')))} | {fmt(mib(r.get('store_bytes')))} | {store_ratio} | "
                      f"{fmt(None if app_kib is None else app_kib / 1024)} | {fmt(r.get('open_ms'), 2)} |")
     lines += ["", "Where a pipeline's time went through the layer (microseconds a pipeline, from the compile watch):", "",
               "| mode | key | lookup (open, read, verify) | cache (marker, driver's cache from the entry) | driver's pipeline call | keep (stamp or data for the writer) | all but the pipeline call |",

@@ -197,10 +197,10 @@ pub fn declared_file_len(start: &[u8]) -> Option<u64> {
 }
 
 /// What an entry lists, read without knowing its identity or key: its payload's length and the
-/// pieces it names (name, length). `None` for a file that is not a whole entry. For the entry a
+/// pieces and lists it names. `None` for a file that is not a whole entry. For the entry a
 /// stale loading marker names (the driver stopped while loading it, maybe on a piece other
 /// entries share) and for the tools' counts.
-pub fn listed_parts(file: &[u8]) -> Option<(u64, Vec<(recipe::PieceName, u64)>)> {
+pub fn listed_parts(file: &[u8]) -> Option<(u64, Vec<recipe::PieceName>)> {
     let whole = declared_file_len(file) == Some(file.len() as u64)
         && blake3::hash(&file[ENVELOPE_LEN..]).as_bytes()[..]
             == file[offset::DATA_HASH..offset::DATA_HASH + 32];
@@ -212,7 +212,7 @@ pub fn listed_parts(file: &[u8]) -> Option<(u64, Vec<(recipe::PieceName, u64)>)>
             let pieces = parts
                 .iter()
                 .filter_map(|p| match p {
-                    Part::Piece { name, len } => Some((*name, *len)),
+                    Part::Piece { name, .. } | Part::List { name, .. } => Some(*name),
                     Part::Inline(_) => None,
                 })
                 .collect();

@@ -698,23 +698,30 @@ impl Store {
             return Ok(files::Written::Skipped);
         }
         self.make_dir()?;
-        let mut pieces_written = 0;
-        let mut parts = Vec::new();
         let chunking = *self.chunking.lock().unwrap_or_else(|e| e.into_inner());
-        for cut in recipe::cut(kind, data, chunking) {
-            parts.push(match cut {
-                recipe::Cut::Inline(bytes) => recipe::Part::Inline(bytes),
-                recipe::Cut::Piece(bytes) => {
-                    // Every piece is kept before the entry naming it is.
-                    let (name, written) = self.pieces.put(bytes, stamp)?;
-                    pieces_written += written;
-                    recipe::Part::Piece {
-                        name,
-                        len: bytes.len() as u64,
-                    }
+        let planned = recipe::plan(kind, data, chunking);
+        // Every piece and list is kept before the entry naming it is; a list's pieces before it.
+        let mut pieces_written = 0;
+        for p in &planned {
+            match p {
+                recipe::Planned::Inline(_) => {}
+                recipe::Planned::Piece(name, bytes) => {
+                    pieces_written += self.pieces.put_named(name, bytes, stamp)?;
                 }
-            });
+                recipe::Planned::List {
+                    name,
+                    bytes,
+                    pieces,
+                    ..
+                } => {
+                    for (piece, piece_bytes) in pieces {
+                        pieces_written += self.pieces.put_named(piece, piece_bytes, stamp)?;
+                    }
+                    pieces_written += self.pieces.put_named(name, bytes, stamp)?;
+                }
+            }
         }
+        let parts: Vec<recipe::Part<'_>> = planned.iter().map(recipe::Planned::part).collect();
         let bytes = envelope::encode_parts(&self.identity, key, kind, &parts);
         // Skipped means another writer holds it, and renames it in place soon.
         let written = files::write_atomically(&self.entry_path(key), &bytes, stamp)?;

@@ -140,9 +140,12 @@ fn drop_pieces_of(dir: &Path, entry: &Path) {
     else {
         return;
     };
-    let named = super::envelope::listed_parts(&bytes).map(|(_, p)| p);
-    for (name, _) in named.unwrap_or_default() {
-        let path = dir.join(pieces::DIR).join(pieces::file_name(&name));
+    let pieces = pieces::Pieces::for_looking(dir);
+    let mut named = super::envelope::listed_parts(&bytes).map_or(Vec::new(), |(_, p)| p);
+    let listed: Vec<_> = named.iter().flat_map(|n| pieces.listed_by(n)).collect();
+    named.extend(listed);
+    for name in named {
+        let path = pieces.path(&name);
         if remove_if_present(&path).unwrap_or(false) {
             tracing::info!(path = %path.display(), "dropped a piece the stopped load named");
         }

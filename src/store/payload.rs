@@ -2,9 +2,10 @@
 //! together into one buffer only when the driver is handed it.
 //!
 //! A payload that stands whole in its entry is handed on in place. One made of parts is copied,
-//! part by part, into a buffer each thread keeps, its last piece at the buffer's end: NVIDIA's
+//! part by part, into a buffer each thread keeps, its last pieces at the buffer's end: NVIDIA's
 //! shared 1.78 MB dictionary runs to the end of the data of every pipeline that carries it, so the
-//! next such pipeline on that thread finds it in place and only its own head is copied.
+//! next such pipeline on that thread finds the pieces it shares in place and only its own head is
+//! copied.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use super::envelope::{self, Body, EntryError, PayloadKind};
 use super::identity::Identity;
 use super::pieces::Pieces;
-use super::recipe::{Part, PieceName};
+use super::recipe::{self, Part, PieceName};
 use crate::key::PipelineKey;
 
 /// A payload checked whole, with its kind. Shared: what reading ahead holds and what it hands
@@ -57,37 +58,68 @@ pub fn check(
         }
         Body::Parts { parts, .. } => parts,
     };
-    let wanted: Vec<(PieceName, u64)> = parts
+    // The pieces and lists the entry names, then the pieces each list names.
+    let named: Vec<(PieceName, Option<u64>)> = parts
         .iter()
         .filter_map(|p| match p {
-            Part::Piece { name, len } => Some((*name, *len)),
+            Part::Piece { name, len } => Some((*name, Some(*len))),
+            Part::List { name, .. } => Some((*name, None)),
             Part::Inline(_) => None,
         })
         .collect();
-    let mut found = pieces
-        .get_all(&wanted)
-        .map_err(|e| {
-            tracing::debug!(error = %e, "an entry's piece cannot be used");
-            e.for_the_entry()
-        })?
-        .into_iter();
-    let sources = parts
+    let unusable = |e: super::pieces::PieceError| {
+        tracing::debug!(error = %e, "an entry's piece cannot be used");
+        e.for_the_entry()
+    };
+    let found = pieces.get_all(&named).map_err(unusable)?;
+    let mut listed = Vec::new();
+    for (part, bytes) in parts
         .iter()
-        .map(|p| match p {
+        .filter(|p| !matches!(p, Part::Inline(_)))
+        .zip(&found)
+    {
+        if let Part::List { len, .. } = part {
+            let (refs, total) = recipe::parse_list(bytes).map_err(|_| EntryError::CorruptPiece)?;
+            if total != *len {
+                return Err(EntryError::CorruptPiece);
+            }
+            listed.extend(refs.into_iter().map(|(name, len)| (name, Some(len))));
+        }
+    }
+    let members = pieces.get_all(&listed).map_err(unusable)?;
+    let (mut found_iter, mut members_iter) = (found.into_iter(), members.into_iter());
+    let mut sources = Vec::new();
+    for part in &parts {
+        match part {
             Part::Inline(bytes) => {
                 let at = offset_in_file(bytes);
-                Source::Inline(at..at + bytes.len())
+                sources.push(Source::Inline(at..at + bytes.len()));
             }
-            Part::Piece { .. } => Source::Piece(found.next().expect("one piece a named part")),
-        })
-        .collect();
+            Part::Piece { .. } => {
+                sources.push(Source::Piece(found_iter.next().expect("one a named part")))
+            }
+            Part::List { .. } => {
+                let list = found_iter.next().expect("one a named part");
+                let (refs, _) = recipe::parse_list(&list).expect("parsed above");
+                for _ in refs {
+                    sources.push(Source::Piece(
+                        members_iter.next().expect("one a listed piece"),
+                    ));
+                }
+            }
+        }
+    }
     let payload = Payload::from_parts(Arc::clone(&file), sources);
     let start = payload.prefix(envelope::CACHE_HEADER_LEN);
     envelope::check_payload_start(decoded.kind, &start, payload.len(), identity)?;
     if decoded.kind == PayloadKind::Binaries {
         payload.with_bytes(|b| envelope::check_payload(decoded.kind, b, identity))?;
     }
-    let names = wanted.into_iter().map(|(name, _)| name).collect();
+    let names = named
+        .into_iter()
+        .chain(listed)
+        .map(|(name, _)| name)
+        .collect();
     let checked = Checked {
         kind: decoded.kind,
         payload,
@@ -229,12 +261,13 @@ thread_local! {
     static ASSEMBLY: RefCell<Assembly> = RefCell::new(Assembly::default());
 }
 
-/// A thread's buffer, filled from its end; `tail` is the piece that stands at the end now (held,
-/// so that its memory cannot be reused for other bytes while it is compared by address).
+/// A thread's buffer, filled from its end; `tail` is the run of pieces that stands at the end
+/// now, in order (held, so that their memory cannot be reused for other bytes while they are
+/// compared by address).
 #[derive(Default)]
 struct Assembly {
     buf: Vec<u8>,
-    tail: Option<Arc<[u8]>>,
+    tail: Vec<Arc<[u8]>>,
 }
 
 impl Assembly {
@@ -242,27 +275,37 @@ impl Assembly {
         let total = payload.len;
         if self.buf.len() < total {
             self.buf = vec![0; total.next_power_of_two().min(KEPT_BUFFER_MAX).max(total)];
-            self.tail = None;
+            self.tail.clear();
         }
         let end = self.buf.len();
-        let mut parts = &payload.parts[..];
+        let parts = &payload.parts[..];
+        // The payload's own run of pieces at its end, and how much of it already stands in place.
+        let run_starts = parts
+            .iter()
+            .rposition(|p| !matches!(p, Held::Piece(_)))
+            .map_or(0, |i| i + 1);
+        let in_place = parts[run_starts..]
+            .iter()
+            .rev()
+            .zip(self.tail.iter().rev())
+            .take_while(|(part, kept)| matches!(part, Held::Piece(b) if Arc::ptr_eq(b, kept)))
+            .count();
         let mut at = end;
-        if let Some(Held::Piece(last)) = parts.last() {
-            let in_place = self.tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, last));
-            if !in_place {
-                self.buf[end - last.len()..].copy_from_slice(last);
-                self.tail = Some(Arc::clone(last));
-            }
-            at -= last.len();
-            parts = &parts[..parts.len() - 1];
-        } else {
-            self.tail = None;
+        for part in &parts[parts.len() - in_place..] {
+            at -= held_len(part);
         }
-        for part in parts.iter().rev() {
+        for part in parts[..parts.len() - in_place].iter().rev() {
             let bytes = payload.bytes_of(part);
             self.buf[at - bytes.len()..at].copy_from_slice(bytes);
             at -= bytes.len();
         }
+        self.tail = parts[run_starts..]
+            .iter()
+            .filter_map(|p| match p {
+                Held::Piece(b) => Some(Arc::clone(b)),
+                Held::Inline(_) => None,
+            })
+            .collect();
         &self.buf[end - total..]
     }
 }
@@ -303,8 +346,36 @@ mod tests {
         );
         assert_eq!(short_tail.with_bytes(|b| b.to_vec()), b"0123456789z");
         assert_eq!(one.with_bytes(|b| b.to_vec()), expect(b"012ab"));
-        let whole = Payload::whole(file, 2..4);
+        let whole = Payload::whole(Arc::clone(&file), 2..4);
         assert_eq!(whole.with_bytes(|b| b.to_vec()), b"23");
+        // A run of pieces at the end, of which only a suffix is shared.
+        let piece = |byte: u8, len: usize| -> Arc<[u8]> { vec![byte; len].into() };
+        let (p1, p2, p3) = (piece(1, 7), piece(2, 9), piece(3, 11));
+        let a = Payload::from_parts(
+            Arc::clone(&file),
+            vec![
+                Source::Inline(0..2),
+                Source::Piece(Arc::clone(&p1)),
+                Source::Piece(Arc::clone(&p2)),
+                Source::Piece(Arc::clone(&p3)),
+            ],
+        );
+        let b = Payload::from_parts(
+            Arc::clone(&file),
+            vec![
+                Source::Inline(4..9),
+                Source::Piece(Arc::clone(&p2)),
+                Source::Piece(Arc::clone(&p3)),
+            ],
+        );
+        let concat = |parts: &[&[u8]]| parts.concat();
+        for _ in 0..2 {
+            assert_eq!(
+                a.with_bytes(|x| x.to_vec()),
+                concat(&[b"01", &p1, &p2, &p3])
+            );
+            assert_eq!(b.with_bytes(|x| x.to_vec()), concat(&[b"45678", &p2, &p3]));
+        }
         // Nested on one thread: each gets its own bytes.
         let nested = one.with_bytes(|a| two.with_bytes(|b| (a.to_vec(), b.to_vec())));
         assert_eq!(nested, (expect(b"012ab"), expect(b"56789")));

@@ -26,6 +26,8 @@ use super::StoreError;
 /// The directory of an identity directory's pieces.
 pub const DIR: &str = "pieces";
 const SUFFIX: &str = ".piece";
+/// The most a list's file may hold.
+pub const LIST_FILE_MAX: u64 = 8 + 40 * super::recipe::LIST_MAX as u64;
 /// The bytes of checked pieces held in memory by default (`PIPEKEEP_PIECE_MEMORY`).
 pub const DEFAULT_MEMORY: u64 = 256 << 20;
 
@@ -139,8 +141,13 @@ impl Pieces {
         self.memory_limit.store(bytes, Ordering::Relaxed);
     }
 
-    /// The pieces `wanted` (name, length) names, each checked against its name once per process.
-    pub fn get_all(&self, wanted: &[(PieceName, u64)]) -> Result<Vec<Arc<[u8]>>, PieceError> {
+    /// The pieces `wanted` names (each with its length, or `None` for a list, whose length the
+    /// entry does not give: at most [`LIST_FILE_MAX`]), each checked against its name once per
+    /// process.
+    pub fn get_all(
+        &self,
+        wanted: &[(PieceName, Option<u64>)],
+    ) -> Result<Vec<Arc<[u8]>>, PieceError> {
         let mut found: Vec<Option<Arc<[u8]>>> = {
             let memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
             wanted
@@ -149,7 +156,7 @@ impl Pieces {
                     memory
                         .held
                         .get(name)
-                        .filter(|b| b.len() as u64 == *len)
+                        .filter(|b| len.is_none_or(|l| b.len() as u64 == l))
                         .cloned()
                 })
                 .collect()
@@ -163,7 +170,7 @@ impl Pieces {
     }
 
     /// Reads, checks, stamps and holds one piece.
-    fn read(&self, name: &PieceName, len: u64) -> Result<Arc<[u8]>, PieceError> {
+    fn read(&self, name: &PieceName, len: Option<u64>) -> Result<Arc<[u8]>, PieceError> {
         let path = self.path(name);
         let (bytes, file) = match self.read_file(&path, name, len) {
             Ok(read) => read,
@@ -195,7 +202,7 @@ impl Pieces {
         &self,
         path: &Path,
         name: &PieceName,
-        len: u64,
+        len: Option<u64>,
     ) -> Result<(Result<Arc<[u8]>, &'static str>, std::fs::File), PieceError> {
         let corrupt = |what| PieceError::Corrupt {
             path: path.to_path_buf(),
@@ -219,10 +226,14 @@ impl Pieces {
         if !meta.is_file() {
             return Err(corrupt("not a regular file"));
         }
-        if meta.len() != len || len > files::ENTRY_FILE_LIMIT {
+        let fits = match len {
+            Some(len) => meta.len() == len && len <= files::ENTRY_FILE_LIMIT,
+            None => meta.len() <= LIST_FILE_MAX,
+        };
+        if !fits {
             return Ok((Err("length"), file));
         }
-        let mut bytes = vec![0u8; len as usize];
+        let mut bytes = vec![0u8; meta.len() as usize];
         file.read_exact(&mut bytes).map_err(io)?;
         if blake3::hash(&bytes).as_bytes() != name {
             return Ok((Err("hash"), file));
@@ -307,12 +318,44 @@ impl Pieces {
         }
     }
 
+    /// The pieces a list on disk names, if it can be read as one (for dropping what a stopped
+    /// load named, and the tools); nothing is checked against a name here.
+    pub fn listed_by(&self, list: &PieceName) -> Vec<PieceName> {
+        let path = self.path(list);
+        let Ok(mut file) = files::open_entry_file(None, &path, false) else {
+            return Vec::new();
+        };
+        let mut bytes = Vec::new();
+        if (&mut file)
+            .take(LIST_FILE_MAX)
+            .read_to_end(&mut bytes)
+            .is_err()
+        {
+            return Vec::new();
+        }
+        super::recipe::parse_list(&bytes)
+            .map(|(refs, _)| refs.into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default()
+    }
+
     /// Makes sure a piece is kept, before an entry naming it, stamped `stamp`, is written: one on
     /// disk is stamped `stamp` unless this run gave it a newer stamp, else checked to be there
     /// still (another process bringing the store within its bound may have dropped
     /// it); a missing one is written. Returns its name and the bytes written.
     pub fn put(&self, bytes: &[u8], stamp: SystemTime) -> Result<(PieceName, u64), StoreError> {
         let name = *blake3::hash(bytes).as_bytes();
+        self.put_named(&name, bytes, stamp).map(|n| (name, n))
+    }
+
+    /// [`Pieces::put`] for bytes already named (`name` is their BLAKE3). Returns the bytes
+    /// written.
+    pub fn put_named(
+        &self,
+        name: &PieceName,
+        bytes: &[u8],
+        stamp: SystemTime,
+    ) -> Result<u64, StoreError> {
+        let name = *name;
         let path = self.path(&name);
         let newer = self.touch(&name, stamp);
         let there = if newer.is_none() {
@@ -326,7 +369,7 @@ impl Pieces {
             .map(|_| ())
         };
         match there {
-            Ok(()) => return Ok((name, 0)),
+            Ok(()) => return Ok(0),
             Err(rustix::io::Errno::NOENT) => {}
             Err(e) => {
                 self.forget(&name);
@@ -336,7 +379,7 @@ impl Pieces {
         self.make_dir().inspect_err(|_| self.forget(&name))?;
         // Written with the newest stamp this run gave it: never older than an entry naming it.
         match files::write_atomically(&path, bytes, newer.unwrap_or(stamp)) {
-            Ok(Written::Whole(n)) => Ok((name, n)),
+            Ok(Written::Whole(n)) => Ok(n),
             Ok(Written::Skipped) => {
                 // Another writer (a thread of this run, or another process) is writing it now,
                 // with its own stamp: once it is in place, it gets ours where ours is newer.
@@ -348,7 +391,7 @@ impl Pieces {
                 if !placed {
                     self.forget(&name);
                 }
-                Ok((name, 0))
+                Ok(0)
             }
             Err(e) => {
                 self.forget(&name);
@@ -438,7 +481,7 @@ mod tests {
             (name, 0),
             "on disk: stamped"
         );
-        let got = again.get_all(&[(name, 5000)]).unwrap();
+        let got = again.get_all(&[(name, Some(5000))]).unwrap();
         assert_eq!(&got[0][..], &bytes[..]);
     }
 
@@ -451,11 +494,11 @@ mod tests {
         let path = pieces.path(&name);
         std::fs::write(&path, b"the pipeline's cod3").unwrap();
         let fresh = Pieces::new(pieces.dir().parent().unwrap());
-        let err = fresh.get_all(&[(name, 19)]).unwrap_err();
+        let err = fresh.get_all(&[(name, Some(19))]).unwrap_err();
         assert_eq!(err.reason(), "corrupt-piece");
         assert!(!path.exists(), "the damaged piece is removed");
         assert_eq!(
-            fresh.get_all(&[(name, 19)]).unwrap_err().reason(),
+            fresh.get_all(&[(name, Some(19))]).unwrap_err().reason(),
             "missing-piece"
         );
         assert_eq!(
@@ -466,7 +509,7 @@ mod tests {
             19
         );
         assert_eq!(
-            &fresh.get_all(&[(name, 19)]).unwrap()[0][..],
+            &fresh.get_all(&[(name, Some(19))]).unwrap()[0][..],
             b"the pipeline's code"
         );
     }
@@ -476,7 +519,7 @@ mod tests {
         let (_root, pieces) = pieces();
         let (name, _) = pieces.put(&[1u8; 100], SystemTime::now()).unwrap();
         assert_eq!(
-            pieces.get_all(&[(name, 99)]).unwrap_err().reason(),
+            pieces.get_all(&[(name, Some(99))]).unwrap_err().reason(),
             "corrupt-piece"
         );
         let (name, _) = pieces.put(&[2u8; 100], SystemTime::now()).unwrap();
@@ -484,7 +527,7 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
         assert_eq!(
-            pieces.get_all(&[(name, 100)]).unwrap_err().reason(),
+            pieces.get_all(&[(name, Some(100))]).unwrap_err().reason(),
             "corrupt-piece"
         );
         pieces.set_memory_limit(250);
@@ -492,7 +535,7 @@ mod tests {
             .map(|i| pieces.put(&[i + 10; 100], SystemTime::now()).unwrap().0)
             .collect();
         for n in &names {
-            pieces.get_all(&[(*n, 100)]).unwrap();
+            pieces.get_all(&[(*n, Some(100))]).unwrap();
         }
         assert!(pieces.memory.lock().unwrap().bytes <= 250);
     }

@@ -4,14 +4,26 @@
 //!
 //! ```text
 //! u64 payload length | u32 part count (1 ..= MAX_PARTS) | u32 reserved (0)
-//! count times: u32 part kind (0 inline, 1 piece) | u32 reserved (0) | u64 length n (>= 1)
-//!              | inline: n bytes | piece: 32 bytes, the BLAKE3 of the piece (its name)
+//! count times: u32 part kind (0 inline, 1 piece, 2 list) | u32 reserved (0) | u64 length n (>= 1)
+//!              | inline: n bytes | piece or list: 32 bytes, the BLAKE3 of the piece (its name)
 //! ```
 //! Little-endian; the lengths add up to the payload's; the body ends where the last part does.
+//! A list is a piece whose bytes name other pieces, in order (a list names no list):
+//!
+//! ```text
+//! u32 count (2 ..= LIST_MAX) | u32 reserved (0) | count times: 32 bytes name | u64 length (>= 1)
+//! ```
+//! and its part's length is the sum of theirs. A long run of pieces is grouped into lists
+//! cut where a piece's name ends in four zero bits (content-defined on the names, as the
+//! chunks are on the bytes), so the run a block repeated at any offset makes is listed the same
+//! way in every entry after its first cut: an entry names a block of hundreds of chunks with a
+//! few lists.
 //!
 //! What becomes a piece (chosen by measurement; FORMAT.md says why):
-//! - `binary`: each binary's data of at least [`BINARY_PIECE_MIN`] bytes (a stage shared by
-//!   pipelines is kept once); the binaries' counts, keys and lengths stand inline.
+//! - `binary`: where a pipeline has more than one binary (RADV gives one a stage of a graphics
+//!   pipeline), each binary's data of at least [`BINARY_PIECE_MIN`] bytes (a stage shared by
+//!   pipelines is kept once); the binaries' counts, keys and lengths stand inline. A pipeline's
+//!   only binary stands inline.
 //! - `cache`: a payload of at least [`CHUNKED_FROM`] bytes is cut by FastCDC; its first chunk (the
 //!   pipeline's own head, which nothing else shares) stands inline and every later chunk is a
 //!   piece, so a block repeated at any offset (NVIDIA's zstd dictionary) is kept once. A smaller
@@ -22,13 +34,17 @@ use super::envelope::{EntryError, PayloadKind};
 /// The most parts one entry may list (a 16 MiB payload of 256-byte chunks).
 pub const MAX_PARTS: usize = 1 << 16;
 /// A `cache` payload this long or longer is cut into chunks.
-pub const CHUNKED_FROM: usize = 64 << 10;
+pub const CHUNKED_FROM: usize = 16 << 10;
 /// FastCDC's smallest, average and largest chunk.
-pub const CHUNK_MIN: usize = 2 << 10;
-pub const CHUNK_AVG: usize = 8 << 10;
-pub const CHUNK_MAX: usize = 64 << 10;
+pub const CHUNK_MIN: usize = 1 << 10;
+pub const CHUNK_AVG: usize = 4 << 10;
+pub const CHUNK_MAX: usize = 32 << 10;
 /// A binary's data this long or longer is a piece.
 pub const BINARY_PIECE_MIN: usize = 256;
+/// The most pieces one list names.
+pub const LIST_MAX: usize = 64;
+const LIST_HEAD_LEN: usize = 8;
+const LIST_REF_LEN: usize = 40;
 
 /// When and how finely `cache` payloads are chunked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +87,7 @@ const HEAD_LEN: usize = 16;
 const PART_HEAD_LEN: usize = 16;
 const INLINE: u32 = 0;
 const PIECE: u32 = 1;
+const LIST: u32 = 2;
 
 /// A piece's name: the BLAKE3 of its bytes.
 pub type PieceName = [u8; 32];
@@ -82,13 +99,15 @@ pub enum Part<'a> {
     Inline(&'a [u8]),
     /// A piece, by name and length.
     Piece { name: PieceName, len: u64 },
+    /// A list of pieces, by the list's name, and the length of the bytes its pieces hold.
+    List { name: PieceName, len: u64 },
 }
 
 impl Part<'_> {
     pub fn len(&self) -> u64 {
         match self {
             Part::Inline(b) => b.len() as u64,
-            Part::Piece { len, .. } => *len,
+            Part::Piece { len, .. } | Part::List { len, .. } => *len,
         }
     }
 
@@ -111,7 +130,7 @@ pub fn encode(parts: &[Part<'_>]) -> Vec<u8> {
         .iter()
         .map(|p| match p {
             Part::Inline(b) => b.len(),
-            Part::Piece { .. } => 32,
+            Part::Piece { .. } | Part::List { .. } => 32,
         })
         .sum();
     let mut out = Vec::with_capacity(HEAD_LEN + parts.len() * PART_HEAD_LEN + inline);
@@ -122,13 +141,14 @@ pub fn encode(parts: &[Part<'_>]) -> Vec<u8> {
         let (kind, len) = match part {
             Part::Inline(b) => (INLINE, b.len() as u64),
             Part::Piece { len, .. } => (PIECE, *len),
+            Part::List { len, .. } => (LIST, *len),
         };
         out.extend_from_slice(&kind.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
         out.extend_from_slice(&len.to_le_bytes());
         match part {
             Part::Inline(b) => out.extend_from_slice(b),
-            Part::Piece { name, .. } => out.extend_from_slice(name),
+            Part::Piece { name, .. } | Part::List { name, .. } => out.extend_from_slice(name),
         }
     }
     out
@@ -174,6 +194,10 @@ pub fn parse(body: &[u8]) -> Result<(u64, Vec<Part<'_>>), EntryError> {
                 name: take(32)?.try_into().expect("32 bytes"),
                 len,
             },
+            LIST => Part::List {
+                name: take(32)?.try_into().expect("32 bytes"),
+                len,
+            },
             _ => return Err(BAD("part kind")),
         });
     }
@@ -184,6 +208,130 @@ pub fn parse(body: &[u8]) -> Result<(u64, Vec<Part<'_>>), EntryError> {
         return Err(BAD("parts' lengths"));
     }
     Ok((payload_len, parts))
+}
+
+/// A list's bytes: the pieces it names, in order.
+pub fn encode_list(refs: &[(PieceName, u64)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(LIST_HEAD_LEN + refs.len() * LIST_REF_LEN);
+    out.extend_from_slice(&(refs.len() as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    for (name, len) in refs {
+        out.extend_from_slice(name);
+        out.extend_from_slice(&len.to_le_bytes());
+    }
+    out
+}
+
+/// Reads a list's bytes whole: the pieces it names (each at least a byte), and the length they
+/// hold together.
+pub fn parse_list(bytes: &[u8]) -> Result<(Vec<(PieceName, u64)>, u64), EntryError> {
+    let head = bytes.get(..LIST_HEAD_LEN).ok_or(BAD("list cut short"))?;
+    let count = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+    if !(2..=LIST_MAX).contains(&count) || head[4..] != [0; 4] {
+        return Err(BAD("list head"));
+    }
+    if bytes.len() != LIST_HEAD_LEN + count * LIST_REF_LEN {
+        return Err(BAD("list length"));
+    }
+    let mut total = 0u64;
+    let refs = bytes[LIST_HEAD_LEN..]
+        .chunks_exact(LIST_REF_LEN)
+        .map(|r| {
+            let len = u64::from_le_bytes(r[32..].try_into().expect("8 bytes"));
+            total = total.saturating_add(len);
+            (r[..32].try_into().expect("32 bytes"), len)
+        })
+        .collect::<Vec<(PieceName, u64)>>();
+    if refs
+        .iter()
+        .any(|(_, len)| *len == 0 || *len > super::files::ENTRY_FILE_LIMIT)
+    {
+        return Err(BAD("listed length"));
+    }
+    Ok((refs, total))
+}
+
+/// How a payload is written: its parts, with the bytes of every piece and list to keep first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Planned<'a> {
+    Inline(&'a [u8]),
+    Piece(PieceName, &'a [u8]),
+    /// A list: its name and bytes, the length its pieces hold, and the pieces (kept before it).
+    List {
+        name: PieceName,
+        bytes: Vec<u8>,
+        len: u64,
+        pieces: Vec<(PieceName, &'a [u8])>,
+    },
+}
+
+impl Planned<'_> {
+    /// The part the entry lists for it.
+    pub fn part(&self) -> Part<'_> {
+        match self {
+            Planned::Inline(b) => Part::Inline(b),
+            Planned::Piece(name, b) => Part::Piece {
+                name: *name,
+                len: b.len() as u64,
+            },
+            Planned::List { name, len, .. } => Part::List {
+                name: *name,
+                len: *len,
+            },
+        }
+    }
+}
+
+/// Whether a list ends after the piece of this name: content-defined, 1 in 16.
+fn ends_a_list(name: &PieceName) -> bool {
+    name[31] & 0x0f == 0
+}
+
+/// Cuts a payload of `kind` ([`cut`]) and names its pieces; each run of pieces is grouped into
+/// lists from its first list end on (the pieces before it, where an entry's own bytes meet a
+/// shared block, are named one by one).
+pub fn plan(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Planned<'_>> {
+    let mut out = Vec::new();
+    let mut run: Vec<(PieceName, &[u8])> = Vec::new();
+    for c in cut(kind, payload, chunking) {
+        match c {
+            Cut::Piece(b) => run.push((*blake3::hash(b).as_bytes(), b)),
+            Cut::Inline(b) => {
+                group_run(std::mem::take(&mut run), &mut out);
+                out.push(Planned::Inline(b));
+            }
+        }
+    }
+    group_run(run, &mut out);
+    out
+}
+
+fn group_run<'a>(run: Vec<(PieceName, &'a [u8])>, out: &mut Vec<Planned<'a>>) {
+    let mut group: Vec<(PieceName, &'a [u8])> = Vec::new();
+    let mut listing = false;
+    for (name, bytes) in run {
+        group.push((name, bytes));
+        if ends_a_list(&name) || group.len() == LIST_MAX {
+            flush_group(std::mem::take(&mut group), listing, out);
+            listing = true;
+        }
+    }
+    flush_group(group, listing, out);
+}
+
+fn flush_group<'a>(group: Vec<(PieceName, &'a [u8])>, as_list: bool, out: &mut Vec<Planned<'a>>) {
+    if !as_list || group.len() < 2 {
+        out.extend(group.into_iter().map(|(n, b)| Planned::Piece(n, b)));
+        return;
+    }
+    let refs: Vec<(PieceName, u64)> = group.iter().map(|(n, b)| (*n, b.len() as u64)).collect();
+    let bytes = encode_list(&refs);
+    out.push(Planned::List {
+        name: *blake3::hash(&bytes).as_bytes(),
+        len: refs.iter().map(|(_, l)| l).sum(),
+        bytes,
+        pieces: group,
+    });
 }
 
 /// Cuts a payload of `kind` for writing (see the module's doc for the rule), a `cache` payload
@@ -205,6 +353,9 @@ pub fn cut(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Cut<'_>
             }
         }
         PayloadKind::Binaries => match super::binaries::data_ranges(payload) {
+            // A pipeline's only binary is the whole pipeline (RADV's compute pipelines): no other
+            // pipeline shares it, and a piece of its own would cost every lookup a second file.
+            Ok(ranges) if ranges.len() == 1 => push_inline(&mut cuts, payload),
             Ok(ranges) => {
                 let mut at = 0;
                 for r in ranges.into_iter().filter(|r| r.len() >= BINARY_PIECE_MIN) {
@@ -329,11 +480,86 @@ mod tests {
     }
 
     #[test]
+    fn a_long_run_of_pieces_is_listed_the_same_way_after_any_head() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let block: Vec<u8> = (0..900_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        let payload = |head: usize| -> Vec<u8> {
+            let own: Vec<u8> = (0..head).map(|i| (i * 13) as u8).collect();
+            [&own[..], &block[..]].concat()
+        };
+        let lists = |p: &[u8]| -> Vec<PieceName> {
+            plan(PayloadKind::Cache, p, Chunking::CHOSEN)
+                .into_iter()
+                .filter_map(|x| match x {
+                    Planned::List { name, .. } => Some(name),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (a, b) = (payload(3_000), payload(40_000));
+        let (la, lb) = (lists(&a), lists(&b));
+        assert!(la.len() >= 3, "{} lists", la.len());
+        let shared = lb.iter().filter(|n| la.contains(n)).count();
+        assert!(
+            shared + 1 >= lb.len(),
+            "{shared} of {} lists shared",
+            lb.len()
+        );
+        // The plan's parts put together are the payload.
+        let planned = plan(PayloadKind::Cache, &a, Chunking::CHOSEN);
+        let mut whole = Vec::new();
+        for p in &planned {
+            match p {
+                Planned::Inline(x) | Planned::Piece(_, x) => whole.extend_from_slice(x),
+                Planned::List {
+                    pieces, bytes, len, ..
+                } => {
+                    let (refs, total) = parse_list(bytes).unwrap();
+                    assert_eq!(total, *len);
+                    assert_eq!(refs.len(), pieces.len());
+                    pieces.iter().for_each(|(_, x)| whole.extend_from_slice(x));
+                }
+            }
+        }
+        assert_eq!(whole, a);
+    }
+
+    #[test]
+    fn a_list_is_read_whole_or_refused() {
+        let bytes = encode_list(&[([1; 32], 10), ([2; 32], 20)]);
+        assert_eq!(bytes.len(), 88);
+        assert_eq!(
+            parse_list(&bytes).unwrap(),
+            (vec![([1; 32], 10), ([2; 32], 20)], 30)
+        );
+        for cut in 0..bytes.len() {
+            assert!(parse_list(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let one = encode_list(&[([1; 32], 10)]);
+        assert!(parse_list(&one).is_err(), "a list of one");
+        let mut zero = bytes.clone();
+        zero[40..48].copy_from_slice(&0u64.to_le_bytes());
+        assert!(parse_list(&zero).is_err());
+    }
+
+    #[test]
     fn a_small_cache_payload_stands_inline_and_binaries_become_pieces() {
         let small = vec![5u8; CHUNKED_FROM - 1];
         assert_eq!(
             cut(PayloadKind::Cache, &small, Chunking::CHOSEN),
             vec![Cut::Inline(&small[..])]
+        );
+        let only = super::super::binaries::encode([(&[9u8][..], &[1u8; 4000][..])]);
+        assert_eq!(
+            cut(PayloadKind::Binaries, &only, Chunking::CHOSEN),
+            vec![Cut::Inline(&only[..])]
         );
         let (big, tiny) = (vec![1u8; 4000], vec![2u8; 10]);
         let payload =

@@ -816,3 +816,47 @@ fn a_stale_marker_drops_the_pieces_its_entry_names_and_the_bound_drops_pieces_la
         "the newer entry kept every piece it names"
     );
 }
+
+#[test]
+fn a_block_of_many_chunks_is_named_through_lists_and_a_lost_list_is_a_miss() {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let block: Vec<u8> = (0..1_500_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let data = |head: u8| cache_data(&identity(), &[&vec![head; 3_000][..], &block[..]].concat());
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    store.write(&key(1), &data(1)).unwrap();
+    let after_one = piece_files(&store).len();
+    store.write(&key(2), &data(2)).unwrap();
+    let after_two = piece_files(&store).len();
+    assert!(
+        after_two <= after_one + 6,
+        "{after_one} then {after_two} pieces"
+    );
+    let entry = fs::read(store.entry_path(&key(2))).unwrap();
+    let (_, named) = envelope::listed_parts(&entry).unwrap();
+    // About 180 chunks, named through lists of about 16.
+    assert!(named.len() < 60, "{} parts name the block", named.len());
+    let pieces = pieces::Pieces::for_looking(store.dir());
+    let list = named
+        .iter()
+        .find(|n| !pieces.listed_by(n).is_empty())
+        .expect("a list among the parts");
+    let again = open(root.path(), 1 << 30, at(1));
+    match again.lookup(&key(2)).unwrap() {
+        Lookup::Found(e) => assert_eq!(e.with_data(<[u8]>::to_vec), data(2)),
+        _ => panic!("not found"),
+    }
+    fs::remove_file(pieces.path(list)).unwrap();
+    let third = open(root.path(), 1 << 30, at(2));
+    assert!(matches!(
+        third.lookup(&key(1)).unwrap(),
+        Lookup::Dropped(EntryError::MissingPiece)
+    ));
+}

@@ -435,9 +435,10 @@ pub fn bytes_with_pieces(entries: &[PathBuf]) -> u64 {
         let bytes = std::fs::read(e).unwrap();
         total += bytes.len() as u64;
         let (_, pieces) = pipekeep::store::envelope::listed_parts(&bytes).expect("a whole entry");
-        let dir = e.parent().unwrap().join(pipekeep::store::pieces::DIR);
-        for (name, _) in pieces {
-            named.insert(dir.join(pipekeep::store::pieces::file_name(&name)));
+        let dir = pipekeep::store::pieces::Pieces::for_looking(e.parent().unwrap());
+        for name in pieces {
+            named.insert(dir.path(&name));
+            named.extend(dir.listed_by(&name).iter().map(|n| dir.path(n)));
         }
     }
     total
