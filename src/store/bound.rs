@@ -34,9 +34,11 @@ pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError
     let mut out = Vec::new();
     for dir_name in names_in(host_dir).map_err(StoreError::io("list", host_dir))? {
         if DirName::parse(&dir_name).is_some() {
+            // Pieces before entries: a piece written after its listing is seen stamped anew at
+            // its removal, and an entry renamed after the entries' listing was in flight then.
             let dir = host_dir.join(&dir_name);
-            out.extend(entries_in(&dir));
             out.extend(pieces_in(&dir));
+            out.extend(entries_in(&dir));
         }
     }
     Ok(out)
@@ -132,7 +134,14 @@ pub struct Bounded {
 }
 
 /// Brings the title whose `host-pipelines/` is `host_dir` within `max_bytes`.
-pub fn keep_within(host_dir: &Path, max_bytes: u64) -> Result<Bounded, StoreError> {
+/// `in_use` says whether a piece is named by an entry the caller has written since the bound
+/// began (the listing may hold the piece but miss the entry): such a piece stays, and the next
+/// oldest goes instead.
+pub fn keep_within(
+    host_dir: &Path,
+    max_bytes: u64,
+    in_use: &dyn Fn(&Path) -> bool,
+) -> Result<Bounded, StoreError> {
     let mut entries = entries_of_title(host_dir)?;
     let mut report = BoundReport {
         entries: entries.len() as u64,
@@ -148,7 +157,8 @@ pub fn keep_within(host_dir: &Path, max_bytes: u64) -> Result<Bounded, StoreErro
     sort_oldest_first(&mut entries);
     let mut kept = Vec::new();
     for e in entries {
-        if report.bytes <= max_bytes || in_use_since_listed(&e) {
+        let piece_in_use = is_piece(&e.path) && (in_use(&e.path) || stamped_since(&e));
+        if report.bytes <= max_bytes || piece_in_use {
             kept.push(e);
             continue;
         }
@@ -158,6 +168,7 @@ pub fn keep_within(host_dir: &Path, max_bytes: u64) -> Result<Bounded, StoreErro
             report.entries -= 1;
             report.bytes -= e.bytes;
             tracing::debug!(
+                stamp = ?e.stamp,
                 "dropped entry={} reason=evicted",
                 e.path.file_name().unwrap_or_default().to_string_lossy()
             );
@@ -175,12 +186,11 @@ pub fn keep_within(host_dir: &Path, max_bytes: u64) -> Result<Bounded, StoreErro
     Ok(Bounded { report, kept })
 }
 
-/// A piece stamped again since it was listed is named by an entry a run is writing or has found
-/// now, perhaps one the listing does not hold: it stays, and the next oldest goes instead. (An
-/// entry stamped again goes as listed: its run has read it already; the next run misses it.)
-fn in_use_since_listed(e: &StampedEntry) -> bool {
-    is_piece(&e.path)
-        && fs::symlink_metadata(&e.path)
-            .and_then(|m| m.modified())
-            .is_ok_and(|now| now != e.stamp)
+/// A piece stamped again since it was listed is named by an entry a run (of any process) is
+/// writing or has found now, perhaps one the listing does not hold: it stays. (An entry stamped
+/// again goes as listed: its run has read it already; the next run misses it.)
+fn stamped_since(e: &StampedEntry) -> bool {
+    fs::symlink_metadata(&e.path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|now| now != e.stamp)
 }

@@ -123,7 +123,7 @@ pub struct Store {
     /// How `cache` payloads are cut into pieces.
     chunking: Mutex<recipe::Chunking>,
     /// The pieces each entry found with pieces names, until its stamp stamps them.
-    named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<recipe::PieceName>>>,
+    named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>>,
 }
 
 /// The entries this store may hold: those its directory listed at opening and those this run
@@ -393,8 +393,10 @@ impl Store {
 
     fn lock_named_pieces(
         &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<PipelineKey, Vec<recipe::PieceName>>>
-    {
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>,
+    > {
         self.named_pieces.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -700,9 +702,35 @@ impl Store {
         self.make_dir()?;
         let chunking = *self.chunking.lock().unwrap_or_else(|e| e.into_inner());
         let planned = recipe::plan(kind, data, chunking);
+        let names: Vec<recipe::PieceName> = planned
+            .iter()
+            .flat_map(|p| match p {
+                recipe::Planned::Inline(_) => Vec::new(),
+                recipe::Planned::Piece(name, _) => vec![*name],
+                recipe::Planned::List { name, pieces, .. } => pieces
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .chain(std::iter::once(*name))
+                    .collect(),
+            })
+            .collect();
+        self.pieces.writing(&names);
+        let written = self.write_planned(key, kind, &planned, stamp);
+        self.pieces.written(&names);
+        written
+    }
+
+    /// Keeps a planned payload's pieces and lists, then its entry.
+    fn write_planned(
+        &self,
+        key: &PipelineKey,
+        kind: envelope::PayloadKind,
+        planned: &[recipe::Planned<'_>],
+        stamp: SystemTime,
+    ) -> Result<files::Written, StoreError> {
         // Every piece and list is kept before the entry naming it is; a list's pieces before it.
         let mut pieces_written = 0;
-        for p in &planned {
+        for p in planned {
             match p {
                 recipe::Planned::Inline(_) => {}
                 recipe::Planned::Piece(name, bytes) => {
@@ -770,11 +798,21 @@ impl Store {
         }
         let _release = Release(&self.bounding);
         let started = std::time::Instant::now();
-        let report = bound::keep_within(&self.title_dir.join("host-pipelines"), self.max_bytes);
+        let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
         if let Ok(bound::Bounded { report: r, .. }) = &report {
             tracing::debug!(entries = r.entries, bytes = r.bytes, evicted = r.evicted, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "bound checked");
         }
         report.map_err(|e| tracing::warn!("{e}")).ok()
+    }
+
+    /// Brings the title whose `host-pipelines/` is `host_dir` within the bound, keeping every
+    /// piece an entry this process writes meanwhile names.
+    pub(super) fn bound_pieces_aware(&self, host_dir: &Path) -> Result<bound::Bounded, StoreError> {
+        self.pieces.bound_begins();
+        let in_use = |p: &Path| self.pieces.written_while_bounding(p);
+        let bounded = bound::keep_within(host_dir, self.max_bytes, &in_use);
+        self.pieces.bound_ends();
+        bounded
     }
 
     /// Holds this thread's loading marker on an entry while the driver loads it.

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
-use super::bound::{self, BoundReport};
+use super::bound::BoundReport;
 use super::files::{is_entry_name, lock_path, names_in, remove_if_present, Locked};
 use super::identity::DirName;
 use super::marker::{inspect, MarkerState};
@@ -58,7 +58,7 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
         report.partial_writes_dropped += drop_partial_writes(dir);
     }
     if bound_now {
-        report.bound = bound::keep_within(host_dir, store.max_bytes)?.report;
+        report.bound = store.bound_pieces_aware(host_dir)?.report;
     }
     report.took_ms = started.elapsed().as_secs_f64() * 1e3;
     if !bound_now {

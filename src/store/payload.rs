@@ -38,13 +38,13 @@ impl From<Vec<u8>> for Checked {
 
 /// Checks an entry's bytes whole for this identity and key, reading the pieces it names from
 /// `pieces`; the payload they make is checked as one standing whole would be. Returns it with
-/// the names of the pieces (for their stamps).
+/// the pieces and lists the entry names (`true`: a list), for their stamps.
 pub fn check(
     file: Arc<Vec<u8>>,
     identity: &Identity,
     key: &PipelineKey,
     pieces: &Pieces,
-) -> Result<(Checked, Vec<PieceName>), EntryError> {
+) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
     let decoded = envelope::decode(&file, identity, key)?;
     let offset_in_file = |b: &[u8]| b.as_ptr() as usize - file.as_ptr() as usize;
     let parts = match decoded.body {
@@ -100,12 +100,8 @@ pub fn check(
             }
             Part::List { .. } => {
                 let list = found_iter.next().expect("one a named part");
-                let (refs, _) = recipe::parse_list(&list).expect("parsed above");
-                for _ in refs {
-                    sources.push(Source::Piece(
-                        members_iter.next().expect("one a listed piece"),
-                    ));
-                }
+                let count = recipe::list_len(&list);
+                sources.extend(members_iter.by_ref().take(count).map(Source::Piece));
             }
         }
     }
@@ -117,8 +113,7 @@ pub fn check(
     }
     let names = named
         .into_iter()
-        .chain(listed)
-        .map(|(name, _)| name)
+        .map(|(name, len)| (name, len.is_none()))
         .collect();
     let checked = Checked {
         kind: decoded.kind,

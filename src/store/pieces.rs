@@ -86,6 +86,15 @@ struct Memory {
     bytes: u64,
 }
 
+/// The pieces named by the entries this process is writing.
+#[derive(Default)]
+struct Writes {
+    /// Named by entries being written now, with how many.
+    in_flight: HashMap<PieceName, usize>,
+    /// While a bound runs: every piece named by an entry written since it began.
+    while_bounding: Option<std::collections::HashSet<PieceName>>,
+}
+
 /// The pieces of one identity directory, as one process uses them.
 pub struct Pieces {
     dir: PathBuf,
@@ -95,6 +104,7 @@ pub struct Pieces {
     memory_limit: AtomicU64,
     /// Pieces stamped or written this run, with the stamp given.
     touched: Mutex<HashMap<PieceName, SystemTime>>,
+    writes: Mutex<Writes>,
     dir_made: AtomicBool,
 }
 
@@ -113,6 +123,7 @@ impl Pieces {
             memory: Mutex::default(),
             memory_limit: AtomicU64::new(DEFAULT_MEMORY),
             touched: Mutex::default(),
+            writes: Mutex::default(),
             dir_made: AtomicBool::new(false),
         }
     }
@@ -282,40 +293,126 @@ impl Pieces {
         }
     }
 
-    /// True where this run has not stamped a piece as new as `stamp` yet (stamps are taken in
-    /// the order of use, but written from more than one thread: an entry used earlier may be
-    /// written later), and records `stamp` as given.
-    fn newer_touch(&self, name: &PieceName, stamp: SystemTime) -> bool {
-        self.touch(name, stamp).is_none()
-    }
-
     /// Records `stamp` for a piece unless this run gave it a newer one, which it returns.
     fn touch(&self, name: &PieceName, stamp: SystemTime) -> Option<SystemTime> {
-        let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
-        match touched.get(name) {
-            Some(given) if *given >= stamp => Some(*given),
-            _ => {
-                touched.insert(*name, stamp);
-                None
-            }
-        }
+        touch_in(&mut self.lock_touched(), name, stamp)
     }
 
-    /// Stamps each of `names` with `stamp` unless this run gave it a newer one: an entry naming
-    /// them was found and stamped `stamp`. So a piece carries the newest stamp of the entries
-    /// using it, never older than any of them; a piece another process dropped since is left to
-    /// that entry's next lookup (`missing-piece`).
-    pub fn stamp_first(&self, names: &[PieceName], stamp: SystemTime) {
-        for name in names {
-            if self.keeps && self.newer_touch(name, stamp) {
-                let path = self.path(name);
-                if let Err(e) = stamp_path(&path, stamp) {
-                    // Gone (another run's bound): the next write naming it writes it.
-                    self.forget(name);
-                    tracing::debug!(path = %path.display(), error = %e, "could not stamp a piece");
+    fn lock_touched(&self) -> std::sync::MutexGuard<'_, HashMap<PieceName, SystemTime>> {
+        self.touched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stamps each of `named` (a piece, or a list: `true`) with `stamp` unless this run gave it a
+    /// newer one: an entry naming them was found and stamped `stamp`. A list stamped now has its
+    /// pieces stamped with it; one this run stamped newer already had. So a piece carries the
+    /// newest stamp of the entries using it, never older than any of them, and an entry that
+    /// names NVIDIA's dictionary through the lists earlier entries of the run stamped costs a
+    /// few lookups, not one a chunk. A piece another process dropped since is left to that
+    /// entry's next lookup (`missing-piece`).
+    pub fn stamp_first(&self, named: &[(PieceName, bool)], stamp: SystemTime) {
+        if !self.keeps {
+            return;
+        }
+        let mut due: Vec<PieceName> = Vec::new();
+        let mut lists = Vec::new();
+        {
+            let mut touched = self.lock_touched();
+            for (name, is_list) in named {
+                if touch_in(&mut touched, name, stamp).is_none() {
+                    due.push(*name);
+                    if *is_list {
+                        lists.push(*name);
+                    }
                 }
             }
         }
+        for list in lists {
+            let held = self.lock_memory().held.get(&list).cloned();
+            let members = match held {
+                Some(bytes) => super::recipe::parse_list(&bytes)
+                    .map(|(refs, _)| refs.into_iter().map(|(n, _)| n).collect())
+                    .unwrap_or_default(),
+                None => self.listed_by(&list),
+            };
+            let mut touched = self.lock_touched();
+            due.extend(
+                members
+                    .into_iter()
+                    .filter(|m| touch_in(&mut touched, m, stamp).is_none()),
+            );
+        }
+        // Members first, then the lists naming them: whoever sees a list's new stamp sees its
+        // pieces' too.
+        for name in due.iter().rev() {
+            let path = self.path(name);
+            if let Err(e) = stamp_path(&path, stamp) {
+                // Gone (another run's bound): the next write naming it writes it.
+                self.forget(name);
+                tracing::debug!(path = %path.display(), error = %e, "could not stamp a piece");
+            }
+        }
+    }
+
+    /// Marks pieces as named by an entry being written now, until [`Pieces::written`].
+    pub fn writing(&self, names: &[PieceName]) {
+        let mut writes = self.lock_writes();
+        for name in names {
+            *writes.in_flight.entry(*name).or_default() += 1;
+        }
+        if let Some(seen) = writes.while_bounding.as_mut() {
+            seen.extend(names.iter().copied());
+        }
+    }
+
+    /// The entry naming `names` is written (or given up).
+    pub fn written(&self, names: &[PieceName]) {
+        let mut writes = self.lock_writes();
+        for name in names {
+            if let Some(n) = writes.in_flight.get_mut(name) {
+                *n -= 1;
+                if *n == 0 {
+                    writes.in_flight.remove(name);
+                }
+            }
+        }
+    }
+
+    /// A bound begins: from now until [`Pieces::bound_ends`], every piece named by an entry
+    /// this process writes is remembered. The bound's listing may miss such an entry (written
+    /// after it was listed) while holding its pieces: they must stay.
+    pub fn bound_begins(&self) {
+        let mut writes = self.lock_writes();
+        let in_flight = writes.in_flight.keys().copied().collect();
+        writes.while_bounding = Some(in_flight);
+    }
+
+    pub fn bound_ends(&self) {
+        self.lock_writes().while_bounding = None;
+    }
+
+    /// Whether the piece at `path` is named by an entry this process has been writing since the
+    /// bound began.
+    pub fn written_while_bounding(&self, path: &Path) -> bool {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(name_of_file);
+        let writes = self.lock_writes();
+        name.is_some_and(|n| {
+            writes.in_flight.contains_key(&n)
+                || writes
+                    .while_bounding
+                    .as_ref()
+                    .is_some_and(|s| s.contains(&n))
+        })
+    }
+
+    fn lock_writes(&self) -> std::sync::MutexGuard<'_, Writes> {
+        self.writes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The pieces a list on disk names, if it can be read as one (for dropping what a stopped
@@ -339,8 +436,8 @@ impl Pieces {
     }
 
     /// Makes sure a piece is kept, before an entry naming it, stamped `stamp`, is written: one on
-    /// disk is stamped `stamp` unless this run gave it a newer stamp, else checked to be there
-    /// still (another process bringing the store within its bound may have dropped
+    /// disk is stamped `stamp`, or the newer stamp this run gave it (the stamp is also the check
+    /// that it is still there (another process bringing the store within its bound may have dropped
     /// it); a missing one is written. Returns its name and the bytes written.
     pub fn put(&self, bytes: &[u8], stamp: SystemTime) -> Result<(PieceName, u64), StoreError> {
         let name = *blake3::hash(bytes).as_bytes();
@@ -357,18 +454,10 @@ impl Pieces {
     ) -> Result<u64, StoreError> {
         let name = *name;
         let path = self.path(&name);
+        // Stamped with the newest stamp this run gave it: another thread that recorded a newer
+        // one may not have set it yet, and the entry written next must never outlive its piece.
         let newer = self.touch(&name, stamp);
-        let there = if newer.is_none() {
-            stamp_path(&path, stamp)
-        } else {
-            rustix::fs::statat(
-                rustix::fs::CWD,
-                &path,
-                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-            )
-            .map(|_| ())
-        };
-        match there {
+        match stamp_path(&path, newer.unwrap_or(stamp)) {
             Ok(()) => return Ok(0),
             Err(rustix::io::Errno::NOENT) => {}
             Err(e) => {
@@ -379,7 +468,10 @@ impl Pieces {
         self.make_dir().inspect_err(|_| self.forget(&name))?;
         // Written with the newest stamp this run gave it: never older than an entry naming it.
         match files::write_atomically(&path, bytes, newer.unwrap_or(stamp)) {
-            Ok(Written::Whole(n)) => Ok(n),
+            Ok(Written::Whole(n)) => {
+                tracing::trace!(piece = %file_name(&name), stamp = ?newer.unwrap_or(stamp), "piece written");
+                Ok(n)
+            }
             Ok(Written::Skipped) => {
                 // Another writer (a thread of this run, or another process) is writing it now,
                 // with its own stamp: once it is in place, it gets ours where ours is newer.
@@ -417,6 +509,21 @@ fn stamp_path(path: &Path, stamp: SystemTime) -> rustix::io::Result<()> {
         &stamp_times(stamp),
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
     )
+}
+
+/// Records `stamp` for a piece in `touched` unless a newer one is there, which it returns.
+fn touch_in(
+    touched: &mut HashMap<PieceName, SystemTime>,
+    name: &PieceName,
+    stamp: SystemTime,
+) -> Option<SystemTime> {
+    match touched.get(name) {
+        Some(given) if *given >= stamp => Some(*given),
+        _ => {
+            touched.insert(*name, stamp);
+            None
+        }
+    }
 }
 
 /// A modification time of `stamp`, the access time left alone.

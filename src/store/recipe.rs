@@ -251,6 +251,11 @@ pub fn parse_list(bytes: &[u8]) -> Result<(Vec<(PieceName, u64)>, u64), EntryErr
     Ok((refs, total))
 }
 
+/// How many pieces a list already read whole ([`parse_list`]) names.
+pub fn list_len(bytes: &[u8]) -> usize {
+    (bytes.len().saturating_sub(LIST_HEAD_LEN)) / LIST_REF_LEN
+}
+
 /// How a payload is written: its parts, with the bytes of every piece and list to keep first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Planned<'a> {
