@@ -94,20 +94,7 @@ impl PipelineKey {
     pub fn from_file_name(name: &str) -> Option<PipelineKey> {
         let stem = name.strip_suffix(".entry")?;
         let (spirv, state) = stem.split_once('-')?;
-        let half = |s: &str| -> Option<[u8; 16]> {
-            if s.len() != 32
-                || !s
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-            {
-                return None;
-            }
-            let mut out = [0u8; 16];
-            for (i, byte) in out.iter_mut().enumerate() {
-                *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-            }
-            Some(out)
-        };
+        let half = text::from_hex::<16>;
         Some(PipelineKey {
             spirv: half(spirv)?,
             state: half(state)?,

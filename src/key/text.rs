@@ -20,3 +20,19 @@ pub fn hex_into(bytes: &[u8], out: &mut [u8]) {
         pair[1] = DIGITS[usize::from(b & 0xf)];
     }
 }
+
+/// `N` bytes from exactly `2 * N` lower-case hex digits; `None` for anything else.
+pub fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != 2 * N
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}

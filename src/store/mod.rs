@@ -467,24 +467,12 @@ impl Store {
     /// Sets an entry's modification time by its name, relative to the held directory: one
     /// system call where an open, a time update and a close would be three.
     fn stamp_by_name(&self, name: &str, stamp: SystemTime) -> io::Result<()> {
-        use rustix::fs::{AtFlags, Timespec, Timestamps, UTIME_OMIT};
         let Some(dir) = self.held_dir() else {
             return self.open_entry(name).and_then(|f| f.set_modified(stamp));
         };
-        let since_epoch = stamp
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        let times = Timestamps {
-            last_access: Timespec {
-                tv_sec: 0,
-                tv_nsec: UTIME_OMIT,
-            },
-            last_modification: Timespec {
-                tv_sec: since_epoch.as_secs() as i64,
-                tv_nsec: since_epoch.subsec_nanos().into(),
-            },
-        };
-        rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(io::Error::from)
+        let times = pieces::stamp_times(stamp);
+        rustix::fs::utimensat(dir, name, &times, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(io::Error::from)
     }
 
     /// Reads ahead the entries the last run used, newest stamp first, holding at most `window`

@@ -38,19 +38,7 @@ pub fn file_name(name: &PieceName) -> String {
 
 /// The name a piece file's name gives, if it is one of ours.
 pub fn name_of_file(file_name: &str) -> Option<PieceName> {
-    let hex = file_name.strip_suffix(SUFFIX)?;
-    if hex.len() != 64
-        || !hex
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
-        return None;
-    }
-    let mut name = [0u8; 32];
-    for (i, byte) in name.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(name)
+    crate::key::text::from_hex::<32>(file_name.strip_suffix(SUFFIX)?)
 }
 
 /// Why a piece could not be used. [`PieceError::reason`] is the entry's `reason=`.
