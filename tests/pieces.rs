@@ -1,7 +1,8 @@
 //! Shared pieces through the real loader on RADV (null hardware): bytes entries share are kept
 //! once, a warm run finds every pipeline from them, a missing or damaged piece costs its entries a
-//! compile (and is written again), the bound counts pieces, and entries of the previous format are
-//! still found. The `binary` backend makes each binary a piece; the `cache` backend cuts its
+//! compile (and is written again), the bound counts pieces, entries of the previous format are
+//! still found, four processes share one store, and processes killed while writing leave only
+//! whole entries. The `binary` backend makes each binary a piece; the `cache` backend cuts its
 //! payloads into chunks (from a few KiB here: RADV's one-pipeline caches are smaller than the
 //! threshold NVIDIA's data set).
 
@@ -21,7 +22,7 @@ const MIX: [&str; 8] = [
 ];
 const PIPELINES: u64 = 36;
 
-fn run(tmp: &Path, backend: &str, extra_env: &[(&str, &str)]) -> Run {
+fn app(tmp: &Path, backend: &str, extra_env: &[(&str, &str)]) -> App {
     let mut app = App::new(Driver::Radv, tmp)
         .with_layer()
         .env("PIPEKEEP_BACKEND", backend)
@@ -30,7 +31,11 @@ fn run(tmp: &Path, backend: &str, extra_env: &[(&str, &str)]) -> Run {
     for (k, v) in extra_env {
         app = app.env(k, v);
     }
-    let run = app.run();
+    app
+}
+
+fn run(tmp: &Path, backend: &str, extra_env: &[(&str, &str)]) -> Run {
+    let run = app(tmp, backend, extra_env).run();
     assert!(run.ok, "{}", run.all());
     run
 }
@@ -200,6 +205,53 @@ fn entries_of_the_previous_format_are_still_found() {
         .cache_backend()
         .args(&MIX)
         .run();
+    let w = warm.watch();
+    assert_eq!((w.found, w.compiled), (PIPELINES, 0), "{}", warm.all());
+}
+
+fn assert_every_entry_and_piece_verifies(tmp: &Path) {
+    let verified = tool_json(tmp, &["verify", "--json"]);
+    assert_eq!(verified["bad"], serde_json::json!([]), "{verified}");
+}
+
+#[test]
+fn four_processes_share_one_store_with_pieces_and_the_next_run_finds_everything() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Two of each backend at once: the same pipelines, written by both kinds, over each other.
+    let children: Vec<_> = ["binary", "cache", "binary", "cache"]
+        .iter()
+        .map(|backend| app(tmp.path(), backend, &[]).spawn())
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success(), "a process failed");
+    }
+    assert_every_entry_and_piece_verifies(tmp.path());
+    let next = run(tmp.path(), "binary", &[]);
+    let w = next.watch();
+    assert_eq!((w.built, w.found), (PIPELINES, PIPELINES), "{}", next.all());
+}
+
+#[test]
+fn processes_killed_while_writing_pieces_leave_only_whole_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = 0x2545_f491u64;
+    for round in 0..8u64 {
+        // A fresh store every other round: kills land early (the first pieces) and late.
+        if round % 2 == 0 {
+            let _ = std::fs::remove_dir_all(store(tmp.path()));
+        }
+        let backend = if round % 4 < 2 { "cache" } else { "binary" };
+        let mut child = app(tmp.path(), backend, &[]).spawn();
+        rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        std::thread::sleep(std::time::Duration::from_millis(20 + (rng >> 33) % 60));
+        let _ = child.kill(); // SIGKILL
+        child.wait().unwrap();
+        assert_every_entry_and_piece_verifies(tmp.path());
+    }
+    let after = run(tmp.path(), "cache", &[]);
+    assert_eq!(after.watch().built, PIPELINES, "{}", after.all());
+    assert_every_entry_and_piece_verifies(tmp.path());
+    let warm = run(tmp.path(), "cache", &[]);
     let w = warm.watch();
     assert_eq!((w.found, w.compiled), (PIPELINES, 0), "{}", warm.all());
 }

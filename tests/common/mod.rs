@@ -200,6 +200,17 @@ impl App {
         self
     }
 
+    /// Starts it without waiting, its output discarded (for processes run side by side, or
+    /// killed midway).
+    pub fn spawn(mut self) -> std::process::Child {
+        use std::process::Stdio;
+        self.cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the program starts")
+    }
+
     pub fn run(mut self) -> Run {
         let out = self.cmd.output().expect("the test app runs");
         Run::from_output(out)
