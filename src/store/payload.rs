@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use super::envelope::{self, Body, EntryError, PayloadKind};
 use super::identity::Identity;
-use super::pieces::Pieces;
-use super::recipe::{self, Part, PieceName};
+use super::pieces::{ListedPieces, Pieces};
+use super::recipe::{Part, PieceName};
 use crate::key::PipelineKey;
 
 /// A payload checked whole, with its kind. Shared: what reading ahead holds and what it hands
@@ -58,50 +58,36 @@ pub fn check(
         }
         Body::Parts { parts, .. } => parts,
     };
-    // The pieces and lists the entry names, then the pieces each list names.
-    let named: Vec<(PieceName, Option<u64>)> = parts
+    // The pieces the entry names itself, then each list (resolved once a process).
+    let direct: Vec<(PieceName, Option<u64>)> = parts
         .iter()
         .filter_map(|p| match p {
             Part::Piece { name, len } => Some((*name, Some(*len))),
-            Part::List { name, .. } => Some((*name, None)),
-            Part::Inline(_) => None,
+            _ => None,
         })
         .collect();
     let unusable = |e: super::pieces::PieceError| {
         tracing::debug!(error = %e, "an entry's piece cannot be used");
         e.for_the_entry()
     };
-    let found = pieces.get_all(&named).map_err(unusable)?;
-    let mut listed = Vec::new();
-    for (part, bytes) in parts
-        .iter()
-        .filter(|p| !matches!(p, Part::Inline(_)))
-        .zip(&found)
-    {
-        if let Part::List { len, .. } = part {
-            let (refs, total) = recipe::parse_list(bytes).map_err(|_| EntryError::CorruptPiece)?;
-            if total != *len {
-                return Err(EntryError::CorruptPiece);
-            }
-            listed.extend(refs.into_iter().map(|(name, len)| (name, Some(len))));
-        }
-    }
-    let members = pieces.get_all(&listed).map_err(unusable)?;
-    let (mut found_iter, mut members_iter) = (found.into_iter(), members.into_iter());
-    let mut sources = Vec::new();
+    let mut found = pieces.get_all(&direct).map_err(unusable)?.into_iter();
+    let mut sources = Vec::with_capacity(parts.len());
+    let mut names = Vec::new();
     for part in &parts {
         match part {
             Part::Inline(bytes) => {
                 let at = offset_in_file(bytes);
                 sources.push(Source::Inline(at..at + bytes.len()));
             }
-            Part::Piece { .. } => {
-                sources.push(Source::Piece(found_iter.next().expect("one a named part")))
+            Part::Piece { name, .. } => {
+                sources.push(Source::Piece(found.next().expect("one a named piece")));
+                names.push((*name, false));
             }
-            Part::List { .. } => {
-                let list = found_iter.next().expect("one a named part");
-                let count = recipe::list_len(&list);
-                sources.extend(members_iter.by_ref().take(count).map(Source::Piece));
+            Part::List { name, len } => {
+                sources.push(Source::List(
+                    pieces.resolve_list(name, *len).map_err(unusable)?,
+                ));
+                names.push((*name, true));
             }
         }
     }
@@ -111,10 +97,6 @@ pub fn check(
     if decoded.kind == PayloadKind::Binaries {
         payload.with_bytes(|b| envelope::check_payload(decoded.kind, b, identity))?;
     }
-    let names = named
-        .into_iter()
-        .map(|(name, len)| (name, len.is_none()))
-        .collect();
     let checked = Checked {
         kind: decoded.kind,
         payload,
@@ -130,6 +112,20 @@ enum Held {
     /// A range of the entry file's bytes.
     Inline(Range<usize>),
     Piece(Arc<[u8]>),
+    /// A list's pieces, held once for every payload naming the list (NVIDIA's dictionary is
+    /// some 28 lists of 16 chunks: a payload holds 28 shared handles, not 440).
+    List(Arc<ListedPieces>),
+}
+
+impl Held {
+    /// The same shared bytes (for what stands in place at a buffer's end).
+    fn same_as(&self, other: &Held) -> bool {
+        match (self, other) {
+            (Held::Piece(a), Held::Piece(b)) => Arc::ptr_eq(a, b),
+            (Held::List(a), Held::List(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
 }
 
 /// A checked payload: the entry's bytes and the pieces it names.
@@ -161,6 +157,7 @@ impl Eq for Payload {}
 pub enum Source {
     Inline(Range<usize>),
     Piece(Arc<[u8]>),
+    List(Arc<ListedPieces>),
 }
 
 impl Payload {
@@ -181,6 +178,7 @@ impl Payload {
             .map(|p| match p {
                 Source::Inline(r) => Held::Inline(r),
                 Source::Piece(b) => Held::Piece(b),
+                Source::List(l) => Held::List(l),
             })
             .collect();
         let len = parts.iter().map(held_len).sum();
@@ -204,9 +202,10 @@ impl Payload {
     pub fn prefix(&self, n: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(n);
         for part in self.parts.iter() {
-            let bytes = self.bytes_of(part);
-            let take = (n - out.len()).min(bytes.len());
-            out.extend_from_slice(&bytes[..take]);
+            self.each_slice(part, &mut |bytes| {
+                let take = (n - out.len()).min(bytes.len());
+                out.extend_from_slice(&bytes[..take]);
+            });
             if out.len() == n {
                 break;
             }
@@ -214,17 +213,21 @@ impl Payload {
         out
     }
 
-    fn bytes_of<'a>(&'a self, part: &'a Held) -> &'a [u8] {
+    /// Calls `f` with each slice of one part's bytes, in order.
+    fn each_slice(&self, part: &Held, f: &mut dyn FnMut(&[u8])) {
         match part {
-            Held::Inline(r) => &self.file[r.clone()],
-            Held::Piece(b) => b,
+            Held::Inline(r) => f(&self.file[r.clone()]),
+            Held::Piece(b) => f(b),
+            Held::List(l) => l.pieces.iter().for_each(|b| f(b)),
         }
     }
 
     /// Calls `f` with the payload as one slice.
     pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        if let [only] = &self.parts[..] {
-            return f(self.bytes_of(only));
+        match &self.parts[..] {
+            [Held::Inline(r)] => return f(&self.file[r.clone()]),
+            [Held::Piece(b)] => return f(b),
+            _ => {}
         }
         if self.len > KEPT_BUFFER_MAX {
             return f(&self.concatenated());
@@ -239,7 +242,7 @@ impl Payload {
     fn concatenated(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len);
         for part in self.parts.iter() {
-            out.extend_from_slice(self.bytes_of(part));
+            self.each_slice(part, &mut |b| out.extend_from_slice(b));
         }
         out
     }
@@ -249,6 +252,7 @@ fn held_len(part: &Held) -> usize {
     match part {
         Held::Inline(r) => r.len(),
         Held::Piece(b) => b.len(),
+        Held::List(l) => l.len,
     }
 }
 
@@ -256,13 +260,13 @@ thread_local! {
     static ASSEMBLY: RefCell<Assembly> = RefCell::new(Assembly::default());
 }
 
-/// A thread's buffer, filled from its end; `tail` is the run of pieces that stands at the end
-/// now, in order (held, so that their memory cannot be reused for other bytes while they are
-/// compared by address).
+/// A thread's buffer, filled from its end; `tail` is the run of pieces and lists that stands at
+/// the end now, in order (held, so that their memory cannot be reused for other bytes while they
+/// are compared by address).
 #[derive(Default)]
 struct Assembly {
     buf: Vec<u8>,
-    tail: Vec<Arc<[u8]>>,
+    tail: Vec<Held>,
 }
 
 impl Assembly {
@@ -274,33 +278,33 @@ impl Assembly {
         }
         let end = self.buf.len();
         let parts = &payload.parts[..];
-        // The payload's own run of pieces at its end, and how much of it already stands in place.
+        // The payload's own run of shared parts at its end, and how much of it stands in place.
         let run_starts = parts
             .iter()
-            .rposition(|p| !matches!(p, Held::Piece(_)))
+            .rposition(|p| matches!(p, Held::Inline(_)))
             .map_or(0, |i| i + 1);
         let in_place = parts[run_starts..]
             .iter()
             .rev()
             .zip(self.tail.iter().rev())
-            .take_while(|(part, kept)| matches!(part, Held::Piece(b) if Arc::ptr_eq(b, kept)))
+            .take_while(|(part, kept)| part.same_as(kept))
             .count();
-        let mut at = end;
-        for part in &parts[parts.len() - in_place..] {
-            at -= held_len(part);
-        }
+        let mut at = end
+            - parts[parts.len() - in_place..]
+                .iter()
+                .map(held_len)
+                .sum::<usize>();
+        let buf = &mut self.buf;
         for part in parts[..parts.len() - in_place].iter().rev() {
-            let bytes = payload.bytes_of(part);
-            self.buf[at - bytes.len()..at].copy_from_slice(bytes);
-            at -= bytes.len();
+            let start = at - held_len(part);
+            let mut cursor = start;
+            payload.each_slice(part, &mut |bytes| {
+                buf[cursor..cursor + bytes.len()].copy_from_slice(bytes);
+                cursor += bytes.len();
+            });
+            at = start;
         }
-        self.tail = parts[run_starts..]
-            .iter()
-            .filter_map(|p| match p {
-                Held::Piece(b) => Some(Arc::clone(b)),
-                Held::Inline(_) => None,
-            })
-            .collect();
+        self.tail = parts[run_starts..].to_vec();
         &self.buf[end - total..]
     }
 }
@@ -371,6 +375,23 @@ mod tests {
             );
             assert_eq!(b.with_bytes(|x| x.to_vec()), concat(&[b"45678", &p2, &p3]));
         }
+        // Lists at the end: the shared one stays in place between payloads.
+        let list = Arc::new(ListedPieces {
+            pieces: vec![Arc::clone(&p2), Arc::clone(&p3)],
+            len: 20,
+        });
+        let with_list = |head: std::ops::Range<usize>| {
+            Payload::from_parts(
+                Arc::clone(&file),
+                vec![Source::Inline(head), Source::List(Arc::clone(&list))],
+            )
+        };
+        let (c, d) = (with_list(0..4), with_list(6..7));
+        for _ in 0..2 {
+            assert_eq!(c.with_bytes(|x| x.to_vec()), concat(&[b"0123", &p2, &p3]));
+            assert_eq!(d.with_bytes(|x| x.to_vec()), concat(&[b"6", &p2, &p3]));
+        }
+        assert_eq!(c.prefix(6), concat(&[b"0123", &p2[..2]]));
         // Nested on one thread: each gets its own bytes.
         let nested = one.with_bytes(|a| two.with_bytes(|b| (a.to_vec(), b.to_vec())));
         assert_eq!(nested, (expect(b"012ab"), expect(b"56789")));

@@ -74,6 +74,17 @@ struct Memory {
     bytes: u64,
 }
 
+/// A list's pieces, checked and put in order: shared by every payload that names the list.
+#[derive(Debug)]
+pub struct ListedPieces {
+    pub pieces: Vec<Arc<[u8]>>,
+    /// Their bytes together.
+    pub len: usize,
+}
+
+/// Lists resolved and held at most (each holds its pieces alive).
+const LISTS_HELD: usize = 4096;
+
 /// The pieces named by the entries this process is writing.
 #[derive(Default)]
 struct Writes {
@@ -93,6 +104,8 @@ pub struct Pieces {
     /// Pieces stamped or written this run, with the stamp given.
     touched: Mutex<HashMap<PieceName, SystemTime>>,
     writes: Mutex<Writes>,
+    /// Lists resolved this process (cleared whole past [`LISTS_HELD`]).
+    lists: Mutex<HashMap<PieceName, Arc<ListedPieces>>>,
     dir_made: AtomicBool,
 }
 
@@ -112,6 +125,7 @@ impl Pieces {
             memory_limit: AtomicU64::new(DEFAULT_MEMORY),
             touched: Mutex::default(),
             writes: Mutex::default(),
+            lists: Mutex::default(),
             dir_made: AtomicBool::new(false),
         }
     }
@@ -166,6 +180,50 @@ impl Pieces {
             }
         }
         Ok(found.into_iter().flatten().collect())
+    }
+
+    /// The pieces a list names, checked, for a part of `len` payload bytes; resolved once a
+    /// process. A list that does not read as one, or names another length, is damaged.
+    pub fn resolve_list(
+        &self,
+        name: &PieceName,
+        len: u64,
+    ) -> Result<Arc<ListedPieces>, PieceError> {
+        let held = self
+            .lists
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned();
+        if let Some(listed) = held.filter(|l| l.len as u64 == len) {
+            return Ok(listed);
+        }
+        let bytes = self.get_all(&[(*name, None)])?.remove(0);
+        let damaged = || {
+            let path = self.path(name);
+            self.remove_damaged(&path, None);
+            self.forget(name);
+            PieceError::Corrupt {
+                path,
+                what: "not a list of this length",
+            }
+        };
+        let (refs, total) = super::recipe::parse_list(&bytes).map_err(|_| damaged())?;
+        if total != len {
+            return Err(damaged());
+        }
+        let wanted: Vec<(PieceName, Option<u64>)> =
+            refs.into_iter().map(|(n, l)| (n, Some(l))).collect();
+        let listed = Arc::new(ListedPieces {
+            pieces: self.get_all(&wanted)?,
+            len: total as usize,
+        });
+        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        if lists.len() >= LISTS_HELD {
+            lists.clear();
+        }
+        lists.insert(*name, Arc::clone(&listed));
+        Ok(listed)
     }
 
     /// Reads, checks, stamps and holds one piece.
@@ -270,6 +328,10 @@ impl Pieces {
 
     /// Forgets a piece found missing or damaged: the next write of an entry naming it writes it.
     pub fn forget(&self, name: &PieceName) {
+        self.lists
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
         self.touched
             .lock()
             .unwrap_or_else(|e| e.into_inner())
