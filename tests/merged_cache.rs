@@ -1,8 +1,8 @@
 //! The merged cache (`PIPEKEEP_MERGE`, the `cache` backend) through the real loader on RADV
 //! (null hardware), where `auto` leaves it off (it is on by default on NVIDIA only): a warm run
 //! served through the merged cache, damaged entries never merged, a process killed inside a
-//! merge, and a device destroyed while merges run. `PIPEKEEP_TEST_READ_AHEAD_FIRST` makes lookups wait for reading ahead, so that
-//! a warm run meets what was merged.
+//! merge, and a device destroyed while merges run. `PIPEKEEP_TEST_READ_AHEAD_FIRST` makes lookups
+//! wait for reading ahead, so that a warm run meets what was merged.
 
 mod common;
 use common::*;
