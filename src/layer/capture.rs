@@ -149,8 +149,9 @@ unsafe fn stage(
     for p in unsafe { unique_chain(s.p_next, "a shader stage, twice")? } {
         match unsafe { (*p).s_type } {
             S::SHADER_MODULE_CREATE_INFO => {
-                inline_module =
-                    Some(unsafe { module_content(&*(p as *const vk::ShaderModuleCreateInfo))? })
+                inline_module = Some(unsafe {
+                    module_content(&*(p as *const vk::ShaderModuleCreateInfo), Some(objects))?
+                })
             }
             S::PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO => {
                 required_subgroup_size = Some(unsafe {
@@ -223,9 +224,25 @@ pub unsafe fn compute(
     device: &Digest,
     flags: Flags,
 ) -> Result<PipelineKey, Unkeyable> {
+    // SAFETY: as the caller vouches.
+    Ok(compute_key(&unsafe {
+        compute_desc(ci, objects, device, flags)
+    }?))
+}
+
+/// A compute pipeline as its key sees it (and the record writes it).
+///
+/// # Safety
+/// `ci` must be a valid create info.
+pub unsafe fn compute_desc(
+    ci: &vk::ComputePipelineCreateInfo,
+    objects: &Objects,
+    device: &Digest,
+    flags: Flags,
+) -> Result<ComputeDesc, Unkeyable> {
     let flags = check_flags(flags.bits)?;
     let (robustness, _) = pipeline_chain(ci.p_next, false)?;
-    Ok(compute_key(&ComputeDesc {
+    Ok(ComputeDesc {
         device: *device,
         flags,
         // SAFETY: the application's stage.
@@ -234,7 +251,7 @@ pub unsafe fn compute(
             .pipeline_layouts
             .get(ci.layout.as_raw(), "pipeline layout")?,
         robustness,
-    }))
+    })
 }
 
 fn bool32(b: vk::Bool32) -> bool {

@@ -162,6 +162,10 @@ pub struct DeviceData {
     fork_generation: u32,
     /// The device's own state, entering every key.
     pub device_state: Digest,
+    /// The title's record (`<title>/record.foz`), where a library root is known.
+    pub record: Option<Arc<crate::replay::record::RecordFile>>,
+    /// What the record says of the application and device.
+    pub app_state: crate::replay::record::AppState,
     /// The backend (`Backend as u8`): `Binary` may switch to `Cache` for the rest of the run.
     backend: AtomicU8,
     /// The pipeline-binary commands, where the extension is enabled on the device.
@@ -551,6 +555,8 @@ struct DevicePlan {
     extensions: Vec<*const c_char>,
     /// The device's own state, for the key.
     device_state: Digest,
+    /// What the record says of the device (the features a replay must enable alike).
+    app_features: crate::replay::record::AppState,
     backend: Backend,
     /// Why that backend, for the device's log line.
     backend_why: &'static str,
@@ -690,6 +696,7 @@ unsafe fn plan_device(
         add_feedback,
         extensions,
         device_state: crate::key::device_digest(&chain.state),
+        app_features: crate::replay::record::AppState::from_device(None, &chain.state),
         backend,
         backend_why,
         binaries_enabled: backend == Backend::Binary || app_enabled(bin::EXTENSION),
@@ -766,6 +773,14 @@ unsafe fn register_device(
         watch,
         root,
         title: inst.title.clone(),
+        record: SETTINGS
+            .root
+            .as_ref()
+            .map(|r| Arc::new(crate::replay::record::RecordFile::new(&r.join(&inst.title)))),
+        app_state: crate::replay::record::AppState {
+            name: Some(inst.title.clone()),
+            ..plan.app_features.clone()
+        },
         store,
         opener: Default::default(),
         stop: AtomicBool::new(false),

@@ -15,6 +15,7 @@ use super::device::{device_data, unrecorded_next, DeviceData};
 use super::guard::guarded;
 use crate::key::desc::*;
 use crate::key::{self, Digest, Unkeyable};
+use crate::replay::record::Content;
 
 /// Handle -> content, for one kind of object of one device.
 pub struct Tracked<T>(RwLock<HashMap<u64, Option<T>>>);
@@ -52,6 +53,9 @@ impl<T: Clone> Tracked<T> {
 
 /// Every tracked object of one device.
 pub struct Objects {
+    /// What the record needs of each object, by content digest: objects are destroyed early, and
+    /// the record is written later, off the pipeline's thread.
+    pub contents: RwLock<HashMap<Digest, Arc<Content>>>,
     pub modules: Tracked<Digest>,
     pub samplers: Tracked<Digest>,
     pub set_layouts: Tracked<Digest>,
@@ -59,9 +63,36 @@ pub struct Objects {
     pub render_passes: Tracked<Arc<RenderPassInfo>>,
 }
 
+impl Objects {
+    /// Keeps an object's content for the record, once a digest.
+    fn keep_content(&self, digest: Digest, content: impl FnOnce() -> Content) {
+        let known = self
+            .contents
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&digest);
+        if !known {
+            self.contents
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(digest, Arc::new(content()));
+        }
+    }
+
+    /// The content of `digest`, if kept.
+    pub fn content(&self, digest: &Digest) -> Option<Arc<Content>> {
+        self.contents
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(digest)
+            .cloned()
+    }
+}
+
 impl Default for Objects {
     fn default() -> Self {
         Objects {
+            contents: RwLock::default(),
             modules: Tracked::new(),
             samplers: Tracked::new(),
             set_layouts: Tracked::new(),
@@ -110,7 +141,10 @@ pub unsafe fn only_known(
 ///
 /// # Safety
 /// `ci` must be a valid create info.
-pub unsafe fn module_content(ci: &vk::ShaderModuleCreateInfo) -> Result<Digest, Unkeyable> {
+pub unsafe fn module_content(
+    ci: &vk::ShaderModuleCreateInfo,
+    objects: Option<&Objects>,
+) -> Result<Digest, Unkeyable> {
     // A validation cache changes nothing compiled.
     unsafe {
         only_known(
@@ -124,10 +158,23 @@ pub unsafe fn module_content(ci: &vk::ShaderModuleCreateInfo) -> Result<Digest, 
     }
     // SAFETY: codeSize bytes at pCode, as the spec requires of the application.
     let code = unsafe { std::slice::from_raw_parts(ci.p_code as *const u8, ci.code_size) };
-    Ok(key::module_digest(code))
+    let digest = key::module_digest(code);
+    if let Some(objects) = objects {
+        objects.keep_content(digest, || {
+            Content::Module(
+                code.chunks_exact(4)
+                    .map(|w| u32::from_ne_bytes(w.try_into().expect("4 bytes")))
+                    .collect(),
+            )
+        });
+    }
+    Ok(digest)
 }
 
-unsafe fn sampler_content(ci: &vk::SamplerCreateInfo) -> Result<Digest, Unkeyable> {
+unsafe fn sampler_content(
+    ci: &vk::SamplerCreateInfo,
+    objects: &Objects,
+) -> Result<Digest, Unkeyable> {
     let mut reduction_mode = None;
     // SAFETY: the application's chain.
     for s in unsafe { chain(ci.p_next) } {
@@ -144,7 +191,7 @@ unsafe fn sampler_content(ci: &vk::SamplerCreateInfo) -> Result<Digest, Unkeyabl
             }
         }
     }
-    Ok(key::sampler_digest(&SamplerDesc {
+    let desc = SamplerDesc {
         flags: ci.flags.as_raw(),
         mag_filter: ci.mag_filter.as_raw() as u32,
         min_filter: ci.min_filter.as_raw() as u32,
@@ -161,7 +208,10 @@ unsafe fn sampler_content(ci: &vk::SamplerCreateInfo) -> Result<Digest, Unkeyabl
         border_color: ci.border_color.as_raw() as u32,
         unnormalized_coordinates: ci.unnormalized_coordinates != 0,
         reduction_mode,
-    }))
+    };
+    let digest = key::sampler_digest(&desc);
+    objects.keep_content(digest, || Content::Sampler(desc));
+    Ok(digest)
 }
 
 unsafe fn set_layout_content(
@@ -211,10 +261,13 @@ unsafe fn set_layout_content(
             immutable_samplers,
         });
     }
-    Ok(key::set_layout_digest(&SetLayoutDesc {
+    let desc = SetLayoutDesc {
         flags: ci.flags.as_raw(),
         bindings,
-    }))
+    };
+    let digest = key::set_layout_digest(&desc);
+    objects.keep_content(digest, || Content::SetLayout(desc));
+    Ok(digest)
 }
 
 unsafe fn pipeline_layout_content(
@@ -225,7 +278,7 @@ unsafe fn pipeline_layout_content(
     // SAFETY: the application's arrays.
     let sets = unsafe { slice(ci.p_set_layouts, ci.set_layout_count) };
     let ranges = unsafe { slice(ci.p_push_constant_ranges, ci.push_constant_range_count) };
-    Ok(key::pipeline_layout_digest(&PipelineLayoutDesc {
+    let desc = PipelineLayoutDesc {
         flags: ci.flags.as_raw(),
         set_layouts: sets
             .iter()
@@ -239,7 +292,10 @@ unsafe fn pipeline_layout_content(
                 size: r.size,
             })
             .collect(),
-    }))
+    };
+    let digest = key::pipeline_layout_digest(&desc);
+    objects.keep_content(digest, || Content::PipelineLayout(desc));
+    Ok(digest)
 }
 
 /// An attachment as content: `VkAttachmentDescription` and `VkAttachmentDescription2` share
@@ -488,7 +544,7 @@ tracked_object!(
     vk::ShaderModuleCreateInfo<'_>,
     vk::ShaderModule,
     modules,
-    |ci, _dev| module_content(ci)
+    |ci, dev| module_content(ci, Some(&dev.objects))
 );
 tracked_object!(
     create_sampler,
@@ -500,7 +556,7 @@ tracked_object!(
     vk::SamplerCreateInfo<'_>,
     vk::Sampler,
     samplers,
-    |ci, _dev| sampler_content(ci)
+    |ci, dev| sampler_content(ci, &dev.objects)
 );
 tracked_object!(
     create_descriptor_set_layout,

@@ -49,10 +49,20 @@ trait PipelineInfo: Copy {
         device: &Digest,
         flags: Flags,
     ) -> Result<PipelineKey, Unkeyable>;
+    /// The pipeline as the record writes it (`None`: not recorded; graphics pipelines are not
+    /// yet).
+    /// # Safety
+    /// As for [`PipelineInfo::key`].
+    unsafe fn recorded(
+        &self,
+        objects: &Objects,
+        device: &Digest,
+        flags: Flags,
+    ) -> Option<crate::key::desc::ComputeDesc>;
 }
 
 macro_rules! pipeline_info {
-    ($ty:ty, $command:literal, $stages:expr, $capture:path) => {
+    ($ty:ty, $command:literal, $stages:expr, $capture:path, $record:expr) => {
         impl PipelineInfo for $ty {
             const COMMAND: &'static std::ffi::CStr = $command;
             fn legacy_flags(&self) -> vk::PipelineCreateFlags {
@@ -84,6 +94,21 @@ macro_rules! pipeline_info {
                 // SAFETY: as the caller vouches.
                 unsafe { $capture(self, objects, device, flags) }
             }
+            unsafe fn recorded(
+                &self,
+                objects: &Objects,
+                device: &Digest,
+                flags: Flags,
+            ) -> Option<crate::key::desc::ComputeDesc> {
+                let record: unsafe fn(
+                    &Self,
+                    &Objects,
+                    &Digest,
+                    Flags,
+                ) -> Option<crate::key::desc::ComputeDesc> = $record;
+                // SAFETY: as the caller vouches.
+                unsafe { record(self, objects, device, flags) }
+            }
         }
     };
 }
@@ -92,13 +117,15 @@ pipeline_info!(
     vk::ComputePipelineCreateInfo<'static>,
     c"vkCreateComputePipelines",
     |_| 1,
-    capture::compute
+    capture::compute,
+    |ci, objects, device, flags| unsafe { capture::compute_desc(ci, objects, device, flags) }.ok()
 );
 pipeline_info!(
     vk::GraphicsPipelineCreateInfo<'static>,
     c"vkCreateGraphicsPipelines",
     |g| g.stage_count,
-    capture::graphics
+    capture::graphics,
+    |_, _, _, _| None
 );
 
 pub unsafe extern "system" fn create_compute_pipelines(
@@ -719,12 +746,56 @@ unsafe fn build_with_in_front<T: PipelineInfo, S>(
 }
 
 /// Queues a pipeline's binaries as its entry.
-fn keep_binaries<T>(b: &Build<'_, T>, captured: &binaries::Captured) {
+fn keep_binaries<T: PipelineInfo>(b: &Build<'_, T>, captured: &binaries::Captured) {
     let payload =
         crate::store::binaries::encode(captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())));
     b.dev
         .writer
         .write(b.store.clone(), *b.key, PayloadKind::Binaries, payload);
+    record_compiled(b);
+}
+
+/// Queues a compiled pipeline for the title's record (`<title>/record.foz`), with the content
+/// of every object it names, as its key captured them.
+fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>) {
+    let dev = b.dev;
+    let Some(file) = dev.record.as_ref() else {
+        return;
+    };
+    // SAFETY: the application's create info, valid for the call.
+    let Some(desc) = (unsafe { b.info.recorded(&dev.objects, &dev.device_state, b.flags) }) else {
+        return;
+    };
+    let mut contents = Vec::new();
+    let mut keep = |digest: &Digest| {
+        if let Some(c) = dev.objects.content(digest) {
+            contents.push((*digest, c));
+        }
+    };
+    keep(&desc.stage.module);
+    keep(&desc.layout);
+    if let Some(layout) = dev.objects.content(&desc.layout) {
+        if let crate::replay::record::Content::PipelineLayout(l) = &*layout {
+            for set in &l.set_layouts {
+                keep(set);
+                if let Some(set_layout) = dev.objects.content(set) {
+                    if let crate::replay::record::Content::SetLayout(sl) = &*set_layout {
+                        sl.bindings
+                            .iter()
+                            .flat_map(|b| b.immutable_samplers.iter().flatten())
+                            .for_each(&mut keep);
+                    }
+                }
+            }
+        }
+    }
+    let record = crate::replay::record::ComputeRecord {
+        key: *b.key,
+        desc,
+        contents,
+    };
+    dev.writer
+        .record(file.clone(), record, dev.app_state.clone());
 }
 
 /// `cache` (D994's way): the pipeline built through a cache of the layer's own, made from the
@@ -815,6 +886,7 @@ unsafe fn build_cached<T: PipelineInfo>(
             if holds_more_than_header(&data) {
                 dev.writer
                     .write(store.clone(), *key, PayloadKind::Cache, data);
+                record_compiled(b);
             }
             if seeded.is_some() || already_asked {
                 tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");

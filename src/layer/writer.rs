@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 use std::time::SystemTime;
 
 use crate::key::{EntryName, PipelineKey};
+use crate::replay::record::{compute_entries, AppState, ComputeRecord, DbEntry, RecordFile};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::{Store, StoreError};
@@ -47,6 +48,42 @@ struct Job {
     stamp: SystemTime,
 }
 
+/// A compiled pipeline for the title's record.
+struct RecordJob {
+    file: Arc<RecordFile>,
+    record: ComputeRecord,
+    app: AppState,
+}
+
+impl RecordJob {
+    fn append(self) {
+        append_records(vec![self]);
+    }
+}
+
+/// Appends compiled pipelines to their titles' records, one file operation a title.
+fn append_records(jobs: Vec<RecordJob>) {
+    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>)> = Vec::new();
+    for job in jobs {
+        let entries = match compute_entries(&job.record, &job.app) {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::debug!(pipeline = %job.record.key.file_name(), error = %e, "a pipeline is not recorded");
+                continue;
+            }
+        };
+        match by_file.iter_mut().find(|(f, _)| Arc::ptr_eq(f, &job.file)) {
+            Some((_, all)) => all.extend(entries),
+            None => by_file.push((job.file, entries)),
+        }
+    }
+    for (file, entries) in by_file {
+        if let Err(e) = file.append(entries) {
+            tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
+        }
+    }
+}
+
 /// A found entry, to be stamped.
 struct Stamp {
     store: Arc<Store>,
@@ -65,6 +102,7 @@ struct Queue {
     jobs: VecDeque<Job>,
     bytes: usize,
     stamps: Vec<Stamp>,
+    records: Vec<RecordJob>,
     closing: bool,
     /// The thread was started (its handle is in `Writer::thread`, for the join).
     started: bool,
@@ -74,6 +112,7 @@ struct Queue {
 enum Work {
     Write(Job),
     Stamps(Vec<Stamp>),
+    Records(Vec<RecordJob>),
 }
 
 /// What becomes of each write: counted by the caller (the compile watch's `written`).
@@ -140,6 +179,23 @@ impl Writer {
         );
         if let Some(stamp) = queued {
             stamp.give();
+        }
+    }
+
+    /// Queues a compiled pipeline for the title's record; appended on the caller's thread when
+    /// no thread can take it (never on a pipeline's path otherwise).
+    pub fn record(&self, file: Arc<RecordFile>, record: ComputeRecord, app: AppState) {
+        let job = RecordJob { file, record, app };
+        let queued = self.enqueue(
+            job,
+            |q| q.records.len() < STAMPS_LIMIT,
+            |q, job| {
+                q.records.push(job);
+                false
+            },
+        );
+        if let Some(job) = queued {
+            job.append();
         }
     }
 
@@ -255,6 +311,9 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, wait: bool) {
                 if !q.stamps.is_empty() {
                     break Some(Work::Stamps(std::mem::take(&mut q.stamps)));
                 }
+                if !q.records.is_empty() {
+                    break Some(Work::Records(std::mem::take(&mut q.records)));
+                }
                 if q.closing || !wait {
                     break None;
                 }
@@ -264,6 +323,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, wait: bool) {
         match work {
             Some(Work::Write(job)) => on_written(run(&job)),
             Some(Work::Stamps(stamps)) => stamps.into_iter().for_each(Stamp::give),
+            Some(Work::Records(records)) => append_records(records),
             None => return,
         }
     }

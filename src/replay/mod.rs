@@ -4,5 +4,6 @@
 
 pub mod foz;
 pub mod objects;
+pub mod record;
 pub mod replayer;
 pub mod varint;

@@ -18,13 +18,17 @@ pub struct IdentityDir {
     pub name: DirName,
 }
 
-/// The titles of a library: directories holding `host-pipelines/` or `runs.jsonl`.
+/// The titles of a library: directories holding `host-pipelines/`, `runs.jsonl` or a record.
 pub fn titles(root: &Path) -> std::io::Result<Vec<String>> {
     let mut out: Vec<String> = names_in(root)?
         .into_iter()
         .filter(|t| {
             root.join(t).join("host-pipelines").is_dir()
                 || root.join(t).join("runs.jsonl").is_file()
+                || root
+                    .join(t)
+                    .join(crate::replay::record::FILE_NAME)
+                    .is_file()
         })
         .collect();
     out.sort();

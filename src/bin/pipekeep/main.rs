@@ -1,6 +1,8 @@
-//! The `pipekeep` command: replay Fossilize databases through the loader, and see, check and
-//! tidy the pipeline store (list, verify, prune, clear, stats, where).
+//! The `pipekeep` command: replay Fossilize databases through the loader, rebuild a title's store
+//! from its record, and see, check and tidy the pipeline store (list, verify, prune, clear,
+//! stats, where).
 
+mod rebuild;
 mod replay;
 mod store;
 
@@ -22,6 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Replay(replay::Args),
+    Rebuild(rebuild::Args),
     List(store::ListArgs),
     Verify(store::VerifyArgs),
     Prune(store::PruneArgs),
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(a) => replay::run(a),
+        Command::Rebuild(a) => rebuild::run(a),
         Command::List(a) => store::list(a),
         Command::Verify(a) => store::verify(a),
         Command::Prune(a) => store::prune(a),

@@ -1,5 +1,6 @@
 //! The store subcommands: list, verify, prune, clear, stats and where. They only ever remove
-//! `*.entry`, `*.loading` and `*.tmp` files and identity directories of our naming.
+//! `*.entry`, `*.piece`, `*.loading` and `*.tmp` files, identity directories of our naming and
+//! (`clear`) a title's `record.foz`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,7 +27,7 @@ pub struct Scope {
     title: Option<String>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 impl Scope {
@@ -38,7 +39,7 @@ impl Scope {
     }
 
     /// The titles in scope; a title or root that does not exist is an error with a clear message.
-    fn titles(&self) -> Result<(PathBuf, Vec<String>), String> {
+    pub fn titles(&self) -> Result<(PathBuf, Vec<String>), String> {
         let root = self.root()?;
         if !root.is_dir() {
             return Err(format!("no pipeline library at {}", root.display()));
@@ -252,7 +253,7 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
                 "this_machine": local.as_ref().map(|l| l.contains(&name)),
             }));
         }
-        out.push(json!({ "title": title, "identities": dirs }));
+        out.push(json!({ "title": title, "identities": dirs, "record": record_of(&title_dir) }));
     }
     if args.scope.json {
         println!("{}", json!({ "root": root, "titles": out }));
@@ -261,6 +262,14 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
     println!("library {}", root.display());
     for t in &out {
         println!("{}", t["title"].as_str().unwrap_or_default());
+        if let Some(r) = t["record"].as_object() {
+            println!(
+                "  record: {} pipelines, {} ({} damaged entries)",
+                r["pipelines"],
+                human_bytes(r["bytes"].as_u64().unwrap_or(0)),
+                r["damaged"]
+            );
+        }
         for d in t["identities"].as_array().into_iter().flatten() {
             let when = |k: &str| d[k].as_f64().map_or("-".into(), human_time);
             let here = match d["this_machine"].as_bool() {
@@ -334,6 +343,12 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     if show_progress {
         eprintln!();
     }
+    // Each title's record: every entry whole (a cut last one is ignored by readers, not damage).
+    let bad_records: Vec<serde_json::Value> = titles
+        .iter()
+        .map(|t| record_of(&root.join(t)))
+        .filter(|r| r["damaged"].as_u64().is_some_and(|n| n > 0))
+        .collect();
     let mut dropped = 0;
     if args.fix {
         for (f, _, _) in &bad {
@@ -349,7 +364,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             .collect();
         println!(
             "{}",
-            json!({ "checked": files.len(), "pieces_checked": piece_files.len(), "bad_pieces": bad_pieces, "good": good, "bad": list, "dropped": dropped })
+            json!({ "checked": files.len(), "pieces_checked": piece_files.len(), "bad_pieces": bad_pieces, "good": good, "bad": list, "dropped": dropped, "bad_records": bad_records })
         );
     } else {
         for (i, (f, reason, why)) in bad.iter().enumerate() {
@@ -358,6 +373,13 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
                 if i < bad_pieces { "piece" } else { "entry" },
                 f.file_name().unwrap_or_default().to_string_lossy(),
                 f.display()
+            );
+        }
+        for r in &bad_records {
+            println!(
+                "bad record={} damaged_entries={}",
+                r["path"].as_str().unwrap_or_default(),
+                r["damaged"]
             );
         }
         println!(
@@ -372,7 +394,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             }
         );
     }
-    Ok(if bad.is_empty() {
+    Ok(if bad.is_empty() && bad_records.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -425,6 +447,26 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A title's record: its bytes, the pipelines it holds and the entries that fail their check
+/// (`null` where the title has none).
+fn record_of(title_dir: &Path) -> serde_json::Value {
+    use pipekeep::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS};
+    let path = title_dir.join(pipekeep::replay::record::FILE_NAME);
+    let Ok(bytes) = std::fs::read(&path) else {
+        return serde_json::Value::Null;
+    };
+    match pipekeep::replay::foz::read_entries(&bytes) {
+        Ok(entries) => json!({
+            "path": path, "bytes": bytes.len(),
+            "pipelines": entries.iter().filter(|e| e.tag == TAG_COMPUTE || e.tag == TAG_GRAPHICS).count(),
+            "damaged": entries.iter().filter(|e| e.payload.is_err()).count(),
+        }),
+        Err(e) => {
+            json!({ "path": path, "bytes": bytes.len(), "pipelines": 0, "damaged": 1, "error": e.to_string() })
+        }
+    }
+}
+
 /// Removes our files in an identity directory, then the directory if nothing else is left.
 fn clear_dir(dir: &Path) -> u64 {
     let mut removed = 0;
@@ -460,16 +502,23 @@ pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
             .map(|d| clear_dir(&d.path))
             .sum();
         let _ = std::fs::remove_dir(root.join(t).join("host-pipelines"));
-        out.push(json!({ "title": t, "removed": removed }));
+        let record = root.join(t).join(pipekeep::replay::record::FILE_NAME);
+        let record_removed = remove_if_present(&record).unwrap_or(false);
+        out.push(json!({ "title": t, "removed": removed, "record_removed": record_removed }));
     }
     if args.scope.json {
         println!("{}", json!({ "titles": out }));
     } else {
         for o in &out {
             println!(
-                "{}: removed {} entries",
+                "{}: removed {} entries{}",
                 o["title"].as_str().unwrap_or_default(),
-                o["removed"]
+                o["removed"],
+                if o["record_removed"] == true {
+                    " and its record"
+                } else {
+                    ""
+                }
             );
         }
     }

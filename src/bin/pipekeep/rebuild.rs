@@ -1,0 +1,122 @@
+//! `pipekeep rebuild`: every title's record (`<title>/record.foz`, the pipelines the application
+//! compiled) replayed through pipekeep, so that the driver present has its store before the
+//! application's next launch (as a package hook after a driver update would run it). What the
+//! store already holds is found, not compiled again.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use pipekeep::replay::foz;
+use pipekeep::replay::objects::Catalog;
+use pipekeep::replay::record::FILE_NAME;
+use pipekeep::replay::replayer::{self, AppCache, Options};
+use pipekeep::watch::read_runs;
+
+use crate::store::Scope;
+
+/// Rebuild titles' stores from their records, for the driver present.
+///
+/// pipekeep must be active for the replay: installed (scripts/install.sh), or named with
+/// VK_INSTANCE_LAYERS; where neither, the layer beside this program's build tree is used.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    scope: Scope,
+    /// Threads creating pipelines (default: half the cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Show progress on stderr.
+    #[arg(long)]
+    progress: bool,
+}
+
+const LAYER: &str = "VK_LAYER_PIPEKEEP_pipeline_store";
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let (root, titles) = args.scope.titles()?;
+    let with_record: Vec<String> = titles
+        .into_iter()
+        .filter(|t| root.join(t).join(FILE_NAME).is_file())
+        .collect();
+    if with_record.is_empty() {
+        return Err(format!("no title in {} has a record", root.display()));
+    }
+    enable_the_layer(&root);
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+    });
+    let mut out = Vec::new();
+    let mut clean = true;
+    for title in &with_record {
+        let path = root.join(title).join(FILE_NAME);
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let entries = foz::read_entries(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let catalog = Catalog::from_entries(entries);
+        let started = pipekeep::watch::unix_secs(std::time::SystemTime::now());
+        let options = Options {
+            threads,
+            app_cache: AppCache::None,
+            device_index: 0,
+            title: Some(title.clone()),
+            progress: args.progress,
+        };
+        let summary = replayer::replay(&[catalog], &options)?;
+        // The layer's line for this run in the title's history says what it found and wrote.
+        let runs = read_runs(&root.join(title).join("runs.jsonl")).unwrap_or_default();
+        let Some(run) = runs.iter().rev().find(|r| r.when >= started) else {
+            return Err(format!(
+                "{title}: pipekeep was not active during the rebuild (install it with \
+                 scripts/install.sh, or name it with VK_INSTANCE_LAYERS={LAYER})"
+            ));
+        };
+        clean &= summary.skipped_total() == 0 && summary.malformed.is_empty();
+        out.push(json!({
+            "title": title, "record": path, "pipelines": summary.made,
+            "found": run.tally.found, "compiled": run.tally.compiled, "written": run.tally.written,
+            "skipped": summary.skipped_total(), "creation_ms": summary.creation_ms,
+        }));
+    }
+    if args.scope.json {
+        println!("{}", json!({ "titles": out }));
+    } else {
+        for o in &out {
+            println!(
+                "{}: rebuilt {} pipelines from its record ({} already in the store, {} compiled, {} written)",
+                o["title"].as_str().unwrap_or_default(),
+                o["pipelines"],
+                o["found"],
+                o["compiled"],
+                o["written"]
+            );
+        }
+    }
+    Ok(if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Makes sure the loader inserts pipekeep into this process's instance, with the library root
+/// the rebuild was asked for: the implicit layer where installed, else the layer named
+/// explicitly, from a build tree's manifest when no layer path says where it is.
+fn enable_the_layer(root: &std::path::Path) {
+    // Single-threaded still: nothing else reads the environment yet.
+    std::env::set_var("PIPEKEEP_DIR", root);
+    std::env::remove_var("PIPEKEEP_TITLE");
+    std::env::remove_var("PIPEKEEP_DISABLE");
+    if std::env::var_os("VK_INSTANCE_LAYERS").is_none() {
+        std::env::set_var("VK_INSTANCE_LAYERS", LAYER);
+        let manifest = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent()?.parent()?.parent().map(|d| d.join("manifest")))
+            .filter(|d| d.join(format!("{LAYER}.json")).is_file());
+        let told = std::env::var_os("VK_ADD_LAYER_PATH").is_some()
+            || std::env::var_os("VK_LAYER_PATH").is_some();
+        if let Some(dir) = manifest.filter(|_| !told) {
+            std::env::set_var("VK_ADD_LAYER_PATH", dir);
+        }
+    }
+}

@@ -1,0 +1,578 @@
+//! The record: the create info of every pipeline a title compiled, driver-independent, as a
+//! Fossilize database (`<title>/record.foz`, the format [`super::foz`] reads), so that a new
+//! driver's store can be rebuilt from it (`pipekeep rebuild`) without the application.
+//!
+//! Each pipeline is written with every object it names (shader module with its SPIR-V, pipeline
+//! layout, set layouts, immutable samplers), each object once (Fossilize keys objects by hash:
+//! here the first 8 bytes of the object's content digest, so equal content is one object). The
+//! objects come from what the layer's keys already captured: a pipeline is recorded exactly as
+//! it was keyed, and replaying it gives the same key on the same device. Compute pipelines are
+//! recorded; graphics pipelines are not yet (their state blocks have no writer here).
+//!
+//! Appending is crash-safe as the database format makes it: an entry cut short by a stopped
+//! process is ignored by readers (and the next append goes after it, as Fossilize's own writer
+//! does); a torn middle fails its CRC. Writers of several processes take `flock` on the file.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+use super::objects::{
+    TAG_APPLICATION, TAG_COMPUTE, TAG_PIPELINE_LAYOUT, TAG_SAMPLER, TAG_SET_LAYOUT,
+    TAG_SHADER_MODULE,
+};
+use crate::key::desc::{ComputeDesc, PipelineLayoutDesc, SamplerDesc, SetLayoutDesc};
+use crate::key::{Digest, PipelineKey};
+
+/// The record's file name in a title's directory.
+pub const FILE_NAME: &str = "record.foz";
+
+/// A database entry to write: its tag, hash and payload.
+pub type DbEntry = (u32, u64, Vec<u8>);
+
+/// What the record needs of an object, kept by its content digest.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Module(Vec<u32>),
+    Sampler(SamplerDesc),
+    SetLayout(SetLayoutDesc),
+    PipelineLayout(PipelineLayoutDesc),
+}
+
+/// The application and device the pipelines were made for: what a replay needs to make a device
+/// that keys them alike.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AppState {
+    pub name: Option<String>,
+    pub robust_buffer_access: bool,
+    /// `VK_EXT_robustness2`'s features, where the device enabled the structure:
+    /// robustBufferAccess2, robustImageAccess2, nullDescriptor.
+    pub robustness2: Option<[bool; 3]>,
+    pub robust_image_access: bool,
+    /// `VK_EXT_mesh_shader`'s features, where enabled: whether task shaders are.
+    pub mesh_task_shader: Option<bool>,
+}
+
+impl AppState {
+    /// What a device's create info enabled, from the feature structures its key read (each by
+    /// `sType`, as its `VkBool32`s).
+    pub fn from_device(name: Option<String>, state: &crate::key::desc::DeviceState) -> AppState {
+        let features = |stype: i32| {
+            state
+                .features
+                .iter()
+                .find(|(s, _)| *s == stype)
+                .map(|(_, f)| f.clone())
+        };
+        let on = |f: &[u32], i: usize| f.get(i).is_some_and(|b| *b != 0);
+        let core = state
+            .core_features
+            .clone()
+            .or_else(|| features(1_000_059_000));
+        AppState {
+            name,
+            robust_buffer_access: core.as_deref().is_some_and(|f| on(f, 0)),
+            robustness2: features(1_000_286_000).map(|f| [on(&f, 0), on(&f, 1), on(&f, 2)]),
+            robust_image_access: features(1_000_335_000).is_some_and(|f| on(&f, 0))
+                || features(53).is_some_and(|f| on(&f, 0)),
+            mesh_task_shader: features(1_000_328_000).map(|f| on(&f, 0)),
+        }
+    }
+}
+
+/// A compiled compute pipeline to record, with the content of every object it names.
+#[derive(Debug, Clone)]
+pub struct ComputeRecord {
+    pub key: PipelineKey,
+    pub desc: ComputeDesc,
+    pub contents: Vec<(Digest, Arc<Content>)>,
+}
+
+/// Why a pipeline is not recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotRecorded {
+    #[error("the content of an object it names is not known")]
+    MissingContent,
+    #[error("it holds state the record cannot write: {0}")]
+    Unwritable(&'static str),
+}
+
+/// The hash a database names an object by.
+pub fn object_hash(d: &Digest) -> u64 {
+    u64::from_le_bytes(d.0[..8].try_into().expect("8 bytes"))
+}
+
+fn hash_ref(d: &Digest) -> String {
+    format!("{:016x}", object_hash(d))
+}
+
+fn document(kind: &str, hash: u64, value: Value) -> Vec<u8> {
+    let mut objects = Map::new();
+    objects.insert(format!("{hash:016x}"), value);
+    serde_json::to_vec(&json!({ "version": 6, kind: objects })).expect("JSON of plain values")
+}
+
+/// The database entries of one compute pipeline and its objects: `(tag, hash, payload)`.
+pub fn compute_entries(
+    record: &ComputeRecord,
+    app: &AppState,
+) -> Result<Vec<DbEntry>, NotRecorded> {
+    let d = &record.desc;
+    if d.robustness.is_some() || d.stage.robustness.is_some() {
+        return Err(NotRecorded::Unwritable("pipeline robustness"));
+    }
+    let content = |digest: &Digest| {
+        record
+            .contents
+            .iter()
+            .find(|(d, _)| d == digest)
+            .map(|(_, c)| Arc::clone(c))
+            .ok_or(NotRecorded::MissingContent)
+    };
+    let mut out = vec![(TAG_APPLICATION, 1, application(app))];
+    let Content::PipelineLayout(layout) = &*content(&d.layout)? else {
+        return Err(NotRecorded::MissingContent);
+    };
+    for set in &layout.set_layouts {
+        let Content::SetLayout(set_layout) = &*content(set)? else {
+            return Err(NotRecorded::MissingContent);
+        };
+        for binding in &set_layout.bindings {
+            for sampler in binding.immutable_samplers.iter().flatten() {
+                let Content::Sampler(s) = &*content(sampler)? else {
+                    return Err(NotRecorded::MissingContent);
+                };
+                out.push((TAG_SAMPLER, object_hash(sampler), sampler_doc(sampler, s)?));
+            }
+        }
+        out.push((
+            TAG_SET_LAYOUT,
+            object_hash(set),
+            set_layout_doc(set, set_layout),
+        ));
+    }
+    out.push((
+        TAG_PIPELINE_LAYOUT,
+        object_hash(&d.layout),
+        pipeline_layout_doc(&d.layout, layout),
+    ));
+    let Content::Module(code) = &*content(&d.stage.module)? else {
+        return Err(NotRecorded::MissingContent);
+    };
+    out.push((
+        TAG_SHADER_MODULE,
+        object_hash(&d.stage.module),
+        module_doc(&d.stage.module, code),
+    ));
+    let hash = pipeline_hash(&record.key);
+    out.push((TAG_COMPUTE, hash, compute_doc(hash, d)?));
+    Ok(out)
+}
+
+/// The hash a database names a pipeline by: from its key.
+pub fn pipeline_hash(key: &PipelineKey) -> u64 {
+    let half = |b: &[u8; 16]| u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+    half(&key.spirv) ^ half(&key.state).rotate_left(1)
+}
+
+fn application(app: &AppState) -> Vec<u8> {
+    let mut info = Map::new();
+    if let Some(name) = &app.name {
+        info.insert("applicationName".into(), json!(name));
+    }
+    info.insert("apiVersion".into(), json!(vk_api_1_3()));
+    let mut next = Vec::new();
+    if let Some([buffer, image, null]) = app.robustness2 {
+        next.push(json!({
+            "sType": 1_000_286_000, "robustBufferAccess2": u32::from(buffer),
+            "robustImageAccess2": u32::from(image), "nullDescriptor": u32::from(null),
+        }));
+    }
+    if app.robust_image_access {
+        next.push(json!({ "sType": 1_000_335_000, "robustImageAccess": 1 }));
+    }
+    if let Some(task) = app.mesh_task_shader {
+        next.push(
+            json!({ "sType": 1_000_328_000, "meshShader": 1, "taskShader": u32::from(task) }),
+        );
+    }
+    serde_json::to_vec(&json!({
+        "version": 6,
+        "applicationInfo": info,
+        "physicalDeviceFeatures": {
+            "robustBufferAccess": u32::from(app.robust_buffer_access), "pNext": next,
+        },
+    }))
+    .expect("JSON of plain values")
+}
+
+fn vk_api_1_3() -> u32 {
+    (1 << 22) | (3 << 12)
+}
+
+fn sampler_doc(digest: &Digest, s: &SamplerDesc) -> Result<Vec<u8>, NotRecorded> {
+    if s.reduction_mode.is_some() {
+        return Err(NotRecorded::Unwritable("a sampler's reduction mode"));
+    }
+    let [u, v, w] = s.address_modes;
+    Ok(document(
+        "samplers",
+        object_hash(digest),
+        json!({
+            "flags": s.flags, "magFilter": s.mag_filter, "minFilter": s.min_filter,
+            "mipmapMode": s.mipmap_mode, "addressModeU": u, "addressModeV": v, "addressModeW": w,
+            "mipLodBias": s.mip_lod_bias, "anisotropyEnable": u32::from(s.anisotropy_enable),
+            "maxAnisotropy": s.max_anisotropy, "compareEnable": u32::from(s.compare_enable),
+            "compareOp": s.compare_op, "minLod": s.min_lod, "maxLod": s.max_lod,
+            "borderColor": s.border_color,
+            "unnormalizedCoordinates": u32::from(s.unnormalized_coordinates),
+        }),
+    ))
+}
+
+fn set_layout_doc(digest: &Digest, l: &SetLayoutDesc) -> Vec<u8> {
+    let bindings: Vec<Value> = l
+        .bindings
+        .iter()
+        .map(|b| {
+            let samplers: Vec<String> = b
+                .immutable_samplers
+                .iter()
+                .flatten()
+                .map(hash_ref)
+                .collect();
+            json!({
+                "binding": b.binding, "descriptorType": b.descriptor_type,
+                "descriptorCount": b.descriptor_count, "stageFlags": b.stage_flags,
+                "immutableSamplers": samplers,
+            })
+        })
+        .collect();
+    let mut value = json!({ "flags": l.flags, "bindings": bindings });
+    if l.bindings.iter().any(|b| b.binding_flags != 0) {
+        let flags: Vec<u32> = l.bindings.iter().map(|b| b.binding_flags).collect();
+        value["pNext"] = json!([{ "sType": 1_000_161_000, "bindingFlags": flags }]);
+    }
+    document("setLayouts", object_hash(digest), value)
+}
+
+fn pipeline_layout_doc(digest: &Digest, l: &PipelineLayoutDesc) -> Vec<u8> {
+    let sets: Vec<String> = l.set_layouts.iter().map(hash_ref).collect();
+    let ranges: Vec<Value> = l
+        .push_constant_ranges
+        .iter()
+        .map(|r| json!({ "stageFlags": r.stage_flags, "offset": r.offset, "size": r.size }))
+        .collect();
+    document(
+        "pipelineLayouts",
+        object_hash(digest),
+        json!({ "flags": l.flags, "setLayouts": sets, "pushConstantRanges": ranges }),
+    )
+}
+
+fn module_doc(digest: &Digest, code: &[u32]) -> Vec<u8> {
+    let varints = super::varint::encode(code);
+    let mut payload = document(
+        "shaderModules",
+        object_hash(digest),
+        json!({
+            "flags": 0, "codeSize": code.len() * 4, "varintOffset": 0,
+            "varintSize": varints.len(),
+        }),
+    );
+    payload.push(0);
+    payload.extend_from_slice(&varints);
+    payload
+}
+
+fn compute_doc(hash: u64, d: &ComputeDesc) -> Result<Vec<u8>, NotRecorded> {
+    let s = &d.stage;
+    let name = String::from_utf8(s.entry_point.clone())
+        .map_err(|_| NotRecorded::Unwritable("an entry point name that is not UTF-8"))?;
+    let mut stage = json!({
+        "flags": s.flags, "stage": s.stage, "module": hash_ref(&s.module), "name": name,
+    });
+    if !s.specialization.is_empty() {
+        let mut data = Vec::new();
+        let mut entries = Vec::new();
+        for c in &s.specialization {
+            entries.push(
+                json!({ "constantID": c.constant_id, "offset": data.len(), "size": c.value.len() }),
+            );
+            data.extend_from_slice(&c.value);
+        }
+        stage["specializationInfo"] = json!({
+            "dataSize": data.len(),
+            "data": base64::engine::general_purpose::STANDARD.encode(&data),
+            "mapEntries": entries,
+        });
+    }
+    if let Some(size) = s.required_subgroup_size {
+        stage["pNext"] = json!([{ "sType": 1_000_225_001, "requiredSubgroupSize": size }]);
+    }
+    Ok(document(
+        "computePipelines",
+        hash,
+        json!({
+            "flags": d.flags, "stage": stage, "layout": hash_ref(&d.layout),
+            "basePipelineHandle": "0000000000000000", "basePipelineIndex": -1,
+        }),
+    ))
+}
+
+/// A title's record file: appended to by the layer's writer thread, each object once.
+#[derive(Debug)]
+pub struct RecordFile {
+    path: PathBuf,
+    held: Mutex<Held>,
+}
+
+/// What this process knows the file holds: every `(tag, hash)` in its first `len` bytes.
+#[derive(Debug, Default)]
+struct Held {
+    known: HashSet<(u32, u64)>,
+    len: u64,
+}
+
+impl RecordFile {
+    pub fn new(title_dir: &Path) -> RecordFile {
+        RecordFile {
+            path: title_dir.join(FILE_NAME),
+            held: Mutex::default(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends the entries the file does not hold yet. Returns how many were written. What
+    /// another process appended since this one last looked is read first (only that part).
+    pub fn append(&self, entries: Vec<DbEntry>) -> io::Result<usize> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&self.path)?;
+        let _lock = Flock::exclusive(&file)?;
+        catch_up(&file, &mut held)?;
+        let new: Vec<_> = entries
+            .into_iter()
+            .filter(|(tag, hash, _)| held.known.insert((*tag, *hash)))
+            .collect();
+        if new.is_empty() {
+            return Ok(0);
+        }
+        let mut bytes = super::foz::write_entries(&new);
+        if held.len > 0 {
+            bytes.drain(..HEADER_LEN); // the header is there already
+        }
+        let mut writing = &file;
+        writing.seek(SeekFrom::Start(held.len))?;
+        writing.write_all(&bytes)?;
+        held.len += bytes.len() as u64;
+        Ok(new.len())
+    }
+}
+
+const HEADER_LEN: usize = super::foz::MAGIC.len() + 4;
+
+/// Reads what the file holds past what `held` knows (all of it where the file is shorter than
+/// that: replaced), and drops a cut last entry so that the next one appends after whole ones.
+fn catch_up(file: &File, held: &mut Held) -> io::Result<()> {
+    let len = file.metadata()?.len();
+    if len == held.len {
+        return Ok(());
+    }
+    if len < held.len {
+        *held = Held::default();
+    }
+    let from = held.len;
+    let mut reading = file;
+    reading.seek(SeekFrom::Start(from))?;
+    let mut tail = Vec::new();
+    io::Read::read_to_end(&mut reading, &mut tail)?;
+    let bytes = if from == 0 {
+        tail
+    } else {
+        let mut with_header = super::foz::write_entries(&[]);
+        with_header.extend_from_slice(&tail);
+        with_header
+    };
+    if bytes.len() < HEADER_LEN {
+        // A header cut short: nothing whole yet.
+        file.set_len(0)?;
+        *held = Held::default();
+        return Ok(());
+    }
+    let entries = super::foz::read_entries(&bytes)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    let whole = whole_length(&bytes, entries.len());
+    held.known.extend(entries.iter().map(|e| (e.tag, e.hash)));
+    let end = if from == 0 {
+        whole as u64
+    } else {
+        from + (whole - HEADER_LEN) as u64
+    };
+    if end < len {
+        file.set_len(end)?;
+    }
+    held.len = end;
+    Ok(())
+}
+
+/// The length of the header and the first `count` entries of a database.
+fn whole_length(bytes: &[u8], count: usize) -> usize {
+    let mut at = HEADER_LEN;
+    for _ in 0..count {
+        let stored = bytes.get(at + 40..at + 44).map_or(0, |b| {
+            u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
+        });
+        at += 40 + 16 + stored;
+    }
+    at.min(bytes.len())
+}
+
+/// An exclusive `flock` held until dropped.
+struct Flock<'a>(&'a File);
+
+impl<'a> Flock<'a> {
+    fn exclusive(file: &'a File) -> io::Result<Flock<'a>> {
+        rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)?;
+        Ok(Flock(file))
+    }
+}
+
+impl Drop for Flock<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(self.0, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::desc::{BindingDesc, PushRange, SpecConstant, StageDesc};
+    use crate::replay::objects::Catalog;
+
+    fn record() -> ComputeRecord {
+        let (module, set, layout) = (Digest([1; 32]), Digest([2; 32]), Digest([3; 32]));
+        ComputeRecord {
+            key: PipelineKey {
+                spirv: [4; 16],
+                state: [5; 16],
+            },
+            desc: ComputeDesc {
+                device: Digest([9; 32]),
+                flags: 0,
+                stage: StageDesc {
+                    stage: 0x20,
+                    flags: 0,
+                    module,
+                    entry_point: b"main".to_vec(),
+                    specialization: vec![SpecConstant {
+                        constant_id: 3,
+                        value: vec![1, 0, 0, 0],
+                    }],
+                    required_subgroup_size: None,
+                    robustness: None,
+                },
+                layout,
+                robustness: None,
+            },
+            contents: vec![
+                (
+                    module,
+                    Arc::new(Content::Module(vec![0x0723_0203, 0x10000, 7, 8, 9])),
+                ),
+                (
+                    set,
+                    Arc::new(Content::SetLayout(SetLayoutDesc {
+                        flags: 0,
+                        bindings: vec![BindingDesc {
+                            binding: 0,
+                            descriptor_type: 7,
+                            descriptor_count: 1,
+                            stage_flags: 0x20,
+                            binding_flags: 0,
+                            immutable_samplers: None,
+                        }],
+                    })),
+                ),
+                (
+                    layout,
+                    Arc::new(Content::PipelineLayout(PipelineLayoutDesc {
+                        flags: 0,
+                        set_layouts: vec![set],
+                        push_constant_ranges: vec![PushRange {
+                            stage_flags: 0x20,
+                            offset: 0,
+                            size: 16,
+                        }],
+                    })),
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_recorded_pipeline_reads_back_with_every_object_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RecordFile::new(dir.path());
+        let app = AppState::default();
+        let entries = compute_entries(&record(), &app).unwrap();
+        assert_eq!(file.append(entries.clone()).unwrap(), entries.len());
+        assert_eq!(file.append(entries).unwrap(), 0, "each object once");
+        let bytes = std::fs::read(file.path()).unwrap();
+        let catalog = Catalog::from_entries(crate::replay::foz::read_entries(&bytes).unwrap());
+        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        assert_eq!(catalog.compute.len(), 1);
+        assert_eq!(catalog.set_layouts.len(), 1);
+        assert_eq!(catalog.pipeline_layouts.len(), 1);
+        assert_eq!(
+            catalog.shader_modules.values().next().unwrap().as_deref(),
+            Some(&[0x0723_0203, 0x10000, 7, 8, 9][..])
+        );
+        let pipeline = catalog.compute[0].1.as_ref().unwrap();
+        assert_eq!(
+            pipeline["stage"]["specializationInfo"]["mapEntries"][0]["size"],
+            4
+        );
+    }
+
+    #[test]
+    fn a_record_cut_inside_its_last_entry_keeps_what_is_whole_and_appends_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RecordFile::new(dir.path());
+        let entries = compute_entries(&record(), &AppState::default()).unwrap();
+        file.append(entries.clone()).unwrap();
+        let whole = std::fs::read(file.path()).unwrap();
+        let last_len = 40 + 16 + entries.last().unwrap().2.len();
+        for cut in 1..last_len {
+            let bytes = &whole[..whole.len() - cut];
+            let read = crate::replay::foz::read_entries(bytes).unwrap();
+            assert_eq!(read.len(), entries.len() - 1, "cut {cut} bytes off");
+        }
+        std::fs::write(file.path(), &whole[..whole.len() - 7]).unwrap();
+        let again = RecordFile::new(dir.path());
+        assert_eq!(
+            again.append(entries.clone()).unwrap(),
+            1,
+            "the cut one again"
+        );
+        let read = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();
+        assert_eq!(read.len(), entries.len());
+    }
+}
