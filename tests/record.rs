@@ -81,3 +81,31 @@ fn a_damaged_record_entry_is_reported_and_the_rest_still_rebuilds() {
     let r = &json(&rebuilt)["titles"][0];
     assert!(r["written"].as_u64() > Some(0), "{}", rebuilt.all());
 }
+
+#[test]
+fn an_applications_compute_pipelines_are_rebuilt_from_its_record_for_its_own_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = || {
+        App::new(Driver::Radv, tmp.path())
+            .with_layer()
+            .args(&["--compute", "40", "--graphics", "0", "--threads", "2"])
+            .run()
+    };
+    let cold = app();
+    assert_eq!(cold.watch().written, 40, "{}", cold.all());
+    let title = tmp.path().join("store/pipekeep-testapp");
+    std::fs::remove_dir_all(title.join("host-pipelines")).unwrap();
+    // The replay makes its device exactly as the test app made its own (extensions and every
+    // feature structure, from the record), so the pipelines key as they did.
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    assert_eq!(
+        json(&rebuilt)["titles"][0]["written"],
+        40,
+        "{}",
+        rebuilt.all()
+    );
+    let warm = app();
+    let w = warm.watch();
+    assert_eq!((w.built, w.found), (40, 40), "{}", warm.all());
+}

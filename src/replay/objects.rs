@@ -35,6 +35,8 @@ pub struct AppInfo {
     pub engine: Option<String>,
     pub api_version: u32,
     pub features: Value,
+    /// The device's state whole, where pipekeep's record wrote it.
+    pub device: Option<crate::key::desc::DeviceState>,
 }
 
 /// Every object of a database by kind and hash. A `None` object was malformed.
@@ -147,6 +149,9 @@ impl Catalog {
                         .get("physicalDeviceFeatures")
                         .cloned()
                         .unwrap_or(Value::Null),
+                    device: doc
+                        .get(super::record::DEVICE_KEY)
+                        .and_then(super::record::device_from_json),
                 });
             }
             TAG_SAMPLER => {

@@ -57,6 +57,10 @@ pub struct AppState {
     pub robust_image_access: bool,
     /// `VK_EXT_mesh_shader`'s features, where enabled: whether task shaders are.
     pub mesh_task_shader: Option<bool>,
+    /// Everything the device was made with that enters the key (extensions, every feature
+    /// structure as its `VkBool32`s, `pEnabledFeatures`): a replay that reads it makes its device
+    /// exactly so, and keys its pipelines as the application did.
+    pub device: Option<crate::key::desc::DeviceState>,
 }
 
 impl AppState {
@@ -82,6 +86,7 @@ impl AppState {
             robust_image_access: features(1_000_335_000).is_some_and(|f| on(&f, 0))
                 || features(53).is_some_and(|f| on(&f, 0)),
             mesh_task_shader: features(1_000_328_000).map(|f| on(&f, 0)),
+            device: state.unknown.is_empty().then(|| state.clone()),
         }
     }
 }
@@ -202,14 +207,62 @@ fn application(app: &AppState) -> Vec<u8> {
             json!({ "sType": 1_000_328_000, "meshShader": 1, "taskShader": u32::from(task) }),
         );
     }
-    serde_json::to_vec(&json!({
+    let mut doc = json!({
         "version": 6,
         "applicationInfo": info,
         "physicalDeviceFeatures": {
             "robustBufferAccess": u32::from(app.robust_buffer_access), "pNext": next,
         },
-    }))
-    .expect("JSON of plain values")
+    });
+    if let Some(device) = &app.device {
+        doc[DEVICE_KEY] = device_json(device);
+    }
+    serde_json::to_vec(&doc).expect("JSON of plain values")
+}
+
+/// The application-info member (pipekeep's own; Fossilize's readers pass over it) that holds the
+/// device's state whole.
+pub const DEVICE_KEY: &str = "pipekeepDevice";
+
+fn device_json(d: &crate::key::desc::DeviceState) -> Value {
+    let extensions: Vec<String> = d
+        .extensions
+        .iter()
+        .map(|e| String::from_utf8_lossy(e).into_owned())
+        .collect();
+    let features: Vec<Value> = d
+        .features
+        .iter()
+        .map(|(stype, values)| json!({ "sType": stype, "values": values }))
+        .collect();
+    json!({ "extensions": extensions, "features": features, "coreFeatures": d.core_features })
+}
+
+/// A device's state as a record holds it (the member [`DEVICE_KEY`]).
+pub fn device_from_json(v: &Value) -> Option<crate::key::desc::DeviceState> {
+    let u32s = |v: &Value| -> Option<Vec<u32>> {
+        v.as_array()?
+            .iter()
+            .map(|x| x.as_u64().map(|n| n as u32))
+            .collect()
+    };
+    Some(crate::key::desc::DeviceState {
+        extensions: v["extensions"]
+            .as_array()?
+            .iter()
+            .map(|e| e.as_str().map(|s| s.as_bytes().to_vec()))
+            .collect::<Option<_>>()?,
+        features: v["features"]
+            .as_array()?
+            .iter()
+            .map(|f| Some((f["sType"].as_i64()? as i32, u32s(&f["values"])?)))
+            .collect::<Option<_>>()?,
+        core_features: match &v["coreFeatures"] {
+            Value::Null => None,
+            other => Some(u32s(other)?),
+        },
+        unknown: Vec::new(),
+    })
 }
 
 fn vk_api_1_3() -> u32 {

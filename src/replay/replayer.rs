@@ -239,6 +239,127 @@ fn choose_features(
     }
 }
 
+/// A device with every core feature the physical device has, and the recorded robustness and
+/// extension features. Returns it with whether subgroup size control and mesh shaders are on.
+unsafe fn chosen_device(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    recorded: &Value,
+) -> Result<(ash::Device, bool, bool), String> {
+    let mut features = choose_features(instance, physical, recorded);
+    let priorities = [1.0f32];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(0)
+        .queue_priorities(&priorities)];
+    let extension_ptrs: Vec<*const std::ffi::c_char> =
+        features.extensions.iter().map(|e| e.as_ptr()).collect();
+    let mut device_ci = vk::DeviceCreateInfo::default()
+        .queue_create_infos(&queues)
+        .enabled_extension_names(&extension_ptrs)
+        .enabled_features(&features.core)
+        .push_next(&mut features.v11)
+        .push_next(&mut features.v12)
+        .push_next(&mut features.v13);
+    if let Some(r) = features.robustness2.as_mut() {
+        device_ci = device_ci.push_next(r);
+    }
+    if let Some(m) = features.mesh.as_mut() {
+        device_ci = device_ci.push_next(m);
+    }
+    // SAFETY: a valid create info whose chain outlives the call.
+    let device = unsafe { instance.create_device(physical, &device_ci, None) }
+        .map_err(|e| format!("vkCreateDevice: {e}"))?;
+    Ok((
+        device,
+        features.v13.subgroup_size_control != 0,
+        features.mesh.is_some(),
+    ))
+}
+
+/// A device made with exactly the extensions and feature structures a record names (each
+/// feature structure rebuilt from its `sType` and `VkBool32`s: every `*Features` structure is
+/// `sType`, `pNext`, then `VkBool32`s). Returns it with whether subgroup size control and mesh
+/// shaders are on.
+unsafe fn exact_device(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    state: &crate::key::desc::DeviceState,
+) -> Result<(ash::Device, bool, bool), String> {
+    let offered = device_extensions(instance, physical);
+    let mut extensions = Vec::new();
+    for e in &state.extensions {
+        let name = CString::new(e.clone()).map_err(|e| e.to_string())?;
+        if !offered.contains(&name) {
+            return Err(format!(
+                "the device does not offer {}, which the recorded pipelines were made with",
+                name.to_string_lossy()
+            ));
+        }
+        extensions.push(name);
+    }
+    let extension_ptrs: Vec<*const std::ffi::c_char> =
+        extensions.iter().map(|e| e.as_ptr()).collect();
+    // Each structure in a buffer of its own, 8-byte aligned: sType at 0, pNext at 8, the
+    // VkBool32s from 16; chained back to front.
+    let mut buffers: Vec<Vec<u64>> = state
+        .features
+        .iter()
+        .map(|(_, values)| vec![0u64; 2 + values.len().div_ceil(2)])
+        .collect();
+    let mut next: *mut std::ffi::c_void = std::ptr::null_mut();
+    for ((stype, values), buf) in state.features.iter().zip(buffers.iter_mut()).rev() {
+        let base = buf.as_mut_ptr() as *mut u8;
+        // SAFETY: `buf` holds 16 bytes and then room for every value, 8-byte aligned.
+        unsafe {
+            (base as *mut i32).write(*stype);
+            (base.add(8) as *mut *mut std::ffi::c_void).write(next);
+            std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(16) as *mut u32, values.len());
+        }
+        next = base.cast();
+    }
+    let mut core = vk::PhysicalDeviceFeatures::default();
+    if let Some(values) = &state.core_features {
+        let n = values
+            .len()
+            .min(size_of::<vk::PhysicalDeviceFeatures>() / 4);
+        // SAFETY: VkPhysicalDeviceFeatures is exactly its VkBool32s, in order.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                values.as_ptr(),
+                &mut core as *mut vk::PhysicalDeviceFeatures as *mut u32,
+                n,
+            )
+        };
+    }
+    let priorities = [1.0f32];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(0)
+        .queue_priorities(&priorities)];
+    let mut device_ci = vk::DeviceCreateInfo::default()
+        .queue_create_infos(&queues)
+        .enabled_extension_names(&extension_ptrs);
+    if state.core_features.is_some() {
+        device_ci = device_ci.enabled_features(&core);
+    }
+    device_ci.p_next = next;
+    // SAFETY: a create info whose chain (in `buffers`) outlives the call.
+    let device = unsafe { instance.create_device(physical, &device_ci, None) }
+        .map_err(|e| format!("vkCreateDevice as recorded: {e}"))?;
+    drop(buffers);
+    let feature = |stype: i32, index: usize| {
+        state
+            .features
+            .iter()
+            .find(|(s, _)| *s == stype)
+            .and_then(|(_, v)| v.get(index))
+            .is_some_and(|b| *b != 0)
+    };
+    // Vulkan 1.3's subgroupSizeControl (its eighth), or the extension's (its first).
+    let subgroup_size_control = feature(53, 7) || feature(1_000_225_000, 0);
+    let mesh_shaders = feature(1_000_328_000, 1);
+    Ok((device, subgroup_size_control, mesh_shaders))
+}
+
 /// A features struct with its chain pointer cleared, ready to be chained again.
 fn strip<T: vk::TaggedStructure>(mut s: T) -> T {
     // SAFETY: every Vulkan struct starts with sType and pNext, as BaseOutStructure.
@@ -275,7 +396,15 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
         )
     }
     .map_err(|e| format!("vkCreateInstance: {e}"))?;
-    let result = unsafe { replay_on(&instance, catalogs, options, &recorded.features, name) };
+    let result = unsafe {
+        replay_on(
+            &instance,
+            catalogs,
+            options,
+            (&recorded.features, recorded.device.as_ref()),
+            name,
+        )
+    };
     unsafe { instance.destroy_instance(None) };
     result
 }
@@ -284,7 +413,7 @@ unsafe fn replay_on(
     instance: &ash::Instance,
     catalogs: &[Catalog],
     options: &Options,
-    recorded: &Value,
+    (recorded, exact): (&Value, Option<&crate::key::desc::DeviceState>),
     name: String,
 ) -> Result<Summary, String> {
     let physicals = unsafe { instance.enumerate_physical_devices() }
@@ -306,28 +435,12 @@ unsafe fn replay_on(
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default();
 
-    let mut features = choose_features(instance, physical, recorded);
-    let priorities = [1.0f32];
-    let queues = [vk::DeviceQueueCreateInfo::default()
-        .queue_family_index(0)
-        .queue_priorities(&priorities)];
-    let extension_ptrs: Vec<*const std::ffi::c_char> =
-        features.extensions.iter().map(|e| e.as_ptr()).collect();
-    let mut device_ci = vk::DeviceCreateInfo::default()
-        .queue_create_infos(&queues)
-        .enabled_extension_names(&extension_ptrs)
-        .enabled_features(&features.core)
-        .push_next(&mut features.v11)
-        .push_next(&mut features.v12)
-        .push_next(&mut features.v13);
-    if let Some(r) = features.robustness2.as_mut() {
-        device_ci = device_ci.push_next(r);
-    }
-    if let Some(m) = features.mesh.as_mut() {
-        device_ci = device_ci.push_next(m);
-    }
-    let device = unsafe { instance.create_device(physical, &device_ci, None) }
-        .map_err(|e| format!("vkCreateDevice: {e}"))?;
+    let (device, subgroup_size_control, mesh_shaders) = match exact {
+        // pipekeep's record: the device exactly as the application made it, so that every
+        // pipeline keys as it did.
+        Some(state) => unsafe { exact_device(instance, physical, state) }?,
+        None => unsafe { chosen_device(instance, physical, recorded) }?,
+    };
     let loading = Instant::now();
     let app_cache = make_app_cache(&device, &options.app_cache)?;
     let app_cache_load_ms = matches!(options.app_cache, AppCache::File(_))
@@ -341,8 +454,8 @@ unsafe fn replay_on(
         render_passes: HashMap::new(),
         failed: HashMap::new(),
         subgroup,
-        subgroup_size_control: features.v13.subgroup_size_control != 0,
-        mesh_shaders: features.mesh.is_some(),
+        subgroup_size_control,
+        mesh_shaders,
         app_cache,
     };
     let mut summary = Summary {
