@@ -1,6 +1,6 @@
 //! The record (`<title>/record.foz`) through the real loader on RADV (null hardware): a replayed
-//! corpus database is recorded as it runs, `pipekeep rebuild` refills an emptied store from the
-//! record alone, and the next replay of the database finds every pipeline; the tools show,
+//! corpus database and the test app are recorded as they run, `pipekeep rebuild` refills an
+//! emptied store from the record alone, and the next run finds every pipeline; the tools show,
 //! check and clear the record.
 
 mod common;
@@ -67,9 +67,8 @@ fn a_damaged_record_entry_is_reported_and_the_rest_still_rebuilds() {
     assert!(first.ok, "{}", first.all());
     let record = tmp.path().join("store/fossilize-synth/record.foz");
     let mut bytes = std::fs::read(&record).unwrap();
-    // Only its compute pipelines are recorded (graphics are not yet): 10 of 141.
     let listed = json(&tool(tmp.path(), &["list", "--json"]));
-    assert_eq!(listed["titles"][0]["record"]["pipelines"], 10, "{listed}");
+    assert_eq!(listed["titles"][0]["record"]["pipelines"], 141, "{listed}");
     // A byte inside the first entry's payload: its CRC fails.
     bytes[16 + 56 + 2] ^= 0x40;
     std::fs::write(&record, &bytes).unwrap();
@@ -83,12 +82,12 @@ fn a_damaged_record_entry_is_reported_and_the_rest_still_rebuilds() {
 }
 
 #[test]
-fn an_applications_compute_pipelines_are_rebuilt_from_its_record_for_its_own_device() {
+fn an_applications_pipelines_are_rebuilt_from_its_record_for_its_own_device() {
     let tmp = tempfile::tempdir().unwrap();
     let app = || {
         App::new(Driver::Radv, tmp.path())
             .with_layer()
-            .args(&["--compute", "40", "--graphics", "0", "--threads", "2"])
+            .args(&["--compute", "24", "--graphics", "16", "--threads", "2"])
             .run()
     };
     let cold = app();

@@ -268,6 +268,22 @@ pub unsafe fn graphics(
     device: &Digest,
     flags: Flags,
 ) -> Result<PipelineKey, Unkeyable> {
+    // SAFETY: as the caller vouches.
+    Ok(graphics_key(&unsafe {
+        graphics_desc(ci, objects, device, flags)
+    }?))
+}
+
+/// A graphics pipeline as its key sees it (and the record writes it).
+///
+/// # Safety
+/// `ci` must be a valid create info.
+pub unsafe fn graphics_desc(
+    ci: &vk::GraphicsPipelineCreateInfo,
+    objects: &Objects,
+    device: &Digest,
+    flags: Flags,
+) -> Result<GraphicsDesc, Unkeyable> {
     let flags = check_flags(flags.bits)?;
     let (robustness, rendering) = pipeline_chain(ci.p_next, true)?;
     // SAFETY (whole body): the application's create info, read only where the spec says it is read.
@@ -550,7 +566,7 @@ pub unsafe fn graphics(
         })
     };
 
-    Ok(graphics_key(&GraphicsDesc {
+    Ok(GraphicsDesc {
         device: *device,
         flags,
         stages,
@@ -568,7 +584,7 @@ pub unsafe fn graphics(
             .get(ci.layout.as_raw(), "pipeline layout")?,
         target,
         robustness,
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -298,6 +298,13 @@ unsafe fn pipeline_layout_content(
     Ok(digest)
 }
 
+/// A render pass's info for the pipelines, its content kept for the record.
+fn kept_pass(objects: &Objects, desc: RenderPassDesc) -> RenderPassInfo {
+    let info = key::render_pass_info(&desc);
+    objects.keep_content(info.digest, || Content::RenderPass(desc));
+    info
+}
+
 /// An attachment as content: `VkAttachmentDescription` and `VkAttachmentDescription2` share
 /// these fields.
 macro_rules! attachment_desc {
@@ -343,7 +350,10 @@ fn reference(r: &vk::AttachmentReference) -> AttachmentRef {
     }
 }
 
-unsafe fn render_pass_content(ci: &vk::RenderPassCreateInfo) -> Result<RenderPassInfo, Unkeyable> {
+unsafe fn render_pass_content(
+    ci: &vk::RenderPassCreateInfo,
+    objects: &Objects,
+) -> Result<RenderPassInfo, Unkeyable> {
     unsafe { only_known(ci.p_next, &[], "a render pass")? };
     // SAFETY: the application's arrays, each with its count.
     let subpasses = unsafe { slice(ci.p_subpasses, ci.subpass_count) }
@@ -376,20 +386,24 @@ unsafe fn render_pass_content(ci: &vk::RenderPassCreateInfo) -> Result<RenderPas
         .iter()
         .map(|d| dependency_desc!(d, 0))
         .collect();
-    Ok(key::render_pass_info(&RenderPassDesc {
-        version: 1,
-        flags: ci.flags.as_raw(),
-        attachments: unsafe { slice(ci.p_attachments, ci.attachment_count) }
-            .iter()
-            .map(|a| attachment_desc!(a))
-            .collect(),
-        subpasses,
-        dependencies,
-        correlated_view_masks: Vec::new(),
-    }))
+    Ok(kept_pass(
+        objects,
+        RenderPassDesc {
+            version: 1,
+            flags: ci.flags.as_raw(),
+            attachments: unsafe { slice(ci.p_attachments, ci.attachment_count) }
+                .iter()
+                .map(|a| attachment_desc!(a))
+                .collect(),
+            subpasses,
+            dependencies,
+            correlated_view_masks: Vec::new(),
+        },
+    ))
 }
 
 unsafe fn render_pass2_content(
+    objects: &Objects,
     ci: &vk::RenderPassCreateInfo2,
 ) -> Result<RenderPassInfo, Unkeyable> {
     unsafe { only_known(ci.p_next, &[], "a render pass")? };
@@ -437,17 +451,20 @@ unsafe fn render_pass2_content(
         unsafe { only_known(d.p_next, &[], "a subpass dependency")? };
         dependencies.push(dependency_desc!(d, d.view_offset));
     }
-    Ok(key::render_pass_info(&RenderPassDesc {
-        version: 2,
-        flags: ci.flags.as_raw(),
-        attachments,
-        subpasses,
-        dependencies,
-        correlated_view_masks: unsafe {
-            slice(ci.p_correlated_view_masks, ci.correlated_view_mask_count)
-        }
-        .to_vec(),
-    }))
+    Ok(kept_pass(
+        objects,
+        RenderPassDesc {
+            version: 2,
+            flags: ci.flags.as_raw(),
+            attachments,
+            subpasses,
+            dependencies,
+            correlated_view_masks: unsafe {
+                slice(ci.p_correlated_view_masks, ci.correlated_view_mask_count)
+            }
+            .to_vec(),
+        },
+    ))
 }
 
 /// Records an object's content after the driver made it. A panic while reading leaves the
@@ -592,7 +609,7 @@ tracked_object!(
     vk::RenderPassCreateInfo<'_>,
     vk::RenderPass,
     render_passes,
-    |ci, _dev| render_pass_content(ci).map(Arc::new)
+    |ci, dev| render_pass_content(ci, &dev.objects).map(Arc::new)
 );
 
 /// `vkCreateRenderPass2` and `vkCreateRenderPass2KHR` share this; each calls its own next.
@@ -624,7 +641,7 @@ unsafe fn create_render_pass2_with(
             "vkCreateRenderPass2",
             &dev.objects.render_passes,
             handle,
-            || unsafe { render_pass2_content(ci) }.map(Arc::new),
+            || unsafe { render_pass2_content(&dev.objects, ci) }.map(Arc::new),
         );
     }
     result

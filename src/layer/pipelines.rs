@@ -49,8 +49,7 @@ trait PipelineInfo: Copy {
         device: &Digest,
         flags: Flags,
     ) -> Result<PipelineKey, Unkeyable>;
-    /// The pipeline as the record writes it (`None`: not recorded; graphics pipelines are not
-    /// yet).
+    /// The pipeline as the record writes it (`None`: not recorded).
     /// # Safety
     /// As for [`PipelineInfo::key`].
     unsafe fn recorded(
@@ -58,7 +57,7 @@ trait PipelineInfo: Copy {
         objects: &Objects,
         device: &Digest,
         flags: Flags,
-    ) -> Option<crate::key::desc::ComputeDesc>;
+    ) -> Option<crate::replay::record::Recorded>;
 }
 
 macro_rules! pipeline_info {
@@ -99,13 +98,13 @@ macro_rules! pipeline_info {
                 objects: &Objects,
                 device: &Digest,
                 flags: Flags,
-            ) -> Option<crate::key::desc::ComputeDesc> {
+            ) -> Option<crate::replay::record::Recorded> {
                 let record: unsafe fn(
                     &Self,
                     &Objects,
                     &Digest,
                     Flags,
-                ) -> Option<crate::key::desc::ComputeDesc> = $record;
+                ) -> Option<crate::replay::record::Recorded> = $record;
                 // SAFETY: as the caller vouches.
                 unsafe { record(self, objects, device, flags) }
             }
@@ -118,14 +117,18 @@ pipeline_info!(
     c"vkCreateComputePipelines",
     |_| 1,
     capture::compute,
-    |ci, objects, device, flags| unsafe { capture::compute_desc(ci, objects, device, flags) }.ok()
+    |ci, objects, device, flags| unsafe { capture::compute_desc(ci, objects, device, flags) }
+        .ok()
+        .map(crate::replay::record::Recorded::Compute)
 );
 pipeline_info!(
     vk::GraphicsPipelineCreateInfo<'static>,
     c"vkCreateGraphicsPipelines",
     |g| g.stage_count,
     capture::graphics,
-    |_, _, _, _| None
+    |ci, objects, device, flags| unsafe { capture::graphics_desc(ci, objects, device, flags) }
+        .ok()
+        .map(|d| crate::replay::record::Recorded::Graphics(Box::new(d)))
 );
 
 pub unsafe extern "system" fn create_compute_pipelines(
@@ -772,9 +775,10 @@ fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>) {
             contents.push((*digest, c));
         }
     };
-    keep(&desc.stage.module);
-    keep(&desc.layout);
-    if let Some(layout) = dev.objects.content(&desc.layout) {
+    for digest in desc.names() {
+        keep(&digest);
+    }
+    if let Some(layout) = dev.objects.content(desc.layout()) {
         if let crate::replay::record::Content::PipelineLayout(l) = &*layout {
             for set in &l.set_layouts {
                 keep(set);
@@ -789,7 +793,7 @@ fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>) {
             }
         }
     }
-    let record = crate::replay::record::ComputeRecord {
+    let record = crate::replay::record::PipelineRecord {
         key: *b.key,
         desc,
         contents,

@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use std::time::SystemTime;
 
 use crate::key::{EntryName, PipelineKey};
-use crate::replay::record::{compute_entries, AppState, ComputeRecord, DbEntry, RecordFile};
+use crate::replay::record::{pipeline_entries, AppState, DbEntry, PipelineRecord, RecordFile};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::{Store, StoreError};
@@ -51,7 +51,7 @@ struct Job {
 /// A compiled pipeline for the title's record.
 struct RecordJob {
     file: Arc<RecordFile>,
-    record: ComputeRecord,
+    record: PipelineRecord,
     app: AppState,
 }
 
@@ -65,7 +65,7 @@ impl RecordJob {
 fn append_records(jobs: Vec<RecordJob>) {
     let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>)> = Vec::new();
     for job in jobs {
-        let entries = match compute_entries(&job.record, &job.app) {
+        let entries = match pipeline_entries(&job.record, &job.app) {
             Ok(entries) => entries,
             Err(e) => {
                 tracing::debug!(pipeline = %job.record.key.file_name(), error = %e, "a pipeline is not recorded");
@@ -184,7 +184,7 @@ impl Writer {
 
     /// Queues a compiled pipeline for the title's record; appended on the caller's thread when
     /// no thread can take it (never on a pipeline's path otherwise).
-    pub fn record(&self, file: Arc<RecordFile>, record: ComputeRecord, app: AppState) {
+    pub fn record(&self, file: Arc<RecordFile>, record: PipelineRecord, app: AppState) {
         let job = RecordJob { file, record, app };
         let queued = self.enqueue(
             job,

@@ -6,8 +6,8 @@
 //! layout, set layouts, immutable samplers), each object once (Fossilize keys objects by hash:
 //! here the first 8 bytes of the object's content digest, so equal content is one object). The
 //! objects come from what the layer's keys already captured: a pipeline is recorded exactly as
-//! it was keyed, and replaying it gives the same key on the same device. Compute pipelines are
-//! recorded; graphics pipelines are not yet (their state blocks have no writer here).
+//! it was keyed, and replaying it gives the same key on the same device (the record keeps the
+//! device's state too: [`DEVICE_KEY`]). Compute and graphics pipelines are recorded.
 //!
 //! Appending is crash-safe as the database format makes it: an entry cut short by a stopped
 //! process is ignored by readers (and the next append goes after it, as Fossilize's own writer
@@ -24,10 +24,13 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 
 use super::objects::{
-    TAG_APPLICATION, TAG_COMPUTE, TAG_PIPELINE_LAYOUT, TAG_SAMPLER, TAG_SET_LAYOUT,
-    TAG_SHADER_MODULE,
+    TAG_APPLICATION, TAG_COMPUTE, TAG_GRAPHICS, TAG_PIPELINE_LAYOUT, TAG_RENDER_PASS, TAG_SAMPLER,
+    TAG_SET_LAYOUT, TAG_SHADER_MODULE,
 };
-use crate::key::desc::{ComputeDesc, PipelineLayoutDesc, SamplerDesc, SetLayoutDesc};
+use crate::key::desc::{
+    ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RenderPassDesc, RenderTarget, SamplerDesc,
+    SetLayoutDesc, StageDesc,
+};
 use crate::key::{Digest, PipelineKey};
 
 /// The record's file name in a title's directory.
@@ -43,6 +46,7 @@ pub enum Content {
     Sampler(SamplerDesc),
     SetLayout(SetLayoutDesc),
     PipelineLayout(PipelineLayoutDesc),
+    RenderPass(RenderPassDesc),
 }
 
 /// The application and device the pipelines were made for: what a replay needs to make a device
@@ -91,11 +95,43 @@ impl AppState {
     }
 }
 
-/// A compiled compute pipeline to record, with the content of every object it names.
+/// A pipeline as its key captured it.
 #[derive(Debug, Clone)]
-pub struct ComputeRecord {
+pub enum Recorded {
+    Compute(ComputeDesc),
+    Graphics(Box<GraphicsDesc>),
+}
+
+impl Recorded {
+    /// The pipeline layout's digest.
+    pub fn layout(&self) -> &Digest {
+        match self {
+            Recorded::Compute(d) => &d.layout,
+            Recorded::Graphics(d) => &d.layout,
+        }
+    }
+
+    /// The digests of every object the pipeline names directly (modules, layout, render pass).
+    pub fn names(&self) -> Vec<Digest> {
+        match self {
+            Recorded::Compute(d) => vec![d.stage.module, d.layout],
+            Recorded::Graphics(d) => {
+                let mut out: Vec<Digest> = d.stages.iter().map(|s| s.module).collect();
+                out.push(d.layout);
+                if let RenderTarget::Pass { pass, .. } = &d.target {
+                    out.push(*pass);
+                }
+                out
+            }
+        }
+    }
+}
+
+/// A compiled pipeline to record, with the content of every object it names.
+#[derive(Debug, Clone)]
+pub struct PipelineRecord {
     pub key: PipelineKey,
-    pub desc: ComputeDesc,
+    pub desc: Recorded,
     pub contents: Vec<(Digest, Arc<Content>)>,
 }
 
@@ -123,15 +159,11 @@ fn document(kind: &str, hash: u64, value: Value) -> Vec<u8> {
     serde_json::to_vec(&json!({ "version": 6, kind: objects })).expect("JSON of plain values")
 }
 
-/// The database entries of one compute pipeline and its objects: `(tag, hash, payload)`.
-pub fn compute_entries(
-    record: &ComputeRecord,
+/// The database entries of one pipeline and its objects: `(tag, hash, payload)`.
+pub fn pipeline_entries(
+    record: &PipelineRecord,
     app: &AppState,
 ) -> Result<Vec<DbEntry>, NotRecorded> {
-    let d = &record.desc;
-    if d.robustness.is_some() || d.stage.robustness.is_some() {
-        return Err(NotRecorded::Unwritable("pipeline robustness"));
-    }
     let content = |digest: &Digest| {
         record
             .contents
@@ -141,7 +173,21 @@ pub fn compute_entries(
             .ok_or(NotRecorded::MissingContent)
     };
     let mut out = vec![(TAG_APPLICATION, 1, application(app))];
-    let Content::PipelineLayout(layout) = &*content(&d.layout)? else {
+    let (layout_digest, stages) = match &record.desc {
+        Recorded::Compute(d) => {
+            if d.robustness.is_some() {
+                return Err(NotRecorded::Unwritable("pipeline robustness"));
+            }
+            (d.layout, std::slice::from_ref(&d.stage))
+        }
+        Recorded::Graphics(d) => {
+            if d.robustness.is_some() {
+                return Err(NotRecorded::Unwritable("pipeline robustness"));
+            }
+            (d.layout, &d.stages[..])
+        }
+    };
+    let Content::PipelineLayout(layout) = &*content(&layout_digest)? else {
         return Err(NotRecorded::MissingContent);
     };
     for set in &layout.set_layouts {
@@ -164,19 +210,39 @@ pub fn compute_entries(
     }
     out.push((
         TAG_PIPELINE_LAYOUT,
-        object_hash(&d.layout),
-        pipeline_layout_doc(&d.layout, layout),
+        object_hash(&layout_digest),
+        pipeline_layout_doc(&layout_digest, layout),
     ));
-    let Content::Module(code) = &*content(&d.stage.module)? else {
-        return Err(NotRecorded::MissingContent);
-    };
-    out.push((
-        TAG_SHADER_MODULE,
-        object_hash(&d.stage.module),
-        module_doc(&d.stage.module, code),
-    ));
+    for stage in stages {
+        if stage.robustness.is_some() {
+            return Err(NotRecorded::Unwritable("pipeline robustness"));
+        }
+        let Content::Module(code) = &*content(&stage.module)? else {
+            return Err(NotRecorded::MissingContent);
+        };
+        out.push((
+            TAG_SHADER_MODULE,
+            object_hash(&stage.module),
+            module_doc(&stage.module, code),
+        ));
+    }
     let hash = pipeline_hash(&record.key);
-    out.push((TAG_COMPUTE, hash, compute_doc(hash, d)?));
+    match &record.desc {
+        Recorded::Compute(d) => out.push((TAG_COMPUTE, hash, compute_doc(hash, d)?)),
+        Recorded::Graphics(d) => {
+            if let RenderTarget::Pass { pass, .. } = &d.target {
+                let Content::RenderPass(rp) = &*content(pass)? else {
+                    return Err(NotRecorded::MissingContent);
+                };
+                out.push((
+                    TAG_RENDER_PASS,
+                    object_hash(pass),
+                    render_pass_doc(pass, rp),
+                ));
+            }
+            out.push((TAG_GRAPHICS, hash, graphics_doc(hash, d)?));
+        }
+    }
     Ok(out)
 }
 
@@ -344,8 +410,7 @@ fn module_doc(digest: &Digest, code: &[u32]) -> Vec<u8> {
     payload
 }
 
-fn compute_doc(hash: u64, d: &ComputeDesc) -> Result<Vec<u8>, NotRecorded> {
-    let s = &d.stage;
+fn stage_json(s: &StageDesc) -> Result<Value, NotRecorded> {
     let name = String::from_utf8(s.entry_point.clone())
         .map_err(|_| NotRecorded::Unwritable("an entry point name that is not UTF-8"))?;
     let mut stage = json!({
@@ -369,14 +434,201 @@ fn compute_doc(hash: u64, d: &ComputeDesc) -> Result<Vec<u8>, NotRecorded> {
     if let Some(size) = s.required_subgroup_size {
         stage["pNext"] = json!([{ "sType": 1_000_225_001, "requiredSubgroupSize": size }]);
     }
+    Ok(stage)
+}
+
+fn compute_doc(hash: u64, d: &ComputeDesc) -> Result<Vec<u8>, NotRecorded> {
     Ok(document(
         "computePipelines",
         hash,
         json!({
-            "flags": d.flags, "stage": stage, "layout": hash_ref(&d.layout),
+            "flags": d.flags, "stage": stage_json(&d.stage)?, "layout": hash_ref(&d.layout),
             "basePipelineHandle": "0000000000000000", "basePipelineIndex": -1,
         }),
     ))
+}
+
+/// A graphics pipeline's state blocks, as Fossilize writes them. A field the key left out (the
+/// spec says it is ignored: dynamic, or its block not read) is written as 0: a replay ignores it
+/// alike.
+fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
+    let b = |v: bool| u32::from(v);
+    let stages = d
+        .stages
+        .iter()
+        .map(stage_json)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut v = json!({
+        "flags": d.flags, "stages": stages, "layout": hash_ref(&d.layout),
+        "basePipelineHandle": "0000000000000000", "basePipelineIndex": -1,
+        "dynamicState": { "flags": 0, "dynamicState": d.dynamic_states },
+    });
+    if let Some(vi) = &d.vertex_input {
+        v["vertexInputState"] = json!({
+            "flags": vi.flags,
+            "bindings": vi.bindings.iter().map(|x| json!({
+                "binding": x.binding, "stride": x.stride.unwrap_or(0), "inputRate": x.input_rate,
+            })).collect::<Vec<_>>(),
+            "attributes": vi.attributes.iter().map(|a| json!({
+                "location": a.location, "binding": a.binding, "format": a.format, "offset": a.offset,
+            })).collect::<Vec<_>>(),
+        });
+    }
+    if let Some(ia) = &d.input_assembly {
+        v["inputAssemblyState"] = json!({
+            "flags": ia.flags, "topology": ia.topology,
+            "primitiveRestartEnable": b(ia.primitive_restart.unwrap_or(false)),
+        });
+    }
+    if let Some(points) = d.tessellation_patch_control_points {
+        v["tessellationState"] = json!({ "flags": 0, "patchControlPoints": points });
+    }
+    if let Some(vp) = &d.viewport {
+        let viewports: Vec<Value> = vp.viewports.iter().flatten().map(|x| json!({
+            "x": x[0], "y": x[1], "width": x[2], "height": x[3], "minDepth": x[4], "maxDepth": x[5],
+        })).collect();
+        let scissors: Vec<Value> = vp
+            .scissors
+            .iter()
+            .flatten()
+            .map(|x| {
+                json!({
+                    "x": x[0] as i32, "y": x[1] as i32, "width": x[2], "height": x[3],
+                })
+            })
+            .collect();
+        v["viewportState"] = json!({
+            "flags": vp.flags, "viewportCount": vp.viewport_count.unwrap_or(0),
+            "scissorCount": vp.scissor_count.unwrap_or(0), "viewports": viewports,
+            "scissors": scissors,
+        });
+    }
+    let r = &d.rasterization;
+    let [bias_constant, bias_clamp, bias_slope] = r.depth_bias.unwrap_or_default();
+    v["rasterizationState"] = json!({
+        "flags": r.flags, "depthClampEnable": b(r.depth_clamp_enable),
+        "rasterizerDiscardEnable": b(r.rasterizer_discard_enable.unwrap_or(false)),
+        "polygonMode": r.polygon_mode, "cullMode": r.cull_mode.unwrap_or(0),
+        "frontFace": r.front_face.unwrap_or(0),
+        "depthBiasEnable": b(r.depth_bias_enable.unwrap_or(false)),
+        "depthBiasConstantFactor": bias_constant, "depthBiasClamp": bias_clamp,
+        "depthBiasSlopeFactor": bias_slope, "lineWidth": r.line_width.unwrap_or(1.0),
+    });
+    if let Some(m) = &d.multisample {
+        v["multisampleState"] = json!({
+            "flags": m.flags, "rasterizationSamples": m.rasterization_samples,
+            "sampleShadingEnable": b(m.sample_shading_enable),
+            "minSampleShading": m.min_sample_shading,
+            "sampleMask": m.sample_mask.clone().unwrap_or_default(),
+            "alphaToCoverageEnable": b(m.alpha_to_coverage_enable),
+            "alphaToOneEnable": b(m.alpha_to_one_enable),
+        });
+    }
+    if let Some(ds) = &d.depth_stencil {
+        let stencil = |s: &crate::key::desc::StencilDesc| {
+            let [fail, pass, depth_fail, compare] = s.ops.unwrap_or_default();
+            json!({
+                "failOp": fail, "passOp": pass, "depthFailOp": depth_fail, "compareOp": compare,
+                "compareMask": s.compare_mask.unwrap_or(0), "writeMask": s.write_mask.unwrap_or(0),
+                "reference": s.reference.unwrap_or(0),
+            })
+        };
+        let [min_bounds, max_bounds] = ds.depth_bounds.unwrap_or_default();
+        v["depthStencilState"] = json!({
+            "flags": ds.flags, "depthTestEnable": b(ds.depth_test_enable.unwrap_or(false)),
+            "depthWriteEnable": b(ds.depth_write_enable.unwrap_or(false)),
+            "depthCompareOp": ds.depth_compare_op.unwrap_or(0),
+            "depthBoundsTestEnable": b(ds.depth_bounds_test_enable.unwrap_or(false)),
+            "stencilTestEnable": b(ds.stencil_test_enable.unwrap_or(false)),
+            "front": stencil(&ds.front), "back": stencil(&ds.back),
+            "minDepthBounds": min_bounds, "maxDepthBounds": max_bounds,
+        });
+    }
+    if let Some(cb) = &d.color_blend {
+        v["colorBlendState"] = json!({
+            "flags": cb.flags, "logicOpEnable": b(cb.logic_op_enable),
+            "logicOp": cb.logic_op.unwrap_or(0),
+            "attachments": cb.attachments.iter().map(|a| json!({
+                "blendEnable": b(a.blend_enable), "srcColorBlendFactor": a.src_color_factor,
+                "dstColorBlendFactor": a.dst_color_factor, "colorBlendOp": a.color_op,
+                "srcAlphaBlendFactor": a.src_alpha_factor, "dstAlphaBlendFactor": a.dst_alpha_factor,
+                "alphaBlendOp": a.alpha_op, "colorWriteMask": a.color_write_mask,
+            })).collect::<Vec<_>>(),
+            "blendConstants": cb.blend_constants.unwrap_or_default(),
+        });
+    }
+    match &d.target {
+        RenderTarget::Pass { pass, subpass } => {
+            v["renderPass"] = json!(hash_ref(pass));
+            v["subpass"] = json!(subpass);
+        }
+        RenderTarget::Dynamic {
+            view_mask,
+            color_formats,
+            depth_format,
+            stencil_format,
+        } => {
+            v["renderPass"] = json!("0000000000000000");
+            v["pNext"] = json!([{
+                "sType": 1_000_044_002, "viewMask": view_mask,
+                "colorAttachmentFormats": color_formats,
+                "depthAttachmentFormat": depth_format, "stencilAttachmentFormat": stencil_format,
+            }]);
+        }
+    }
+    Ok(document("graphicsPipelines", hash, v))
+}
+
+fn render_pass_doc(digest: &Digest, rp: &RenderPassDesc) -> Vec<u8> {
+    let reference = |r: &crate::key::desc::AttachmentRef| json!({ "attachment": r.attachment, "layout": r.layout, "aspectMask": r.aspect_mask });
+    let attachments: Vec<Value> = rp
+        .attachments
+        .iter()
+        .map(|a| {
+            json!({
+                "flags": a.flags, "format": a.format, "samples": a.samples, "loadOp": a.load_op,
+                "storeOp": a.store_op, "stencilLoadOp": a.stencil_load_op,
+                "stencilStoreOp": a.stencil_store_op, "initialLayout": a.initial_layout,
+                "finalLayout": a.final_layout,
+            })
+        })
+        .collect();
+    let subpasses: Vec<Value> = rp.subpasses.iter().map(|s| {
+        let mut v = json!({
+            "flags": s.flags, "pipelineBindPoint": s.bind_point, "viewMask": s.view_mask,
+            "inputAttachments": s.inputs.iter().map(reference).collect::<Vec<_>>(),
+            "colorAttachments": s.colors.iter().map(reference).collect::<Vec<_>>(),
+            "resolveAttachments": s.resolves.iter().flatten().map(reference).collect::<Vec<_>>(),
+            "preserveAttachments": s.preserve,
+        });
+        if let Some(depth) = &s.depth_stencil {
+            v["depthStencilAttachment"] = reference(depth);
+        }
+        v
+    }).collect();
+    let dependencies: Vec<Value> = rp
+        .dependencies
+        .iter()
+        .map(|d| {
+            json!({
+                "srcSubpass": d.src_subpass, "dstSubpass": d.dst_subpass,
+                "srcStageMask": d.src_stage_mask, "dstStageMask": d.dst_stage_mask,
+                "srcAccessMask": d.src_access_mask, "dstAccessMask": d.dst_access_mask,
+                "dependencyFlags": d.flags, "viewOffset": d.view_offset,
+            })
+        })
+        .collect();
+    let mut v = json!({
+        "flags": rp.flags, "attachments": attachments, "subpasses": subpasses,
+        "dependencies": dependencies,
+    });
+    let kind = if rp.version == 2 {
+        v["correlatedViewMasks"] = json!(rp.correlated_view_masks);
+        "renderPasses2"
+    } else {
+        "renderPasses"
+    };
+    document(kind, object_hash(digest), v)
 }
 
 /// A title's record file: appended to by the layer's writer thread, each object once.
@@ -517,17 +769,17 @@ impl Drop for Flock<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::desc::{BindingDesc, PushRange, SpecConstant, StageDesc};
+    use crate::key::desc::{BindingDesc, PushRange, SpecConstant};
     use crate::replay::objects::Catalog;
 
-    fn record() -> ComputeRecord {
+    fn record() -> PipelineRecord {
         let (module, set, layout) = (Digest([1; 32]), Digest([2; 32]), Digest([3; 32]));
-        ComputeRecord {
+        PipelineRecord {
             key: PipelineKey {
                 spirv: [4; 16],
                 state: [5; 16],
             },
-            desc: ComputeDesc {
+            desc: Recorded::Compute(ComputeDesc {
                 device: Digest([9; 32]),
                 flags: 0,
                 stage: StageDesc {
@@ -544,7 +796,7 @@ mod tests {
                 },
                 layout,
                 robustness: None,
-            },
+            }),
             contents: vec![
                 (
                     module,
@@ -585,7 +837,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = RecordFile::new(dir.path());
         let app = AppState::default();
-        let entries = compute_entries(&record(), &app).unwrap();
+        let entries = pipeline_entries(&record(), &app).unwrap();
         assert_eq!(file.append(entries.clone()).unwrap(), entries.len());
         assert_eq!(file.append(entries).unwrap(), 0, "each object once");
         let bytes = std::fs::read(file.path()).unwrap();
@@ -609,7 +861,7 @@ mod tests {
     fn a_record_cut_inside_its_last_entry_keeps_what_is_whole_and_appends_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let file = RecordFile::new(dir.path());
-        let entries = compute_entries(&record(), &AppState::default()).unwrap();
+        let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
         file.append(entries.clone()).unwrap();
         let whole = std::fs::read(file.path()).unwrap();
         let last_len = 40 + 16 + entries.last().unwrap().2.len();
