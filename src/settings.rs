@@ -23,9 +23,16 @@ pub enum BackendSetting {
 /// device (the `cache` backend only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MergeSetting {
-    /// Where it measured faster everywhere: nowhere yet (off).
+    /// Where it measured faster: NVIDIA.
     Auto,
     On,
+    Off,
+}
+
+/// `PIPEKEEP_REBUILD`: whether a driver change rebuilds the title's record in the background.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RebuildSetting {
+    Background,
     Off,
 }
 
@@ -50,6 +57,8 @@ pub struct Settings {
     pub backend: BackendSetting,
     /// `PIPEKEEP_MERGE`.
     pub merge: MergeSetting,
+    /// `PIPEKEEP_REBUILD`.
+    pub rebuild: RebuildSetting,
     /// `PIPEKEEP_LOG`: a tracing filter.
     pub log_filter: String,
     /// `PIPEKEEP_LOG_FILE`; stderr when unset.
@@ -135,6 +144,16 @@ impl Settings {
                 MergeSetting::Auto
             }
         };
+        let rebuild = match non_empty("PIPEKEEP_REBUILD").as_deref() {
+            None | Some("background") => RebuildSetting::Background,
+            Some("off") => RebuildSetting::Off,
+            Some(other) => {
+                problems.push(format!(
+                    "PIPEKEEP_REBUILD={other:?} is not background or off; using background"
+                ));
+                RebuildSetting::Background
+            }
+        };
         // An implicit layer runs inside every Vulkan program: quiet unless asked.
         let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "warn".into());
         let test_open_time =
@@ -156,6 +175,7 @@ impl Settings {
             piece_memory,
             backend,
             merge,
+            rebuild,
             log_filter,
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),

@@ -118,6 +118,7 @@ pub struct Watch {
     passed: AtomicU64,
     refused: AtomicU64,
     merged: AtomicU64,
+    rebuilt: AtomicU64,
     longest_ns: AtomicU64,
     phase_ns: [AtomicU64; PHASES],
     finished: AtomicBool,
@@ -137,6 +138,10 @@ pub struct Tally {
     /// Of `found`, those served through the merged cache.
     #[serde(default)]
     pub merged: u64,
+    /// Pipelines the background rebuild made from the record (counted in nothing else; the name
+    /// does not end in `built`, which tools read as the application's count).
+    #[serde(default)]
+    pub rebuild_made: u64,
     pub total_ms: f64,
     pub longest_ms: f64,
     #[serde(default, flatten)]
@@ -147,9 +152,9 @@ impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} merged={}",
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} merged={} rebuild_made={}",
             self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused,
-            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.merged
+            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.merged, self.rebuild_made
         )
     }
 }
@@ -184,6 +189,11 @@ impl Watch {
         }
     }
 
+    /// Counts one pipeline the background rebuild made (apart from the application's).
+    pub fn rebuilt(&self) {
+        self.rebuilt.fetch_add(1, Relaxed);
+    }
+
     /// Counts one entry written (the writer thread calls it when the file is in place).
     pub fn written(&self) {
         self.written.fetch_add(1, Relaxed);
@@ -198,6 +208,7 @@ impl Watch {
             unkeyed: self.unkeyed.load(Relaxed),
             passed: self.passed.load(Relaxed),
             refused: self.refused.load(Relaxed),
+            rebuild_made: self.rebuilt.load(Relaxed),
             merged: self.merged.load(Relaxed),
             // The phases partition each pipeline's time: their sums are the total.
             total_ms: self.phase_ns.iter().map(|p| p.load(Relaxed)).sum::<u64>() as f64 / 1e6,

@@ -108,3 +108,107 @@ fn an_applications_pipelines_are_rebuilt_from_its_record_for_its_own_device() {
     let w = warm.watch();
     assert_eq!((w.built, w.found), (40, 40), "{}", warm.all());
 }
+
+/// Renames a title's identity directory to another driver version of the same device: the next
+/// opening takes it for a driver change (as the damage tests make another driver's directory).
+fn simulate_a_driver_change(title: &Path) {
+    let host = title.join("host-pipelines");
+    let dir = std::fs::read_dir(&host)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("an identity directory");
+    let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
+    let mut fields: Vec<&str> = name.split('-').collect();
+    fields[2] = "00000001";
+    std::fs::rename(&dir, host.join(fields.join("-"))).unwrap();
+}
+
+fn test_app(tmp: &Path, args: &[&str]) -> App {
+    App::new(Driver::Radv, tmp).with_layer().args(args)
+}
+
+#[test]
+fn after_a_driver_change_the_record_is_rebuilt_in_the_background_and_the_next_run_is_warm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = ["--compute", "60", "--graphics", "40", "--threads", "2"];
+    let cold = test_app(tmp.path(), &mix).run();
+    assert_eq!(cold.watch().written, 100, "{}", cold.all());
+    let title = tmp.path().join("store/pipekeep-testapp");
+    simulate_a_driver_change(&title);
+
+    // A short run of other pipelines that keeps its device a while: the rebuild fills the new
+    // driver's directory meanwhile, on threads of its own, counted apart.
+    let short = test_app(
+        tmp.path(),
+        &[
+            "--compute",
+            "2",
+            "--graphics",
+            "0",
+            "--seed",
+            "7",
+            "--linger-ms",
+            "5000",
+        ],
+    )
+    .run_within(std::time::Duration::from_secs(120));
+    assert!(short.ok, "{}", short.all());
+    assert!(
+        short
+            .stderr
+            .contains("background rebuild ended made=100 of=100"),
+        "{}",
+        short.all()
+    );
+    let line = short.watch();
+    assert_eq!(
+        line.built, 2,
+        "the rebuild is not counted as the application's"
+    );
+    let runs = std::fs::read_to_string(title.join("runs.jsonl")).unwrap();
+    assert!(
+        runs.lines()
+            .last()
+            .unwrap()
+            .contains("\"rebuild_made\":100"),
+        "{runs}"
+    );
+
+    let warm = test_app(tmp.path(), &mix).run();
+    let w = warm.watch();
+    assert_eq!((w.built, w.found), (100, 100), "{}", warm.all());
+}
+
+#[test]
+fn a_device_destroyed_while_the_rebuild_runs_returns_and_rebuild_off_starts_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let many = ["--compute", "400", "--graphics", "200", "--threads", "2"];
+    assert!(test_app(tmp.path(), &many).run().ok);
+    let title = tmp.path().join("store/pipekeep-testapp");
+    simulate_a_driver_change(&title);
+    let off = test_app(tmp.path(), &["--compute", "1", "--graphics", "0"])
+        .env("PIPEKEEP_REBUILD", "off")
+        .run();
+    assert!(
+        off.ok && !off.stderr.contains("rebuilding"),
+        "{}",
+        off.all()
+    );
+
+    simulate_a_driver_change(&title);
+    // The device goes a moment after the rebuild began (600 pipelines take it some 300 ms here):
+    // it returns, the rebuild stopped after its current pipeline and joined.
+    let at_once = test_app(
+        tmp.path(),
+        &["--compute", "2", "--graphics", "0", "--linger-ms", "100"],
+    )
+    .run_within(std::time::Duration::from_secs(120));
+    assert!(at_once.ok, "{}", at_once.all());
+    assert!(
+        at_once.stderr.contains("background rebuild ended"),
+        "joined at vkDestroyDevice\n{}",
+        at_once.all()
+    );
+}

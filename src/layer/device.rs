@@ -162,6 +162,10 @@ pub struct DeviceData {
     fork_generation: u32,
     /// The device's own state, entering every key.
     pub device_state: Digest,
+    /// Set at the device's end: the background rebuild stops after its current pipeline.
+    pub rebuild_stop: Arc<AtomicBool>,
+    /// The background rebuild's thread, joined at the device's end.
+    pub rebuilder: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The title's record (`<title>/record.foz`), where a library root is known.
     pub record: Option<Arc<crate::replay::record::RecordFile>>,
     /// What the record says of the application and device.
@@ -277,6 +281,7 @@ impl DeviceData {
     /// readers already waiting. Returns at once; the threads end soon after.
     fn stop_threads(&self) {
         self.stop.store(true, Ordering::Release);
+        self.rebuild_stop.store(true, Ordering::Release);
         if let Some(store) = self.opened_store() {
             store.wake_readers_to_stop();
         }
@@ -289,6 +294,16 @@ impl DeviceData {
             return;
         }
         self.stop_threads();
+        // The rebuild ends after the pipeline it is building, before its commands can go: it
+        // calls the driver through this device.
+        if let Some(rebuild) = self
+            .rebuilder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let _ = rebuild.join();
+        }
         if at_exit {
             self.writer.drain_here();
         } else {
@@ -359,13 +374,26 @@ fn open_ahead(data: &Arc<DeviceData>) {
                     if stopped() {
                         return;
                     }
-                    if let (Some(store), true) = ahead.open_store(false) {
+                    let (store, opened_here) = ahead.open_store(false);
+                    let Some(store) = store else {
+                        return;
+                    };
+                    // The first pipeline may have opened the store before this thread did: the
+                    // rebuild starts either way, here.
+                    if !opened_here {
+                        if !stopped() {
+                            start_rebuild(&ahead, store);
+                        }
+                        return;
+                    }
+                    {
                         // A device destroyed while its store opened leaves the bound and the
                         // reading ahead to the next run.
                         if stopped() {
                             return;
                         }
                         let listed = store.keep_within_bound().map(|b| b.kept);
+                        start_rebuild(&ahead, store);
                         if SETTINGS.read_ahead > 0 && !stopped() {
                             super::idle::lower_this_threads_priority_but_not_its_reads("read ahead");
                             let started = std::time::Instant::now();
@@ -386,6 +414,117 @@ fn open_ahead(data: &Arc<DeviceData>) {
             tracing::debug!(error = %e, "no opening thread; the first pipeline opens the store")
         }
     }
+}
+
+/// After a driver change (opening dropped another driver's directory of this device), rebuilds
+/// the title's record into the new driver's store on threads of the layer's own at idle priority
+/// (at most half the cores), through this layer's own commands on the application's device:
+/// what the application builds meanwhile is found or written as ever, and what the rebuild
+/// reaches first is found by it. Stops after the current pipeline at `vkDestroyDevice`; what is
+/// left is for `pipekeep rebuild`.
+fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
+    if SETTINGS.rebuild == crate::settings::RebuildSetting::Off || !store.driver_changed() {
+        return;
+    }
+    let Some(path) = dev.record.as_ref().map(|r| r.path().to_path_buf()) else {
+        return;
+    };
+    if !path.is_file() || dev.stop.load(Ordering::Acquire) {
+        return;
+    }
+    let rebuilding = dev.clone();
+    let spawned = std::thread::Builder::new()
+        .name("pipekeep-rebuild".into())
+        .spawn(move || guarded("background rebuild", || rebuild(&rebuilding, &path), || ()));
+    match spawned {
+        Ok(handle) => *dev.rebuilder.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
+        Err(e) => tracing::debug!(error = %e, "no rebuild thread"),
+    }
+}
+
+fn rebuild(dev: &DeviceData, record: &std::path::Path) {
+    rebuild_worker_start();
+    let catalog = match std::fs::read(record)
+        .map_err(|e| e.to_string())
+        .and_then(|b| crate::replay::foz::read_entries(&b).map_err(|e| e.to_string()))
+    {
+        Ok(entries) => crate::replay::objects::Catalog::from_entries(entries),
+        Err(e) => {
+            tracing::warn!(record = %record.display(), error = %e, "the record cannot be read; no rebuild");
+            return;
+        }
+    };
+    let pipelines = catalog.compute.len() + catalog.graphics.len();
+    tracing::info!(record = %record.display(), pipelines, "the driver changed: rebuilding the title's record in the background");
+    // SAFETY: this layer's own commands for the application's device (taken from its data, not
+    // from the device map, which `vkDestroyDevice` empties before it joins this thread), and the
+    // next layer's for the rest; the device lives until that join.
+    let mut missing = Vec::new();
+    let device = unsafe {
+        ash::Device::load_with(
+            |name| match command_of(dev, name) {
+                Some(f) => f as *const std::ffi::c_void,
+                None => {
+                    missing.push(name.to_string_lossy().into_owned());
+                    std::ptr::null()
+                }
+            },
+            dev.handle,
+        )
+    };
+    // What the replay calls must be there (the rest of a 1.3 table may be absent).
+    const NEEDED: [&str; 12] = [
+        "vkCreateShaderModule",
+        "vkDestroyShaderModule",
+        "vkCreateSampler",
+        "vkDestroySampler",
+        "vkCreateDescriptorSetLayout",
+        "vkDestroyDescriptorSetLayout",
+        "vkCreatePipelineLayout",
+        "vkDestroyPipelineLayout",
+        "vkCreateRenderPass",
+        "vkCreateComputePipelines",
+        "vkCreateGraphicsPipelines",
+        "vkDestroyPipeline",
+    ];
+    let version_two = catalog
+        .render_passes
+        .values()
+        .any(|p| matches!(p, Some((2, _))));
+    let needed = NEEDED
+        .iter()
+        .copied()
+        .chain(version_two.then_some("vkCreateRenderPass2"));
+    if let Some(absent) = needed.clone().find(|n| missing.iter().any(|m| m == n)) {
+        tracing::warn!(
+            command = absent,
+            "the device lacks a command the rebuild needs; no rebuild"
+        );
+        return;
+    }
+    if dev.rebuild_stop.load(Ordering::Acquire) {
+        return;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let options = crate::replay::replayer::Options {
+        threads: (cores / 2).max(1),
+        app_cache: crate::replay::replayer::AppCache::None,
+        device_index: 0,
+        title: None,
+        progress: false,
+        stop: Some(dev.rebuild_stop.clone()),
+        worker_start: Some(rebuild_worker_start),
+    };
+    let started = std::time::Instant::now();
+    // SAFETY: as above.
+    let summary = unsafe { crate::replay::replayer::replay_on_device(device, &catalog, &options) };
+    tracing::info!(made = summary.made, of = pipelines, skipped = summary.skipped_total(), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "background rebuild ended");
+}
+
+/// Each rebuild thread: idle priority, and its pipelines counted apart.
+fn rebuild_worker_start() {
+    super::idle::lower_this_threads_priority("rebuild");
+    super::pipelines::mark_rebuild_thread();
 }
 
 /// Counts each entry written in the watch, and logs the first write that failed, once.
@@ -773,6 +912,8 @@ unsafe fn register_device(
         watch,
         root,
         title: inst.title.clone(),
+        rebuild_stop: Arc::default(),
+        rebuilder: Mutex::default(),
         record: SETTINGS
             .root
             .as_ref()
@@ -906,9 +1047,23 @@ pub unsafe extern "system" fn get_device_proc_addr(
         b"vkDestroyDevice" => return void_fn!(destroy_device, vk::PFN_vkDestroyDevice),
         _ => {}
     }
-    let next = unsafe { next_gdpa(device, name.as_ptr()) };
+    match &dev {
+        // SAFETY: as above.
+        Some(dev) => unsafe { command_of(dev, name) },
+        None => unsafe { next_gdpa(device, name.as_ptr()) },
+    }
+}
+
+/// The command `name` of a device of this layer: this layer's own where it intercepts it (and
+/// the next layer has it), else the next layer's.
+///
+/// # Safety
+/// `dev` must be a live device's data.
+unsafe fn command_of(dev: &DeviceData, name: &CStr) -> vk::PFN_vkVoidFunction {
+    // SAFETY: the next layer's command, asked of its own device.
+    let next = unsafe { (dev.fns.get_device_proc_addr)(dev.handle, name.as_ptr()) };
     match (next, intercepted_device_command(name)) {
-        (Some(_), Some(ours)) if dev.is_some_and(|d| d.active) => Some(ours),
+        (Some(_), Some(ours)) if dev.active => Some(ours),
         _ => next,
     }
 }

@@ -299,9 +299,24 @@ unsafe fn build_one<T: PipelineInfo>(
     }
     lap.to(Phase::Keep);
     if *slot != vk::Pipeline::null() {
-        dev.watch.record(outcome, &lap);
+        if REBUILDING.get() {
+            dev.watch.rebuilt();
+        } else {
+            dev.watch.record(outcome, &lap);
+        }
     }
     r
+}
+
+thread_local! {
+    /// This thread builds the title's record in the background: its pipelines are counted apart
+    /// from the application's.
+    static REBUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as the background rebuild's (at its start).
+pub(super) fn mark_rebuild_thread() {
+    REBUILDING.set(true);
 }
 
 /// A pipeline cache of the layer's own, from checked entry data or empty.

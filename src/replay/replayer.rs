@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -51,6 +51,11 @@ pub struct Options {
     /// pApplicationName; the recorded application's name when `None`.
     pub title: Option<String>,
     pub progress: bool,
+    /// Asked before each pipeline: `true` ends the replay there (pipekeep's background rebuild
+    /// stops at `vkDestroyDevice`).
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Run first on each thread that creates pipelines.
+    pub worker_start: Option<fn()>,
 }
 
 /// What a replay did.
@@ -507,8 +512,67 @@ unsafe fn replay_on(
     }
     let saved = unsafe { save_app_cache(&r.device, r.app_cache, &options.app_cache) };
     unsafe { r.destroy() };
+    // SAFETY: the replay's own device; nothing uses it any more.
+    unsafe { r.device.destroy_device(None) };
     saved?;
     Ok(summary)
+}
+
+/// Replays a catalog's pipelines on a device someone else made and keeps (pipekeep's background
+/// rebuild, on the application's device, through pipekeep's own commands): the objects it makes
+/// are destroyed after, the device is left as it was. Subgroup sizes are passed as recorded (the
+/// driver checks them).
+///
+/// # Safety
+/// `device` must be a live device that outlives the call, its commands loaded.
+pub unsafe fn replay_on_device(
+    device: ash::Device,
+    catalog: &Catalog,
+    options: &Options,
+) -> Summary {
+    let subgroup = vk::PhysicalDeviceSubgroupSizeControlProperties {
+        min_subgroup_size: 1,
+        max_subgroup_size: 1 << 16,
+        required_subgroup_size_stages: vk::ShaderStageFlags::ALL,
+        ..Default::default()
+    };
+    let mut r = Replay {
+        device,
+        samplers: HashMap::new(),
+        set_layouts: HashMap::new(),
+        pipeline_layouts: HashMap::new(),
+        modules: HashMap::new(),
+        render_passes: HashMap::new(),
+        failed: HashMap::new(),
+        subgroup,
+        subgroup_size_control: true,
+        mesh_shaders: true,
+        app_cache: vk::PipelineCache::null(),
+    };
+    let mut summary = Summary {
+        threads: options.threads.max(1),
+        ..Default::default()
+    };
+    // SAFETY: as the caller vouches; every object is destroyed below.
+    unsafe { r.make_objects(catalog) };
+    let jobs: Vec<Job> = catalog
+        .compute
+        .iter()
+        .map(|(h, v)| Job {
+            hash: *h,
+            info: v.as_ref(),
+            graphics: false,
+        })
+        .chain(catalog.graphics.iter().map(|(h, v)| Job {
+            hash: *h,
+            info: v.as_ref(),
+            graphics: true,
+        }))
+        .collect();
+    summary.pipelines = jobs.len();
+    unsafe { r.run_jobs(&jobs, options, &mut summary) };
+    unsafe { r.destroy() };
+    summary
 }
 
 fn make_app_cache(device: &ash::Device, mode: &AppCache) -> Result<vk::PipelineCache, String> {
@@ -922,19 +986,31 @@ impl Replay {
         let started = Instant::now();
         std::thread::scope(|s| {
             for _ in 0..options.threads.max(1) {
-                s.spawn(|| loop {
-                    let n = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(job) = jobs.get(n) else { break };
-                    // SAFETY: objects made above live until every thread has joined.
-                    let outcome = unsafe { self.make_pipeline(job) };
-                    results.lock().unwrap_or_else(|e| e.into_inner()).push((
-                        n,
-                        outcome,
-                        job.graphics,
-                    ));
-                    let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    if options.progress && (d.is_multiple_of(100) || d == jobs.len()) {
-                        eprint!("\rreplay: {d}/{} pipelines", jobs.len());
+                s.spawn(|| {
+                    if let Some(start) = options.worker_start {
+                        start();
+                    }
+                    loop {
+                        if options
+                            .stop
+                            .as_ref()
+                            .is_some_and(|stop| stop.load(Ordering::Acquire))
+                        {
+                            break;
+                        }
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(job) = jobs.get(n) else { break };
+                        // SAFETY: objects made above live until every thread has joined.
+                        let outcome = unsafe { self.make_pipeline(job) };
+                        results.lock().unwrap_or_else(|e| e.into_inner()).push((
+                            n,
+                            outcome,
+                            job.graphics,
+                        ));
+                        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if options.progress && (d.is_multiple_of(100) || d == jobs.len()) {
+                            eprint!("\rreplay: {d}/{} pipelines", jobs.len());
+                        }
                     }
                 });
             }
@@ -1128,6 +1204,7 @@ impl Replay {
         self.timed(self.device.fp_v1_0().create_graphics_pipelines, &ci)
     }
 
+    /// Destroys every object the replay made (not the device).
     unsafe fn destroy(&self) {
         // SAFETY: every thread has joined; nothing uses these objects any more.
         unsafe {
@@ -1150,7 +1227,6 @@ impl Replay {
             if !self.app_cache.is_null() {
                 d.destroy_pipeline_cache(self.app_cache, None);
             }
-            d.destroy_device(None);
         }
     }
 }

@@ -122,6 +122,8 @@ pub struct Store {
     pieces: pieces::Pieces,
     /// How `cache` payloads are cut into pieces.
     chunking: Mutex<recipe::Chunking>,
+    /// Opening dropped another driver's directory of this device (a driver change).
+    driver_changed: AtomicBool,
     /// The pieces each entry found with pieces names, until its stamp stamps them.
     named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>>,
 }
@@ -304,8 +306,12 @@ impl Store {
             chunking: Mutex::default(),
             pieces: pieces::Pieces::new(&dir),
             named_pieces: Mutex::default(),
+            driver_changed: AtomicBool::new(false),
         };
         let report = open::sweep(&store, bound_now)?;
+        store
+            .driver_changed
+            .store(report.other_driver_drops > 0, Ordering::Relaxed);
         Ok((store, report))
     }
 
@@ -317,6 +323,12 @@ impl Store {
     /// [`recipe::Chunking::CHOSEN`] (the tests of pieces on a driver whose payloads are small).
     pub fn set_chunking(&self, chunking: recipe::Chunking) {
         *self.chunking.lock().unwrap_or_else(|e| e.into_inner()) = chunking;
+    }
+
+    /// Whether opening dropped another driver's directory of this device: the driver changed
+    /// since the last run (its entries were dropped; the title's record can rebuild them).
+    pub fn driver_changed(&self) -> bool {
+        self.driver_changed.load(Ordering::Relaxed)
     }
 
     /// The bytes of checked pieces held in memory (`PIPEKEEP_PIECE_MEMORY`).

@@ -76,6 +76,10 @@ struct Args {
     /// (another seed) on the inherited device and exits without destroying anything.
     #[arg(long)]
     fork: bool,
+    /// Milliseconds to wait, with the device alive, before destroying it (pipekeep's threads
+    /// work meanwhile: its background rebuild).
+    #[arg(long, default_value_t = 0)]
+    linger_ms: u64,
 }
 
 /// Allocations asked of the failing allocator.
@@ -322,6 +326,7 @@ fn run(args: &Args) -> Result<bool, String> {
         })
     );
 
+    std::thread::sleep(std::time::Duration::from_millis(args.linger_ms));
     if !args.no_destroy {
         // SAFETY: every object below was made on this device and nothing uses it any more.
         unsafe {

@@ -61,6 +61,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             device_index: 0,
             title: Some(title.clone()),
             progress: args.progress,
+            stop: None,
+            worker_start: None,
         };
         let summary = replayer::replay(&[catalog], &options)?;
         // The layer's line for this run in the title's history says what it found and wrote.
