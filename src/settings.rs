@@ -85,6 +85,10 @@ pub struct Settings {
     pub test_refuse_binaries: bool,
     /// Test only (`PIPEKEEP_TEST_OPEN_TIME`, seconds since the epoch): the store's opening time.
     pub test_open_time: Option<SystemTime>,
+    /// Test only (`PIPEKEEP_TEST_REBUILD_FIRST`): `vkDestroyDevice` lets a background rebuild
+    /// finish instead of stopping it (a loaded machine may give an idle-priority thread no time
+    /// before a short run ends).
+    pub test_rebuild_first: bool,
     /// Test only (`PIPEKEEP_TEST_CHUNKED_FROM`): cut `cache` payloads of this many bytes or more
     /// into FastCDC's smallest chunks (RADV's are smaller than the threshold NVIDIA's data chose).
     pub test_chunked_from: Option<usize>,
@@ -186,6 +190,7 @@ impl Settings {
             test_read_ahead_first: non_empty("PIPEKEEP_TEST_READ_AHEAD_FIRST").is_some(),
             test_abort_in_merge: non_empty("PIPEKEEP_TEST_ABORT_IN_MERGE").is_some(),
             test_open_time,
+            test_rebuild_first: non_empty("PIPEKEEP_TEST_REBUILD_FIRST").is_some(),
             test_chunked_from: non_empty("PIPEKEEP_TEST_CHUNKED_FROM").and_then(|v| v.parse().ok()),
             problems,
         }

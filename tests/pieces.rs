@@ -246,7 +246,10 @@ fn processes_killed_while_writing_pieces_leave_only_whole_entries() {
         std::thread::sleep(std::time::Duration::from_millis(20 + (rng >> 33) % 60));
         let _ = child.kill(); // SIGKILL
         child.wait().unwrap();
-        assert_every_entry_and_piece_verifies(tmp.path());
+        // Killed before it wrote anything (a loaded machine): nothing to check yet.
+        if store(tmp.path()).is_dir() {
+            assert_every_entry_and_piece_verifies(tmp.path());
+        }
     }
     let after = run(tmp.path(), "cache", &[]);
     assert_eq!(after.watch().built, PIPELINES, "{}", after.all());

@@ -287,6 +287,33 @@ impl DeviceData {
         }
     }
 
+    /// Test only: waits for a background rebuild to be started by the opening thread and to
+    /// finish (at most a minute), instead of stopping it.
+    fn let_the_rebuild_finish(&self) {
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(60) {
+            if let Some(rebuild) = self
+                .rebuilder
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+            {
+                let _ = rebuild.join();
+                return;
+            }
+            let opener_done = self
+                .opener
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_none_or(|o| o.is_finished());
+            if opener_done {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     /// The run's end: the entries still queued, then the final compile-watch line and the run's
     /// line in `runs.jsonl`.
     fn finish(&self, at_exit: bool) {
@@ -503,6 +530,11 @@ fn rebuild(dev: &DeviceData, record: &std::path::Path) {
         return;
     }
     if dev.rebuild_stop.load(Ordering::Acquire) {
+        tracing::info!(
+            made = 0,
+            of = pipelines,
+            "background rebuild ended: the device went before it began"
+        );
         return;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -969,6 +1001,12 @@ pub unsafe extern "system" fn destroy_device(
     }
     // SAFETY: a device created through this layer.
     let key = unsafe { dispatch_key(device) };
+    if SETTINGS.test_rebuild_first {
+        // While the device is still known: the rebuild builds through this layer's commands.
+        if let Some(data) = DEVICES.get(key) {
+            data.let_the_rebuild_finish();
+        }
+    }
     let link = DEVICE_LINKS.remove(key);
     let destroy = match DEVICES.remove(key) {
         Some(data) => {
