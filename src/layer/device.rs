@@ -450,13 +450,13 @@ fn open_ahead(data: &Arc<DeviceData>) {
 /// reaches first is found by it. Stops after the current pipeline at `vkDestroyDevice`; what is
 /// left is for `pipekeep rebuild`.
 fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
-    if SETTINGS.rebuild == crate::settings::RebuildSetting::Off || !store.driver_changed() {
+    if SETTINGS.rebuild == crate::settings::RebuildSetting::Off {
         return;
     }
     let Some(path) = dev.record.as_ref().map(|r| r.path().to_path_buf()) else {
         return;
     };
-    if !path.is_file() || dev.stop.load(Ordering::Acquire) {
+    if !path.is_file() || dev.stop.load(Ordering::Acquire) || !store.take_the_rebuild() {
         return;
     }
     let rebuilding = dev.clone();

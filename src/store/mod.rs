@@ -124,6 +124,8 @@ pub struct Store {
     chunking: Mutex<recipe::Chunking>,
     /// Opening dropped another driver's directory of this device (a driver change).
     driver_changed: AtomicBool,
+    /// A device of this process took the rebuild the driver change calls for.
+    rebuild_taken: AtomicBool,
     /// The pieces each entry found with pieces names, until its stamp stamps them.
     named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>>,
 }
@@ -307,6 +309,7 @@ impl Store {
             pieces: pieces::Pieces::new(&dir),
             named_pieces: Mutex::default(),
             driver_changed: AtomicBool::new(false),
+            rebuild_taken: AtomicBool::new(false),
         };
         let report = open::sweep(&store, bound_now)?;
         store
@@ -329,6 +332,12 @@ impl Store {
     /// since the last run (its entries were dropped; the title's record can rebuild them).
     pub fn driver_changed(&self) -> bool {
         self.driver_changed.load(Ordering::Relaxed)
+    }
+
+    /// True for the first caller only, after a driver change: the one device of this process
+    /// (of those sharing this store) that rebuilds the title's record.
+    pub fn take_the_rebuild(&self) -> bool {
+        self.driver_changed() && !self.rebuild_taken.swap(true, Ordering::AcqRel)
     }
 
     /// The bytes of checked pieces held in memory (`PIPEKEEP_PIECE_MEMORY`).
