@@ -287,18 +287,22 @@ impl DeviceData {
         }
     }
 
+    /// Joins the background rebuild, if one was started. True when one was.
+    fn join_the_rebuild(&self) -> bool {
+        let rebuild = self
+            .rebuilder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        rebuild.map(|r| r.join()).is_some()
+    }
+
     /// Test only: waits for a background rebuild to be started by the opening thread and to
     /// finish (at most a minute), instead of stopping it.
     fn let_the_rebuild_finish(&self) {
         let started = std::time::Instant::now();
         while started.elapsed() < std::time::Duration::from_secs(60) {
-            if let Some(rebuild) = self
-                .rebuilder
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-            {
-                let _ = rebuild.join();
+            if self.join_the_rebuild() {
                 return;
             }
             let opener_done = self
@@ -323,14 +327,7 @@ impl DeviceData {
         self.stop_threads();
         // The rebuild ends after the pipeline it is building, before its commands can go: it
         // calls the driver through this device.
-        if let Some(rebuild) = self
-            .rebuilder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            let _ = rebuild.join();
-        }
+        self.join_the_rebuild();
         if at_exit {
             self.writer.drain_here();
         } else {

@@ -450,19 +450,12 @@ unsafe fn replay_on(
     let app_cache = make_app_cache(&device, &options.app_cache)?;
     let app_cache_load_ms = matches!(options.app_cache, AppCache::File(_))
         .then(|| loading.elapsed().as_secs_f64() * 1e3);
-    let mut r = Replay {
+    let mut r = Replay::new(
         device,
-        samplers: HashMap::new(),
-        set_layouts: HashMap::new(),
-        pipeline_layouts: HashMap::new(),
-        modules: HashMap::new(),
-        render_passes: HashMap::new(),
-        failed: HashMap::new(),
         subgroup,
-        subgroup_size_control,
-        mesh_shaders,
+        (subgroup_size_control, mesh_shaders),
         app_cache,
-    };
+    );
     let mut summary = Summary {
         device: device_name,
         driver_version: props.driver_version,
@@ -536,19 +529,7 @@ pub unsafe fn replay_on_device(
         required_subgroup_size_stages: vk::ShaderStageFlags::ALL,
         ..Default::default()
     };
-    let mut r = Replay {
-        device,
-        samplers: HashMap::new(),
-        set_layouts: HashMap::new(),
-        pipeline_layouts: HashMap::new(),
-        modules: HashMap::new(),
-        render_passes: HashMap::new(),
-        failed: HashMap::new(),
-        subgroup,
-        subgroup_size_control: true,
-        mesh_shaders: true,
-        app_cache: vk::PipelineCache::null(),
-    };
+    let mut r = Replay::new(device, subgroup, (true, true), vk::PipelineCache::null());
     let mut summary = Summary {
         threads: options.threads.max(1),
         ..Default::default()
@@ -664,6 +645,30 @@ struct Job<'a> {
     hash: u64,
     info: Option<&'a Value>,
     graphics: bool,
+}
+
+impl Replay {
+    /// A replay on `device`, no object made yet; `(subgroup size control, mesh shaders)` on.
+    fn new(
+        device: ash::Device,
+        subgroup: vk::PhysicalDeviceSubgroupSizeControlProperties<'static>,
+        (subgroup_size_control, mesh_shaders): (bool, bool),
+        app_cache: vk::PipelineCache,
+    ) -> Replay {
+        Replay {
+            device,
+            samplers: HashMap::new(),
+            set_layouts: HashMap::new(),
+            pipeline_layouts: HashMap::new(),
+            modules: HashMap::new(),
+            render_passes: HashMap::new(),
+            failed: HashMap::new(),
+            subgroup,
+            subgroup_size_control,
+            mesh_shaders,
+            app_cache,
+        }
+    }
 }
 
 impl Replay {
