@@ -29,6 +29,16 @@ pub enum MergeSetting {
     Off,
 }
 
+/// `PIPEKEEP_WRITE_BEHIND`: whether a miss is built as the application asked (through its own
+/// cache) and recorded, its entry left to the background rebuild.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteBehindSetting {
+    /// Where it measured faster: nowhere yet (off).
+    Auto,
+    On,
+    Off,
+}
+
 /// `PIPEKEEP_REBUILD`: whether a driver change rebuilds the title's record in the background.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RebuildSetting {
@@ -59,6 +69,8 @@ pub struct Settings {
     pub merge: MergeSetting,
     /// `PIPEKEEP_REBUILD`.
     pub rebuild: RebuildSetting,
+    /// `PIPEKEEP_WRITE_BEHIND`.
+    pub write_behind: WriteBehindSetting,
     /// `PIPEKEEP_LOG`: a tracing filter.
     pub log_filter: String,
     /// `PIPEKEEP_LOG_FILE`; stderr when unset.
@@ -158,6 +170,17 @@ impl Settings {
                 RebuildSetting::Background
             }
         };
+        let write_behind = match non_empty("PIPEKEEP_WRITE_BEHIND").as_deref() {
+            None | Some("auto") => WriteBehindSetting::Auto,
+            Some("on") => WriteBehindSetting::On,
+            Some("off") => WriteBehindSetting::Off,
+            Some(other) => {
+                problems.push(format!(
+                    "PIPEKEEP_WRITE_BEHIND={other:?} is not auto, on or off; using auto"
+                ));
+                WriteBehindSetting::Auto
+            }
+        };
         // An implicit layer runs inside every Vulkan program: quiet unless asked.
         let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "warn".into());
         let test_open_time =
@@ -180,6 +203,7 @@ impl Settings {
             backend,
             merge,
             rebuild,
+            write_behind,
             log_filter,
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),

@@ -216,3 +216,52 @@ fn a_device_destroyed_while_the_rebuild_runs_returns_and_rebuild_off_starts_none
         at_once.all()
     );
 }
+
+#[test]
+fn write_behind_keeps_the_applications_cache_whole_and_the_next_run_keeps_the_pipelines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = [
+        "--compute",
+        "30",
+        "--graphics",
+        "20",
+        "--threads",
+        "2",
+        "--app-cache",
+    ];
+    let alone = App::new(Driver::Radv, tmp.path()).args(&mix).run();
+    let saved_alone = alone.summary["app_cache_bytes"].as_u64().unwrap();
+    assert!(saved_alone > 0, "{}", alone.all());
+
+    let behind = || test_app(tmp.path(), &mix).env("PIPEKEEP_WRITE_BEHIND", "on");
+    // Cold: every miss built as the application asked, through its own cache, and recorded;
+    // no entry written yet.
+    let cold = behind().run();
+    let w = cold.watch();
+    assert_eq!(
+        (w.built, w.compiled, w.written),
+        (50, 50, 0),
+        "{}",
+        cold.all()
+    );
+    assert_eq!(
+        cold.summary["app_cache_bytes"].as_u64(),
+        Some(saved_alone),
+        "the application's cache holds what it holds without the layer"
+    );
+    let title = tmp.path().join("store/pipekeep-testapp");
+    assert!(title.join("record.pending").is_file());
+
+    // The next run's background rebuild keeps them (the hook lets it finish at vkDestroyDevice).
+    let next = behind().env("PIPEKEEP_TEST_REBUILD_FIRST", "1").run();
+    assert!(
+        next.stderr
+            .contains("background rebuild ended made=50 of=50"),
+        "{}",
+        next.all()
+    );
+    assert!(!title.join("record.pending").exists());
+    let warm = behind().run();
+    let w = warm.watch();
+    assert_eq!((w.built, w.found), (50, 50), "{}", warm.all());
+}

@@ -178,6 +178,11 @@ pub struct DeviceData {
     binary_refusals: AtomicU32,
     /// Reading ahead merges found entries into caches of this device's own (`cache` backend).
     pub merges: bool,
+    /// Misses are built as the application asked and recorded; their entries are left to the
+    /// background rebuild (`PIPEKEEP_WRITE_BEHIND`).
+    pub write_behind: bool,
+    /// This run has marked the record as holding pipelines without entries.
+    pub pending_marked: AtomicBool,
     pub merged_caches: super::merge::MergedCaches,
 }
 
@@ -453,7 +458,8 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
     let Some(path) = dev.record.as_ref().map(|r| r.path().to_path_buf()) else {
         return;
     };
-    if !path.is_file() || dev.stop.load(Ordering::Acquire) || !store.take_the_rebuild() {
+    let pending = dev.write_behind && pending_marker(&path).is_file();
+    if !path.is_file() || dev.stop.load(Ordering::Acquire) || !store.take_the_rebuild(pending) {
         return;
     }
     let rebuilding = dev.clone();
@@ -547,7 +553,17 @@ fn rebuild(dev: &DeviceData, record: &std::path::Path) {
     let started = std::time::Instant::now();
     // SAFETY: as above.
     let summary = unsafe { crate::replay::replayer::replay_on_device(device, &catalog, &options) };
+    if summary.made == pipelines && !dev.rebuild_stop.load(Ordering::Acquire) {
+        // Every recorded pipeline has its entry now: nothing is left for write-behind.
+        let _ = std::fs::remove_file(pending_marker(record));
+    }
     tracing::info!(made = summary.made, of = pipelines, skipped = summary.skipped_total(), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "background rebuild ended");
+}
+
+/// Beside a title's record: some recorded pipelines have no entry yet (write-behind left them to
+/// the background rebuild of a later run).
+pub(super) fn pending_marker(record: &std::path::Path) -> std::path::PathBuf {
+    record.with_file_name("record.pending")
 }
 
 /// Each rebuild thread: idle priority, and its pipelines counted apart.
@@ -971,6 +987,14 @@ unsafe fn register_device(
                 MergeSetting::Auto => identity.vendor_id == NVIDIA,
             },
         merged_caches: Default::default(),
+        pending_marked: AtomicBool::new(false),
+        write_behind: active
+            && SETTINGS.root.is_some()
+            && SETTINGS.rebuild == crate::settings::RebuildSetting::Background
+            && matches!(
+                SETTINGS.write_behind,
+                crate::settings::WriteBehindSetting::On
+            ),
     };
     let data = Arc::new(data);
     // SAFETY: a live device.

@@ -290,6 +290,14 @@ unsafe fn build_one<T: PipelineInfo>(
                 match unsafe { build_kept(&b, &mut lap, slot) } {
                     Kept::Made(r, outcome) => (r, outcome),
                     Kept::AskAsAsked => as_asked(Outcome::PassedThrough, &mut lap, slot),
+                    Kept::WriteBehind => {
+                        let (r, outcome) = as_asked(Outcome::Compiled, &mut lap, slot);
+                        if r == vk::Result::SUCCESS {
+                            record_compiled(&b);
+                            mark_pending(dev);
+                        }
+                        (r, outcome)
+                    }
                 }
             }
         },
@@ -512,6 +520,9 @@ enum Kept {
     Made(vk::Result, Outcome),
     /// Nothing was made: ask the driver once, as the application asked.
     AskAsAsked,
+    /// A miss under write-behind: build it as the application asked, record it, and leave its
+    /// entry to the background rebuild.
+    WriteBehind,
 }
 
 /// Everything one kept build needs, so the backends' paths take one argument.
@@ -583,6 +594,11 @@ unsafe fn build_kept<T: PipelineInfo>(
         }
         other => other,
     };
+    // Write-behind: a miss costs what it costs without the layer, through the application's own
+    // cache; the rebuild (never itself behind) keeps it later.
+    if dev.write_behind && found.is_none() && !refused && !REBUILDING.get() {
+        return Kept::WriteBehind;
+    }
     // Binaries the driver refused are not written again as binaries: it is kept as a cache.
     match (dev.backend(), dev.binary_fns.as_ref()) {
         // The capture flag goes in a flags2 structure of the layer's, so not where the application
@@ -771,6 +787,26 @@ fn keep_binaries<T: PipelineInfo>(b: &Build<'_, T>, captured: &binaries::Capture
         .writer
         .write(b.store.clone(), *b.key, PayloadKind::Binaries, payload);
     record_compiled(b);
+}
+
+/// Marks, once a run, that the record holds pipelines without entries (write-behind).
+fn mark_pending(dev: &DeviceData) {
+    if dev
+        .pending_marked
+        .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        return;
+    }
+    if let Some(record) = dev.record.as_ref() {
+        let marker = super::device::pending_marker(record.path());
+        let written = marker
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&marker, b"recorded pipelines wait for their entries\n"));
+        if let Err(e) = written {
+            tracing::debug!(path = %marker.display(), error = %e, "no write-behind marker");
+        }
+    }
 }
 
 /// Queues a compiled pipeline for the title's record (`<title>/record.foz`), with the content

@@ -334,10 +334,11 @@ impl Store {
         self.driver_changed.load(Ordering::Relaxed)
     }
 
-    /// True for the first caller only, after a driver change: the one device of this process
-    /// (of those sharing this store) that rebuilds the title's record.
-    pub fn take_the_rebuild(&self) -> bool {
-        self.driver_changed() && !self.rebuild_taken.swap(true, Ordering::AcqRel)
+    /// True for the first caller only, after a driver change or where the caller knows of
+    /// `pending` work: the one device of this process (of those sharing this store) that
+    /// rebuilds the title's record.
+    pub fn take_the_rebuild(&self, pending: bool) -> bool {
+        (self.driver_changed() || pending) && !self.rebuild_taken.swap(true, Ordering::AcqRel)
     }
 
     /// The bytes of checked pieces held in memory (`PIPEKEEP_PIECE_MEMORY`).
