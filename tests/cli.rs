@@ -114,7 +114,10 @@ fn prune_keeps_exactly_what_the_stamp_order_says() {
     make_store(tmp.path());
     let stamped = entries_by_use(&tmp.path().join("store"));
     let first_four: Vec<_> = stamped.iter().take(4).map(|e| e.0.clone()).collect();
-    let bound = bytes_with_pieces(&first_four);
+    // The title's record counts within the bound, as the layer counts it.
+    let record = std::fs::metadata(tmp.path().join("store/pipekeep-testapp/record.foz"))
+        .map_or(0, |m| m.len());
+    let bound = bytes_with_pieces(&first_four) + record;
     let dry = json(&tool(
         tmp.path(),
         &[
@@ -132,6 +135,7 @@ fn prune_keeps_exactly_what_the_stamp_order_says() {
         .filter(|n| n.as_str().unwrap().ends_with(".entry"))
         .count();
     assert_eq!(dropped_entries, 8);
+    assert_eq!(dry["titles"][0]["record_bytes"].as_u64(), Some(record));
     assert_eq!(
         entries(&tmp.path().join("store")).len(),
         12,

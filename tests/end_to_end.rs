@@ -151,7 +151,10 @@ fn a_small_bound_holds_after_opening_and_the_first_used_pipelines_survive() {
     app(Driver::Radv, tmp.path(), &IN_ORDER);
     let by_use = entries_by_use(&tmp.path().join("store"));
     let first_five: Vec<_> = by_use.iter().take(5).map(|e| e.0.clone()).collect();
-    let bound: u64 = bytes_with_pieces(&first_five) + 10;
+    // The title's record counts within the bound too.
+    let record = tmp.path().join("store/pipekeep-testapp/record.foz");
+    let record_bytes = std::fs::metadata(&record).map_or(0, |m| m.len());
+    let bound: u64 = bytes_with_pieces(&first_five) + record_bytes + 10;
     let run = App::new(Driver::Radv, tmp.path())
         .with_layer()
         .env("PIPEKEEP_MAX_BYTES", bound.to_string())
@@ -168,7 +171,8 @@ fn a_small_bound_holds_after_opening_and_the_first_used_pipelines_survive() {
     let total: u64 = entries_and_pieces(&tmp.path().join("store"))
         .iter()
         .map(|p| std::fs::metadata(p).unwrap().len())
-        .sum();
+        .sum::<u64>()
+        + std::fs::metadata(&record).map_or(0, |m| m.len());
     assert!(total <= bound, "{total} > {bound}");
     let expected: Vec<_> = by_use.iter().take(5).map(|e| e.0.clone()).collect();
     let mut expected_sorted = expected.clone();

@@ -199,6 +199,11 @@ fn a_device_destroyed_while_the_rebuild_runs_returns_and_rebuild_off_starts_none
         off.all()
     );
 
+    assert!(
+        !title.join("record.pending").exists(),
+        "with the rebuild off, no rebuild is owed"
+    );
+
     simulate_a_driver_change(&title);
     // The device goes a moment after the rebuild began (600 pipelines take it some 300 ms here):
     // it returns, the rebuild stopped after its current pipeline and joined.
@@ -215,6 +220,72 @@ fn a_device_destroyed_while_the_rebuild_runs_returns_and_rebuild_off_starts_none
         "joined at vkDestroyDevice\n{}",
         at_once.all()
     );
+    // What the rebuild did not reach is owed (record.pending): the next run takes it up, and
+    // the run after that finds every pipeline.
+    let finished = at_once
+        .stderr
+        .contains("background rebuild ended made=600 of=600");
+    assert_eq!(
+        title.join("record.pending").exists(),
+        !finished,
+        "{}",
+        at_once.all()
+    );
+    let next = test_app(
+        tmp.path(),
+        &["--compute", "2", "--graphics", "0", "--linger-ms", "100"],
+    )
+    .env("PIPEKEEP_TEST_REBUILD_FIRST", "1")
+    .run_within(std::time::Duration::from_secs(120));
+    assert!(next.ok, "{}", next.all());
+    assert!(!title.join("record.pending").exists(), "{}", next.all());
+    let warm = test_app(tmp.path(), &many).run();
+    let w = warm.watch();
+    assert_eq!((w.built, w.found), (600, 600), "{}", warm.all());
+}
+
+#[test]
+fn the_record_counts_in_the_bound_and_is_compacted_once_most_of_it_lost_its_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = ["--compute", "60", "--graphics", "40", "--threads", "2"];
+    assert_eq!(test_app(tmp.path(), &mix).run().watch().written, 100);
+    let title = tmp.path().join("store/pipekeep-testapp");
+    let record = title.join("record.foz");
+    let recorded = std::fs::metadata(&record).unwrap().len();
+    let kept: u64 = entries_and_pieces(&tmp.path().join("store"))
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    // Room for the record and a fifth of the entries: the opening drops the rest, and the
+    // record then keeps only the pipelines whose entries are left.
+    let bound = recorded + kept / 5;
+    // No pipeline of its own: the opening thread bounds and compacts while the device lives.
+    let small = test_app(
+        tmp.path(),
+        &["--compute", "0", "--graphics", "0", "--linger-ms", "500"],
+    )
+    .env("PIPEKEEP_MAX_BYTES", bound.to_string())
+    .run();
+    assert!(small.ok, "{}", small.all());
+    assert!(small.stderr.contains("record compacted"), "{}", small.all());
+    assert!(std::fs::metadata(&record).unwrap().len() < recorded);
+    let listed = json(&tool(tmp.path(), &["list", "--json"]));
+    let pipelines = listed["titles"][0]["record"]["pipelines"].as_u64().unwrap();
+    let left = entries(&tmp.path().join("store")).len() as u64;
+    assert!(left < 50, "{left} entries left");
+    assert_eq!(
+        pipelines, left,
+        "every entry's pipeline and no other\n{listed}"
+    );
+    assert!(tool(tmp.path(), &["verify"]).ok);
+
+    // What the record kept still rebuilds whole after a driver change.
+    simulate_a_driver_change(&title);
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let r = &json(&rebuilt)["titles"][0];
+    assert_eq!(r["pipelines"].as_u64(), Some(left), "{r}");
+    assert_eq!(r["skipped"].as_u64(), Some(0), "{r}");
 }
 
 #[test]

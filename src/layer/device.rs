@@ -181,8 +181,6 @@ pub struct DeviceData {
     /// Misses are built as the application asked and recorded; their entries are left to the
     /// background rebuild (`PIPEKEEP_WRITE_BEHIND`).
     pub write_behind: bool,
-    /// This run has marked the record as holding pipelines without entries.
-    pub pending_marked: AtomicBool,
     pub merged_caches: super::merge::MergedCaches,
 }
 
@@ -220,6 +218,9 @@ impl DeviceData {
             crate::store::marker::use_slots(super::marker_map::map);
             match Store::open_then_bound(root, &self.title, self.identity, SETTINGS.max_bytes, opened_at, bound_now) {
                 Ok((store, _report)) => {
+                    if store.driver_changed() {
+                        self.owe_a_rebuild();
+                    }
                     store.set_piece_memory(SETTINGS.piece_memory);
                     if let Some(bytes) = SETTINGS.test_chunked_from {
                         store.set_chunking(crate::store::recipe::Chunking::fine_from(bytes));
@@ -236,6 +237,21 @@ impl DeviceData {
             }
         });
         (store.as_ref(), opened_here)
+    }
+
+    /// After a driver change, marks the title's record as owing a rebuild at once (before any
+    /// thread can be stopped): a device gone before its rebuild began or ended leaves it to the
+    /// next run.
+    fn owe_a_rebuild(&self) {
+        let Some(record) = self.record.as_ref() else {
+            return;
+        };
+        if SETTINGS.rebuild == crate::settings::RebuildSetting::Off || !record.path().is_file() {
+            return;
+        }
+        if let Err(e) = record.mark_pending() {
+            tracing::debug!(record = %record.path().display(), error = %e, "the record is not marked as owing a rebuild");
+        }
     }
 
     /// The backend kept pipelines are built by now.
@@ -422,6 +438,11 @@ fn open_ahead(data: &Arc<DeviceData>) {
                             return;
                         }
                         let listed = store.keep_within_bound().map(|b| b.kept);
+                        if let (Some(kept), Some(record)) = (&listed, &ahead.record) {
+                            if !store.driver_changed() {
+                                compact_record(record, kept);
+                            }
+                        }
                         start_rebuild(&ahead, store);
                         if SETTINGS.read_ahead > 0 && !stopped() {
                             super::idle::lower_this_threads_priority_but_not_its_reads("read ahead");
@@ -445,39 +466,82 @@ fn open_ahead(data: &Arc<DeviceData>) {
     }
 }
 
-/// After a driver change (opening dropped another driver's directory of this device), rebuilds
-/// the title's record into the new driver's store on threads of the layer's own at idle priority
-/// (at most half the cores), through this layer's own commands on the application's device:
-/// what the application builds meanwhile is found or written as ever, and what the rebuild
-/// reaches first is found by it. Stops after the current pipeline at `vkDestroyDevice`; what is
-/// left is for `pipekeep rebuild`.
+/// Drops from the title's record the pipelines whose entries the bound dropped, once they are
+/// most of it (the record counts within the bound; rebuilding them would be work for nothing).
+/// `kept`: every entry and piece of the title, as the bound just listed them.
+fn compact_record(
+    record: &crate::replay::record::RecordFile,
+    kept: &[crate::store::bound::StampedEntry],
+) {
+    let live: std::collections::HashSet<u64> = kept
+        .iter()
+        .filter_map(|e| e.path.file_name()?.to_str())
+        .filter_map(crate::key::PipelineKey::from_file_name)
+        .map(|k| crate::replay::record::pipeline_hash(&k))
+        .collect();
+    match record.compact(&|hash| live.contains(&hash)) {
+        Ok(Some(c)) => tracing::info!(
+            record = %record.path().display(),
+            pipelines_before = c.pipelines_before,
+            pipelines_kept = c.pipelines_kept,
+            bytes_before = c.bytes_before,
+            bytes_after = c.bytes_after,
+            "record compacted: most of its pipelines had lost their entries to the bound"
+        ),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(record = %record.path().display(), error = %e, "the record was not compacted")
+        }
+    }
+}
+
+/// After a driver change (opening dropped another driver's directory of this device), or where
+/// the record owes a rebuild (`record.pending`: write-behind, or a rebuild a device cut short),
+/// rebuilds the title's record into the driver's store on threads of the layer's own at idle
+/// priority (at most half the cores), through this layer's own commands on the application's
+/// device: what the application builds meanwhile is found or written as ever, and what the
+/// rebuild reaches first is found by it. Stops after the current pipeline at `vkDestroyDevice`;
+/// what is left is for the next run (the record stays marked) or `pipekeep rebuild`.
 fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
     if SETTINGS.rebuild == crate::settings::RebuildSetting::Off {
         return;
     }
-    let Some(path) = dev.record.as_ref().map(|r| r.path().to_path_buf()) else {
+    let Some(record) = dev.record.clone() else {
         return;
     };
-    let pending = dev.write_behind && pending_marker(&path).is_file();
-    if !path.is_file() || dev.stop.load(Ordering::Acquire) || !store.take_the_rebuild(pending) {
+    let pending = record.is_pending();
+    if !record.path().is_file()
+        || dev.stop.load(Ordering::Acquire)
+        || !store.take_the_rebuild(pending)
+    {
         return;
     }
     let rebuilding = dev.clone();
     let spawned = std::thread::Builder::new()
         .name("pipekeep-rebuild".into())
-        .spawn(move || guarded("background rebuild", || rebuild(&rebuilding, &path), || ()));
+        .spawn(move || {
+            guarded(
+                "background rebuild",
+                || rebuild(&rebuilding, &record),
+                || (),
+            )
+        });
     match spawned {
         Ok(handle) => *dev.rebuilder.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
         Err(e) => tracing::debug!(error = %e, "no rebuild thread"),
     }
 }
 
-fn rebuild(dev: &DeviceData, record: &std::path::Path) {
+fn rebuild(dev: &DeviceData, file: &crate::replay::record::RecordFile) {
     rebuild_worker_start();
+    let record = file.path();
+    let mut read_len = 0;
     let catalog = match std::fs::read(record)
         .map_err(|e| e.to_string())
-        .and_then(|b| crate::replay::foz::read_entries(&b).map_err(|e| e.to_string()))
-    {
+        .and_then(|b| {
+            read_len = b.len() as u64;
+            crate::replay::foz::read_entries(&b).map_err(|e| e.to_string())
+        }) {
         Ok(entries) => crate::replay::objects::Catalog::from_entries(entries),
         Err(e) => {
             tracing::warn!(record = %record.display(), error = %e, "the record cannot be read; no rebuild");
@@ -485,7 +549,7 @@ fn rebuild(dev: &DeviceData, record: &std::path::Path) {
         }
     };
     let pipelines = catalog.compute.len() + catalog.graphics.len();
-    tracing::info!(record = %record.display(), pipelines, "the driver changed: rebuilding the title's record in the background");
+    tracing::info!(record = %record.display(), pipelines, "the driver changed (or a rebuild is owed): rebuilding the title's record in the background");
     // SAFETY: this layer's own commands for the application's device (taken from its data, not
     // from the device map, which `vkDestroyDevice` empties before it joins this thread), and the
     // next layer's for the rest; the device lives until that join.
@@ -553,17 +617,15 @@ fn rebuild(dev: &DeviceData, record: &std::path::Path) {
     let started = std::time::Instant::now();
     // SAFETY: as above.
     let summary = unsafe { crate::replay::replayer::replay_on_device(device, &catalog, &options) };
-    if summary.made == pipelines && !dev.rebuild_stop.load(Ordering::Acquire) {
-        // Every recorded pipeline has its entry now: nothing is left for write-behind.
-        let _ = std::fs::remove_file(pending_marker(record));
+    if !dev.rebuild_stop.load(Ordering::Acquire) {
+        // Every pipeline of the record as read went through the layer (found, or compiled and
+        // written; one the driver fails stays failed): nothing is left for the next run, unless
+        // the record grew meanwhile.
+        if let Err(e) = file.clear_pending_unless_grown(read_len) {
+            tracing::debug!(record = %record.display(), error = %e, "the record's pending mark stays");
+        }
     }
     tracing::info!(made = summary.made, of = pipelines, skipped = summary.skipped_total(), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "background rebuild ended");
-}
-
-/// Beside a title's record: some recorded pipelines have no entry yet (write-behind left them to
-/// the background rebuild of a later run).
-pub(super) fn pending_marker(record: &std::path::Path) -> std::path::PathBuf {
-    record.with_file_name("record.pending")
 }
 
 /// Each rebuild thread: idle priority, and its pipelines counted apart.
@@ -987,7 +1049,6 @@ unsafe fn register_device(
                 MergeSetting::Auto => identity.vendor_id == NVIDIA,
             },
         merged_caches: Default::default(),
-        pending_marked: AtomicBool::new(false),
         write_behind: active
             && SETTINGS.root.is_some()
             && SETTINGS.rebuild == crate::settings::RebuildSetting::Background

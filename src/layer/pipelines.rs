@@ -293,8 +293,7 @@ unsafe fn build_one<T: PipelineInfo>(
                     Kept::WriteBehind => {
                         let (r, outcome) = as_asked(Outcome::Compiled, &mut lap, slot);
                         if r == vk::Result::SUCCESS {
-                            record_compiled(&b);
-                            mark_pending(dev);
+                            record_compiled(&b, true);
                         }
                         (r, outcome)
                     }
@@ -786,32 +785,13 @@ fn keep_binaries<T: PipelineInfo>(b: &Build<'_, T>, captured: &binaries::Capture
     b.dev
         .writer
         .write(b.store.clone(), *b.key, PayloadKind::Binaries, payload);
-    record_compiled(b);
-}
-
-/// Marks, once a run, that the record holds pipelines without entries (write-behind).
-fn mark_pending(dev: &DeviceData) {
-    if dev
-        .pending_marked
-        .swap(true, std::sync::atomic::Ordering::Relaxed)
-    {
-        return;
-    }
-    if let Some(record) = dev.record.as_ref() {
-        let marker = super::device::pending_marker(record.path());
-        let written = marker
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&marker, b"recorded pipelines wait for their entries\n"));
-        if let Err(e) = written {
-            tracing::debug!(path = %marker.display(), error = %e, "no write-behind marker");
-        }
-    }
+    record_compiled(b, false);
 }
 
 /// Queues a compiled pipeline for the title's record (`<title>/record.foz`), with the content
-/// of every object it names, as its key captured them.
-fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>) {
+/// of every object it names, as its key captured them. `pending`: its entry is left to a later
+/// rebuild (write-behind).
+fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) {
     let dev = b.dev;
     let Some(file) = dev.record.as_ref() else {
         return;
@@ -850,7 +830,7 @@ fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>) {
         contents,
     };
     dev.writer
-        .record(file.clone(), record, dev.app_state.clone());
+        .record(file.clone(), record, dev.app_state.clone(), pending);
 }
 
 /// `cache` (D994's way): the pipeline built through a cache of the layer's own, made from the
@@ -941,7 +921,7 @@ unsafe fn build_cached<T: PipelineInfo>(
             if holds_more_than_header(&data) {
                 dev.writer
                     .write(store.clone(), *key, PayloadKind::Cache, data);
-                record_compiled(b);
+                record_compiled(b, false);
             }
             if seeded.is_some() || already_asked {
                 tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");

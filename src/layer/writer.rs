@@ -53,6 +53,8 @@ struct RecordJob {
     file: Arc<RecordFile>,
     record: PipelineRecord,
     app: AppState,
+    /// Its entry is left to a later rebuild (write-behind).
+    pending: bool,
 }
 
 impl RecordJob {
@@ -63,7 +65,7 @@ impl RecordJob {
 
 /// Appends compiled pipelines to their titles' records, one file operation a title.
 fn append_records(jobs: Vec<RecordJob>) {
-    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>)> = Vec::new();
+    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>, bool)> = Vec::new();
     for job in jobs {
         let entries = match pipeline_entries(&job.record, &job.app) {
             Ok(entries) => entries,
@@ -72,13 +74,19 @@ fn append_records(jobs: Vec<RecordJob>) {
                 continue;
             }
         };
-        match by_file.iter_mut().find(|(f, _)| Arc::ptr_eq(f, &job.file)) {
-            Some((_, all)) => all.extend(entries),
-            None => by_file.push((job.file, entries)),
+        match by_file
+            .iter_mut()
+            .find(|(f, _, _)| Arc::ptr_eq(f, &job.file))
+        {
+            Some((_, all, pending)) => {
+                all.extend(entries);
+                *pending |= job.pending;
+            }
+            None => by_file.push((job.file, entries, job.pending)),
         }
     }
-    for (file, entries) in by_file {
-        if let Err(e) = file.append(entries) {
+    for (file, entries, pending) in by_file {
+        if let Err(e) = file.append(entries, pending) {
             tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
         }
     }
@@ -183,9 +191,21 @@ impl Writer {
     }
 
     /// Queues a compiled pipeline for the title's record; appended on the caller's thread when
-    /// no thread can take it (never on a pipeline's path otherwise).
-    pub fn record(&self, file: Arc<RecordFile>, record: PipelineRecord, app: AppState) {
-        let job = RecordJob { file, record, app };
+    /// no thread can take it (never on a pipeline's path otherwise). `pending`: its entry is
+    /// left to a later rebuild (write-behind), and the record is marked so.
+    pub fn record(
+        &self,
+        file: Arc<RecordFile>,
+        record: PipelineRecord,
+        app: AppState,
+        pending: bool,
+    ) {
+        let job = RecordJob {
+            file,
+            record,
+            app,
+            pending,
+        };
         let queued = self.enqueue(
             job,
             |q| q.records.len() < STAMPS_LIMIT,

@@ -35,6 +35,10 @@ use crate::key::{Digest, PipelineKey};
 
 /// The record's file name in a title's directory.
 pub const FILE_NAME: &str = "record.foz";
+/// Beside the record: some recorded pipelines have no entry yet (write-behind left them to a
+/// background rebuild, or a rebuild after a driver change has not reached its end). The next
+/// run's background rebuild takes them; the record is not compacted meanwhile.
+pub const PENDING_FILE_NAME: &str = "record.pending";
 
 /// A database entry to write: its tag, hash and payload.
 pub type DbEntry = (u32, u64, Vec<u8>);
@@ -638,11 +642,22 @@ pub struct RecordFile {
     held: Mutex<Held>,
 }
 
-/// What this process knows the file holds: every `(tag, hash)` in its first `len` bytes.
+/// What this process knows the file holds: every `(tag, hash)` in the first `len` bytes of the
+/// file `inode` (a compaction renames another file over the record: all is read again).
 #[derive(Debug, Default)]
 struct Held {
     known: HashSet<(u32, u64)>,
     len: u64,
+    inode: (u64, u64),
+}
+
+/// What a compaction of the record did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compacted {
+    pub pipelines_before: usize,
+    pub pipelines_kept: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
 }
 
 impl RecordFile {
@@ -657,22 +672,66 @@ impl RecordFile {
         &self.path
     }
 
+    pub fn pending_path(&self) -> PathBuf {
+        self.path.with_file_name(PENDING_FILE_NAME)
+    }
+
+    /// Whether recorded pipelines wait for their entries (see [`PENDING_FILE_NAME`]).
+    pub fn is_pending(&self) -> bool {
+        self.pending_path().is_file()
+    }
+
+    /// Marks the record as holding pipelines without entries, under its lock (so that
+    /// [`RecordFile::clear_pending_unless_grown`] never removes a mark it did not see).
+    pub fn mark_pending(&self) -> io::Result<()> {
+        let _held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let file = self.open_locked(true)?.expect("created");
+        let _lock = Flock(&file);
+        self.write_pending_mark()
+    }
+
+    fn write_pending_mark(&self) -> io::Result<()> {
+        let marker = self.pending_path();
+        if marker.is_file() {
+            return Ok(());
+        }
+        std::fs::write(&marker, b"recorded pipelines wait for their entries\n")
+    }
+
+    /// Removes the pending mark after a rebuild went through every pipeline of the record as it
+    /// read it (`read_len` bytes): unless the record grew since (a pipeline appended after that
+    /// reading may be one without an entry). Whether it was removed.
+    pub fn clear_pending_unless_grown(&self, read_len: u64) -> io::Result<bool> {
+        let _held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = self.open_locked(false)? else {
+            return Ok(false);
+        };
+        let _lock = Flock(&file);
+        if file.metadata()?.len() != read_len {
+            return Ok(false);
+        }
+        match std::fs::remove_file(self.pending_path()) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Appends the entries the file does not hold yet. Returns how many were written. What
     /// another process appended since this one last looked is read first (only that part).
-    pub fn append(&self, entries: Vec<DbEntry>) -> io::Result<usize> {
+    /// `pending`: a pipeline among them has no entry (write-behind): the record is marked so,
+    /// under the same lock.
+    pub fn append(&self, entries: Vec<DbEntry>, pending: bool) -> io::Result<usize> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&self.path)?;
-        let _lock = Flock::exclusive(&file)?;
+        let file = self.open_locked(true)?.expect("created");
+        let _lock = Flock(&file);
         catch_up(&file, &mut held)?;
+        if pending {
+            self.write_pending_mark()?;
+        }
         let new: Vec<_> = entries
             .into_iter()
             .filter(|(tag, hash, _)| held.known.insert((*tag, *hash)))
@@ -690,6 +749,140 @@ impl RecordFile {
         held.len += bytes.len() as u64;
         Ok(new.len())
     }
+
+    /// The record opened and locked (`flock`, exclusive; released by dropping a [`Flock`] of
+    /// it), the file its path names once the lock is held: one a compaction renamed away while
+    /// this waited is let go and the new one opened. `None` where there is no record and
+    /// `create` is false.
+    fn open_locked(&self, create: bool) -> io::Result<Option<File>> {
+        loop {
+            let opened = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(create)
+                .truncate(false)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&self.path);
+            let file = match opened {
+                Ok(f) => f,
+                Err(e) if !create && e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let lock = Flock::exclusive(&file)?;
+            let ours = inode_of(&file.metadata()?);
+            let still_named =
+                std::fs::symlink_metadata(&self.path).is_ok_and(|now| inode_of(&now) == ours);
+            if still_named {
+                std::mem::forget(lock); // the caller's Flock releases it
+                return Ok(Some(file));
+            }
+        }
+    }
+
+    /// Rewrites the record without the pipelines `live` says have no entry left (and the
+    /// objects only they name), through a temporary file and a rename, when more than half of
+    /// its pipelines are dead: the bound dropped their entries, so a rebuild from the record
+    /// would compile them for nothing. For the opening of a store only, before this process
+    /// appends (a pipeline appended by this process and not yet written as an entry would look
+    /// dead): once it has appended, nothing is done. Never while recorded pipelines wait for
+    /// their entries ([`PENDING_FILE_NAME`]), nor after a driver change (the caller's part).
+    pub fn compact(&self, live: &dyn Fn(u64) -> bool) -> io::Result<Option<Compacted>> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.len > 0 {
+            return Ok(None);
+        }
+        let Some(file) = self.open_locked(false)? else {
+            return Ok(None);
+        };
+        let _lock = Flock(&file);
+        if self.is_pending() {
+            return Ok(None);
+        }
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut &file, &mut bytes)?;
+        let entries = super::foz::read_entries(&bytes)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let is_pipeline = |tag: u32| tag == TAG_COMPUTE || tag == TAG_GRAPHICS;
+        let pipelines = entries.iter().filter(|e| is_pipeline(e.tag)).count();
+        let kept_pipelines = entries
+            .iter()
+            .filter(|e| is_pipeline(e.tag) && live(e.hash))
+            .count();
+        if pipelines == 0 || kept_pipelines * 2 >= pipelines {
+            return Ok(None);
+        }
+        let kept = live_part(entries, live);
+        let out = super::foz::write_entries(&kept);
+        let written =
+            crate::store::files::write_atomically(&self.path, &out, std::time::SystemTime::now())
+                .map_err(|e| io::Error::other(e.to_string()))?;
+        // Renamed over (or another process is compacting it now): what this process knew of
+        // the file is stale either way.
+        *held = Held::default();
+        Ok(match written {
+            crate::store::files::Written::Whole(n) => Some(Compacted {
+                pipelines_before: pipelines,
+                pipelines_kept: kept_pipelines,
+                bytes_before: bytes.len() as u64,
+                bytes_after: n,
+            }),
+            crate::store::files::Written::Skipped => None,
+        })
+    }
+}
+
+fn inode_of(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+/// The entries a compacted record keeps: the application's, every live pipeline whole, and
+/// every object a kept entry names, as far down as names go (a pipeline names its modules,
+/// layout and render pass; a layout its set layouts; a set layout its samplers). A name is any
+/// 16-hex-digit string in an object's JSON: one that is not a name keeps nothing it should not
+/// (it would have to equal another object's hash). Damaged entries are dropped.
+fn live_part(entries: Vec<super::foz::Entry>, live: &dyn Fn(u64) -> bool) -> Vec<DbEntry> {
+    let mut named: HashSet<u64> = HashSet::new();
+    let mut by_tag: Vec<_> = entries
+        .into_iter()
+        .filter_map(|e| Some((e.tag, e.hash, e.payload.ok()?)))
+        .collect();
+    // Names only point to objects of a lower tag: from the pipelines down, in one pass.
+    by_tag.sort_by_key(|(tag, _, _)| std::cmp::Reverse(*tag));
+    let mut kept = Vec::new();
+    for (tag, hash, payload) in by_tag {
+        let keep = match tag {
+            TAG_APPLICATION => true,
+            TAG_COMPUTE | TAG_GRAPHICS => live(hash),
+            _ => named.contains(&hash),
+        };
+        if !keep {
+            continue;
+        }
+        if tag != TAG_SHADER_MODULE && tag != TAG_APPLICATION {
+            let json_part = payload.split(|b| *b == 0).next().unwrap_or_default();
+            if let Ok(doc) = serde_json::from_slice::<Value>(json_part) {
+                collect_names(&doc, &mut named);
+            }
+        }
+        kept.push((tag, hash, payload));
+    }
+    // Objects before the pipelines naming them, as the record was written.
+    kept.sort_by_key(|(tag, _, _)| *tag);
+    kept
+}
+
+fn collect_names(v: &Value, into: &mut HashSet<u64>) {
+    match v {
+        Value::String(s) if s.len() == 16 => {
+            if let Ok(h) = u64::from_str_radix(s, 16) {
+                into.insert(h);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_names(i, into)),
+        Value::Object(members) => members.values().for_each(|m| collect_names(m, into)),
+        _ => {}
+    }
 }
 
 const HEADER_LEN: usize = super::foz::MAGIC.len() + 4;
@@ -697,12 +890,16 @@ const HEADER_LEN: usize = super::foz::MAGIC.len() + 4;
 /// Reads what the file holds past what `held` knows (all of it where the file is shorter than
 /// that: replaced), and drops a cut last entry so that the next one appends after whole ones.
 fn catch_up(file: &File, held: &mut Held) -> io::Result<()> {
-    let len = file.metadata()?.len();
+    let meta = file.metadata()?;
+    let len = meta.len();
+    if inode_of(&meta) != held.inode || len < held.len {
+        *held = Held {
+            inode: inode_of(&meta),
+            ..Held::default()
+        };
+    }
     if len == held.len {
         return Ok(());
-    }
-    if len < held.len {
-        *held = Held::default();
     }
     let from = held.len;
     let mut reading = file;
@@ -719,7 +916,8 @@ fn catch_up(file: &File, held: &mut Held) -> io::Result<()> {
     if bytes.len() < HEADER_LEN {
         // A header cut short: nothing whole yet.
         file.set_len(0)?;
-        *held = Held::default();
+        held.known.clear();
+        held.len = 0;
         return Ok(());
     }
     let entries = super::foz::read_entries(&bytes)
@@ -838,8 +1036,8 @@ mod tests {
         let file = RecordFile::new(dir.path());
         let app = AppState::default();
         let entries = pipeline_entries(&record(), &app).unwrap();
-        assert_eq!(file.append(entries.clone()).unwrap(), entries.len());
-        assert_eq!(file.append(entries).unwrap(), 0, "each object once");
+        assert_eq!(file.append(entries.clone(), false).unwrap(), entries.len());
+        assert_eq!(file.append(entries, false).unwrap(), 0, "each object once");
         let bytes = std::fs::read(file.path()).unwrap();
         let catalog = Catalog::from_entries(crate::replay::foz::read_entries(&bytes).unwrap());
         assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
@@ -862,7 +1060,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = RecordFile::new(dir.path());
         let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
-        file.append(entries.clone()).unwrap();
+        file.append(entries.clone(), false).unwrap();
         let whole = std::fs::read(file.path()).unwrap();
         let last_len = 40 + 16 + entries.last().unwrap().2.len();
         for cut in 1..last_len {
@@ -873,11 +1071,160 @@ mod tests {
         std::fs::write(file.path(), &whole[..whole.len() - 7]).unwrap();
         let again = RecordFile::new(dir.path());
         assert_eq!(
-            again.append(entries.clone()).unwrap(),
+            again.append(entries.clone(), false).unwrap(),
             1,
             "the cut one again"
         );
         let read = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();
         assert_eq!(read.len(), entries.len());
+    }
+
+    /// The test pipeline with its own module and key (`n`), sharing the layout and set layout.
+    fn nth_record(n: u8) -> PipelineRecord {
+        let mut r = record();
+        r.key.spirv = [n; 16];
+        let module = Digest([100 + n; 32]);
+        if let Recorded::Compute(d) = &mut r.desc {
+            d.stage.module = module;
+        }
+        r.contents[0] = (
+            module,
+            Arc::new(Content::Module(vec![0x0723_0203, u32::from(n)])),
+        );
+        r
+    }
+
+    fn recorded(file: &RecordFile, pipelines: u8) -> Vec<u64> {
+        (0..pipelines)
+            .map(|n| {
+                let r = nth_record(n);
+                file.append(pipeline_entries(&r, &AppState::default()).unwrap(), false)
+                    .unwrap();
+                pipeline_hash(&r.key)
+            })
+            .collect()
+    }
+
+    fn catalog_of(path: &Path) -> Catalog {
+        Catalog::from_entries(
+            crate::replay::foz::read_entries(&std::fs::read(path).unwrap()).unwrap(),
+        )
+    }
+
+    #[test]
+    fn compaction_keeps_the_live_pipelines_with_every_object_they_name_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let hashes = recorded(&RecordFile::new(dir.path()), 5);
+        let live: HashSet<u64> = hashes[..2].iter().copied().collect();
+        let opening = RecordFile::new(dir.path());
+        let done = opening
+            .compact(&|h| live.contains(&h))
+            .unwrap()
+            .expect("3 of 5 dead: compacted");
+        assert_eq!((done.pipelines_before, done.pipelines_kept), (5, 2));
+        assert!(done.bytes_after < done.bytes_before, "{done:?}");
+        assert_eq!(
+            std::fs::metadata(opening.path()).unwrap().len(),
+            done.bytes_after
+        );
+        let catalog = catalog_of(opening.path());
+        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        let mut kept: Vec<u64> = catalog.compute.iter().map(|(h, _)| *h).collect();
+        kept.sort_unstable();
+        let mut expected = hashes[..2].to_vec();
+        expected.sort_unstable();
+        assert_eq!(kept, expected);
+        assert_eq!(
+            catalog.shader_modules.len(),
+            2,
+            "the dead pipelines' modules went"
+        );
+        assert_eq!(
+            catalog.pipeline_layouts.len(),
+            1,
+            "the shared layout stayed"
+        );
+        assert_eq!(catalog.set_layouts.len(), 1, "and the set layout it names");
+        assert!(!dir.path().join("record.foz.tmp").exists());
+    }
+
+    #[test]
+    fn a_record_mostly_live_waiting_for_a_rebuild_or_appended_to_is_not_compacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let hashes = recorded(&RecordFile::new(dir.path()), 4);
+        let half: HashSet<u64> = hashes[..2].iter().copied().collect();
+        let file = RecordFile::new(dir.path());
+        assert_eq!(
+            file.compact(&|h| half.contains(&h)).unwrap(),
+            None,
+            "half live"
+        );
+        file.mark_pending().unwrap();
+        assert_eq!(file.compact(&|_| false).unwrap(), None, "a rebuild is owed");
+        assert!(file
+            .clear_pending_unless_grown(std::fs::metadata(file.path()).unwrap().len())
+            .unwrap());
+        let appender = RecordFile::new(dir.path());
+        appender
+            .append(
+                pipeline_entries(&nth_record(9), &AppState::default()).unwrap(),
+                false,
+            )
+            .unwrap();
+        assert_eq!(
+            appender.compact(&|_| false).unwrap(),
+            None,
+            "this process appended"
+        );
+        assert!(RecordFile::new(dir.path())
+            .compact(&|_| false)
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn the_pending_mark_stays_when_the_record_grew_after_the_rebuild_read_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RecordFile::new(dir.path());
+        recorded(&file, 1);
+        let read_len = std::fs::metadata(file.path()).unwrap().len();
+        file.append(
+            pipeline_entries(&nth_record(7), &AppState::default()).unwrap(),
+            true,
+        )
+        .unwrap();
+        assert!(file.is_pending());
+        assert!(!file.clear_pending_unless_grown(read_len).unwrap());
+        assert!(file.is_pending());
+        let now = std::fs::metadata(file.path()).unwrap().len();
+        assert!(file.clear_pending_unless_grown(now).unwrap());
+        assert!(!file.is_pending());
+    }
+
+    #[test]
+    fn a_writer_that_knew_the_record_before_a_compaction_writes_again_what_it_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let other_process = RecordFile::new(dir.path());
+        let hashes = recorded(&other_process, 4);
+        let live = hashes[0];
+        RecordFile::new(dir.path())
+            .compact(&|h| h == live)
+            .unwrap()
+            .expect("compacted");
+        // The other process knew pipeline 3's module; the compaction dropped it.
+        let again = nth_record(3);
+        assert!(
+            other_process
+                .append(
+                    pipeline_entries(&again, &AppState::default()).unwrap(),
+                    false
+                )
+                .unwrap()
+                > 0
+        );
+        let catalog = catalog_of(other_process.path());
+        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        assert_eq!(catalog.compute.len(), 2);
+        assert_eq!(catalog.shader_modules.len(), 2);
     }
 }

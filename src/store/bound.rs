@@ -1,8 +1,10 @@
 //! The size bound: the sizes (`st_size`) of all `*.entry` and `*.piece` files under one title's
-//! `host-pipelines/` (each piece once, however many entries name it) are kept within
-//! `PIPEKEEP_MAX_BYTES`, dropping the oldest stamp first. The stamp is the file's modification
-//! time (see `Store::next_stamp`; a piece carries its run's newest stamp, so it goes after the
-//! entries using it).
+//! `host-pipelines/` (each piece once, however many entries name it) and of the title's record
+//! (`record.foz`) are kept within `PIPEKEEP_MAX_BYTES`, dropping the oldest stamp first. The
+//! stamp is the file's modification time (see `Store::next_stamp`; a piece carries its run's
+//! newest stamp, so it goes after the entries using it). The record is never dropped by the
+//! bound: it shrinks when the layer compacts it at opening, once most of its pipelines have lost
+//! their entries (`replay::record::RecordFile::compact`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -24,7 +26,10 @@ pub struct StampedEntry {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct BoundReport {
     pub entries: u64,
+    /// Bytes kept: entries, pieces and the record.
     pub bytes: u64,
+    /// Of which the record's.
+    pub record_bytes: u64,
     pub evicted: u64,
     pub evicted_bytes: u64,
 }
@@ -91,10 +96,25 @@ pub fn entries_in(dir: &Path) -> Vec<StampedEntry> {
     out
 }
 
-/// The entries to drop to bring `entries` within `max_bytes`, oldest stamp first. Ties are
-/// broken by path so that every tool agrees on the order.
-pub fn plan_eviction(entries: Vec<StampedEntry>, max_bytes: u64) -> Vec<StampedEntry> {
-    split_at_bound(entries, max_bytes).0
+/// The bytes of the record of the title whose `host-pipelines/` is `host_dir` (0 where it has
+/// none): counted within the bound, never dropped by it.
+pub fn record_bytes(host_dir: &Path) -> u64 {
+    host_dir
+        .parent()
+        .map(|title| title.join(crate::replay::record::FILE_NAME))
+        .and_then(|p| fs::symlink_metadata(p).ok())
+        .filter(|m| m.is_file())
+        .map_or(0, |m| m.len())
+}
+
+/// The entries to drop to bring `entries` and `record_bytes` within `max_bytes`, oldest stamp
+/// first. Ties are broken by path so that every tool agrees on the order.
+pub fn plan_eviction(
+    entries: Vec<StampedEntry>,
+    record_bytes: u64,
+    max_bytes: u64,
+) -> Vec<StampedEntry> {
+    split_at_bound(entries, max_bytes.saturating_sub(record_bytes)).0
 }
 
 /// `entries` split into those to drop (oldest stamp first) and those kept.
@@ -143,9 +163,11 @@ pub fn keep_within(
     in_use: &dyn Fn(&Path) -> bool,
 ) -> Result<Bounded, StoreError> {
     let mut entries = entries_of_title(host_dir)?;
+    let record_bytes = record_bytes(host_dir);
     let mut report = BoundReport {
         entries: entries.len() as u64,
-        bytes: entries.iter().map(|e| e.bytes).sum(),
+        bytes: entries.iter().map(|e| e.bytes).sum::<u64>() + record_bytes,
+        record_bytes,
         ..Default::default()
     };
     if report.bytes <= max_bytes {
@@ -179,6 +201,7 @@ pub fn keep_within(
             evicted = report.evicted,
             evicted_bytes = report.evicted_bytes,
             kept_bytes = report.bytes,
+            record_bytes,
             max_bytes,
             "store brought within its bound"
         );

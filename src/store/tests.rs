@@ -329,6 +329,31 @@ fn the_bound_keeps_the_last_runs_first_used_entries() {
 }
 
 #[test]
+fn the_record_counts_within_the_bound_and_is_never_dropped() {
+    let root = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[0; 56]); // 240 bytes an entry
+    let run1 = open(root.path(), 1 << 30, at(100));
+    for n in 1..=4 {
+        run1.write(&key(n), &data).unwrap();
+    }
+    let record = root
+        .path()
+        .join("title")
+        .join(crate::replay::record::FILE_NAME);
+    fs::write(&record, [7u8; 500]).unwrap();
+    // Room for four entries and no record: two entries go for the record's 500 bytes.
+    let (run2, report) = Store::open(root.path(), "title", identity(), 4 * 240, at(200)).unwrap();
+    assert_eq!(report.bound.evicted, 3, "{:?}", report.bound);
+    assert_eq!(report.bound.record_bytes, 500);
+    assert_eq!(report.bound.bytes, 240 + 500);
+    assert_eq!((1..=4).filter(|n| found(&run2, &key(*n))).count(), 1);
+    assert_eq!(fs::read(&record).unwrap(), [7u8; 500]);
+    let host = root.path().join("title/host-pipelines");
+    let plan = bound::plan_eviction(bound::entries_of_title(&host).unwrap(), 500, 500 + 239);
+    assert_eq!(plan.len(), 1, "the tool's plan counts the record alike");
+}
+
+#[test]
 fn the_bound_is_kept_again_while_a_run_writes() {
     let root = tempfile::tempdir().unwrap();
     let data = cache_data(&identity(), &[0; 88]);

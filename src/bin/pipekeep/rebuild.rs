@@ -65,6 +65,10 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             worker_start: None,
         };
         let summary = replayer::replay(&[catalog], &options)?;
+        // Every pipeline of the record went through the layer: none is owed to a background
+        // rebuild any more (unless the record grew meanwhile).
+        let _ = pipekeep::replay::record::RecordFile::new(&root.join(title))
+            .clear_pending_unless_grown(bytes.len() as u64);
         // The layer's line for this run in the title's history says what it found and wrote.
         let runs = read_runs(&root.join(title).join("runs.jsonl")).unwrap_or_default();
         let Some(run) = runs.iter().rev().find(|r| r.when >= started) else {
@@ -109,6 +113,8 @@ fn enable_the_layer(root: &std::path::Path) {
     std::env::set_var("PIPEKEEP_DIR", root);
     std::env::remove_var("PIPEKEEP_TITLE");
     std::env::remove_var("PIPEKEEP_DISABLE");
+    // This command is the rebuild: the layer in this process starts none of its own.
+    std::env::set_var("PIPEKEEP_REBUILD", "off");
     if std::env::var_os("VK_INSTANCE_LAYERS").is_none() {
         std::env::set_var("VK_INSTANCE_LAYERS", LAYER);
         let manifest = std::env::current_exe()

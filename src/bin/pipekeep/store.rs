@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use pipekeep::settings::Settings;
-use pipekeep::store::bound::{entries_of_title, plan_eviction};
+use pipekeep::store::bound::{entries_of_title, plan_eviction, record_bytes};
 use pipekeep::store::files::remove_if_present;
 use pipekeep::store::inspect::{
     check_entry_with, check_piece, entry_files, identity_dirs, sharing, titles, Sharing,
@@ -78,7 +78,8 @@ pub struct VerifyArgs {
     fix: bool,
 }
 
-/// Bring a title's store within N bytes, dropping the oldest stamps first (the layer's order).
+/// Bring a title's store within N bytes, dropping the oldest stamps first (the layer's order); the
+/// title's record counts within the bound and is never dropped.
 #[derive(clap::Args)]
 pub struct PruneArgs {
     #[command(flatten)]
@@ -405,11 +406,12 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
     let (root, titles) = args.scope.titles()?;
     let mut reports = Vec::new();
     for t in &titles {
-        let entries =
-            entries_of_title(&root.join(t).join("host-pipelines")).map_err(|e| e.to_string())?;
-        let before: u64 = entries.iter().map(|e| e.bytes).sum();
+        let host_dir = root.join(t).join("host-pipelines");
+        let entries = entries_of_title(&host_dir).map_err(|e| e.to_string())?;
+        let record = record_bytes(&host_dir);
+        let before: u64 = entries.iter().map(|e| e.bytes).sum::<u64>() + record;
         let count = entries.len();
-        let plan = plan_eviction(entries, args.max_bytes);
+        let plan = plan_eviction(entries, record, args.max_bytes);
         let dropped_bytes: u64 = plan.iter().map(|e| e.bytes).sum();
         if !args.dry_run {
             for e in &plan {
@@ -418,7 +420,7 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
         }
         reports.push(json!({
             "title": t, "entries": count, "bytes": before, "dropped": plan.len(), "dropped_bytes": dropped_bytes,
-            "kept_bytes": before - dropped_bytes, "dry_run": args.dry_run,
+            "kept_bytes": before - dropped_bytes, "record_bytes": record, "dry_run": args.dry_run,
             "dropped_entries": plan.iter().map(|e| e.path.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect::<Vec<_>>(),
         }));
     }
@@ -504,6 +506,11 @@ pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
         let _ = std::fs::remove_dir(root.join(t).join("host-pipelines"));
         let record = root.join(t).join(pipekeep::replay::record::FILE_NAME);
         let record_removed = remove_if_present(&record).unwrap_or(false);
+        let _ = remove_if_present(
+            &root
+                .join(t)
+                .join(pipekeep::replay::record::PENDING_FILE_NAME),
+        );
         out.push(json!({ "title": t, "removed": removed, "record_removed": record_removed }));
     }
     if args.scope.json {
