@@ -120,6 +120,8 @@ pub struct Watch {
     merged: AtomicU64,
     rebuilt: AtomicU64,
     longest_ns: AtomicU64,
+    /// The longest pipeline's ordinal (its `built` count), outcome and split.
+    longest: std::sync::Mutex<Option<(u64, Outcome, [u64; PHASES])>>,
     phase_ns: [AtomicU64; PHASES],
     finished: AtomicBool,
 }
@@ -167,7 +169,7 @@ impl Watch {
         for (sum, part) in self.phase_ns.iter().zip(lap.ns) {
             sum.fetch_add(part, Relaxed);
         }
-        self.longest_ns.fetch_max(ns, Relaxed);
+        let longest_before = self.longest_ns.fetch_max(ns, Relaxed);
         let counter = match outcome {
             Outcome::Found => &self.found,
             Outcome::FoundMerged => {
@@ -184,6 +186,13 @@ impl Watch {
         };
         counter.fetch_add(1, Relaxed);
         let built = self.built.fetch_add(1, Relaxed) + 1;
+        if ns > longest_before {
+            // Rare (a new longest): where its time went, for the run's last line.
+            let mut longest = self.longest.lock().unwrap_or_else(|e| e.into_inner());
+            if longest.is_none_or(|(_, _, split)| split.iter().sum::<u64>() < ns) {
+                *longest = Some((built, outcome, lap.ns));
+            }
+        }
         if built.is_multiple_of(LINE_EVERY) {
             tracing::info!("{}", self.tally().line());
         }
@@ -197,6 +206,17 @@ impl Watch {
     /// Counts one entry written (the writer thread calls it when the file is in place).
     pub fn written(&self) {
         self.written.fetch_add(1, Relaxed);
+    }
+
+    /// The longest pipeline of the run: which it was (its ordinal among those built), how it was
+    /// made, and where its time went, as a log line's fields.
+    pub fn longest_line(&self) -> Option<String> {
+        let (ordinal, outcome, ns) = (*self.longest.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let ms = |p: Phase| ns[p as usize] as f64 / 1e6;
+        Some(format!(
+            "longest pipeline: ordinal={ordinal} outcome={outcome:?} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3}",
+            ms(Phase::Key), ms(Phase::Lookup), ms(Phase::Cache), ms(Phase::Driver), ms(Phase::Keep)
+        ))
     }
 
     pub fn tally(&self) -> Tally {
@@ -384,6 +404,29 @@ mod tests {
         assert_eq!(runs.len(), RUNS_KEPT);
         assert_eq!(runs[0].when, 5.0);
         assert_eq!(runs.last().unwrap().when, (RUNS_KEPT + 4) as f64);
+    }
+
+    #[test]
+    fn the_longest_pipeline_is_named_with_its_split() {
+        let w = Watch::default();
+        assert_eq!(w.longest_line(), None);
+        w.record(
+            Outcome::Compiled,
+            &Lap::charged(Phase::Driver, Duration::from_millis(1)),
+        );
+        w.record(
+            Outcome::FoundMerged,
+            &Lap::charged(Phase::Lookup, Duration::from_millis(7)),
+        );
+        w.record(
+            Outcome::Found,
+            &Lap::charged(Phase::Cache, Duration::from_millis(2)),
+        );
+        let line = w.longest_line().unwrap();
+        assert!(
+            line.starts_with("longest pipeline: ordinal=2 outcome=FoundMerged key_ms=0.000 lookup_ms=7.000 cache_ms=0.000"),
+            "{line}"
+        );
     }
 
     #[test]

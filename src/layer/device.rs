@@ -385,6 +385,9 @@ impl DeviceData {
                 super::guard::write_at_exit(&line);
             } else {
                 tracing::info!("{line}");
+                if let Some(longest) = self.watch.longest_line() {
+                    tracing::info!("{longest}");
+                }
             }
         }
     }
