@@ -841,7 +841,7 @@ fn inode_of(m: &std::fs::Metadata) -> (u64, u64) {
 /// layout and render pass; a layout its set layouts; a set layout its samplers). A name is any
 /// 16-hex-digit string in an object's JSON: one that is not a name keeps nothing it should not
 /// (it would have to equal another object's hash). Damaged entries are dropped.
-fn live_part(entries: Vec<super::foz::Entry>, live: &dyn Fn(u64) -> bool) -> Vec<DbEntry> {
+pub fn live_part(entries: Vec<super::foz::Entry>, live: &dyn Fn(u64) -> bool) -> Vec<DbEntry> {
     let mut named: HashSet<u64> = HashSet::new();
     let mut by_tag: Vec<_> = entries
         .into_iter()
