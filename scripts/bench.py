@@ -162,6 +162,73 @@ def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, support
     return results
 
 
+def simulate_driver_change(store):
+    """Renames every identity directory under `store` to another driver version of the same
+    device (its third field): the next opening takes it for a driver change and drops it."""
+    for title in os.listdir(store):
+        host = os.path.join(store, title, "host-pipelines")
+        if not os.path.isdir(host):
+            continue
+        for name in os.listdir(host):
+            fields = name.split("-")
+            if len(fields) > 2 and os.path.isdir(os.path.join(host, name)):
+                fields[2] = "00000001" if fields[2] != "00000001" else "00000002"
+                os.rename(os.path.join(host, name), os.path.join(host, "-".join(fields)))
+
+
+def bench_driver_change(name, cmd_for, args, drv, threads, manifest, scratch, tool):
+    """Issue 18's targets, in interleaved rounds: the first launch after a driver change (its
+    entries dropped, the record kept) with the background rebuild, with `pipekeep rebuild` run
+    first, and a cold launch (empty store, no record) through the layer and without it."""
+    base = dict(os.environ)
+    base.update(drv["env"], **drv["cache_off"])
+    base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
+    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE"):
+        base.pop(k, None)
+    off = dict(base, PIPEKEEP_DISABLE="1")
+    store = os.path.join(scratch, f"change-{name}-{threads}")
+    layer = dict(base, VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER, PIPEKEEP_DIR=store)
+    t = args.timeout
+    rounds = {"no layer, cold": [], "pipekeep, cold": [], "after the change, background rebuild": [],
+              "the launch after that": [], "the next launch": [], "pipekeep rebuild first (the command)": [],
+              "after the change and the command": []}
+    watches = {k: [] for k in rounds}
+
+    def keep(mode, r):
+        s = dict(r["summary"])
+        s.pop("times_ms", None)
+        s["process_wall_s"] = r.get("process_wall_s")
+        rounds[mode].append(s)
+        watches[mode].append(r["watch"])
+
+    for _ in range(args.rounds):
+        keep("no layer, cold", run(cmd_for(threads, None), off, t))
+        shutil.rmtree(store, ignore_errors=True)
+        keep("pipekeep, cold", run(cmd_for(threads, None), dict(layer, PIPEKEEP_REBUILD="off"), t))
+        simulate_driver_change(store)
+        keep("after the change, background rebuild", run(cmd_for(threads, None), layer, t))
+        keep("the launch after that", run(cmd_for(threads, None), layer, t))
+        keep("the next launch", run(cmd_for(threads, None), layer, t))
+        simulate_driver_change(store)
+        started = time.monotonic()
+        cmd = [tool, "rebuild", "--json", "--threads", str(max(1, os.cpu_count() // 2))]
+        done = subprocess.run(cmd, env=layer, capture_output=True, text=True, timeout=t)
+        rounds["pipekeep rebuild first (the command)"].append({"process_wall_s": time.monotonic() - started, "exit": done.returncode})
+        watches["pipekeep rebuild first (the command)"].append({})
+        keep("after the change and the command", run(cmd_for(threads, None), layer, t))
+    cold = [r.get("creation_ms") for r in rounds["pipekeep, cold"]]
+    lines = [f"#### {name}: a driver change, {threads} thread(s), {args.rounds} rounds", "",
+             "| mode | creation ms (each round) | wall ms | process s | / pipekeep cold (creation, each round) | found / built |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for mode, runs in rounds.items():
+        c = [r.get("creation_ms") for r in runs]
+        ratio = ", ".join(f"{x / y:.3f}" for x, y in zip(c, cold) if x and y) or "-"
+        found = ", ".join(f"{w.get('found', '-')}/{w.get('built', '-')}" for w in watches[mode] if w) or "-"
+        lines.append(f"| {mode} | {', '.join(fmt(x) for x in c)} | {', '.join(fmt(r.get('wall_ms')) for r in runs)} | "
+                     f"{', '.join(fmt(r.get('process_wall_s'), 2) for r in runs)} | {ratio} | {found} |")
+    return "\n".join(lines) + "\n", rounds
+
+
 def fmt(v, digits=1):
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -291,6 +358,9 @@ def main():
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--rounds", type=int, default=7, help="interleaved reruns of the warm modes, for medians")
     ap.add_argument("--backends", default="binary,cache", help="PIPEKEEP_BACKEND values to run the pipekeep modes with")
+    ap.add_argument("--driver-change", action="store_true",
+                    help="instead of the modes above: the first launch after a driver change, with the background "
+                         "rebuild and with `pipekeep rebuild` run first, against a cold one (issue 18), --rounds rounds")
     args = ap.parse_args()
     drv = DRIVERS[args.driver]
     os.makedirs(args.out, exist_ok=True)
@@ -317,6 +387,16 @@ def main():
                     return c + (["--app-cache", cache] if cache else [])
                 supports = True
             started = time.monotonic()
+            if args.driver_change:
+                text, rounds = bench_driver_change(wl, cmd_for, args, drv, threads, manifest, scratch, tool)
+                report.append(text)
+                raw[f"{wl}-{threads}"] = rounds
+                print(text, flush=True)
+                with open(os.path.join(args.out, f"{args.driver}-driver-change.md"), "w") as f:
+                    f.write("\n".join(report))
+                with open(os.path.join(args.out, f"{args.driver}-driver-change.json"), "w") as f:
+                    json.dump(raw, f, indent=1)
+                continue
             results = bench_workload(wl, cmd_for, args, drv, threads, manifest, scratch, supports)
             device = next((r["summary"].get("device") for m, r in results.items() if m != "rounds" and r["summary"].get("device")), "?")
             title = f"{wl} ({dbs.get(wl, 'test app: 400 compute + 200 graphics')}), {threads} thread(s), {device}"

@@ -111,17 +111,31 @@ fn an_applications_pipelines_are_rebuilt_from_its_record_for_its_own_device() {
 
 /// Renames a title's identity directory to another driver version of the same device: the next
 /// opening takes it for a driver change (as the damage tests make another driver's directory).
+/// (A short run may leave part of an earlier change's directory: its dropping stops with the
+/// device. The directory renamed is the present driver's, to a version no directory has.)
 fn simulate_a_driver_change(title: &Path) {
     let host = title.join("host-pipelines");
+    let is_simulated = |name: &str| {
+        name.split('-')
+            .nth(2)
+            .is_some_and(|v| v.starts_with("0000000"))
+    };
     let dir = std::fs::read_dir(&host)
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.is_dir())
+        .find(|p| p.is_dir() && !is_simulated(p.file_name().unwrap().to_str().unwrap()))
         .expect("an identity directory");
     let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
-    let mut fields: Vec<&str> = name.split('-').collect();
-    fields[2] = "00000001";
+    let mut fields: Vec<String> = name.split('-').map(str::to_owned).collect();
+    let fresh = (1..10)
+        .map(|n| format!("0000000{n}"))
+        .find(|v| {
+            fields[2] = v.clone();
+            !host.join(fields.join("-")).exists()
+        })
+        .unwrap();
+    fields[2] = fresh;
     std::fs::rename(&dir, host.join(fields.join("-"))).unwrap();
 }
 
@@ -157,6 +171,16 @@ fn after_a_driver_change_the_record_is_rebuilt_in_the_background_and_the_next_ru
     .env("PIPEKEEP_TEST_REBUILD_FIRST", "1")
     .run_within(std::time::Duration::from_secs(120));
     assert!(short.ok, "{}", short.all());
+    // The other driver's directory is dropped (after the store was published, on the opening
+    // thread), and the record is no longer owed a rebuild.
+    let dirs: Vec<_> = std::fs::read_dir(title.join("host-pipelines"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}\n{}", short.all());
+    assert!(!dirs[0].contains("-0000000"), "{dirs:?}");
+    assert!(!title.join("record.pending").exists(), "{}", short.all());
     assert!(
         short
             .stderr

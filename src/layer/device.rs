@@ -182,6 +182,24 @@ pub struct DeviceData {
     /// background rebuild (`PIPEKEEP_WRITE_BEHIND`).
     pub write_behind: bool,
     pub merged_caches: super::merge::MergedCaches,
+    /// When the application last began or ended a pipeline: the background rebuild waits while
+    /// it builds.
+    pub app_activity: super::activity::AppActivity,
+}
+
+/// How long the application must have built no pipeline before the background rebuild goes on.
+/// An application compiling at its start builds its own pipelines (and keeps them) anyway; the
+/// rebuild's are for those it does not reach this run. Running beside the application's own
+/// builds cost its first launch after a driver change 1.03-1.10x (pygfx, ncnn) and 1.45-1.58x
+/// (the test app) on 2 cores, though at idle priority (BENCHMARKS.md): the rebuild's thread
+/// holds the driver's and the layer's locks while the scheduler leaves it no time.
+const REBUILD_AFTER_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Waits until the application has built no pipeline for [`REBUILD_AFTER_QUIET`]; `false` when
+/// the device goes first.
+fn wait_for_a_quiet_application(dev: &DeviceData) -> bool {
+    dev.app_activity
+        .wait_until_quiet(REBUILD_AFTER_QUIET, &dev.rebuild_stop)
 }
 
 impl DeviceData {
@@ -440,6 +458,10 @@ fn open_ahead(data: &Arc<DeviceData>) {
                         if stopped() {
                             return;
                         }
+                        // What follows is the layer's own housekeeping: it yields to the
+                        // application's threads (a driver change drops thousands of files).
+                        super::idle::lower_this_threads_priority_but_not_its_reads("store opening");
+                        store.drop_other_drivers(&ahead.stop);
                         let listed = store.keep_within_bound().map(|b| b.kept);
                         if let (Some(kept), Some(record)) = (&listed, &ahead.record) {
                             if !store.driver_changed() {
@@ -535,8 +557,12 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
     }
 }
 
-fn rebuild(dev: &DeviceData, file: &crate::replay::record::RecordFile) {
+fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
     rebuild_worker_start();
+    if !wait_for_a_quiet_application(dev) {
+        tracing::info!("background rebuild ended: the device went before it began");
+        return;
+    }
     let record = file.path();
     let mut read_len = 0;
     let catalog = match std::fs::read(record)
@@ -616,10 +642,25 @@ fn rebuild(dev: &DeviceData, file: &crate::replay::record::RecordFile) {
         progress: false,
         stop: Some(dev.rebuild_stop.clone()),
         worker_start: Some(rebuild_worker_start),
+        before_each: Some({
+            let dev = Arc::clone(dev);
+            crate::replay::replayer::BeforeEach(Arc::new(move || {
+                wait_for_a_quiet_application(&dev)
+            }))
+        }),
     };
     let started = std::time::Instant::now();
     // SAFETY: as above.
     let summary = unsafe { crate::replay::replayer::replay_on_device(device, &catalog, &options) };
+    // The application's owed pipelines queued for the record land first (the writer thread
+    // runs at idle priority too): a mark removed before them would be written again.
+    let waiting_since = std::time::Instant::now();
+    while file.owed_in_flight() > 0
+        && !dev.rebuild_stop.load(Ordering::Acquire)
+        && waiting_since.elapsed() < std::time::Duration::from_secs(2)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     if !dev.rebuild_stop.load(Ordering::Acquire) {
         // Every pipeline of the record as read went through the layer (found, or compiled and
         // written; one the driver fails stays failed): nothing is left for the next run, unless
@@ -1052,6 +1093,7 @@ unsafe fn register_device(
                 MergeSetting::Auto => identity.vendor_id == NVIDIA,
             },
         merged_caches: Default::default(),
+        app_activity: Default::default(),
         write_behind: active
             && SETTINGS.root.is_some()
             && SETTINGS.rebuild == crate::settings::RebuildSetting::Background

@@ -15,6 +15,7 @@ macro_rules! void_fn {
 }
 
 mod abi;
+mod activity;
 mod binaries;
 mod binary_abi;
 mod capture;

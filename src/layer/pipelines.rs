@@ -257,6 +257,10 @@ unsafe fn build_one<T: PipelineInfo>(
     slot: &mut vk::Pipeline,
 ) -> vk::Result {
     let mut lap = Lap::start();
+    let rebuilding = REBUILDING.get();
+    if !rebuilding {
+        dev.app_activity.touch();
+    }
     let as_asked = |outcome, lap: &mut Lap, slot: &mut vk::Pipeline| {
         lap.to(Phase::Keep); // whatever the kept path did before it gave up
                              // SAFETY: the application's create info and cache, as it asked.
@@ -306,11 +310,14 @@ unsafe fn build_one<T: PipelineInfo>(
     }
     lap.to(Phase::Keep);
     if *slot != vk::Pipeline::null() {
-        if REBUILDING.get() {
+        if rebuilding {
             dev.watch.rebuilt();
         } else {
             dev.watch.record(outcome, &lap);
         }
+    }
+    if !rebuilding {
+        dev.app_activity.touch();
     }
     r
 }
@@ -829,6 +836,11 @@ fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) {
         desc,
         contents,
     };
+    if pending {
+        if let Err(e) = file.owe() {
+            tracing::debug!(record = %file.path().display(), error = %e, "the record is not marked as owing entries");
+        }
+    }
     dev.writer
         .record(file.clone(), record, dev.app_state.clone(), pending);
 }

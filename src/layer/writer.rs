@@ -65,28 +65,31 @@ impl RecordJob {
 
 /// Appends compiled pipelines to their titles' records, one file operation a title.
 fn append_records(jobs: Vec<RecordJob>) {
-    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>, bool)> = Vec::new();
+    // A title's record, its entries, and how many of its jobs were owed (write-behind): each
+    // owed job lands here, recordable or not.
+    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>, u64)> = Vec::new();
     for job in jobs {
+        let owed = u64::from(job.pending);
         let entries = match pipeline_entries(&job.record, &job.app) {
             Ok(entries) => entries,
             Err(e) => {
                 tracing::debug!(pipeline = %job.record.key.file_name(), error = %e, "a pipeline is not recorded");
-                continue;
+                Vec::new()
             }
         };
         match by_file
             .iter_mut()
             .find(|(f, _, _)| Arc::ptr_eq(f, &job.file))
         {
-            Some((_, all, pending)) => {
+            Some((_, all, owed_here)) => {
                 all.extend(entries);
-                *pending |= job.pending;
+                *owed_here += owed;
             }
-            None => by_file.push((job.file, entries, job.pending)),
+            None => by_file.push((job.file, entries, owed)),
         }
     }
-    for (file, entries, pending) in by_file {
-        if let Err(e) = file.append(entries, pending) {
+    for (file, entries, owed) in by_file {
+        if let Err(e) = file.append(entries, owed) {
             tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
         }
     }

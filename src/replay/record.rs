@@ -640,6 +640,8 @@ fn render_pass_doc(digest: &Digest, rp: &RenderPassDesc) -> Vec<u8> {
 pub struct RecordFile {
     path: PathBuf,
     held: Mutex<Held>,
+    /// Pipelines this process owes entries (write-behind) whose append has not landed yet.
+    owed_in_flight: std::sync::atomic::AtomicU64,
 }
 
 /// What this process knows the file holds: every `(tag, hash)` in the first `len` bytes of the
@@ -665,6 +667,7 @@ impl RecordFile {
         RecordFile {
             path: title_dir.join(FILE_NAME),
             held: Mutex::default(),
+            owed_in_flight: Default::default(),
         }
     }
 
@@ -690,6 +693,24 @@ impl RecordFile {
         self.write_pending_mark()
     }
 
+    /// A pipeline whose entry is left to a later rebuild (write-behind) is about to be queued
+    /// for the record: the record is marked so now, and no rebuild removes the mark until its
+    /// append (`append(.., 1)`) has landed.
+    pub fn owe(&self) -> io::Result<()> {
+        self.owed_in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        if self.is_pending() {
+            return Ok(());
+        }
+        self.mark_pending()
+    }
+
+    /// How many owed pipelines' appends have not landed yet.
+    pub fn owed_in_flight(&self) -> u64 {
+        self.owed_in_flight
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     fn write_pending_mark(&self) -> io::Result<()> {
         let marker = self.pending_path();
         if marker.is_file() {
@@ -707,7 +728,10 @@ impl RecordFile {
             return Ok(false);
         };
         let _lock = Flock(&file);
-        if file.metadata()?.len() != read_len {
+        let in_flight = self
+            .owed_in_flight
+            .load(std::sync::atomic::Ordering::Acquire);
+        if in_flight > 0 || file.metadata()?.len() != read_len {
             return Ok(false);
         }
         match std::fs::remove_file(self.pending_path()) {
@@ -719,9 +743,22 @@ impl RecordFile {
 
     /// Appends the entries the file does not hold yet. Returns how many were written. What
     /// another process appended since this one last looked is read first (only that part).
-    /// `pending`: a pipeline among them has no entry (write-behind): the record is marked so,
-    /// under the same lock.
-    pub fn append(&self, entries: Vec<DbEntry>, pending: bool) -> io::Result<usize> {
+    /// `owed`: of how many pipelines [`RecordFile::owe`] announced they are, which have landed
+    /// once this returns (written or not).
+    pub fn append(&self, entries: Vec<DbEntry>, owed: u64) -> io::Result<usize> {
+        let appended = if entries.is_empty() {
+            Ok(0)
+        } else {
+            self.append_new(entries)
+        };
+        if owed > 0 {
+            self.owed_in_flight
+                .fetch_sub(owed, std::sync::atomic::Ordering::AcqRel);
+        }
+        appended
+    }
+
+    fn append_new(&self, entries: Vec<DbEntry>) -> io::Result<usize> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -729,9 +766,6 @@ impl RecordFile {
         let file = self.open_locked(true)?.expect("created");
         let _lock = Flock(&file);
         catch_up(&file, &mut held)?;
-        if pending {
-            self.write_pending_mark()?;
-        }
         let new: Vec<_> = entries
             .into_iter()
             .filter(|(tag, hash, _)| held.known.insert((*tag, *hash)))
@@ -1036,8 +1070,8 @@ mod tests {
         let file = RecordFile::new(dir.path());
         let app = AppState::default();
         let entries = pipeline_entries(&record(), &app).unwrap();
-        assert_eq!(file.append(entries.clone(), false).unwrap(), entries.len());
-        assert_eq!(file.append(entries, false).unwrap(), 0, "each object once");
+        assert_eq!(file.append(entries.clone(), 0).unwrap(), entries.len());
+        assert_eq!(file.append(entries, 0).unwrap(), 0, "each object once");
         let bytes = std::fs::read(file.path()).unwrap();
         let catalog = Catalog::from_entries(crate::replay::foz::read_entries(&bytes).unwrap());
         assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
@@ -1060,7 +1094,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = RecordFile::new(dir.path());
         let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
-        file.append(entries.clone(), false).unwrap();
+        file.append(entries.clone(), 0).unwrap();
         let whole = std::fs::read(file.path()).unwrap();
         let last_len = 40 + 16 + entries.last().unwrap().2.len();
         for cut in 1..last_len {
@@ -1071,7 +1105,7 @@ mod tests {
         std::fs::write(file.path(), &whole[..whole.len() - 7]).unwrap();
         let again = RecordFile::new(dir.path());
         assert_eq!(
-            again.append(entries.clone(), false).unwrap(),
+            again.append(entries.clone(), 0).unwrap(),
             1,
             "the cut one again"
         );
@@ -1098,7 +1132,7 @@ mod tests {
         (0..pipelines)
             .map(|n| {
                 let r = nth_record(n);
-                file.append(pipeline_entries(&r, &AppState::default()).unwrap(), false)
+                file.append(pipeline_entries(&r, &AppState::default()).unwrap(), 0)
                     .unwrap();
                 pipeline_hash(&r.key)
             })
@@ -1168,7 +1202,7 @@ mod tests {
         appender
             .append(
                 pipeline_entries(&nth_record(9), &AppState::default()).unwrap(),
-                false,
+                0,
             )
             .unwrap();
         assert_eq!(
@@ -1188,9 +1222,15 @@ mod tests {
         let file = RecordFile::new(dir.path());
         recorded(&file, 1);
         let read_len = std::fs::metadata(file.path()).unwrap().len();
+        file.owe().unwrap();
+        assert!(file.is_pending());
+        assert!(
+            !file.clear_pending_unless_grown(read_len).unwrap(),
+            "owed, not yet appended"
+        );
         file.append(
             pipeline_entries(&nth_record(7), &AppState::default()).unwrap(),
-            true,
+            1,
         )
         .unwrap();
         assert!(file.is_pending());
@@ -1215,10 +1255,7 @@ mod tests {
         let again = nth_record(3);
         assert!(
             other_process
-                .append(
-                    pipeline_entries(&again, &AppState::default()).unwrap(),
-                    false
-                )
+                .append(pipeline_entries(&again, &AppState::default()).unwrap(), 0)
                 .unwrap()
                 > 0
         );

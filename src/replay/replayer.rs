@@ -56,6 +56,19 @@ pub struct Options {
     pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// Run first on each thread that creates pipelines.
     pub worker_start: Option<fn()>,
+    /// Asked before each pipeline (it may wait): `false` ends the replay there (pipekeep's
+    /// background rebuild waits while the application builds pipelines of its own).
+    pub before_each: Option<BeforeEach>,
+}
+
+/// What [`Options::before_each`] runs.
+#[derive(Clone)]
+pub struct BeforeEach(pub Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for BeforeEach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeforeEach")
+    }
 }
 
 /// What a replay did.
@@ -1000,6 +1013,13 @@ impl Replay {
                             .stop
                             .as_ref()
                             .is_some_and(|stop| stop.load(Ordering::Acquire))
+                        {
+                            break;
+                        }
+                        if options
+                            .before_each
+                            .as_ref()
+                            .is_some_and(|go_on| !(go_on.0)())
                         {
                             break;
                         }

@@ -124,6 +124,9 @@ pub struct Store {
     chunking: Mutex<recipe::Chunking>,
     /// Opening dropped another driver's directory of this device (a driver change).
     driver_changed: AtomicBool,
+    /// Other drivers' directories of this device the opening found and left to
+    /// [`Store::drop_other_drivers`].
+    other_drivers: Mutex<Vec<PathBuf>>,
     /// A device of this process took the rebuild the driver change calls for.
     rebuild_taken: AtomicBool,
     /// The pieces each entry found with pieces names, until its stamp stamps them.
@@ -309,12 +312,14 @@ impl Store {
             pieces: pieces::Pieces::new(&dir),
             named_pieces: Mutex::default(),
             driver_changed: AtomicBool::new(false),
+            other_drivers: Mutex::default(),
             rebuild_taken: AtomicBool::new(false),
         };
         let report = open::sweep(&store, bound_now)?;
-        store
-            .driver_changed
-            .store(report.other_driver_drops > 0, Ordering::Relaxed);
+        store.driver_changed.store(
+            report.other_driver_drops > 0 || report.other_drivers_found > 0,
+            Ordering::Relaxed,
+        );
         Ok((store, report))
     }
 
@@ -332,6 +337,26 @@ impl Store {
     /// since the last run (its entries were dropped; the title's record can rebuild them).
     pub fn driver_changed(&self) -> bool {
         self.driver_changed.load(Ordering::Relaxed)
+    }
+
+    /// Drops the entries of the other drivers' directories the opening found (an opening on the
+    /// opening thread leaves them, so that the application's first lookups do not wait on it).
+    /// Returns how many entries were dropped. Ends early once `stop` is set (the device went):
+    /// the rest stays for the next opening.
+    pub fn drop_other_drivers(&self, stop: &AtomicBool) -> u64 {
+        let dirs =
+            std::mem::take(&mut *self.other_drivers.lock().unwrap_or_else(|e| e.into_inner()));
+        let dropped: u64 = dirs
+            .iter()
+            .map(|d| open::drop_directory(d, "foreign", stop))
+            .sum();
+        if dropped > 0 {
+            tracing::info!(
+                other_driver_drops = dropped,
+                "another driver's entries of this device dropped"
+            );
+        }
+        dropped
     }
 
     /// True for the first caller only, after a driver change or where the caller knows of

@@ -63,6 +63,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             progress: args.progress,
             stop: None,
             worker_start: None,
+            before_each: None,
         };
         let summary = replayer::replay(&[catalog], &options)?;
         // Every pipeline of the record went through the layer: none is owed to a background

@@ -59,6 +59,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         progress: args.progress,
         stop: None,
         worker_start: None,
+        before_each: None,
     };
     let mut summary = replayer::replay(&catalogs, &options)?;
     let clean = summary.skipped_total() == 0 && summary.malformed.is_empty();

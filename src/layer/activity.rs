@@ -1,0 +1,93 @@
+//! When the application last built a pipeline of its own: the background rebuild waits while it
+//! does (its own pipelines are built and kept anyway; the rebuild's are for those it does not
+//! reach this run).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The last moment the application began or ended a pipeline, in milliseconds since this was
+/// made (with the device).
+#[derive(Debug)]
+pub struct AppActivity {
+    since: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Default for AppActivity {
+    fn default() -> AppActivity {
+        AppActivity {
+            since: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+}
+
+impl AppActivity {
+    /// The application began or ended a pipeline now.
+    pub fn touch(&self) {
+        self.last_ms.fetch_max(self.now_ms(), Ordering::Relaxed);
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.since.elapsed().as_millis() as u64
+    }
+
+    /// How long the application has built no pipeline (since the device was made, if never).
+    fn quiet_for(&self) -> Duration {
+        let last = self.last_ms.load(Ordering::Relaxed);
+        Duration::from_millis(self.now_ms().saturating_sub(last))
+    }
+
+    /// Returns once the application has built no pipeline for `quiet` (`true`), or once `stop`
+    /// is set (`false`), checking every 20 ms at most.
+    pub fn wait_until_quiet(&self, quiet: Duration, stop: &AtomicBool) -> bool {
+        loop {
+            if stop.load(Ordering::Acquire) {
+                return false;
+            }
+            let so_far = self.quiet_for();
+            if so_far >= quiet {
+                return true;
+            }
+            std::thread::sleep((quiet - so_far).min(Duration::from_millis(20)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_wait_ends_only_after_the_application_stopped_building() {
+        let activity = Arc::new(AppActivity::default());
+        let building = Arc::new(AtomicBool::new(true));
+        let app = {
+            let (activity, building) = (activity.clone(), building.clone());
+            std::thread::spawn(move || {
+                for _ in 0..60 {
+                    activity.touch();
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                building.store(false, Ordering::Release);
+            })
+        };
+        activity.touch();
+        let never = AtomicBool::new(false);
+        assert!(activity.wait_until_quiet(Duration::from_millis(500), &never));
+        assert!(
+            !building.load(Ordering::Acquire),
+            "the wait ended while the application built"
+        );
+        app.join().unwrap();
+    }
+
+    #[test]
+    fn a_stop_ends_the_wait() {
+        let activity = AppActivity::default();
+        activity.touch();
+        let stop = AtomicBool::new(true);
+        assert!(!activity.wait_until_quiet(Duration::from_secs(3600), &stop));
+    }
+}
