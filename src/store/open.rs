@@ -7,7 +7,7 @@
 //! `host-pipelines.bin`, unread.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -45,24 +45,34 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     }
     let host_dir = store.dir.parent().expect("identity dir has a parent");
     let mut other_drivers = Vec::new();
+    let mut set_aside_before = Vec::new();
     for name in names_in(host_dir).unwrap_or_default() {
         if DirName::parse(&name).is_some_and(|d| d.is_other_driver_of(&store.identity)) {
             other_drivers.push(host_dir.join(&name));
+        } else if name.ends_with(SET_ASIDE_SUFFIX) {
+            set_aside_before.push(host_dir.join(&name));
         }
     }
+    report.other_drivers_found = other_drivers.len() as u64;
     if bound_now {
-        for dir in &other_drivers {
+        for dir in other_drivers.iter().chain(&set_aside_before) {
             report.other_driver_drops += drop_directory(dir, "foreign", &AtomicBool::new(false));
         }
     } else {
         // Dropping thousands of files before the store is published kept the application's
-        // first lookups waiting (600 entries: 73 ms on RADV): the opening thread drops them
-        // right after, with the bound (`Store::drop_other_drivers`).
-        report.other_drivers_found = other_drivers.len() as u64;
+        // first lookups waiting (600 entries: 73 ms on RADV): each directory is set aside by
+        // one rename, and the opening thread drops what it holds right after, at idle priority
+        // (`Store::drop_other_drivers`); what a run leaves is the next opening's, and is no
+        // driver change again.
+        let mut to_drop: Vec<PathBuf> = other_drivers
+            .iter()
+            .map(|dir| set_aside(dir).unwrap_or_else(|| dir.clone()))
+            .collect();
+        to_drop.extend(set_aside_before);
         *store
             .other_drivers
             .lock()
-            .unwrap_or_else(|e| e.into_inner()) = other_drivers;
+            .unwrap_or_else(|e| e.into_inner()) = to_drop;
     }
     let own = names_in(&store.dir).map_err(StoreError::io("list", &store.dir))?;
     store.known.listed(&own);
@@ -101,6 +111,30 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
         "store opened"
     );
     Ok(report)
+}
+
+/// The suffix of another driver's directory set aside at opening, its files still to drop.
+pub const SET_ASIDE_SUFFIX: &str = ".dropped";
+
+/// Renames another driver's directory out of the way (`<name>.dropped`, or
+/// `<name>.<pid>.dropped` where that exists), unless a live process holds a file in it (a
+/// temporary file or a loading marker whose lock is taken): its files then stay where that
+/// process finds them, and are dropped in place, as the SPEC keeps them.
+fn set_aside(dir: &Path) -> Option<PathBuf> {
+    let held = names_in(dir).unwrap_or_default().iter().any(|n| {
+        (n.ends_with(".tmp") || n.ends_with(".loading"))
+            && matches!(lock_path(&dir.join(n), false), Ok(Locked::Busy))
+    });
+    if held {
+        return None;
+    }
+    let with = |suffix: String| super::files::with_suffix(dir, &suffix);
+    [
+        with(SET_ASIDE_SUFFIX.to_owned()),
+        with(format!(".{}{SET_ASIDE_SUFFIX}", std::process::id())),
+    ]
+    .into_iter()
+    .find(|aside| fs::rename(dir, aside).is_ok())
 }
 
 /// Drops every `*.tmp` in `dir` whose lock can be taken (a stopped write). Returns how many.

@@ -638,6 +638,46 @@ fn another_drivers_opening_keeps_what_a_live_process_holds() {
     assert!(!dir.exists());
 }
 
+/// The layer's opening thread: another driver's directory is set aside by one rename before the
+/// store is published, and its files dropped after; a drop the device stops is finished by the
+/// next opening, which is no driver change again.
+#[test]
+fn another_drivers_directory_is_set_aside_then_dropped_and_a_stopped_drop_is_finished_later() {
+    let root = tempfile::tempdir().unwrap();
+    let old = Identity {
+        driver_version: 1,
+        ..identity()
+    };
+    let (old_store, _) = Store::open(root.path(), "title", old, 1 << 30, at(0)).unwrap();
+    let data = cache_data(&old, &[1; 10]);
+    for n in 1..=3 {
+        old_store.write(&key(n), &data).unwrap();
+    }
+    let dir = old_store.dir().to_path_buf();
+    let aside = files::with_suffix(&dir, SET_ASIDE_SUFFIX);
+    let published = |when| {
+        Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(when), false).unwrap()
+    };
+    let (store, report) = published(1);
+    assert!(store.driver_changed());
+    assert_eq!(
+        (report.other_drivers_found, report.other_driver_drops),
+        (1, 0)
+    );
+    assert!(!dir.exists() && aside.join(key(1).file_name()).exists());
+    assert_eq!(
+        store.drop_other_drivers(&AtomicBool::new(true)),
+        0,
+        "stopped"
+    );
+    assert!(aside.exists());
+
+    let (again, report) = published(2);
+    assert!(!again.driver_changed(), "{report:?}");
+    assert_eq!(again.drop_other_drivers(&AtomicBool::new(false)), 3);
+    assert!(!aside.exists());
+}
+
 #[test]
 fn a_directory_that_cannot_hold_a_marker_is_tried_once_a_thread() {
     let root = tempfile::tempdir().unwrap();

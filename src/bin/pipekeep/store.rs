@@ -503,7 +503,14 @@ pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
             .iter()
             .map(|d| clear_dir(&d.path))
             .sum();
-        let _ = std::fs::remove_dir(root.join(t).join("host-pipelines"));
+        // Other drivers' directories an opening set aside and has not finished dropping.
+        let host = root.join(t).join("host-pipelines");
+        for name in readable(&host, pipekeep::store::files::names_in(&host)) {
+            if name.ends_with(pipekeep::store::SET_ASIDE_SUFFIX) {
+                clear_dir(&host.join(name));
+            }
+        }
+        let _ = std::fs::remove_dir(&host);
         let record = root.join(t).join(pipekeep::replay::record::FILE_NAME);
         let record_removed = remove_if_present(&record).unwrap_or(false);
         let _ = remove_if_present(
