@@ -171,9 +171,15 @@ def simulate_driver_change(store):
             continue
         for name in os.listdir(host):
             fields = name.split("-")
-            if len(fields) > 2 and os.path.isdir(os.path.join(host, name)):
-                fields[2] = "00000001" if fields[2] != "00000001" else "00000002"
-                os.rename(os.path.join(host, name), os.path.join(host, "-".join(fields)))
+            # The present driver's directory only: not one set aside (`.dropped`), not one an
+            # earlier simulated change left.
+            if len(fields) != 4 or "." in name or fields[2].startswith("0000000"):
+                continue
+            for n in range(1, 10):
+                fields[2] = f"0000000{n}"
+                if not os.path.exists(os.path.join(host, "-".join(fields))):
+                    os.rename(os.path.join(host, name), os.path.join(host, "-".join(fields)))
+                    break
 
 
 def bench_driver_change(name, cmd_for, args, drv, threads, manifest, scratch, tool):
