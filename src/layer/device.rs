@@ -187,17 +187,20 @@ pub struct DeviceData {
     pub app_activity: super::activity::AppActivity,
 }
 
-/// How long the application must have built no pipeline before the background rebuild goes on.
-/// An application compiling at its start builds its own pipelines (and keeps them) anyway; the
-/// rebuild's are for those it does not reach this run. Running beside the application's own
-/// builds cost its first launch after a driver change 1.03-1.10x (pygfx, ncnn) and 1.45-1.58x
-/// (the test app) on 2 cores, though at idle priority (BENCHMARKS.md): the rebuild's thread
-/// holds the driver's and the layer's locks while the scheduler leaves it no time.
+/// How long the application must have built no pipeline before the background rebuild goes on,
+/// where the application keeps what it builds (no write-behind): it builds and keeps its own
+/// pipelines anyway, and the rebuild's are for those it does not reach this run. (Beside the
+/// application's own builds the rebuild cost its first launch after a driver change 1.01-1.05x
+/// against 1.03-1.09x on 2 cores, pygfx: BENCHMARKS.md.) Under write-behind the rebuild is what
+/// keeps the application's pipelines, so it does not wait.
 const REBUILD_AFTER_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Waits until the application has built no pipeline for [`REBUILD_AFTER_QUIET`]; `false` when
-/// the device goes first.
+/// Waits until the application has built no pipeline for [`REBUILD_AFTER_QUIET`] (not under
+/// write-behind); `false` when the device goes first.
 fn wait_for_a_quiet_application(dev: &DeviceData) -> bool {
+    if dev.write_behind {
+        return !dev.rebuild_stop.load(Ordering::Acquire);
+    }
     dev.app_activity
         .wait_until_quiet(REBUILD_AFTER_QUIET, &dev.rebuild_stop)
 }

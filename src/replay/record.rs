@@ -688,6 +688,10 @@ impl RecordFile {
     /// [`RecordFile::clear_pending_unless_grown`] never removes a mark it did not see).
     pub fn mark_pending(&self) -> io::Result<()> {
         let _held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        // The first pipeline of a title may come before anything made its directory.
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         let file = self.open_locked(true)?.expect("created");
         let _lock = Flock(&file);
         self.write_pending_mark()
@@ -698,7 +702,7 @@ impl RecordFile {
     /// append (`append(.., 1)`) has landed.
     pub fn owe(&self) -> io::Result<()> {
         self.owed_in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if self.is_pending() {
             return Ok(());
         }
@@ -728,17 +732,25 @@ impl RecordFile {
             return Ok(false);
         };
         let _lock = Flock(&file);
-        let in_flight = self
-            .owed_in_flight
-            .load(std::sync::atomic::Ordering::Acquire);
-        if in_flight > 0 || file.metadata()?.len() != read_len {
+        let owed = || {
+            self.owed_in_flight
+                .load(std::sync::atomic::Ordering::SeqCst)
+        };
+        if owed() > 0 || file.metadata()?.len() != read_len {
             return Ok(false);
         }
         match std::fs::remove_file(self.pending_path()) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(e),
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
         }
+        // An owe between the check and the removal saw the mark and did not write it: it is
+        // written again (appends wait for the lock held here, so only owes can come between).
+        if owed() > 0 {
+            self.write_pending_mark()?;
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// Appends the entries the file does not hold yet. Returns how many were written. What
@@ -753,7 +765,7 @@ impl RecordFile {
         };
         if owed > 0 {
             self.owed_in_flight
-                .fetch_sub(owed, std::sync::atomic::Ordering::AcqRel);
+                .fetch_sub(owed, std::sync::atomic::Ordering::SeqCst);
         }
         appended
     }
@@ -1239,6 +1251,15 @@ mod tests {
         let now = std::fs::metadata(file.path()).unwrap().len();
         assert!(file.clear_pending_unless_grown(now).unwrap());
         assert!(!file.is_pending());
+    }
+
+    #[test]
+    fn the_first_owed_pipeline_of_a_new_title_marks_its_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RecordFile::new(&dir.path().join("a-title-not-made-yet"));
+        file.owe().unwrap();
+        assert!(file.is_pending());
+        assert_eq!(file.owed_in_flight(), 1);
     }
 
     #[test]

@@ -223,13 +223,22 @@ pub fn write_atomically(
     stamp: SystemTime,
 ) -> Result<Written, StoreError> {
     let tmp = with_suffix(target, ".tmp");
-    let mut file = match lock_path(&tmp, true).map_err(StoreError::io("lock", &tmp))? {
-        Locked::Held(f) => f,
-        Locked::Busy | Locked::Gone => return Ok(Written::Skipped),
-        Locked::NotAFile => {
-            // A link or FIFO in the way of our temporary file: removed (never followed).
-            let _ = remove_if_present(&tmp);
-            return Ok(Written::Skipped);
+    let mut attempts = 0;
+    let mut file = loop {
+        match lock_path(&tmp, true).map_err(StoreError::io("lock", &tmp))? {
+            Locked::Held(f) => break f,
+            Locked::Busy => return Ok(Written::Skipped),
+            // Our temporary file was removed (an opening in another process swept it between our
+            // create and our lock, taking it for a stopped write) or renamed in place by another
+            // writer: nobody is writing it now, so it is made again. Skipping here would leave a
+            // piece that an entry is about to name unwritten.
+            Locked::Gone if attempts < 3 => attempts += 1,
+            Locked::Gone => return Ok(Written::Skipped),
+            Locked::NotAFile => {
+                // A link or FIFO in the way of our temporary file: removed (never followed).
+                let _ = remove_if_present(&tmp);
+                return Ok(Written::Skipped);
+            }
         }
     };
     let whole = (|| {

@@ -531,7 +531,12 @@ impl Pieces {
                     stamp_path(&path, stamp).is_ok()
                 });
                 if !placed {
+                    // Never an entry naming a piece that is not there: this write fails instead
+                    // (the pipeline is written again when it is next compiled).
                     self.forget(&name);
+                    return Err(StoreError::io("place", &path)(std::io::Error::other(
+                        "another writer of this piece did not place it",
+                    )));
                 }
                 Ok(0)
             }
