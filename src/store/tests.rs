@@ -600,19 +600,24 @@ fn the_tool_check_refuses_a_fifo_or_link_without_waiting() {
     }
 }
 
-#[test]
-fn another_drivers_opening_keeps_what_a_live_process_holds() {
-    let root = tempfile::tempdir().unwrap();
+/// Entries 1 to 3 written by driver version 1 of this device; returns its directory.
+fn an_older_drivers_store_of_three(root: &Path) -> std::path::PathBuf {
     let old = Identity {
         driver_version: 1,
         ..identity()
     };
-    let (old_store, _) = Store::open(root.path(), "title", old, 1 << 30, at(0)).unwrap();
+    let (old_store, _) = Store::open(root, "title", old, 1 << 30, at(0)).unwrap();
     let data = cache_data(&old, &[1; 10]);
     for n in 1..=3 {
         old_store.write(&key(n), &data).unwrap();
     }
-    let dir = old_store.dir().to_path_buf();
+    old_store.dir().to_path_buf()
+}
+
+#[test]
+fn another_drivers_opening_keeps_what_a_live_process_holds() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = an_older_drivers_store_of_three(root.path());
     // A live process of the old driver: writing key 4, and loading key 2 under its marker.
     let tmp = dir.join(format!("{}.tmp", key(4).file_name()));
     fs::write(&tmp, b"half").unwrap();
@@ -644,16 +649,7 @@ fn another_drivers_opening_keeps_what_a_live_process_holds() {
 #[test]
 fn another_drivers_directory_is_set_aside_then_dropped_and_a_stopped_drop_is_finished_later() {
     let root = tempfile::tempdir().unwrap();
-    let old = Identity {
-        driver_version: 1,
-        ..identity()
-    };
-    let (old_store, _) = Store::open(root.path(), "title", old, 1 << 30, at(0)).unwrap();
-    let data = cache_data(&old, &[1; 10]);
-    for n in 1..=3 {
-        old_store.write(&key(n), &data).unwrap();
-    }
-    let dir = old_store.dir().to_path_buf();
+    let dir = an_older_drivers_store_of_three(root.path());
     let aside = files::with_suffix(&dir, SET_ASIDE_SUFFIX);
     let published = |when| {
         Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(when), false).unwrap()
