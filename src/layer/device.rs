@@ -461,10 +461,13 @@ fn open_ahead(data: &Arc<DeviceData>) {
                         if stopped() {
                             return;
                         }
-                        // What follows is the layer's own housekeeping: it yields to the
-                        // application's threads (a driver change drops thousands of files).
-                        super::idle::lower_this_threads_priority_but_not_its_reads("store opening");
-                        store.drop_other_drivers(&ahead.stop);
+                        // Another driver's files (thousands after a driver change) are dropped
+                        // at idle priority, yielding to the application's threads; the bound
+                        // after them then runs so too (a thread cannot raise itself again).
+                        if store.has_other_drivers_to_drop() {
+                            super::idle::lower_this_threads_priority_but_not_its_reads("store opening");
+                            store.drop_other_drivers(&ahead.stop);
+                        }
                         let listed = store.keep_within_bound().map(|b| b.kept);
                         if let (Some(kept), Some(record)) = (&listed, &ahead.record) {
                             if !store.driver_changed() {

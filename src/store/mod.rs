@@ -339,6 +339,15 @@ impl Store {
         self.driver_changed.load(Ordering::Relaxed)
     }
 
+    /// Whether the opening left other drivers' directories for [`Store::drop_other_drivers`].
+    pub fn has_other_drivers_to_drop(&self) -> bool {
+        !self
+            .other_drivers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
     /// Drops the entries of the other drivers' directories the opening found (an opening on the
     /// opening thread leaves them, so that the application's first lookups do not wait on it).
     /// Returns how many entries were dropped. Ends early once `stop` is set (the device went):
