@@ -33,7 +33,9 @@ pub enum MergeSetting {
 /// cache) and recorded, its entry left to the background rebuild.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteBehindSetting {
-    /// Where it measured faster: nowhere yet (off).
+    /// Where it measured faster: nowhere (off). It makes a first run cost what it costs without
+    /// the layer, but the store fills a run later, and beside NVIDIA's own disk cache its next
+    /// runs were 1.5-12x slower than without it (BENCHMARKS.md).
     Auto,
     On,
     Off,
