@@ -281,3 +281,48 @@ fn damaged_databases_name_the_entry_and_skip_only_what_depends_on_it() {
         run.all()
     );
 }
+
+/// A sampler with a reduction mode (`VkSamplerReductionModeCreateInfo`, as Fossilize writes it and
+/// as pipekeep's record does) is made on RADV, and the pipelines whose layout names it replay.
+#[test]
+fn a_sampler_with_a_reduction_mode_replays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut entries = synth_entries();
+    let sampler_hash = 0x5a3_51e_u64;
+    let sampler = serde_json::json!({ "version": 6, "samplers": { format!("{sampler_hash:016x}"): {
+        "flags": 0, "magFilter": 1, "minFilter": 1, "mipmapMode": 0, "addressModeU": 2,
+        "addressModeV": 2, "addressModeW": 2, "mipLodBias": 0.0, "anisotropyEnable": 0,
+        "maxAnisotropy": 1.0, "compareEnable": 0, "compareOp": 0, "minLod": 0.0, "maxLod": 0.0,
+        "borderColor": 0, "unnormalizedCoordinates": 0,
+        "pNext": [{ "sType": 1_000_130_001, "reductionMode": 1 }],
+    }}});
+    entries.insert(0, (1, sampler_hash, serde_json::to_vec(&sampler).unwrap()));
+    // The first set layout gains a binding the shaders do not use, naming the sampler.
+    let s = first_of(&entries, 2);
+    let set_hash = entries[s].1;
+    let mut doc: serde_json::Value = serde_json::from_slice(&entries[s].2).unwrap();
+    let layout = &mut doc["setLayouts"][format!("{set_hash:016x}")];
+    layout["bindings"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "binding": 31, "descriptorType": 0, "descriptorCount": 1, "stageFlags": 0x3f,
+            "immutableSamplers": [format!("{sampler_hash:016x}")],
+        }));
+    entries[s].2 = serde_json::to_vec(&doc).unwrap();
+    let needle = format!("\"{set_hash:016x}\"");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.0 == 3 && String::from_utf8_lossy(&e.2).contains(&needle)),
+        "a pipeline layout names the set layout"
+    );
+    let run = replay_bytes(tmp.path(), "reduction.foz", &foz::write_entries(&entries));
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    assert_eq!(run.summary["made"].as_u64(), Some(141), "{}", run.all());
+    assert!(
+        !run.stderr.contains("unsupported structure"),
+        "{}",
+        run.all()
+    );
+}

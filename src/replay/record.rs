@@ -340,24 +340,26 @@ fn vk_api_1_3() -> u32 {
 }
 
 fn sampler_doc(digest: &Digest, s: &SamplerDesc) -> Result<Vec<u8>, NotRecorded> {
-    if s.reduction_mode.is_some() {
-        return Err(NotRecorded::Unwritable("a sampler's reduction mode"));
-    }
     let [u, v, w] = s.address_modes;
-    Ok(document(
-        "samplers",
-        object_hash(digest),
-        json!({
-            "flags": s.flags, "magFilter": s.mag_filter, "minFilter": s.min_filter,
-            "mipmapMode": s.mipmap_mode, "addressModeU": u, "addressModeV": v, "addressModeW": w,
-            "mipLodBias": s.mip_lod_bias, "anisotropyEnable": u32::from(s.anisotropy_enable),
-            "maxAnisotropy": s.max_anisotropy, "compareEnable": u32::from(s.compare_enable),
-            "compareOp": s.compare_op, "minLod": s.min_lod, "maxLod": s.max_lod,
-            "borderColor": s.border_color,
-            "unnormalizedCoordinates": u32::from(s.unnormalized_coordinates),
-        }),
-    ))
+    let mut value = json!({
+        "flags": s.flags, "magFilter": s.mag_filter, "minFilter": s.min_filter,
+        "mipmapMode": s.mipmap_mode, "addressModeU": u, "addressModeV": v, "addressModeW": w,
+        "mipLodBias": s.mip_lod_bias, "anisotropyEnable": u32::from(s.anisotropy_enable),
+        "maxAnisotropy": s.max_anisotropy, "compareEnable": u32::from(s.compare_enable),
+        "compareOp": s.compare_op, "minLod": s.min_lod, "maxLod": s.max_lod,
+        "borderColor": s.border_color,
+        "unnormalizedCoordinates": u32::from(s.unnormalized_coordinates),
+    });
+    if let Some(mode) = s.reduction_mode {
+        value["pNext"] =
+            json!([{ "sType": SAMPLER_REDUCTION_MODE_CREATE_INFO, "reductionMode": mode }]);
+    }
+    Ok(document("samplers", object_hash(digest), value))
 }
+
+/// `VK_STRUCTURE_TYPE_SAMPLER_REDUCTION_MODE_CREATE_INFO`, as Fossilize writes it in a sampler's
+/// `pNext`.
+pub const SAMPLER_REDUCTION_MODE_CREATE_INFO: i32 = 1_000_130_001;
 
 fn set_layout_doc(digest: &Digest, l: &SetLayoutDesc) -> Vec<u8> {
     let bindings: Vec<Value> = l
@@ -1251,6 +1253,35 @@ mod tests {
         let now = std::fs::metadata(file.path()).unwrap().len();
         assert!(file.clear_pending_unless_grown(now).unwrap());
         assert!(!file.is_pending());
+    }
+
+    #[test]
+    fn a_sampler_with_a_reduction_mode_is_recorded_as_fossilize_writes_it() {
+        let sampler = Digest([7; 32]);
+        let mut r = record();
+        for (_, content) in r.contents.iter_mut() {
+            if let Content::SetLayout(l) = &**content {
+                let mut l = l.clone();
+                l.bindings[0].descriptor_type = 1; // combined image sampler
+                l.bindings[0].immutable_samplers = Some(vec![sampler]);
+                *content = Arc::new(Content::SetLayout(l));
+            }
+        }
+        let desc = SamplerDesc {
+            reduction_mode: Some(1),
+            ..SamplerDesc::default()
+        };
+        r.contents.push((sampler, Arc::new(Content::Sampler(desc))));
+        let entries = pipeline_entries(&r, &AppState::default()).unwrap();
+        let catalog = Catalog::from_entries(
+            crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&entries)).unwrap(),
+        );
+        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        let written = catalog.samplers.values().next().unwrap().as_ref().unwrap();
+        assert_eq!(
+            written["pNext"],
+            json!([{ "sType": 1_000_130_001, "reductionMode": 1 }])
+        );
     }
 
     #[test]

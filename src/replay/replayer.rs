@@ -719,8 +719,13 @@ impl Replay {
     }
 
     unsafe fn sampler(&self, v: &Value) -> Result<vk::Sampler, String> {
-        only(v, &[], "a sampler")?;
-        let ci = vk::SamplerCreateInfo::default()
+        use crate::replay::record::SAMPLER_REDUCTION_MODE_CREATE_INFO as REDUCTION;
+        only(v, &[REDUCTION], "a sampler")?;
+        let mut reduction = find_next(v, REDUCTION).map(|n| {
+            vk::SamplerReductionModeCreateInfo::default()
+                .reduction_mode(vk::SamplerReductionMode::from_raw(i(n, "reductionMode")))
+        });
+        let mut ci = vk::SamplerCreateInfo::default()
             .flags(vk::SamplerCreateFlags::from_raw(u(v, "flags")))
             .mag_filter(vk::Filter::from_raw(i(v, "magFilter")))
             .min_filter(vk::Filter::from_raw(i(v, "minFilter")))
@@ -737,6 +742,9 @@ impl Replay {
             .max_lod(f(v, "maxLod"))
             .border_color(vk::BorderColor::from_raw(i(v, "borderColor")))
             .unnormalized_coordinates(u(v, "unnormalizedCoordinates") != 0);
+        if let Some(reduction) = reduction.as_mut() {
+            ci = ci.push_next(reduction);
+        }
         // SAFETY: a valid create info.
         unsafe { self.device.create_sampler(&ci, None) }.map_err(|e| format!("driver error {e}"))
     }
