@@ -83,11 +83,26 @@ fn a_damaged_record_entry_is_reported_and_the_rest_still_rebuilds() {
 
 #[test]
 fn an_applications_pipelines_are_rebuilt_from_its_record_for_its_own_device() {
+    record_rebuild_and_find_all(&[]);
+}
+
+/// Pipeline robustness (`VkPipelineRobustnessCreateInfoEXT`) on pipelines and on stages is keyed,
+/// so it is recorded and replayed too: the rebuilt entries are the ones the application asks for.
+#[test]
+fn pipelines_with_pipeline_robustness_are_recorded_and_rebuilt() {
+    record_rebuild_and_find_all(&["--pipeline-robustness"]);
+}
+
+/// Runs the test app cold (with `extra` arguments), empties its store, rebuilds it from the
+/// record, and asserts that the rebuild wrote every pipeline and the next run finds them all.
+fn record_rebuild_and_find_all(extra: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
+    let mut args = vec!["--compute", "24", "--graphics", "16", "--threads", "2"];
+    args.extend_from_slice(extra);
     let app = || {
         App::new(Driver::Radv, tmp.path())
             .with_layer()
-            .args(&["--compute", "24", "--graphics", "16", "--threads", "2"])
+            .args(&args)
             .run()
     };
     let cold = app();

@@ -166,6 +166,11 @@ pub struct DeviceData {
     pub rebuild_stop: Arc<AtomicBool>,
     /// The background rebuild's thread, joined at the device's end.
     pub rebuilder: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Whether a rebuild was owed when the store opened (a driver change, or `record.pending`
+    /// left by an earlier run): decided before the store is published, so that this run's own
+    /// write-behind, which marks the record pending as it goes, does not start one beside the
+    /// application's first compiles.
+    pub rebuild_owed_at_opening: AtomicBool,
     /// The title's record (`<title>/record.foz`), where a library root is known.
     pub record: Option<Arc<crate::replay::record::RecordFile>>,
     /// What the record says of the application and device.
@@ -242,6 +247,8 @@ impl DeviceData {
                     if store.driver_changed() {
                         self.owe_a_rebuild();
                     }
+                    let owed = self.record.as_ref().is_some_and(|r| r.is_pending());
+                    self.rebuild_owed_at_opening.store(owed, Ordering::Release);
                     store.set_piece_memory(SETTINGS.piece_memory);
                     if let Some(bytes) = SETTINGS.test_chunked_from {
                         store.set_chunking(crate::store::recipe::Chunking::fine_from(bytes));
@@ -540,10 +547,8 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
     let Some(record) = dev.record.clone() else {
         return;
     };
-    let pending = record.is_pending();
-    if !record.path().is_file()
-        || dev.stop.load(Ordering::Acquire)
-        || !store.take_the_rebuild(pending)
+    let owed = dev.rebuild_owed_at_opening.load(Ordering::Acquire);
+    if !record.path().is_file() || dev.stop.load(Ordering::Acquire) || !store.take_the_rebuild(owed)
     {
         return;
     }
@@ -1071,6 +1076,7 @@ unsafe fn register_device(
         title: inst.title.clone(),
         rebuild_stop: Arc::default(),
         rebuilder: Mutex::default(),
+        rebuild_owed_at_opening: AtomicBool::new(false),
         record: SETTINGS
             .root
             .as_ref()

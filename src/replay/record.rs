@@ -28,8 +28,8 @@ use super::objects::{
     TAG_SET_LAYOUT, TAG_SHADER_MODULE,
 };
 use crate::key::desc::{
-    ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RenderPassDesc, RenderTarget, SamplerDesc,
-    SetLayoutDesc, StageDesc,
+    ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RenderPassDesc, RenderTarget, Robustness,
+    SamplerDesc, SetLayoutDesc, StageDesc,
 };
 use crate::key::{Digest, PipelineKey};
 
@@ -178,18 +178,8 @@ pub fn pipeline_entries(
     };
     let mut out = vec![(TAG_APPLICATION, 1, application(app))];
     let (layout_digest, stages) = match &record.desc {
-        Recorded::Compute(d) => {
-            if d.robustness.is_some() {
-                return Err(NotRecorded::Unwritable("pipeline robustness"));
-            }
-            (d.layout, std::slice::from_ref(&d.stage))
-        }
-        Recorded::Graphics(d) => {
-            if d.robustness.is_some() {
-                return Err(NotRecorded::Unwritable("pipeline robustness"));
-            }
-            (d.layout, &d.stages[..])
-        }
+        Recorded::Compute(d) => (d.layout, std::slice::from_ref(&d.stage)),
+        Recorded::Graphics(d) => (d.layout, &d.stages[..]),
     };
     let Content::PipelineLayout(layout) = &*content(&layout_digest)? else {
         return Err(NotRecorded::MissingContent);
@@ -218,9 +208,6 @@ pub fn pipeline_entries(
         pipeline_layout_doc(&layout_digest, layout),
     ));
     for stage in stages {
-        if stage.robustness.is_some() {
-            return Err(NotRecorded::Unwritable("pipeline robustness"));
-        }
         let Content::Module(code) = &*content(&stage.module)? else {
             return Err(NotRecorded::MissingContent);
         };
@@ -437,21 +424,38 @@ fn stage_json(s: &StageDesc) -> Result<Value, NotRecorded> {
             "mapEntries": entries,
         });
     }
+    let mut next = Vec::new();
     if let Some(size) = s.required_subgroup_size {
-        stage["pNext"] = json!([{ "sType": 1_000_225_001, "requiredSubgroupSize": size }]);
+        next.push(json!({ "sType": 1_000_225_001, "requiredSubgroupSize": size }));
+    }
+    next.extend(s.robustness.as_ref().map(robustness_json));
+    if !next.is_empty() {
+        stage["pNext"] = Value::Array(next);
     }
     Ok(stage)
 }
 
+/// `VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT`.
+pub const PIPELINE_ROBUSTNESS_CREATE_INFO: i32 = 1_000_068_000;
+
+/// `VkPipelineRobustnessCreateInfoEXT` as a `pNext` member (a pipeline's or a stage's), its fields
+/// under their Vulkan names, as Fossilize writes every structure.
+fn robustness_json(r: &Robustness) -> Value {
+    json!({
+        "sType": PIPELINE_ROBUSTNESS_CREATE_INFO, "storageBuffers": r.storage_buffers,
+        "uniformBuffers": r.uniform_buffers, "vertexInputs": r.vertex_inputs, "images": r.images,
+    })
+}
+
 fn compute_doc(hash: u64, d: &ComputeDesc) -> Result<Vec<u8>, NotRecorded> {
-    Ok(document(
-        "computePipelines",
-        hash,
-        json!({
-            "flags": d.flags, "stage": stage_json(&d.stage)?, "layout": hash_ref(&d.layout),
-            "basePipelineHandle": "0000000000000000", "basePipelineIndex": -1,
-        }),
-    ))
+    let mut v = json!({
+        "flags": d.flags, "stage": stage_json(&d.stage)?, "layout": hash_ref(&d.layout),
+        "basePipelineHandle": "0000000000000000", "basePipelineIndex": -1,
+    });
+    if let Some(r) = &d.robustness {
+        v["pNext"] = json!([robustness_json(r)]);
+    }
+    Ok(document("computePipelines", hash, v))
 }
 
 /// A graphics pipeline's state blocks, as Fossilize writes them. A field the key left out (the
@@ -563,6 +567,7 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
             "blendConstants": cb.blend_constants.unwrap_or_default(),
         });
     }
+    let mut next = Vec::new();
     match &d.target {
         RenderTarget::Pass { pass, subpass } => {
             v["renderPass"] = json!(hash_ref(pass));
@@ -575,12 +580,16 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
             stencil_format,
         } => {
             v["renderPass"] = json!("0000000000000000");
-            v["pNext"] = json!([{
+            next.push(json!({
                 "sType": 1_000_044_002, "viewMask": view_mask,
                 "colorAttachmentFormats": color_formats,
                 "depthAttachmentFormat": depth_format, "stencilAttachmentFormat": stencil_format,
-            }]);
+            }));
         }
+    }
+    next.extend(d.robustness.as_ref().map(robustness_json));
+    if !next.is_empty() {
+        v["pNext"] = Value::Array(next);
     }
     Ok(document("graphicsPipelines", hash, v))
 }
@@ -1281,6 +1290,45 @@ mod tests {
         assert_eq!(
             written["pNext"],
             json!([{ "sType": 1_000_130_001, "reductionMode": 1 }])
+        );
+    }
+
+    #[test]
+    fn pipeline_robustness_is_recorded_on_the_pipeline_and_on_its_stage() {
+        let mut r = record();
+        let Recorded::Compute(d) = &mut r.desc else {
+            unreachable!()
+        };
+        let on_pipeline = Robustness {
+            storage_buffers: 1,
+            uniform_buffers: 2,
+            vertex_inputs: 3,
+            images: 1,
+        };
+        d.robustness = Some(on_pipeline);
+        d.stage.robustness = Some(Robustness {
+            storage_buffers: 2,
+            ..Robustness::default()
+        });
+        d.stage.required_subgroup_size = Some(32);
+        let entries = pipeline_entries(&r, &AppState::default()).unwrap();
+        let catalog = Catalog::from_entries(
+            crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&entries)).unwrap(),
+        );
+        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        let written = catalog.compute[0].1.as_ref().unwrap();
+        assert_eq!(
+            written["pNext"],
+            json!([{ "sType": 1_000_068_000, "storageBuffers": 1, "uniformBuffers": 2,
+                     "vertexInputs": 3, "images": 1 }])
+        );
+        assert_eq!(
+            written["stage"]["pNext"],
+            json!([
+                { "sType": 1_000_225_001, "requiredSubgroupSize": 32 },
+                { "sType": 1_000_068_000, "storageBuffers": 2, "uniformBuffers": 0,
+                  "vertexInputs": 0, "images": 0 },
+            ])
         );
     }
 

@@ -129,6 +129,26 @@ fn arr<'a>(v: &'a Value, k: &str) -> &'a [Value] {
         .map_or(&[], Vec::as_slice)
 }
 
+/// `VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT`, on a pipeline or a stage.
+const ROBUSTNESS: i32 = super::record::PIPELINE_ROBUSTNESS_CREATE_INFO;
+
+/// The `VkPipelineRobustnessCreateInfoEXT` a pipeline's or a stage's `pNext` holds, if any.
+fn robustness(v: &Value) -> Option<vk::PipelineRobustnessCreateInfoEXT<'static>> {
+    find_next(v, ROBUSTNESS).map(|r| vk::PipelineRobustnessCreateInfoEXT {
+        storage_buffers: vk::PipelineRobustnessBufferBehaviorEXT::from_raw(
+            u(r, "storageBuffers") as i32
+        ),
+        uniform_buffers: vk::PipelineRobustnessBufferBehaviorEXT::from_raw(
+            u(r, "uniformBuffers") as i32
+        ),
+        vertex_inputs: vk::PipelineRobustnessBufferBehaviorEXT::from_raw(
+            u(r, "vertexInputs") as i32
+        ),
+        images: vk::PipelineRobustnessImageBehaviorEXT::from_raw(u(r, "images") as i32),
+        ..Default::default()
+    })
+}
+
 /// Refuses a `pNext` array holding anything but `known` sTypes.
 fn only(v: &Value, known: &[i32], place: &str) -> Result<(), String> {
     match arr(v, "pNext")
@@ -1130,33 +1150,37 @@ impl Replay {
     }
 
     unsafe fn compute(&self, v: &Value) -> Result<Duration, String> {
-        only(v, &[], "a compute pipeline")?;
+        only(v, &[ROBUSTNESS], "a compute pipeline")?;
         let stage_json = v.get("stage").ok_or("no stage")?;
         let stage = StageData::read(self, stage_json)?;
-        let mut subgroup = stage.subgroup_info();
-        let ci = vk::ComputePipelineCreateInfo::default()
+        let mut stage_next = stage.next();
+        let mut ci = vk::ComputePipelineCreateInfo::default()
             .flags(
                 vk::PipelineCreateFlags::from_raw(u(v, "flags"))
                     & !vk::PipelineCreateFlags::DERIVATIVE,
             )
-            .stage(stage.info(&mut subgroup))
+            .stage(stage.info(&mut stage_next))
             .layout(self.layout(v)?)
             .base_pipeline_index(-1);
+        let mut robustness = robustness(v);
+        if let Some(r) = robustness.as_mut() {
+            ci = ci.push_next(r);
+        }
         self.timed(self.device.fp_v1_0().create_compute_pipelines, &ci)
     }
 
     unsafe fn graphics(&self, v: &Value) -> Result<Duration, String> {
-        only(v, &[1000044002], "a graphics pipeline")?;
+        only(v, &[1000044002, ROBUSTNESS], "a graphics pipeline")?;
         let stages_json = arr(v, "stages");
         let stages = stages_json
             .iter()
             .map(|s| StageData::read(self, s))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut subgroups: Vec<_> = stages.iter().map(StageData::subgroup_info).collect();
+        let mut stage_nexts: Vec<_> = stages.iter().map(StageData::next).collect();
         let stage_infos: Vec<_> = stages
             .iter()
-            .zip(subgroups.iter_mut())
-            .map(|(s, g)| s.info(g))
+            .zip(stage_nexts.iter_mut())
+            .map(|(s, n)| s.info(n))
             .collect();
         let g = GraphicsData::read(v)?;
         let mut rendering = vk::PipelineRenderingCreateInfo::default()
@@ -1234,6 +1258,10 @@ impl Replay {
         if render_pass == vk::RenderPass::null() {
             ci = ci.push_next(&mut rendering);
         }
+        let mut robustness = robustness(v);
+        if let Some(r) = robustness.as_mut() {
+            ci = ci.push_next(r);
+        }
         self.timed(self.device.fp_v1_0().create_graphics_pipelines, &ci)
     }
 
@@ -1275,6 +1303,13 @@ struct StageData {
     _map: Vec<vk::SpecializationMapEntry>,
     _data: Vec<u8>,
     required_subgroup_size: Option<u32>,
+    robustness: Option<vk::PipelineRobustnessCreateInfoEXT<'static>>,
+}
+
+/// The structures a stage's create info chains, owned by the caller while the info lives.
+struct StageNext {
+    subgroup: vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo<'static>,
+    robustness: Option<vk::PipelineRobustnessCreateInfoEXT<'static>>,
 }
 
 // SAFETY: the raw pointers in `spec` point into this struct's own immutable buffers.
@@ -1282,7 +1317,7 @@ unsafe impl Send for StageData {}
 
 impl StageData {
     fn read(r: &Replay, s: &Value) -> Result<StageData, String> {
-        only(s, &[1000225001], "a shader stage")?;
+        only(s, &[1000225001, ROBUSTNESS], "a shader stage")?;
         let h = s.get("module").and_then(parse_ref);
         let module = h
             .and_then(|h| r.modules.get(&h).copied())
@@ -1341,18 +1376,19 @@ impl StageData {
             _map: map,
             _data: data,
             required_subgroup_size,
+            robustness: robustness(s),
         })
     }
 
-    fn subgroup_info(&self) -> vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo<'static> {
-        vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
-            .required_subgroup_size(self.required_subgroup_size.unwrap_or(0))
+    fn next(&self) -> StageNext {
+        StageNext {
+            subgroup: vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+                .required_subgroup_size(self.required_subgroup_size.unwrap_or(0)),
+            robustness: self.robustness,
+        }
     }
 
-    fn info<'a>(
-        &'a self,
-        subgroup: &'a mut vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo<'static>,
-    ) -> vk::PipelineShaderStageCreateInfo<'a> {
+    fn info<'a>(&'a self, next: &'a mut StageNext) -> vk::PipelineShaderStageCreateInfo<'a> {
         let mut info = vk::PipelineShaderStageCreateInfo::default()
             .stage(self.stage)
             .flags(self.flags)
@@ -1362,7 +1398,10 @@ impl StageData {
             info = info.specialization_info(spec);
         }
         if self.required_subgroup_size.is_some() {
-            info = info.push_next(subgroup);
+            info = info.push_next(&mut next.subgroup);
+        }
+        if let Some(r) = next.robustness.as_mut() {
+            info = info.push_next(r);
         }
         info
     }

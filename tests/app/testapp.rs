@@ -80,6 +80,10 @@ struct Args {
     /// work meanwhile: its background rebuild).
     #[arg(long, default_value_t = 0)]
     linger_ms: u64,
+    /// Enable VK_EXT_pipeline_robustness and chain VkPipelineRobustnessCreateInfoEXT: on every
+    /// graphics pipeline, and on each compute pipeline or (odd variants) its stage.
+    #[arg(long)]
+    pipeline_robustness: bool,
 }
 
 /// Allocations asked of the failing allocator.
@@ -141,6 +145,7 @@ struct Shared {
     dynamic_rendering: bool,
     depth_clip: bool,
     flags2: bool,
+    pipeline_robustness: bool,
     allocator: Option<vk::AllocationCallbacks<'static>>,
 }
 
@@ -245,26 +250,30 @@ fn run(args: &Args) -> Result<bool, String> {
     let mut features13 = vk::PhysicalDeviceVulkan13Features::default()
         .dynamic_rendering(true)
         .pipeline_creation_cache_control(true);
-    let extensions = [ash::ext::depth_clip_enable::NAME.as_ptr()];
+    let mut extensions = Vec::new();
     let mut depth_clip =
         vk::PhysicalDeviceDepthClipEnableFeaturesEXT::default().depth_clip_enable(true);
     let mut device_ci = vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci);
-    let maintenance5_ext = [ash::khr::maintenance5::NAME.as_ptr()];
     let mut maintenance5 = vk::PhysicalDeviceMaintenance5FeaturesKHR::default().maintenance5(true);
+    let mut pipeline_robustness =
+        vk::PhysicalDevicePipelineRobustnessFeaturesEXT::default().pipeline_robustness(true);
     let robust = vk::PhysicalDeviceFeatures::default().robust_buffer_access(true);
     if args.robust_buffer_access {
         device_ci = device_ci.enabled_features(&robust);
     }
     if args.flags2 {
-        device_ci = device_ci
-            .enabled_extension_names(&maintenance5_ext)
-            .push_next(&mut maintenance5);
+        extensions.push(ash::khr::maintenance5::NAME.as_ptr());
+        device_ci = device_ci.push_next(&mut maintenance5);
     }
     if args.depth_clip {
-        device_ci = device_ci
-            .enabled_extension_names(&extensions)
-            .push_next(&mut depth_clip);
+        extensions.push(ash::ext::depth_clip_enable::NAME.as_ptr());
+        device_ci = device_ci.push_next(&mut depth_clip);
     }
+    if args.pipeline_robustness {
+        extensions.push(ash::ext::pipeline_robustness::NAME.as_ptr());
+        device_ci = device_ci.push_next(&mut pipeline_robustness);
+    }
+    device_ci = device_ci.enabled_extension_names(&extensions);
     if dynamic_rendering {
         device_ci = device_ci.push_next(&mut features13);
     }
@@ -514,6 +523,7 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             dynamic_rendering,
             depth_clip: false,
             flags2: args.flags2,
+            pipeline_robustness: args.pipeline_robustness,
             allocator: args.failing_allocator.then(failing_allocator),
         })
     }
@@ -749,21 +759,32 @@ fn create_compute_batch(
                 .flags(vk::PipelineCreateFlags2KHR::from_raw(u64::from(flags.as_raw())) | own)
         })
         .collect();
+    let mut robustness: Vec<_> = variants.iter().map(|v| robustness(*v)).collect();
+    let mut stage_robustness = robustness.clone();
     let infos: Vec<vk::ComputePipelineCreateInfo> = specs
         .iter()
         .zip(feedback_infos.iter_mut())
         .zip(flags2.iter_mut())
+        .zip(robustness.iter_mut().zip(stage_robustness.iter_mut()))
+        .zip(variants)
         .enumerate()
-        .map(|(i, ((spec, fb), f2))| {
-            let stage = vk::PipelineShaderStageCreateInfo::default()
+        .map(|(i, ((((spec, fb), f2), (robust, stage_robust)), v))| {
+            let mut stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(s.compute_module)
                 .name(c"main")
                 .specialization_info(spec);
+            // Odd variants ask for it on their stage, even ones on the pipeline.
+            if s.pipeline_robustness && v % 2 == 1 {
+                stage = stage.push_next(stage_robust);
+            }
             let mut ci = vk::ComputePipelineCreateInfo::default()
                 .stage(stage)
                 .layout(s.compute_layout)
                 .flags(flags);
+            if s.pipeline_robustness && v % 2 == 0 {
+                ci = ci.push_next(robust);
+            }
             if s.flags2 {
                 ci = ci
                     .flags(vk::PipelineCreateFlags::empty())
@@ -791,6 +812,21 @@ fn create_compute_batch(
         took,
         made,
     )
+}
+
+/// The robustness variant `v` asks for (with `--pipeline-robustness`): two behaviours that every
+/// device with the feature supports, so that variants differ.
+fn robustness(v: u32) -> vk::PipelineRobustnessCreateInfoEXT<'static> {
+    let buffers = if v % 4 < 2 {
+        vk::PipelineRobustnessBufferBehaviorEXT::DISABLED
+    } else {
+        vk::PipelineRobustnessBufferBehaviorEXT::DEVICE_DEFAULT
+    };
+    vk::PipelineRobustnessCreateInfoEXT::default()
+        .storage_buffers(buffers)
+        .uniform_buffers(vk::PipelineRobustnessBufferBehaviorEXT::DEVICE_DEFAULT)
+        .vertex_inputs(vk::PipelineRobustnessBufferBehaviorEXT::DISABLED)
+        .images(vk::PipelineRobustnessImageBehaviorEXT::DEVICE_DEFAULT)
 }
 
 fn create_graphics_batch(
@@ -930,11 +966,13 @@ fn create_graphics_batch(
         .collect();
     let mut feedback = FeedbackSlots::<2>::new(variants.len());
     let mut feedback_infos = feedback.infos();
+    let mut robustness: Vec<_> = variants.iter().map(|(v, _)| robustness(*v)).collect();
     let mut infos = Vec::with_capacity(variants.len());
-    for (i, ((rendering, fb), (_, dynamic_rendering))) in renderings
+    for (i, (((rendering, fb), (_, dynamic_rendering)), robust)) in renderings
         .iter_mut()
         .zip(feedback_infos.iter_mut())
         .zip(variants)
+        .zip(robustness.iter_mut())
         .enumerate()
     {
         let mut ci = vk::GraphicsPipelineCreateInfo::default()
@@ -956,6 +994,9 @@ fn create_graphics_batch(
         }
         if with_feedback {
             ci = ci.push_next(fb);
+        }
+        if s.pipeline_robustness {
+            ci = ci.push_next(robust);
         }
         infos.push(ci);
     }
