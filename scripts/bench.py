@@ -235,6 +235,52 @@ def bench_driver_change(name, cmd_for, args, drv, threads, manifest, scratch, to
     return "\n".join(lines) + "\n", rounds
 
 
+def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
+    """Issue 18's write-behind, as a user runs a program: the driver's own disk cache on, the
+    application's shared in-memory cache passed (`--app-cache memory`), three launches in a row
+    from nothing (an empty disk cache and store), without the layer, through pipekeep as it is
+    by default, and with write-behind forced on; interleaved rounds."""
+    base = dict(os.environ)
+    base.update(drv["env"])
+    base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
+    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE", "PIPEKEEP_WRITE_BEHIND"):
+        base.pop(k, None)
+    layer = dict(base, VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER)
+    modes = {"no layer": dict(base, PIPEKEEP_DISABLE="1"), "pipekeep (default)": layer,
+             "pipekeep, write-behind on": dict(layer, PIPEKEEP_WRITE_BEHIND="on")}
+    t = args.timeout
+    runs = {m: [[] for _ in range(3)] for m in modes}
+    for r in range(args.rounds):
+        for mode, env in modes.items():
+            place = os.path.join(scratch, f"row-{name}-{threads}-{r}-{mode.replace(' ', '').replace(',', '').replace('(', '').replace(')', '')}")
+            shutil.rmtree(place, ignore_errors=True)
+            env = dict(env, **drv["cache_on"](os.path.join(place, "driver")), PIPEKEEP_DIR=os.path.join(place, "store"))
+            for i in range(3):
+                res = run(cmd_for(threads, "memory"), env, t)
+                s = dict(res["summary"])
+                s.pop("times_ms", None)
+                s["watch"] = res["watch"]
+                runs[mode][i].append(s)
+            shutil.rmtree(place, ignore_errors=True)
+    alone = runs["no layer"]
+    lines = [f"#### {name}: three launches in a row, the driver's disk cache on, the application's cache, "
+             f"{threads} thread(s), {args.rounds} rounds", "",
+             "| mode | launch | creation ms (each round) | / no layer, same launch | found / built | the application's cache KiB |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for mode in modes:
+        for i in range(3):
+            c = [x.get("creation_ms") for x in runs[mode][i]]
+            base_c = [x.get("creation_ms") for x in alone[i]]
+            ratio = ", ".join(f"{x / y:.3f}" for x, y in zip(c, base_c) if x and y) or "-"
+            found = ", ".join(f"{x['watch'].get('found', '-')}/{x['watch'].get('built', '-')}" for x in runs[mode][i] if x["watch"]) or "-"
+            kib = ", ".join(fmt((x.get("app_cache_bytes") or 0) / 1024) for x in runs[mode][i])
+            lines.append(f"| {mode} | {i + 1} | {', '.join(fmt(x) for x in c)} | {ratio} | {found} | {kib} |")
+    totals = {m: [sum(runs[m][i][r].get("creation_ms") or 0 for i in range(3)) for r in range(args.rounds)] for m in modes}
+    lines += ["", "The three launches together, creation ms (each round): " + "; ".join(
+        f"{m} {', '.join(fmt(x) for x in v)}" for m, v in totals.items())]
+    return "\n".join(lines) + "\n", runs
+
+
 def fmt(v, digits=1):
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -364,6 +410,9 @@ def main():
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--rounds", type=int, default=7, help="interleaved reruns of the warm modes, for medians")
     ap.add_argument("--backends", default="binary,cache", help="PIPEKEEP_BACKEND values to run the pipekeep modes with")
+    ap.add_argument("--runs-in-a-row", action="store_true",
+                    help="instead of the modes above: three launches in a row with the driver's disk cache on and the "
+                         "application's cache, without the layer, through pipekeep, with write-behind (issue 18)")
     ap.add_argument("--driver-change", action="store_true",
                     help="instead of the modes above: the first launch after a driver change, with the background "
                          "rebuild and with `pipekeep rebuild` run first, against a cold one (issue 18), --rounds rounds")
@@ -393,6 +442,16 @@ def main():
                     return c + (["--app-cache", cache] if cache else [])
                 supports = True
             started = time.monotonic()
+            if args.runs_in_a_row:
+                text, runs = bench_runs_in_a_row(wl, cmd_for, args, drv, threads, manifest, scratch)
+                report.append(text)
+                raw[f"{wl}-{threads}"] = runs
+                print(text, flush=True)
+                with open(os.path.join(args.out, f"{args.driver}-in-a-row.md"), "w") as f:
+                    f.write("\n".join(report))
+                with open(os.path.join(args.out, f"{args.driver}-in-a-row.json"), "w") as f:
+                    json.dump(raw, f, indent=1)
+                continue
             if args.driver_change:
                 text, rounds = bench_driver_change(wl, cmd_for, args, drv, threads, manifest, scratch, tool)
                 report.append(text)
