@@ -264,7 +264,7 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
             shutil.rmtree(place, ignore_errors=True)
     alone = runs["no layer"]
     lines = [f"#### {name}: three launches in a row, the driver's disk cache on, the application's cache, "
-             f"{threads} thread(s), {args.rounds} rounds", "",
+             f"{threads} thread(s), {args.linger_ms} ms after the last pipeline, {args.rounds} rounds", "",
              "| mode | launch | creation ms (each round) | / no layer, same launch | found / built | the application's cache KiB |",
              "| --- | --- | --- | --- | --- | --- |"]
     for mode in modes:
@@ -413,6 +413,9 @@ def main():
     ap.add_argument("--runs-in-a-row", action="store_true",
                     help="instead of the modes above: three launches in a row with the driver's disk cache on and the "
                          "application's cache, without the layer, through pipekeep, with write-behind (issue 18)")
+    ap.add_argument("--linger-ms", type=int, default=0,
+                    help="every launch keeps its device this long after its last pipeline, as an application that "
+                         "goes on after its loading (pipekeep's background work goes on meanwhile)")
     ap.add_argument("--driver-change", action="store_true",
                     help="instead of the modes above: the first launch after a driver change, with the background "
                          "rebuild and with `pipekeep rebuild` run first, against a cold one (issue 18), --rounds rounds")
@@ -432,6 +435,7 @@ def main():
             if wl == "app":
                 def cmd_for(th, cache):
                     c = [app, "--compute", "400", "--graphics", "200", "--threads", str(th), "--batch", "10"]
+                    c += ["--linger-ms", str(args.linger_ms)] if args.linger_ms else []
                     return c + (["--app-cache"] if cache == "memory" else [])
                 supports = False
             else:
@@ -439,6 +443,7 @@ def main():
 
                 def cmd_for(th, cache, db=db):
                     c = [tool, "replay", "--json", "--times", "--threads", str(th), db]
+                    c += ["--linger-ms", str(args.linger_ms)] if args.linger_ms else []
                     return c + (["--app-cache", cache] if cache else [])
                 supports = True
             started = time.monotonic()

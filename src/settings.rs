@@ -34,10 +34,10 @@ pub enum MergeSetting {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteBehindSetting {
     /// Where it measured faster: nowhere (off). It makes a first run cost what it costs without
-    /// the layer, but the store fills a run later: beside the driver's own disk cache (as users
-    /// run) the next runs were 1.5-12x slower than without it on NVIDIA, and on RADV three
-    /// launches in a row cost about what they cost without the layer, against 0.32-0.80x through
-    /// pipekeep's default (BENCHMARKS.md, eighth session).
+    /// the layer, and keeps its pipelines once the application pauses; but with the driver's own
+    /// disk cache on (as users run), pipekeep's default first launch on RADV is faster for every
+    /// workload but one, and on NVIDIA the default's three launches cost less while a fourth of
+    /// the entries an in-run rebuild wrote were refused (BENCHMARKS.md, eighth session).
     Auto,
     On,
     Off,

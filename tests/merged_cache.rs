@@ -131,3 +131,76 @@ fn a_device_destroyed_while_merges_run_returns_at_once() {
         assert!(run.ok, "{}", run.all());
     }
 }
+
+/// An entry that passes every check but that the driver compiles anyway through the merged cache
+/// (here: another pipeline's data under this pipeline's key, as NVIDIA may refuse an entry a
+/// rebuild wrote) is removed, not refused again every run: the next run compiles and keeps it,
+/// and the run after finds everything.
+#[test]
+fn an_entry_the_driver_compiles_anyway_when_merged_is_kept_afresh_next_run() {
+    use pipekeep::key::PipelineKey;
+    use pipekeep::store::envelope::{self, Body};
+    use pipekeep::store::identity::DirName;
+    use pipekeep::store::Identity;
+
+    let tmp = tempfile::tempdir().unwrap();
+    fill(tmp.path());
+    let all = entries(&tmp.path().join("store"));
+    let dir = all[0]
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let dir = DirName::parse(dir).unwrap();
+    let identity = Identity {
+        vendor_id: dir.vendor_id,
+        device_id: dir.device_id,
+        driver_version: dir.driver_version,
+        cache_uuid: dir.cache_uuid,
+        abi: 8,
+    };
+    let payload_of = |path: &Path| {
+        let key = PipelineKey::from_file_name(path.file_name().unwrap().to_str().unwrap()).unwrap();
+        let bytes = std::fs::read(path).unwrap();
+        match envelope::decode(&bytes, &identity, &key).unwrap().body {
+            Body::Whole(payload) => payload.to_vec(),
+            _ => panic!("the test app's cache payloads stand whole"),
+        }
+    };
+    let victims = [&all[4], &all[17], &all[41]];
+    for (victim, donor) in victims.iter().zip([&all[5], &all[18], &all[42]]) {
+        let key =
+            PipelineKey::from_file_name(victim.file_name().unwrap().to_str().unwrap()).unwrap();
+        std::fs::write(
+            victim,
+            envelope::encode(&identity, &key, &payload_of(donor)),
+        )
+        .unwrap();
+    }
+    let refused = merging(tmp.path()).run_within(LIMIT);
+    assert!(refused.ok, "{}", refused.all());
+    let w = refused.watch();
+    assert_eq!((w.found, w.compiled), (57, 3), "{}", refused.all());
+    assert!(refused.stderr.contains(" refused=3 "), "{}", refused.all());
+    for victim in victims {
+        assert!(
+            !victim.exists(),
+            "{} stayed\n{}",
+            victim.display(),
+            refused.all()
+        );
+    }
+    let kept = merging(tmp.path()).run_within(LIMIT);
+    let w = kept.watch();
+    assert_eq!(
+        (w.found, w.compiled, w.written),
+        (57, 3, 3),
+        "{}",
+        kept.all()
+    );
+    let warm = merging(tmp.path()).run_within(LIMIT);
+    let w = warm.watch();
+    assert_eq!((w.found, w.compiled), (60, 0), "{}", warm.all());
+}

@@ -346,16 +346,11 @@ fn write_behind_keeps_the_applications_cache_whole_and_the_next_run_keeps_the_pi
     assert!(saved_alone > 0, "{}", alone.all());
 
     let behind = || test_app(tmp.path(), &mix).env("PIPEKEEP_WRITE_BEHIND", "on");
-    // Cold: every miss built as the application asked, through its own cache, and recorded;
-    // no entry written yet.
+    // Cold: every miss built as the application asked, through its own cache, and recorded; the
+    // run ends before it has paused long enough for the rebuild to keep them.
     let cold = behind().run();
     let w = cold.watch();
-    assert_eq!(
-        (w.built, w.compiled, w.written),
-        (50, 50, 0),
-        "{}",
-        cold.all()
-    );
+    assert_eq!((w.built, w.compiled), (50, 50), "{}", cold.all());
     // As large as without the layer (RADV's cache data moves by a few bytes between runs).
     let saved = cold.summary["app_cache_bytes"].as_u64().unwrap();
     assert!(
@@ -363,7 +358,11 @@ fn write_behind_keeps_the_applications_cache_whole_and_the_next_run_keeps_the_pi
         "the application's cache: {saved} bytes, {saved_alone} without the layer"
     );
     let title = tmp.path().join("store/pipekeep-testapp");
-    assert!(title.join("record.pending").is_file());
+    assert!(
+        w.written == 50 || title.join("record.pending").is_file(),
+        "{}",
+        cold.all()
+    );
 
     // The next run's background rebuild keeps them (the hook lets it finish at vkDestroyDevice).
     let next = behind().env("PIPEKEEP_TEST_REBUILD_FIRST", "1").run();
@@ -375,6 +374,48 @@ fn write_behind_keeps_the_applications_cache_whole_and_the_next_run_keeps_the_pi
     );
     assert!(!title.join("record.pending").exists());
     let warm = behind().run();
+    let w = warm.watch();
+    assert_eq!((w.built, w.found), (50, 50), "{}", warm.all());
+}
+
+/// Write-behind in a run that goes on after its pipelines (a game past its loading): once the
+/// application pauses, the rebuild keeps what it built in the same run, and the next run finds
+/// every pipeline.
+#[test]
+fn write_behind_keeps_the_pipelines_in_the_same_run_once_the_application_pauses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = [
+        "--compute",
+        "30",
+        "--graphics",
+        "20",
+        "--threads",
+        "2",
+        "--app-cache",
+        "--linger-ms",
+        "3000",
+    ];
+    let cold = test_app(tmp.path(), &mix)
+        .env("PIPEKEEP_WRITE_BEHIND", "on")
+        .run();
+    let w = cold.watch();
+    assert_eq!(
+        (w.built, w.compiled, w.written),
+        (50, 50, 50),
+        "{}",
+        cold.all()
+    );
+    assert!(
+        cold.stderr
+            .contains("background rebuild ended made=50 of=50"),
+        "{}",
+        cold.all()
+    );
+    let title = tmp.path().join("store/pipekeep-testapp");
+    assert!(!title.join("record.pending").exists(), "{}", cold.all());
+    let warm = test_app(tmp.path(), &mix[..7])
+        .env("PIPEKEEP_WRITE_BEHIND", "on")
+        .run();
     let w = warm.watch();
     assert_eq!((w.built, w.found), (50, 50), "{}", warm.all());
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Once, OnceLock};
 use std::time::SystemTime;
 
@@ -171,6 +171,13 @@ pub struct DeviceData {
     /// write-behind, which marks the record pending as it goes, does not start one beside the
     /// application's first compiles.
     pub rebuild_owed_at_opening: AtomicBool,
+    /// Write-behind: pipelines this run built as the application asked and left to the rebuild
+    /// (counted as they are recorded), and how many of them the last rebuild pass began after.
+    pub owed_this_run: AtomicU64,
+    owed_covered: AtomicU64,
+    /// Test only (`PIPEKEEP_TEST_REBUILD_FIRST`): the write-behind rebuild ends once nothing is
+    /// owed, instead of waiting for more until the device goes.
+    rebuild_wind_down: AtomicBool,
     /// The title's record (`<title>/record.foz`), where a library root is known.
     pub record: Option<Arc<crate::replay::record::RecordFile>>,
     /// What the record says of the application and device.
@@ -192,20 +199,16 @@ pub struct DeviceData {
     pub app_activity: super::activity::AppActivity,
 }
 
-/// How long the application must have built no pipeline before the background rebuild goes on,
-/// where the application keeps what it builds (no write-behind): it builds and keeps its own
-/// pipelines anyway, and the rebuild's are for those it does not reach this run. (Beside the
-/// application's own builds the rebuild cost its first launch after a driver change 1.01-1.05x
-/// against 1.03-1.09x on 2 cores, pygfx: BENCHMARKS.md.) Under write-behind the rebuild is what
-/// keeps the application's pipelines, so it does not wait.
+/// How long the application must have built no pipeline before the background rebuild goes on:
+/// what the application builds meanwhile it builds anyway, and the rebuild takes the cores it
+/// leaves. (Beside the application's own builds the rebuild cost its first launch after a
+/// driver change 1.01-1.05x against 1.03-1.09x on 2 cores, pygfx: BENCHMARKS.md.) Under
+/// write-behind the same wait lets a run keep what it built, once its builds pause.
 const REBUILD_AFTER_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Waits until the application has built no pipeline for [`REBUILD_AFTER_QUIET`] (not under
-/// write-behind); `false` when the device goes first.
+/// Waits until the application has built no pipeline for [`REBUILD_AFTER_QUIET`]; `false` when
+/// the device goes first.
 fn wait_for_a_quiet_application(dev: &DeviceData) -> bool {
-    if dev.write_behind {
-        return !dev.rebuild_stop.load(Ordering::Acquire);
-    }
     dev.app_activity
         .wait_until_quiet(REBUILD_AFTER_QUIET, &dev.rebuild_stop)
 }
@@ -349,6 +352,7 @@ impl DeviceData {
     /// Test only: waits for a background rebuild to be started by the opening thread and to
     /// finish (at most a minute), instead of stopping it.
     fn let_the_rebuild_finish(&self) {
+        self.rebuild_wind_down.store(true, Ordering::Release);
         let started = std::time::Instant::now();
         while started.elapsed() < std::time::Duration::from_secs(60) {
             if self.join_the_rebuild() {
@@ -538,8 +542,10 @@ fn compact_record(
 /// rebuilds the title's record into the driver's store on threads of the layer's own at idle
 /// priority (at most half the cores), through this layer's own commands on the application's
 /// device: what the application builds meanwhile is found or written as ever, and what the
-/// rebuild reaches first is found by it. Stops after the current pipeline at `vkDestroyDevice`;
-/// what is left is for the next run (the record stays marked) or `pipekeep rebuild`.
+/// rebuild reaches first is found by it. Under write-behind the thread also keeps, pass after
+/// pass, what this run leaves to it ([`rebuild_what_is_owed`]). Stops after the current pipeline
+/// at `vkDestroyDevice`; what is left is for the next run (the record stays marked) or
+/// `pipekeep rebuild`.
 fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
     if SETTINGS.rebuild == crate::settings::RebuildSetting::Off {
         return;
@@ -548,7 +554,12 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
         return;
     };
     let owed = dev.rebuild_owed_at_opening.load(Ordering::Acquire);
-    if !record.path().is_file() || dev.stop.load(Ordering::Acquire) || !store.take_the_rebuild(owed)
+    // Under write-behind one rebuild thread lives as long as the device, for what this run owes
+    // too (a record it writes as it goes).
+    let owed_from_before = owed && record.path().is_file();
+    if dev.stop.load(Ordering::Acquire)
+        || !(owed_from_before || dev.write_behind)
+        || !store.take_the_rebuild(true)
     {
         return;
     }
@@ -558,7 +569,14 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
         .spawn(move || {
             guarded(
                 "background rebuild",
-                || rebuild(&rebuilding, &record),
+                || {
+                    rebuild_worker_start();
+                    if rebuilding.write_behind {
+                        rebuild_what_is_owed(&rebuilding, &record, owed_from_before)
+                    } else {
+                        rebuild(&rebuilding, &record)
+                    }
+                },
                 || (),
             )
         });
@@ -568,12 +586,50 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
     }
 }
 
+/// Write-behind: the rebuild of what earlier runs owed (`owed_from_before`), then a pass each
+/// time this run has left more pipelines to it and the application has paused its builds, until
+/// the device goes. So a run that goes on after its pipelines (a game past its loading) keeps
+/// them in the same run, on otherwise idle cores; what is not done is the next run's.
+fn rebuild_what_is_owed(
+    dev: &Arc<DeviceData>,
+    file: &crate::replay::record::RecordFile,
+    owed_from_before: bool,
+) {
+    let mut owed = owed_from_before;
+    loop {
+        while !owed {
+            if dev.rebuild_stop.load(Ordering::Acquire) {
+                return;
+            }
+            owed = dev.owed_this_run.load(Ordering::Acquire)
+                > dev.owed_covered.load(Ordering::Acquire);
+            if !owed {
+                if dev.rebuild_wind_down.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+        rebuild(dev, file);
+        if dev.rebuild_stop.load(Ordering::Acquire) {
+            return;
+        }
+        owed = false;
+    }
+}
+
+/// One pass over the record: once the application pauses, every recorded pipeline through this
+/// layer (found, or compiled and written).
 fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
-    rebuild_worker_start();
     if !wait_for_a_quiet_application(dev) {
         tracing::info!("background rebuild ended: the device went before it began");
         return;
     }
+    // What this run owes lands in the record first (the writer thread runs at idle priority):
+    // the pass covers what was owed before it read the record.
+    wait_for_owed_appends(dev, file);
+    dev.owed_covered
+        .store(dev.owed_this_run.load(Ordering::Acquire), Ordering::Release);
     let record = file.path();
     let mut read_len = 0;
     let catalog = match std::fs::read(record)
@@ -659,19 +715,14 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
                 wait_for_a_quiet_application(&dev)
             }))
         }),
+        linger: std::time::Duration::ZERO,
     };
     let started = std::time::Instant::now();
     // SAFETY: as above.
     let summary = unsafe { crate::replay::replayer::replay_on_device(device, &catalog, &options) };
-    // The application's owed pipelines queued for the record land first (the writer thread
-    // runs at idle priority too): a mark removed before them would be written again.
-    let waiting_since = std::time::Instant::now();
-    while file.owed_in_flight() > 0
-        && !dev.rebuild_stop.load(Ordering::Acquire)
-        && waiting_since.elapsed() < std::time::Duration::from_secs(2)
-    {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    // The application's owed pipelines queued for the record land first: a mark removed
+    // before them would be written again.
+    wait_for_owed_appends(dev, file);
     if !dev.rebuild_stop.load(Ordering::Acquire) {
         // Every pipeline of the record as read went through the layer (found, or compiled and
         // written; one the driver fails stays failed): nothing is left for the next run, unless
@@ -681,6 +732,20 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
         }
     }
     tracing::info!(made = summary.made, of = pipelines, skipped = summary.skipped_total(), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "background rebuild ended");
+}
+
+/// Waits (two seconds at most) until the owed pipelines queued for the record have landed in it.
+fn wait_for_owed_appends(dev: &DeviceData, file: &crate::replay::record::RecordFile) {
+    if file.owed_in_flight() > 0 {
+        dev.writer.wake();
+    }
+    let waiting_since = std::time::Instant::now();
+    while file.owed_in_flight() > 0
+        && !dev.rebuild_stop.load(Ordering::Acquire)
+        && waiting_since.elapsed() < std::time::Duration::from_secs(2)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// Each rebuild thread: idle priority, and its pipelines counted apart.
@@ -1077,6 +1142,9 @@ unsafe fn register_device(
         rebuild_stop: Arc::default(),
         rebuilder: Mutex::default(),
         rebuild_owed_at_opening: AtomicBool::new(false),
+        owed_this_run: AtomicU64::new(0),
+        owed_covered: AtomicU64::new(0),
+        rebuild_wind_down: AtomicBool::new(false),
         record: SETTINGS
             .root
             .as_ref()

@@ -647,7 +647,7 @@ unsafe fn build_merged<T: PipelineInfo>(
         .and_then(Feedback::cache_hit)
         .unwrap_or(false);
     if !hit {
-        tracing::debug!(entry = %merged.name, "merged, but the driver compiled it");
+        b.store.remove_refused(b.key);
         return Kept::Made(r, Outcome::Refused);
     }
     dev.writer.stamp(b.store.clone(), merged.name);
@@ -837,6 +837,8 @@ fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) {
         contents,
     };
     if pending {
+        dev.owed_this_run
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         if let Err(e) = file.owe() {
             tracing::debug!(record = %file.path().display(), error = %e, "the record is not marked as owing entries");
         }

@@ -268,6 +268,14 @@ impl Writer {
         }
     }
 
+    /// Wakes the thread to take what waits (records and stamps short of a batch wait for the next
+    /// write otherwise). For the layer's own threads: it takes the queue's lock.
+    pub fn wake(&self) {
+        let (lock, ready) = &*self.shared;
+        let _queue = lock.lock().unwrap_or_else(|e| e.into_inner());
+        ready.notify_one();
+    }
+
     /// Writes what is queued, on this thread beside the writer's (whose idle priority may keep
     /// it waiting behind a busy machine), and joins the thread (at `vkDestroyDevice`).
     pub fn finish(&self) {

@@ -59,6 +59,9 @@ pub struct Options {
     /// Asked before each pipeline (it may wait): `false` ends the replay there (pipekeep's
     /// background rebuild waits while the application builds pipelines of its own).
     pub before_each: Option<BeforeEach>,
+    /// How long the device lives after the last pipeline, before it is destroyed: an
+    /// application that goes on after its loading (pipekeep's threads work meanwhile).
+    pub linger: std::time::Duration,
 }
 
 /// What [`Options::before_each`] runs.
@@ -530,6 +533,7 @@ unsafe fn replay_on(
             .or_default() += c.ray_tracing;
     }
     unsafe { r.run_jobs(&jobs, options, &mut summary) };
+    std::thread::sleep(options.linger);
     if r.app_cache != vk::PipelineCache::null() {
         // SAFETY: the replay's own live cache; the size query of the two-call idiom.
         summary.app_cache_bytes = unsafe { r.device.get_pipeline_cache_data(r.app_cache) }

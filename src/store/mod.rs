@@ -389,6 +389,22 @@ impl Store {
         &self.dir
     }
 
+    /// Removes an entry the driver was given and compiled anyway, where nothing is left to write
+    /// in its place (built through a merged cache, whose data is every entry's): the next run
+    /// misses it and keeps what the driver compiles then, instead of being refused every run.
+    pub fn remove_refused(&self, key: &PipelineKey) {
+        let path = self.entry_path(key);
+        match files::remove_if_present(&path) {
+            Ok(true) => {
+                tracing::info!(entry = %key.file_name(), "the driver compiled a merged entry anyway: removed, kept afresh next run")
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::debug!(entry = %key.file_name(), error = %e, "a refused entry is not removed")
+            }
+        }
+    }
+
     pub fn entry_path(&self, key: &PipelineKey) -> PathBuf {
         self.dir.join(key.file_name())
     }

@@ -64,6 +64,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             stop: None,
             worker_start: None,
             before_each: None,
+            linger: std::time::Duration::ZERO,
         };
         let summary = replayer::replay(&[catalog], &options)?;
         // Every pipeline of the record went through the layer: none is owed to a background

@@ -41,6 +41,10 @@ pub struct Args {
     /// With --json: include each pipeline's creation time.
     #[arg(long)]
     times: bool,
+    /// Keep the device this many milliseconds after the last pipeline, as an application that
+    /// goes on after its loading would (pipekeep's background work goes on meanwhile).
+    #[arg(long, default_value_t = 0)]
+    linger_ms: u64,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
@@ -60,6 +64,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         stop: None,
         worker_start: None,
         before_each: None,
+        linger: std::time::Duration::from_millis(args.linger_ms),
     };
     let mut summary = replayer::replay(&catalogs, &options)?;
     let clean = summary.skipped_total() == 0 && summary.malformed.is_empty();
