@@ -447,24 +447,20 @@ def main():
                     return c + (["--app-cache", cache] if cache else [])
                 supports = True
             started = time.monotonic()
+            other = None
             if args.runs_in_a_row:
-                text, runs = bench_runs_in_a_row(wl, cmd_for, args, drv, threads, manifest, scratch)
+                other = ("in-a-row", bench_runs_in_a_row(wl, cmd_for, args, drv, threads, manifest, scratch))
+            elif args.driver_change:
+                other = ("driver-change", bench_driver_change(wl, cmd_for, args, drv, threads, manifest, scratch, tool))
+            if other:
+                suffix, (text, runs) = other
                 report.append(text)
                 raw[f"{wl}-{threads}"] = runs
                 print(text, flush=True)
-                with open(os.path.join(args.out, f"{args.driver}-in-a-row.md"), "w") as f:
+                # Written after every workload, so a run stopped early still leaves what it measured.
+                with open(os.path.join(args.out, f"{args.driver}-{suffix}.md"), "w") as f:
                     f.write("\n".join(report))
-                with open(os.path.join(args.out, f"{args.driver}-in-a-row.json"), "w") as f:
-                    json.dump(raw, f, indent=1)
-                continue
-            if args.driver_change:
-                text, rounds = bench_driver_change(wl, cmd_for, args, drv, threads, manifest, scratch, tool)
-                report.append(text)
-                raw[f"{wl}-{threads}"] = rounds
-                print(text, flush=True)
-                with open(os.path.join(args.out, f"{args.driver}-driver-change.md"), "w") as f:
-                    f.write("\n".join(report))
-                with open(os.path.join(args.out, f"{args.driver}-driver-change.json"), "w") as f:
+                with open(os.path.join(args.out, f"{args.driver}-{suffix}.json"), "w") as f:
                     json.dump(raw, f, indent=1)
                 continue
             results = bench_workload(wl, cmd_for, args, drv, threads, manifest, scratch, supports)

@@ -138,31 +138,13 @@ fn a_device_destroyed_while_merges_run_returns_at_once() {
 /// and the run after finds everything.
 #[test]
 fn an_entry_the_driver_compiles_anyway_when_merged_is_kept_afresh_next_run() {
-    use pipekeep::key::PipelineKey;
     use pipekeep::store::envelope::{self, Body};
-    use pipekeep::store::identity::DirName;
-    use pipekeep::store::Identity;
 
     let tmp = tempfile::tempdir().unwrap();
     fill(tmp.path());
     let all = entries(&tmp.path().join("store"));
-    let dir = all[0]
-        .parent()
-        .unwrap()
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap();
-    let dir = DirName::parse(dir).unwrap();
-    let identity = Identity {
-        vendor_id: dir.vendor_id,
-        device_id: dir.device_id,
-        driver_version: dir.driver_version,
-        cache_uuid: dir.cache_uuid,
-        abi: 8,
-    };
     let payload_of = |path: &Path| {
-        let key = PipelineKey::from_file_name(path.file_name().unwrap().to_str().unwrap()).unwrap();
+        let (identity, key) = identity_and_key_of(path);
         let bytes = std::fs::read(path).unwrap();
         match envelope::decode(&bytes, &identity, &key).unwrap().body {
             Body::Whole(payload) => payload.to_vec(),
@@ -171,8 +153,7 @@ fn an_entry_the_driver_compiles_anyway_when_merged_is_kept_afresh_next_run() {
     };
     let victims = [&all[4], &all[17], &all[41]];
     for (victim, donor) in victims.iter().zip([&all[5], &all[18], &all[42]]) {
-        let key =
-            PipelineKey::from_file_name(victim.file_name().unwrap().to_str().unwrap()).unwrap();
+        let (identity, key) = identity_and_key_of(victim);
         std::fs::write(
             victim,
             envelope::encode(&identity, &key, &payload_of(donor)),

@@ -162,10 +162,7 @@ fn the_bound_counts_every_piece_once_and_what_it_keeps_is_whole() {
 
 #[test]
 fn entries_of_the_previous_format_are_still_found() {
-    use pipekeep::key::PipelineKey;
     use pipekeep::store::envelope::{self, Body};
-    use pipekeep::store::identity::DirName;
-    use pipekeep::store::Identity;
 
     let tmp = tempfile::tempdir().unwrap();
     // The cache backend below the chunking threshold: every payload stands whole in its entry.
@@ -178,23 +175,7 @@ fn entries_of_the_previous_format_are_still_found() {
     let files = entries(&store(tmp.path()));
     assert_eq!(files.len() as u64, PIPELINES);
     for path in &files {
-        let dir = DirName::parse(
-            path.parent()
-                .unwrap()
-                .file_name()
-                .unwrap()
-                .to_str()
-                .unwrap(),
-        );
-        let dir = dir.unwrap();
-        let identity = Identity {
-            vendor_id: dir.vendor_id,
-            device_id: dir.device_id,
-            driver_version: dir.driver_version,
-            cache_uuid: dir.cache_uuid,
-            abi: 8,
-        };
-        let key = PipelineKey::from_file_name(path.file_name().unwrap().to_str().unwrap()).unwrap();
+        let (identity, key) = identity_and_key_of(path);
         let bytes = std::fs::read(path).unwrap();
         let decoded = envelope::decode(&bytes, &identity, &key).unwrap();
         let Body::Whole(payload) = decoded.body else {

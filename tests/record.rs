@@ -329,18 +329,21 @@ fn the_record_counts_in_the_bound_and_is_compacted_once_most_of_it_lost_its_entr
     assert_eq!(r["skipped"].as_u64(), Some(0), "{r}");
 }
 
+/// The write-behind tests' application: a mix of pipelines, with a cache of its own.
+const WITH_ITS_CACHE: [&str; 7] = [
+    "--compute",
+    "30",
+    "--graphics",
+    "20",
+    "--threads",
+    "2",
+    "--app-cache",
+];
+
 #[test]
 fn write_behind_keeps_the_applications_cache_whole_and_the_next_run_keeps_the_pipelines() {
     let tmp = tempfile::tempdir().unwrap();
-    let mix = [
-        "--compute",
-        "30",
-        "--graphics",
-        "20",
-        "--threads",
-        "2",
-        "--app-cache",
-    ];
+    let mix = WITH_ITS_CACHE;
     let alone = App::new(Driver::Radv, tmp.path()).args(&mix).run();
     let saved_alone = alone.summary["app_cache_bytes"].as_u64().unwrap();
     assert!(saved_alone > 0, "{}", alone.all());
@@ -384,18 +387,8 @@ fn write_behind_keeps_the_applications_cache_whole_and_the_next_run_keeps_the_pi
 #[test]
 fn write_behind_keeps_the_pipelines_in_the_same_run_once_the_application_pauses() {
     let tmp = tempfile::tempdir().unwrap();
-    let mix = [
-        "--compute",
-        "30",
-        "--graphics",
-        "20",
-        "--threads",
-        "2",
-        "--app-cache",
-        "--linger-ms",
-        "3000",
-    ];
-    let cold = test_app(tmp.path(), &mix)
+    let cold = test_app(tmp.path(), &WITH_ITS_CACHE)
+        .args(&["--linger-ms", "3000"])
         .env("PIPEKEEP_WRITE_BEHIND", "on")
         .run();
     let w = cold.watch();
@@ -413,7 +406,7 @@ fn write_behind_keeps_the_pipelines_in_the_same_run_once_the_application_pauses(
     );
     let title = tmp.path().join("store/pipekeep-testapp");
     assert!(!title.join("record.pending").exists(), "{}", cold.all());
-    let warm = test_app(tmp.path(), &mix[..7])
+    let warm = test_app(tmp.path(), &WITH_ITS_CACHE)
         .env("PIPEKEEP_WRITE_BEHIND", "on")
         .run();
     let w = warm.watch();

@@ -16,6 +16,24 @@ pub fn identity() -> pipekeep::store::Identity {
     }
 }
 
+/// The device identity and key an entry file was written for, from its directory's and its own
+/// name (a 64-bit build's ABI).
+pub fn identity_and_key_of(
+    entry: &Path,
+) -> (pipekeep::store::Identity, pipekeep::key::PipelineKey) {
+    let name = |p: &Path| p.file_name().unwrap().to_str().unwrap().to_owned();
+    let dir = pipekeep::store::identity::DirName::parse(&name(entry.parent().unwrap())).unwrap();
+    let identity = pipekeep::store::Identity {
+        vendor_id: dir.vendor_id,
+        device_id: dir.device_id,
+        driver_version: dir.driver_version,
+        cache_uuid: dir.cache_uuid,
+        abi: 8,
+    };
+    let key = pipekeep::key::PipelineKey::from_file_name(&name(entry)).unwrap();
+    (identity, key)
+}
+
 /// The key numbered `n`, for tests of the store without a driver.
 pub fn numbered_key(n: u32) -> pipekeep::key::PipelineKey {
     let mut spirv = [0u8; 16];
