@@ -334,6 +334,14 @@ impl DeviceData {
     fn stop_threads(&self) {
         self.stop.store(true, Ordering::Release);
         self.rebuild_stop.store(true, Ordering::Release);
+        if let Some(rebuild) = self
+            .rebuilder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            rebuild.thread().unpark();
+        }
         if let Some(store) = self.opened_store() {
             store.wake_readers_to_stop();
         }
@@ -607,7 +615,8 @@ fn rebuild_what_is_owed(
                 if dev.rebuild_wind_down.load(Ordering::Acquire) {
                     return;
                 }
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                // Woken at once by `vkDestroyDevice` (`stop_threads`).
+                std::thread::park_timeout(std::time::Duration::from_millis(50));
             }
         }
         rebuild(dev, file);
