@@ -582,7 +582,7 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
                     if rebuilding.write_behind {
                         rebuild_what_is_owed(&rebuilding, &record, owed_from_before)
                     } else {
-                        rebuild(&rebuilding, &record)
+                        rebuild(&rebuilding, &record);
                     }
                 },
                 || (),
@@ -619,20 +619,29 @@ fn rebuild_what_is_owed(
                 std::thread::park_timeout(std::time::Duration::from_millis(50));
             }
         }
-        rebuild(dev, file);
-        if dev.rebuild_stop.load(Ordering::Acquire) {
+        if rebuild(dev, file) == Pass::Impossible || dev.rebuild_stop.load(Ordering::Acquire) {
             return;
         }
         owed = false;
     }
 }
 
+/// How a rebuild pass ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// It went through the record, or the device went first.
+    Done,
+    /// The record cannot be read, or the device lacks a command the replay needs: no later pass
+    /// of this run would do better.
+    Impossible,
+}
+
 /// One pass over the record: once the application pauses, every recorded pipeline through this
 /// layer (found, or compiled and written).
-fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
+fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> Pass {
     if !wait_for_a_quiet_application(dev) {
         tracing::info!("background rebuild ended: the device went before it began");
-        return;
+        return Pass::Done;
     }
     // What this run owes lands in the record first (the writer thread runs at idle priority):
     // the pass covers what was owed before it read the record.
@@ -650,7 +659,7 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
         Ok(entries) => crate::replay::objects::Catalog::from_entries(entries),
         Err(e) => {
             tracing::warn!(record = %record.display(), error = %e, "the record cannot be read; no rebuild");
-            return;
+            return Pass::Impossible;
         }
     };
     let pipelines = catalog.compute.len() + catalog.graphics.len();
@@ -699,7 +708,7 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
             command = absent,
             "the device lacks a command the rebuild needs; no rebuild"
         );
-        return;
+        return Pass::Impossible;
     }
     if dev.rebuild_stop.load(Ordering::Acquire) {
         tracing::info!(
@@ -707,7 +716,7 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
             of = pipelines,
             "background rebuild ended: the device went before it began"
         );
-        return;
+        return Pass::Done;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let options = crate::replay::replayer::Options {
@@ -741,6 +750,7 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
         }
     }
     tracing::info!(made = summary.made, of = pipelines, skipped = summary.skipped_total(), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "background rebuild ended");
+    Pass::Done
 }
 
 /// Waits (two seconds at most) until the owed pipelines queued for the record have landed in it.
