@@ -23,15 +23,19 @@ fn data(n: u32) -> Vec<u8> {
     [&own[..], &shared[32..]].concat()
 }
 
-/// The child's work: write, read and evict for `secs` seconds; exit 3 on an error a caller
-/// would see.
+/// The child's work: write, read and evict for `secs` seconds; on an error a caller would see,
+/// exit 3 after saying which in `<root>/child-<seed>.error` (the parent shows it).
 fn child_loop(root: &Path, seed: u32, secs: f64, max_bytes: u64) {
+    let fail = |what: String| -> ! {
+        let _ = std::fs::write(root.join(format!("child-{seed}.error")), what);
+        std::process::exit(3)
+    };
     let started = Instant::now();
     let mut n = seed;
     while started.elapsed().as_secs_f64() < secs {
-        let Ok((store, _)) = Store::open(root, "t", identity(), max_bytes, SystemTime::now())
-        else {
-            std::process::exit(3)
+        let store = match Store::open(root, "t", identity(), max_bytes, SystemTime::now()) {
+            Ok((store, _)) => store,
+            Err(e) => fail(format!("open: {e}")),
         };
         for _ in 0..50 {
             n = n.wrapping_mul(1_103_515_245).wrapping_add(12345);
@@ -41,15 +45,26 @@ fn child_loop(root: &Path, seed: u32, secs: f64, max_bytes: u64) {
                 Ok(Lookup::Merged(_)) => unreachable!("nothing merges here"),
                 Ok(Lookup::Missing) | Ok(Lookup::Dropped(_)) => {
                     // Entries of one key always hold the same data, as a driver's would.
-                    if store.write(&k, &data(n % 64)).is_err() {
-                        std::process::exit(3)
+                    if let Err(e) = store.write(&k, &data(n % 64)) {
+                        fail(format!("write {}: {e}", k.file_name()))
                     }
                 }
-                Err(_) => std::process::exit(3),
+                Err(e) => fail(format!("lookup {}: {e}", k.file_name())),
             }
         }
         store.keep_within_bound();
     }
+}
+
+/// What the children said of their errors.
+fn child_errors(root: &Path) -> String {
+    files::names_in(root)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.ends_with(".error"))
+        .map(|n| std::fs::read_to_string(root.join(&n)).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// RLIMIT_FSIZE stands in for a full disk: a write past it fails midway (`EFBIG`, as `ENOSPC`
@@ -171,7 +186,11 @@ fn four_processes_share_one_store_and_see_only_verified_data_or_misses() {
         .map(|i| spawn("churn", root.path(), 1000 + i))
         .collect();
     for mut c in children {
-        assert!(c.wait().unwrap().success(), "a process saw an error");
+        assert!(
+            c.wait().unwrap().success(),
+            "a process saw an error: {}",
+            child_errors(root.path())
+        );
     }
     assert!(assert_every_entry_verifies(root.path()) > 0);
     let host = root.path().join("t/host-pipelines");

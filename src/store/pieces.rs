@@ -517,34 +517,38 @@ impl Pieces {
         }
         self.make_dir().inspect_err(|_| self.forget(&name))?;
         // Written with the newest stamp this run gave it: never older than an entry naming it.
-        match files::write_atomically(&path, bytes, newer.unwrap_or(stamp)) {
-            Ok(Written::Whole(n)) => {
-                tracing::trace!(piece = %file_name(&name), stamp = ?newer.unwrap_or(stamp), "piece written");
-                Ok(n)
-            }
-            Ok(Written::Skipped) => {
-                // Another writer (a thread of this run, or another process) is writing it now,
-                // with its own stamp: once it is in place, it gets ours where ours is newer.
-                let stamp = newer.unwrap_or(stamp);
-                let placed = (0..200).any(|_| {
-                    std::thread::sleep(std::time::Duration::from_micros(100));
-                    stamp_path(&path, stamp).is_ok()
-                });
-                if !placed {
-                    // Never an entry naming a piece that is not there: this write fails instead
-                    // (the pipeline is written again when it is next compiled).
-                    self.forget(&name);
-                    return Err(StoreError::io("place", &path)(std::io::Error::other(
-                        "another writer of this piece did not place it",
-                    )));
+        let stamp = newer.unwrap_or(stamp);
+        for _ in 0..PLACE_ATTEMPTS {
+            match files::write_atomically(&path, bytes, stamp) {
+                Ok(Written::Whole(n)) => {
+                    tracing::trace!(piece = %file_name(&name), ?stamp, "piece written");
+                    return Ok(n);
                 }
-                Ok(0)
-            }
-            Err(e) => {
-                self.forget(&name);
-                Err(e)
+                // Another writer (a thread of this run, or another process) is writing it now,
+                // with its own stamp: once it is in place, it gets ours where ours is newer. One
+                // that does not place it in time (a process stopped or slowed, or its bound
+                // dropping the piece as soon as it was placed) leaves it to this writer again.
+                Ok(Written::Skipped) => {
+                    let placed = (0..200).any(|_| {
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                        stamp_path(&path, stamp).is_ok()
+                    });
+                    if placed {
+                        return Ok(0);
+                    }
+                }
+                Err(e) => {
+                    self.forget(&name);
+                    return Err(e);
+                }
             }
         }
+        // Never an entry naming a piece that is not there: this write fails instead (the
+        // pipeline is written again when it is next compiled).
+        self.forget(&name);
+        Err(StoreError::io("place", &path)(std::io::Error::other(
+            "another writer of this piece did not place it",
+        )))
     }
 
     fn make_dir(&self) -> Result<(), StoreError> {
@@ -555,6 +559,10 @@ impl Pieces {
         Ok(())
     }
 }
+
+/// How often a piece is tried before the entry naming it is given up: each try that finds another
+/// writer at it waits 20 ms for that writer to place it.
+const PLACE_ATTEMPTS: usize = 4;
 
 /// Sets a file's modification time, never through a link.
 fn stamp_path(path: &Path, stamp: SystemTime) -> rustix::io::Result<()> {
