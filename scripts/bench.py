@@ -107,12 +107,19 @@ def run(cmd, env, timeout):
             "process_wall_s": wall, "exit": proc.returncode}
 
 
-def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, supports_monolithic):
+def base_env(drv, scratch):
+    """This process's environment for the driver, the compile watch on, and no layer or pipekeep
+    setting a user's shell may hold (each mode sets its own)."""
     base = dict(os.environ)
     base.update(drv["env"])
     base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
-    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE"):
+    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE", "PIPEKEEP_WRITE_BEHIND"):
         base.pop(k, None)
+    return base
+
+
+def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, supports_monolithic):
+    base = base_env(drv, scratch)
     off = dict(base, **drv["cache_off"], PIPEKEEP_DISABLE="1")
     store = os.path.join(scratch, f"store-{name}-{threads}")
     with_layer = dict(base, **drv["cache_off"], VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER, PIPEKEEP_DIR=store)
@@ -186,11 +193,7 @@ def bench_driver_change(name, cmd_for, args, drv, threads, manifest, scratch, to
     """Issue 18's targets, in interleaved rounds: the first launch after a driver change (its
     entries dropped, the record kept) with the background rebuild, with `pipekeep rebuild` run
     first, and a cold launch (empty store, no record) through the layer and without it."""
-    base = dict(os.environ)
-    base.update(drv["env"], **drv["cache_off"])
-    base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
-    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE"):
-        base.pop(k, None)
+    base = dict(base_env(drv, scratch), **drv["cache_off"])
     off = dict(base, PIPEKEEP_DISABLE="1")
     store = os.path.join(scratch, f"change-{name}-{threads}")
     layer = dict(base, VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER, PIPEKEEP_DIR=store)
@@ -240,11 +243,7 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     application's shared in-memory cache passed (`--app-cache memory`), three launches in a row
     from nothing (an empty disk cache and store), without the layer, through pipekeep as it is
     by default, and with write-behind forced on; interleaved rounds."""
-    base = dict(os.environ)
-    base.update(drv["env"])
-    base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
-    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE", "PIPEKEEP_WRITE_BEHIND"):
-        base.pop(k, None)
+    base = base_env(drv, scratch)
     layer = dict(base, VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER)
     modes = {"no layer": dict(base, PIPEKEEP_DISABLE="1"), "pipekeep (default)": layer,
              "pipekeep, write-behind on": dict(layer, PIPEKEEP_WRITE_BEHIND="on")}

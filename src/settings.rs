@@ -142,49 +142,45 @@ impl Settings {
             "PIPEKEEP_PIECE_MEMORY",
             crate::store::pieces::DEFAULT_MEMORY,
         );
-        let backend = match non_empty("PIPEKEEP_BACKEND").as_deref() {
-            None | Some("auto") => BackendSetting::Auto,
-            Some("binary") => BackendSetting::Binary,
-            Some("cache") => BackendSetting::Cache,
-            Some(other) => {
-                problems.push(format!(
-                    "PIPEKEEP_BACKEND={other:?} is not auto, binary or cache; using auto"
-                ));
-                BackendSetting::Auto
-            }
-        };
-        let merge = match non_empty("PIPEKEEP_MERGE").as_deref() {
-            None | Some("auto") => MergeSetting::Auto,
-            Some("on") => MergeSetting::On,
-            Some("off") => MergeSetting::Off,
-            Some(other) => {
-                problems.push(format!(
-                    "PIPEKEEP_MERGE={other:?} is not auto, on or off; using auto"
-                ));
-                MergeSetting::Auto
-            }
-        };
-        let rebuild = match non_empty("PIPEKEEP_REBUILD").as_deref() {
-            None | Some("background") => RebuildSetting::Background,
-            Some("off") => RebuildSetting::Off,
-            Some(other) => {
-                problems.push(format!(
-                    "PIPEKEEP_REBUILD={other:?} is not background or off; using background"
-                ));
-                RebuildSetting::Background
-            }
-        };
-        let write_behind = match non_empty("PIPEKEEP_WRITE_BEHIND").as_deref() {
-            None | Some("auto") => WriteBehindSetting::Auto,
-            Some("on") => WriteBehindSetting::On,
-            Some("off") => WriteBehindSetting::Off,
-            Some(other) => {
-                problems.push(format!(
-                    "PIPEKEEP_WRITE_BEHIND={other:?} is not auto, on or off; using auto"
-                ));
-                WriteBehindSetting::Auto
-            }
-        };
+        let backend = one_of(
+            &non_empty,
+            "PIPEKEEP_BACKEND",
+            &mut problems,
+            &[
+                ("auto", BackendSetting::Auto),
+                ("binary", BackendSetting::Binary),
+                ("cache", BackendSetting::Cache),
+            ],
+        );
+        let merge = one_of(
+            &non_empty,
+            "PIPEKEEP_MERGE",
+            &mut problems,
+            &[
+                ("auto", MergeSetting::Auto),
+                ("on", MergeSetting::On),
+                ("off", MergeSetting::Off),
+            ],
+        );
+        let rebuild = one_of(
+            &non_empty,
+            "PIPEKEEP_REBUILD",
+            &mut problems,
+            &[
+                ("background", RebuildSetting::Background),
+                ("off", RebuildSetting::Off),
+            ],
+        );
+        let write_behind = one_of(
+            &non_empty,
+            "PIPEKEEP_WRITE_BEHIND",
+            &mut problems,
+            &[
+                ("auto", WriteBehindSetting::Auto),
+                ("on", WriteBehindSetting::On),
+                ("off", WriteBehindSetting::Off),
+            ],
+        );
         // An implicit layer runs inside every Vulkan program: quiet unless asked.
         let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "warn".into());
         let test_open_time =
@@ -223,6 +219,30 @@ impl Settings {
             problems,
         }
     }
+}
+
+/// The value of the setting `name` (read through `var`) among `options`, the first the default:
+/// an unknown one gets one line in `problems`, saying what it may be, and the default.
+fn one_of<T: Copy>(
+    var: &dyn Fn(&str) -> Option<String>,
+    name: &str,
+    problems: &mut Vec<String>,
+    options: &[(&str, T)],
+) -> T {
+    let (default_name, default) = options[0];
+    let Some(value) = var(name) else {
+        return default;
+    };
+    if let Some((_, chosen)) = options.iter().find(|(n, _)| *n == value) {
+        return *chosen;
+    }
+    let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+    let (last, rest) = names.split_last().expect("options");
+    problems.push(format!(
+        "{name}={value:?} is not {} or {last}; using {default_name}",
+        rest.join(", ")
+    ));
+    default
 }
 
 /// A title made safe for a path: only `A-Za-z0-9._-` (others become `_`), never `.` or `..`,

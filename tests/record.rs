@@ -119,9 +119,7 @@ fn record_rebuild_and_find_all(extra: &[&str]) {
         "{}",
         rebuilt.all()
     );
-    let warm = app();
-    let w = warm.watch();
-    assert_eq!((w.built, w.found), (40, 40), "{}", warm.all());
+    assert_finds_all(app(), 40);
 }
 
 /// Renames a title's identity directory to another driver version of the same device: the next
@@ -152,6 +150,12 @@ fn simulate_a_driver_change(title: &Path) {
         .unwrap();
     fields[2] = fresh;
     std::fs::rename(&dir, host.join(fields.join("-"))).unwrap();
+}
+
+/// Asserts that `run` built its `n` pipelines and found every one.
+fn assert_finds_all(run: Run, n: u64) {
+    let w = run.watch();
+    assert_eq!((w.built, w.found), (n, n), "{}", run.all());
 }
 
 fn test_app(tmp: &Path, args: &[&str]) -> App {
@@ -219,9 +223,7 @@ fn after_a_driver_change_the_record_is_rebuilt_in_the_background_and_the_next_ru
         "{runs}"
     );
 
-    let warm = test_app(tmp.path(), &mix).run();
-    let w = warm.watch();
-    assert_eq!((w.built, w.found), (100, 100), "{}", warm.all());
+    assert_finds_all(test_app(tmp.path(), &mix).run(), 100);
 }
 
 #[test]
@@ -280,9 +282,7 @@ fn a_device_destroyed_while_the_rebuild_runs_returns_and_rebuild_off_starts_none
     .run_within(std::time::Duration::from_secs(120));
     assert!(next.ok, "{}", next.all());
     assert!(!title.join("record.pending").exists(), "{}", next.all());
-    let warm = test_app(tmp.path(), &many).run();
-    let w = warm.watch();
-    assert_eq!((w.built, w.found), (600, 600), "{}", warm.all());
+    assert_finds_all(test_app(tmp.path(), &many).run(), 600);
 }
 
 #[test]
@@ -376,9 +376,7 @@ fn write_behind_keeps_the_applications_cache_whole_and_the_next_run_keeps_the_pi
         next.all()
     );
     assert!(!title.join("record.pending").exists());
-    let warm = behind().run();
-    let w = warm.watch();
-    assert_eq!((w.built, w.found), (50, 50), "{}", warm.all());
+    assert_finds_all(behind().run(), 50);
 }
 
 /// Write-behind in a run that goes on after its pipelines (a game past its loading): once the
@@ -412,6 +410,5 @@ fn write_behind_keeps_the_pipelines_in_the_same_run_once_the_application_pauses(
     let warm = test_app(tmp.path(), &WITH_ITS_CACHE)
         .env("PIPEKEEP_WRITE_BEHIND", "on")
         .run();
-    let w = warm.watch();
-    assert_eq!((w.built, w.found), (50, 50), "{}", warm.all());
+    assert_finds_all(warm, 50);
 }

@@ -23,9 +23,14 @@ impl Default for AppActivity {
 }
 
 impl AppActivity {
-    /// The application began or ended a pipeline now.
+    /// The application began or ended a pipeline now. Called twice a pipeline from every
+    /// application thread: the shared word is written only when the millisecond moved on, so
+    /// threads building at once mostly read it.
     pub fn touch(&self) {
-        self.last_ms.fetch_max(self.now_ms(), Ordering::Relaxed);
+        let now = self.now_ms();
+        if self.last_ms.load(Ordering::Relaxed) < now {
+            self.last_ms.fetch_max(now, Ordering::Relaxed);
+        }
     }
 
     fn now_ms(&self) -> u64 {

@@ -466,43 +466,21 @@ fn open_ahead(data: &Arc<DeviceData>) {
                     let Some(store) = store else {
                         return;
                     };
-                    // The first pipeline may have opened the store before this thread did: the
-                    // rebuild starts either way, here.
+                    // The first pipeline may have opened the store before this thread did (and
+                    // brought it within its bound): the rebuild starts either way, here.
                     if !opened_here {
-                        if !stopped() {
-                            start_rebuild(&ahead, store);
-                        }
+                        start_rebuild(&ahead, store);
                         return;
                     }
-                    {
-                        // A device destroyed while its store opened leaves the bound and the
-                        // reading ahead to the next run.
-                        if stopped() {
-                            return;
-                        }
-                        // Another driver's files (thousands after a driver change) are dropped
-                        // at idle priority, yielding to the application's threads; the bound
-                        // after them then runs so too (a thread cannot raise itself again).
-                        if store.has_other_drivers_to_drop() {
-                            super::idle::lower_this_threads_priority_but_not_its_reads("store opening");
-                            store.drop_other_drivers(&ahead.stop);
-                        }
-                        let listed = store.keep_within_bound().map(|b| b.kept);
-                        if let (Some(kept), Some(record)) = (&listed, &ahead.record) {
-                            if !store.driver_changed() {
-                                compact_record(record, kept);
-                            }
-                        }
-                        start_rebuild(&ahead, store);
-                        if SETTINGS.read_ahead > 0 && !stopped() {
-                            super::idle::lower_this_threads_priority_but_not_its_reads("read ahead");
-                            let started = std::time::Instant::now();
-                            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                            let merger = ahead.merges.then(|| super::merge::DeviceMerger { dev: &ahead, store });
-                            let merger = merger.as_ref().map(|m| m as &dyn crate::store::Merger);
-                            let r = store.read_ahead(listed, SETTINGS.read_ahead, (cores / 4).clamp(1, 4), &ahead.stop, merger);
-                            tracing::debug!(held = r.held, held_bytes = r.held_bytes, merged = r.merged, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
-                        }
+                    // A device destroyed while its store opened leaves the bound and the reading
+                    // ahead to the next run.
+                    if stopped() {
+                        return;
+                    }
+                    let listed = tidy_after_opening(&ahead, store);
+                    start_rebuild(&ahead, store);
+                    if SETTINGS.read_ahead > 0 && !stopped() {
+                        read_ahead(&ahead, store, listed);
                     }
                 },
                 || (),
@@ -514,6 +492,52 @@ fn open_ahead(data: &Arc<DeviceData>) {
             tracing::debug!(error = %e, "no opening thread; the first pipeline opens the store")
         }
     }
+}
+
+/// What the opening thread does once the store is published: another driver's files (thousands
+/// after a driver change) dropped at idle priority, yielding to the application's threads (the
+/// bound after them then runs so too: a thread cannot raise itself again); the title brought
+/// within its bound; the record compacted where the bound left little of it. Returns what the
+/// bound listed, for reading ahead.
+fn tidy_after_opening(
+    dev: &DeviceData,
+    store: &Store,
+) -> Option<Vec<crate::store::bound::StampedEntry>> {
+    if store.has_other_drivers_to_drop() {
+        super::idle::lower_this_threads_priority_but_not_its_reads("store opening");
+        store.drop_other_drivers(&dev.stop);
+    }
+    let listed = store.keep_within_bound().map(|b| b.kept);
+    if let (Some(kept), Some(record)) = (&listed, &dev.record) {
+        if !store.driver_changed() {
+            compact_record(record, kept);
+        }
+    }
+    listed
+}
+
+/// Reads ahead, at idle priority, the entries the last run used (merging them where the device
+/// merges), until they are read or the device ends.
+fn read_ahead(
+    dev: &DeviceData,
+    store: &Store,
+    listed: Option<Vec<crate::store::bound::StampedEntry>>,
+) {
+    super::idle::lower_this_threads_priority_but_not_its_reads("read ahead");
+    let started = std::time::Instant::now();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let merger = dev
+        .merges
+        .then_some(super::merge::DeviceMerger { dev, store });
+    let merger = merger.as_ref().map(|m| m as &dyn crate::store::Merger);
+    let r = store.read_ahead(
+        listed,
+        SETTINGS.read_ahead,
+        (cores / 4).clamp(1, 4),
+        &dev.stop,
+        merger,
+    );
+    tracing::debug!(held = r.held, held_bytes = r.held_bytes, merged = r.merged, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
 }
 
 /// Drops from the title's record the pipelines whose entries the bound dropped, once they are
@@ -567,7 +591,7 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
     let owed_from_before = owed && record.path().is_file();
     if dev.stop.load(Ordering::Acquire)
         || !(owed_from_before || dev.write_behind)
-        || !store.take_the_rebuild(true)
+        || !store.take_the_rebuild()
     {
         return;
     }
@@ -721,10 +745,6 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let options = crate::replay::replayer::Options {
         threads: (cores / 2).max(1),
-        app_cache: crate::replay::replayer::AppCache::None,
-        device_index: 0,
-        title: None,
-        progress: false,
         stop: Some(dev.rebuild_stop.clone()),
         worker_start: Some(rebuild_worker_start),
         before_each: Some({
@@ -733,7 +753,7 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
                 wait_for_a_quiet_application(&dev)
             }))
         }),
-        linger: std::time::Duration::ZERO,
+        ..Default::default()
     };
     let started = std::time::Instant::now();
     // SAFETY: as above.

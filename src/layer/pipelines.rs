@@ -290,6 +290,7 @@ unsafe fn build_one<T: PipelineInfo>(
                     flags,
                     allocator,
                     next,
+                    rebuilding,
                 };
                 match unsafe { build_kept(&b, &mut lap, slot) } {
                     Kept::Made(r, outcome) => (r, outcome),
@@ -541,6 +542,8 @@ struct Build<'a, T> {
     flags: Flags,
     allocator: *const vk::AllocationCallbacks<'a>,
     next: CreateFn<T>,
+    /// Built by the background rebuild (never left to it: no write-behind).
+    rebuilding: bool,
 }
 
 impl<T> Build<'_, T> {
@@ -602,7 +605,7 @@ unsafe fn build_kept<T: PipelineInfo>(
     };
     // Write-behind: a miss costs what it costs without the layer, through the application's own
     // cache; the rebuild (never itself behind) keeps it later.
-    if dev.write_behind && found.is_none() && !refused && !REBUILDING.get() {
+    if dev.write_behind && found.is_none() && !refused && !b.rebuilding {
         return Kept::WriteBehind;
     }
     // Binaries the driver refused are not written again as binaries: it is kept as a cache.

@@ -338,15 +338,23 @@ fn sampler_doc(digest: &Digest, s: &SamplerDesc) -> Result<Vec<u8>, NotRecorded>
         "unnormalizedCoordinates": u32::from(s.unnormalized_coordinates),
     });
     if let Some(mode) = s.reduction_mode {
-        value["pNext"] =
-            json!([{ "sType": SAMPLER_REDUCTION_MODE_CREATE_INFO, "reductionMode": mode }]);
+        value["pNext"] = json!([{ "sType": stype::REDUCTION_MODE, "reductionMode": mode }]);
     }
     Ok(document("samplers", object_hash(digest), value))
 }
 
-/// `VK_STRUCTURE_TYPE_SAMPLER_REDUCTION_MODE_CREATE_INFO`, as Fossilize writes it in a sampler's
-/// `pNext`.
-pub const SAMPLER_REDUCTION_MODE_CREATE_INFO: i32 = 1_000_130_001;
+/// The `sType`s of the structures the record writes in `pNext` arrays (as Fossilize writes
+/// them) and the replay chains again, from the registry.
+pub mod stype {
+    use ash::vk::StructureType as S;
+
+    pub const REDUCTION_MODE: i32 = S::SAMPLER_REDUCTION_MODE_CREATE_INFO.as_raw();
+    pub const BINDING_FLAGS: i32 = S::DESCRIPTOR_SET_LAYOUT_BINDING_FLAGS_CREATE_INFO.as_raw();
+    pub const REQUIRED_SUBGROUP_SIZE: i32 =
+        S::PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO.as_raw();
+    pub const RENDERING: i32 = S::PIPELINE_RENDERING_CREATE_INFO.as_raw();
+    pub const PIPELINE_ROBUSTNESS: i32 = S::PIPELINE_ROBUSTNESS_CREATE_INFO_EXT.as_raw();
+}
 
 fn set_layout_doc(digest: &Digest, l: &SetLayoutDesc) -> Vec<u8> {
     let bindings: Vec<Value> = l
@@ -369,7 +377,7 @@ fn set_layout_doc(digest: &Digest, l: &SetLayoutDesc) -> Vec<u8> {
     let mut value = json!({ "flags": l.flags, "bindings": bindings });
     if l.bindings.iter().any(|b| b.binding_flags != 0) {
         let flags: Vec<u32> = l.bindings.iter().map(|b| b.binding_flags).collect();
-        value["pNext"] = json!([{ "sType": 1_000_161_000, "bindingFlags": flags }]);
+        value["pNext"] = json!([{ "sType": stype::BINDING_FLAGS, "bindingFlags": flags }]);
     }
     document("setLayouts", object_hash(digest), value)
 }
@@ -426,7 +434,7 @@ fn stage_json(s: &StageDesc) -> Result<Value, NotRecorded> {
     }
     let mut next = Vec::new();
     if let Some(size) = s.required_subgroup_size {
-        next.push(json!({ "sType": 1_000_225_001, "requiredSubgroupSize": size }));
+        next.push(json!({ "sType": stype::REQUIRED_SUBGROUP_SIZE, "requiredSubgroupSize": size }));
     }
     next.extend(s.robustness.as_ref().map(robustness_json));
     if !next.is_empty() {
@@ -435,14 +443,11 @@ fn stage_json(s: &StageDesc) -> Result<Value, NotRecorded> {
     Ok(stage)
 }
 
-/// `VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT`.
-pub const PIPELINE_ROBUSTNESS_CREATE_INFO: i32 = 1_000_068_000;
-
 /// `VkPipelineRobustnessCreateInfoEXT` as a `pNext` member (a pipeline's or a stage's), its fields
 /// under their Vulkan names, as Fossilize writes every structure.
 fn robustness_json(r: &Robustness) -> Value {
     json!({
-        "sType": PIPELINE_ROBUSTNESS_CREATE_INFO, "storageBuffers": r.storage_buffers,
+        "sType": stype::PIPELINE_ROBUSTNESS, "storageBuffers": r.storage_buffers,
         "uniformBuffers": r.uniform_buffers, "vertexInputs": r.vertex_inputs, "images": r.images,
     })
 }
@@ -581,7 +586,7 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
         } => {
             v["renderPass"] = json!("0000000000000000");
             next.push(json!({
-                "sType": 1_000_044_002, "viewMask": view_mask,
+                "sType": stype::RENDERING, "viewMask": view_mask,
                 "colorAttachmentFormats": color_formats,
                 "depthAttachmentFormat": depth_format, "stencilAttachmentFormat": stencil_format,
             }));

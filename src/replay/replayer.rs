@@ -17,11 +17,13 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::objects::{parse_ref, Catalog};
+use super::record::stype;
 
 /// The application's own pipeline cache during a replay.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum AppCache {
     /// No cache: every pipeline is built as an application without one would.
+    #[default]
     None,
     /// One in-memory cache shared by every thread.
     Memory,
@@ -43,7 +45,9 @@ impl std::str::FromStr for AppCache {
     }
 }
 
-#[derive(Debug, Clone)]
+/// How a replay runs. The default: one thread, no application cache, the first device, the
+/// recorded title, nothing asked before each pipeline, the device destroyed at once.
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     pub threads: usize,
     pub app_cache: AppCache,
@@ -132,12 +136,9 @@ fn arr<'a>(v: &'a Value, k: &str) -> &'a [Value] {
         .map_or(&[], Vec::as_slice)
 }
 
-/// `VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT`, on a pipeline or a stage.
-const ROBUSTNESS: i32 = super::record::PIPELINE_ROBUSTNESS_CREATE_INFO;
-
 /// The `VkPipelineRobustnessCreateInfoEXT` a pipeline's or a stage's `pNext` holds, if any.
 fn robustness(v: &Value) -> Option<vk::PipelineRobustnessCreateInfoEXT<'static>> {
-    find_next(v, ROBUSTNESS).map(|r| vk::PipelineRobustnessCreateInfoEXT {
+    find_next(v, stype::PIPELINE_ROBUSTNESS).map(|r| vk::PipelineRobustnessCreateInfoEXT {
         storage_buffers: vk::PipelineRobustnessBufferBehaviorEXT::from_raw(
             u(r, "storageBuffers") as i32
         ),
@@ -508,23 +509,7 @@ unsafe fn replay_on(
         );
         unsafe { r.make_objects(c) };
     }
-    let jobs: Vec<Job> = catalogs
-        .iter()
-        .flat_map(|c| {
-            c.compute
-                .iter()
-                .map(|(h, v)| Job {
-                    hash: *h,
-                    info: v.as_ref(),
-                    graphics: false,
-                })
-                .chain(c.graphics.iter().map(|(h, v)| Job {
-                    hash: *h,
-                    info: v.as_ref(),
-                    graphics: true,
-                }))
-        })
-        .collect();
+    let jobs: Vec<Job> = catalogs.iter().flat_map(Job::all_of).collect();
     summary.pipelines = jobs.len() + catalogs.iter().map(|c| c.ray_tracing).sum::<usize>();
     for c in catalogs.iter().filter(|c| c.ray_tracing > 0) {
         *summary
@@ -573,20 +558,7 @@ pub unsafe fn replay_on_device(
     };
     // SAFETY: as the caller vouches; every object is destroyed below.
     unsafe { r.make_objects(catalog) };
-    let jobs: Vec<Job> = catalog
-        .compute
-        .iter()
-        .map(|(h, v)| Job {
-            hash: *h,
-            info: v.as_ref(),
-            graphics: false,
-        })
-        .chain(catalog.graphics.iter().map(|(h, v)| Job {
-            hash: *h,
-            info: v.as_ref(),
-            graphics: true,
-        }))
-        .collect();
+    let jobs: Vec<Job> = Job::all_of(catalog).collect();
     summary.pipelines = jobs.len();
     unsafe { r.run_jobs(&jobs, options, &mut summary) };
     unsafe { r.destroy() };
@@ -684,6 +656,20 @@ struct Job<'a> {
     graphics: bool,
 }
 
+impl<'a> Job<'a> {
+    /// Every pipeline of a catalog: its compute pipelines, then its graphics pipelines.
+    fn all_of(catalog: &'a Catalog) -> impl Iterator<Item = Job<'a>> {
+        let job = |graphics| {
+            move |(hash, info): &'a (u64, Option<Value>)| Job {
+                hash: *hash,
+                info: info.as_ref(),
+                graphics,
+            }
+        };
+        (catalog.compute.iter().map(job(false))).chain(catalog.graphics.iter().map(job(true)))
+    }
+}
+
 impl Replay {
     /// A replay on `device`, no object made yet; `(subgroup size control, mesh shaders)` on.
     fn new(
@@ -743,9 +729,8 @@ impl Replay {
     }
 
     unsafe fn sampler(&self, v: &Value) -> Result<vk::Sampler, String> {
-        use crate::replay::record::SAMPLER_REDUCTION_MODE_CREATE_INFO as REDUCTION;
-        only(v, &[REDUCTION], "a sampler")?;
-        let mut reduction = find_next(v, REDUCTION).map(|n| {
+        only(v, &[stype::REDUCTION_MODE], "a sampler")?;
+        let mut reduction = find_next(v, stype::REDUCTION_MODE).map(|n| {
             vk::SamplerReductionModeCreateInfo::default()
                 .reduction_mode(vk::SamplerReductionMode::from_raw(i(n, "reductionMode")))
         });
@@ -774,7 +759,7 @@ impl Replay {
     }
 
     unsafe fn set_layout(&self, v: &Value) -> Result<vk::DescriptorSetLayout, String> {
-        only(v, &[1000161000], "a set layout")?;
+        only(v, &[stype::BINDING_FLAGS], "a set layout")?;
         let mut sampler_lists: Vec<Vec<vk::Sampler>> = Vec::new();
         for b in arr(v, "bindings") {
             let list = arr(b, "immutableSamplers")
@@ -802,7 +787,7 @@ impl Replay {
                 binding
             })
             .collect();
-        let flags: Vec<vk::DescriptorBindingFlags> = find_next(v, 1000161000)
+        let flags: Vec<vk::DescriptorBindingFlags> = find_next(v, stype::BINDING_FLAGS)
             .map(|n| {
                 arr(n, "bindingFlags")
                     .iter()
@@ -815,7 +800,7 @@ impl Replay {
         let mut ci = vk::DescriptorSetLayoutCreateInfo::default()
             .flags(vk::DescriptorSetLayoutCreateFlags::from_raw(u(v, "flags")))
             .bindings(&bindings);
-        if find_next(v, 1000161000).is_some() {
+        if find_next(v, stype::BINDING_FLAGS).is_some() {
             ci = ci.push_next(&mut binding_flags);
         }
         // SAFETY: a valid create info.
@@ -1154,7 +1139,7 @@ impl Replay {
     }
 
     unsafe fn compute(&self, v: &Value) -> Result<Duration, String> {
-        only(v, &[ROBUSTNESS], "a compute pipeline")?;
+        only(v, &[stype::PIPELINE_ROBUSTNESS], "a compute pipeline")?;
         let stage_json = v.get("stage").ok_or("no stage")?;
         let stage = StageData::read(self, stage_json)?;
         let mut stage_next = stage.next();
@@ -1174,7 +1159,11 @@ impl Replay {
     }
 
     unsafe fn graphics(&self, v: &Value) -> Result<Duration, String> {
-        only(v, &[1000044002, ROBUSTNESS], "a graphics pipeline")?;
+        only(
+            v,
+            &[stype::RENDERING, stype::PIPELINE_ROBUSTNESS],
+            "a graphics pipeline",
+        )?;
         let stages_json = arr(v, "stages");
         let stages = stages_json
             .iter()
@@ -1321,7 +1310,11 @@ unsafe impl Send for StageData {}
 
 impl StageData {
     fn read(r: &Replay, s: &Value) -> Result<StageData, String> {
-        only(s, &[1000225001, ROBUSTNESS], "a shader stage")?;
+        only(
+            s,
+            &[stype::REQUIRED_SUBGROUP_SIZE, stype::PIPELINE_ROBUSTNESS],
+            "a shader stage",
+        )?;
         let h = s.get("module").and_then(parse_ref);
         let module = h
             .and_then(|h| r.modules.get(&h).copied())
@@ -1348,7 +1341,8 @@ impl StageData {
         if map.iter().any(|e| e.offset as usize + e.size > data.len()) {
             return Err("specialization map entry outside its data".into());
         }
-        let required_subgroup_size = find_next(s, 1000225001).map(|n| u(n, "requiredSubgroupSize"));
+        let required_subgroup_size =
+            find_next(s, stype::REQUIRED_SUBGROUP_SIZE).map(|n| u(n, "requiredSubgroupSize"));
         if let Some(size) = required_subgroup_size {
             let g = &r.subgroup;
             if !r.subgroup_size_control
@@ -1464,7 +1458,7 @@ impl GraphicsData {
             write_mask: u(s, "writeMask"),
             reference: u(s, "reference"),
         };
-        let rendering = find_next(v, 1000044002);
+        let rendering = find_next(v, stype::RENDERING);
         let samples = u(ms, "rasterizationSamples").max(1);
         let blend_constants: Vec<f32> = arr(cb, "blendConstants")
             .iter()

@@ -372,11 +372,10 @@ impl Store {
         dropped
     }
 
-    /// True for the first caller only, after a driver change or where the caller knows of
-    /// `pending` work: the one device of this process (of those sharing this store) that
-    /// rebuilds the title's record.
-    pub fn take_the_rebuild(&self, pending: bool) -> bool {
-        (self.driver_changed() || pending) && !self.rebuild_taken.swap(true, Ordering::AcqRel)
+    /// True for the first caller only: the one device of this process (of those sharing this
+    /// store) that rebuilds the title's record.
+    pub fn take_the_rebuild(&self) -> bool {
+        !self.rebuild_taken.swap(true, Ordering::AcqRel)
     }
 
     /// The bytes of checked pieces held in memory (`PIPEKEEP_PIECE_MEMORY`).

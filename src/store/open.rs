@@ -121,10 +121,10 @@ pub const SET_ASIDE_SUFFIX: &str = ".dropped";
 /// temporary file or a loading marker whose lock is taken): its files then stay where that
 /// process finds them, and are dropped in place, as the SPEC keeps them.
 fn set_aside(dir: &Path) -> Option<PathBuf> {
-    let held = names_in(dir).unwrap_or_default().iter().any(|n| {
-        (n.ends_with(".tmp") || n.ends_with(".loading"))
-            && matches!(lock_path(&dir.join(n), false), Ok(Locked::Busy))
-    });
+    let held = names_in(dir)
+        .unwrap_or_default()
+        .iter()
+        .any(|n| is_write_or_load(n) && matches!(lock_path(&dir.join(n), false), Ok(Locked::Busy)));
     if held {
         return None;
     }
@@ -135,6 +135,11 @@ fn set_aside(dir: &Path) -> Option<PathBuf> {
     ]
     .into_iter()
     .find(|aside| fs::rename(dir, aside).is_ok())
+}
+
+/// A write in progress or a loading marker: a file a live process holds locked while it works.
+fn is_write_or_load(name: &str) -> bool {
+    name.ends_with(".tmp") || name.ends_with(".loading")
 }
 
 /// Drops every `*.tmp` in `dir` whose lock can be taken (a stopped write). Returns how many.
@@ -211,10 +216,7 @@ fn drop_pieces_of(dir: &Path, entry: &Path) {
 pub(super) fn drop_directory(dir: &Path, reason: &str, stop: &AtomicBool) -> u64 {
     let names = names_in(dir).unwrap_or_default();
     let mut held_by_the_living = std::collections::HashSet::new();
-    for name in names
-        .iter()
-        .filter(|n| n.ends_with(".loading") || n.ends_with(".tmp"))
-    {
+    for name in names.iter().filter(|n| is_write_or_load(n)) {
         let path = dir.join(name);
         match lock_path(&path, false) {
             Ok(Locked::Held(_) | Locked::NotAFile) => {

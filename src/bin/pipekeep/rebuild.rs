@@ -10,7 +10,7 @@ use serde_json::json;
 use pipekeep::replay::foz;
 use pipekeep::replay::objects::Catalog;
 use pipekeep::replay::record::FILE_NAME;
-use pipekeep::replay::replayer::{self, AppCache, Options};
+use pipekeep::replay::replayer::{self, Options};
 use pipekeep::watch::read_runs;
 
 use crate::store::Scope;
@@ -57,14 +57,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         let started = pipekeep::watch::unix_secs(std::time::SystemTime::now());
         let options = Options {
             threads,
-            app_cache: AppCache::None,
-            device_index: 0,
             title: Some(title.clone()),
             progress: args.progress,
-            stop: None,
-            worker_start: None,
-            before_each: None,
-            linger: std::time::Duration::ZERO,
+            ..Options::default()
         };
         let summary = replayer::replay(&[catalog], &options)?;
         // Every pipeline of the record went through the layer: none is owed to a background

@@ -61,10 +61,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         device_index: args.device,
         title: args.title,
         progress: args.progress,
-        stop: None,
-        worker_start: None,
-        before_each: None,
         linger: std::time::Duration::from_millis(args.linger_ms),
+        ..Options::default()
     };
     let mut summary = replayer::replay(&catalogs, &options)?;
     let clean = summary.skipped_total() == 0 && summary.malformed.is_empty();
