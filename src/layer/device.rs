@@ -671,7 +671,7 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     // the pass covers what was owed before it read the record.
     wait_for_owed_appends(dev, file);
     dev.owed_covered
-        .store(dev.owed_this_run.load(Ordering::Acquire), Ordering::Release);
+        .store(owed_and_landed(dev, file), Ordering::Release);
     let record = file.path();
     let mut read_len = 0;
     let catalog = match std::fs::read(record)
@@ -771,6 +771,16 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     }
     tracing::info!(made = summary.made, of = pipelines, skipped = summary.skipped_total(), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "background rebuild ended");
     Pass::Done
+}
+
+/// How many of this run's owed pipelines have landed in the record: the ones a pass that reads
+/// it now covers. The wait for their appends is bounded (a loaded machine may starve the idle
+/// writer), so what is still queued is left to a later pass, not counted as covered. A pipeline
+/// is put in flight before it is counted as owed, and the count is read first here: one owed
+/// meanwhile is never taken as landed.
+fn owed_and_landed(dev: &DeviceData, file: &crate::replay::record::RecordFile) -> u64 {
+    let owed = dev.owed_this_run.load(Ordering::SeqCst);
+    owed.saturating_sub(file.owed_in_flight())
 }
 
 /// Waits (two seconds at most) until the owed pipelines queued for the record have landed in it.

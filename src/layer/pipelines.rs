@@ -334,6 +334,24 @@ pub(super) fn mark_rebuild_thread() {
     REBUILDING.set(true);
 }
 
+/// A compiled pipeline's entry: queued for the writer thread on the application's threads (never
+/// written on a pipeline's path), written here on the rebuild's, which are background threads
+/// already. So a rebuild pass's entries are in the store when it ends, and the next pass finds
+/// them instead of compiling them again behind a writer a busy machine keeps waiting.
+fn write_entry(
+    dev: &DeviceData,
+    store: &Arc<Store>,
+    key: PipelineKey,
+    kind: PayloadKind,
+    data: Vec<u8>,
+) {
+    if REBUILDING.get() {
+        dev.writer.write_here(store.clone(), key, kind, data);
+    } else {
+        dev.writer.write(store.clone(), key, kind, data);
+    }
+}
+
 /// A pipeline cache of the layer's own, from checked entry data or empty.
 pub(super) unsafe fn create_cache(
     dev: &DeviceData,
@@ -792,9 +810,7 @@ unsafe fn build_with_in_front<T: PipelineInfo, S>(
 fn keep_binaries<T: PipelineInfo>(b: &Build<'_, T>, captured: &binaries::Captured) {
     let payload =
         crate::store::binaries::encode(captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())));
-    b.dev
-        .writer
-        .write(b.store.clone(), *b.key, PayloadKind::Binaries, payload);
+    write_entry(b.dev, b.store, *b.key, PayloadKind::Binaries, payload);
     record_compiled(b, false);
 }
 
@@ -840,11 +856,12 @@ fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) {
         contents,
     };
     if pending {
-        dev.owed_this_run
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        // In flight before counted as owed: a rebuild pass never takes this one as landed.
         if let Err(e) = file.owe() {
             tracing::debug!(record = %file.path().display(), error = %e, "the record is not marked as owing entries");
         }
+        dev.owed_this_run
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
     dev.writer
         .record(file.clone(), record, dev.app_state.clone(), pending);
@@ -936,8 +953,7 @@ unsafe fn build_cached<T: PipelineInfo>(
         seeded => {
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
-                dev.writer
-                    .write(store.clone(), *key, PayloadKind::Cache, data);
+                write_entry(dev, store, *key, PayloadKind::Cache, data);
                 record_compiled(b, false);
             }
             if seeded.is_some() || already_asked {

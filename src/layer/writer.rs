@@ -48,6 +48,21 @@ struct Job {
     stamp: SystemTime,
 }
 
+impl Job {
+    /// An entry stamped now and announced to the store (lookups open it from now on).
+    fn announced(store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Vec<u8>) -> Job {
+        let stamp = store.next_stamp();
+        store.will_write(&key);
+        Job {
+            store,
+            key,
+            kind,
+            data,
+            stamp,
+        }
+    }
+}
+
 /// A compiled pipeline for the title's record.
 struct RecordJob {
     file: Arc<RecordFile>,
@@ -147,15 +162,7 @@ impl Writer {
     /// Queues an entry, stamped now and announced to the store (lookups open it from now on);
     /// written on the caller's thread when the queue is full or no thread can be started.
     pub fn write(&self, store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Vec<u8>) {
-        let stamp = store.next_stamp();
-        store.will_write(&key);
-        let job = Job {
-            store,
-            key,
-            kind,
-            data,
-            stamp,
-        };
+        let job = Job::announced(store, key, kind, data);
         let len = job.data.len();
         let queued = self.enqueue(
             job,
@@ -169,6 +176,18 @@ impl Writer {
         if let Some(job) = queued {
             (self.on_written)(run(&job));
         }
+    }
+
+    /// Writes an entry on the caller's thread (a background thread of the layer's own), stamped
+    /// now.
+    pub fn write_here(
+        &self,
+        store: Arc<Store>,
+        key: PipelineKey,
+        kind: PayloadKind,
+        data: Vec<u8>,
+    ) {
+        (self.on_written)(run(&Job::announced(store, key, kind, data)));
     }
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
