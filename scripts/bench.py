@@ -113,7 +113,7 @@ def base_env(drv, scratch):
     base = dict(os.environ)
     base.update(drv["env"])
     base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
-    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE", "PIPEKEEP_WRITE_BEHIND"):
+    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE", "PIPEKEEP_WRITE_BEHIND", "PIPEKEEP_SHARE_BUILDS"):
         base.pop(k, None)
     return base
 
@@ -153,6 +153,11 @@ def bench_workload(name, cmd_for, args, drv, threads, manifest, scratch, support
             cold["store_bytes"] = dir_bytes(env["PIPEKEEP_DIR"])
             warm = results[f"pipekeep {b} warm{label}"] = run(cmd_for(threads, cache), env, t)
             warm["store_bytes"] = dir_bytes(env["PIPEKEEP_DIR"])
+    if "binary" in backends:
+        # The same cold run with every miss compiled: what sharing builds within a run gives.
+        env = dict(layer("binary", ", app cache, no sharing"), PIPEKEEP_SHARE_BUILDS="off")
+        shutil.rmtree(env["PIPEKEEP_DIR"], ignore_errors=True)
+        results["pipekeep binary cold, app cache, no sharing"] = run(cmd_for(threads, "memory"), env, t)
     for _ in range(args.rounds):
         if supports_monolithic:
             rounds["monolithic"].append(run(cmd_for(threads, "file=" + mono), off, t)["summary"])
@@ -314,6 +319,8 @@ def table(title, results):
         app_kib = s.get("app_cache_bytes")
         ratio_mono = f"{c / mono:.2f} ({w / mono_wall:.2f})" if c and mono and w and mono_wall else "-"
         found = r["watch"].get("found", "-") if mode.startswith("pipekeep") else "-"
+        if mode.startswith("pipekeep") and r["watch"].get("shared", "0") != "0":
+            found = f"{found} ({r['watch']['shared']} shared)"
         rss = proc.get("peak_rss_kib")
         store = r.get("store_bytes")
         store_ratio = f"{store / mono_bytes:.2f}" if store and mono_bytes and mode.startswith("pipekeep") else "-"

@@ -75,6 +75,10 @@ pub struct Settings {
     pub rebuild: RebuildSetting,
     /// `PIPEKEEP_WRITE_BEHIND`.
     pub write_behind: WriteBehindSetting,
+    /// `PIPEKEEP_SHARE_BUILDS` (`on`, the default, or `off`): a `binary` miss the driver would
+    /// build as it built a pipeline earlier in the run is made from that pipeline's binaries
+    /// (never on NVIDIA, whose driver is not asked for its keys).
+    pub share_builds: bool,
     /// `PIPEKEEP_LOG`: a tracing filter.
     pub log_filter: String,
     /// `PIPEKEEP_LOG_FILE`; stderr when unset.
@@ -181,6 +185,12 @@ impl Settings {
                 ("off", WriteBehindSetting::Off),
             ],
         );
+        let share_builds = one_of(
+            &non_empty,
+            "PIPEKEEP_SHARE_BUILDS",
+            &mut problems,
+            &[("on", true), ("off", false)],
+        );
         // An implicit layer runs inside every Vulkan program: quiet unless asked.
         let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "warn".into());
         let test_open_time =
@@ -204,6 +214,7 @@ impl Settings {
             merge,
             rebuild,
             write_behind,
+            share_builds,
             log_filter,
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),
@@ -334,6 +345,15 @@ mod tests {
         );
         let s = with(&[("PIPEKEEP_BACKEND", "fast")]);
         assert_eq!((s.backend, s.problems.len()), (BackendSetting::Auto, 1));
+    }
+
+    #[test]
+    fn sharing_builds_is_on_unless_off_and_anything_else_gets_on_and_a_line() {
+        assert!(with(&[]).share_builds);
+        assert!(!with(&[("PIPEKEEP_SHARE_BUILDS", "off")]).share_builds);
+        let s = with(&[("PIPEKEEP_SHARE_BUILDS", "no")]);
+        assert!(s.share_builds);
+        assert!(s.problems[0].contains("PIPEKEEP_SHARE_BUILDS=\"no\" is not on or off"));
     }
 
     #[test]

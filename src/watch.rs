@@ -23,6 +23,10 @@ pub enum Outcome {
     /// Compiled by the driver through a kept cache (its entry is counted by [`Watch::written`]
     /// once written).
     Compiled,
+    /// Not in the store, and made from the binaries the driver compiled for another pipeline of
+    /// this run that it builds alike (counted in `compiled` too, and as `shared`); its entry is
+    /// written.
+    Shared,
     /// Compiled although its entry was there and whole: the driver did not find the pipeline
     /// in it (counted in `compiled` too, and as `refused`).
     Refused,
@@ -117,6 +121,7 @@ pub struct Watch {
     unkeyed: AtomicU64,
     passed: AtomicU64,
     refused: AtomicU64,
+    shared: AtomicU64,
     merged: AtomicU64,
     rebuilt: AtomicU64,
     longest_ns: AtomicU64,
@@ -144,6 +149,9 @@ pub struct Tally {
     /// does not end in `built`, which tools read as the application's count).
     #[serde(default)]
     pub rebuild_made: u64,
+    /// Of `compiled`, those made from binaries another pipeline of the run compiled.
+    #[serde(default)]
+    pub shared: u64,
     pub total_ms: f64,
     pub longest_ms: f64,
     #[serde(default, flatten)]
@@ -154,9 +162,9 @@ impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} merged={} rebuild_made={}",
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} merged={} rebuild_made={} shared={}",
             self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused,
-            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.merged, self.rebuild_made
+            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.merged, self.rebuild_made, self.shared
         )
     }
 }
@@ -179,6 +187,10 @@ impl Watch {
             Outcome::Compiled => &self.compiled,
             Outcome::Refused => {
                 self.refused.fetch_add(1, Relaxed);
+                &self.compiled
+            }
+            Outcome::Shared => {
+                self.shared.fetch_add(1, Relaxed);
                 &self.compiled
             }
             Outcome::Unkeyed => &self.unkeyed,
@@ -230,6 +242,7 @@ impl Watch {
             refused: self.refused.load(Relaxed),
             rebuild_made: self.rebuilt.load(Relaxed),
             merged: self.merged.load(Relaxed),
+            shared: self.shared.load(Relaxed),
             // The phases partition each pipeline's time: their sums are the total.
             total_ms: self.phase_ns.iter().map(|p| p.load(Relaxed)).sum::<u64>() as f64 / 1e6,
             longest_ms: self.longest_ns.load(Relaxed) as f64 / 1e6,

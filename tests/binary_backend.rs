@@ -67,6 +67,53 @@ fn auto_takes_binary_on_radv_and_keeps_pipelines_with_or_without_an_application_
     }
 }
 
+/// pygfx's pipelines differ in state RADV's code does not depend on: through the application's
+/// shared cache the driver serves many from one compile, which a build with the capture flag may
+/// not use. The layer asks the driver's key and builds such a miss from the binaries of the
+/// pipeline compiled earlier in the run; each pipeline still gets its own entry, and the next
+/// run finds them all.
+#[test]
+fn pipelines_the_driver_builds_alike_share_one_compile_and_each_keeps_its_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = corpus("pygfx-1008variants.foz");
+    let replay = || {
+        let run = App::tool(Driver::Radv, tmp.path())
+            .with_layer()
+            .env("PIPEKEEP_BACKEND", "binary")
+            .args(&[
+                "replay",
+                "--json",
+                "--threads",
+                "1",
+                "--app-cache",
+                "memory",
+            ])
+            .args(&[db.to_str().unwrap()])
+            .run();
+        assert!(run.ok, "{}", run.all());
+        assert_eq!(run.made(), 641, "{}", run.all());
+        run
+    };
+    let cold = replay();
+    let w = cold.watch();
+    assert_eq!(
+        (w.built, w.compiled, w.written),
+        (641, 641, 641),
+        "{}",
+        cold.all()
+    );
+    // Mesa 25.0.7 (the SPEC's): 256 of the 641 share another's compile.
+    assert!(w.shared >= 200, "{}", cold.all());
+    let warm = replay();
+    let w = warm.watch();
+    assert_eq!(
+        (w.found, w.compiled, w.shared),
+        (641, 0, 0),
+        "{}",
+        warm.all()
+    );
+}
+
 #[test]
 fn lavapipe_offers_no_binaries_and_auto_takes_cache() {
     let tmp = tempfile::tempdir().unwrap();

@@ -5,13 +5,7 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
-
-fn corpus(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(name)
-}
+use std::path::Path;
 
 fn tool(tmp: &Path, args: &[&str]) -> Run {
     App::tool(Driver::Radv, tmp).with_layer().args(args).run()

@@ -6,13 +6,7 @@
 mod common;
 use common::*;
 use pipekeep::replay::foz;
-use std::path::{Path, PathBuf};
-
-fn corpus(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(name)
-}
+use std::path::Path;
 
 fn replay(tmp: &Path, db: &Path, extra: &[&str]) -> Run {
     App::tool(Driver::Radv, tmp)

@@ -1,8 +1,9 @@
 //! `VK_KHR_pipeline_binary`, declared here because ash 0.38 predates it: the structures, handle,
 //! constants and command types the `binary` backend uses, laid out as the Vulkan registry gives
 //! them (`vk.xml`, extension 484), each struct's size and field offsets asserted for 64-bit
-//! targets. `vkGetPipelineKeyKHR` is deliberately absent: the layer's keys are its own, and
-//! NVIDIA's driver has a defect there that clobbers a register its caller relies on.
+//! targets. `vkGetPipelineKeyKHR` is declared for one use, never on NVIDIA's driver (a defect
+//! there clobbers a register its caller relies on): telling, within one run, pipelines the
+//! driver would build alike (`sharing.rs`). The store's keys are the layer's own.
 
 use std::ffi::c_void;
 
@@ -28,6 +29,7 @@ pub const PIPELINE_BINARY_INFO: vk::StructureType = stype(2);
 pub const PIPELINE_BINARY_KEY: vk::StructureType = stype(3);
 pub const RELEASE_CAPTURED_PIPELINE_DATA_INFO: vk::StructureType = stype(5);
 pub const PIPELINE_BINARY_DATA_INFO: vk::StructureType = stype(6);
+pub const PIPELINE_CREATE_INFO: vk::StructureType = stype(7);
 pub const PIPELINE_BINARY_HANDLES_INFO: vk::StructureType = stype(9);
 
 /// `VkPipelineBinaryKHR`: a non-dispatchable handle.
@@ -106,6 +108,13 @@ pub struct PipelineBinaryDataInfo {
     pub pipeline_binary: PipelineBinary,
 }
 
+/// `VkPipelineCreateInfoKHR`: a pipeline's create info named by its `pNext`.
+#[repr(C)]
+pub struct PipelineCreateInfo {
+    pub s_type: vk::StructureType,
+    pub p_next: *mut c_void,
+}
+
 #[repr(C)]
 pub struct PipelineBinaryHandlesInfo {
     pub s_type: vk::StructureType,
@@ -128,6 +137,11 @@ pub type PfnGetPipelineBinaryData = unsafe extern "system" fn(
     *mut PipelineBinaryKey,
     *mut usize,
     *mut c_void,
+) -> vk::Result;
+pub type PfnGetPipelineKey = unsafe extern "system" fn(
+    vk::Device,
+    *const PipelineCreateInfo,
+    *mut PipelineBinaryKey,
 ) -> vk::Result;
 pub type PfnReleaseCapturedPipelineData = unsafe extern "system" fn(
     vk::Device,
@@ -160,6 +174,8 @@ const _: () = {
     assert!(offset_of!(ReleaseCapturedPipelineDataInfo, pipeline) == 16);
     assert!(size_of::<PipelineBinaryDataInfo>() == 24);
     assert!(offset_of!(PipelineBinaryDataInfo, pipeline_binary) == 16);
+    assert!(size_of::<PipelineCreateInfo>() == 16);
+    assert!(offset_of!(PipelineCreateInfo, p_next) == 8);
     assert!(size_of::<PipelineBinaryHandlesInfo>() == 32);
     assert!(offset_of!(PipelineBinaryHandlesInfo, pipeline_binary_count) == 16);
     assert!(offset_of!(PipelineBinaryHandlesInfo, p_pipeline_binaries) == 24);

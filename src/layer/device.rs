@@ -104,13 +104,22 @@ pub struct BinaryFns {
     pub destroy_pipeline_binary: super::binary_abi::PfnDestroyPipelineBinary,
     pub get_pipeline_binary_data: super::binary_abi::PfnGetPipelineBinaryData,
     pub release_captured_pipeline_data: super::binary_abi::PfnReleaseCapturedPipelineData,
+    /// `vkGetPipelineKeyKHR`, never loaded on NVIDIA's driver (see `binary_abi`).
+    pub get_pipeline_key: Option<super::binary_abi::PfnGetPipelineKey>,
 }
 
 impl BinaryFns {
-    unsafe fn load(gdpa: vk::PFN_vkGetDeviceProcAddr, d: vk::Device) -> Option<BinaryFns> {
+    unsafe fn load(
+        gdpa: vk::PFN_vkGetDeviceProcAddr,
+        d: vk::Device,
+        vendor_id: u32,
+    ) -> Option<BinaryFns> {
         // SAFETY: each name loaded with its own function type.
         unsafe {
             Some(BinaryFns {
+                get_pipeline_key: (vendor_id != NVIDIA)
+                    .then(|| load_device(gdpa, d, c"vkGetPipelineKeyKHR"))
+                    .flatten(),
                 create_pipeline_binaries: load_device(gdpa, d, c"vkCreatePipelineBinariesKHR")?,
                 destroy_pipeline_binary: load_device(gdpa, d, c"vkDestroyPipelineBinaryKHR")?,
                 get_pipeline_binary_data: load_device(gdpa, d, c"vkGetPipelineBinaryDataKHR")?,
@@ -188,6 +197,8 @@ pub struct DeviceData {
     pub binary_fns: Option<BinaryFns>,
     /// Entries of binaries the driver refused this run.
     binary_refusals: AtomicU32,
+    /// This run's compiled binaries, by the driver's key: pipelines it builds alike share them.
+    pub shared_builds: super::sharing::SharedBuilds,
     /// Reading ahead merges found entries into caches of this device's own (`cache` backend).
     pub merges: bool,
     /// Misses are built as the application asked and recorded; their entries are left to the
@@ -1154,7 +1165,7 @@ unsafe fn register_device(
     // SAFETY: the device just made; loaded only where the extension is enabled on it.
     let binary_fns = plan
         .binaries_enabled
-        .then(|| unsafe { BinaryFns::load(gdpa, device) })
+        .then(|| unsafe { BinaryFns::load(gdpa, device, identity.vendor_id) })
         .flatten();
     let backend = match (plan.backend, &binary_fns) {
         (Backend::Binary, None) => Backend::Cache,
@@ -1210,6 +1221,7 @@ unsafe fn register_device(
         backend: AtomicU8::new(backend as u8),
         binary_fns,
         binary_refusals: Default::default(),
+        shared_builds: Default::default(),
         merges: active
             && backend == Backend::Cache
             && plan.feedback_valid()

@@ -2,7 +2,8 @@
 //! this module touches a raw Vulkan pointer. Each file is one level of dispatch or one job:
 //! `abi` (the loader's structs), `guard` (panics and logging), `registry` (per-handle data),
 //! `instance`, `device`, `objects` (what keys need, captured at creation), `capture` (create infos
-//! into keys), `pipelines` (the kept-pipeline flow), `writer` (the writer thread), `idle` (the
+//! into keys), `pipelines` (the kept-pipeline flow), `sharing` (one compile for pipelines the driver builds
+//! alike, within a run), `writer` (the writer thread), `idle` (the
 //! priority of the layer's own threads) and `marker_map` (the loading marker as mapped memory).
 
 /// A function of the layer as the loader's opaque `PFN_vkVoidFunction`.
@@ -29,6 +30,7 @@ mod merge;
 mod objects;
 mod pipelines;
 mod registry;
+mod sharing;
 mod writer;
 
 use std::ffi::CStr;

@@ -17,6 +17,7 @@ use super::capture::{self, Flags};
 use super::device::{device_data, unrecorded_next, Backend, BinaryFns, DeviceData};
 use super::guard::{guarded, SETTINGS};
 use super::objects::Objects;
+use super::sharing;
 use crate::key::{Digest, PipelineKey, Unkeyable};
 use crate::store::envelope::{holds_more_than_header, PayloadKind};
 use crate::store::{FoundEntry, Lookup, MergedEntry, Store};
@@ -708,22 +709,69 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
         }
     };
     lap.to(Phase::Cache);
-    let binary_info = binaries::info_for(&objects, b.info.p_next());
-    // SAFETY: the layer's binaries, alive until after the build; no cache is involved (the
-    // binaries are the pipeline).
-    let r = unsafe { build_with_in_front(b, &binary_info, lap, slot) };
-    drop(objects);
+    // SAFETY: binaries made for this build.
+    let built = unsafe { build_from_objects(b, objects, lap, slot) };
     drop(marker);
-    if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
-        tracing::debug!(entry = %b.key.file_name(), result = ?r, "the driver would not build from the kept binaries");
-        *slot = vk::Pipeline::null();
+    let Ok(r) = built else {
+        tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from the kept binaries");
         b.dev.binaries_refused();
         return None;
-    }
+    };
     // SAFETY: the application's chain.
     unsafe { report_found_to_the_application(b.info) };
     b.dev.writer.stamp(b.store.clone(), entry.name());
     Some(Kept::Made(r, Outcome::Found))
+}
+
+/// Builds the pipeline from binary objects made for it (chained in front, no cache: the binaries
+/// are the pipeline), destroyed after. `Err` with the driver's answer where it made none.
+///
+/// # Safety
+/// `objects` must be binaries of `b`'s device.
+unsafe fn build_from_objects<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    objects: binaries::Objects<'_>,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Result<vk::Result, vk::Result> {
+    let binary_info = binaries::info_for(&objects, b.info.p_next());
+    // SAFETY: the layer's binaries, alive until after the build.
+    let r = unsafe { build_with_in_front(b, &binary_info, lap, slot) };
+    drop(objects);
+    if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
+        *slot = vk::Pipeline::null();
+        return Err(r);
+    }
+    Ok(r)
+}
+
+/// `binary`, a miss the driver builds as it built a pipeline compiled earlier in this run (the
+/// same driver key, `sharing`): made from that pipeline's binaries and written as this one's
+/// entry, as an application's own cache would have served it. `None` where the driver would
+/// not; the caller then compiles.
+unsafe fn build_from_shared<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    fns: &BinaryFns,
+    captured: &binaries::Captured,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Option<Kept> {
+    let parts: Vec<crate::store::binaries::Binary<'_>> = captured
+        .iter()
+        .map(|(key, data)| crate::store::binaries::Binary { key, data })
+        .collect();
+    // SAFETY: the device takes binaries (`fns` were loaded for it); these are its own.
+    let built = unsafe { binaries::load(b.dev, fns, &parts) }.and_then(|objects| {
+        lap.to(Phase::Cache);
+        // SAFETY: binaries made for this build.
+        unsafe { build_from_objects(b, objects, lap, slot) }
+    });
+    let Ok(r) = built else {
+        tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from a pipeline's binaries of the same driver key; compiling");
+        return None;
+    };
+    keep_binaries(b, captured);
+    Some(Kept::Made(r, Outcome::Shared))
 }
 
 /// A pipeline made from a kept entry reports a cache hit to the application's own creation
@@ -745,7 +793,9 @@ unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T) {
 /// no cache: Vulkan allows the capture flag only with `pipelineCache` NULL
 /// (VUID-vkCreateComputePipelines-pNext-09617), so an application's own cache does not receive a
 /// kept pipeline's first build. The binaries are then read and written as the entry, and the
-/// captured data released. (Taking the binaries from the driver's internal cache after a build
+/// captured data released. A miss the driver would build as it built a pipeline compiled earlier
+/// in the run (the same driver key, `sharing`) is made from that pipeline's binaries instead: the
+/// sharing the application's cache would have given. (Taking the binaries from the driver's internal cache after a build
 /// as asked was tried and measured: no faster on RADV, and on NVIDIA it gave 311 MB of binaries
 /// for pygfx's 641 pipelines, a fifth of them refused by the next process.) This build is the
 /// application's ask: a failure is its answer.
@@ -755,6 +805,19 @@ unsafe fn build_capturing<T: PipelineInfo>(
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
 ) -> Kept {
+    // Not asked on the rebuild's threads, which take no lock an application thread takes.
+    let driver_key = (SETTINGS.share_builds && !b.rebuilding)
+        // SAFETY: the application's create info, valid for the call.
+        .then(|| unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) })
+        .flatten();
+    lap.to(Phase::Lookup);
+    let shared = driver_key.as_ref().and_then(|k| b.dev.shared_builds.get(k));
+    if let Some(captured) = shared {
+        // SAFETY: as for this function.
+        if let Some(made) = unsafe { build_from_shared(b, fns, &captured, lap, slot) } {
+            return made;
+        }
+    }
     lap.to(Phase::Cache);
     let flags2 = vk::PipelineCreateFlags2CreateInfoKHR {
         p_next: b.info.p_next(),
@@ -769,7 +832,12 @@ unsafe fn build_capturing<T: PipelineInfo>(
     }
     // SAFETY: the pipeline just made with the capture flag.
     match unsafe { binaries::capture(b.dev, fns, *slot) } {
-        Ok(captured) => keep_binaries(b, &captured),
+        Ok(captured) => {
+            keep_binaries(b, &captured);
+            if let Some(key) = driver_key {
+                b.dev.shared_builds.hold(key, Arc::new(captured));
+            }
+        }
         Err(e) => {
             tracing::debug!(entry = %b.key.file_name(), result = ?e, "no binaries from a compiled pipeline; not kept")
         }

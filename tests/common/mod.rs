@@ -121,6 +121,13 @@ fn newest_mtime(dir: &Path) -> std::time::SystemTime {
 }
 
 /// A manifest for this build's library, in a directory for `VK_ADD_LAYER_PATH`.
+/// A database of the project's corpus (`tests/corpus/`).
+pub fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name)
+}
+
 pub fn explicit_manifest_dir(tmp: &Path) -> PathBuf {
     let dir = tmp.join("explicit");
     std::fs::create_dir_all(&dir).unwrap();
@@ -307,6 +314,8 @@ pub struct WatchLine {
     pub unkeyed: u64,
     /// Of `found`, those served through the merged cache.
     pub merged: u64,
+    /// Of `compiled`, those made from the binaries of a pipeline the driver builds alike.
+    pub shared: u64,
 }
 
 impl Run {
@@ -347,6 +356,7 @@ impl Run {
             written: field("written"),
             unkeyed: field("unkeyed"),
             merged: field("merged"),
+            shared: field("shared"),
         }
     }
 
