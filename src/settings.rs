@@ -36,8 +36,8 @@ pub enum WriteBehindSetting {
     /// Where it measured faster: nowhere (off). It makes a first run cost what it costs without
     /// the layer, and keeps its pipelines once the application pauses; but with the driver's own
     /// disk cache on (as users run), pipekeep's default first launch on RADV is faster for every
-    /// workload but one, and on NVIDIA write-behind's cheaper first launch is paid back by
-    /// dearer later ones (BENCHMARKS.md, eighth session).
+    /// workload measured, and on NVIDIA write-behind's cheaper first launch is paid back by
+    /// dearer later ones (BENCHMARKS.md, eighth and ninth sessions).
     Auto,
     On,
     Off,
