@@ -358,6 +358,16 @@ impl DeviceData {
         }
     }
 
+    /// The background rebuild's thread: `None` where none was started (or it was joined), else
+    /// whether it has ended.
+    fn rebuild_ended(&self) -> Option<bool> {
+        self.rebuilder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|r| r.is_finished())
+    }
+
     /// Joins the background rebuild, if one was started. True when one was.
     fn join_the_rebuild(&self) -> bool {
         let rebuild = self
@@ -369,22 +379,32 @@ impl DeviceData {
     }
 
     /// Test only: waits for a background rebuild to be started by the opening thread and to
-    /// finish (at most a minute), instead of stopping it.
+    /// finish (at most a minute), instead of stopping it; at normal priority where Linux allows
+    /// it, since a machine busy on every core gives an idle-priority rebuild no time.
     fn let_the_rebuild_finish(&self) {
         self.rebuild_wind_down.store(true, Ordering::Release);
         let started = std::time::Instant::now();
         while started.elapsed() < std::time::Duration::from_secs(60) {
-            if self.join_the_rebuild() {
-                return;
-            }
-            let opener_done = self
-                .opener
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .is_none_or(|o| o.is_finished());
-            if opener_done {
-                return;
+            match self.rebuild_ended() {
+                Some(true) => {
+                    self.join_the_rebuild();
+                    return;
+                }
+                // Again each time: the rebuild's workers lower themselves as they start.
+                Some(false) => {
+                    super::idle::raise_the_rebuild_threads();
+                }
+                None => {
+                    let opener_done = self
+                        .opener
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .as_ref()
+                        .is_none_or(|o| o.is_finished());
+                    if opener_done {
+                        return;
+                    }
+                }
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
@@ -398,7 +418,11 @@ impl DeviceData {
         }
         self.stop_threads();
         // The rebuild ends after the pipeline it is building, before its commands can go: it
-        // calls the driver through this device.
+        // calls the driver through this device. At normal priority, where Linux allows it, so
+        // that a machine busy on every core does not keep the application waiting here.
+        if self.rebuild_ended() == Some(false) {
+            super::idle::raise_the_rebuild_threads();
+        }
         self.join_the_rebuild();
         if at_exit {
             self.writer.drain_here();
@@ -608,7 +632,7 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
     }
     let rebuilding = dev.clone();
     let spawned = std::thread::Builder::new()
-        .name("pipekeep-rebuild".into())
+        .name(super::idle::REBUILD_THREAD.into())
         .spawn(move || {
             guarded(
                 "background rebuild",

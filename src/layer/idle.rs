@@ -1,7 +1,9 @@
 //! The idle scheduling class for the layer's own threads (the writer, and reading ahead once the
 //! store is open and within its bound): they take only time no application thread wants, as
 //! Mesa's disk-cache queue does, so a run that keeps every core busy building pipelines is not
-//! slowed by the layer's bookkeeping.
+//! slowed by the layer's bookkeeping. At `vkDestroyDevice` the rebuild's threads are raised
+//! back (where Linux allows it) for the pipeline each is finishing, which the application waits
+//! for.
 //!
 //! Measured on RADV (2 cores, ncnn at 2 threads, nine interleaved rounds): a reader at normal
 //! priority made a third runnable thread beside the application's two, and every phase of
@@ -46,6 +48,47 @@ pub fn lower_this_threads_priority(thread: &str) {
     }
 }
 
+/// The name the background rebuild's thread is given; its replay workers inherit it (Linux keeps
+/// the first 15 bytes).
+pub const REBUILD_THREAD: &str = "pipekeep-rebuild";
+
+/// Puts the rebuild's threads of this process back in the normal scheduling class, where the
+/// process may (`CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it): at `vkDestroyDevice`, the
+/// pipeline each is building then ends without waiting for a core no application thread wants,
+/// which a machine busy on every core may not give for minutes. Where Linux refuses, they finish
+/// at idle priority, as before. How many were raised.
+pub fn raise_the_rebuild_threads() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return 0;
+        };
+        let comm = &REBUILD_THREAD.as_bytes()[..15];
+        let mut raised = 0;
+        for task in tasks.flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            let named =
+                std::fs::read(task.path().join("comm")).is_ok_and(|name| name.starts_with(comm));
+            // SAFETY: sched_getscheduler takes a thread id; one that ended answers -1.
+            if !named || unsafe { libc::sched_getscheduler(tid) } != libc::SCHED_IDLE {
+                continue;
+            }
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: a thread id of this process; `param` is a valid sched_param.
+            if unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) } != 0 {
+                tracing::debug!(error = %std::io::Error::last_os_error(), "the rebuild's threads finish at idle priority");
+                break;
+            }
+            raised += 1;
+        }
+        raised
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
@@ -71,6 +114,41 @@ mod tests {
         .unwrap();
         assert_eq!(policy, libc::SCHED_IDLE);
         assert_eq!(io_class, 2, "best-effort I/O class");
+    }
+
+    #[test]
+    fn the_rebuilds_threads_are_raised_back_where_the_process_may() {
+        let (lowered_tx, lowered_rx) = std::sync::mpsc::channel();
+        let (raised_tx, raised_rx) = std::sync::mpsc::channel::<()>();
+        let rebuild = std::thread::Builder::new()
+            .name(REBUILD_THREAD.into())
+            .spawn(move || {
+                lower_this_threads_priority("test rebuild");
+                // A worker it starts inherits the name and the class.
+                std::thread::spawn(move || {
+                    lowered_tx.send(()).unwrap();
+                    raised_rx.recv().unwrap();
+                    // SAFETY: pid 0 names the calling thread.
+                    unsafe { libc::sched_getscheduler(0) }
+                })
+                .join()
+                .unwrap()
+            })
+            .unwrap();
+        lowered_rx.recv().unwrap();
+        let raised = raise_the_rebuild_threads();
+        raised_tx.send(()).unwrap();
+        let policy = rebuild.join().unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let may = unsafe { libc::geteuid() } == 0;
+        assert_eq!(
+            (raised >= 2, policy),
+            if may {
+                (true, libc::SCHED_OTHER)
+            } else {
+                (false, libc::SCHED_IDLE)
+            }
+        );
     }
 
     #[test]
