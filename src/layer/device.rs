@@ -187,6 +187,8 @@ pub struct DeviceData {
     /// Test only (`PIPEKEEP_TEST_REBUILD_FIRST`): the write-behind rebuild ends once nothing is
     /// owed, instead of waiting for more until the device goes.
     rebuild_wind_down: AtomicBool,
+    /// The rebuild's threads, as each started.
+    rebuild_threads: super::idle::ThreadIds,
     /// The title's record (`<title>/record.foz`), where a library root is known.
     pub record: Option<Arc<crate::replay::record::RecordFile>>,
     /// What the record says of the application and device.
@@ -392,7 +394,7 @@ impl DeviceData {
                 }
                 // Again each time: the rebuild's workers lower themselves as they start.
                 Some(false) => {
-                    super::idle::raise_the_rebuild_threads();
+                    super::idle::raise_threads(&self.rebuild_threads);
                 }
                 None => {
                     let opener_done = self
@@ -421,7 +423,7 @@ impl DeviceData {
         // calls the driver through this device. At normal priority, where Linux allows it, so
         // that a machine busy on every core does not keep the application waiting here.
         if self.rebuild_ended() == Some(false) {
-            super::idle::raise_the_rebuild_threads();
+            super::idle::raise_threads(&self.rebuild_threads);
         }
         self.join_the_rebuild();
         if at_exit {
@@ -637,7 +639,7 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
             guarded(
                 "background rebuild",
                 || {
-                    rebuild_worker_start();
+                    rebuild_worker_start(&rebuilding);
                     if rebuilding.write_behind {
                         rebuild_what_is_owed(&rebuilding, &record, owed_from_before)
                     } else {
@@ -781,7 +783,10 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     let options = crate::replay::replayer::Options {
         threads: (cores / 2).max(1),
         stop: Some(dev.rebuild_stop.clone()),
-        worker_start: Some(rebuild_worker_start),
+        worker_start: Some({
+            let dev = Arc::clone(dev);
+            crate::replay::replayer::WorkerStart(Arc::new(move || rebuild_worker_start(&dev)))
+        }),
         before_each: Some({
             let dev = Arc::clone(dev);
             crate::replay::replayer::BeforeEach(Arc::new(move || {
@@ -832,10 +837,12 @@ fn wait_for_owed_appends(dev: &DeviceData, file: &crate::replay::record::RecordF
     }
 }
 
-/// Each rebuild thread: idle priority, and its pipelines counted apart.
-fn rebuild_worker_start() {
+/// Each rebuild thread: idle priority, its pipelines counted apart, and its id kept so that
+/// `vkDestroyDevice` can raise it back.
+fn rebuild_worker_start(dev: &DeviceData) {
     super::idle::lower_this_threads_priority("rebuild");
     super::pipelines::mark_rebuild_thread();
+    dev.rebuild_threads.add_this_thread();
 }
 
 /// Counts each entry written in the watch, and logs the first write that failed, once.
@@ -1229,6 +1236,7 @@ unsafe fn register_device(
         owed_this_run: AtomicU64::new(0),
         owed_covered: AtomicU64::new(0),
         rebuild_wind_down: AtomicBool::new(false),
+        rebuild_threads: Default::default(),
         record: SETTINGS
             .root
             .as_ref()

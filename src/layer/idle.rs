@@ -10,6 +10,8 @@
 //! every pipeline stretched; at idle priority the warm run's wall time went from 1.74x to 1.53x
 //! the monolithic cache's, and at 1 thread it did not change.
 
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+
 /// As [`lower_this_threads_priority`], but the thread's reads keep the best-effort I/O class at
 /// its default level: Linux otherwise derives the idle I/O class from the idle scheduling class,
 /// and a reader whose reads wait behind every other read of the machine is of no use when the
@@ -52,25 +54,58 @@ pub fn lower_this_threads_priority(thread: &str) {
 /// the first 15 bytes).
 pub const REBUILD_THREAD: &str = "pipekeep-rebuild";
 
-/// Puts the rebuild's threads of this process back in the normal scheduling class, where the
-/// process may (`CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it): at `vkDestroyDevice`, the
-/// pipeline each is building then ends without waiting for a core no application thread wants,
-/// which a machine busy on every core may not give for minutes. Where Linux refuses, they finish
-/// at idle priority, as before. How many were raised.
-pub fn raise_the_rebuild_threads() -> usize {
+/// How many thread ids [`ThreadIds`] keeps: the latest, older ones overwritten (each write-behind
+/// pass starts workers anew; the ended ones need nothing).
+const THREAD_IDS: usize = 64;
+
+/// The ids of a device's threads of one kind, kept as each starts. Lock-free: the application's
+/// thread reads them at `vkDestroyDevice`, and must not wait on an idle-priority thread.
+pub struct ThreadIds {
+    ids: [AtomicI32; THREAD_IDS],
+    added: AtomicUsize,
+}
+
+impl Default for ThreadIds {
+    fn default() -> Self {
+        ThreadIds {
+            ids: [const { AtomicI32::new(0) }; THREAD_IDS],
+            added: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl ThreadIds {
+    /// Keeps the calling thread's id.
+    pub fn add_this_thread(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            let slot = self.added.fetch_add(1, Ordering::AcqRel) % THREAD_IDS;
+            // SAFETY: gettid has no preconditions.
+            self.ids[slot].store(unsafe { libc::gettid() }, Ordering::Release);
+        }
+    }
+
+    fn each(&self) -> impl Iterator<Item = i32> + '_ {
+        self.ids
+            .iter()
+            .map(|id| id.load(Ordering::Acquire))
+            .filter(|&id| id > 0)
+    }
+}
+
+/// Puts the rebuild's threads in `ids` back in the normal scheduling class, where the process
+/// may (`CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it): at `vkDestroyDevice`, the pipeline
+/// each is building then ends without waiting for a core no application thread wants, which a
+/// machine busy on every core may not give for minutes. Where Linux refuses, they finish at idle
+/// priority, as before. Only threads still of the rebuild's name and class are touched (an
+/// ended thread's id may be taken by another). How many were raised.
+pub fn raise_threads(ids: &ThreadIds) -> usize {
     #[cfg(target_os = "linux")]
     {
-        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-            return 0;
-        };
-        let comm = &REBUILD_THREAD.as_bytes()[..15];
         let mut raised = 0;
-        for task in tasks.flatten() {
-            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
-                continue;
-            };
-            let named =
-                std::fs::read(task.path().join("comm")).is_ok_and(|name| name.starts_with(comm));
+        for tid in ids.each() {
+            let named = std::fs::read(format!("/proc/self/task/{tid}/comm"))
+                .is_ok_and(|name| name.starts_with(&REBUILD_THREAD.as_bytes()[..15]));
             // SAFETY: sched_getscheduler takes a thread id; one that ended answers -1.
             if !named || unsafe { libc::sched_getscheduler(tid) } != libc::SCHED_IDLE {
                 continue;
@@ -86,7 +121,10 @@ pub fn raise_the_rebuild_threads() -> usize {
         raised
     }
     #[cfg(not(target_os = "linux"))]
-    0
+    {
+        let _ = ids;
+        0
+    }
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -118,14 +156,17 @@ mod tests {
 
     #[test]
     fn the_rebuilds_threads_are_raised_back_where_the_process_may() {
+        let ids = std::sync::Arc::new(ThreadIds::default());
         let (lowered_tx, lowered_rx) = std::sync::mpsc::channel();
         let (raised_tx, raised_rx) = std::sync::mpsc::channel::<()>();
+        let kept = ids.clone();
         let rebuild = std::thread::Builder::new()
             .name(REBUILD_THREAD.into())
             .spawn(move || {
                 lower_this_threads_priority("test rebuild");
                 // A worker it starts inherits the name and the class.
                 std::thread::spawn(move || {
+                    kept.add_this_thread();
                     lowered_tx.send(()).unwrap();
                     raised_rx.recv().unwrap();
                     // SAFETY: pid 0 names the calling thread.
@@ -135,18 +176,31 @@ mod tests {
                 .unwrap()
             })
             .unwrap();
+        // A thread of another name in the list is never touched.
+        let other = std::thread::spawn({
+            let ids = ids.clone();
+            move || {
+                lower_this_threads_priority("test other");
+                ids.add_this_thread();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                // SAFETY: pid 0 names the calling thread.
+                unsafe { libc::sched_getscheduler(0) }
+            }
+        });
         lowered_rx.recv().unwrap();
-        let raised = raise_the_rebuild_threads();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let raised = raise_threads(&ids);
         raised_tx.send(()).unwrap();
         let policy = rebuild.join().unwrap();
+        assert_eq!(other.join().unwrap(), libc::SCHED_IDLE);
         // SAFETY: geteuid has no preconditions.
         let may = unsafe { libc::geteuid() } == 0;
         assert_eq!(
-            (raised >= 2, policy),
+            (raised, policy),
             if may {
-                (true, libc::SCHED_OTHER)
+                (1, libc::SCHED_OTHER)
             } else {
-                (false, libc::SCHED_IDLE)
+                (0, libc::SCHED_IDLE)
             }
         );
     }

@@ -59,13 +59,23 @@ pub struct Options {
     /// stops at `vkDestroyDevice`).
     pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// Run first on each thread that creates pipelines.
-    pub worker_start: Option<fn()>,
+    pub worker_start: Option<WorkerStart>,
     /// Asked before each pipeline (it may wait): `false` ends the replay there (pipekeep's
     /// background rebuild waits while the application builds pipelines of its own).
     pub before_each: Option<BeforeEach>,
     /// How long the device lives after the last pipeline, before it is destroyed: an
     /// application that goes on after its loading (pipekeep's threads work meanwhile).
     pub linger: std::time::Duration,
+}
+
+/// What [`Options::worker_start`] runs.
+#[derive(Clone)]
+pub struct WorkerStart(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for WorkerStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkerStart")
+    }
 }
 
 /// What [`Options::before_each`] runs.
@@ -1022,8 +1032,8 @@ impl Replay {
         std::thread::scope(|s| {
             for _ in 0..options.threads.max(1) {
                 s.spawn(|| {
-                    if let Some(start) = options.worker_start {
-                        start();
+                    if let Some(start) = &options.worker_start {
+                        (start.0)();
                     }
                     loop {
                         if options
