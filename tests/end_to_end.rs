@@ -271,6 +271,52 @@ fn an_unwritable_store_makes_the_layer_a_pass_through_with_one_line() {
     assert_eq!(run.watch().built, 60);
 }
 
+/// A store that cannot be written once it is open (here a root under `/proc`, where no directory
+/// can be made): one line, every pipeline made, and, once writes have failed in a row, the rest
+/// built as the application asked, with no capture to pay for (how many before that depends on
+/// when the writer thread ran).
+#[test]
+fn a_store_whose_writes_fail_keeps_nothing_with_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_DIR", "/proc/pipekeep-cannot-be-made")
+        .args(&MIX)
+        .run();
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(run.made(), 60);
+    assert_eq!(
+        run.stderr.matches("cannot be written").count(),
+        1,
+        "{}",
+        run.all()
+    );
+    let w = run.watch();
+    assert_eq!((w.built, w.found, w.written), (60, 0, 0), "{}", run.all());
+    assert_eq!(w.compiled + w.passed, 60, "{}", run.all());
+}
+
+/// A bound of 0 keeps nothing: every miss is built as the application asked (nothing captured,
+/// nothing written), and the store holds no entry.
+#[test]
+fn a_bound_of_zero_builds_every_pipeline_as_asked_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_MAX_BYTES", "0")
+        .args(&MIX)
+        .run();
+    assert!(run.ok, "{}", run.all());
+    let w = run.watch();
+    assert_eq!(
+        (w.built, w.passed, w.compiled, w.written),
+        (60, 60, 0, 0),
+        "{}",
+        run.all()
+    );
+    assert!(entries_and_pieces(&tmp.path().join("store")).is_empty());
+}
+
 #[test]
 fn fail_on_compile_required_is_made_only_when_the_store_has_it() {
     let tmp = tempfile::tempdir().unwrap();

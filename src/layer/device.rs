@@ -187,6 +187,8 @@ pub struct DeviceData {
     /// Test only (`PIPEKEEP_TEST_REBUILD_FIRST`): the write-behind rebuild ends once nothing is
     /// owed, instead of waiting for more until the device goes.
     rebuild_wind_down: AtomicBool,
+    /// Entry writes keep failing (`count_writes`): misses are built as the application asked.
+    writes_failing: Arc<AtomicBool>,
     /// The rebuild's threads, as each started.
     rebuild_threads: super::idle::ThreadIds,
     /// The title's record (`<title>/record.foz`), where a library root is known.
@@ -358,6 +360,13 @@ impl DeviceData {
         if let Some(store) = self.opened_store() {
             store.wake_readers_to_stop();
         }
+    }
+
+    /// Whether a miss has nowhere to be kept: the store keeps nothing (a bound of 0), or its
+    /// entries cannot be written. It is then built as the application asked (no capture, its
+    /// own cache), as without the layer; found entries are still served.
+    pub fn keeps_no_misses(&self, store: &Store) -> bool {
+        store.keeps_nothing() || self.writes_failing.load(Ordering::Acquire)
     }
 
     /// The background rebuild's thread: `None` where none was started (or it was joined), else
@@ -845,15 +854,34 @@ fn rebuild_worker_start(dev: &DeviceData) {
     dev.rebuild_threads.add_this_thread();
 }
 
-/// Counts each entry written in the watch, and logs the first write that failed, once.
-fn count_writes(watch: Arc<Watch>) -> OnWritten {
-    let failure_logged = std::sync::atomic::AtomicBool::new(false);
+/// How many entry writes in a row must fail before the device stops keeping: a store that cannot
+/// be written (read-only, full, no permission) fails every write, while a race with another
+/// process fails one now and then.
+const FAILED_WRITES_TO_STOP: u32 = 8;
+
+/// Counts each entry written in the watch, and logs the first write that failed, once. After
+/// [`FAILED_WRITES_TO_STOP`] failures in a row, sets `failing`: the store cannot be written, and
+/// the device's misses are built as the application asked for the rest of the run.
+fn count_writes(watch: Arc<Watch>, failing: Arc<AtomicBool>) -> OnWritten {
+    let failure_logged = AtomicBool::new(false);
+    let failed_in_a_row = AtomicU32::new(0);
     Arc::new(move |result| match result {
-        Ok(Written::Whole(_)) => watch.written(),
-        Ok(Written::Skipped) => {}
+        Ok(written) => {
+            failed_in_a_row.store(0, Ordering::Relaxed);
+            if let Written::Whole(_) = written {
+                watch.written();
+            }
+        }
         Err(e) => {
-            if !failure_logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            if !failure_logged.swap(true, Ordering::Relaxed) {
                 tracing::warn!(error = %e, "an entry cannot be written; pipelines are still built, but not kept");
+            }
+            if failed_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 == FAILED_WRITES_TO_STOP {
+                failing.store(true, Ordering::Release);
+                tracing::info!(
+                    failed = FAILED_WRITES_TO_STOP,
+                    "the store takes no entries: pipelines not in it are built as the application asks for the rest of the run"
+                );
             }
         }
     })
@@ -1218,6 +1246,7 @@ unsafe fn register_device(
     let device_name = bounded_c_string(&properties.device_name);
     tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = plan.feedback_valid(), backend = backend.name(), why = plan.backend_why, active, "pipekeep is active on a device");
     let watch = Arc::new(Watch::default());
+    let writes_failing = Arc::new(AtomicBool::new(false));
     let data = DeviceData {
         handle: device,
         fns,
@@ -1226,7 +1255,8 @@ unsafe fn register_device(
         identity,
         device_name,
         objects: Objects::default(),
-        writer: Writer::new(count_writes(watch.clone())),
+        writer: Writer::new(count_writes(watch.clone(), writes_failing.clone())),
+        writes_failing,
         watch,
         root,
         title: inst.title.clone(),
@@ -1403,5 +1433,37 @@ unsafe fn command_of(dev: &DeviceData, name: &CStr) -> vk::PFN_vkVoidFunction {
     match (next, intercepted_device_command(name)) {
         (Some(_), Some(ours)) if dev.active => Some(ours),
         _ => next,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreError;
+
+    fn failure() -> Result<Written, StoreError> {
+        Err(StoreError::Io {
+            op: "create",
+            path: "/nowhere".into(),
+            source: std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
+        })
+    }
+
+    #[test]
+    fn a_store_stops_keeping_after_writes_fail_in_a_row_not_after_a_failure_now_and_then() {
+        let watch = Arc::new(Watch::default());
+        let failing = Arc::new(AtomicBool::new(false));
+        let written = count_writes(watch.clone(), failing.clone());
+        for _ in 1..FAILED_WRITES_TO_STOP {
+            written(failure());
+        }
+        written(Ok(Written::Whole(10)));
+        for _ in 1..FAILED_WRITES_TO_STOP {
+            written(failure());
+        }
+        assert!(!failing.load(Ordering::Acquire));
+        written(failure());
+        assert!(failing.load(Ordering::Acquire));
+        assert_eq!(watch.tally().written, 1);
     }
 }

@@ -622,6 +622,10 @@ unsafe fn build_kept<T: PipelineInfo>(
         }
         other => other,
     };
+    // Nowhere to keep it: built as without the layer.
+    if found.is_none() && dev.keeps_no_misses(store) {
+        return Kept::AskAsAsked;
+    }
     // Write-behind: a miss costs what it costs without the layer, through the application's own
     // cache; the rebuild (never itself behind) keeps it later.
     if dev.write_behind && found.is_none() && !refused && !b.rebuilding {

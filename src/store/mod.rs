@@ -742,6 +742,11 @@ impl Store {
         self.write_announced(key, envelope::PayloadKind::Cache, data, stamp)
     }
 
+    /// Whether the store keeps nothing (a bound of 0): a miss then has nothing to keep.
+    pub fn keeps_nothing(&self) -> bool {
+        self.max_bytes == 0
+    }
+
     /// Tells the store that `key`'s entry is about to be written (by a queue, later), so that
     /// lookups open it from now on. Called on the thread that queues the write: the writer
     /// thread, at idle priority, then takes no lock that lookups take.

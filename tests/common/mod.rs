@@ -312,6 +312,8 @@ pub struct WatchLine {
     pub compiled: u64,
     pub written: u64,
     pub unkeyed: u64,
+    /// Keyed, but built as the application asked.
+    pub passed: u64,
     /// Of `found`, those served through the merged cache.
     pub merged: u64,
     /// Of `compiled`, those made from the binaries of a pipeline the driver builds alike.
@@ -355,6 +357,7 @@ impl Run {
             compiled: field("compiled"),
             written: field("written"),
             unkeyed: field("unkeyed"),
+            passed: field("passed"),
             merged: field("merged"),
             shared: field("shared"),
         }
