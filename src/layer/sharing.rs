@@ -10,7 +10,7 @@
 //! matches a pipeline compiled earlier in this run is built from that pipeline's binaries, held
 //! here, and written as its own entry. Never asked of NVIDIA's driver (see `binary_abi`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use ash::vk;
@@ -19,9 +19,10 @@ use super::binaries::Captured;
 use super::binary_abi as bin;
 use super::device::BinaryFns;
 
-/// The most bytes of binaries a device holds for sharing; past it, later compiles are not held
-/// (a first run's working set: pygfx's binaries are 4.9 MB in all, ncnn's 14 MB).
-const HELD_BYTES_LIMIT: usize = 64 << 20;
+/// The most bytes of binaries a device holds for sharing; past it, the oldest go first (alike
+/// pipelines come close together: a title's variants of one pipeline). pygfx's binaries are
+/// 4.9 MB in all, ncnn's 14 MB.
+const HELD_BYTES_LIMIT: usize = 32 << 20;
 
 /// A driver's key for a pipeline's create info (`VkPipelineBinaryKeyKHR`'s bytes).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -37,7 +38,13 @@ pub struct SharedBuilds {
 #[derive(Default)]
 struct Held {
     by_key: HashMap<DriverKey, Arc<Captured>>,
+    /// The keys held, oldest first.
+    order: VecDeque<DriverKey>,
     bytes: usize,
+}
+
+fn bytes_of(captured: &Captured) -> usize {
+    captured.iter().map(|(k, d)| k.len() + d.len()).sum()
 }
 
 impl SharedBuilds {
@@ -48,14 +55,26 @@ impl SharedBuilds {
     }
 
     /// Holds a compiled pipeline's binaries for later pipelines of the same driver key, within
-    /// [`HELD_BYTES_LIMIT`].
+    /// [`HELD_BYTES_LIMIT`] (the oldest let go first).
     pub fn hold(&self, key: DriverKey, captured: Arc<Captured>) {
-        let bytes: usize = captured.iter().map(|(k, d)| k.len() + d.len()).sum();
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.bytes + bytes > HELD_BYTES_LIMIT || held.by_key.contains_key(&key) {
+        let bytes = bytes_of(&captured);
+        if bytes > HELD_BYTES_LIMIT {
             return;
         }
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.by_key.contains_key(&key) {
+            return;
+        }
+        while held.bytes + bytes > HELD_BYTES_LIMIT {
+            let Some(oldest) = held.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = held.by_key.remove(&oldest) {
+                held.bytes -= bytes_of(&gone);
+            }
+        }
         held.bytes += bytes;
+        held.order.push_back(key.clone());
         held.by_key.insert(key, captured);
     }
 }
@@ -104,15 +123,24 @@ mod tests {
     }
 
     #[test]
-    fn holds_nothing_past_its_bound_and_keeps_the_first_binaries_of_a_key() {
+    fn keeps_the_first_binaries_of_a_key_and_lets_the_oldest_go_past_its_bound() {
         let shared = SharedBuilds::default();
-        shared.hold(DriverKey(vec![1]), binaries(HELD_BYTES_LIMIT - 100));
-        shared.hold(DriverKey(vec![2]), binaries(200));
-        assert!(shared.get(&DriverKey(vec![2])).is_none());
+        let quarter = HELD_BYTES_LIMIT / 4 - 100;
+        for n in 1..=3 {
+            shared.hold(DriverKey(vec![n]), binaries(quarter));
+        }
         shared.hold(DriverKey(vec![1]), binaries(10));
-        assert_eq!(
-            shared.get(&DriverKey(vec![1])).unwrap()[0].1.len(),
-            HELD_BYTES_LIMIT - 100
-        );
+        assert_eq!(shared.get(&DriverKey(vec![1])).unwrap()[0].1.len(), quarter);
+        // Two more quarters: the oldest goes, the rest stay.
+        shared.hold(DriverKey(vec![4]), binaries(quarter));
+        shared.hold(DriverKey(vec![5]), binaries(quarter));
+        assert!(shared.get(&DriverKey(vec![1])).is_none());
+        for n in 2..=5 {
+            assert!(shared.get(&DriverKey(vec![n])).is_some(), "{n}");
+        }
+        // Larger than the bound: never held, nothing let go for it.
+        shared.hold(DriverKey(vec![6]), binaries(HELD_BYTES_LIMIT + 1));
+        assert!(shared.get(&DriverKey(vec![6])).is_none());
+        assert!(shared.get(&DriverKey(vec![2])).is_some());
     }
 }
