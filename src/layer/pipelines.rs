@@ -799,10 +799,10 @@ unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T) {
 /// kept pipeline's first build. The binaries are then read and written as the entry, and the
 /// captured data released. A miss the driver would build as it built a pipeline compiled earlier
 /// in the run (the same driver key, `sharing`) is made from that pipeline's binaries instead: the
-/// sharing the application's cache would have given. (Taking the binaries from the driver's internal cache after a build
-/// as asked was tried and measured: no faster on RADV, and on NVIDIA it gave 311 MB of binaries
-/// for pygfx's 641 pipelines, a fifth of them refused by the next process.) This build is the
-/// application's ask: a failure is its answer.
+/// sharing the application's cache would have given. (Taking the binaries from the driver's
+/// internal cache after a build as asked was tried and measured: no faster on RADV, and on
+/// NVIDIA it gave 311 MB of binaries for pygfx's 641 pipelines, a fifth of them refused by the
+/// next process.) This build is the application's ask: a failure is its answer.
 unsafe fn build_capturing<T: PipelineInfo>(
     b: &Build<'_, T>,
     fns: &BinaryFns,
