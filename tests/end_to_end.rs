@@ -19,7 +19,18 @@ const MIX: [&str; 8] = [
 ];
 
 fn app(driver: Driver, tmp: &Path, args: &[&str]) -> Run {
-    let run = App::new(driver, tmp).with_layer().args(args).run();
+    app_with(driver, tmp, &[], args)
+}
+
+/// [`app`] with settings of its own.
+fn app_with(driver: Driver, tmp: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let run = env
+        .iter()
+        .fold(App::new(driver, tmp).with_layer(), |app, (k, v)| {
+            app.env(k, v)
+        })
+        .args(args)
+        .run();
     assert!(run.ok, "{}", run.all());
     run
 }
@@ -278,12 +289,12 @@ fn an_unwritable_store_makes_the_layer_a_pass_through_with_one_line() {
 #[test]
 fn a_store_whose_writes_fail_keeps_nothing_with_one_line() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = App::new(Driver::Radv, tmp.path())
-        .with_layer()
-        .env("PIPEKEEP_DIR", "/proc/pipekeep-cannot-be-made")
-        .args(&MIX)
-        .run();
-    assert!(run.ok, "{}", run.all());
+    let run = app_with(
+        Driver::Radv,
+        tmp.path(),
+        &[("PIPEKEEP_DIR", "/proc/pipekeep-cannot-be-made")],
+        &MIX,
+    );
     assert_eq!(run.made(), 60);
     assert_eq!(
         run.stderr.matches("cannot be written").count(),
@@ -301,12 +312,12 @@ fn a_store_whose_writes_fail_keeps_nothing_with_one_line() {
 #[test]
 fn a_bound_of_zero_builds_every_pipeline_as_asked_and_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = App::new(Driver::Radv, tmp.path())
-        .with_layer()
-        .env("PIPEKEEP_MAX_BYTES", "0")
-        .args(&MIX)
-        .run();
-    assert!(run.ok, "{}", run.all());
+    let run = app_with(
+        Driver::Radv,
+        tmp.path(),
+        &[("PIPEKEEP_MAX_BYTES", "0")],
+        &MIX,
+    );
     let w = run.watch();
     assert_eq!(
         (w.built, w.passed, w.compiled, w.written),
