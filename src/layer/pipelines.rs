@@ -815,11 +815,14 @@ unsafe fn build_capturing<T: PipelineInfo>(
         .then(|| unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) })
         .flatten();
     lap.to(Phase::Lookup);
-    let shared = driver_key.as_ref().and_then(|k| b.dev.shared_builds.get(k));
-    if let Some(captured) = shared {
-        // SAFETY: as for this function.
-        if let Some(made) = unsafe { build_from_shared(b, fns, &captured, lap, slot) } {
-            return made;
+    if let Some(key) = &driver_key {
+        if let Some(captured) = b.dev.shared_builds.get(key) {
+            // SAFETY: as for this function.
+            if let Some(made) = unsafe { build_from_shared(b, fns, &captured, lap, slot) } {
+                return made;
+            }
+            // Compiled below, and held in their place.
+            b.dev.shared_builds.forget(key);
         }
     }
     lap.to(Phase::Cache);

@@ -54,6 +54,16 @@ impl SharedBuilds {
         held.by_key.get(key).cloned()
     }
 
+    /// Lets go of `key`'s binaries (the driver would not build from them): the next compile of
+    /// that key is held instead.
+    pub fn forget(&self, key: &DriverKey) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(gone) = held.by_key.remove(key) {
+            held.bytes -= bytes_of(&gone);
+            held.order.retain(|k| k != key);
+        }
+    }
+
     /// Holds a compiled pipeline's binaries for later pipelines of the same driver key, within
     /// [`HELD_BYTES_LIMIT`] (the oldest let go first).
     pub fn hold(&self, key: DriverKey, captured: Arc<Captured>) {
@@ -138,6 +148,10 @@ mod tests {
         for n in 2..=5 {
             assert!(shared.get(&DriverKey(vec![n])).is_some(), "{n}");
         }
+        shared.forget(&DriverKey(vec![2]));
+        assert!(shared.get(&DriverKey(vec![2])).is_none());
+        shared.hold(DriverKey(vec![2]), binaries(10));
+        assert_eq!(shared.get(&DriverKey(vec![2])).unwrap()[0].1.len(), 10);
         // Larger than the bound: never held, nothing let go for it.
         shared.hold(DriverKey(vec![6]), binaries(HELD_BYTES_LIMIT + 1));
         assert!(shared.get(&DriverKey(vec![6])).is_none());
