@@ -345,7 +345,10 @@ impl DeviceData {
     }
 
     /// Stops this device's own threads: the flag every wait of theirs sees, then a wake for the
-    /// readers already waiting. Returns at once; the threads end soon after.
+    /// readers already waiting, and the rebuild's threads put back at normal priority where
+    /// Linux allows it, so that the pipeline each is finishing (which `vkDestroyDevice` waits
+    /// for) does not wait for an idle core on a machine busy on every core. Returns at once; the
+    /// threads end soon after.
     fn stop_threads(&self) {
         self.stop.store(true, Ordering::Release);
         self.rebuild_stop.store(true, Ordering::Release);
@@ -357,6 +360,7 @@ impl DeviceData {
         {
             rebuild.thread().unpark();
         }
+        super::idle::raise_threads(&self.rebuild_threads);
         if let Some(store) = self.opened_store() {
             store.wake_readers_to_stop();
         }
@@ -429,11 +433,7 @@ impl DeviceData {
         }
         self.stop_threads();
         // The rebuild ends after the pipeline it is building, before its commands can go: it
-        // calls the driver through this device. At normal priority, where Linux allows it, so
-        // that a machine busy on every core does not keep the application waiting here.
-        if self.rebuild_ended() == Some(false) {
-            super::idle::raise_threads(&self.rebuild_threads);
-        }
+        // calls the driver through this device.
         self.join_the_rebuild();
         if at_exit {
             self.writer.drain_here();

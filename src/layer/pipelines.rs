@@ -335,24 +335,6 @@ pub(super) fn mark_rebuild_thread() {
     REBUILDING.set(true);
 }
 
-/// A compiled pipeline's entry: queued for the writer thread on the application's threads (never
-/// written on a pipeline's path), written here on the rebuild's, which are background threads
-/// already. So a rebuild pass's entries are in the store when it ends, and the next pass finds
-/// them instead of compiling them again behind a writer a busy machine keeps waiting.
-fn write_entry(
-    dev: &DeviceData,
-    store: &Arc<Store>,
-    key: PipelineKey,
-    kind: PayloadKind,
-    data: Vec<u8>,
-) {
-    if REBUILDING.get() {
-        dev.writer.write_here(store.clone(), key, kind, data);
-    } else {
-        dev.writer.write(store.clone(), key, kind, data);
-    }
-}
-
 /// A pipeline cache of the layer's own, from checked entry data or empty.
 pub(super) unsafe fn create_cache(
     dev: &DeviceData,
@@ -566,6 +548,20 @@ struct Build<'a, T> {
 }
 
 impl<T> Build<'_, T> {
+    /// The compiled pipeline's entry: queued for the writer thread on the application's threads
+    /// (never written on a pipeline's path), written here on the rebuild's, which are background
+    /// threads already. So a rebuild pass's entries are in the store when it ends, and the next
+    /// pass finds them instead of compiling them again behind a writer a busy machine keeps
+    /// waiting.
+    fn write_entry(&self, kind: PayloadKind, data: Vec<u8>) {
+        let (writer, store) = (&self.dev.writer, self.store.clone());
+        if self.rebuilding {
+            writer.write_here(store, *self.key, kind, data);
+        } else {
+            writer.write(store, *self.key, kind, data);
+        }
+    }
+
     /// The application asked with `FAIL_ON_PIPELINE_COMPILE_REQUIRED`.
     fn must_be_found(&self) -> bool {
         self.flags
@@ -885,7 +881,7 @@ unsafe fn build_with_in_front<T: PipelineInfo, S>(
 fn keep_binaries<T: PipelineInfo>(b: &Build<'_, T>, captured: &binaries::Captured) {
     let payload =
         crate::store::binaries::encode(captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())));
-    write_entry(b.dev, b.store, *b.key, PayloadKind::Binaries, payload);
+    b.write_entry(PayloadKind::Binaries, payload);
     record_compiled(b, false);
 }
 
@@ -1028,7 +1024,7 @@ unsafe fn build_cached<T: PipelineInfo>(
         seeded => {
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
-                write_entry(dev, store, *key, PayloadKind::Cache, data);
+                b.write_entry(PayloadKind::Cache, data);
                 record_compiled(b, false);
             }
             if seeded.is_some() || already_asked {

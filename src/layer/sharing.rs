@@ -47,6 +47,16 @@ fn bytes_of(captured: &Captured) -> usize {
     captured.iter().map(|(k, d)| k.len() + d.len()).sum()
 }
 
+impl Held {
+    /// Lets go of `key`'s binaries, and of their bytes in the count (its place in `order` is the
+    /// caller's to drop).
+    fn let_go(&mut self, key: &DriverKey) {
+        if let Some(gone) = self.by_key.remove(key) {
+            self.bytes -= bytes_of(&gone);
+        }
+    }
+}
+
 impl SharedBuilds {
     /// The binaries held for `key`, if a pipeline of this run compiled them.
     pub fn get(&self, key: &DriverKey) -> Option<Arc<Captured>> {
@@ -58,10 +68,8 @@ impl SharedBuilds {
     /// that key is held instead.
     pub fn forget(&self, key: &DriverKey) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(gone) = held.by_key.remove(key) {
-            held.bytes -= bytes_of(&gone);
-            held.order.retain(|k| k != key);
-        }
+        held.let_go(key);
+        held.order.retain(|k| k != key);
     }
 
     /// Holds a compiled pipeline's binaries for later pipelines of the same driver key, within
@@ -79,9 +87,7 @@ impl SharedBuilds {
             let Some(oldest) = held.order.pop_front() else {
                 break;
             };
-            if let Some(gone) = held.by_key.remove(&oldest) {
-                held.bytes -= bytes_of(&gone);
-            }
+            held.let_go(&oldest);
         }
         held.bytes += bytes;
         held.order.push_back(key.clone());

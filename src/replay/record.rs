@@ -1100,8 +1100,7 @@ mod tests {
         let entries = pipeline_entries(&record(), &app).unwrap();
         assert_eq!(file.append(entries.clone(), 0).unwrap(), entries.len());
         assert_eq!(file.append(entries, 0).unwrap(), 0, "each object once");
-        let bytes = std::fs::read(file.path()).unwrap();
-        let catalog = Catalog::from_entries(crate::replay::foz::read_entries(&bytes).unwrap());
+        let catalog = catalog_of(file.path());
         assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
         assert_eq!(catalog.compute.len(), 1);
         assert_eq!(catalog.set_layouts.len(), 1);
@@ -1269,6 +1268,15 @@ mod tests {
         assert!(!file.is_pending());
     }
 
+    /// `r` as the record writes it, read back as the replay reads it (with no problem).
+    fn written_and_read_back(r: &PipelineRecord) -> Catalog {
+        let entries = pipeline_entries(r, &AppState::default()).unwrap();
+        let bytes = crate::replay::foz::write_entries(&entries);
+        let catalog = Catalog::from_entries(crate::replay::foz::read_entries(&bytes).unwrap());
+        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        catalog
+    }
+
     #[test]
     fn a_sampler_with_a_reduction_mode_is_recorded_as_fossilize_writes_it() {
         let sampler = Digest([7; 32]);
@@ -1286,11 +1294,7 @@ mod tests {
             ..SamplerDesc::default()
         };
         r.contents.push((sampler, Arc::new(Content::Sampler(desc))));
-        let entries = pipeline_entries(&r, &AppState::default()).unwrap();
-        let catalog = Catalog::from_entries(
-            crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&entries)).unwrap(),
-        );
-        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        let catalog = written_and_read_back(&r);
         let written = catalog.samplers.values().next().unwrap().as_ref().unwrap();
         assert_eq!(
             written["pNext"],
@@ -1316,11 +1320,7 @@ mod tests {
             ..Robustness::default()
         });
         d.stage.required_subgroup_size = Some(32);
-        let entries = pipeline_entries(&r, &AppState::default()).unwrap();
-        let catalog = Catalog::from_entries(
-            crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&entries)).unwrap(),
-        );
-        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        let catalog = written_and_read_back(&r);
         let written = catalog.compute[0].1.as_ref().unwrap();
         assert_eq!(
             written["pNext"],
