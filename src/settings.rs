@@ -79,6 +79,10 @@ pub struct Settings {
     /// build as it built a pipeline earlier in the run is made from that pipeline's binaries
     /// (never on NVIDIA, whose driver is not asked for its keys).
     pub share_builds: bool,
+    /// `PIPEKEEP_DICTIONARY_ONCE` (`on`, the default, or `off`): a found entry whose NVIDIA cache
+    /// data carries the driver's dictionary goes to the driver without it once the device holds
+    /// that dictionary.
+    pub dictionary_once: bool,
     /// `PIPEKEEP_LOG`: a tracing filter.
     pub log_filter: String,
     /// `PIPEKEEP_LOG_FILE`; stderr when unset.
@@ -191,6 +195,12 @@ impl Settings {
             &mut problems,
             &[("on", true), ("off", false)],
         );
+        let dictionary_once = one_of(
+            &non_empty,
+            "PIPEKEEP_DICTIONARY_ONCE",
+            &mut problems,
+            &[("on", true), ("off", false)],
+        );
         // An implicit layer runs inside every Vulkan program: quiet unless asked.
         let log_filter = non_empty("PIPEKEEP_LOG").unwrap_or_else(|| "warn".into());
         let test_open_time =
@@ -215,6 +225,7 @@ impl Settings {
             rebuild,
             write_behind,
             share_builds,
+            dictionary_once,
             log_filter,
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),
@@ -354,6 +365,15 @@ mod tests {
         let s = with(&[("PIPEKEEP_SHARE_BUILDS", "no")]);
         assert!(s.share_builds);
         assert!(s.problems[0].contains("PIPEKEEP_SHARE_BUILDS=\"no\" is not on or off"));
+    }
+
+    #[test]
+    fn the_dictionary_goes_once_unless_off() {
+        assert!(with(&[]).dictionary_once);
+        assert!(!with(&[("PIPEKEEP_DICTIONARY_ONCE", "off")]).dictionary_once);
+        let s = with(&[("PIPEKEEP_DICTIONARY_ONCE", "sometimes")]);
+        assert!(s.dictionary_once);
+        assert!(s.problems[0].contains("PIPEKEEP_DICTIONARY_ONCE=\"sometimes\" is not on or off"));
     }
 
     #[test]

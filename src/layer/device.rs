@@ -209,6 +209,10 @@ pub struct DeviceData {
     /// background rebuild (`PIPEKEEP_WRITE_BEHIND`).
     pub write_behind: bool,
     pub merged_caches: super::merge::MergedCaches,
+    /// Found entries carrying NVIDIA's dictionary go to the driver without it once the device
+    /// holds it (`PIPEKEEP_DICTIONARY_ONCE`, NVIDIA only).
+    pub dictionary_once: bool,
+    pub dictionaries: super::dictionary::DeviceDictionaries,
     /// When the application last began or ended a pipeline: the background rebuild waits while
     /// it builds.
     pub app_activity: super::activity::AppActivity,
@@ -1290,12 +1294,17 @@ unsafe fn register_device(
             && match SETTINGS.merge {
                 MergeSetting::On => true,
                 MergeSetting::Off => false,
-                // Measured on the H200 with shared pieces (warm, merge on / off in one round):
-                // ncnn 0.44-0.52x at 1 thread, 0.80-1.02x at 4, 0.78-1.25x at 16; pygfx 0.93-1.17x,
-                // 1.01-1.37x, 0.66-1.46x. On RADV the probe found nothing worth having.
-                MergeSetting::Auto => identity.vendor_id == NVIDIA,
+                // Merging paid where every entry carrying NVIDIA's dictionary cost the driver
+                // 1.78 MB to make a cache of (H200, ncnn warm, merge on / off: 0.44-0.52x at one
+                // thread). With the dictionary handed over once a device, merging costs more than
+                // it saves (H200, three rounds, geometric means, off / on: ncnn 0.87x at 4 threads,
+                // 1.05x at 1, 0.93x at 16; pygfx 1.05x, 0.89x, 1.09x; all 0.976x). On RADV the
+                // issue's probe found nothing worth having.
+                MergeSetting::Auto => identity.vendor_id == NVIDIA && !SETTINGS.dictionary_once,
             },
         merged_caches: Default::default(),
+        dictionary_once: SETTINGS.dictionary_once && identity.vendor_id == NVIDIA,
+        dictionaries: Default::default(),
         app_activity: Default::default(),
         write_behind: active
             && SETTINGS.root.is_some()

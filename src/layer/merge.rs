@@ -5,7 +5,8 @@
 //! once). A batch's cache is complete before any lookup sees it, and only read (built through)
 //! after, so no application thread shares it with a merge. A lookup whose entry was merged builds
 //! through that cache and makes no cache of its own. The caches live until `vkDestroyDevice`
-//! and are never written to disk.
+//! and are never written to disk. NVIDIA's dictionary goes into each merged cache once: later
+//! entries carrying it are merged without it ([`super::dictionary`]).
 
 use std::sync::Mutex;
 
@@ -13,6 +14,7 @@ use ash::vk;
 use ash::vk::Handle;
 
 use super::device::DeviceData;
+use super::dictionary::{self, Known, Seed};
 use super::guard::SETTINGS;
 use super::pipelines::OwnCache;
 use crate::store::envelope::PayloadKind;
@@ -44,9 +46,13 @@ impl Merger for DeviceMerger<'_> {
         let dev = self.dev;
         // SAFETY: the layer's own empty cache.
         let merged = unsafe { super::pipelines::create_cache(dev, None) }.ok()?;
+        // NVIDIA's dictionary goes into each merged cache once, with the first entry carrying it.
+        let mut held = Known::default();
         let flags: Vec<bool> = batch
             .iter()
-            .map(|entry| entry.kind() == PayloadKind::Cache && self.merge_one(merged, entry))
+            .map(|entry| {
+                entry.kind() == PayloadKind::Cache && self.merge_one(merged, entry, &mut held)
+            })
             .collect();
         if !flags.iter().any(|f| *f) {
             // SAFETY: the layer's own cache, which nothing else saw.
@@ -70,20 +76,29 @@ impl DeviceMerger<'_> {
     /// Makes a cache of one checked entry and merges it into `merged`, while the loading marker
     /// names the entry. False where the driver would not (the entry's lookup then makes a cache
     /// of its own, and compiles afresh if that fails too).
-    fn merge_one(&self, merged: vk::PipelineCache, entry: &FoundEntry) -> bool {
+    fn merge_one(&self, merged: vk::PipelineCache, entry: &FoundEntry, held: &mut Known) -> bool {
         let dev = self.dev;
+        let seed = if dev.dictionary_once {
+            dictionary::seed_for(entry, |id| held.holds(id))
+        } else {
+            Seed::Whole { teaches: None }
+        };
         let _marker = self.store.hold_marker(entry);
         if SETTINGS.test_abort_in_merge {
             std::process::abort();
         }
         // SAFETY: checked entry data, and the layer's own caches.
-        let made =
-            entry.with_data(|data| unsafe { super::pipelines::create_cache(dev, Some(data)) });
+        let made = seed.with_data(entry, |data| unsafe {
+            super::pipelines::create_cache(dev, Some(data))
+        });
         let Ok(one) = made else {
+            held.after(&seed, false);
             return false;
         };
         let one = OwnCache { dev, cache: one };
+        // SAFETY: the layer's own caches; `merged` is seen by no lookup until its batch is done.
         let r = unsafe { (dev.fns.merge_pipeline_caches)(dev.handle, merged, 1, &one.cache) };
+        held.after(&seed, r == vk::Result::SUCCESS);
         r == vk::Result::SUCCESS
     }
 }

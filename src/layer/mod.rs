@@ -2,7 +2,7 @@
 //! this module touches a raw Vulkan pointer. Each file is one level of dispatch or one job:
 //! `abi` (the loader's structs), `guard` (panics and logging), `registry` (per-handle data),
 //! `instance`, `device`, `objects` (what keys need, captured at creation), `capture` (create infos
-//! into keys), `pipelines` (the kept-pipeline flow), `sharing` (one compile for pipelines the driver builds
+//! into keys), `pipelines` (the kept-pipeline flow), `dictionary` (NVIDIA's dictionary handed over once a device), `sharing` (one compile for pipelines the driver builds
 //! alike, within a run), `writer` (the writer thread), `idle` (the
 //! priority of the layer's own threads) and `marker_map` (the loading marker as mapped memory).
 
@@ -22,6 +22,7 @@ mod binary_abi;
 mod capture;
 mod device;
 mod device_state;
+mod dictionary;
 mod guard;
 mod idle;
 mod instance;

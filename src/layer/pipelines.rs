@@ -976,16 +976,19 @@ unsafe fn build_cached<T: PipelineInfo>(
         if SETTINGS.test_abort_in_load {
             std::process::abort();
         }
-        match entry.with_data(|data| through(Some(data), lap, slot)) {
+        let seed = super::dictionary::Seed::for_device(dev, &entry);
+        match seed.with_data(&entry, |data| through(Some(data), lap, slot)) {
             Ok(built) => {
                 attempt = Some(built);
-                seeded = Some(entry);
+                seeded = Some((entry, seed));
             }
             Err(e) if b.must_be_found() => {
+                dev.dictionaries.after(&seed, false);
                 tracing::debug!(result = ?e, "no cache from the kept entry; asking as the application did");
                 return Kept::AskAsAsked;
             }
             Err(e) => {
+                dev.dictionaries.after(&seed, false);
                 tracing::warn!(entry = %key.file_name(), result = ?e, "the driver would not make a cache from the kept entry; compiling afresh")
             }
         }
@@ -1015,7 +1018,10 @@ unsafe fn build_cached<T: PipelineInfo>(
         Some(f) => f.cache_hit().unwrap_or(false),
         None => !built.grew,
     };
-    let outcome = match seeded {
+    if let Some((_, seed)) = &seeded {
+        dev.dictionaries.after(seed, hit);
+    }
+    let outcome = match seeded.map(|(entry, _)| entry) {
         Some(entry) if hit => {
             // Stamped by the writer thread: the time update leaves the application's thread.
             dev.writer.stamp(store.clone(), entry.into_name());

@@ -20,6 +20,7 @@ pub mod files;
 pub mod identity;
 pub mod inspect;
 pub mod marker;
+pub mod nvidia_cache;
 mod open;
 pub mod payload;
 pub mod pieces;
@@ -213,6 +214,20 @@ impl FoundEntry {
     /// Its name.
     pub fn name(&self) -> EntryName {
         self.name
+    }
+
+    /// Where it is NVIDIA cache data carrying the driver's dictionary: its framing, to hand the
+    /// driver the data without it ([`nvidia_cache`]). Reads only the records' heads.
+    pub fn nvidia_dictionary(&self) -> Option<nvidia_cache::Framing> {
+        let cache = self.kind() == envelope::PayloadKind::Cache;
+        cache
+            .then(|| nvidia_cache::frame(&self.checked.payload).ok())
+            .flatten()
+    }
+
+    /// Its data without the dictionary `framing` found in it.
+    pub fn without_dictionary(&self, framing: &nvidia_cache::Framing) -> Vec<u8> {
+        framing.without_dictionary(&self.checked.payload)
     }
 }
 

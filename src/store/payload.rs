@@ -201,16 +201,31 @@ impl Payload {
     /// The first `n` bytes (fewer where the payload is shorter).
     pub fn prefix(&self, n: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(n);
+        self.copy_range(0..n, &mut out);
+        out
+    }
+
+    /// Appends the bytes of `range` to `out` (those within the payload: fewer where it is
+    /// shorter), without putting the rest together.
+    pub fn copy_range(&self, range: Range<usize>, out: &mut Vec<u8>) {
+        let mut at = 0;
         for part in self.parts.iter() {
-            self.each_slice(part, &mut |bytes| {
-                let take = (n - out.len()).min(bytes.len());
-                out.extend_from_slice(&bytes[..take]);
-            });
-            if out.len() == n {
+            let len = held_len(part);
+            if at + len > range.start && at < range.end {
+                self.each_slice(part, &mut |bytes| {
+                    let (from, to) = (at.max(range.start), (at + bytes.len()).min(range.end));
+                    if from < to {
+                        out.extend_from_slice(&bytes[from - at..to - at]);
+                    }
+                    at += bytes.len();
+                });
+            } else {
+                at += len;
+            }
+            if at >= range.end {
                 break;
             }
         }
-        out
     }
 
     /// Calls `f` with each slice of one part's bytes, in order.
@@ -392,6 +407,12 @@ mod tests {
             assert_eq!(d.with_bytes(|x| x.to_vec()), concat(&[b"6", &p2, &p3]));
         }
         assert_eq!(c.prefix(6), concat(&[b"0123", &p2[..2]]));
+        let mut middle = Vec::new();
+        c.copy_range(3..14, &mut middle);
+        assert_eq!(middle, concat(&[b"3", &p2[..9], &p3[..1]]));
+        let mut past_the_end = Vec::new();
+        c.copy_range(20..40, &mut past_the_end);
+        assert_eq!(past_the_end, &p3[7..]);
         // Nested on one thread: each gets its own bytes.
         let nested = one.with_bytes(|a| two.with_bytes(|b| (a.to_vec(), b.to_vec())));
         assert_eq!(nested, (expect(b"012ab"), expect(b"56789")));

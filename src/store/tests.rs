@@ -921,3 +921,62 @@ fn a_block_of_many_chunks_is_named_through_lists_and_a_lost_list_is_a_miss() {
         Lookup::Dropped(EntryError::MissingPiece)
     ));
 }
+
+/// NVIDIA cache data carrying the driver's dictionary, kept with its dictionary cut into shared
+/// pieces: a lookup frames it from the pieces and hands the rest without it.
+#[test]
+fn an_entry_carrying_nvidias_dictionary_is_found_and_handed_over_without_it() {
+    use super::nvidia_cache::tests::{dictionary_key, record};
+    let root = tempfile::tempdir().unwrap();
+    let nvidia = Identity {
+        vendor_id: 0x10de,
+        ..identity()
+    };
+    let mut noise = 0x9e37_79b9_7f4a_7c15u64;
+    let dictionary_bytes: Vec<u8> = (0..600_000)
+        .map(|_| {
+            noise ^= noise << 13;
+            noise ^= noise >> 7;
+            noise ^= noise << 17;
+            noise as u8
+        })
+        .collect();
+    let dictionary = record(dictionary_key(), 0xd1c7, &dictionary_bytes);
+    let data_of = |n: u8, dictionary_first: bool| {
+        let own = record([n; 16], n as u64, &vec![n; 900 + n as usize]);
+        let records = if dictionary_first {
+            [dictionary.clone(), own.clone()].concat()
+        } else {
+            [own.clone(), dictionary.clone()].concat()
+        };
+        let body = [&2u32.to_le_bytes()[..], &records].concat();
+        let without = [&1u32.to_le_bytes()[..], &own].concat();
+        (cache_data(&nvidia, &body), cache_data(&nvidia, &without))
+    };
+    let run1 = Store::open(root.path(), "title", nvidia, 1 << 30, at(100))
+        .unwrap()
+        .0;
+    let entries = [data_of(1, true), data_of(2, false)];
+    for (n, (data, _)) in entries.iter().enumerate() {
+        run1.write(&key(n as u8), data).unwrap();
+    }
+    let run2 = Store::open(root.path(), "title", nvidia, 1 << 30, at(200))
+        .unwrap()
+        .0;
+    for (n, (data, without)) in entries.iter().enumerate() {
+        let Lookup::Found(found) = run2.lookup(&key(n as u8)).unwrap() else {
+            panic!("entry {n} is found");
+        };
+        assert_eq!(found.with_data(|d| d.to_vec()), *data);
+        let framing = found
+            .nvidia_dictionary()
+            .expect("it carries the dictionary");
+        assert_eq!(framing.dictionary.hash, 0xd1c7);
+        assert_eq!(found.without_dictionary(&framing), *without);
+    }
+    let pieces = fs::read_dir(run2.dir().join("pieces")).unwrap().count();
+    assert!(
+        pieces > 1,
+        "the dictionary is kept in shared pieces ({pieces})"
+    );
+}

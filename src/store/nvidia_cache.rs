@@ -1,0 +1,348 @@
+//! NVIDIA's pipeline-cache data, read only as far as handing the driver a found pipeline without
+//! the dictionary it already holds.
+//!
+//! Once a process has compiled some 1,730 pipelines, NVIDIA's driver trains a zstd dictionary
+//! (1.78 MB), compresses every later pipeline with it, and puts it, as a record of its own, into
+//! the cache data of each of them (1,382 of ncnn's 3,115 entries carry it). Making a cache of such
+//! an entry costs the driver ~200 us for the dictionary alone. Measured on the H200 (driver
+//! 580.159.04): a cache made of the same data without the dictionary's record is served as a hit
+//! once the device has made one cache that held that dictionary, merged or not. So the layer
+//! frames the data, and where the device already holds the dictionary hands the driver the other
+//! records alone, re-counted: every byte of them as the driver wrote it.
+//!
+//! The layout, as measured (little-endian):
+//!
+//! | offset | bytes | field |
+//! | --- | --- | --- |
+//! | 0 | 32 | `VkPipelineCacheHeaderVersionOne`: header length 32, version 1, vendor `0x10de`, device, UUID |
+//! | 32 | 4 | the number of records |
+//! | 36 | | the records, back to back, to the last byte |
+//!
+//! A record:
+//!
+//! | offset | bytes | field |
+//! | --- | --- | --- |
+//! | 0 | 16 | key (the dictionary's: 8 bytes of the driver's build, then `_NVDICT_`) |
+//! | 16 | 4 | n, the data's length |
+//! | 20 | 4 | `CPKV` |
+//! | 24 | 4 | zero |
+//! | 28 | 16 | the key again |
+//! | 44 | 8 | the data's hash (a dictionary is known by it and n) |
+//! | 52 | 4 | n again |
+//! | 56 | 4 | zero |
+//! | 60 | n | the data |
+//!
+//! Data that does not frame exactly so is never cut: it goes to the driver whole, as before.
+
+use std::ops::Range;
+
+use super::payload::Payload;
+
+const VULKAN_HEADER: usize = 32;
+const RECORDS_AT: usize = VULKAN_HEADER + 4;
+const RECORD_HEAD: usize = 60;
+const NVIDIA: u32 = 0x10de;
+const DICTIONARY_NAME: &[u8; 8] = b"_NVDICT_";
+const RECORD_MAGIC: &[u8; 4] = b"CPKV";
+
+/// Bytes the framing is read from: a payload held in parts is not put together for it.
+pub trait Bytes {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Appends the bytes of `range` (within the bytes) to `out`.
+    fn copy_range(&self, range: Range<usize>, out: &mut Vec<u8>);
+}
+
+impl Bytes for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+    fn copy_range(&self, range: Range<usize>, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self[range.start.min(self.len())..range.end.min(self.len())]);
+    }
+}
+
+impl Bytes for Payload {
+    fn len(&self) -> usize {
+        Payload::len(self)
+    }
+    fn copy_range(&self, range: Range<usize>, out: &mut Vec<u8>) {
+        Payload::copy_range(self, range, out)
+    }
+}
+
+/// A dictionary, known by its record's hash and length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DictionaryId {
+    pub hash: u64,
+    pub len: u32,
+}
+
+/// Cache data framed, with the one dictionary record it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Framing {
+    pub dictionary: DictionaryId,
+    /// The dictionary's whole record (head and data).
+    dictionary_record: Range<usize>,
+    records: u32,
+    len: usize,
+}
+
+/// Why data was not framed (it then goes to the driver whole).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FramingError {
+    #[error("not NVIDIA's pipeline-cache header")]
+    NotNvidia,
+    #[error("record {index} at byte {at} runs past the data's end")]
+    CutShort { index: u32, at: usize },
+    #[error("record {index} at byte {at} is not framed as NVIDIA frames one")]
+    Malformed { index: u32, at: usize },
+    #[error("the data holds {records} records in less room than that many take")]
+    TooManyRecords { records: u32 },
+    #[error("{extra} bytes after the last record")]
+    TrailingBytes { extra: usize },
+    #[error("more than one dictionary")]
+    TwoDictionaries,
+    #[error("no dictionary")]
+    NoDictionary,
+    #[error("nothing but the dictionary")]
+    OnlyTheDictionary,
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
+}
+
+fn read(data: &(impl Bytes + ?Sized), range: Range<usize>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(range.len());
+    data.copy_range(range, &mut out);
+    out
+}
+
+/// Frames NVIDIA cache data that carries a dictionary (reading only its headers).
+pub fn frame(data: &(impl Bytes + ?Sized)) -> Result<Framing, FramingError> {
+    let len = data.len();
+    let head = read(data, 0..RECORDS_AT);
+    if head.len() < RECORDS_AT
+        || u32_at(&head, 0) as usize != VULKAN_HEADER
+        || u32_at(&head, 4) != 1
+        || u32_at(&head, 8) != NVIDIA
+    {
+        return Err(FramingError::NotNvidia);
+    }
+    let records = u32_at(&head, VULKAN_HEADER);
+    if records as usize > (len - RECORDS_AT) / RECORD_HEAD {
+        return Err(FramingError::TooManyRecords { records });
+    }
+    let mut at = RECORDS_AT;
+    let mut dictionary = None;
+    for index in 0..records {
+        let head = read(data, at..at + RECORD_HEAD);
+        if head.len() < RECORD_HEAD {
+            return Err(FramingError::CutShort { index, at });
+        }
+        let n = u32_at(&head, 16);
+        let framed = &head[20..24] == RECORD_MAGIC
+            && u32_at(&head, 24) == 0
+            && head[28..44] == head[0..16]
+            && u32_at(&head, 52) == n
+            && u32_at(&head, 56) == 0;
+        if !framed {
+            return Err(FramingError::Malformed { index, at });
+        }
+        let end = at + RECORD_HEAD + n as usize;
+        if end > len {
+            return Err(FramingError::CutShort { index, at });
+        }
+        if &head[8..16] == DICTIONARY_NAME {
+            if dictionary.is_some() {
+                return Err(FramingError::TwoDictionaries);
+            }
+            let hash = u64::from_le_bytes(head[44..52].try_into().expect("eight bytes"));
+            dictionary = Some((DictionaryId { hash, len: n }, at..end));
+        }
+        at = end;
+    }
+    if at != len {
+        return Err(FramingError::TrailingBytes { extra: len - at });
+    }
+    let (dictionary, dictionary_record) = dictionary.ok_or(FramingError::NoDictionary)?;
+    if records < 2 {
+        return Err(FramingError::OnlyTheDictionary);
+    }
+    Ok(Framing {
+        dictionary,
+        dictionary_record,
+        records,
+        len,
+    })
+}
+
+impl Framing {
+    /// The data without the dictionary's record: the Vulkan header, one record fewer, and every
+    /// other record's bytes in their order.
+    pub fn without_dictionary(&self, data: &(impl Bytes + ?Sized)) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len - self.dictionary_record.len());
+        data.copy_range(0..VULKAN_HEADER, &mut out);
+        out.extend_from_slice(&(self.records - 1).to_le_bytes());
+        data.copy_range(RECORDS_AT..self.dictionary_record.start, &mut out);
+        data.copy_range(self.dictionary_record.end..self.len, &mut out);
+        out
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// One record as the driver frames it.
+    pub fn record(key: [u8; 16], hash: u64, data: &[u8]) -> Vec<u8> {
+        let n = (data.len() as u32).to_le_bytes();
+        [
+            &key[..],
+            &n,
+            RECORD_MAGIC,
+            &[0; 4],
+            &key,
+            &hash.to_le_bytes(),
+            &n,
+            &[0; 4],
+            data,
+        ]
+        .concat()
+    }
+
+    pub fn dictionary_key() -> [u8; 16] {
+        let mut key = [0xdd; 16];
+        key[8..].copy_from_slice(DICTIONARY_NAME);
+        key
+    }
+
+    fn cache(records: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = vec![
+            0x20, 0, 0, 0, 1, 0, 0, 0, 0xde, 0x10, 0, 0, 0x35, 0x23, 0, 0,
+        ];
+        out.extend_from_slice(&[0x5a; 16]);
+        out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+        records.iter().for_each(|r| out.extend_from_slice(r));
+        out
+    }
+
+    /// The bytes of one real record head (ncnn, the H200, driver 580.159.04): if this test
+    /// fails, the parser no longer reads what the driver writes.
+    #[test]
+    fn a_record_head_as_the_driver_wrote_it_frames() {
+        let dictionary_head: [u8; 60] = [
+            0xdd, 0x41, 0x7e, 0x4b, 0x11, 0xb1, 0xab, 0xa9, b'_', b'N', b'V', b'D', b'I', b'C',
+            b'T', b'_', 0x9f, 0x1c, 0x1b, 0x00, b'C', b'P', b'K', b'V', 0, 0, 0, 0, 0xdd, 0x41,
+            0x7e, 0x4b, 0x11, 0xb1, 0xab, 0xa9, b'_', b'N', b'V', b'D', b'I', b'C', b'T', b'_',
+            0xd7, 0x89, 0x6a, 0x7c, 0x3b, 0xba, 0xce, 0xec, 0x9f, 0x1c, 0x1b, 0x00, 0, 0, 0, 0,
+        ];
+        let mut dictionary = dictionary_head.to_vec();
+        dictionary.resize(60 + 0x1b1c9f, 7);
+        let pipeline = record([3; 16], 11, &[1; 40]);
+        let data = cache(&[pipeline.clone(), dictionary]);
+        let framing = frame(&data[..]).unwrap();
+        assert_eq!(
+            framing.dictionary,
+            DictionaryId {
+                hash: 0xecceba3b7c6a89d7,
+                len: 1_776_799
+            }
+        );
+        assert_eq!(framing.without_dictionary(&data[..]), cache(&[pipeline]));
+    }
+
+    #[test]
+    fn the_dictionary_is_cut_wherever_it_stands_and_the_rest_keeps_its_order() {
+        let dict = record(dictionary_key(), 42, &[9; 500]);
+        let (a, b) = (record([1; 16], 1, &[1; 30]), record([2; 16], 2, &[2; 7]));
+        for (records, rest) in [
+            (vec![dict.clone(), a.clone()], vec![a.clone()]),
+            (vec![a.clone(), dict.clone()], vec![a.clone()]),
+            (
+                vec![a.clone(), dict.clone(), b.clone()],
+                vec![a.clone(), b.clone()],
+            ),
+        ] {
+            let data = cache(&records);
+            let framing = frame(&data[..]).unwrap();
+            assert_eq!(framing.dictionary, DictionaryId { hash: 42, len: 500 });
+            let cut = framing.without_dictionary(&data[..]);
+            assert_eq!(cut, cache(&rest));
+            assert_eq!(frame(&cut[..]), Err(FramingError::NoDictionary));
+        }
+    }
+
+    #[test]
+    fn a_payload_in_parts_is_framed_without_being_put_together() {
+        use std::sync::Arc;
+        let dict = record(dictionary_key(), 5, &[9; 300]);
+        let a = record([1; 16], 1, &[1; 30]);
+        let whole = cache(&[a.clone(), dict]);
+        let (head, tail) = whole.split_at(100);
+        let file = Arc::new(head.to_vec());
+        let payload = Payload::from_parts(
+            Arc::clone(&file),
+            vec![
+                super::super::payload::Source::Inline(0..100),
+                super::super::payload::Source::Piece(Arc::from(tail)),
+            ],
+        );
+        let framing = frame(&payload).unwrap();
+        assert_eq!(framing, frame(&whole[..]).unwrap());
+        assert_eq!(framing.without_dictionary(&payload), cache(&[a]));
+    }
+
+    #[test]
+    fn data_not_framed_exactly_is_never_cut() {
+        let dict = record(dictionary_key(), 42, &[9; 50]);
+        let a = record([1; 16], 1, &[1; 30]);
+        let good = cache(&[a.clone(), dict.clone()]);
+        assert!(frame(&good[..]).is_ok());
+        let mut radv = good.clone();
+        radv[8] = 0x02;
+        assert_eq!(frame(&radv[..]), Err(FramingError::NotNvidia));
+        assert_eq!(frame(&good[..20]), Err(FramingError::NotNvidia));
+        assert_eq!(
+            frame(&good[..good.len() - 1]),
+            Err(FramingError::CutShort {
+                index: 1,
+                at: 36 + a.len()
+            })
+        );
+        let mut extra = good.clone();
+        extra.push(0);
+        assert_eq!(
+            frame(&extra[..]),
+            Err(FramingError::TrailingBytes { extra: 1 })
+        );
+        let mut bad_magic = good.clone();
+        bad_magic[36 + 20] = b'X';
+        assert_eq!(
+            frame(&bad_magic[..]),
+            Err(FramingError::Malformed { index: 0, at: 36 })
+        );
+        let mut other_length = good.clone();
+        other_length[36 + 52] ^= 1;
+        assert!(matches!(
+            frame(&other_length[..]),
+            Err(FramingError::Malformed { .. })
+        ));
+        let mut many = good.clone();
+        many[32] = 0xff;
+        assert!(matches!(
+            frame(&many[..]),
+            Err(FramingError::TooManyRecords { .. })
+        ));
+        let two = cache(&[dict.clone(), a.clone(), dict.clone()]);
+        assert_eq!(frame(&two[..]), Err(FramingError::TwoDictionaries));
+        assert_eq!(frame(&cache(&[a])[..]), Err(FramingError::NoDictionary));
+        assert_eq!(
+            frame(&cache(&[dict])[..]),
+            Err(FramingError::OnlyTheDictionary)
+        );
+    }
+}
