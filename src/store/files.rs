@@ -266,17 +266,44 @@ pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 /// Removes `path` where it still names `read`, the file found damaged: a writer may have renamed
 /// a new, whole entry over it since it was read (a lookup and a reader of the same entry), and
 /// that one is kept. Without `read` (the path could not be opened as a file) it is removed.
+///
+/// The file is first moved aside (one atomic rename), then looked at: a look and then a removal
+/// by name would remove a whole entry renamed over the path between the two (a reader at idle
+/// priority can be held off the CPU for milliseconds between any two system calls). One that is
+/// not `read` is put back, unless a newer one took the path meanwhile. A file moved aside by a
+/// process that stopped at once is a `*.tmp` nobody holds: the next opening drops it.
 pub fn remove_if_still(path: &Path, read: Option<&File>) -> io::Result<bool> {
-    if let Some(read) = read {
-        let ours = read.metadata()?;
-        match fs::symlink_metadata(path) {
-            Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => {}
-            Ok(_) => return Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(e),
-        }
+    let Some(read) = read else {
+        return remove_if_present(path);
+    };
+    let ours = read.metadata()?;
+    static MOVED_ASIDE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = MOVED_ASIDE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let aside = with_suffix(path, &format!(".{}-{n}.dropping.tmp", std::process::id()));
+    match fs::rename(path, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
     }
-    remove_if_present(path)
+    let moved = fs::symlink_metadata(&aside)?;
+    if moved.ino() == ours.ino() && moved.dev() == ours.dev() {
+        return remove_if_present(&aside);
+    }
+    put_back(&aside, path)?;
+    Ok(false)
+}
+
+/// Renames `aside` back to `path` unless a file stands there now (then that newer one stays and
+/// `aside` goes).
+fn put_back(aside: &Path, path: &Path) -> io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, aside, CWD, path, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::EXIST) => remove_if_present(aside).map(|_| ()),
+        // A file system without RENAME_NOREPLACE: both files are whole, the one moved aside wins.
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => fs::rename(aside, path),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Removes a file; a file already gone is not an error.
@@ -400,8 +427,27 @@ mod tests {
         write_atomically(&entry, b"whole", SystemTime::now()).unwrap();
         assert!(!remove_if_still(&entry, damaged.as_ref()).unwrap());
         assert_eq!(fs::read(&entry).unwrap(), b"whole");
+        assert_eq!(
+            names_in(dir.path()).unwrap(),
+            ["e.entry"],
+            "nothing left aside"
+        );
         let (_, now) = read_entry_file(File::open(&entry)).unwrap();
         assert!(remove_if_still(&entry, now.as_ref()).unwrap());
         assert!(!entry.exists());
+        assert!(names_in(dir.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_file_moved_aside_goes_back_unless_a_newer_one_took_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let (entry, aside) = (dir.path().join("e.entry"), dir.path().join("e.aside.tmp"));
+        fs::write(&aside, b"whole").unwrap();
+        put_back(&aside, &entry).unwrap();
+        assert_eq!(fs::read(&entry).unwrap(), b"whole");
+        fs::write(&aside, b"older").unwrap();
+        put_back(&aside, &entry).unwrap();
+        assert_eq!(fs::read(&entry).unwrap(), b"whole");
+        assert!(!aside.exists());
     }
 }
