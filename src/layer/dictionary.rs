@@ -66,12 +66,6 @@ impl Known {
 pub struct DeviceDictionaries(RwLock<Known>);
 
 impl DeviceDictionaries {
-    pub fn seed_for(&self, entry: &FoundEntry) -> Seed {
-        seed_for(entry, |id| {
-            self.0.read().unwrap_or_else(|e| e.into_inner()).holds(id)
-        })
-    }
-
     pub fn after(&self, seed: &Seed, served: bool) {
         let learns_or_forgets = match seed {
             Seed::Whole { teaches } => served && teaches.is_some_and(|id| !self.holds(&id)),
@@ -85,16 +79,21 @@ impl DeviceDictionaries {
         }
     }
 
-    fn holds(&self, id: &DictionaryId) -> bool {
+    pub fn holds(&self, id: &DictionaryId) -> bool {
         self.0.read().unwrap_or_else(|e| e.into_inner()).holds(id)
     }
 }
 
 impl Seed {
-    /// How `entry` goes to `dev`'s driver: whole unless the device cuts NVIDIA's dictionary.
-    pub fn for_device(dev: &super::device::DeviceData, entry: &FoundEntry) -> Seed {
+    /// How `entry` goes to `dev`'s driver: whole unless the device cuts NVIDIA's dictionary and
+    /// the cache it goes into (or the device) `holds` it.
+    pub fn for_device(
+        dev: &super::device::DeviceData,
+        entry: &FoundEntry,
+        holds: impl FnOnce(&DictionaryId) -> bool,
+    ) -> Seed {
         if dev.dictionary_once {
-            dev.dictionaries.seed_for(entry)
+            seed_for(entry, holds)
         } else {
             Seed::Whole { teaches: None }
         }

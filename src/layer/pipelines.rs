@@ -976,7 +976,8 @@ unsafe fn build_cached<T: PipelineInfo>(
         if SETTINGS.test_abort_in_load {
             std::process::abort();
         }
-        let seed = super::dictionary::Seed::for_device(dev, &entry);
+        let seed =
+            super::dictionary::Seed::for_device(dev, &entry, |id| dev.dictionaries.holds(id));
         match seed.with_data(&entry, |data| through(Some(data), lap, slot)) {
             Ok(built) => {
                 attempt = Some(built);
