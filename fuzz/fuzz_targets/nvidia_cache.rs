@@ -2,18 +2,26 @@
 //! the dictionary frames as one record fewer, carries no dictionary, and is as long as the data
 //! less the dictionary's record.
 #![no_main]
+use std::sync::Arc;
+
 use libfuzzer_sys::fuzz_target;
 use pipekeep::store::nvidia_cache::{frame, FramingError};
+use pipekeep::store::payload::Payload;
+
+fn whole(bytes: &[u8]) -> Payload {
+    Payload::whole(Arc::new(bytes.to_vec()), 0..bytes.len())
+}
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(framing) = frame(data) {
-        let without = framing.without_dictionary(data);
+    let payload = whole(data);
+    if let Ok(framing) = frame(&payload) {
+        let without = framing.without_dictionary(&payload);
         assert!(without.len() < data.len());
         assert_eq!(
             data.len() - without.len(),
             60 + framing.dictionary.len as usize
         );
-        assert_eq!(frame(&without[..]), Err(FramingError::NoDictionary));
+        assert_eq!(frame(&whole(&without)), Err(FramingError::NoDictionary));
         assert_eq!(without[..32], data[..32]);
     }
 });

@@ -211,7 +211,6 @@ pub struct DeviceData {
     pub merged_caches: super::merge::MergedCaches,
     /// Found entries carrying NVIDIA's dictionary go to the driver without it once the device
     /// holds it (`PIPEKEEP_DICTIONARY_ONCE`, NVIDIA only).
-    pub dictionary_once: bool,
     pub dictionaries: super::dictionary::DeviceDictionaries,
     /// When the application last began or ended a pipeline: the background rebuild waits while
     /// it builds.
@@ -1081,9 +1080,9 @@ impl DevicePlan {
     }
 }
 
-/// NVIDIA's PCI vendor ID: its binaries do not load in another process once the driver has
-/// trained its per-process dictionary (measured on 580.159.04), so `auto` takes `cache` there.
-const NVIDIA: u32 = 0x10de;
+// NVIDIA's binaries do not load in another process once the driver has trained its per-process
+// dictionary (measured on 580.159.04), so `auto` takes `cache` there.
+use crate::store::identity::NVIDIA;
 
 unsafe fn plan_device(
     inst: &super::instance::InstanceData,
@@ -1251,6 +1250,7 @@ unsafe fn register_device(
     tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = plan.feedback_valid(), backend = backend.name(), why = plan.backend_why, active, "pipekeep is active on a device");
     let watch = Arc::new(Watch::default());
     let writes_failing = Arc::new(AtomicBool::new(false));
+    let cuts_dictionary = SETTINGS.dictionary_once && identity.vendor_id == NVIDIA;
     let data = DeviceData {
         handle: device,
         fns,
@@ -1300,11 +1300,10 @@ unsafe fn register_device(
                 // it saves (H200, three rounds, geometric means, off / on: ncnn 0.87x at 4 threads,
                 // 1.05x at 1, 0.93x at 16; pygfx 1.05x, 0.89x, 1.09x; all 0.976x). On RADV the
                 // issue's probe found nothing worth having.
-                MergeSetting::Auto => identity.vendor_id == NVIDIA && !SETTINGS.dictionary_once,
+                MergeSetting::Auto => identity.vendor_id == NVIDIA && !cuts_dictionary,
             },
         merged_caches: Default::default(),
-        dictionary_once: SETTINGS.dictionary_once && identity.vendor_id == NVIDIA,
-        dictionaries: Default::default(),
+        dictionaries: super::dictionary::DeviceDictionaries::new(cuts_dictionary),
         app_activity: Default::default(),
         write_behind: active
             && SETTINGS.root.is_some()

@@ -26,23 +26,6 @@ pub enum Seed {
     },
 }
 
-/// How `entry` goes to the driver, given which dictionaries are held.
-pub fn seed_for(entry: &FoundEntry, holds: impl FnOnce(&DictionaryId) -> bool) -> Seed {
-    let Some(framing) = entry.nvidia_dictionary() else {
-        return Seed::Whole { teaches: None };
-    };
-    if holds(&framing.dictionary) {
-        Seed::Without {
-            dictionary: framing.dictionary,
-            data: entry.without_dictionary(&framing),
-        }
-    } else {
-        Seed::Whole {
-            teaches: Some(framing.dictionary),
-        }
-    }
-}
-
 impl Known {
     pub fn holds(&self, id: &DictionaryId) -> bool {
         self.0.contains(id)
@@ -61,18 +44,57 @@ impl Known {
 }
 
 /// What a device holds, shared by its application threads (read by every found pipeline,
-/// written once a dictionary).
-#[derive(Debug, Default)]
-pub struct DeviceDictionaries(RwLock<Known>);
+/// written once a dictionary), and whether it cuts NVIDIA's dictionary at all
+/// (`PIPEKEEP_DICTIONARY_ONCE`, NVIDIA only).
+#[derive(Debug)]
+pub struct DeviceDictionaries {
+    cuts: bool,
+    known: RwLock<Known>,
+}
 
 impl DeviceDictionaries {
+    pub fn new(cuts: bool) -> DeviceDictionaries {
+        DeviceDictionaries {
+            cuts,
+            known: Default::default(),
+        }
+    }
+
+    /// How `entry` goes to the device's driver, given what the device holds.
+    pub fn seed(&self, entry: &FoundEntry) -> Seed {
+        self.seed_within(entry, |id| self.holds(id))
+    }
+
+    /// How `entry` goes into a cache that `holds` what it holds (a merged batch).
+    pub fn seed_within(
+        &self,
+        entry: &FoundEntry,
+        holds: impl FnOnce(&DictionaryId) -> bool,
+    ) -> Seed {
+        let framing = self.cuts.then(|| entry.nvidia_dictionary()).flatten();
+        let Some(framing) = framing else {
+            return Seed::Whole { teaches: None };
+        };
+        if holds(&framing.dictionary) {
+            Seed::Without {
+                dictionary: framing.dictionary,
+                data: entry.without_dictionary(&framing),
+            }
+        } else {
+            Seed::Whole {
+                teaches: Some(framing.dictionary),
+            }
+        }
+    }
+
+    /// As [`Known::after`], for the device: the lock is written only when it learns or forgets.
     pub fn after(&self, seed: &Seed, served: bool) {
         let learns_or_forgets = match seed {
             Seed::Whole { teaches } => served && teaches.is_some_and(|id| !self.holds(&id)),
             Seed::Without { .. } => !served,
         };
         if learns_or_forgets {
-            self.0
+            self.known
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .after(seed, served);
@@ -80,25 +102,14 @@ impl DeviceDictionaries {
     }
 
     pub fn holds(&self, id: &DictionaryId) -> bool {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).holds(id)
+        self.known
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .holds(id)
     }
 }
 
 impl Seed {
-    /// How `entry` goes to `dev`'s driver: whole unless the device cuts NVIDIA's dictionary and
-    /// the cache it goes into (or the device) `holds` it.
-    pub fn for_device(
-        dev: &super::device::DeviceData,
-        entry: &FoundEntry,
-        holds: impl FnOnce(&DictionaryId) -> bool,
-    ) -> Seed {
-        if dev.dictionary_once {
-            seed_for(entry, holds)
-        } else {
-            Seed::Whole { teaches: None }
-        }
-    }
-
     /// Calls `f` with the bytes to hand the driver.
     pub fn with_data<R>(&self, entry: &FoundEntry, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
@@ -149,7 +160,7 @@ mod tests {
 
     #[test]
     fn a_device_learns_and_forgets_as_one_cache_does() {
-        let device = DeviceDictionaries::default();
+        let device = DeviceDictionaries::new(true);
         device.after(&whole(D1), true);
         assert!(device.holds(&D1));
         device.after(&without(D1), false);

@@ -14,7 +14,7 @@ use ash::vk;
 use ash::vk::Handle;
 
 use super::device::DeviceData;
-use super::dictionary::{Known, Seed};
+use super::dictionary::Known;
 use super::guard::SETTINGS;
 use super::pipelines::OwnCache;
 use crate::store::envelope::PayloadKind;
@@ -78,7 +78,7 @@ impl DeviceMerger<'_> {
     /// of its own, and compiles afresh if that fails too).
     fn merge_one(&self, merged: vk::PipelineCache, entry: &FoundEntry, held: &mut Known) -> bool {
         let dev = self.dev;
-        let seed = Seed::for_device(dev, entry, |id| held.holds(id));
+        let seed = dev.dictionaries.seed_within(entry, |id| held.holds(id));
         let _marker = self.store.hold_marker(entry);
         if SETTINGS.test_abort_in_merge {
             std::process::abort();

@@ -976,20 +976,21 @@ unsafe fn build_cached<T: PipelineInfo>(
         if SETTINGS.test_abort_in_load {
             std::process::abort();
         }
-        let seed =
-            super::dictionary::Seed::for_device(dev, &entry, |id| dev.dictionaries.holds(id));
-        match seed.with_data(&entry, |data| through(Some(data), lap, slot)) {
+        let seed = dev.dictionaries.seed(&entry);
+        let tried = seed.with_data(&entry, |data| through(Some(data), lap, slot));
+        if tried.is_err() {
+            dev.dictionaries.after(&seed, false);
+        }
+        match tried {
             Ok(built) => {
                 attempt = Some(built);
                 seeded = Some((entry, seed));
             }
             Err(e) if b.must_be_found() => {
-                dev.dictionaries.after(&seed, false);
                 tracing::debug!(result = ?e, "no cache from the kept entry; asking as the application did");
                 return Kept::AskAsAsked;
             }
             Err(e) => {
-                dev.dictionaries.after(&seed, false);
                 tracing::warn!(entry = %key.file_name(), result = ?e, "the driver would not make a cache from the kept entry; compiling afresh")
             }
         }

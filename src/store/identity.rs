@@ -18,6 +18,9 @@ pub struct Identity {
 
 pub use crate::key::text::{hex, hex_into, HOST_ABI};
 
+/// NVIDIA's PCI vendor ID.
+pub const NVIDIA: u32 = 0x10de;
+
 impl Identity {
     /// The identity directory's name, exactly as the SPEC gives it.
     pub fn dir_name(&self) -> String {

@@ -36,42 +36,14 @@
 
 use std::ops::Range;
 
+use super::identity::NVIDIA;
 use super::payload::Payload;
 
 const VULKAN_HEADER: usize = 32;
 const RECORDS_AT: usize = VULKAN_HEADER + 4;
 const RECORD_HEAD: usize = 60;
-const NVIDIA: u32 = 0x10de;
 const DICTIONARY_NAME: &[u8; 8] = b"_NVDICT_";
 const RECORD_MAGIC: &[u8; 4] = b"CPKV";
-
-/// Bytes the framing is read from: a payload held in parts is not put together for it.
-pub trait Bytes {
-    fn len(&self) -> usize;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Appends the bytes of `range` (within the bytes) to `out`.
-    fn copy_range(&self, range: Range<usize>, out: &mut Vec<u8>);
-}
-
-impl Bytes for [u8] {
-    fn len(&self) -> usize {
-        <[u8]>::len(self)
-    }
-    fn copy_range(&self, range: Range<usize>, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self[range.start.min(self.len())..range.end.min(self.len())]);
-    }
-}
-
-impl Bytes for Payload {
-    fn len(&self) -> usize {
-        Payload::len(self)
-    }
-    fn copy_range(&self, range: Range<usize>, out: &mut Vec<u8>) {
-        Payload::copy_range(self, range, out)
-    }
-}
 
 /// A dictionary, known by its record's hash and length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,16 +87,18 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
 }
 
-fn read(data: &(impl Bytes + ?Sized), range: Range<usize>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(range.len());
-    data.copy_range(range, &mut out);
-    out
+/// Puts `range` of `data` in `out`, in place of what it held (a payload held in parts is not put
+/// together for it).
+fn read(data: &Payload, range: Range<usize>, out: &mut Vec<u8>) {
+    out.clear();
+    data.copy_range(range, out);
 }
 
 /// Frames NVIDIA cache data that carries a dictionary (reading only its headers).
-pub fn frame(data: &(impl Bytes + ?Sized)) -> Result<Framing, FramingError> {
+pub fn frame(data: &Payload) -> Result<Framing, FramingError> {
     let len = data.len();
-    let head = read(data, 0..RECORDS_AT);
+    let mut head = Vec::with_capacity(RECORD_HEAD);
+    read(data, 0..RECORDS_AT, &mut head);
     if head.len() < RECORDS_AT
         || u32_at(&head, 0) as usize != VULKAN_HEADER
         || u32_at(&head, 4) != 1
@@ -139,7 +113,7 @@ pub fn frame(data: &(impl Bytes + ?Sized)) -> Result<Framing, FramingError> {
     let mut at = RECORDS_AT;
     let mut dictionary = None;
     for index in 0..records {
-        let head = read(data, at..at + RECORD_HEAD);
+        read(data, at..at + RECORD_HEAD, &mut head);
         if head.len() < RECORD_HEAD {
             return Err(FramingError::CutShort { index, at });
         }
@@ -183,7 +157,7 @@ pub fn frame(data: &(impl Bytes + ?Sized)) -> Result<Framing, FramingError> {
 impl Framing {
     /// The data without the dictionary's record: the Vulkan header, one record fewer, and every
     /// other record's bytes in their order.
-    pub fn without_dictionary(&self, data: &(impl Bytes + ?Sized)) -> Vec<u8> {
+    pub fn without_dictionary(&self, data: &Payload) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len - self.dictionary_record.len());
         data.copy_range(0..VULKAN_HEADER, &mut out);
         out.extend_from_slice(&(self.records - 1).to_le_bytes());
@@ -196,6 +170,12 @@ impl Framing {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// Bytes standing whole, as a payload.
+    fn whole(bytes: &[u8]) -> Payload {
+        Payload::whole(Arc::new(bytes.to_vec()), 0..bytes.len())
+    }
 
     /// One record as the driver frames it.
     pub fn record(key: [u8; 16], hash: u64, data: &[u8]) -> Vec<u8> {
@@ -244,7 +224,7 @@ pub(crate) mod tests {
         dictionary.resize(60 + 0x1b1c9f, 7);
         let pipeline = record([3; 16], 11, &[1; 40]);
         let data = cache(&[pipeline.clone(), dictionary]);
-        let framing = frame(&data[..]).unwrap();
+        let framing = frame(&whole(&data)).unwrap();
         assert_eq!(
             framing.dictionary,
             DictionaryId {
@@ -252,7 +232,10 @@ pub(crate) mod tests {
                 len: 1_776_799
             }
         );
-        assert_eq!(framing.without_dictionary(&data[..]), cache(&[pipeline]));
+        assert_eq!(
+            framing.without_dictionary(&whole(&data)),
+            cache(&[pipeline])
+        );
     }
 
     #[test]
@@ -268,21 +251,20 @@ pub(crate) mod tests {
             ),
         ] {
             let data = cache(&records);
-            let framing = frame(&data[..]).unwrap();
+            let framing = frame(&whole(&data)).unwrap();
             assert_eq!(framing.dictionary, DictionaryId { hash: 42, len: 500 });
-            let cut = framing.without_dictionary(&data[..]);
+            let cut = framing.without_dictionary(&whole(&data));
             assert_eq!(cut, cache(&rest));
-            assert_eq!(frame(&cut[..]), Err(FramingError::NoDictionary));
+            assert_eq!(frame(&whole(&cut)), Err(FramingError::NoDictionary));
         }
     }
 
     #[test]
     fn a_payload_in_parts_is_framed_without_being_put_together() {
-        use std::sync::Arc;
         let dict = record(dictionary_key(), 5, &[9; 300]);
         let a = record([1; 16], 1, &[1; 30]);
-        let whole = cache(&[a.clone(), dict]);
-        let (head, tail) = whole.split_at(100);
+        let bytes = cache(&[a.clone(), dict]);
+        let (head, tail) = bytes.split_at(100);
         let file = Arc::new(head.to_vec());
         let payload = Payload::from_parts(
             Arc::clone(&file),
@@ -292,7 +274,7 @@ pub(crate) mod tests {
             ],
         );
         let framing = frame(&payload).unwrap();
-        assert_eq!(framing, frame(&whole[..]).unwrap());
+        assert_eq!(framing, frame(&whole(&bytes)).unwrap());
         assert_eq!(framing.without_dictionary(&payload), cache(&[a]));
     }
 
@@ -301,13 +283,13 @@ pub(crate) mod tests {
         let dict = record(dictionary_key(), 42, &[9; 50]);
         let a = record([1; 16], 1, &[1; 30]);
         let good = cache(&[a.clone(), dict.clone()]);
-        assert!(frame(&good[..]).is_ok());
+        assert!(frame(&whole(&good)).is_ok());
         let mut radv = good.clone();
         radv[8] = 0x02;
-        assert_eq!(frame(&radv[..]), Err(FramingError::NotNvidia));
-        assert_eq!(frame(&good[..20]), Err(FramingError::NotNvidia));
+        assert_eq!(frame(&whole(&radv)), Err(FramingError::NotNvidia));
+        assert_eq!(frame(&whole(&good[..20])), Err(FramingError::NotNvidia));
         assert_eq!(
-            frame(&good[..good.len() - 1]),
+            frame(&whole(&good[..good.len() - 1])),
             Err(FramingError::CutShort {
                 index: 1,
                 at: 36 + a.len()
@@ -316,32 +298,32 @@ pub(crate) mod tests {
         let mut extra = good.clone();
         extra.push(0);
         assert_eq!(
-            frame(&extra[..]),
+            frame(&whole(&extra)),
             Err(FramingError::TrailingBytes { extra: 1 })
         );
         let mut bad_magic = good.clone();
         bad_magic[36 + 20] = b'X';
         assert_eq!(
-            frame(&bad_magic[..]),
+            frame(&whole(&bad_magic)),
             Err(FramingError::Malformed { index: 0, at: 36 })
         );
         let mut other_length = good.clone();
         other_length[36 + 52] ^= 1;
         assert!(matches!(
-            frame(&other_length[..]),
+            frame(&whole(&other_length)),
             Err(FramingError::Malformed { .. })
         ));
         let mut many = good.clone();
         many[32] = 0xff;
         assert!(matches!(
-            frame(&many[..]),
+            frame(&whole(&many)),
             Err(FramingError::TooManyRecords { .. })
         ));
         let two = cache(&[dict.clone(), a.clone(), dict.clone()]);
-        assert_eq!(frame(&two[..]), Err(FramingError::TwoDictionaries));
-        assert_eq!(frame(&cache(&[a])[..]), Err(FramingError::NoDictionary));
+        assert_eq!(frame(&whole(&two)), Err(FramingError::TwoDictionaries));
+        assert_eq!(frame(&whole(&cache(&[a]))), Err(FramingError::NoDictionary));
         assert_eq!(
-            frame(&cache(&[dict])[..]),
+            frame(&whole(&cache(&[dict]))),
             Err(FramingError::OnlyTheDictionary)
         );
     }
