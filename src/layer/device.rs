@@ -343,7 +343,7 @@ impl DeviceData {
     }
 
     /// The device's store, if it was opened.
-    fn opened_store(&self) -> Option<&Arc<Store>> {
+    pub(super) fn opened_store(&self) -> Option<&Arc<Store>> {
         self.store.as_ref()?.cell.get()?.as_ref()
     }
 
@@ -515,6 +515,7 @@ fn open_ahead(data: &Arc<DeviceData>) {
                     let Some(store) = store else {
                         return;
                     };
+                    super::pipelines::prime_dictionary(&ahead);
                     // The first pipeline may have opened the store before this thread did (and
                     // brought it within its bound): the rebuild starts either way, here.
                     if !opened_here {

@@ -5,11 +5,21 @@
 //! made of whole data carrying it; a pipeline that was handed data without it and not found
 //! makes the device forget it, so the next ones go whole again (that pipeline is compiled and
 //! its entry written again, as for any entry the driver refuses).
+//!
+//! A driver that has compiled anything in a process refuses every entry carrying a dictionary it
+//! does not hold (H200, driver 580.159.04: a warm ncnn run with a tenth of its entries damaged
+//! found 1,583 of 3,115, the 1,220 carrying the dictionary refused and compiled, at 2.4 GB of
+//! memory). So the identity directory names one entry carrying the dictionary
+//! ([`crate::store::DICTIONARY_ENTRY`]), and before a device's first pipeline the dictionary is
+//! handed to the driver through a cache of that entry ([`DeviceDictionaries::prime`]), on the
+//! opening thread once the store is open, or by the first compile if it comes first; found
+//! pipelines never wait for it.
 
-use std::sync::RwLock;
+use std::sync::{Mutex, Once, RwLock};
 
+use crate::key::EntryName;
 use crate::store::nvidia_cache::DictionaryId;
-use crate::store::FoundEntry;
+use crate::store::{FoundEntry, Lookup, Store};
 
 /// The dictionaries a cache (or a device) holds.
 #[derive(Debug, Default)]
@@ -50,6 +60,11 @@ impl Known {
 pub struct DeviceDictionaries {
     cuts: bool,
     known: RwLock<Known>,
+    /// Set once the dictionary the identity names was handed over, or found not to be there.
+    primed: Once,
+    /// The dictionary the identity's note names, as far as this device has read or written it:
+    /// the note is written again only for another one.
+    noted: Mutex<Option<DictionaryId>>,
 }
 
 impl DeviceDictionaries {
@@ -57,7 +72,72 @@ impl DeviceDictionaries {
         DeviceDictionaries {
             cuts,
             known: Default::default(),
+            primed: Once::new(),
+            noted: Mutex::new(None),
         }
+    }
+
+    /// Once a device, before its first compile (a caller that comes while it runs waits for
+    /// it): the entry the identity's note names, found whole and carrying a dictionary, goes to
+    /// `hand_over` (which makes the driver a cache of it and says whether it did), and the device
+    /// then holds that dictionary.
+    pub fn prime(&self, store: &Store, hand_over: impl FnOnce(&FoundEntry, &Seed) -> bool) {
+        if !self.cuts {
+            return;
+        }
+        self.primed.call_once(|| {
+            let Some(key) = store.dictionary_entry() else {
+                return;
+            };
+            let entry = match store.lookup(&key) {
+                Ok(Lookup::Found(entry)) => entry,
+                _ => {
+                    tracing::debug!(entry = %key.file_name(), "the entry naming NVIDIA's dictionary is not there whole; nothing handed over first");
+                    return;
+                }
+            };
+            let seed = self.seed(&entry);
+            let Seed::Whole { teaches: Some(id) } = seed else {
+                tracing::debug!(entry = %entry.name(), "the entry naming NVIDIA's dictionary carries none");
+                return;
+            };
+            *self.noted.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+            if hand_over(&entry, &seed) {
+                self.after(&seed, true);
+                tracing::info!(entry = %entry.name(), bytes = id.len, "NVIDIA's dictionary handed to the driver before the device's first compile");
+            }
+        });
+    }
+
+    /// `name` carries the dictionary `id` (the device learned it from that entry, or is
+    /// writing it): the identity's note names it for later runs, unless it names `id` already.
+    pub fn note(&self, store: &Store, name: &EntryName, id: DictionaryId) {
+        let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+        if *noted == Some(id) {
+            return;
+        }
+        *noted = Some(id); // tried once a dictionary, written or not
+        match store.remember_dictionary_entry(name) {
+            Ok(()) => {
+                tracing::debug!(entry = %name, "the identity now names this entry for NVIDIA's dictionary")
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "could not name the entry carrying NVIDIA's dictionary")
+            }
+        }
+    }
+
+    /// Cache data the driver just gave for `name`, before it is kept: where it carries a
+    /// dictionary, the identity's note names it ([`DeviceDictionaries::note`]).
+    pub fn note_written(&self, store: &Store, name: &EntryName, data: Vec<u8>) -> Vec<u8> {
+        if !self.cuts {
+            return data;
+        }
+        let (data, id) = crate::store::nvidia_cache::dictionary_in(data);
+        if let Some(id) = id {
+            self.note(store, name, id);
+        }
+        data
     }
 
     /// How `entry` goes to the device's driver, given what the device holds.
@@ -156,6 +236,72 @@ mod tests {
             "not served without it: the next ones go whole"
         );
         assert!(known.holds(&D2));
+    }
+
+    /// The note through a real store: a device of a run that wrote an entry carrying the
+    /// dictionary names it; a device of the next run hands that entry over before its first
+    /// pipeline, once, and then sends the other entries carrying it without it.
+    #[test]
+    fn a_device_hands_over_the_noted_dictionary_first_once_and_a_written_one_is_noted() {
+        use crate::key::PipelineKey;
+        use crate::store::envelope::tests::{cache_data, identity};
+        use crate::store::identity::Identity;
+        use crate::store::nvidia_cache::tests::{dictionary_key, record};
+        let root = tempfile::tempdir().unwrap();
+        let nvidia = Identity {
+            vendor_id: crate::store::identity::NVIDIA,
+            ..identity()
+        };
+        let open = || {
+            Store::open(
+                root.path(),
+                "title",
+                nvidia,
+                1 << 30,
+                std::time::SystemTime::now(),
+            )
+            .unwrap()
+            .0
+        };
+        let dictionary = record(dictionary_key(), 0xd1c7, &[5; 3000]);
+        let entry = |n: u8| {
+            let key = PipelineKey {
+                spirv: [n; 16],
+                state: [n; 16],
+            };
+            let own = record([n; 16], n.into(), &[n; 100]);
+            let body = [&2u32.to_le_bytes()[..], &own, &dictionary].concat();
+            (key, cache_data(&nvidia, &body))
+        };
+        let ((k1, d1), (k2, d2)) = (entry(1), entry(2));
+
+        let run1 = open();
+        let first = DeviceDictionaries::new(true);
+        first.prime(&run1, |_, _| panic!("nothing is noted yet"));
+        assert_eq!(first.note_written(&run1, &k1.file_name(), d1.clone()), d1);
+        assert_eq!(run1.dictionary_entry(), Some(k1));
+        first.note_written(&run1, &k2.file_name(), d2.clone());
+        assert_eq!(run1.dictionary_entry(), Some(k1), "noted once a dictionary");
+        run1.write(&k1, &d1).unwrap();
+        run1.write(&k2, &d2).unwrap();
+
+        let run2 = open();
+        let device = DeviceDictionaries::new(true);
+        let mut handed = Vec::new();
+        device.prime(&run2, |entry, seed| {
+            handed.push((
+                entry.name(),
+                matches!(seed, Seed::Whole { teaches: Some(_) }),
+            ));
+            true
+        });
+        assert_eq!(handed, [(k1.file_name(), true)]);
+        device.prime(&run2, |_, _| panic!("once a device"));
+        let Ok(Lookup::Found(found)) = run2.lookup(&k2) else {
+            panic!("entry 2 is found");
+        };
+        assert!(matches!(device.seed(&found), Seed::Without { .. }));
+        DeviceDictionaries::new(false).prime(&run2, |_, _| panic!("only where it cuts"));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::binaries;
 use super::binary_abi as bin;
 use super::capture::{self, Flags};
 use super::device::{device_data, unrecorded_next, Backend, BinaryFns, DeviceData};
+use super::dictionary::Seed;
 use super::guard::{guarded, SETTINGS};
 use super::objects::Objects;
 use super::sharing;
@@ -264,7 +265,8 @@ unsafe fn build_one<T: PipelineInfo>(
     }
     let as_asked = |outcome, lap: &mut Lap, slot: &mut vk::Pipeline| {
         lap.to(Phase::Keep); // whatever the kept path did before it gave up
-                             // SAFETY: the application's create info and cache, as it asked.
+        prime_dictionary(dev);
+        // SAFETY: the application's create info and cache, as it asked.
         let r = unsafe { next(dev.handle, app_cache, 1, info, allocator, slot) };
         lap.to(Phase::Driver);
         (r, outcome)
@@ -376,6 +378,40 @@ unsafe fn cache_data(dev: &DeviceData, cache: vk::PipelineCache) -> Vec<u8> {
     }
     data.truncate(size);
     data
+}
+
+/// Before the driver compiles for this device, and on the opening thread once the store is
+/// open: the dictionary the identity names is handed over first ([`DeviceDictionaries::prime`]:
+/// once a device; a compile that comes while it is being handed over waits for it, a found
+/// pipeline never does).
+///
+/// [`DeviceDictionaries::prime`]: super::dictionary::DeviceDictionaries::prime
+pub(super) fn prime_dictionary(dev: &DeviceData) {
+    if let Some(store) = dev.opened_store() {
+        // SAFETY: checked entries, handed to the device's own driver.
+        dev.dictionaries.prime(store, |entry, seed| unsafe {
+            hand_over(dev, store, entry, seed)
+        });
+    }
+}
+
+/// Makes the driver a cache of `entry` as `seed` says, under the loading marker, and destroys it
+/// at once: the driver then holds what the entry carries. Whether the cache was made.
+unsafe fn hand_over(dev: &DeviceData, store: &Store, entry: &FoundEntry, seed: &Seed) -> bool {
+    let marker = store.hold_marker(entry);
+    // SAFETY: checked data, handed to the device's own driver.
+    let made = seed.with_data(entry, |data| unsafe { create_cache(dev, Some(data)) });
+    drop(marker);
+    match made {
+        Ok(cache) => {
+            drop(OwnCache { dev, cache });
+            true
+        }
+        Err(e) => {
+            tracing::debug!(entry = %entry.name(), result = ?e, "the driver would not make a cache from the entry naming its dictionary");
+            false
+        }
+    }
 }
 
 /// The layer's own cache, destroyed when dropped.
@@ -997,6 +1033,9 @@ unsafe fn build_cached<T: PipelineInfo>(
         drop(marker);
         lap.to(Phase::Cache);
     }
+    if attempt.is_none() {
+        prime_dictionary(dev);
+    }
     let built = match attempt {
         Some(built) => built,
         None => match through(None, lap, slot) {
@@ -1020,8 +1059,11 @@ unsafe fn build_cached<T: PipelineInfo>(
         Some(f) => f.cache_hit().unwrap_or(false),
         None => !built.grew,
     };
-    if let Some((_, seed)) = &seeded {
+    if let Some((entry, seed)) = &seeded {
         dev.dictionaries.after(seed, hit);
+        if let (Seed::Whole { teaches: Some(id) }, true) = (seed, hit) {
+            dev.dictionaries.note(store, &entry.name(), *id);
+        }
     }
     let outcome = match seeded.map(|(entry, _)| entry) {
         Some(entry) if hit => {
@@ -1032,6 +1074,7 @@ unsafe fn build_cached<T: PipelineInfo>(
         seeded => {
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
+                let data = dev.dictionaries.note_written(store, &key.file_name(), data);
                 b.write_entry(PayloadKind::Cache, data);
                 record_compiled(b, false);
             }

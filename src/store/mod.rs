@@ -68,6 +68,26 @@ impl StoreError {
 /// process wrote: the layer's `auto` backend then takes `cache` for that identity.
 pub const REFUSES_BINARIES: &str = "binaries-refused";
 
+/// A file in an identity directory naming one entry (its file name and a newline) whose cache
+/// data carries NVIDIA's dictionary: the layer hands that dictionary to the driver before a
+/// device's first pipeline, since a driver that has compiled anything first refuses every entry
+/// carrying a dictionary it does not hold.
+pub const DICTIONARY_ENTRY: &str = "dictionary-entry";
+
+/// The layer's own files in an identity directory, beside entries, pieces and markers: dropped
+/// with the directory.
+pub const NOTES: [&str; 2] = [REFUSES_BINARIES, DICTIONARY_ENTRY];
+
+/// The most bytes of [`DICTIONARY_ENTRY`] read: an entry's file name and a newline fit.
+const DICTIONARY_ENTRY_LIMIT: u64 = 128;
+
+/// The entry a [`DICTIONARY_ENTRY`] note's bytes name: an entry's file name, then white space
+/// at most; anything else names none.
+pub fn entry_in_note(bytes: &[u8]) -> Option<PipelineKey> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    PipelineKey::from_file_name(text.trim_end())
+}
+
 /// Whether the identity directory of `identity` says its driver refuses binaries.
 pub fn refuses_binaries(root: &Path, title: &str, identity: &Identity) -> bool {
     host_pipelines_dir(root, title)
@@ -856,6 +876,37 @@ impl Store {
             "this driver refused pipeline binaries another process wrote: the auto backend takes cache\n",
         )
         .map_err(StoreError::io("write", &path))
+    }
+
+    /// The entry [`DICTIONARY_ENTRY`] names, if the file is there and names one. Never follows a
+    /// link; reads at most a few bytes.
+    pub fn dictionary_entry(&self) -> Option<PipelineKey> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.dir.join(DICTIONARY_ENTRY);
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(files::NO_FOLLOW_NO_BLOCK)
+            .open(&path)
+            .ok()?;
+        let mut bytes = Vec::new();
+        file.take(DICTIONARY_ENTRY_LIMIT)
+            .read_to_end(&mut bytes)
+            .ok()?;
+        let key = entry_in_note(&bytes);
+        if key.is_none() {
+            tracing::debug!(path = %path.display(), "the dictionary's note names no entry; ignored");
+        }
+        key
+    }
+
+    /// Names `name` in [`DICTIONARY_ENTRY`] for later runs (a whole file or none: through a
+    /// temporary file and a rename, as an entry).
+    pub fn remember_dictionary_entry(&self, name: &EntryName) -> Result<(), StoreError> {
+        self.make_dir()?;
+        let path = self.dir.join(DICTIONARY_ENTRY);
+        files::write_atomically(&path, format!("{name}\n").as_bytes(), SystemTime::now())
+            .map(|_| ())
     }
 
     /// Makes the identity directory, once a run, before the first entry is written into it.

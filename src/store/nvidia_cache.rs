@@ -167,6 +167,18 @@ impl Framing {
     }
 }
 
+/// The dictionary that cache data fresh from the driver carries, if any: the data is handed back
+/// as it came (not copied), to be kept.
+pub fn dictionary_in(data: Vec<u8>) -> (Vec<u8>, Option<DictionaryId>) {
+    let len = data.len();
+    let shared = std::sync::Arc::new(data);
+    let id = frame(&Payload::whole(shared.clone(), 0..len))
+        .ok()
+        .map(|framing| framing.dictionary);
+    let data = std::sync::Arc::try_unwrap(shared).unwrap_or_else(|still| (*still).clone());
+    (data, id)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -257,6 +269,20 @@ pub(crate) mod tests {
             assert_eq!(cut, cache(&rest));
             assert_eq!(frame(&whole(&cut)), Err(FramingError::NoDictionary));
         }
+    }
+
+    #[test]
+    fn fresh_data_says_its_dictionary_and_comes_back_unchanged() {
+        let dict = record(dictionary_key(), 42, &[9; 500]);
+        let data = cache(&[record([1; 16], 1, &[1; 30]), dict]);
+        let (back, id) = dictionary_in(data.clone());
+        assert_eq!(
+            (back, id),
+            (data, Some(DictionaryId { hash: 42, len: 500 }))
+        );
+        let plain = cache(&[record([1; 16], 1, &[1; 30])]);
+        assert_eq!(dictionary_in(plain.clone()), (plain, None));
+        assert_eq!(dictionary_in(vec![1, 2, 3]), (vec![1, 2, 3], None));
     }
 
     #[test]

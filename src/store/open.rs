@@ -262,7 +262,9 @@ pub(super) fn drop_directory(dir: &Path, reason: &str, stop: &AtomicBool) -> u64
         let _ = remove_if_present(&path);
     }
     let _ = fs::remove_dir(&pieces_dir);
-    let _ = remove_if_present(&dir.join(super::REFUSES_BINARIES));
+    for note in super::NOTES {
+        let _ = remove_if_present(&dir.join(note));
+    }
     let _ = fs::remove_dir(dir);
     dropped
 }

@@ -980,3 +980,42 @@ fn an_entry_carrying_nvidias_dictionary_is_found_and_handed_over_without_it() {
         "the dictionary is kept in shared pieces ({pieces})"
     );
 }
+
+/// The note naming the entry that carries NVIDIA's dictionary: written whole, read back, naming
+/// nothing when it is not an entry's name or not a file, and dropped with its driver's directory.
+#[test]
+fn the_note_naming_the_dictionarys_entry_is_read_back_and_dropped_with_its_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = an_older_drivers_store_of_three(root.path());
+    let old = Store::open(
+        root.path(),
+        "title",
+        Identity {
+            driver_version: 1,
+            ..identity()
+        },
+        1 << 30,
+        at(1),
+    )
+    .unwrap()
+    .0;
+    assert_eq!(old.dictionary_entry(), None, "no note yet");
+    old.remember_dictionary_entry(&key(2).file_name()).unwrap();
+    assert_eq!(old.dictionary_entry(), Some(key(2)));
+    let note = dir.join(DICTIONARY_ENTRY);
+    let no_tmp = names(&dir).iter().all(|n| !n.ends_with(".tmp"));
+    assert!(no_tmp, "written through a renamed temporary file");
+    for bad in [&b"not an entry\n"[..], &[b'a'; 4096][..], b""] {
+        fs::write(&note, bad).unwrap();
+        assert_eq!(old.dictionary_entry(), None);
+    }
+    fs::remove_file(&note).unwrap();
+    std::os::unix::fs::symlink(dir.join(key(1).file_name()), &note).unwrap();
+    assert_eq!(old.dictionary_entry(), None, "a link is never followed");
+    fs::remove_file(&note).unwrap();
+    old.remember_dictionary_entry(&key(3).file_name()).unwrap();
+    drop(old);
+    let (_new, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
+    assert_eq!(report.other_driver_drops, 3, "{report:?}");
+    assert!(!dir.exists(), "the note goes with its directory");
+}

@@ -477,7 +477,7 @@ fn clear_dir(dir: &Path) -> u64 {
         if !(entry
             || name.ends_with(".tmp")
             || name.ends_with(".loading")
-            || name == pipekeep::store::REFUSES_BINARIES)
+            || pipekeep::store::NOTES.contains(&name.as_str()))
         {
             continue;
         }
