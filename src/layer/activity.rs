@@ -1,6 +1,6 @@
 //! When the application last built a pipeline of its own: the background rebuild waits while it
 //! does (its own pipelines are built and kept anyway; the rebuild's are for those it does not
-//! reach this run).
+//! reach this run), and so does the writer thread, within bounds (`writer.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ impl AppActivity {
     }
 
     /// How long the application has built no pipeline (since the device was made, if never).
-    fn quiet_for(&self) -> Duration {
+    pub fn quiet_for(&self) -> Duration {
         let last = self.last_ms.load(Ordering::Relaxed);
         Duration::from_millis(self.now_ms().saturating_sub(last))
     }

@@ -214,7 +214,7 @@ pub struct DeviceData {
     pub dictionaries: super::dictionary::DeviceDictionaries,
     /// When the application last began or ended a pipeline: the background rebuild waits while
     /// it builds.
-    pub app_activity: super::activity::AppActivity,
+    pub app_activity: Arc<super::activity::AppActivity>,
 }
 
 /// How long the application must have built no pipeline before the background rebuild goes on:
@@ -1252,6 +1252,7 @@ unsafe fn register_device(
     let watch = Arc::new(Watch::default());
     let writes_failing = Arc::new(AtomicBool::new(false));
     let cuts_dictionary = SETTINGS.dictionary_once && identity.vendor_id == NVIDIA;
+    let app_activity = Arc::new(super::activity::AppActivity::default());
     let data = DeviceData {
         handle: device,
         fns,
@@ -1260,7 +1261,10 @@ unsafe fn register_device(
         identity,
         device_name,
         objects: Objects::default(),
-        writer: Writer::new(count_writes(watch.clone(), writes_failing.clone())),
+        writer: Writer::new(
+            count_writes(watch.clone(), writes_failing.clone()),
+            Some(app_activity.clone()),
+        ),
         writes_failing,
         watch,
         root,
@@ -1305,7 +1309,7 @@ unsafe fn register_device(
             },
         merged_caches: Default::default(),
         dictionaries: super::dictionary::DeviceDictionaries::new(cuts_dictionary),
-        app_activity: Default::default(),
+        app_activity,
         write_behind: active
             && SETTINGS.root.is_some()
             && SETTINGS.rebuild == crate::settings::RebuildSetting::Background

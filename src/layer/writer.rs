@@ -18,12 +18,19 @@
 //! is done by the thread destroying the device, at that thread's priority, beside the writer.
 //! An application thread never waits on the queue's lock, which the idle thread also takes: it
 //! tries it briefly, and otherwise writes or stamps inline.
+//!
+//! Even at idle priority the thread's writes slow the application's compiles where it runs
+//! beside them (the test app's 600 pipelines at one thread on this project's 2-core VM, RADV:
+//! 5-10% more time in the driver), so while the application builds pipelines (one began or ended
+//! within [`QUIET`]) the thread leaves the queue until it is half full: entries are written in
+//! the application's pauses, and at `vkDestroyDevice` or exit at the latest.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use super::activity::AppActivity;
 use crate::key::{EntryName, PipelineKey};
 use crate::replay::record::{pipeline_entries, AppState, DbEntry, PipelineRecord, RecordFile};
 use crate::store::envelope::PayloadKind;
@@ -39,6 +46,11 @@ const STAMP_BATCH: usize = 64;
 /// every core is busy the idle-priority thread waits, and a warm run of a few thousand pipelines
 /// then queues them all rather than stamp on its own threads.
 const STAMPS_LIMIT: usize = 1 << 16;
+/// How long the application has built no pipeline before the thread takes its queue.
+const QUIET: Duration = Duration::from_millis(50);
+/// The longest the thread sleeps at once while it waits for a pause (a device being destroyed
+/// joins it).
+const NAP: Duration = Duration::from_millis(10);
 
 struct Job {
     store: Arc<Store>,
@@ -148,14 +160,17 @@ pub struct Writer {
     shared: Arc<(Mutex<Queue>, Condvar)>,
     thread: Mutex<Option<JoinHandle<()>>>,
     on_written: OnWritten,
+    /// The application's pipeline building, which the thread waits out (none: it never waits).
+    building: Option<Arc<AppActivity>>,
 }
 
 impl Writer {
-    pub fn new(on_written: OnWritten) -> Writer {
+    pub fn new(on_written: OnWritten, building: Option<Arc<AppActivity>>) -> Writer {
         Writer {
             shared: Arc::default(),
             thread: Mutex::new(None),
             on_written,
+            building,
         }
     }
 
@@ -269,11 +284,13 @@ impl Writer {
         }
         let shared = self.shared.clone();
         let on_written = self.on_written.clone();
+        let building = self.building.clone();
         match std::thread::Builder::new()
             .name("pipekeep-writer".into())
             .spawn(move || {
                 super::idle::lower_this_threads_priority("writer");
-                super::guard::guarded("writer", || drain(&shared, &on_written, true), || ())
+                let thread = Drain::Thread(building.as_deref());
+                super::guard::guarded("writer", || drain(&shared, &on_written, thread), || ())
             }) {
             Ok(handle) => {
                 *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
@@ -303,7 +320,7 @@ impl Writer {
             lock.lock().unwrap_or_else(|e| e.into_inner()).closing = true;
             ready.notify_all();
         }
-        drain(&self.shared, &self.on_written, false);
+        drain(&self.shared, &self.on_written, Drain::Here);
         if let Some(handle) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = handle.join();
         }
@@ -317,7 +334,7 @@ impl Writer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .closing = true;
-        drain(&self.shared, &self.on_written, false);
+        drain(&self.shared, &self.on_written, Drain::Here);
     }
 }
 
@@ -346,14 +363,48 @@ fn run(job: &Job) -> Result<Written, StoreError> {
         .write_announced(&job.key, job.kind, &job.data, job.stamp)
 }
 
-/// Takes jobs and stamps until the queue is empty and closing (or just empty, when `wait` is
-/// false).
-fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, wait: bool) {
+/// Who drains the queue.
+#[derive(Clone, Copy)]
+enum Drain<'a> {
+    /// The writer thread: until the queue is empty and closing, leaving it while the
+    /// application builds (where it is given that activity) and the queue is under half full.
+    Thread(Option<&'a AppActivity>),
+    /// Another thread, at the end: until the queue is empty.
+    Here,
+}
+
+impl Queue {
+    fn has_work(&self) -> bool {
+        !(self.jobs.is_empty() && self.stamps.is_empty() && self.records.is_empty())
+    }
+
+    /// Whether the writer thread leaves its work for now, the application having built nothing
+    /// for `quiet` (none: it is not watched): it builds, and the queue has room to wait; how
+    /// long the thread then sleeps.
+    fn waits_for_a_pause(&self, quiet: Option<Duration>) -> Option<Duration> {
+        let quiet = quiet?;
+        let room = self.bytes < QUEUE_LIMIT / 2 && self.stamps.len() < STAMPS_LIMIT / 2;
+        (!self.closing && room && quiet < QUIET).then(|| (QUIET - quiet).min(NAP))
+    }
+}
+
+/// Takes jobs and stamps until the queue is empty and closing (or just empty, for
+/// [`Drain::Here`]).
+fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_>) {
     let (lock, ready) = shared;
     loop {
         let work = {
             let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
             loop {
+                if let Drain::Thread(building) = who {
+                    let quiet = building.map(AppActivity::quiet_for);
+                    if let Some(nap) = q.has_work().then(|| q.waits_for_a_pause(quiet)).flatten() {
+                        drop(q);
+                        std::thread::sleep(nap);
+                        q = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        continue;
+                    }
+                }
                 if let Some(job) = q.jobs.pop_front() {
                     q.bytes -= job.data.len();
                     break Some(Work::Write(job));
@@ -364,7 +415,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, wait: bool) {
                 if !q.records.is_empty() {
                     break Some(Work::Records(std::mem::take(&mut q.records)));
                 }
-                if q.closing || !wait {
+                if q.closing || matches!(who, Drain::Here) {
                     break None;
                 }
                 q = ready.wait(q).unwrap_or_else(|e| e.into_inner());
@@ -387,12 +438,79 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn the_thread_waits_for_a_pause_only_while_the_queue_has_room_and_is_open() {
+        let building = Some(Duration::from_millis(5));
+        let mut q = Queue::default();
+        assert_eq!(
+            q.waits_for_a_pause(building),
+            Some(NAP),
+            "building: it waits"
+        );
+        assert_eq!(
+            q.waits_for_a_pause(Some(QUIET - Duration::from_millis(2))),
+            Some(Duration::from_millis(2)),
+            "no longer than the pause it needs"
+        );
+        assert_eq!(q.waits_for_a_pause(Some(QUIET)), None, "a pause: it works");
+        assert_eq!(q.waits_for_a_pause(None), None, "not watched: it works");
+        q.bytes = QUEUE_LIMIT / 2;
+        assert_eq!(q.waits_for_a_pause(building), None, "half full: it works");
+        q.bytes = 0;
+        q.closing = true;
+        assert_eq!(q.waits_for_a_pause(building), None, "closing: it works");
+    }
+
+    /// While the application builds, the device's end still writes everything queued.
+    #[test]
+    fn the_end_writes_what_waited_for_a_pause() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) =
+            Store::open(dir.path(), "t", identity(), 1 << 30, SystemTime::now()).unwrap();
+        let store = Arc::new(store);
+        let building = Arc::new(AppActivity::default());
+        let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = written.clone();
+        let writer = Writer::new(
+            Arc::new(move |r| {
+                assert!(r.is_ok());
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }),
+            Some(building.clone()),
+        );
+        for n in 0..3u8 {
+            building.touch();
+            let key = PipelineKey {
+                spirv: [n; 16],
+                state: [n; 16],
+            };
+            writer.write(
+                store.clone(),
+                key,
+                PayloadKind::Cache,
+                cache_data(&identity(), &[n; 64]),
+            );
+        }
+        writer.finish();
+        assert_eq!(written.load(std::sync::atomic::Ordering::SeqCst), 3);
+        for n in 0..3u8 {
+            let key = PipelineKey {
+                spirv: [n; 16],
+                state: [n; 16],
+            };
+            assert!(matches!(
+                store.lookup(&key),
+                Ok(crate::store::Lookup::Found(_))
+            ));
+        }
+    }
+
+    #[test]
     fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) =
             Store::open(dir.path(), "t", identity(), 1 << 30, SystemTime::now()).unwrap();
         let store = Arc::new(store);
-        let writer = Arc::new(Writer::new(Arc::new(|_| {})));
+        let writer = Arc::new(Writer::new(Arc::new(|_| {}), None));
         let key = PipelineKey {
             spirv: [1; 16],
             state: [2; 16],
