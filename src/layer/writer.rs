@@ -22,8 +22,8 @@
 //! Even at idle priority the thread's writes slow the application's compiles where it runs
 //! beside them (the test app's 600 pipelines at one thread on this project's 2-core VM, RADV:
 //! 5-10% more time in the driver), so while the application builds pipelines (one began or ended
-//! within [`QUIET`]) the thread leaves the queue until it is half full: entries are written in
-//! the application's pauses, and at `vkDestroyDevice` or exit at the latest.
+//! within [`QUIET`]) the thread leaves the queue until it holds [`PAUSE_LIMIT`] bytes: entries
+//! are written in the application's pauses, and at `vkDestroyDevice` or exit at the latest.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -48,6 +48,11 @@ const STAMP_BATCH: usize = 64;
 const STAMPS_LIMIT: usize = 1 << 16;
 /// How long the application has built no pipeline before the thread takes its queue.
 const QUIET: Duration = Duration::from_millis(50);
+/// Bytes waiting past which the thread no longer waits for a pause: the small entries of a few
+/// thousand pipelines wait; NVIDIA's 1.78 MB ones soon end the wait, which otherwise leaves
+/// little of [`QUEUE_LIMIT`] before application threads write inline (ncnn cold at 16 threads on
+/// the H200 spent twice the time keeping entries with a 32 MiB wait).
+const PAUSE_LIMIT: usize = 8 << 20;
 /// The longest the thread sleeps at once while it waits for a pause (a device being destroyed
 /// joins it).
 const NAP: Duration = Duration::from_millis(10);
@@ -367,7 +372,7 @@ fn run(job: &Job) -> Result<Written, StoreError> {
 #[derive(Clone, Copy)]
 enum Drain<'a> {
     /// The writer thread: until the queue is empty and closing, leaving it while the
-    /// application builds (where it is given that activity) and the queue is under half full.
+    /// application builds (where it is given that activity) and the queue is under [`PAUSE_LIMIT`].
     Thread(Option<&'a AppActivity>),
     /// Another thread, at the end: until the queue is empty.
     Here,
@@ -383,7 +388,7 @@ impl Queue {
     /// long the thread then sleeps.
     fn waits_for_a_pause(&self, quiet: Option<Duration>) -> Option<Duration> {
         let quiet = quiet?;
-        let room = self.bytes < QUEUE_LIMIT / 2 && self.stamps.len() < STAMPS_LIMIT / 2;
+        let room = self.bytes < PAUSE_LIMIT && self.stamps.len() < STAMPS_LIMIT / 2;
         (!self.closing && room && quiet < QUIET).then(|| (QUIET - quiet).min(NAP))
     }
 }
@@ -392,11 +397,14 @@ impl Queue {
 /// [`Drain::Here`]).
 fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_>) {
     let (lock, ready) = shared;
+    // Once the thread takes the queue it works until the queue is empty: waiting again at every
+    // job would leave it a job per nap while a busy application fills the queue past its bound.
+    let mut working = false;
     loop {
         let work = {
             let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
             loop {
-                if let Drain::Thread(building) = who {
+                if let (Drain::Thread(building), false) = (who, working) {
                     let quiet = building.map(AppActivity::quiet_for);
                     if let Some(nap) = q.has_work().then(|| q.waits_for_a_pause(quiet)).flatten() {
                         drop(q);
@@ -405,6 +413,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                         continue;
                     }
                 }
+                working = q.has_work();
                 if let Some(job) = q.jobs.pop_front() {
                     q.bytes -= job.data.len();
                     break Some(Work::Write(job));
@@ -453,8 +462,12 @@ mod tests {
         );
         assert_eq!(q.waits_for_a_pause(Some(QUIET)), None, "a pause: it works");
         assert_eq!(q.waits_for_a_pause(None), None, "not watched: it works");
-        q.bytes = QUEUE_LIMIT / 2;
-        assert_eq!(q.waits_for_a_pause(building), None, "half full: it works");
+        q.bytes = PAUSE_LIMIT;
+        assert_eq!(
+            q.waits_for_a_pause(building),
+            None,
+            "past its limit: it works"
+        );
         q.bytes = 0;
         q.closing = true;
         assert_eq!(q.waits_for_a_pause(building), None, "closing: it works");
