@@ -446,6 +446,14 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
+    fn open_store(dir: &std::path::Path) -> Arc<Store> {
+        Arc::new(
+            Store::open(dir, "t", identity(), 1 << 30, SystemTime::now())
+                .unwrap()
+                .0,
+        )
+    }
+
     #[test]
     fn the_thread_waits_for_a_pause_only_while_the_queue_has_room_and_is_open() {
         let building = Some(Duration::from_millis(5));
@@ -477,9 +485,7 @@ mod tests {
     #[test]
     fn the_end_writes_what_waited_for_a_pause() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) =
-            Store::open(dir.path(), "t", identity(), 1 << 30, SystemTime::now()).unwrap();
-        let store = Arc::new(store);
+        let store = open_store(dir.path());
         let building = Arc::new(AppActivity::default());
         let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = written.clone();
@@ -490,15 +496,15 @@ mod tests {
             }),
             Some(building.clone()),
         );
+        let key_of = |n: u8| PipelineKey {
+            spirv: [n; 16],
+            state: [n; 16],
+        };
         for n in 0..3u8 {
             building.touch();
-            let key = PipelineKey {
-                spirv: [n; 16],
-                state: [n; 16],
-            };
             writer.write(
                 store.clone(),
-                key,
+                key_of(n),
                 PayloadKind::Cache,
                 cache_data(&identity(), &[n; 64]),
             );
@@ -506,23 +512,15 @@ mod tests {
         writer.finish();
         assert_eq!(written.load(std::sync::atomic::Ordering::SeqCst), 3);
         for n in 0..3u8 {
-            let key = PipelineKey {
-                spirv: [n; 16],
-                state: [n; 16],
-            };
-            assert!(matches!(
-                store.lookup(&key),
-                Ok(crate::store::Lookup::Found(_))
-            ));
+            let found = store.lookup(&key_of(n));
+            assert!(matches!(found, Ok(crate::store::Lookup::Found(_))));
         }
     }
 
     #[test]
     fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) =
-            Store::open(dir.path(), "t", identity(), 1 << 30, SystemTime::now()).unwrap();
-        let store = Arc::new(store);
+        let store = open_store(dir.path());
         let writer = Arc::new(Writer::new(Arc::new(|_| {}), None));
         let key = PipelineKey {
             spirv: [1; 16],
