@@ -358,22 +358,25 @@ mod tests {
         assert_eq!((s.backend, s.problems.len()), (BackendSetting::Auto, 1));
     }
 
+    /// A setting that is on unless `off`: anything else gets on and one line naming it.
+    fn on_unless_off(name: &str, bad: &str, get: fn(&Settings) -> bool) {
+        assert!(get(&with(&[])));
+        assert!(!get(&with(&[(name, "off")])));
+        let s = with(&[(name, bad)]);
+        assert!(get(&s));
+        assert!(s.problems[0].contains(&format!("{name}=\"{bad}\" is not on or off")));
+    }
+
     #[test]
     fn sharing_builds_is_on_unless_off_and_anything_else_gets_on_and_a_line() {
-        assert!(with(&[]).share_builds);
-        assert!(!with(&[("PIPEKEEP_SHARE_BUILDS", "off")]).share_builds);
-        let s = with(&[("PIPEKEEP_SHARE_BUILDS", "no")]);
-        assert!(s.share_builds);
-        assert!(s.problems[0].contains("PIPEKEEP_SHARE_BUILDS=\"no\" is not on or off"));
+        on_unless_off("PIPEKEEP_SHARE_BUILDS", "no", |s| s.share_builds);
     }
 
     #[test]
     fn the_dictionary_goes_once_unless_off() {
-        assert!(with(&[]).dictionary_once);
-        assert!(!with(&[("PIPEKEEP_DICTIONARY_ONCE", "off")]).dictionary_once);
-        let s = with(&[("PIPEKEEP_DICTIONARY_ONCE", "sometimes")]);
-        assert!(s.dictionary_once);
-        assert!(s.problems[0].contains("PIPEKEEP_DICTIONARY_ONCE=\"sometimes\" is not on or off"));
+        on_unless_off("PIPEKEEP_DICTIONARY_ONCE", "sometimes", |s| {
+            s.dictionary_once
+        });
     }
 
     #[test]

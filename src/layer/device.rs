@@ -23,7 +23,7 @@ use super::writer::{OnWritten, Writer};
 use crate::key::Digest;
 use crate::settings::{BackendSetting, MergeSetting};
 use crate::store::files::Written;
-use crate::store::identity::HOST_ABI;
+use crate::store::identity::{HOST_ABI, NVIDIA};
 use crate::store::{Identity, Store};
 use crate::watch::Watch;
 
@@ -567,11 +567,7 @@ fn tidy_after_opening(
 /// a driver change on RADV, 2 cores: 1.00-1.23x a cold launch, 0.89-1.02x so). What the device's
 /// end cuts short, the next opening's thread finishes, after its own reading ahead.
 fn drop_other_drivers_in_a_pause(dev: &DeviceData, store: &Store) {
-    if store.has_other_drivers_to_drop()
-        && dev
-            .app_activity
-            .wait_until_quiet(REBUILD_AFTER_QUIET, &dev.stop)
-    {
+    if store.has_other_drivers_to_drop() && wait_for_a_quiet_application(dev) {
         super::idle::lower_this_threads_priority_but_not_its_reads("store opening");
         store.drop_other_drivers(&dev.stop);
     }
@@ -1092,10 +1088,6 @@ impl DevicePlan {
     }
 }
 
-// NVIDIA's binaries do not load in another process once the driver has trained its per-process
-// dictionary (measured on 580.159.04), so `auto` takes `cache` there.
-use crate::store::identity::NVIDIA;
-
 unsafe fn plan_device(
     inst: &super::instance::InstanceData,
     physical_device: vk::PhysicalDevice,
@@ -1145,6 +1137,8 @@ unsafe fn plan_device(
             (Backend::Cache, "binary asked, not available")
         }
         BackendSetting::Auto if !binaries_possible => (Backend::Cache, "no pipeline binaries here"),
+        // NVIDIA's binaries do not load in another process once the driver has trained its
+        // per-process dictionary (measured on 580.159.04).
         BackendSetting::Auto if properties.vendor_id == NVIDIA => (
             Backend::Cache,
             "NVIDIA's binaries do not load in another process",

@@ -17,6 +17,9 @@
 
 use std::sync::{Mutex, Once, RwLock};
 
+use std::sync::Arc;
+
+use super::writer::Writer;
 use crate::key::EntryName;
 use crate::store::nvidia_cache::DictionaryId;
 use crate::store::{FoundEntry, Lookup, Store};
@@ -111,31 +114,41 @@ impl DeviceDictionaries {
 
     /// `name` carries the dictionary `id` (the device learned it from that entry, or is
     /// writing it): the identity's note names it for later runs, unless it names `id` already.
-    pub fn note(&self, store: &Store, name: &EntryName, id: DictionaryId) {
-        let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
-        if *noted == Some(id) {
-            return;
+    /// Written by the writer thread, as entries are: never on a pipeline's path.
+    pub fn note(&self, writer: &Writer, store: &Arc<Store>, name: EntryName, id: DictionaryId) {
+        {
+            let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+            if *noted == Some(id) {
+                return;
+            }
+            *noted = Some(id); // tried once a dictionary, written or not
         }
-        *noted = Some(id); // tried once a dictionary, written or not
-        match store.remember_dictionary_entry(name) {
+        let store = store.clone();
+        writer.later(Box::new(move || match store.remember_dictionary_entry(&name) {
             Ok(()) => {
                 tracing::debug!(entry = %name, "the identity now names this entry for NVIDIA's dictionary")
             }
             Err(e) => {
                 tracing::debug!(error = %e, "could not name the entry carrying NVIDIA's dictionary")
             }
-        }
+        }));
     }
 
     /// Cache data the driver just gave for `name`, before it is kept: where it carries a
     /// dictionary, the identity's note names it ([`DeviceDictionaries::note`]).
-    pub fn note_written(&self, store: &Store, name: &EntryName, data: Vec<u8>) -> Vec<u8> {
+    pub fn note_written(
+        &self,
+        writer: &Writer,
+        store: &Arc<Store>,
+        name: EntryName,
+        data: Vec<u8>,
+    ) -> Vec<u8> {
         if !self.cuts {
             return data;
         }
         let (data, id) = crate::store::nvidia_cache::dictionary_in(data);
         if let Some(id) = id {
-            self.note(store, name, id);
+            self.note(writer, store, name, id);
         }
         data
     }
@@ -168,17 +181,19 @@ impl DeviceDictionaries {
     }
 
     /// As [`Known::after`], for the device: the lock is written only when it learns or forgets.
-    pub fn after(&self, seed: &Seed, served: bool) {
-        let learns_or_forgets = match seed {
-            Seed::Whole { teaches } => served && teaches.is_some_and(|id| !self.holds(&id)),
-            Seed::Without { .. } => !served,
+    /// The dictionary it learned, if it did.
+    pub fn after(&self, seed: &Seed, served: bool) -> Option<DictionaryId> {
+        let (learns, forgets) = match seed {
+            Seed::Whole { teaches } => (teaches.filter(|id| served && !self.holds(id)), false),
+            Seed::Without { .. } => (None, !served),
         };
-        if learns_or_forgets {
+        if learns.is_some() || forgets {
             self.known
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .after(seed, served);
         }
+        learns
     }
 
     pub fn holds(&self, id: &DictionaryId) -> bool {
@@ -275,12 +290,17 @@ mod tests {
         };
         let ((k1, d1), (k2, d2)) = (entry(1), entry(2));
 
-        let run1 = open();
+        let run1 = Arc::new(open());
         let first = DeviceDictionaries::new(true);
         first.prime(&run1, |_, _| panic!("nothing is noted yet"));
-        assert_eq!(first.note_written(&run1, &k1.file_name(), d1.clone()), d1);
+        let writer = Writer::new(Arc::new(|_| {}), None);
+        assert_eq!(
+            first.note_written(&writer, &run1, k1.file_name(), d1.clone()),
+            d1
+        );
+        writer.finish(); // the note is the writer's to write
         assert_eq!(run1.dictionary_entry(), Some(k1));
-        first.note_written(&run1, &k2.file_name(), d2.clone());
+        first.note_written(&writer, &run1, k2.file_name(), d2.clone());
         assert_eq!(run1.dictionary_entry(), Some(k1), "noted once a dictionary");
         run1.write(&k1, &d1).unwrap();
         run1.write(&k2, &d2).unwrap();

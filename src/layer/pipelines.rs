@@ -1060,9 +1060,9 @@ unsafe fn build_cached<T: PipelineInfo>(
         None => !built.grew,
     };
     if let Some((entry, seed)) = &seeded {
-        dev.dictionaries.after(seed, hit);
-        if let (Seed::Whole { teaches: Some(id) }, true) = (seed, hit) {
-            dev.dictionaries.note(store, &entry.name(), *id);
+        if let Some(learned) = dev.dictionaries.after(seed, hit) {
+            dev.dictionaries
+                .note(&dev.writer, store, entry.name(), learned);
         }
     }
     let outcome = match seeded.map(|(entry, _)| entry) {
@@ -1074,7 +1074,9 @@ unsafe fn build_cached<T: PipelineInfo>(
         seeded => {
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
-                let data = dev.dictionaries.note_written(store, &key.file_name(), data);
+                let data = dev
+                    .dictionaries
+                    .note_written(&dev.writer, store, key.file_name(), data);
                 b.write_entry(PayloadKind::Cache, data);
                 record_compiled(b, false);
             }

@@ -10,7 +10,6 @@
 //! matches a pipeline compiled earlier in this run is built from that pipeline's binaries, held
 //! here, and written as its own entry. Never asked of NVIDIA's driver (see `binary_abi`).
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use ash::vk;
@@ -18,6 +17,7 @@ use ash::vk;
 use super::binaries::Captured;
 use super::binary_abi as bin;
 use super::device::BinaryFns;
+use crate::store::held::OldestFirst;
 
 /// The most bytes of binaries a device holds for sharing; past it, the oldest go first (alike
 /// pipelines come close together: a title's variants of one pipeline). pygfx's binaries are
@@ -32,66 +32,30 @@ pub struct DriverKey(Vec<u8>);
 /// take its lock (the rebuild's idle-priority threads never do), for a lookup or an insert.
 #[derive(Default)]
 pub struct SharedBuilds {
-    held: Mutex<Held>,
-}
-
-#[derive(Default)]
-struct Held {
-    by_key: HashMap<DriverKey, Arc<Captured>>,
-    /// The keys held, oldest first.
-    order: VecDeque<DriverKey>,
-    bytes: usize,
-}
-
-fn bytes_of(captured: &Captured) -> usize {
-    captured.iter().map(|(k, d)| k.len() + d.len()).sum()
-}
-
-impl Held {
-    /// Lets go of `key`'s binaries, and of their bytes in the count (its place in `order` is the
-    /// caller's to drop).
-    fn let_go(&mut self, key: &DriverKey) {
-        if let Some(gone) = self.by_key.remove(key) {
-            self.bytes -= bytes_of(&gone);
-        }
-    }
+    held: Mutex<OldestFirst<DriverKey, Arc<Captured>>>,
 }
 
 impl SharedBuilds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OldestFirst<DriverKey, Arc<Captured>>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The binaries held for `key`, if a pipeline of this run compiled them.
     pub fn get(&self, key: &DriverKey) -> Option<Arc<Captured>> {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.by_key.get(key).cloned()
+        self.lock().get(key).cloned()
     }
 
     /// Lets go of `key`'s binaries (the driver would not build from them): the next compile of
     /// that key is held instead.
     pub fn forget(&self, key: &DriverKey) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.let_go(key);
-        held.order.retain(|k| k != key);
+        self.lock().forget(key);
     }
 
     /// Holds a compiled pipeline's binaries for later pipelines of the same driver key, within
     /// [`HELD_BYTES_LIMIT`] (the oldest let go first).
     pub fn hold(&self, key: DriverKey, captured: Arc<Captured>) {
-        let bytes = bytes_of(&captured);
-        if bytes > HELD_BYTES_LIMIT {
-            return;
-        }
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.by_key.contains_key(&key) {
-            return;
-        }
-        while held.bytes + bytes > HELD_BYTES_LIMIT {
-            let Some(oldest) = held.order.pop_front() else {
-                break;
-            };
-            held.let_go(&oldest);
-        }
-        held.bytes += bytes;
-        held.order.push_back(key.clone());
-        held.by_key.insert(key, captured);
+        let bytes = captured.iter().map(|(k, d)| k.len() + d.len()).sum();
+        self.lock().hold(key, captured, bytes, HELD_BYTES_LIMIT);
     }
 }
 

@@ -146,6 +146,7 @@ struct Queue {
     bytes: usize,
     stamps: Vec<Stamp>,
     records: Vec<RecordJob>,
+    chores: Vec<Chore>,
     closing: bool,
     /// The thread was started (its handle is in `Writer::thread`, for the join).
     started: bool,
@@ -156,7 +157,12 @@ enum Work {
     Write(Job),
     Stamps(Vec<Stamp>),
     Records(Vec<RecordJob>),
+    Chores(Vec<Chore>),
 }
+
+/// A small write of the layer's own besides entries (the note naming NVIDIA's dictionary), kept
+/// off the pipeline's path as they are.
+pub type Chore = Box<dyn FnOnce() + Send>;
 
 /// What becomes of each write: counted by the caller (the compile watch's `written`).
 pub type OnWritten = Arc<dyn Fn(Result<Written, StoreError>) + Send + Sync>;
@@ -258,6 +264,21 @@ impl Writer {
         );
         if let Some(job) = queued {
             job.append();
+        }
+    }
+
+    /// Queues `chore` for the thread; done on the caller's thread when no thread can take it.
+    pub fn later(&self, chore: Chore) {
+        let queued = self.enqueue(
+            chore,
+            |q| q.chores.len() < STAMPS_LIMIT,
+            |q, chore| {
+                q.chores.push(chore);
+                true
+            },
+        );
+        if let Some(chore) = queued {
+            chore();
         }
     }
 
@@ -380,7 +401,10 @@ enum Drain<'a> {
 
 impl Queue {
     fn has_work(&self) -> bool {
-        !(self.jobs.is_empty() && self.stamps.is_empty() && self.records.is_empty())
+        !(self.jobs.is_empty()
+            && self.stamps.is_empty()
+            && self.records.is_empty()
+            && self.chores.is_empty())
     }
 
     /// Whether the writer thread leaves its work for now, the application having built nothing
@@ -424,6 +448,9 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 if !q.records.is_empty() {
                     break Some(Work::Records(std::mem::take(&mut q.records)));
                 }
+                if !q.chores.is_empty() {
+                    break Some(Work::Chores(std::mem::take(&mut q.chores)));
+                }
                 if q.closing || matches!(who, Drain::Here) {
                     break None;
                 }
@@ -434,6 +461,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
             Some(Work::Write(job)) => on_written(run(&job)),
             Some(Work::Stamps(stamps)) => stamps.into_iter().for_each(Stamp::give),
             Some(Work::Records(records)) => append_records(records),
+            Some(Work::Chores(chores)) => chores.into_iter().for_each(|chore| chore()),
             None => return,
         }
     }

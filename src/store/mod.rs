@@ -17,6 +17,7 @@ pub mod binaries;
 pub mod bound;
 pub mod envelope;
 pub mod files;
+pub mod held;
 pub mod identity;
 pub mod inspect;
 pub mod marker;

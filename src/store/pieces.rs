@@ -12,7 +12,7 @@
 //! entries using it (the bound drops it after them; at an equal stamp an entry's path sorts
 //! first), and a piece no entry names any more ages out in the same order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -67,12 +67,7 @@ impl PieceError {
 }
 
 /// Checked pieces held in memory, the oldest let go first once over the bound.
-#[derive(Default)]
-struct Memory {
-    held: HashMap<PieceName, Arc<[u8]>>,
-    order: VecDeque<PieceName>,
-    bytes: u64,
-}
+type Memory = super::held::OldestFirst<PieceName, Arc<[u8]>>;
 
 /// A list's pieces, checked and put in order: shared by every payload that names the list.
 #[derive(Debug)]
@@ -167,7 +162,6 @@ impl Pieces {
                 .iter()
                 .map(|(name, len)| {
                     memory
-                        .held
                         .get(name)
                         .filter(|b| len.is_none_or(|l| b.len() as u64 == l))
                         .cloned()
@@ -307,23 +301,13 @@ impl Pieces {
 
     fn hold(&self, name: PieceName, bytes: Arc<[u8]>) {
         let limit = self.memory_limit.load(Ordering::Relaxed);
-        let len = bytes.len() as u64;
-        if len > limit {
-            return;
-        }
-        let mut memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
-        if memory.held.insert(name, bytes).is_none() {
-            memory.order.push_back(name);
-            memory.bytes += len;
-        }
-        while memory.bytes > limit {
-            let Some(oldest) = memory.order.pop_front() else {
-                break;
-            };
-            if let Some(gone) = memory.held.remove(&oldest) {
-                memory.bytes -= gone.len() as u64;
-            }
-        }
+        let len = bytes.len();
+        self.lock_memory().hold(
+            name,
+            bytes,
+            len,
+            usize::try_from(limit).unwrap_or(usize::MAX),
+        );
     }
 
     /// Forgets a piece found missing or damaged: the next write of an entry naming it writes it.
@@ -336,11 +320,7 @@ impl Pieces {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
-        let mut memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(gone) = memory.held.remove(name) {
-            memory.bytes -= gone.len() as u64;
-            memory.order.retain(|n| n != name);
-        }
+        self.lock_memory().forget(name);
     }
 
     /// Records `stamp` for a piece unless this run gave it a newer one, which it returns.
@@ -377,7 +357,7 @@ impl Pieces {
             }
         }
         for list in lists {
-            let held = self.lock_memory().held.get(&list).cloned();
+            let held = self.lock_memory().get(&list).cloned();
             let members = match held {
                 Some(bytes) => super::recipe::parse_list(&bytes)
                     .map(|(refs, _)| refs.into_iter().map(|(n, _)| n).collect())
@@ -707,6 +687,6 @@ mod tests {
         for n in &names {
             pieces.get_all(&[(*n, Some(100))]).unwrap();
         }
-        assert!(pieces.memory.lock().unwrap().bytes <= 250);
+        assert!(pieces.memory.lock().unwrap().bytes() <= 250);
     }
 }

@@ -384,7 +384,7 @@ fn push_inline<'a>(cuts: &mut Vec<Cut<'a>>, bytes: &'a [u8]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     // If this golden test fails, the bytes on disk changed: bump the envelope's FORMAT_VERSION.
@@ -484,17 +484,22 @@ mod tests {
         assert_eq!(whole, a);
     }
 
-    #[test]
-    fn a_long_run_of_pieces_is_listed_the_same_way_after_any_head() {
+    /// `len` bytes with no repeat a chunker could find (xorshift).
+    pub fn noise(len: usize) -> Vec<u8> {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let block: Vec<u8> = (0..900_000)
+        (0..len)
             .map(|_| {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
                 (x >> 32) as u8
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn a_long_run_of_pieces_is_listed_the_same_way_after_any_head() {
+        let block = noise(900_000);
         let payload = |head: usize| -> Vec<u8> {
             let own: Vec<u8> = (0..head).map(|i| (i * 13) as u8).collect();
             [&own[..], &block[..]].concat()

@@ -929,19 +929,14 @@ fn an_entry_carrying_nvidias_dictionary_is_found_and_handed_over_without_it() {
     use super::nvidia_cache::tests::{dictionary_key, record};
     let root = tempfile::tempdir().unwrap();
     let nvidia = Identity {
-        vendor_id: 0x10de,
+        vendor_id: super::identity::NVIDIA,
         ..identity()
     };
-    let mut noise = 0x9e37_79b9_7f4a_7c15u64;
-    let dictionary_bytes: Vec<u8> = (0..600_000)
-        .map(|_| {
-            noise ^= noise << 13;
-            noise ^= noise >> 7;
-            noise ^= noise << 17;
-            noise as u8
-        })
-        .collect();
-    let dictionary = record(dictionary_key(), 0xd1c7, &dictionary_bytes);
+    let dictionary = record(
+        dictionary_key(),
+        0xd1c7,
+        &super::recipe::tests::noise(600_000),
+    );
     let data_of = |n: u8, dictionary_first: bool| {
         let own = record([n; 16], n as u64, &vec![n; 900 + n as usize]);
         let records = if dictionary_first {
