@@ -22,13 +22,16 @@
 //! Even at idle priority the thread's writes slow the application's compiles where it runs
 //! beside them (the test app's 600 pipelines at one thread on this project's 2-core VM, RADV:
 //! 5-10% more time in the driver), so while the application builds pipelines (one began or ended
-//! within [`QUIET`]) the thread leaves the queue until it holds [`PAUSE_LIMIT`] bytes: entries
-//! are written in the application's pauses, and at `vkDestroyDevice` or exit at the latest.
+//! within [`QUIET`]) the thread leaves the queue until it holds [`PAUSE_LIMIT`] bytes or its
+//! oldest entry has waited [`LONGEST_WAIT`]: entries are written in the application's pauses, and
+//! at `vkDestroyDevice` or exit at the latest. The second bound is for a process that dies while
+//! it builds (a crash inside a loading screen, a kill): it loses at most that long of compiles,
+//! as with Mesa's own queue, not every entry of a stretch without a pause.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::activity::AppActivity;
 use crate::key::{EntryName, PipelineKey};
@@ -53,6 +56,10 @@ const QUIET: Duration = Duration::from_millis(50);
 /// little of [`QUEUE_LIMIT`] before application threads write inline (ncnn cold at 16 threads on
 /// the H200 spent twice the time keeping entries with a 32 MiB wait).
 const PAUSE_LIMIT: usize = 8 << 20;
+/// The longest a queued entry waits for a pause: past it the thread takes the queue (and works it
+/// empty) while the application builds, so a process that dies while it builds loses at most
+/// this long of compiles.
+const LONGEST_WAIT: Duration = Duration::from_secs(1);
 /// The longest the thread sleeps at once while it waits for a pause (a device being destroyed
 /// joins it).
 const NAP: Duration = Duration::from_millis(10);
@@ -144,6 +151,8 @@ impl Stamp {
 struct Queue {
     jobs: VecDeque<Job>,
     bytes: usize,
+    /// When the oldest entry now queued was queued (none: no entry waits).
+    oldest: Option<Instant>,
     stamps: Vec<Stamp>,
     records: Vec<RecordJob>,
     chores: Vec<Chore>,
@@ -195,6 +204,7 @@ impl Writer {
             |q| q.bytes + len <= QUEUE_LIMIT,
             |q, job| {
                 q.bytes += len;
+                q.oldest.get_or_insert_with(Instant::now);
                 q.jobs.push_back(job);
                 true
             },
@@ -408,12 +418,18 @@ impl Queue {
     }
 
     /// Whether the writer thread leaves its work for now, the application having built nothing
-    /// for `quiet` (none: it is not watched): it builds, and the queue has room to wait; how
-    /// long the thread then sleeps.
+    /// for `quiet` (none: it is not watched): it builds, the queue has room to wait, and no entry
+    /// has waited its longest; how long the thread then sleeps.
     fn waits_for_a_pause(&self, quiet: Option<Duration>) -> Option<Duration> {
         let quiet = quiet?;
         let room = self.bytes < PAUSE_LIMIT && self.stamps.len() < STAMPS_LIMIT / 2;
-        (!self.closing && room && quiet < QUIET).then(|| (QUIET - quiet).min(NAP))
+        let waited = self.oldest.map_or(Duration::ZERO, |at| at.elapsed());
+        let in_time = waited < LONGEST_WAIT;
+        (!self.closing && room && in_time && quiet < QUIET).then(|| {
+            (QUIET - quiet)
+                .min(NAP)
+                .min(LONGEST_WAIT.saturating_sub(waited))
+        })
     }
 }
 
@@ -440,6 +456,9 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 working = q.has_work();
                 if let Some(job) = q.jobs.pop_front() {
                     q.bytes -= job.data.len();
+                    if q.jobs.is_empty() {
+                        q.oldest = None;
+                    }
                     break Some(Work::Write(job));
                 }
                 if !q.stamps.is_empty() {
@@ -505,8 +524,53 @@ mod tests {
             "past its limit: it works"
         );
         q.bytes = 0;
+        q.oldest = Instant::now().checked_sub(LONGEST_WAIT);
+        assert_eq!(
+            q.waits_for_a_pause(building),
+            None,
+            "an entry waited its longest: it works"
+        );
+        q.oldest = Instant::now().checked_sub(LONGEST_WAIT - Duration::from_millis(500));
+        let nap = q.waits_for_a_pause(building).expect("waited half a second");
+        assert!(nap <= NAP, "{nap:?}");
+        q.oldest = None;
         q.closing = true;
         assert_eq!(q.waits_for_a_pause(building), None, "closing: it works");
+    }
+
+    /// While the application builds without a pause, an entry is still written once it has
+    /// waited its longest, not at the device's end only (a process that dies while it builds
+    /// loses at most that long of compiles).
+    #[test]
+    fn an_entry_waits_for_a_pause_no_longer_than_its_longest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_store(dir.path());
+        let building = Arc::new(AppActivity::default());
+        let writer = Writer::new(Arc::new(|r| assert!(r.is_ok())), Some(building.clone()));
+        let key = PipelineKey {
+            spirv: [3; 16],
+            state: [4; 16],
+        };
+        building.touch();
+        let queued = Instant::now();
+        writer.write(
+            store.clone(),
+            key,
+            PayloadKind::Cache,
+            cache_data(&identity(), &[3; 64]),
+        );
+        // The application keeps building; the entry is on disk well before the device's end.
+        let deadline = queued + LONGEST_WAIT * 20;
+        while !store.entry_path(&key).exists() && Instant::now() < deadline {
+            building.touch();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            store.entry_path(&key).exists(),
+            "still waiting after {:?} of building",
+            queued.elapsed()
+        );
+        writer.finish();
     }
 
     /// While the application builds, the device's end still writes everything queued.
