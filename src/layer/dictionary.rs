@@ -28,6 +28,12 @@ use crate::store::{FoundEntry, Lookup, Store};
 #[derive(Debug, Default)]
 pub struct Known(Vec<DictionaryId>);
 
+/// How many entries priming looks at for one carrying the dictionary when the noted one cannot
+/// serve. They are taken in the reverse of the last run's order of use: the driver trains its
+/// dictionary after a process has compiled about 1,730 pipelines, so the entries carrying it are
+/// those its run reached late (in ncnn's store 1,382 of 3,115, the last-used ones).
+const STAND_INS: usize = 512;
+
 /// What a found entry's data goes to the driver as.
 pub enum Seed {
     /// Its data as it is kept: it carries no dictionary, or one not held yet.
@@ -83,33 +89,57 @@ impl DeviceDictionaries {
     /// Once a device, before its first compile (a caller that comes while it runs waits for
     /// it): the entry the identity's note names, found whole and carrying a dictionary, goes to
     /// `hand_over` (which makes the driver a cache of it and says whether it did), and the device
-    /// then holds that dictionary.
-    pub fn prime(&self, store: &Store, hand_over: impl FnOnce(&FoundEntry, &Seed) -> bool) {
+    /// then holds that dictionary. Where that entry is no longer whole or no longer carries one
+    /// (damaged, dropped by the bound, compiled again since), another of the store's entries
+    /// carrying it takes its place: one damaged entry must not cost every entry carrying the
+    /// dictionary. Returns the stand-in, which the caller notes. Where none is found the note is
+    /// removed, so later runs do not look again.
+    pub fn prime(
+        &self,
+        store: &Store,
+        hand_over: impl FnOnce(&FoundEntry, &Seed) -> bool,
+    ) -> Option<(EntryName, DictionaryId)> {
         if !self.cuts {
-            return;
+            return None;
         }
+        let mut stand_in = None;
         self.primed.call_once(|| {
-            let Some(key) = store.dictionary_entry() else {
+            let Some(noted) = store.dictionary_entry() else {
                 return;
             };
-            let entry = match store.lookup(&key) {
-                Ok(Lookup::Found(entry)) => entry,
-                _ => {
-                    tracing::debug!(entry = %key.file_name(), "the entry naming NVIDIA's dictionary is not there whole; nothing handed over first");
-                    return;
-                }
+            let carrying = |key| match store.lookup(&key) {
+                Ok(Lookup::Found(entry)) => match self.seed(&entry) {
+                    Seed::Whole { teaches: Some(id) } => Some((entry, id)),
+                    _ => None,
+                },
+                _ => None,
             };
-            let seed = self.seed(&entry);
-            let Seed::Whole { teaches: Some(id) } = seed else {
-                tracing::debug!(entry = %entry.name(), "the entry naming NVIDIA's dictionary carries none");
+            let found = carrying(noted).or_else(|| {
+                tracing::info!(entry = %noted.file_name(), "the entry naming NVIDIA's dictionary is not there whole, or carries none; looking for another");
+                let other = store
+                    .entries_oldest_first(STAND_INS)
+                    .into_iter()
+                    .filter(|key| *key != noted)
+                    .find_map(carrying)?;
+                stand_in = Some((other.0.name(), other.1));
+                Some(other)
+            });
+            let Some((entry, id)) = found else {
+                tracing::info!("no entry carries NVIDIA's dictionary whole; nothing handed over first");
+                store.forget_dictionary_entry();
                 return;
             };
-            *self.noted.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+            if stand_in.is_none() {
+                // The note names it already; a stand-in is noted by the caller.
+                *self.noted.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+            }
+            let seed = Seed::Whole { teaches: Some(id) };
             if hand_over(&entry, &seed) {
                 self.after(&seed, true);
                 tracing::info!(entry = %entry.name(), bytes = id.len, "NVIDIA's dictionary handed to the driver before the device's first compile");
             }
         });
+        stand_in
     }
 
     /// `name` carries the dictionary `id` (the device learned it from that entry, or is
@@ -322,6 +352,38 @@ mod tests {
         };
         assert!(matches!(device.seed(&found), Seed::Without { .. }));
         DeviceDictionaries::new(false).prime(&run2, |_, _| panic!("only where it cuts"));
+
+        // The noted entry damaged: another entry carrying the dictionary stands in, and the
+        // caller notes it for later runs.
+        let path = run2.entry_path(&k1);
+        let mut bytes = std::fs::read(&path).unwrap();
+        *bytes.last_mut().unwrap() ^= 0x5a;
+        std::fs::write(&path, bytes).unwrap();
+        let run3 = Arc::new(open());
+        let device = DeviceDictionaries::new(true);
+        let mut handed = Vec::new();
+        let stand_in = device.prime(&run3, |entry, _| {
+            handed.push(entry.name());
+            true
+        });
+        assert_eq!(handed, [k2.file_name()]);
+        let (name, id) = stand_in.expect("a stand-in");
+        assert_eq!(name, k2.file_name());
+        let writer = Writer::new(Arc::new(|_| {}), None);
+        device.note(&writer, &run3, name, id);
+        writer.finish();
+        assert_eq!(run3.dictionary_entry(), Some(k2), "the stand-in is noted");
+
+        // No entry left carrying it: nothing is handed over.
+        std::fs::remove_file(run3.entry_path(&k2)).unwrap();
+        let none =
+            DeviceDictionaries::new(true).prime(&open(), |_, _| panic!("nothing carries it"));
+        assert!(none.is_none());
+        assert_eq!(
+            run3.dictionary_entry(),
+            None,
+            "a note naming nothing left is removed"
+        );
     }
 
     #[test]

@@ -389,9 +389,12 @@ unsafe fn cache_data(dev: &DeviceData, cache: vk::PipelineCache) -> Vec<u8> {
 pub(super) fn prime_dictionary(dev: &DeviceData) {
     if let Some(store) = dev.opened_store() {
         // SAFETY: checked entries, handed to the device's own driver.
-        dev.dictionaries.prime(store, |entry, seed| unsafe {
+        let stand_in = dev.dictionaries.prime(store, |entry, seed| unsafe {
             hand_over(dev, store, entry, seed)
         });
+        if let Some((name, id)) = stand_in {
+            dev.dictionaries.note(&dev.writer, store, name, id);
+        }
     }
 }
 

@@ -879,6 +879,19 @@ impl Store {
         .map_err(StoreError::io("write", &path))
     }
 
+    /// The keys of the identity directory's `most` oldest entries (by stamp: the last used in
+    /// the last run's order of use), oldest first.
+    pub fn entries_oldest_first(&self, most: usize) -> Vec<PipelineKey> {
+        let mut listed = bound::entries_in(&self.dir);
+        listed.sort_by_key(|e| e.stamp);
+        listed
+            .iter()
+            .filter_map(|e| e.path.file_name()?.to_str())
+            .filter_map(PipelineKey::from_file_name)
+            .take(most)
+            .collect()
+    }
+
     /// The entry [`DICTIONARY_ENTRY`] names, if the file is there and names one. Never follows a
     /// link; reads at most a few bytes.
     pub fn dictionary_entry(&self) -> Option<PipelineKey> {
@@ -908,6 +921,16 @@ impl Store {
         let path = self.dir.join(DICTIONARY_ENTRY);
         files::write_atomically(&path, format!("{name}\n").as_bytes(), SystemTime::now())
             .map(|_| ())
+    }
+
+    /// Removes [`DICTIONARY_ENTRY`]: no entry carries the dictionary it named any longer.
+    pub fn forget_dictionary_entry(&self) {
+        let path = self.dir.join(DICTIONARY_ENTRY);
+        if let Err(e) = fs::remove_file(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::debug!(path = %path.display(), error = %e, "the dictionary's note was not removed");
+            }
+        }
     }
 
     /// Makes the identity directory, once a run, before the first entry is written into it.
