@@ -43,6 +43,18 @@ pub enum WriteBehindSetting {
     Off,
 }
 
+/// `PIPEKEEP_FOUND_CALLS`: how many found pipelines may be inside the driver at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FoundCallsSetting {
+    /// Where it measured faster: NVIDIA, a few at once (the layer's `found_gate`); elsewhere no
+    /// bound.
+    Auto,
+    /// No bound.
+    Off,
+    /// At most this many (at least 1).
+    AtMost(usize),
+}
+
 /// `PIPEKEEP_REBUILD`: whether a driver change rebuilds the title's record in the background.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RebuildSetting {
@@ -73,6 +85,8 @@ pub struct Settings {
     pub merge: MergeSetting,
     /// `PIPEKEEP_REBUILD`.
     pub rebuild: RebuildSetting,
+    /// `PIPEKEEP_FOUND_CALLS`.
+    pub found_calls: FoundCallsSetting,
     /// `PIPEKEEP_WRITE_BEHIND`.
     pub write_behind: WriteBehindSetting,
     /// `PIPEKEEP_SHARE_BUILDS` (`on`, the default, or `off`): a `binary` miss the driver would
@@ -179,6 +193,19 @@ impl Settings {
                 ("off", RebuildSetting::Off),
             ],
         );
+        let found_calls = match non_empty("PIPEKEEP_FOUND_CALLS").as_deref() {
+            None | Some("auto") => FoundCallsSetting::Auto,
+            Some("off") => FoundCallsSetting::Off,
+            Some(v) => match v.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => FoundCallsSetting::AtMost(n),
+                _ => {
+                    problems.push(format!(
+                        "PIPEKEEP_FOUND_CALLS={v:?} is not auto, off or an integer >= 1; using auto"
+                    ));
+                    FoundCallsSetting::Auto
+                }
+            },
+        };
         let write_behind = one_of(
             &non_empty,
             "PIPEKEEP_WRITE_BEHIND",
@@ -223,6 +250,7 @@ impl Settings {
             backend,
             merge,
             rebuild,
+            found_calls,
             write_behind,
             share_builds,
             dictionary_once,
@@ -356,6 +384,28 @@ mod tests {
         );
         let s = with(&[("PIPEKEEP_BACKEND", "fast")]);
         assert_eq!((s.backend, s.problems.len()), (BackendSetting::Auto, 1));
+    }
+
+    #[test]
+    fn found_calls_are_auto_off_or_at_least_one_and_anything_else_gets_auto_and_a_line() {
+        assert_eq!(with(&[]).found_calls, FoundCallsSetting::Auto);
+        assert_eq!(
+            with(&[("PIPEKEEP_FOUND_CALLS", "off")]).found_calls,
+            FoundCallsSetting::Off
+        );
+        assert_eq!(
+            with(&[("PIPEKEEP_FOUND_CALLS", "3")]).found_calls,
+            FoundCallsSetting::AtMost(3)
+        );
+        for bad in ["0", "-2", "many"] {
+            let s = with(&[("PIPEKEEP_FOUND_CALLS", bad)]);
+            assert_eq!(s.found_calls, FoundCallsSetting::Auto);
+            assert!(
+                s.problems[0].contains("PIPEKEEP_FOUND_CALLS"),
+                "{:?}",
+                s.problems
+            );
+        }
     }
 
     /// A setting that is on unless `off`: anything else gets on and one line naming it.

@@ -95,3 +95,25 @@ fn a_kept_pipeline_is_found_and_a_damaged_or_foreign_entry_compiles_afresh() {
     assert!(run.stderr.contains("reason=short"), "{}", run.all());
     assert_eq!(one_compute(tmp.path()).watch().found, 1);
 }
+
+/// Found pipelines let into the driver one at a time (`PIPEKEEP_FOUND_CALLS=1`, as `auto` lets
+/// four into NVIDIA's) by four threads: every one is found and made, and none waits for ever.
+#[test]
+fn found_pipelines_let_into_the_driver_one_at_a_time_are_all_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = || {
+        App::new(Driver::Radv, tmp.path())
+            .with_layer()
+            .cache_backend()
+            .env("PIPEKEEP_FOUND_CALLS", "1")
+            .args(&["--compute", "60", "--graphics", "20", "--threads", "4"])
+    };
+    let limit = std::time::Duration::from_secs(120);
+    let cold = app().run_within(limit);
+    assert!(cold.ok, "{}", cold.all());
+    let warm = app().run_within(limit);
+    assert!(warm.ok, "{}", warm.all());
+    let w = warm.watch();
+    assert_eq!((w.built, w.found, w.compiled), (80, 80, 0), "{}", warm.all());
+    assert_eq!(warm.made(), warm.expected(), "{}", warm.all());
+}

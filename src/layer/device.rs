@@ -215,6 +215,9 @@ pub struct DeviceData {
     /// When the application last began or ended a pipeline: the background rebuild waits while
     /// it builds.
     pub app_activity: Arc<super::activity::AppActivity>,
+    /// How many found pipelines may be inside the driver at once (`PIPEKEEP_FOUND_CALLS`); none:
+    /// no bound.
+    pub found_gate: Option<super::found_gate::FoundGate>,
 }
 
 /// How long the application must have built no pipeline before the background rebuild goes on:
@@ -1315,6 +1318,10 @@ unsafe fn register_device(
         merged_caches: Default::default(),
         dictionaries: super::dictionary::DeviceDictionaries::new(cuts_dictionary),
         app_activity,
+        found_gate: super::found_gate::FoundGate::for_device(
+            SETTINGS.found_calls,
+            identity.vendor_id,
+        ),
         write_behind: active
             && SETTINGS.root.is_some()
             && SETTINGS.rebuild == crate::settings::RebuildSetting::Background

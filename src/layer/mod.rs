@@ -2,7 +2,8 @@
 //! this module touches a raw Vulkan pointer. Each file is one level of dispatch or one job:
 //! `abi` (the loader's structs), `guard` (panics and logging), `registry` (per-handle data),
 //! `instance`, `device`, `objects` (what keys need, captured at creation), `capture` (create infos
-//! into keys), `pipelines` (the kept-pipeline flow), `dictionary` (NVIDIA's dictionary handed over once a device), `sharing` (one compile for pipelines the driver builds
+//! into keys), `pipelines` (the kept-pipeline flow), `dictionary` (NVIDIA's dictionary handed over once a device), `found_gate` (how many found
+//! pipelines enter the driver at once), `sharing` (one compile for pipelines the driver builds
 //! alike, within a run), `writer` (the writer thread), `idle` (the
 //! priority of the layer's own threads) and `marker_map` (the loading marker as mapped memory).
 
@@ -23,6 +24,7 @@ mod capture;
 mod device;
 mod device_state;
 mod dictionary;
+mod found_gate;
 mod guard;
 mod idle;
 mod instance;

@@ -16,6 +16,7 @@ use super::binary_abi as bin;
 use super::capture::{self, Flags};
 use super::device::{device_data, unrecorded_next, Backend, BinaryFns, DeviceData};
 use super::dictionary::Seed;
+use super::found_gate::FoundGate;
 use super::guard::{guarded, SETTINGS};
 use super::objects::Objects;
 use super::sharing;
@@ -1016,7 +1017,12 @@ unsafe fn build_cached<T: PipelineInfo>(
             std::process::abort();
         }
         let seed = dev.dictionaries.seed(&entry);
+        let inside = dev.found_gate.as_ref().map(FoundGate::enter);
+        if inside.as_ref().is_some_and(|i| i.went_in_over()) {
+            tracing::debug!(entry = %entry.name(), "went into the driver over the bound on found pipelines, having waited its longest");
+        }
         let tried = seed.with_data(&entry, |data| through(Some(data), lap, slot));
+        drop(inside);
         if tried.is_err() {
             dev.dictionaries.after(&seed, false);
         }
