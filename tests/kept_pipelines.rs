@@ -114,6 +114,11 @@ fn found_pipelines_let_into_the_driver_one_at_a_time_are_all_made() {
     let warm = app().run_within(limit);
     assert!(warm.ok, "{}", warm.all());
     let w = warm.watch();
-    assert_eq!((w.built, w.found, w.compiled), (80, 80, 0), "{}", warm.all());
+    assert_eq!(
+        (w.built, w.found, w.compiled),
+        (80, 80, 0),
+        "{}",
+        warm.all()
+    );
     assert_eq!(warm.made(), warm.expected(), "{}", warm.all());
 }
