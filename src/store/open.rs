@@ -81,10 +81,12 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
             report.stale_marker_drops += sweep_marker(&store.dir, name, entry);
         }
     }
+    // The identity directory's listing above serves here too: the first pipelines wait for
+    // this opening, and a listing of thousands of entries is most of it.
+    report.partial_writes_dropped += drop_partial_writes(&store.dir, &own);
     let pieces_dir = store.dir.join(pieces::DIR);
-    for dir in [&store.dir, &pieces_dir] {
-        report.partial_writes_dropped += drop_partial_writes(dir);
-    }
+    report.partial_writes_dropped +=
+        drop_partial_writes(&pieces_dir, &names_in(&pieces_dir).unwrap_or_default());
     if bound_now {
         report.bound = store.bound_pieces_aware(host_dir)?.report;
     }
@@ -143,13 +145,13 @@ fn is_write_or_load(name: &str) -> bool {
 }
 
 /// Drops every `*.tmp` in `dir` whose lock can be taken (a stopped write). Returns how many.
-fn drop_partial_writes(dir: &Path) -> u64 {
+fn drop_partial_writes(dir: &Path, names: &[String]) -> u64 {
     let mut dropped = 0;
-    for name in names_in(dir).unwrap_or_default() {
+    for name in names {
         if !name.ends_with(".tmp") {
             continue;
         }
-        let path = dir.join(&name);
+        let path = dir.join(name);
         if let Ok(Locked::Held(_) | Locked::NotAFile) = lock_path(&path, false) {
             if remove_if_present(&path).unwrap_or(false) {
                 dropped += 1;
@@ -254,7 +256,7 @@ pub(super) fn drop_directory(dir: &Path, reason: &str, stop: &AtomicBool) -> u64
         }
     }
     let pieces_dir = dir.join(pieces::DIR);
-    drop_partial_writes(&pieces_dir);
+    drop_partial_writes(&pieces_dir, &names_in(&pieces_dir).unwrap_or_default());
     for (_, path) in pieces::listed(dir) {
         if stop.load(Ordering::Acquire) {
             return dropped;
