@@ -15,9 +15,7 @@
 //! opening thread once the store is open, or by the first compile if it comes first; found
 //! pipelines never wait for it.
 
-use std::sync::{Mutex, Once, RwLock};
-
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Once, RwLock};
 
 use super::writer::Writer;
 use crate::key::EntryName;
@@ -164,23 +162,16 @@ impl DeviceDictionaries {
         }));
     }
 
-    /// Cache data the driver just gave for `name`, before it is kept: where it carries a
+    /// Cache data the driver just gave for `name`, about to be kept: where it carries a
     /// dictionary, the identity's note names it ([`DeviceDictionaries::note`]).
-    pub fn note_written(
-        &self,
-        writer: &Writer,
-        store: &Arc<Store>,
-        name: EntryName,
-        data: Vec<u8>,
-    ) -> Vec<u8> {
-        if !self.cuts {
-            return data;
-        }
-        let (data, id) = crate::store::nvidia_cache::dictionary_in(data);
-        if let Some(id) = id {
+    pub fn note_written(&self, writer: &Writer, store: &Arc<Store>, name: EntryName, data: &[u8]) {
+        if let Some(id) = self
+            .cuts
+            .then(|| crate::store::nvidia_cache::dictionary_in(data))
+            .flatten()
+        {
             self.note(writer, store, name, id);
         }
-        data
     }
 
     /// How `entry` goes to the device's driver, given what the device holds.
@@ -324,13 +315,10 @@ mod tests {
         let first = DeviceDictionaries::new(true);
         first.prime(&run1, |_, _| panic!("nothing is noted yet"));
         let writer = Writer::new(Arc::new(|_| {}), None);
-        assert_eq!(
-            first.note_written(&writer, &run1, k1.file_name(), d1.clone()),
-            d1
-        );
+        first.note_written(&writer, &run1, k1.file_name(), &d1);
         writer.finish(); // the note is the writer's to write
         assert_eq!(run1.dictionary_entry(), Some(k1));
-        first.note_written(&writer, &run1, k2.file_name(), d2.clone());
+        first.note_written(&writer, &run1, k2.file_name(), &d2);
         assert_eq!(run1.dictionary_entry(), Some(k1), "noted once a dictionary");
         run1.write(&k1, &d1).unwrap();
         run1.write(&k2, &d2).unwrap();

@@ -1083,9 +1083,8 @@ unsafe fn build_cached<T: PipelineInfo>(
         seeded => {
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
-                let data = dev
-                    .dictionaries
-                    .note_written(&dev.writer, store, key.file_name(), data);
+                dev.dictionaries
+                    .note_written(&dev.writer, store, key.file_name(), &data);
                 b.write_entry(PayloadKind::Cache, data);
                 record_compiled(b, false);
             }

@@ -70,6 +70,8 @@ struct Job {
     kind: PayloadKind,
     data: Vec<u8>,
     stamp: SystemTime,
+    /// When it was made: the queue's first job says how long an entry has waited for a pause.
+    queued: Instant,
 }
 
 impl Job {
@@ -83,6 +85,7 @@ impl Job {
             kind,
             data,
             stamp,
+            queued: Instant::now(),
         }
     }
 }
@@ -151,8 +154,6 @@ impl Stamp {
 struct Queue {
     jobs: VecDeque<Job>,
     bytes: usize,
-    /// When the oldest entry now queued was queued (none: no entry waits).
-    oldest: Option<Instant>,
     stamps: Vec<Stamp>,
     records: Vec<RecordJob>,
     chores: Vec<Chore>,
@@ -204,7 +205,6 @@ impl Writer {
             |q| q.bytes + len <= QUEUE_LIMIT,
             |q, job| {
                 q.bytes += len;
-                q.oldest.get_or_insert_with(Instant::now);
                 q.jobs.push_back(job);
                 true
             },
@@ -423,7 +423,10 @@ impl Queue {
     fn waits_for_a_pause(&self, quiet: Option<Duration>) -> Option<Duration> {
         let quiet = quiet?;
         let room = self.bytes < PAUSE_LIMIT && self.stamps.len() < STAMPS_LIMIT / 2;
-        let waited = self.oldest.map_or(Duration::ZERO, |at| at.elapsed());
+        let waited = self
+            .jobs
+            .front()
+            .map_or(Duration::ZERO, |j| j.queued.elapsed());
         let in_time = waited < LONGEST_WAIT;
         (!self.closing && room && in_time && quiet < QUIET).then(|| {
             (QUIET - quiet)
@@ -456,9 +459,6 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 working = q.has_work();
                 if let Some(job) = q.jobs.pop_front() {
                     q.bytes -= job.data.len();
-                    if q.jobs.is_empty() {
-                        q.oldest = None;
-                    }
                     break Some(Work::Write(job));
                 }
                 if !q.stamps.is_empty() {
@@ -524,16 +524,29 @@ mod tests {
             "past its limit: it works"
         );
         q.bytes = 0;
-        q.oldest = Instant::now().checked_sub(LONGEST_WAIT);
+        let dir = tempfile::tempdir().unwrap();
+        let queued_ago = |ago: Duration| Job {
+            queued: Instant::now().checked_sub(ago).unwrap(),
+            ..Job::announced(
+                open_store(dir.path()),
+                PipelineKey {
+                    spirv: [5; 16],
+                    state: [6; 16],
+                },
+                PayloadKind::Cache,
+                Vec::new(),
+            )
+        };
+        q.jobs.push_back(queued_ago(LONGEST_WAIT));
         assert_eq!(
             q.waits_for_a_pause(building),
             None,
             "an entry waited its longest: it works"
         );
-        q.oldest = Instant::now().checked_sub(LONGEST_WAIT - Duration::from_millis(500));
+        q.jobs[0] = queued_ago(LONGEST_WAIT - Duration::from_millis(500));
         let nap = q.waits_for_a_pause(building).expect("waited half a second");
         assert!(nap <= NAP, "{nap:?}");
-        q.oldest = None;
+        q.jobs.clear();
         q.closing = true;
         assert_eq!(q.waits_for_a_pause(building), None, "closing: it works");
     }

@@ -101,6 +101,16 @@ pub enum ReadRefused {
     Io(#[from] io::Error),
 }
 
+/// At most `limit` bytes of a small file of the store's own (a list of pieces, a note), opened as
+/// an entry is: never through a link, never blocking.
+pub fn read_at_most(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_entry_file(None, path, false)?
+        .take(limit)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Opens an entry file for reading without following a link or blocking, relative to `dir`
 /// where one is held, without an access-time update where `no_atime`.
 pub fn open_entry_file(

@@ -895,18 +895,8 @@ impl Store {
     /// The entry [`DICTIONARY_ENTRY`] names, if the file is there and names one. Never follows a
     /// link; reads at most a few bytes.
     pub fn dictionary_entry(&self) -> Option<PipelineKey> {
-        use std::io::Read;
-        use std::os::unix::fs::OpenOptionsExt;
         let path = self.dir.join(DICTIONARY_ENTRY);
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(files::NO_FOLLOW_NO_BLOCK)
-            .open(&path)
-            .ok()?;
-        let mut bytes = Vec::new();
-        file.take(DICTIONARY_ENTRY_LIMIT)
-            .read_to_end(&mut bytes)
-            .ok()?;
+        let bytes = files::read_at_most(&path, DICTIONARY_ENTRY_LIMIT).ok()?;
         let key = entry_in_note(&bytes);
         if key.is_none() {
             tracing::debug!(path = %path.display(), "the dictionary's note names no entry; ignored");

@@ -87,18 +87,33 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
 }
 
-/// Puts `range` of `data` in `out`, in place of what it held (a payload held in parts is not put
-/// together for it).
-fn read(data: &Payload, range: Range<usize>, out: &mut Vec<u8>) {
-    out.clear();
-    data.copy_range(range, out);
+/// Frames NVIDIA cache data that carries a dictionary (reading only its headers; a payload held
+/// in parts is not put together for it).
+pub fn frame(data: &Payload) -> Result<Framing, FramingError> {
+    frame_with(data.len(), |range, out| data.copy_range(range, out))
 }
 
-/// Frames NVIDIA cache data that carries a dictionary (reading only its headers).
-pub fn frame(data: &Payload) -> Result<Framing, FramingError> {
-    let len = data.len();
+/// The dictionary that cache data fresh from the driver carries, if any.
+pub fn dictionary_in(data: &[u8]) -> Option<DictionaryId> {
+    let within = |range: Range<usize>| range.start.min(data.len())..range.end.min(data.len());
+    frame_with(data.len(), |range, out| {
+        out.extend_from_slice(&data[within(range)])
+    })
+    .ok()
+    .map(|framing| framing.dictionary)
+}
+
+/// [`frame`] over `len` bytes that `copy` appends a range of (cut at their end) to a buffer.
+fn frame_with(
+    len: usize,
+    copy: impl Fn(Range<usize>, &mut Vec<u8>),
+) -> Result<Framing, FramingError> {
+    let read = |range: Range<usize>, out: &mut Vec<u8>| {
+        out.clear();
+        copy(range, out);
+    };
     let mut head = Vec::with_capacity(RECORD_HEAD);
-    read(data, 0..RECORDS_AT, &mut head);
+    read(0..RECORDS_AT, &mut head);
     if head.len() < RECORDS_AT
         || u32_at(&head, 0) as usize != VULKAN_HEADER
         || u32_at(&head, 4) != 1
@@ -113,7 +128,7 @@ pub fn frame(data: &Payload) -> Result<Framing, FramingError> {
     let mut at = RECORDS_AT;
     let mut dictionary = None;
     for index in 0..records {
-        read(data, at..at + RECORD_HEAD, &mut head);
+        read(at..at + RECORD_HEAD, &mut head);
         if head.len() < RECORD_HEAD {
             return Err(FramingError::CutShort { index, at });
         }
@@ -165,18 +180,6 @@ impl Framing {
         data.copy_range(self.dictionary_record.end..self.len, &mut out);
         out
     }
-}
-
-/// The dictionary that cache data fresh from the driver carries, if any: the data is handed back
-/// as it came (not copied), to be kept.
-pub fn dictionary_in(data: Vec<u8>) -> (Vec<u8>, Option<DictionaryId>) {
-    let len = data.len();
-    let shared = std::sync::Arc::new(data);
-    let id = frame(&Payload::whole(shared.clone(), 0..len))
-        .ok()
-        .map(|framing| framing.dictionary);
-    let data = std::sync::Arc::try_unwrap(shared).unwrap_or_else(|still| (*still).clone());
-    (data, id)
 }
 
 #[cfg(test)]
@@ -272,17 +275,16 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn fresh_data_says_its_dictionary_and_comes_back_unchanged() {
+    fn fresh_data_says_its_dictionary() {
         let dict = record(dictionary_key(), 42, &[9; 500]);
         let data = cache(&[record([1; 16], 1, &[1; 30]), dict]);
-        let (back, id) = dictionary_in(data.clone());
         assert_eq!(
-            (back, id),
-            (data, Some(DictionaryId { hash: 42, len: 500 }))
+            dictionary_in(&data),
+            Some(DictionaryId { hash: 42, len: 500 })
         );
         let plain = cache(&[record([1; 16], 1, &[1; 30])]);
-        assert_eq!(dictionary_in(plain.clone()), (plain, None));
-        assert_eq!(dictionary_in(vec![1, 2, 3]), (vec![1, 2, 3], None));
+        assert_eq!(dictionary_in(&plain), None);
+        assert_eq!(dictionary_in(&[1, 2, 3]), None);
     }
 
     #[test]

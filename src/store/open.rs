@@ -83,10 +83,8 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     }
     // The identity directory's listing above serves here too: the first pipelines wait for
     // this opening, and a listing of thousands of entries is most of it.
-    report.partial_writes_dropped += drop_partial_writes(&store.dir, &own);
-    let pieces_dir = store.dir.join(pieces::DIR);
-    report.partial_writes_dropped +=
-        drop_partial_writes(&pieces_dir, &names_in(&pieces_dir).unwrap_or_default());
+    report.partial_writes_dropped += drop_partial_writes_among(&store.dir, &own);
+    report.partial_writes_dropped += drop_partial_writes(&store.dir.join(pieces::DIR));
     if bound_now {
         report.bound = store.bound_pieces_aware(host_dir)?.report;
     }
@@ -145,7 +143,12 @@ fn is_write_or_load(name: &str) -> bool {
 }
 
 /// Drops every `*.tmp` in `dir` whose lock can be taken (a stopped write). Returns how many.
-fn drop_partial_writes(dir: &Path, names: &[String]) -> u64 {
+fn drop_partial_writes(dir: &Path) -> u64 {
+    drop_partial_writes_among(dir, &names_in(dir).unwrap_or_default())
+}
+
+/// As [`drop_partial_writes`], among `names`: `dir`'s listing, taken already.
+fn drop_partial_writes_among(dir: &Path, names: &[String]) -> u64 {
     let mut dropped = 0;
     for name in names {
         if !name.ends_with(".tmp") {
@@ -256,7 +259,7 @@ pub(super) fn drop_directory(dir: &Path, reason: &str, stop: &AtomicBool) -> u64
         }
     }
     let pieces_dir = dir.join(pieces::DIR);
-    drop_partial_writes(&pieces_dir, &names_in(&pieces_dir).unwrap_or_default());
+    drop_partial_writes(&pieces_dir);
     for (_, path) in pieces::listed(dir) {
         if stop.load(Ordering::Acquire) {
             return dropped;

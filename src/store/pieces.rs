@@ -448,18 +448,9 @@ impl Pieces {
     /// The pieces a list on disk names, if it can be read as one (for dropping what a stopped
     /// load named, and the tools); nothing is checked against a name here.
     pub fn listed_by(&self, list: &PieceName) -> Vec<PieceName> {
-        let path = self.path(list);
-        let Ok(mut file) = files::open_entry_file(None, &path, false) else {
+        let Ok(bytes) = files::read_at_most(&self.path(list), LIST_FILE_MAX) else {
             return Vec::new();
         };
-        let mut bytes = Vec::new();
-        if (&mut file)
-            .take(LIST_FILE_MAX)
-            .read_to_end(&mut bytes)
-            .is_err()
-        {
-            return Vec::new();
-        }
         super::recipe::parse_list(&bytes)
             .map(|(refs, _)| refs.into_iter().map(|(n, _)| n).collect())
             .unwrap_or_default()
