@@ -97,7 +97,7 @@ fn a_kept_pipeline_is_found_and_a_damaged_or_foreign_entry_compiles_afresh() {
 }
 
 /// Found pipelines let into the driver one at a time (`PIPEKEEP_FOUND_CALLS=1`, as `auto` lets
-/// four into NVIDIA's) by four threads: every one is found and made, and none waits for ever.
+/// three into NVIDIA's) by four threads: every one is found and made, and none waits for ever.
 #[test]
 fn found_pipelines_let_into_the_driver_one_at_a_time_are_all_made() {
     let tmp = tempfile::tempdir().unwrap();
@@ -111,8 +111,19 @@ fn found_pipelines_let_into_the_driver_one_at_a_time_are_all_made() {
     let limit = std::time::Duration::from_secs(120);
     let cold = app().run_within(limit);
     assert!(cold.ok, "{}", cold.all());
+    assert!(
+        cold.stderr.contains("found_calls=1 "),
+        "the opening line names the bound: {}",
+        cold.all()
+    );
     let warm = app().run_within(limit);
     assert!(warm.ok, "{}", warm.all());
+    let unbounded = app().env("PIPEKEEP_FOUND_CALLS", "auto").run_within(limit);
+    assert!(
+        unbounded.stderr.contains("found_calls=off "),
+        "auto bounds no driver but NVIDIA's: {}",
+        unbounded.all()
+    );
     let w = warm.watch();
     assert_eq!(
         (w.built, w.found, w.compiled),

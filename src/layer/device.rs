@@ -1256,7 +1256,10 @@ unsafe fn register_device(
         shared
     });
     let device_name = bounded_c_string(&properties.device_name);
-    tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = plan.feedback_valid(), backend = backend.name(), why = plan.backend_why, active, "pipekeep is active on a device");
+    let found_gate =
+        super::found_gate::FoundGate::for_device(SETTINGS.found_calls, identity.vendor_id);
+    let found_calls = found_gate.as_ref().map(|g| g.most());
+    tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = plan.feedback_valid(), backend = backend.name(), why = plan.backend_why, found_calls = %found_calls.map_or_else(|| "off".to_string(), |n| n.to_string()), active, "pipekeep is active on a device");
     let watch = Arc::new(Watch::default());
     let writes_failing = Arc::new(AtomicBool::new(false));
     let cuts_dictionary = SETTINGS.dictionary_once && identity.vendor_id == NVIDIA;
@@ -1318,10 +1321,7 @@ unsafe fn register_device(
         merged_caches: Default::default(),
         dictionaries: super::dictionary::DeviceDictionaries::new(cuts_dictionary),
         app_activity,
-        found_gate: super::found_gate::FoundGate::for_device(
-            SETTINGS.found_calls,
-            identity.vendor_id,
-        ),
+        found_gate,
         write_behind: active
             && SETTINGS.root.is_some()
             && SETTINGS.rebuild == crate::settings::RebuildSetting::Background
