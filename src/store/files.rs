@@ -113,6 +113,63 @@ pub fn read_at_most(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 
 /// Opens an entry file for reading without following a link or blocking, relative to `dir`
 /// where one is held, without an access-time update where `no_atime`.
+/// A directory held open once it exists, so that its files are opened (and stamped) relative to
+/// it: one path walk of a name instead of one of the whole path for every file. A directory
+/// removed and made again while the process goes on is then missed: its files read as missing,
+/// and their entries compile afresh.
+#[derive(Debug, Default)]
+pub struct HeldDir(std::sync::OnceLock<std::os::fd::OwnedFd>);
+
+impl HeldDir {
+    /// The directory at `path`, opened at the first call that finds it (a thread that loses the
+    /// race drops its own descriptor); `None` while it cannot be opened.
+    pub fn get(&self, path: &Path) -> Option<&std::os::fd::OwnedFd> {
+        if let Some(fd) = self.0.get() {
+            return Some(fd);
+        }
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(path, flags, Mode::empty()).ok()?;
+        let _ = self.0.set(fd);
+        self.0.get()
+    }
+}
+
+/// Sets the modification time of the file at `path` (relative to `dir`, the directory holding
+/// it, where it is held open), never through a link.
+pub fn stamp(dir: Option<&std::os::fd::OwnedFd>, path: &Path, stamp: SystemTime) -> io::Result<()> {
+    use rustix::fs::{utimensat, AtFlags, CWD};
+    let times = stamp_times(stamp);
+    match dir {
+        Some(dir) => utimensat(
+            dir,
+            path.file_name().unwrap_or_default(),
+            &times,
+            AtFlags::SYMLINK_NOFOLLOW,
+        ),
+        None => utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW),
+    }
+    .map_err(io::Error::from)
+}
+
+/// A modification time of `stamp`, the access time left alone.
+fn stamp_times(stamp: SystemTime) -> rustix::fs::Timestamps {
+    use rustix::fs::{Timespec, Timestamps, UTIME_OMIT};
+    let since_epoch = stamp
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        },
+        last_modification: Timespec {
+            tv_sec: since_epoch.as_secs() as i64,
+            tv_nsec: since_epoch.subsec_nanos().into(),
+        },
+    }
+}
+
 pub fn open_entry_file(
     dir: Option<&std::os::fd::OwnedFd>,
     path: &Path,

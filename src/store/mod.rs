@@ -132,10 +132,8 @@ pub struct Store {
     bounding: AtomicBool,
     /// The identity directory exists (made at the first write, not at opening).
     dir_made: AtomicBool,
-    /// The identity directory, held open once it exists: a lookup opens its entry relative to it
-    /// instead of walking the whole path again. (A directory removed and made again while the
-    /// run goes on is then missed: its entries compile afresh.)
-    dir_fd: OnceLock<OwnedFd>,
+    /// The identity directory, held open once it exists: a lookup opens its entry relative to it.
+    dir_fd: files::HeldDir,
     /// Entries are opened without updating their access time (whose update would dirty the inode
     /// at every warm lookup) until the kernel refuses it: only the files' owner may ask.
     no_atime: AtomicBool,
@@ -344,7 +342,7 @@ impl Store {
             written_bytes: AtomicU64::new(0),
             bounding: AtomicBool::new(false),
             dir_made: AtomicBool::new(false),
-            dir_fd: OnceLock::new(),
+            dir_fd: files::HeldDir::default(),
             no_atime: AtomicBool::new(true),
             ahead: ahead::ReadAhead::default(),
             known: KnownEntries::default(),
@@ -528,14 +526,7 @@ impl Store {
     }
 
     fn held_dir(&self) -> Option<&OwnedFd> {
-        if let Some(fd) = self.dir_fd.get() {
-            return Some(fd);
-        }
-        use rustix::fs::{Mode, OFlags};
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let fd = rustix::fs::open(&self.dir, flags, Mode::empty()).ok()?;
-        let _ = self.dir_fd.set(fd); // a thread that lost the race drops its own
-        self.dir_fd.get()
+        self.dir_fd.get(&self.dir)
     }
 
     /// Removes an entry found damaged (where the path still names the file `read`) and logs why.
@@ -578,12 +569,7 @@ impl Store {
     /// Sets an entry's modification time by its name, relative to the held directory: one
     /// system call where an open, a time update and a close would be three.
     fn stamp_by_name(&self, name: &str, stamp: SystemTime) -> io::Result<()> {
-        let Some(dir) = self.held_dir() else {
-            return self.open_entry(name).and_then(|f| f.set_modified(stamp));
-        };
-        let times = pieces::stamp_times(stamp);
-        rustix::fs::utimensat(dir, name, &times, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(io::Error::from)
+        files::stamp(self.held_dir(), &self.dir.join(name), stamp)
     }
 
     /// Reads ahead the entries the last run used, newest stamp first, holding at most `window`

@@ -102,6 +102,8 @@ pub struct Pieces {
     /// Lists resolved this process (cleared whole past [`LISTS_HELD`]).
     lists: Mutex<HashMap<PieceName, Arc<ListedPieces>>>,
     dir_made: AtomicBool,
+    /// The pieces' directory, held open once it exists: pieces are opened and stamped by name.
+    dir_fd: files::HeldDir,
 }
 
 impl std::fmt::Debug for Pieces {
@@ -122,6 +124,7 @@ impl Pieces {
             writes: Mutex::default(),
             lists: Mutex::default(),
             dir_made: AtomicBool::new(false),
+            dir_fd: files::HeldDir::default(),
         }
     }
 
@@ -263,7 +266,7 @@ impl Pieces {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = match files::open_entry_file(None, path, false) {
+        let mut file = match files::open_entry_file(self.dir_fd.get(&self.dir), path, false) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(PieceError::Missing {
@@ -375,7 +378,7 @@ impl Pieces {
         // pieces' too.
         for name in due.iter().rev() {
             let path = self.path(name);
-            if let Err(e) = stamp_path(&path, stamp) {
+            if let Err(e) = self.stamp_file(&path, stamp) {
                 // Gone (another run's bound): the next write naming it writes it.
                 self.forget(name);
                 tracing::debug!(path = %path.display(), error = %e, "could not stamp a piece");
@@ -478,12 +481,12 @@ impl Pieces {
         // Stamped with the newest stamp this run gave it: another thread that recorded a newer
         // one may not have set it yet, and the entry written next must never outlive its piece.
         let newer = self.touch(&name, stamp);
-        match stamp_path(&path, newer.unwrap_or(stamp)) {
+        match self.stamp_file(&path, newer.unwrap_or(stamp)) {
             Ok(()) => return Ok(0),
-            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
                 self.forget(&name);
-                return Err(StoreError::io("stamp", &path)(e.into()));
+                return Err(StoreError::io("stamp", &path)(e));
             }
         }
         self.make_dir().inspect_err(|_| self.forget(&name))?;
@@ -502,7 +505,7 @@ impl Pieces {
                 Ok(Written::Skipped) => {
                     let placed = (0..200).any(|_| {
                         std::thread::sleep(std::time::Duration::from_micros(100));
-                        stamp_path(&path, stamp).is_ok()
+                        self.stamp_file(&path, stamp).is_ok()
                     });
                     if placed {
                         return Ok(0);
@@ -522,6 +525,11 @@ impl Pieces {
         )))
     }
 
+    /// Sets a piece file's modification time, never through a link.
+    fn stamp_file(&self, path: &Path, stamp: SystemTime) -> io::Result<()> {
+        files::stamp(self.dir_fd.get(&self.dir), path, stamp)
+    }
+
     fn make_dir(&self) -> Result<(), StoreError> {
         if !self.dir_made.load(Ordering::Acquire) {
             std::fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
@@ -535,16 +543,6 @@ impl Pieces {
 /// writer at it waits 20 ms for that writer to place it.
 const PLACE_ATTEMPTS: usize = 4;
 
-/// Sets a file's modification time, never through a link.
-fn stamp_path(path: &Path, stamp: SystemTime) -> rustix::io::Result<()> {
-    rustix::fs::utimensat(
-        rustix::fs::CWD,
-        path,
-        &stamp_times(stamp),
-        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-    )
-}
-
 /// Records `stamp` for a piece in `touched` unless a newer one is there, which it returns.
 fn touch_in(
     touched: &mut HashMap<PieceName, SystemTime>,
@@ -557,24 +555,6 @@ fn touch_in(
             touched.insert(*name, stamp);
             None
         }
-    }
-}
-
-/// A modification time of `stamp`, the access time left alone.
-pub(super) fn stamp_times(stamp: SystemTime) -> rustix::fs::Timestamps {
-    use rustix::fs::{Timespec, Timestamps, UTIME_OMIT};
-    let since_epoch = stamp
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamps {
-        last_access: Timespec {
-            tv_sec: 0,
-            tv_nsec: UTIME_OMIT,
-        },
-        last_modification: Timespec {
-            tv_sec: since_epoch.as_secs() as i64,
-            tv_nsec: since_epoch.subsec_nanos().into(),
-        },
     }
 }
 
