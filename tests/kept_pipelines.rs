@@ -97,39 +97,42 @@ fn a_kept_pipeline_is_found_and_a_damaged_or_foreign_entry_compiles_afresh() {
 }
 
 /// Found pipelines let into the driver one at a time (`PIPEKEEP_FOUND_CALLS=1`, as `auto` lets
-/// three into NVIDIA's) by four threads: every one is found and made, and none waits for ever.
+/// three into NVIDIA's) by four threads, through each backend (made from a cache of the entry,
+/// or from its binaries): every one is found and made, and none waits for ever.
 #[test]
 fn found_pipelines_let_into_the_driver_one_at_a_time_are_all_made() {
-    let tmp = tempfile::tempdir().unwrap();
-    let app = || {
-        App::new(Driver::Radv, tmp.path())
-            .with_layer()
-            .cache_backend()
-            .env("PIPEKEEP_FOUND_CALLS", "1")
-            .args(&["--compute", "60", "--graphics", "20", "--threads", "4"])
-    };
-    let limit = std::time::Duration::from_secs(120);
-    let cold = app().run_within(limit);
-    assert!(cold.ok, "{}", cold.all());
-    assert!(
-        cold.stderr.contains("found_calls=1 "),
-        "the opening line names the bound: {}",
-        cold.all()
-    );
-    let warm = app().run_within(limit);
-    assert!(warm.ok, "{}", warm.all());
-    let unbounded = app().env("PIPEKEEP_FOUND_CALLS", "auto").run_within(limit);
-    assert!(
-        unbounded.stderr.contains("found_calls=off "),
-        "auto bounds no driver but NVIDIA's: {}",
-        unbounded.all()
-    );
-    let w = warm.watch();
-    assert_eq!(
-        (w.built, w.found, w.compiled),
-        (80, 80, 0),
-        "{}",
-        warm.all()
-    );
-    assert_eq!(warm.made(), warm.expected(), "{}", warm.all());
+    for backend in ["cache", "binary"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = || {
+            App::new(Driver::Radv, tmp.path())
+                .with_layer()
+                .env("PIPEKEEP_BACKEND", backend)
+                .env("PIPEKEEP_FOUND_CALLS", "1")
+                .args(&["--compute", "60", "--graphics", "20", "--threads", "4"])
+        };
+        let limit = std::time::Duration::from_secs(120);
+        let cold = app().run_within(limit);
+        assert!(cold.ok, "{backend}: {}", cold.all());
+        assert!(
+            cold.stderr.contains("found_calls=1 "),
+            "{backend}: the opening line names the bound: {}",
+            cold.all()
+        );
+        let warm = app().run_within(limit);
+        assert!(warm.ok, "{backend}: {}", warm.all());
+        let w = warm.watch();
+        assert_eq!(
+            (w.built, w.found, w.compiled),
+            (80, 80, 0),
+            "{backend}: {}",
+            warm.all()
+        );
+        assert_eq!(warm.made(), warm.expected(), "{backend}: {}", warm.all());
+        let unbounded = app().env("PIPEKEEP_FOUND_CALLS", "auto").run_within(limit);
+        assert!(
+            unbounded.stderr.contains("found_calls=off "),
+            "{backend}: auto bounds no driver but NVIDIA's: {}",
+            unbounded.all()
+        );
+    }
 }

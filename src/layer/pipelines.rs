@@ -695,10 +695,12 @@ unsafe fn build_merged<T: PipelineInfo>(
     let layer_feedback = feedback.as_mut().and_then(|f| f.layer_info(b.info));
     let with_feedback = chained(b.info, layer_feedback.as_ref());
     let cache = vk::PipelineCache::from_raw(merged.within.cache);
+    let inside = enter_found_gate(dev);
     lap.to(Phase::Cache);
     // SAFETY: a merged cache of this device, complete before it was published and only built
     // through since; it lives until the device ends.
     let r = unsafe { (b.next)(dev.handle, cache, 1, &with_feedback, b.allocator, slot) };
+    drop(inside);
     lap.to(Phase::Driver);
     if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
         *slot = vk::Pipeline::null();
@@ -714,6 +716,19 @@ unsafe fn build_merged<T: PipelineInfo>(
     }
     dev.writer.stamp(b.store.clone(), merged.name);
     Kept::Made(r, Outcome::FoundMerged)
+}
+
+/// A found pipeline's place inside the driver (`PIPEKEEP_FOUND_CALLS`), whichever way it is
+/// built from its entry; `None` where the device has no bound. Held until the driver's call
+/// returns.
+fn enter_found_gate(dev: &DeviceData) -> Option<super::found_gate::Inside<'_>> {
+    let inside = dev.found_gate.as_ref().map(FoundGate::enter);
+    if inside.as_ref().is_some_and(|i| i.went_in_over()) {
+        tracing::debug!(
+            "went into the driver over the bound on found pipelines, having waited its longest"
+        );
+    }
+    inside
 }
 
 /// `binary`, found: the entry's binaries made into objects, the pipeline built from them, the
@@ -735,9 +750,11 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
     if SETTINGS.test_abort_in_load {
         std::process::abort();
     }
+    let inside = enter_found_gate(b.dev);
     let loaded = entry.with_data(|data| {
-        let parsed = crate::store::binaries::parse(data).ok()?; // checked at lookup
-                                                                // SAFETY: the device takes binaries (`fns` were loaded for it).
+        // Checked at lookup.
+        let parsed = crate::store::binaries::parse(data).ok()?;
+        // SAFETY: the device takes binaries (`fns` were loaded for it).
         Some(unsafe { binaries::load(b.dev, fns, &parsed) })
     })?;
     let objects = match loaded {
@@ -751,6 +768,7 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
     lap.to(Phase::Cache);
     // SAFETY: binaries made for this build.
     let built = unsafe { build_from_objects(b, objects, lap, slot) };
+    drop(inside);
     drop(marker);
     let Ok(r) = built else {
         tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from the kept binaries");
@@ -1017,10 +1035,7 @@ unsafe fn build_cached<T: PipelineInfo>(
             std::process::abort();
         }
         let seed = dev.dictionaries.seed(&entry);
-        let inside = dev.found_gate.as_ref().map(FoundGate::enter);
-        if inside.as_ref().is_some_and(|i| i.went_in_over()) {
-            tracing::debug!(entry = %entry.name(), "went into the driver over the bound on found pipelines, having waited its longest");
-        }
+        let inside = enter_found_gate(dev);
         let tried = seed.with_data(&entry, |data| through(Some(data), lap, slot));
         drop(inside);
         if tried.is_err() {
