@@ -111,8 +111,6 @@ pub fn read_at_most(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Opens an entry file for reading without following a link or blocking, relative to `dir`
-/// where one is held, without an access-time update where `no_atime`.
 /// A directory held open once it exists, so that its files are opened (and stamped) relative to
 /// it: one path walk of a name instead of one of the whole path for every file. A directory
 /// removed and made again while the process goes on is then missed: its files read as missing,
@@ -170,6 +168,8 @@ fn stamp_times(stamp: SystemTime) -> rustix::fs::Timestamps {
     }
 }
 
+/// Opens an entry file for reading without following a link or blocking, relative to `dir`
+/// where one is held, without an access-time update where `no_atime`.
 pub fn open_entry_file(
     dir: Option<&std::os::fd::OwnedFd>,
     path: &Path,
