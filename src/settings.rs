@@ -130,6 +130,9 @@ pub struct Settings {
     /// Test only (`PIPEKEEP_TEST_CHUNKED_FROM`): cut `cache` payloads of this many bytes or more
     /// into FastCDC's smallest chunks (RADV's are smaller than the threshold NVIDIA's data chose).
     pub test_chunked_from: Option<usize>,
+    /// Test only (`PIPEKEEP_TEST_PIECES_ALWAYS`): every stage binary large enough is a piece,
+    /// shared or not.
+    pub test_pieces_always: bool,
     /// Values that were refused, each with the default taken instead.
     pub problems: Vec<String>,
 }
@@ -266,6 +269,7 @@ impl Settings {
             test_open_time,
             test_rebuild_first: non_empty("PIPEKEEP_TEST_REBUILD_FIRST").is_some(),
             test_chunked_from: non_empty("PIPEKEEP_TEST_CHUNKED_FROM").and_then(|v| v.parse().ok()),
+            test_pieces_always: non_empty("PIPEKEEP_TEST_PIECES_ALWAYS").is_some(),
             problems,
         }
     }

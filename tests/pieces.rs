@@ -2,9 +2,11 @@
 //! once, a warm run finds every pipeline from them, a missing or damaged piece costs its entries a
 //! compile (and is written again), the bound counts pieces, entries of the previous format are
 //! still found, four processes share one store, and processes killed while writing leave only
-//! whole entries. The `binary` backend makes each binary a piece; the `cache` backend cuts its
-//! payloads into chunks (from a few KiB here: RADV's one-pipeline caches are smaller than the
-//! threshold NVIDIA's data set).
+//! whole entries. The `binary` backend makes a stage binary a piece once two entries carry it:
+//! the test app's pipelines share no stage, so these tests make every binary a piece
+//! (`PIPEKEEP_TEST_PIECES_ALWAYS`), and one test replays a database whose pipelines do share
+//! stages. The `cache` backend cuts its payloads into chunks (from a few KiB here: RADV's
+//! one-pipeline caches are smaller than the threshold NVIDIA's data set).
 
 mod common;
 use common::*;
@@ -27,6 +29,7 @@ fn app(tmp: &Path, backend: &str, extra_env: &[(&str, &str)]) -> App {
         .with_layer()
         .env("PIPEKEEP_BACKEND", backend)
         .env("PIPEKEEP_TEST_CHUNKED_FROM", "1024")
+        .env("PIPEKEEP_TEST_PIECES_ALWAYS", "1")
         .args(&MIX);
     for (k, v) in extra_env {
         app = app.env(k, v);
@@ -257,6 +260,74 @@ fn entries_kept_in_pieces_are_merged_and_served_through_the_merged_cache() {
     assert_eq!(
         (w.found, w.merged, w.compiled),
         (PIPELINES, PIPELINES, 0),
+        "{}",
+        warm.all()
+    );
+}
+
+fn bytes_kept(store: &Path) -> u64 {
+    entries(store)
+        .iter()
+        .chain(pieces(store).iter())
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum()
+}
+
+#[test]
+fn a_stage_binary_is_a_piece_only_where_several_pipelines_carry_it() {
+    // The test app's pipelines share no stage: every binary stands inline.
+    let tmp = tempfile::tempdir().unwrap();
+    let cold = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_BACKEND", "binary")
+        .args(&MIX)
+        .run();
+    assert!(cold.ok, "{}", cold.all());
+    assert_eq!(cold.watch().written, PIPELINES, "{}", cold.all());
+    assert!(
+        pieces(&store(tmp.path())).is_empty(),
+        "a piece no entry shares"
+    );
+
+    // The synthetic database's graphics pipelines share stages: against every binary a piece,
+    // fewer pieces (those no other pipeline carries stand inline) for about the same bytes (a
+    // shared stage is kept once; two entries written at the same moment may each keep one
+    // inline), and a warm replay finds every pipeline.
+    let db = corpus("saschawillems-glsl-synth.foz");
+    let replay = |tmp: &Path, always: bool| {
+        let mut app = App::tool(Driver::Radv, tmp)
+            .env("VK_INSTANCE_LAYERS", LAYER)
+            .env("PIPEKEEP_BACKEND", "binary")
+            .args(&["replay", "--json", "--threads", "2", db.to_str().unwrap()]);
+        if always {
+            app = app.env("PIPEKEEP_TEST_PIECES_ALWAYS", "1");
+        }
+        let run = app.run();
+        assert!(run.ok, "{}", run.all());
+        run
+    };
+    let (shared_only, every) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    replay(shared_only.path(), false);
+    replay(every.path(), true);
+    let (few, all) = (
+        pieces(&store(shared_only.path())).len(),
+        pieces(&store(every.path())).len(),
+    );
+    assert!(few > 0 && few < all, "{few} pieces against {all}");
+    let (bytes, bytes_every) = (
+        bytes_kept(&store(shared_only.path())),
+        bytes_kept(&store(every.path())),
+    );
+    assert!(
+        bytes * 10 <= bytes_every * 11,
+        "{bytes} bytes against {bytes_every} with every binary a piece"
+    );
+    assert_every_entry_and_piece_verifies(shared_only.path());
+    let warm = replay(shared_only.path(), false);
+    let w = warm.watch();
+    assert_eq!(
+        (w.built, w.found, w.compiled),
+        (141, 141, 0),
         "{}",
         warm.all()
     );

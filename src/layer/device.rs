@@ -274,6 +274,9 @@ impl DeviceData {
                     let owed = self.record.as_ref().is_some_and(|r| r.is_pending());
                     self.rebuild_owed_at_opening.store(owed, Ordering::Release);
                     store.set_piece_memory(SETTINGS.piece_memory);
+                    if SETTINGS.test_pieces_always {
+                        store.keep_every_binary_as_a_piece();
+                    }
                     if let Some(bytes) = SETTINGS.test_chunked_from {
                         store.set_chunking(crate::store::recipe::Chunking::fine_from(bytes));
                     }

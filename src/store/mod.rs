@@ -119,6 +119,26 @@ fn bound_step(max_bytes: u64) -> u64 {
     (max_bytes / 4).clamp(1, 1 << 30)
 }
 
+/// The stage binaries a `binary` payload carries more than once (a pipeline may carry one
+/// binary twice): each a piece, kept once.
+fn binaries_carried_twice(kind: envelope::PayloadKind, data: &[u8]) -> HashSet<recipe::PieceName> {
+    let mut seen = HashSet::new();
+    let mut twice = HashSet::new();
+    if kind != envelope::PayloadKind::Binaries {
+        return twice;
+    }
+    for r in binaries::data_ranges(data).unwrap_or_default() {
+        let name = *blake3::hash(&data[r]).as_bytes();
+        if !seen.insert(name) {
+            twice.insert(name);
+        }
+    }
+    twice
+}
+
+/// The most stage binaries [`Store`] remembers as written inline once (~80 bytes each).
+const INLINE_ONCE_HELD: usize = 1 << 16;
+
 /// One device identity's open store.
 #[derive(Debug)]
 pub struct Store {
@@ -134,6 +154,11 @@ pub struct Store {
     dir_made: AtomicBool,
     /// The identity directory, held open once it exists: a lookup opens its entry relative to it.
     dir_fd: files::HeldDir,
+    /// Stage binaries this process wrote inline, each with the entry that holds it: the next
+    /// entry to carry one makes it a piece, and that entry is written again naming the piece.
+    inline_once: Mutex<std::collections::HashMap<recipe::PieceName, PipelineKey>>,
+    /// Test only: every stage binary large enough is a piece, shared or not.
+    pieces_always: AtomicBool,
     /// Entries are opened without updating their access time (whose update would dirty the inode
     /// at every warm lookup) until the kernel refuses it: only the files' owner may ask.
     no_atime: AtomicBool,
@@ -343,6 +368,8 @@ impl Store {
             bounding: AtomicBool::new(false),
             dir_made: AtomicBool::new(false),
             dir_fd: files::HeldDir::default(),
+            inline_once: Mutex::default(),
+            pieces_always: AtomicBool::new(false),
             no_atime: AtomicBool::new(true),
             ahead: ahead::ReadAhead::default(),
             known: KnownEntries::default(),
@@ -363,6 +390,12 @@ impl Store {
 
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// Test only: every stage binary large enough becomes a piece, shared or not (the tests of
+    /// pieces through a workload whose pipelines share no stage).
+    pub fn keep_every_binary_as_a_piece(&self) {
+        self.pieces_always.store(true, Ordering::Relaxed);
     }
 
     /// Cuts `cache` payloads into pieces as `chunking` says, instead of
@@ -791,7 +824,37 @@ impl Store {
         }
         self.make_dir()?;
         let chunking = *self.chunking.lock().unwrap_or_else(|e| e.into_inner());
-        let planned = recipe::plan(kind, data, chunking);
+        // A stage binary is a piece once a second entry carries it (or it is kept already, or
+        // this entry carries it twice); the first entry to carry it, remembered as it is
+        // planned (one lock for the question and the answer), is then written again naming the
+        // piece. Entries written at once by two threads may both keep a binary inline: bytes
+        // twice, never wrong ones.
+        let first_holders = std::cell::RefCell::new(Vec::new());
+        let twice_here = binaries_carried_twice(kind, data);
+        let shared = |name: &recipe::PieceName| {
+            if self.pieces_always.load(Ordering::Relaxed)
+                || twice_here.contains(name)
+                || self.pieces.is_kept(name)
+            {
+                return true;
+            }
+            let mut once = self.lock_inline_once();
+            match once.get(name) {
+                Some(holder) if holder != key => {
+                    first_holders.borrow_mut().push(*holder);
+                    once.remove(name);
+                    true
+                }
+                _ => {
+                    if once.len() >= INLINE_ONCE_HELD {
+                        once.clear(); // a later sharer then stands inline too
+                    }
+                    once.insert(*name, *key);
+                    false
+                }
+            }
+        };
+        let planned = recipe::plan_with(kind, data, chunking, &shared);
         let names: Vec<recipe::PieceName> = planned
             .iter()
             .flat_map(|p| match p {
@@ -807,7 +870,34 @@ impl Store {
         self.pieces.writing(&names);
         let written = self.write_planned(key, kind, &planned, stamp);
         self.pieces.written(&names);
+        if written.is_ok() {
+            for holder in first_holders.into_inner() {
+                self.write_again_naming_pieces(&holder);
+            }
+        }
         written
+    }
+
+    fn lock_inline_once(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<recipe::PieceName, PipelineKey>> {
+        self.inline_once.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes `key`'s entry again (read back whole, with the stamp its file has), now that a
+    /// stage binary it holds inline is a piece, so that the binary is kept once. An entry gone or
+    /// damaged meanwhile is left.
+    fn write_again_naming_pieces(&self, key: &PipelineKey) {
+        let Ok(stamp) = fs::metadata(self.entry_path(key)).and_then(|m| m.modified()) else {
+            return;
+        };
+        let Ok(Lookup::Found(entry)) = self.read_entry(key) else {
+            return;
+        };
+        let payload = entry.with_data(|data| data.to_vec());
+        if let Err(e) = self.write_announced(key, entry.kind(), &payload, stamp) {
+            tracing::debug!(entry = %key.file_name(), error = %e, "could not write an entry again naming its shared binary");
+        }
     }
 
     /// Keeps a planned payload's pieces and lists, then its entry.

@@ -525,6 +525,13 @@ impl Pieces {
         )))
     }
 
+    /// Whether a piece of this name is kept: written or stamped this run, held, or on disk.
+    pub fn is_kept(&self, name: &PieceName) -> bool {
+        self.lock_touched().contains_key(name)
+            || self.lock_memory().get(name).is_some()
+            || self.path(name).is_file()
+    }
+
     /// Sets a piece file's modification time, never through a link.
     fn stamp_file(&self, path: &Path, stamp: SystemTime) -> io::Result<()> {
         files::stamp(self.dir_fd.get(&self.dir), path, stamp)

@@ -21,9 +21,10 @@
 //!
 //! What becomes a piece (chosen by measurement; FORMAT.md says why):
 //! - `binary`: where a pipeline has more than one binary (RADV gives one a stage of a graphics
-//!   pipeline), each binary's data of at least [`BINARY_PIECE_MIN`] bytes (a stage shared by
-//!   pipelines is kept once); the binaries' counts, keys and lengths stand inline. A pipeline's
-//!   only binary stands inline.
+//!   pipeline), each binary's data of at least [`BINARY_PIECE_MIN`] bytes that another entry
+//!   carries too (a stage shared by pipelines is kept once; the store says which, as it writes:
+//!   [`plan_with`]); the binaries' counts, keys and lengths stand inline, and so does a stage no
+//!   other entry carries. A pipeline's only binary stands inline.
 //! - `cache`: a payload of at least [`CHUNKED_FROM`] bytes is cut by FastCDC; its first chunk (the
 //!   pipeline's own head, which nothing else shares) stands inline and every later chunk is a
 //!   piece, so a block repeated at any offset (NVIDIA's zstd dictionary) is kept once. A smaller
@@ -296,9 +297,20 @@ fn ends_a_list(name: &PieceName) -> bool {
 /// lists from its first list end on (the pieces before it, where an entry's own bytes meet a
 /// shared block, are named one by one).
 pub fn plan(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Planned<'_>> {
+    plan_with(kind, payload, chunking, &|_| true)
+}
+
+/// [`plan`], a `binary` payload's binary a piece only where `shared` says so of its name (a
+/// stage no other pipeline has stands inline: a piece of its own would cost a lookup a file).
+pub fn plan_with<'a>(
+    kind: PayloadKind,
+    payload: &'a [u8],
+    chunking: Chunking,
+    shared: &dyn Fn(&PieceName) -> bool,
+) -> Vec<Planned<'a>> {
     let mut out = Vec::new();
     let mut run: Vec<(PieceName, &[u8])> = Vec::new();
-    for c in cut(kind, payload, chunking) {
+    for c in cut_with(kind, payload, chunking, shared) {
         match c {
             Cut::Piece(b) => run.push((*blake3::hash(b).as_bytes(), b)),
             Cut::Inline(b) => {
@@ -343,6 +355,16 @@ fn flush_group<'a>(group: Vec<(PieceName, &'a [u8])>, as_list: bool, out: &mut V
 /// as `chunking` says ([`Chunking::CHOSEN`] but in tests). Adjacent inline bytes are one cut. A
 /// `binary` payload that does not parse stands inline whole.
 pub fn cut(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Cut<'_>> {
+    cut_with(kind, payload, chunking, &|_| true)
+}
+
+/// [`cut`], a `binary` payload's binary a piece only where `shared` says so of its name.
+fn cut_with<'a>(
+    kind: PayloadKind,
+    payload: &'a [u8],
+    chunking: Chunking,
+    shared: &dyn Fn(&PieceName) -> bool,
+) -> Vec<Cut<'a>> {
     let mut cuts = Vec::new();
     match kind {
         PayloadKind::Cache if payload.len() >= chunking.from => {
@@ -363,7 +385,11 @@ pub fn cut(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Cut<'_>
             Ok(ranges) if ranges.len() == 1 => push_inline(&mut cuts, payload),
             Ok(ranges) => {
                 let mut at = 0;
-                for r in ranges.into_iter().filter(|r| r.len() >= BINARY_PIECE_MIN) {
+                let worth_a_piece = |r: &std::ops::Range<usize>| {
+                    r.len() >= BINARY_PIECE_MIN
+                        && shared(blake3::hash(&payload[r.clone()]).as_bytes())
+                };
+                for r in ranges.into_iter().filter(worth_a_piece) {
                     push_inline(&mut cuts, &payload[at..r.start]);
                     cuts.push(Cut::Piece(&payload[r.clone()]));
                     at = r.end;

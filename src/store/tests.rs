@@ -1014,3 +1014,93 @@ fn the_note_naming_the_dictionarys_entry_is_read_back_and_dropped_with_its_direc
     assert_eq!(report.other_driver_drops, 3, "{report:?}");
     assert!(!dir.exists(), "the note goes with its directory");
 }
+
+/// A `binary` payload of one binary a stage, each under a key of its own.
+fn stages(datas: &[&[u8]]) -> Vec<u8> {
+    let keys: Vec<[u8; 1]> = (0..datas.len()).map(|i| [i as u8]).collect();
+    binaries::encode(keys.iter().zip(datas).map(|(k, d)| (&k[..], *d)))
+}
+
+/// The pieces `k`'s entry names (a piece named twice counted twice).
+fn pieces_named(store: &Store, k: &PipelineKey) -> usize {
+    let file = fs::read(store.entry_path(k)).unwrap();
+    envelope::listed_parts(&file).unwrap().1.len()
+}
+
+#[test]
+fn a_stage_binary_becomes_a_piece_once_a_second_entry_carries_it() {
+    use envelope::PayloadKind::Binaries;
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(100));
+    let [a, b, c, d] = [1u8, 2, 3, 4].map(|n| vec![n; 600]);
+    let payloads = [
+        stages(&[&a, &b]),
+        stages(&[&a, &c]),
+        stages(&[&a, &d, &d]),
+        stages(&[&b, &[5; 100]]),
+    ];
+    let stamps = [at(99), at(98), at(97), at(96)];
+    store
+        .write_announced(&key(1), Binaries, &payloads[0], stamps[0])
+        .unwrap();
+    assert_eq!(
+        (pieces_named(&store, &key(1)), piece_files(&store).len()),
+        (0, 0),
+        "no other entry carries its stages: they stand inline"
+    );
+    store
+        .write_announced(&key(2), Binaries, &payloads[1], stamps[1])
+        .unwrap();
+    assert_eq!(
+        pieces_named(&store, &key(2)),
+        1,
+        "the stage two entries carry"
+    );
+    assert_eq!(
+        pieces_named(&store, &key(1)),
+        1,
+        "the first carrier is written again, naming the piece"
+    );
+    let first_stamp = fs::metadata(store.entry_path(&key(1)))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(first_stamp, stamps[0], "with its own stamp");
+    store
+        .write_announced(&key(3), Binaries, &payloads[2], stamps[2])
+        .unwrap();
+    assert_eq!(
+        pieces_named(&store, &key(3)),
+        3,
+        "a piece kept already, and a stage the entry carries twice"
+    );
+    store
+        .write_announced(&key(4), Binaries, &payloads[3], stamps[3])
+        .unwrap();
+    assert_eq!(
+        (pieces_named(&store, &key(4)), pieces_named(&store, &key(1))),
+        (1, 2),
+        "b shared now too; a stage under the piece size stands inline"
+    );
+    assert_eq!(piece_files(&store).len(), 3, "a, d and b, each once");
+    let next_run = open(root.path(), 1 << 30, at(200));
+    for (n, payload) in (1..=4).zip(&payloads) {
+        match next_run.lookup(&key(n)).unwrap() {
+            Lookup::Found(e) => assert_eq!(&e.with_data(<[u8]>::to_vec), payload),
+            _ => panic!("entry {n} not found whole"),
+        }
+    }
+}
+
+#[test]
+fn every_stage_binary_is_a_piece_where_the_test_setting_asks() {
+    use envelope::PayloadKind::Binaries;
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(100));
+    store.keep_every_binary_as_a_piece();
+    let [a, b] = [1u8, 2].map(|n| vec![n; 600]);
+    store
+        .write_announced(&key(1), Binaries, &stages(&[&a, &b]), at(99))
+        .unwrap();
+    assert_eq!(pieces_named(&store, &key(1)), 2);
+}
