@@ -119,24 +119,8 @@ fn bound_step(max_bytes: u64) -> u64 {
     (max_bytes / 4).clamp(1, 1 << 30)
 }
 
-/// The stage binaries a `binary` payload carries more than once (a pipeline may carry one
-/// binary twice): each a piece, kept once.
-fn binaries_carried_twice(kind: envelope::PayloadKind, data: &[u8]) -> HashSet<recipe::PieceName> {
-    let mut seen = HashSet::new();
-    let mut twice = HashSet::new();
-    if kind != envelope::PayloadKind::Binaries {
-        return twice;
-    }
-    for r in binaries::data_ranges(data).unwrap_or_default() {
-        let name = *blake3::hash(&data[r]).as_bytes();
-        if !seen.insert(name) {
-            twice.insert(name);
-        }
-    }
-    twice
-}
-
-/// The most stage binaries [`Store`] remembers as written inline once (~80 bytes each).
+/// The most stage binaries [`Store`] remembers as written inline once (~100 bytes each); past
+/// it the oldest are let go, and a later sharer of one stands inline too.
 const INLINE_ONCE_HELD: usize = 1 << 16;
 
 /// One device identity's open store.
@@ -156,7 +140,7 @@ pub struct Store {
     dir_fd: files::HeldDir,
     /// Stage binaries this process wrote inline, each with the entry that holds it: the next
     /// entry to carry one makes it a piece, and that entry is written again naming the piece.
-    inline_once: Mutex<std::collections::HashMap<recipe::PieceName, PipelineKey>>,
+    inline_once: Mutex<held::OldestFirst<recipe::PieceName, PipelineKey>>,
     /// Test only: every stage binary large enough is a piece, shared or not.
     pieces_always: AtomicBool,
     /// Entries are opened without updating their access time (whose update would dirty the inode
@@ -824,32 +808,27 @@ impl Store {
         }
         self.make_dir()?;
         let chunking = *self.chunking.lock().unwrap_or_else(|e| e.into_inner());
-        // A stage binary is a piece once a second entry carries it (or it is kept already, or
-        // this entry carries it twice); the first entry to carry it, remembered as it is
-        // planned (one lock for the question and the answer), is then written again naming the
-        // piece. Entries written at once by two threads may both keep a binary inline: bytes
-        // twice, never wrong ones.
+        // A stage binary is a piece once a second entry carries it (or it is kept already; one
+        // the entry carries twice the recipe makes a piece itself); the first entry to carry it,
+        // remembered as it is planned (one lock for the question and the answer), is then
+        // written again naming the piece, by whichever of the two writers finds the other's
+        // file done. A stage shared with an entry of an earlier run or another process stands
+        // inline once more: bytes twice, never wrong ones.
         let first_holders = std::cell::RefCell::new(Vec::new());
-        let twice_here = binaries_carried_twice(kind, data);
+        let kept_inline = std::cell::RefCell::new(Vec::new());
         let shared = |name: &recipe::PieceName| {
-            if self.pieces_always.load(Ordering::Relaxed)
-                || twice_here.contains(name)
-                || self.pieces.is_kept(name)
-            {
+            if self.pieces_always.load(Ordering::Relaxed) || self.pieces.is_kept(name) {
                 return true;
             }
             let mut once = self.lock_inline_once();
             match once.get(name) {
                 Some(holder) if holder != key => {
                     first_holders.borrow_mut().push(*holder);
-                    once.remove(name);
                     true
                 }
                 _ => {
-                    if once.len() >= INLINE_ONCE_HELD {
-                        once.clear(); // a later sharer then stands inline too
-                    }
-                    once.insert(*name, *key);
+                    once.hold(*name, *key, 1, INLINE_ONCE_HELD);
+                    kept_inline.borrow_mut().push(*name);
                     false
                 }
             }
@@ -871,7 +850,15 @@ impl Store {
         let written = self.write_planned(key, kind, &planned, stamp);
         self.pieces.written(&names);
         if written.is_ok() {
-            for holder in first_holders.into_inner() {
+            let mut first_holders = first_holders.into_inner();
+            // Another thread may have made a stage this entry keeps inline a piece while this
+            // entry was being written (its writing this entry again found no file yet): this
+            // thread writes it again instead.
+            let now_a_piece = |name: &recipe::PieceName| self.pieces.touched_this_run(name);
+            if kept_inline.into_inner().iter().any(now_a_piece) {
+                first_holders.push(*key);
+            }
+            for holder in first_holders {
                 self.write_again_naming_pieces(&holder);
             }
         }
@@ -880,7 +867,7 @@ impl Store {
 
     fn lock_inline_once(
         &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<recipe::PieceName, PipelineKey>> {
+    ) -> std::sync::MutexGuard<'_, held::OldestFirst<recipe::PieceName, PipelineKey>> {
         self.inline_once.lock().unwrap_or_else(|e| e.into_inner())
     }
 

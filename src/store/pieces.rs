@@ -527,9 +527,14 @@ impl Pieces {
 
     /// Whether a piece of this name is kept: written or stamped this run, held, or on disk.
     pub fn is_kept(&self, name: &PieceName) -> bool {
-        self.lock_touched().contains_key(name)
+        self.touched_this_run(name)
             || self.lock_memory().get(name).is_some()
             || self.path(name).is_file()
+    }
+
+    /// Whether this run wrote or stamped a piece of this name.
+    pub fn touched_this_run(&self, name: &PieceName) -> bool {
+        self.lock_touched().contains_key(name)
     }
 
     /// Sets a piece file's modification time, never through a link.

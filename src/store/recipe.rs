@@ -300,8 +300,9 @@ pub fn plan(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Planne
     plan_with(kind, payload, chunking, &|_| true)
 }
 
-/// [`plan`], a `binary` payload's binary a piece only where `shared` says so of its name (a
-/// stage no other pipeline has stands inline: a piece of its own would cost a lookup a file).
+/// [`plan`], a `binary` payload's binary a piece only where `shared` says so of its name, or
+/// where the payload carries it twice (a stage no other pipeline has stands inline: a piece of
+/// its own would cost a lookup a file).
 pub fn plan_with<'a>(
     kind: PayloadKind,
     payload: &'a [u8],
@@ -358,7 +359,8 @@ pub fn cut(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Cut<'_>
     cut_with(kind, payload, chunking, &|_| true)
 }
 
-/// [`cut`], a `binary` payload's binary a piece only where `shared` says so of its name.
+/// [`cut`], a `binary` payload's binary a piece only where `shared` says so of its name, or
+/// where the payload carries it twice.
 fn cut_with<'a>(
     kind: PayloadKind,
     payload: &'a [u8],
@@ -384,15 +386,25 @@ fn cut_with<'a>(
             // pipeline shares it, and a piece of its own would cost every lookup a second file.
             Ok(ranges) if ranges.len() == 1 => push_inline(&mut cuts, payload),
             Ok(ranges) => {
+                // Each binary large enough is named once; one the payload carries twice is a
+                // piece whatever `shared` says (it is kept once), any other as `shared` says.
+                let named: Vec<(std::ops::Range<usize>, PieceName)> = ranges
+                    .into_iter()
+                    .filter(|r| r.len() >= BINARY_PIECE_MIN)
+                    .map(|r| {
+                        let name = *blake3::hash(&payload[r.clone()]).as_bytes();
+                        (r, name)
+                    })
+                    .collect();
+                let carried_twice =
+                    |name: &PieceName| named.iter().filter(|(_, n)| n == name).count() > 1;
                 let mut at = 0;
-                let worth_a_piece = |r: &std::ops::Range<usize>| {
-                    r.len() >= BINARY_PIECE_MIN
-                        && shared(blake3::hash(&payload[r.clone()]).as_bytes())
-                };
-                for r in ranges.into_iter().filter(worth_a_piece) {
-                    push_inline(&mut cuts, &payload[at..r.start]);
-                    cuts.push(Cut::Piece(&payload[r.clone()]));
-                    at = r.end;
+                for (r, name) in &named {
+                    if carried_twice(name) || shared(name) {
+                        push_inline(&mut cuts, &payload[at..r.start]);
+                        cuts.push(Cut::Piece(&payload[r.clone()]));
+                        at = r.end;
+                    }
                 }
                 push_inline(&mut cuts, &payload[at..]);
             }
