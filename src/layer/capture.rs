@@ -183,6 +183,7 @@ unsafe fn stage(
     }
     let mut specialization = Vec::new();
     if let Some(info) = unsafe { s.p_specialization_info.as_ref() } {
+        specialization.reserve_exact((info.map_entry_count as usize).min(256));
         let data = unsafe { slice(info.p_data as *const u8, info.data_size as u32) };
         if data.len() != info.data_size {
             return Err(Unkeyable::InvalidSpecialization);

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, RwLock};
 
 use ash::vk;
@@ -17,12 +18,37 @@ use crate::key::desc::*;
 use crate::key::{self, Digest, Unkeyable};
 use crate::replay::record::Content;
 
-/// Handle -> content, for one kind of object of one device.
-pub struct Tracked<T>(RwLock<HashMap<u64, Option<T>>>);
+/// Handle -> content, for one kind of object of one device. Keyed by the handle through
+/// [`HandleHasher`]: every pipeline looks up its module and layout here, and SipHash over a
+/// handle the driver chose cost more than the rest of the lookup.
+pub struct Tracked<T>(RwLock<HashMap<u64, Option<T>, BuildHasherDefault<HandleHasher>>>);
+
+/// A hasher for handles: one multiply and a fold of the 64-bit product's halves (Fibonacci
+/// hashing), enough to spread handles that are pointers or counters across a table. Not
+/// for input an adversary picks: handles come from the driver.
+#[derive(Default)]
+pub struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b) ^ self.0.rotate_left(8));
+        }
+    }
+
+    fn write_u64(&mut self, handle: u64) {
+        let product = u128::from(handle ^ self.0) * 0x9E37_79B9_7F4A_7C15;
+        self.0 = (product as u64) ^ ((product >> 64) as u64);
+    }
+}
 
 impl<T: Clone> Tracked<T> {
     fn new() -> Self {
-        Tracked(RwLock::new(HashMap::new()))
+        Tracked(RwLock::new(HashMap::default()))
     }
 
     pub(super) fn insert(&self, handle: u64, content: Option<T>) {
@@ -675,3 +701,44 @@ render_pass2_entry!(
     create_render_pass2_khr,
     c"vkCreateRenderPass2KHR"
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_that_are_aligned_pointers_or_counters_spread_over_a_table() {
+        // The low bits of pointer handles are zero and counters differ only there: both must
+        // reach every bucket of a small table, or lookups would walk long probe chains.
+        let bucket = |h: u64| {
+            let mut hasher = HandleHasher::default();
+            hasher.write_u64(h);
+            hasher.finish() >> 58
+        };
+        for handles in [
+            (0..256u64)
+                .map(|i| 0x5555_0000_0000 + i * 64)
+                .collect::<Vec<_>>(),
+            (1..=256u64).collect(),
+        ] {
+            let used: std::collections::HashSet<u64> = handles.iter().map(|&h| bucket(h)).collect();
+            assert!(used.len() > 48, "{} of 64 buckets used", used.len());
+        }
+    }
+
+    #[test]
+    fn a_tracked_handle_is_found_until_it_is_removed() {
+        let tracked = Tracked::<u32>::new();
+        for h in 0..1000u64 {
+            tracked.insert(h << 4, Some(h as u32));
+        }
+        tracked.insert(7, None);
+        assert_eq!(tracked.get(999 << 4, "x"), Ok(999));
+        assert_eq!(tracked.get(7, "x"), Err(Unkeyable::UnknownObject("x")));
+        tracked.remove(999 << 4);
+        assert_eq!(
+            tracked.get(999 << 4, "x"),
+            Err(Unkeyable::UnknownObject("x"))
+        );
+    }
+}
