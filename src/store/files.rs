@@ -74,7 +74,7 @@ pub fn is_not_a_file(e: &io::Error) -> bool {
     )
 }
 
-/// The most an entry file may hold: a larger one is dropped unread (`too-large`). One pipeline's
+/// The most an entry file may hold: a larger one is dropped past its first read (`too-large`). One pipeline's
 /// kept data runs to a few MB (NVIDIA's largest measured: 1.8 MB); a damaged or hostile file of
 /// some GiB must never be read into memory at every start.
 pub const ENTRY_FILE_LIMIT: u64 = 256 << 20;
@@ -192,26 +192,28 @@ pub fn open_entry_file(
     fd.map(File::from).map_err(io::Error::from)
 }
 
-/// Reads an entry file whole, after its type and size are checked against what the file is
-/// (`fstat`), and the envelope's declared length against the size before anything past the
-/// first read is taken into memory. One read into a buffer this thread keeps: a read of a
-/// regular file that comes back short has met the file's end, so an entry that fits needs no
-/// second read (the envelope's check still compares the length read with the length it
-/// declares). A larger entry is sized once and read in one call, never through a buffer that
-/// doubles.
+/// Reads an entry file whole. One read into a buffer this thread keeps: a read of a regular file
+/// that comes back short has met the file's end, so an entry that fits is taken without asking
+/// what the file is (the envelope's check then compares the length read with the length it
+/// declares, and refuses anything but an entry). The file is asked (`fstat`) only where that read
+/// fails, gives nothing, or fills the buffer: a FIFO, a directory or a device is then refused as
+/// not a file (opened without blocking, a FIFO gives nothing), and a larger entry's declared
+/// length is checked against its size before anything past the first read is taken into memory,
+/// then read in one call, never through a buffer that doubles. (An `fstat` before every read was
+/// one system call in four on every lookup and every entry read ahead.)
 pub fn read_whole(file: &mut File) -> Result<Vec<u8>, ReadRefused> {
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(ReadRefused::NotAFile);
-    }
-    let len = meta.len();
-    if len > ENTRY_FILE_LIMIT {
-        return Err(ReadRefused::TooLarge { len });
-    }
     FIRST_READ_BUF.with_borrow_mut(|first| {
-        let n = read_retrying(file, first)?;
+        let n = match read_retrying(file, first) {
+            Ok(n) if n > 0 && n < first.len() => return Ok(first[..n].to_vec()),
+            Ok(n) => n,
+            Err(e) => {
+                regular_file_len(file)?;
+                return Err(e.into());
+            }
+        };
+        let len = regular_file_len(file)?;
         if n < first.len() {
-            return Ok(first[..n].to_vec());
+            return Ok(Vec::new());
         }
         if let Some(expected) = super::envelope::declared_file_len(&first[..n]) {
             if expected != len {
@@ -229,6 +231,18 @@ pub fn read_whole(file: &mut File) -> Result<Vec<u8>, ReadRefused> {
         }
         Ok(bytes)
     })
+}
+
+/// The size of a regular file no larger than an entry may be, or why it is refused.
+fn regular_file_len(file: &File) -> Result<u64, ReadRefused> {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(ReadRefused::NotAFile);
+    }
+    if meta.len() > ENTRY_FILE_LIMIT {
+        return Err(ReadRefused::TooLarge { len: meta.len() });
+    }
+    Ok(meta.len())
 }
 
 /// An entry file's bytes, or why it was refused before its envelope was decoded.

@@ -490,7 +490,8 @@ impl Store {
     }
 
     /// Opens, reads and checks one entry, and the pieces it names. A file that is not a regular
-    /// file, or larger than an entry may be, is dropped before a byte of it is read.
+    /// file, or larger than an entry may be, is dropped after at most one read of its first
+    /// 64 KiB ([`files::read_whole`]), never waited on and never followed.
     fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         let name = key.file_name();
         let path = || self.dir.join(name);

@@ -537,7 +537,7 @@ fn dropped_as(store: &Store, k: &PipelineKey, reason: &str) {
 }
 
 #[test]
-fn a_fifo_or_link_named_as_an_entry_is_dropped_unread_and_never_followed() {
+fn a_fifo_or_link_named_as_an_entry_is_dropped_without_waiting_and_never_followed() {
     let root = tempfile::tempdir().unwrap();
     let store = store_with_a_dir(root.path());
     // A FIFO: an open that waited for a writer would hang the application for good.
@@ -570,7 +570,7 @@ fn a_fifo_or_link_named_as_an_entry_is_dropped_unread_and_never_followed() {
 }
 
 #[test]
-fn a_file_larger_than_an_entry_may_be_is_dropped_without_being_read() {
+fn a_file_larger_than_an_entry_may_be_is_dropped_past_its_first_read() {
     let root = tempfile::tempdir().unwrap();
     let store = store_with_a_dir(root.path());
     // Sparse: past the limit, within the bound (a file past the bound is evicted at opening).
