@@ -321,6 +321,18 @@ fn the_record_counts_in_the_bound_and_is_compacted_once_most_of_it_lost_its_entr
     let r = &json(&rebuilt)["titles"][0];
     assert_eq!(r["pipelines"].as_u64(), Some(left), "{r}");
     assert_eq!(r["skipped"].as_u64(), Some(0), "{r}");
+    // The old driver's entries are gone with the command: none is left for the next launch.
+    assert!(r["old_entries_dropped"].as_u64().unwrap() <= left, "{r}");
+    let dirs: Vec<String> = std::fs::read_dir(title.join("host-pipelines"))
+        .unwrap()
+        .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        dirs.len(),
+        1,
+        "only the present driver's directory: {dirs:?}"
+    );
+    assert_eq!(entries(&tmp.path().join("store")).len() as u64, left);
 }
 
 /// The write-behind tests' application: a mix of pipelines, with a cache of its own.

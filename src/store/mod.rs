@@ -40,7 +40,7 @@ use crate::key::{EntryName, PipelineKey};
 pub use envelope::EntryError;
 pub use identity::Identity;
 pub use marker::LoadingMarker;
-pub use open::{OpenReport, SET_ASIDE_SUFFIX};
+pub use open::{drop_set_aside, OpenReport, SET_ASIDE_SUFFIX};
 pub use payload::Checked;
 
 /// An I/O failure of the store, with the path and what was being done.

@@ -116,6 +116,20 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
 /// The suffix of another driver's directory set aside at opening, its files still to drop.
 pub const SET_ASIDE_SUFFIX: &str = ".dropped";
 
+/// Drops every directory of the title's an opening set aside and a device's end left undropped
+/// (`host-pipelines/*.dropped`): for `pipekeep rebuild`, which replays a title's record through a
+/// device that never pauses, so that the application's launch after the command has nothing of
+/// the old driver's left to list and drop. Returns how many entries were dropped.
+pub fn drop_set_aside(root: &Path, title: &str) -> u64 {
+    let host_dir = super::host_pipelines_dir(root, title);
+    names_in(&host_dir)
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| n.ends_with(SET_ASIDE_SUFFIX))
+        .map(|n| drop_directory(&host_dir.join(n), "foreign", &AtomicBool::new(false)))
+        .sum()
+}
+
 /// Renames another driver's directory out of the way (`<name>.dropped`, or
 /// `<name>.<pid>.dropped` where that exists), unless a live process holds a file in it (a
 /// temporary file or a loading marker whose lock is taken): its files then stay where that

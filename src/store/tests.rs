@@ -674,6 +674,25 @@ fn another_drivers_directory_is_set_aside_then_dropped_and_a_stopped_drop_is_fin
     assert!(!aside.exists());
 }
 
+/// `pipekeep rebuild`: what its device's end left set aside is dropped after the replay, and the
+/// store of the driver present is left whole.
+#[test]
+fn the_directories_an_opening_set_aside_are_dropped_whole_on_request() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = an_older_drivers_store_of_three(root.path());
+    let aside = files::with_suffix(&dir, SET_ASIDE_SUFFIX);
+    let (store, _) =
+        Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(1), false).unwrap();
+    store
+        .write(&key(9), &cache_data(&identity(), &[9; 10]))
+        .unwrap();
+    assert!(aside.join(key(1).file_name()).exists());
+    assert_eq!(crate::store::drop_set_aside(root.path(), "title"), 3);
+    assert!(!aside.exists());
+    assert!(found(&store, &key(9)));
+    assert_eq!(crate::store::drop_set_aside(root.path(), "title"), 0);
+}
+
 #[test]
 fn a_directory_that_cannot_hold_a_marker_is_tried_once_a_thread() {
     let root = tempfile::tempdir().unwrap();

@@ -62,6 +62,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             ..Options::default()
         };
         let summary = replayer::replay(&[catalog], &options)?;
+        // The replay's device never paused for the layer to drop the old driver's entries it set
+        // aside: dropped here, so the application's next launch has none of them to list.
+        let old_entries_dropped = pipekeep::store::drop_set_aside(&root, title);
         // Every pipeline of the record went through the layer: none is owed to a background
         // rebuild any more (unless the record grew meanwhile).
         let _ = pipekeep::replay::record::RecordFile::new(&root.join(title))
@@ -79,6 +82,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             "title": title, "record": path, "pipelines": summary.made,
             "found": run.tally.found, "compiled": run.tally.compiled, "written": run.tally.written,
             "skipped": summary.skipped_total(), "creation_ms": summary.creation_ms,
+            "old_entries_dropped": old_entries_dropped,
         }));
     }
     if args.scope.json {
@@ -86,12 +90,13 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     } else {
         for o in &out {
             println!(
-                "{}: rebuilt {} pipelines from its record ({} already in the store, {} compiled, {} written)",
+                "{}: rebuilt {} pipelines from its record ({} already in the store, {} compiled, {} written; {} entries of an earlier driver dropped)",
                 o["title"].as_str().unwrap_or_default(),
                 o["pipelines"],
                 o["found"],
                 o["compiled"],
-                o["written"]
+                o["written"],
+                o["old_entries_dropped"]
             );
         }
     }
