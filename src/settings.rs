@@ -112,6 +112,10 @@ pub struct Settings {
     /// Test only (`PIPEKEEP_TEST_FAIL_SETUP`: `instance` or `device`): recording that level's
     /// data panics, to show that every call still passes through.
     pub test_fail_setup: Option<String>,
+    /// Test only (`PIPEKEEP_TEST_OPENING_LATE`): the opening thread waits (at most ten seconds)
+    /// until the first pipeline has opened the store, as when an application's first pipeline
+    /// comes before the thread has run.
+    pub test_opening_late: bool,
     /// Test only (`PIPEKEEP_TEST_READ_AHEAD_FIRST`): a lookup waits until reading ahead has ended,
     /// so a warm run's lookups meet what was read ahead or merged.
     pub test_read_ahead_first: bool,
@@ -265,6 +269,7 @@ impl Settings {
             test_fail_setup: non_empty("PIPEKEEP_TEST_FAIL_SETUP"),
             test_refuse_binaries: non_empty("PIPEKEEP_TEST_REFUSE_BINARIES").is_some(),
             test_read_ahead_first: non_empty("PIPEKEEP_TEST_READ_AHEAD_FIRST").is_some(),
+            test_opening_late: non_empty("PIPEKEEP_TEST_OPENING_LATE").is_some(),
             test_abort_in_merge: non_empty("PIPEKEEP_TEST_ABORT_IN_MERGE").is_some(),
             test_open_time,
             test_rebuild_first: non_empty("PIPEKEEP_TEST_REBUILD_FIRST").is_some(),

@@ -418,3 +418,42 @@ fn write_behind_keeps_the_pipelines_in_the_same_run_once_the_application_pauses(
         .run();
     assert_finds_all(warm, 50);
 }
+
+/// An application whose first pipeline opens the store before the layer's opening thread has
+/// run: that opening publishes the store at once, and the earlier driver's entries are dropped
+/// by the opening thread once the application pauses, never inside the first pipeline.
+#[test]
+fn a_first_pipeline_that_opens_the_store_leaves_the_old_drivers_entries_to_the_opening_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["--compute", "30", "--graphics", "10", "--threads", "2"];
+    let cold = test_app(tmp.path(), &args)
+        .env("PIPEKEEP_REBUILD", "off")
+        .run();
+    assert_eq!(cold.watch().written, 40, "{}", cold.all());
+    let title = tmp.path().join("store/pipekeep-testapp");
+    simulate_a_driver_change(&title);
+
+    let mut lingering = args.to_vec();
+    lingering.extend(["--linger-ms", "600"]);
+    let run = test_app(tmp.path(), &lingering)
+        .env("PIPEKEEP_REBUILD", "off")
+        .env("PIPEKEEP_TEST_OPENING_LATE", "1")
+        .run();
+    assert!(run.ok, "{}", run.all());
+    assert!(
+        run.stderr.contains("store opened (other drivers' entries are dropped and its bound checked next, on the opening thread)"),
+        "{}",
+        run.all()
+    );
+    assert!(
+        run.stderr
+            .contains("another driver's entries of this device dropped")
+            && run.stderr.contains("other_driver_drops=40"),
+        "{}",
+        run.all()
+    );
+    let dirs = std::fs::read_dir(title.join("host-pipelines"))
+        .unwrap()
+        .count();
+    assert_eq!(dirs, 1, "only the present driver's directory is left");
+}

@@ -164,6 +164,9 @@ pub struct DeviceData {
     store: Option<StoreCell>,
     /// Opens the store ahead of the first pipeline; joined at `vkDestroyDevice`.
     opener: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The opening thread was started (before `vkCreateDevice` returned): whoever opens the
+    /// store, that thread brings it within its bound and drops other drivers' entries after.
+    opening_thread: AtomicBool,
     /// Set at `vkDestroyDevice` (or exit): every wait of this device's own threads sees it.
     stop: AtomicBool,
     /// The [`FORK_GENERATION`] the device was made in: a child made by `fork` passes everything
@@ -250,19 +253,20 @@ impl DeviceData {
             wait_until(&|| self.opened_store().is_some());
             wait_until(&|| self.opened_store().is_none_or(|s| s.reading_ahead_ended()));
         }
-        self.open_store(true).0
+        self.open_store()
     }
 
-    /// The store, opened at the first call, and whether this call opened it. With `bound_now`
-    /// false (the opening thread) the caller brings the title within its bound right after the
-    /// store is published.
-    fn open_store(&self, bound_now: bool) -> (Option<&Arc<Store>>, bool) {
-        let Some(cell) = self.store.as_ref() else {
-            return (None, false);
-        };
-        let mut opened_here = false;
+    /// The store, opened at the first call, by the opening thread or by the first pipeline that
+    /// comes before it: published at once either way, its bound checked and other drivers'
+    /// entries dropped by the opening thread after. Only a device whose opening thread could not
+    /// start has its first pipeline do all of it. (The first pipeline used to do all of it
+    /// whenever it came first: one launch in ten to twenty at two threads on RADV, each dropping
+    /// the 600 entries an earlier driver change had set aside in 50 ms inside the application's
+    /// first pipeline.)
+    fn open_store(&self) -> Option<&Arc<Store>> {
+        let cell = self.store.as_ref()?;
         let store = cell.cell.get_or_init(|| {
-            opened_here = true;
+            let bound_now = !self.opening_thread.load(Ordering::Acquire);
             let root = self.root.as_ref()?;
             let opened_at = SETTINGS.test_open_time.unwrap_or_else(SystemTime::now);
             crate::store::marker::use_slots(super::marker_map::map);
@@ -291,7 +295,7 @@ impl DeviceData {
                 }
             }
         });
-        (store.as_ref(), opened_here)
+        store.as_ref()
     }
 
     /// After a driver change, marks the title's record as owing a rebuild at once (before any
@@ -506,6 +510,8 @@ fn open_ahead(data: &Arc<DeviceData>) {
         return;
     }
     let ahead = data.clone();
+    // Before the thread can open the store itself: its opening leaves the bound to it.
+    data.opening_thread.store(true, Ordering::Release);
     let spawned = std::thread::Builder::new()
         .name("pipekeep-open".into())
         .spawn(move || {
@@ -514,20 +520,24 @@ fn open_ahead(data: &Arc<DeviceData>) {
                 || {
                     // The opening publishes the store first; the bound follows here, on this thread.
                     let stopped = || ahead.stop.load(Ordering::Acquire);
+                    if SETTINGS.test_opening_late {
+                        let started = std::time::Instant::now();
+                        while ahead.opened_store().is_none()
+                            && !stopped()
+                            && started.elapsed() < std::time::Duration::from_secs(10)
+                        {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                    }
                     if stopped() {
                         return;
                     }
-                    let (store, opened_here) = ahead.open_store(false);
-                    let Some(store) = store else {
+                    // The first pipeline may have opened the store before this thread did: what
+                    // follows the opening is this thread's either way.
+                    let Some(store) = ahead.open_store() else {
                         return;
                     };
                     super::pipelines::prime_dictionary(&ahead);
-                    // The first pipeline may have opened the store before this thread did (and
-                    // brought it within its bound): the rebuild starts either way, here.
-                    if !opened_here {
-                        start_rebuild(&ahead, store);
-                        return;
-                    }
                     // A device destroyed while its store opened leaves the bound and the reading
                     // ahead to the next run.
                     if stopped() {
@@ -546,6 +556,7 @@ fn open_ahead(data: &Arc<DeviceData>) {
     match spawned {
         Ok(handle) => *data.opener.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
         Err(e) => {
+            data.opening_thread.store(false, Ordering::Release);
             tracing::debug!(error = %e, "no opening thread; the first pipeline opens the store")
         }
     }
@@ -1300,6 +1311,7 @@ unsafe fn register_device(
         },
         store,
         opener: Default::default(),
+        opening_thread: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         fork_generation: FORK_GENERATION.load(Ordering::Relaxed),
         device_state: plan.device_state,
