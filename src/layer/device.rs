@@ -237,21 +237,23 @@ fn wait_for_a_quiet_application(dev: &DeviceData) -> bool {
         .wait_until_quiet(REBUILD_AFTER_QUIET, &dev.rebuild_stop)
 }
 
+/// Test settings only: waits until `done`, polling each millisecond, at most ten seconds.
+fn test_wait_until(done: &dyn Fn() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() && started.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 impl DeviceData {
     /// The store, opened at the first call (threads that need it first wait for that opening).
     /// `None` makes the layer a pass-through for this device.
     pub fn store(&self) -> Option<&Arc<Store>> {
         if SETTINGS.test_read_ahead_first {
             // Test only: the opening thread opens the store and reads ahead all it will before
-            // the first lookup (each wait at most ten seconds).
-            let wait_until = |done: &dyn Fn() -> bool| {
-                let started = std::time::Instant::now();
-                while !done() && started.elapsed() < std::time::Duration::from_secs(10) {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-            };
-            wait_until(&|| self.opened_store().is_some());
-            wait_until(&|| self.opened_store().is_none_or(|s| s.reading_ahead_ended()));
+            // the first lookup.
+            test_wait_until(&|| self.opened_store().is_some());
+            test_wait_until(&|| self.opened_store().is_none_or(|s| s.reading_ahead_ended()));
         }
         self.open_store()
     }
@@ -521,13 +523,7 @@ fn open_ahead(data: &Arc<DeviceData>) {
                     // The opening publishes the store first; the bound follows here, on this thread.
                     let stopped = || ahead.stop.load(Ordering::Acquire);
                     if SETTINGS.test_opening_late {
-                        let started = std::time::Instant::now();
-                        while ahead.opened_store().is_none()
-                            && !stopped()
-                            && started.elapsed() < std::time::Duration::from_secs(10)
-                        {
-                            std::thread::sleep(std::time::Duration::from_millis(1));
-                        }
+                        test_wait_until(&|| ahead.opened_store().is_some() || stopped());
                     }
                     if stopped() {
                         return;

@@ -74,9 +74,9 @@ pub fn is_not_a_file(e: &io::Error) -> bool {
     )
 }
 
-/// The most an entry file may hold: a larger one is dropped past its first read (`too-large`). One pipeline's
-/// kept data runs to a few MB (NVIDIA's largest measured: 1.8 MB); a damaged or hostile file of
-/// some GiB must never be read into memory at every start.
+/// The most an entry file may hold: a larger one is dropped past its first read (`too-large`).
+/// One pipeline's kept data runs to a few MB (NVIDIA's largest measured: 1.8 MB); a damaged or
+/// hostile file of some GiB must never be read into memory at every start.
 pub const ENTRY_FILE_LIMIT: u64 = 256 << 20;
 
 /// The size of each thread's first read of an entry: most entries fit it whole.
@@ -212,7 +212,7 @@ pub fn read_whole(file: &mut File) -> Result<Vec<u8>, ReadRefused> {
             }
         };
         let len = regular_file_len(file)?;
-        if n < first.len() {
+        if n == 0 {
             return Ok(Vec::new());
         }
         if let Some(expected) = super::envelope::declared_file_len(&first[..n]) {

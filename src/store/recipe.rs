@@ -117,11 +117,21 @@ impl Part<'_> {
     }
 }
 
-/// A payload cut for writing: bytes that stand inline, or bytes that become a piece.
+/// A payload cut for writing: bytes that stand inline, or bytes that become a piece, named (the
+/// BLAKE3 of its bytes) where it is cut, once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cut<'a> {
     Inline(&'a [u8]),
-    Piece(&'a [u8]),
+    Piece { name: PieceName, bytes: &'a [u8] },
+}
+
+impl<'a> Cut<'a> {
+    fn piece(bytes: &'a [u8]) -> Cut<'a> {
+        Cut::Piece {
+            name: *blake3::hash(bytes).as_bytes(),
+            bytes,
+        }
+    }
 }
 
 /// The body listing `parts`.
@@ -313,7 +323,7 @@ pub fn plan_with<'a>(
     let mut run: Vec<(PieceName, &[u8])> = Vec::new();
     for c in cut_with(kind, payload, chunking, shared) {
         match c {
-            Cut::Piece(b) => run.push((*blake3::hash(b).as_bytes(), b)),
+            Cut::Piece { name, bytes } => run.push((name, bytes)),
             Cut::Inline(b) => {
                 group_run(std::mem::take(&mut run), &mut out);
                 out.push(Planned::Inline(b));
@@ -377,7 +387,7 @@ fn cut_with<'a>(
                 cuts.push(if i == 0 {
                     Cut::Inline(bytes)
                 } else {
-                    Cut::Piece(bytes)
+                    Cut::piece(bytes)
                 });
             }
         }
@@ -402,7 +412,10 @@ fn cut_with<'a>(
                 for (r, name) in &named {
                     if carried_twice(name) || shared(name) {
                         push_inline(&mut cuts, &payload[at..r.start]);
-                        cuts.push(Cut::Piece(&payload[r.clone()]));
+                        cuts.push(Cut::Piece {
+                            name: *name,
+                            bytes: &payload[r.clone()],
+                        });
                         at = r.end;
                     }
                 }
@@ -499,7 +512,7 @@ pub(crate) mod tests {
             cut(PayloadKind::Cache, p, Chunking::CHOSEN)
                 .into_iter()
                 .filter_map(|c| match c {
-                    Cut::Piece(b) => Some(*blake3::hash(b).as_bytes()),
+                    Cut::Piece { name, .. } => Some(name),
                     Cut::Inline(_) => None,
                 })
                 .collect()
@@ -516,7 +529,7 @@ pub(crate) mod tests {
         let whole: Vec<u8> = pieces
             .iter()
             .flat_map(|c| match c {
-                Cut::Inline(b) | Cut::Piece(b) => b.to_vec(),
+                Cut::Inline(b) | Cut::Piece { bytes: b, .. } => b.to_vec(),
             })
             .collect();
         assert_eq!(whole, a);
@@ -614,7 +627,7 @@ pub(crate) mod tests {
             super::super::binaries::encode([(&[9u8][..], &big[..]), (&[8][..], &tiny[..])]);
         let cuts = cut(PayloadKind::Binaries, &payload, Chunking::CHOSEN);
         assert_eq!(cuts.len(), 3);
-        assert_eq!(cuts[1], Cut::Piece(&big[..]));
+        assert_eq!(cuts[1], Cut::piece(&big[..]));
         assert!(matches!(cuts[2], Cut::Inline(b) if b.ends_with(&tiny)));
     }
 }

@@ -1059,17 +1059,18 @@ fn a_stage_binary_becomes_a_piece_once_a_second_entry_carries_it() {
         stages(&[&b, &[5; 100]]),
     ];
     let stamps = [at(99), at(98), at(97), at(96)];
-    store
-        .write_announced(&key(1), Binaries, &payloads[0], stamps[0])
-        .unwrap();
+    let write = |n: usize| {
+        store
+            .write_announced(&key(n as _), Binaries, &payloads[n - 1], stamps[n - 1])
+            .unwrap()
+    };
+    write(1);
     assert_eq!(
         (pieces_named(&store, &key(1)), piece_files(&store).len()),
         (0, 0),
         "no other entry carries its stages: they stand inline"
     );
-    store
-        .write_announced(&key(2), Binaries, &payloads[1], stamps[1])
-        .unwrap();
+    write(2);
     assert_eq!(
         pieces_named(&store, &key(2)),
         1,
@@ -1085,17 +1086,13 @@ fn a_stage_binary_becomes_a_piece_once_a_second_entry_carries_it() {
         .modified()
         .unwrap();
     assert_eq!(first_stamp, stamps[0], "with its own stamp");
-    store
-        .write_announced(&key(3), Binaries, &payloads[2], stamps[2])
-        .unwrap();
+    write(3);
     assert_eq!(
         pieces_named(&store, &key(3)),
         3,
         "a piece kept already, and a stage the entry carries twice"
     );
-    store
-        .write_announced(&key(4), Binaries, &payloads[3], stamps[3])
-        .unwrap();
+    write(4);
     assert_eq!(
         (pieces_named(&store, &key(4)), pieces_named(&store, &key(1))),
         (1, 2),
