@@ -62,6 +62,15 @@ pub enum RebuildSetting {
     Off,
 }
 
+/// `PIPEKEEP_TEST_OPENING_LATE` (test only): how long the opening thread waits before its work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpeningLate {
+    /// Until the first pipeline has opened the store.
+    UntilOpened,
+    /// Until the first pipeline has opened the store and the device is destroyed.
+    UntilDestroyed,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// `PIPEKEEP_DISABLE` set to anything non-empty: the layer passes everything through.
@@ -114,8 +123,9 @@ pub struct Settings {
     pub test_fail_setup: Option<String>,
     /// Test only (`PIPEKEEP_TEST_OPENING_LATE`): the opening thread waits (at most ten seconds)
     /// until the first pipeline has opened the store, as when an application's first pipeline
-    /// comes before the thread has run.
-    pub test_opening_late: bool,
+    /// comes before the thread has run; with `until-destroyed`, until the device is destroyed
+    /// too, as when a short run ends before the thread has run.
+    pub test_opening_late: Option<OpeningLate>,
     /// Test only (`PIPEKEEP_TEST_READ_AHEAD_FIRST`): a lookup waits until reading ahead has ended,
     /// so a warm run's lookups meet what was read ahead or merged.
     pub test_read_ahead_first: bool,
@@ -269,7 +279,13 @@ impl Settings {
             test_fail_setup: non_empty("PIPEKEEP_TEST_FAIL_SETUP"),
             test_refuse_binaries: non_empty("PIPEKEEP_TEST_REFUSE_BINARIES").is_some(),
             test_read_ahead_first: non_empty("PIPEKEEP_TEST_READ_AHEAD_FIRST").is_some(),
-            test_opening_late: non_empty("PIPEKEEP_TEST_OPENING_LATE").is_some(),
+            test_opening_late: non_empty("PIPEKEEP_TEST_OPENING_LATE").map(|v| {
+                if v == "until-destroyed" {
+                    OpeningLate::UntilDestroyed
+                } else {
+                    OpeningLate::UntilOpened
+                }
+            }),
             test_abort_in_merge: non_empty("PIPEKEEP_TEST_ABORT_IN_MERGE").is_some(),
             test_open_time,
             test_rebuild_first: non_empty("PIPEKEEP_TEST_REBUILD_FIRST").is_some(),

@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::registry::{dispatch_key, Link, Registry};
 use super::writer::{OnWritten, Writer};
 use crate::key::Digest;
-use crate::settings::{BackendSetting, MergeSetting};
+use crate::settings::{BackendSetting, MergeSetting, OpeningLate};
 use crate::store::files::Written;
 use crate::store::identity::{HOST_ABI, NVIDIA};
 use crate::store::{Identity, Store};
@@ -522,10 +522,15 @@ fn open_ahead(data: &Arc<DeviceData>) {
                 || {
                     // The opening publishes the store first; the bound follows here, on this thread.
                     let stopped = || ahead.stop.load(Ordering::Acquire);
-                    if SETTINGS.test_opening_late {
-                        test_wait_until(&|| ahead.opened_store().is_some() || stopped());
+                    match SETTINGS.test_opening_late {
+                        Some(OpeningLate::UntilOpened) => {
+                            test_wait_until(&|| ahead.opened_store().is_some() || stopped())
+                        }
+                        Some(OpeningLate::UntilDestroyed) => test_wait_until(&stopped),
+                        None => {}
                     }
-                    if stopped() {
+                    // A device destroyed before anyone opened its store owes it nothing.
+                    if stopped() && ahead.opened_store().is_none() {
                         return;
                     }
                     // The first pipeline may have opened the store before this thread did: what
@@ -533,13 +538,17 @@ fn open_ahead(data: &Arc<DeviceData>) {
                     let Some(store) = ahead.open_store() else {
                         return;
                     };
-                    super::pipelines::prime_dictionary(&ahead);
-                    // A device destroyed while its store opened leaves the bound and the reading
-                    // ahead to the next run.
+                    if !stopped() {
+                        super::pipelines::prime_dictionary(&ahead);
+                    }
+                    // The bound is owed once the store is open, even to a device destroyed
+                    // meanwhile (its destruction joins this thread): a run that writes nothing
+                    // checks it nowhere else, and a lowered bound must hold after it.
+                    let listed = tidy_after_opening(&ahead, store);
+                    // A device destroyed by now leaves the reading ahead to the next run.
                     if stopped() {
                         return;
                     }
-                    let listed = tidy_after_opening(&ahead, store);
                     start_rebuild(&ahead, store);
                     if SETTINGS.read_ahead > 0 && !stopped() {
                         read_ahead(&ahead, store, listed);
