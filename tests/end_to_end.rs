@@ -474,3 +474,66 @@ fn a_structure_the_key_does_not_understand_is_built_as_asked_and_not_kept() {
         "only the compute pipelines are kept"
     );
 }
+
+/// A run leaves its order of use beside its entries (`use-order`), and the next run reads ahead
+/// in it from its opening, before the bound lists the store; a damaged order costs one line and
+/// is written again whole.
+#[test]
+fn the_order_of_use_is_remembered_and_read_ahead_from_and_a_damaged_one_is_written_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let cold = app(Driver::Radv, tmp.path(), &IN_ORDER);
+    assert_eq!(cold.watch().written, 12, "{}", cold.all());
+    let by_use: Vec<String> = entries_by_use(&store)
+        .into_iter()
+        .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let dir = entries(&store)[0].parent().unwrap().to_path_buf();
+    let order = dir.join("use-order");
+    let names = |bytes: &[u8]| -> Vec<String> {
+        pipekeep::store::order::decode(bytes)
+            .unwrap()
+            .iter()
+            .map(|k| k.file_name().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&std::fs::read(&order).unwrap()),
+        by_use,
+        "every entry, in the order the run used them"
+    );
+
+    // Every lookup waits for reading ahead: all 12 are read ahead, from the order.
+    let warm = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_LOG", "debug")
+        .env("PIPEKEEP_TEST_READ_AHEAD_FIRST", "1")
+        .args(&IN_ORDER)
+        .run();
+    assert_eq!(warm.watch().found, 12, "{}", warm.all());
+    assert!(
+        warm.stderr.contains("read ahead held=12 "),
+        "{}",
+        warm.all()
+    );
+    let read = warm.stderr.find("read ahead held=").unwrap();
+    let bound = warm.stderr.find("bound checked entries=").unwrap();
+    assert!(
+        read < bound,
+        "read ahead before the bound listed the store\n{}",
+        warm.all()
+    );
+
+    let mut bytes = std::fs::read(&order).unwrap();
+    bytes[20] ^= 0x01;
+    std::fs::write(&order, &bytes).unwrap();
+    let damaged = app(Driver::Radv, tmp.path(), &IN_ORDER);
+    assert_eq!(damaged.watch().found, 12, "{}", damaged.all());
+    assert_eq!(
+        damaged.stderr.matches("the use order is damaged").count(),
+        1,
+        "{}",
+        damaged.all()
+    );
+    assert_eq!(names(&std::fs::read(&order).unwrap()), by_use);
+}

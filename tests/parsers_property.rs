@@ -1,12 +1,13 @@
 //! The parsers of bytes from disk under arbitrary input, on stable Rust in CI (the cargo-fuzz
 //! targets in fuzz/ explore the same functions further where nightly is available): the envelope
-//! decoder, the Fossilize container reader with the payload parser, and damaged corpus copies.
+//! decoder, the list of parts, the use order, the Fossilize container reader with the payload
+//! parser, and damaged corpus copies.
 
 mod common;
 use common::identity;
 use pipekeep::key::PipelineKey;
 use pipekeep::replay::{foz, objects::Catalog};
-use pipekeep::store::{envelope, recipe};
+use pipekeep::store::{envelope, order, recipe};
 use proptest::prelude::*;
 
 fn key() -> PipelineKey {
@@ -53,6 +54,22 @@ proptest! {
         if let Ok((_, read)) = recipe::parse(&bytes) {
             prop_assert_ne!(read, parts.to_vec());
         }
+    }
+
+    #[test]
+    fn the_use_order_parser_never_panics_and_reads_only_what_it_writes(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        if let Ok(keys) = order::decode(&bytes) {
+            prop_assert_eq!(order::encode(&keys), bytes);
+        }
+    }
+
+    #[test]
+    fn any_damage_to_a_use_order_is_refused(n in 0usize..6, at in any::<usize>(), flip in 1u8..=255) {
+        let keys: Vec<PipelineKey> = (0..n as u8).map(|i| PipelineKey { spirv: [i; 16], state: [!i; 16] }).collect();
+        let mut bytes = order::encode(&keys);
+        let i = at % bytes.len();
+        bytes[i] ^= flip;
+        prop_assert!(order::decode(&bytes).is_err());
     }
 
     #[test]

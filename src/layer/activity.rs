@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 pub struct AppActivity {
     since: Instant,
     last_ms: AtomicU64,
+    /// The application has begun a pipeline since the device was made.
+    began: AtomicBool,
 }
 
 impl Default for AppActivity {
@@ -18,6 +20,7 @@ impl Default for AppActivity {
         AppActivity {
             since: Instant::now(),
             last_ms: AtomicU64::new(0),
+            began: AtomicBool::new(false),
         }
     }
 }
@@ -27,6 +30,9 @@ impl AppActivity {
     /// application thread: the shared word is written only when the millisecond moved on, so
     /// threads building at once mostly read it.
     pub fn touch(&self) {
+        if !self.began.load(Ordering::Relaxed) {
+            self.began.store(true, Ordering::Relaxed);
+        }
         let now = self.now_ms();
         if self.last_ms.load(Ordering::Relaxed) < now {
             self.last_ms.fetch_max(now, Ordering::Relaxed);
@@ -46,9 +52,23 @@ impl AppActivity {
     /// Returns once the application has built no pipeline for `quiet` (`true`), or once `stop`
     /// is set (`false`), checking every 20 ms at most.
     pub fn wait_until_quiet(&self, quiet: Duration, stop: &AtomicBool) -> bool {
+        self.wait(quiet, stop, false)
+    }
+
+    /// As [`AppActivity::wait_until_quiet`], but only a pause after the application's first
+    /// pipeline counts: the time before it (loading its shaders) is not a pause in its loading.
+    pub fn wait_until_quiet_after_building(&self, quiet: Duration, stop: &AtomicBool) -> bool {
+        self.wait(quiet, stop, true)
+    }
+
+    fn wait(&self, quiet: Duration, stop: &AtomicBool, after_building: bool) -> bool {
         loop {
             if stop.load(Ordering::Acquire) {
                 return false;
+            }
+            if after_building && !self.began.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
             }
             let so_far = self.quiet_for();
             if so_far >= quiet {
@@ -84,6 +104,27 @@ mod tests {
         assert!(
             !building.load(Ordering::Acquire),
             "the wait ended while the application built"
+        );
+        app.join().unwrap();
+    }
+
+    #[test]
+    fn only_a_pause_after_the_first_pipeline_ends_the_wait_after_building() {
+        let activity = Arc::new(AppActivity::default());
+        let touched = Arc::new(AtomicBool::new(false));
+        let app = {
+            let (activity, touched) = (activity.clone(), touched.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(80));
+                touched.store(true, Ordering::Release);
+                activity.touch();
+            })
+        };
+        let never = AtomicBool::new(false);
+        assert!(activity.wait_until_quiet_after_building(Duration::from_millis(10), &never));
+        assert!(
+            touched.load(Ordering::Acquire),
+            "the wait ended before the first pipeline"
         );
         app.join().unwrap();
     }

@@ -23,6 +23,7 @@ pub mod inspect;
 pub mod marker;
 pub mod nvidia_cache;
 mod open;
+pub mod order;
 pub mod payload;
 pub mod pieces;
 pub mod recipe;
@@ -77,7 +78,7 @@ pub const DICTIONARY_ENTRY: &str = "dictionary-entry";
 
 /// The layer's own files in an identity directory, beside entries, pieces and markers: dropped
 /// with the directory.
-pub const NOTES: [&str; 2] = [REFUSES_BINARIES, DICTIONARY_ENTRY];
+pub const NOTES: [&str; 3] = [REFUSES_BINARIES, DICTIONARY_ENTRY, order::USE_ORDER];
 
 /// The most bytes of [`DICTIONARY_ENTRY`] read: an entry's file name and a newline fit.
 const DICTIONARY_ENTRY_LIMIT: u64 = 128;
@@ -160,6 +161,20 @@ pub struct Store {
     rebuild_taken: AtomicBool,
     /// The pieces each entry found with pieces names, until its stamp stamps them.
     named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>>,
+    /// The last run's order of use, and this run's (`order.rs`).
+    use_order: UseOrders,
+}
+
+/// What [`Store::remember_use_order`] needs: the order the last run left, this run's uses with
+/// their stamps, and the entries the bound last saw.
+#[derive(Debug, Default)]
+struct UseOrders {
+    /// Read once, by the first who asks (the opening thread, to read ahead; or the run's end).
+    earlier: OnceLock<Vec<PipelineKey>>,
+    /// Every entry found or written, with its stamp (taken when it was used).
+    used: Mutex<Vec<(SystemTime, PipelineKey)>>,
+    /// This identity's entries as the bound last listed them.
+    live: Mutex<Option<HashSet<PipelineKey>>>,
 }
 
 /// The entries this store may hold: those its directory listed at opening and those this run
@@ -304,6 +319,16 @@ enum ReadOne {
 /// of 3,115), and 8 was worse than 64 at every thread count.
 const MERGE_BATCH: usize = 256;
 
+/// The order in which [`Store::read_ahead`] reads entries.
+pub enum AheadOrder {
+    /// The last run's order of use (newest stamp first), from the bound's listing where it has
+    /// just listed the title (else the directory listed and every entry stat'ed here).
+    LastUse(Option<Vec<bound::StampedEntry>>),
+    /// The order the last run left in its `use-order` file ([`Store::remembered_use_order`]):
+    /// reading starts at opening, before any listing or stat.
+    Remembered(Vec<PipelineKey>),
+}
+
 /// The answer to a lookup.
 pub enum Lookup {
     Missing,
@@ -363,6 +388,7 @@ impl Store {
             driver_changed: AtomicBool::new(false),
             other_drivers: Mutex::default(),
             rebuild_taken: AtomicBool::new(false),
+            use_order: UseOrders::default(),
         };
         let report = open::sweep(&store, bound_now)?;
         store.driver_changed.store(
@@ -579,9 +605,68 @@ impl Store {
         if let Some(pieces) = pieces {
             self.pieces.stamp_first(&pieces, stamp);
         }
-        if let Err(e) = self.stamp_by_name(name, stamp) {
-            tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry");
+        match self.stamp_by_name(name, stamp) {
+            Ok(()) => {
+                if let Some(key) = PipelineKey::from_file_name(name) {
+                    self.used(key, stamp);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry")
+            }
         }
+    }
+
+    /// Notes an entry this run found or wrote, with its stamp, for the run's use order.
+    fn used(&self, key: PipelineKey, stamp: SystemTime) {
+        let mut used = lock(&self.use_order.used);
+        if used.len() < order::MOST_KEYS {
+            used.push((stamp, key));
+        }
+    }
+
+    /// The order of use the last run left in [`order::USE_ORDER`] (empty where there is none).
+    /// A damaged file is dropped with one line: reading ahead then follows the bound's listing.
+    pub fn remembered_use_order(&self) -> &[PipelineKey] {
+        self.use_order.earlier.get_or_init(|| {
+            let path = self.dir.join(order::USE_ORDER);
+            let bytes = match files::read_at_most(&path, order::most_bytes()) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::NotFound {
+                        tracing::debug!(path = %path.display(), error = %e, "the use order cannot be read");
+                    }
+                    return Vec::new();
+                }
+            };
+            order::decode(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "the use order is damaged; dropped (this run reads ahead in the stamps' order)");
+                let _ = fs::remove_file(&path);
+                Vec::new()
+            })
+        })
+    }
+
+    /// Writes this run's order of use into [`order::USE_ORDER`] (through a temporary file, its
+    /// lock and a rename, as an entry): what it found or wrote, first used first, then the rest
+    /// of the last run's order. Nothing is written where the order is unchanged or the run used
+    /// nothing. Called at the run's end, once its stamps are written.
+    pub fn remember_use_order(&self) -> Result<(), StoreError> {
+        let mut used = std::mem::take(&mut *lock(&self.use_order.used));
+        if used.is_empty() {
+            return Ok(());
+        }
+        // The newest stamp was taken first.
+        used.sort_by_key(|u| std::cmp::Reverse(u.0));
+        let used: Vec<PipelineKey> = used.into_iter().map(|u| u.1).collect();
+        let earlier = self.remembered_use_order();
+        let now = order::merged(&used, earlier, lock(&self.use_order.live).as_ref());
+        if now == earlier {
+            return Ok(());
+        }
+        self.make_dir()?;
+        let path = self.dir.join(order::USE_ORDER);
+        files::write_atomically(&path, &order::encode(&now), SystemTime::now()).map(|_| ())
     }
 
     /// Sets an entry's modification time by its name, relative to the held directory: one
@@ -590,31 +675,48 @@ impl Store {
         files::stamp(self.held_dir(), &self.dir.join(name), stamp)
     }
 
-    /// Reads ahead the entries the last run used, newest stamp first, holding at most `window`
+    /// Reads ahead the entries the last run used, first used first, holding at most `window`
     /// bytes not yet taken, until every one is read, `stop` is set (then
     /// [`Store::wake_readers_to_stop`]), or [`Store::stop_reading_ahead`] is called.
     /// Run on a thread of the caller's own, after the opening; `readers` threads read (one per
     /// four cores suits a store of large entries, whose hashing one thread cannot keep ahead of
     /// several application threads).
     ///
-    /// `listed`: the title's entries as the bound just listed them, if it did; this store's are
-    /// read from it instead of listing and stat-ing the directory again.
+    /// `order`: the last run's use order where it left one (entries the opening did not list
+    /// are skipped unread), else the title's entries as the bound just listed them, if it did
+    /// (this store's are read from it instead of listing and stat-ing the directory again).
     pub fn read_ahead(
         &self,
-        listed: Option<Vec<bound::StampedEntry>>,
+        order: AheadOrder,
         window: u64,
         readers: usize,
         stop: &AtomicBool,
         merger: Option<&dyn Merger>,
     ) -> ahead::AheadReport {
-        let mut entries = match listed {
-            Some(mut all) => {
-                all.retain(|e| e.path.parent() == Some(self.dir.as_path()));
-                all
+        let entries: Vec<bound::StampedEntry> = match order {
+            AheadOrder::LastUse(listed) => {
+                let mut entries = match listed {
+                    Some(mut all) => {
+                        all.retain(|e| e.path.parent() == Some(self.dir.as_path()));
+                        all
+                    }
+                    None => bound::entries_in(&self.dir),
+                };
+                entries.sort_by_key(|e| std::cmp::Reverse(e.stamp));
+                entries
             }
-            None => bound::entries_in(&self.dir),
+            // Sizes unknown until read: each reader's entry is counted once it is read, so the
+            // window is exceeded by at most the entries the readers are reading.
+            AheadOrder::Remembered(keys) => keys
+                .iter()
+                .filter(|k| self.known.may_hold(k))
+                .map(|k| bound::StampedEntry {
+                    path: self.dir.join(k.file_name()),
+                    bytes: 0,
+                    stamp: SystemTime::UNIX_EPOCH,
+                })
+                .collect(),
         };
-        entries.sort_by_key(|e| std::cmp::Reverse(e.stamp));
         let next = AtomicU64::new(0);
         let read_some = || {
             let mut report = ahead::AheadReport::default();
@@ -921,6 +1023,7 @@ impl Store {
         let bytes = envelope::encode_parts(&self.identity, key, kind, &parts);
         // Skipped means another writer holds it, and renames it in place soon.
         let written = files::write_atomically(&self.entry_path(key), &bytes, stamp)?;
+        self.used(*key, stamp);
         if let files::Written::Whole(n) = written {
             let n = n + pieces_written;
             let before = self.written_bytes.fetch_add(n, Ordering::Relaxed);
@@ -1011,6 +1114,15 @@ impl Store {
         let _release = Release(&self.bounding);
         let started = std::time::Instant::now();
         let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
+        if let Ok(bounded) = &report {
+            let live = bounded
+                .kept
+                .iter()
+                .filter(|e| e.path.parent() == Some(self.dir.as_path()))
+                .filter_map(|e| PipelineKey::from_file_name(e.path.file_name()?.to_str()?))
+                .collect();
+            *lock(&self.use_order.live) = Some(live);
+        }
         if let Ok(bound::Bounded { report: r, .. }) = &report {
             tracing::debug!(entries = r.entries, bytes = r.bytes, evicted = r.evicted, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "bound checked");
         }
@@ -1031,6 +1143,11 @@ impl Store {
     pub fn hold_marker(&self, found: &FoundEntry) -> LoadingMarker {
         LoadingMarker::hold(&self.dir, &found.name)
     }
+}
+
+/// A mutex's data, even after a panic elsewhere while it was held.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

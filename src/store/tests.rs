@@ -394,7 +394,13 @@ fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
     // Read in the order the bound's listing gives, as the layer does after its opening.
     let listed = run2.keep_within_bound().map(|b| b.kept);
     assert_eq!(listed.as_ref().map(Vec::len), Some(5));
-    let report = run2.read_ahead(listed, 1 << 20, 1, &AtomicBool::new(false), None);
+    let report = run2.read_ahead(
+        AheadOrder::LastUse(listed),
+        1 << 20,
+        1,
+        &AtomicBool::new(false),
+        None,
+    );
     assert_eq!((report.held, report.claimed_first), (3, 1), "{report:?}");
     assert!(
         !damaged.exists(),
@@ -438,7 +444,15 @@ fn read_ahead_waits_within_its_window_and_a_stop_ends_it() {
     let run2 = std::sync::Arc::new(open(root.path(), 1 << 30, at(200)));
     let reader = {
         let run2 = run2.clone();
-        std::thread::spawn(move || run2.read_ahead(None, 400, 2, &AtomicBool::new(false), None))
+        std::thread::spawn(move || {
+            run2.read_ahead(
+                AheadOrder::LastUse(None),
+                400,
+                2,
+                &AtomicBool::new(false),
+                None,
+            )
+        })
     };
     // The window holds one entry: the reader waits until it is taken, or stopped (however far
     // it got by then, it never holds more than the window).
@@ -730,7 +744,13 @@ fn a_merged_entry_is_served_merged_to_its_device_and_read_from_its_file_by_any_o
     }
     let run2 = open(root.path(), 1 << 30, at(200));
     let merger = MergesAll { owner: 7 };
-    let report = run2.read_ahead(None, 1 << 20, 1, &AtomicBool::new(false), Some(&merger));
+    let report = run2.read_ahead(
+        AheadOrder::LastUse(None),
+        1 << 20,
+        1,
+        &AtomicBool::new(false),
+        Some(&merger),
+    );
     assert_eq!(report.merged, 3, "{report:?}");
     match run2.lookup_for(&key(1), 7).unwrap() {
         Lookup::Merged(m) => assert_eq!(m.within, MergedIn { owner: 7, cache: 9 }),
@@ -1119,4 +1139,87 @@ fn every_stage_binary_is_a_piece_where_the_test_setting_asks() {
         .write_announced(&key(1), Binaries, &stages(&[&a, &b]), at(99))
         .unwrap();
     assert_eq!(pieces_named(&store, &key(1)), 2);
+}
+
+/// Finds `n`'s entry and stamps it, as the layer does for a found pipeline.
+fn use_found(store: &Store, n: u8) {
+    match store.lookup(&key(n)).unwrap() {
+        Lookup::Found(e) => store.stamp(e),
+        _ => panic!("entry {n} not found"),
+    }
+}
+
+#[test]
+fn a_runs_order_of_use_is_remembered_for_the_next_and_a_damaged_one_is_dropped() {
+    let root = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[7; 100]);
+    let run1 = open(root.path(), 1 << 30, at(100));
+    for n in [3, 1, 2] {
+        run1.write(&key(n), &data).unwrap();
+    }
+    run1.remember_use_order().unwrap();
+    let path = run1.dir.join(order::USE_ORDER);
+
+    let run2 = open(root.path(), 1 << 30, at(200));
+    assert_eq!(run2.remembered_use_order(), [key(3), key(1), key(2)]);
+    // A shorter run in another order: its order first, then the rest of the last one.
+    for n in [2, 3] {
+        use_found(&run2, n);
+    }
+    run2.remember_use_order().unwrap();
+
+    let run3 = open(root.path(), 1 << 30, at(300));
+    assert_eq!(run3.remembered_use_order(), [key(2), key(3), key(1)]);
+    // The same order again: the file is not written again (a directory in its place would make
+    // any write fail).
+    fs::remove_file(&path).unwrap();
+    fs::create_dir(&path).unwrap();
+    for n in [2, 3, 1] {
+        use_found(&run3, n);
+    }
+    run3.remember_use_order().unwrap();
+    fs::remove_dir(&path).unwrap();
+    run3.remember_use_order().unwrap();
+    assert!(!path.exists(), "a run that used nothing writes nothing");
+
+    // Damaged: dropped at its reading, and the run reads nothing from it.
+    fs::write(&path, order::encode(&[key(1), key(2)])).unwrap();
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[20] ^= 0x01;
+    fs::write(&path, &bytes).unwrap();
+    let run4 = open(root.path(), 1 << 30, at(400));
+    assert!(run4.remembered_use_order().is_empty());
+    assert!(!path.exists(), "a damaged use order is dropped");
+    use_found(&run4, 1);
+    run4.remember_use_order().unwrap();
+    let run5 = open(root.path(), 1 << 30, at(500));
+    assert_eq!(run5.remembered_use_order(), [key(1)]);
+}
+
+#[test]
+fn the_use_order_leaves_out_what_the_bound_has_dropped() {
+    let root = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[7; 100]);
+    let run1 = open(root.path(), 1 << 30, at(100));
+    for n in 1..=4 {
+        run1.write(&key(n), &data).unwrap();
+    }
+    run1.remember_use_order().unwrap();
+    let entry_bytes = fs::metadata(run1.entry_path(&key(1))).unwrap().len();
+    // Room for two: the bound keeps the first two used in run 1 (the newest stamps).
+    let run2 = Store::open_then_bound(
+        root.path(),
+        "title",
+        identity(),
+        2 * entry_bytes,
+        at(200),
+        false,
+    )
+    .unwrap()
+    .0;
+    run2.keep_within_bound().unwrap();
+    use_found(&run2, 2);
+    run2.remember_use_order().unwrap();
+    let run3 = open(root.path(), 1 << 30, at(300));
+    assert_eq!(run3.remembered_use_order(), [key(2), key(1)]);
 }
