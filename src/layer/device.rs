@@ -756,6 +756,25 @@ fn rebuild_what_is_owed(
     }
 }
 
+/// Why a rebuild pass could not read the record.
+#[derive(Debug, thiserror::Error)]
+enum RecordUnread {
+    #[error(transparent)]
+    Io(std::io::Error),
+    #[error(transparent)]
+    Database(crate::replay::foz::DatabaseError),
+}
+
+impl RecordUnread {
+    /// No record yet, or not yet its header: what a first append in progress leaves.
+    fn not_written_yet(&self) -> bool {
+        match self {
+            RecordUnread::Io(e) => e.kind() == std::io::ErrorKind::NotFound,
+            RecordUnread::Database(e) => *e == crate::replay::foz::DatabaseError::Short,
+        }
+    }
+}
+
 /// How a rebuild pass ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pass {
@@ -776,22 +795,29 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     // What this run owes lands in the record first (the writer thread runs at idle priority):
     // the pass covers what was owed before it read the record.
     wait_for_owed_appends(dev, file);
-    dev.owed_covered
-        .store(owed_and_landed(dev, file), Ordering::Release);
+    let covered = owed_and_landed(dev, file);
     let record = file.path();
     let mut read_len = 0;
-    let catalog = match std::fs::read(record)
-        .map_err(|e| e.to_string())
+    let read = std::fs::read(record)
+        .map_err(RecordUnread::Io)
         .and_then(|b| {
             read_len = b.len() as u64;
-            crate::replay::foz::read_entries(&b).map_err(|e| e.to_string())
-        }) {
+            crate::replay::foz::read_entries(&b).map_err(RecordUnread::Database)
+        });
+    let catalog = match read {
         Ok(entries) => crate::replay::objects::Catalog::from_entries(entries),
+        // The writer (at idle priority, starved on a loaded machine) has made the record but
+        // not yet written its first append: the next pause's pass reads it.
+        Err(e) if file.owed_in_flight() > 0 && e.not_written_yet() => {
+            tracing::debug!(record = %record.display(), error = %e, "the record's first append has not landed; the next pass reads it");
+            return Pass::Done;
+        }
         Err(e) => {
             tracing::warn!(record = %record.display(), error = %e, "the record cannot be read; no rebuild");
             return Pass::Impossible;
         }
     };
+    dev.owed_covered.store(covered, Ordering::Release);
     let pipelines = catalog.compute.len() + catalog.graphics.len();
     tracing::info!(record = %record.display(), pipelines, "the driver changed (or a rebuild is owed): rebuilding the title's record in the background");
     // SAFETY: this layer's own commands for the application's device (taken from its data, not
