@@ -573,12 +573,20 @@ impl Store {
         self.dir_fd.get(&self.dir)
     }
 
-    /// Removes an entry found damaged (where the path still names the file `read`) and logs why.
+    /// Removes an entry found damaged (where the path still names the file `read`) and logs why:
+    /// one line an entry, from whoever removed it (a lookup and a reader ahead can meet the same
+    /// damaged entry at once).
     fn drop_entry(&self, path: &Path, read: Option<&File>, reason: &str) {
-        if let Err(e) = files::remove_if_still(path, read) {
-            tracing::debug!(path = %path.display(), error = %e, "could not remove a dropped entry");
+        match files::remove_if_still(path, read) {
+            Ok(true) => log_drop(path, reason),
+            Ok(false) => {
+                tracing::debug!(path = %path.display(), reason, "a damaged entry was dropped by another thread or replaced")
+            }
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "could not remove a dropped entry");
+                log_drop(path, reason);
+            }
         }
-        log_drop(path, reason);
     }
 
     /// The next stamp: just before the opening, one microsecond earlier for each one taken.
