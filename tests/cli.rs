@@ -97,6 +97,17 @@ fn verify_finds_each_damage_and_fix_drops_exactly_those() {
     let text = tool(tmp.path(), &["verify"]);
     assert!(text.stdout.contains("9 good, 3 bad"), "{}", text.all());
 
+    // The run's order of use, damaged, is reported and dropped too.
+    let order = files[0].parent().unwrap().join("use-order");
+    let mut bytes = std::fs::read(&order).unwrap();
+    bytes[20] ^= 1;
+    std::fs::write(&order, bytes).unwrap();
+    let j = json(&tool(tmp.path(), &["verify", "--json"]));
+    assert_eq!(j["bad_use_orders"].as_array().unwrap().len(), 1, "{j}");
+    assert!(tool(tmp.path(), &["verify"])
+        .stdout
+        .contains("bad use-order (its BLAKE3 hash does not match its bytes)"));
+
     let fixed = tool(tmp.path(), &["verify", "--fix"]);
     assert_eq!(fixed.code, Some(1));
     let left = entries(&tmp.path().join("store"));
@@ -105,6 +116,7 @@ fn verify_finds_each_damage_and_fix_drops_exactly_those() {
         files[3..].to_vec(),
         "exactly the three bad ones are gone"
     );
+    assert!(!order.exists(), "the damaged use order is gone");
     assert!(tool(tmp.path(), &["verify"]).ok);
 }
 

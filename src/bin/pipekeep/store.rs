@@ -350,12 +350,17 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
         .map(|t| record_of(&root.join(t)))
         .filter(|r| r["damaged"].as_u64().is_some_and(|n| n > 0))
         .collect();
+    // Each identity directory's order of use: a hint, but one the layer would drop with a line.
+    let bad_orders: Vec<(PathBuf, String)> = dirs.iter().filter_map(|d| bad_use_order(d)).collect();
     let mut dropped = 0;
     if args.fix {
         for (f, _, _) in &bad {
             if remove_if_present(f).unwrap_or(false) {
                 dropped += 1;
             }
+        }
+        for (f, _) in &bad_orders {
+            let _ = remove_if_present(f);
         }
     }
     if args.scope.json {
@@ -365,7 +370,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             .collect();
         println!(
             "{}",
-            json!({ "checked": files.len(), "pieces_checked": piece_files.len(), "bad_pieces": bad_pieces, "good": good, "bad": list, "dropped": dropped, "bad_records": bad_records })
+            json!({ "checked": files.len(), "pieces_checked": piece_files.len(), "bad_pieces": bad_pieces, "good": good, "bad": list, "dropped": dropped, "bad_records": bad_records, "bad_use_orders": bad_orders.iter().map(|(f, why)| json!({ "path": f, "detail": why })).collect::<Vec<_>>() })
         );
     } else {
         for (i, (f, reason, why)) in bad.iter().enumerate() {
@@ -383,6 +388,9 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
                 r["damaged"]
             );
         }
+        for (f, why) in &bad_orders {
+            println!("bad use-order ({why}) path={}", f.display());
+        }
         println!(
             "checked {} entries and {} pieces: {good} good, {} bad; {bad_pieces} bad pieces{}",
             files.len(),
@@ -395,11 +403,25 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             }
         );
     }
-    Ok(if bad.is_empty() && bad_records.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(
+        if bad.is_empty() && bad_records.is_empty() && bad_orders.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        },
+    )
+}
+
+/// The identity directory's `use-order` and why it cannot be read, where it is there and damaged.
+fn bad_use_order(dir: &Path) -> Option<(PathBuf, String)> {
+    use pipekeep::store::order;
+    let path = dir.join(order::USE_ORDER);
+    let bytes = match pipekeep::store::files::read_at_most(&path, order::most_bytes()) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some((path, e.to_string())),
+    };
+    order::decode(&bytes).err().map(|e| (path, e.to_string()))
 }
 
 pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
