@@ -637,21 +637,18 @@ impl Store {
     /// A damaged file is dropped with one line: reading ahead then follows the bound's listing.
     pub fn remembered_use_order(&self) -> &[PipelineKey] {
         self.use_order.earlier.get_or_init(|| {
-            let path = self.dir.join(order::USE_ORDER);
-            let bytes = match files::read_at_most(&path, order::most_bytes()) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    if e.kind() != io::ErrorKind::NotFound {
-                        tracing::debug!(path = %path.display(), error = %e, "the use order cannot be read");
-                    }
-                    return Vec::new();
+            match order::read(&self.dir.join(order::USE_ORDER)) {
+                Ok(keys) => keys.unwrap_or_default(),
+                Err(order::ReadError::Io { path, source }) => {
+                    tracing::debug!(path = %path.display(), error = %source, "the use order cannot be read");
+                    Vec::new()
                 }
-            };
-            order::decode(&bytes).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "the use order is damaged; dropped (this run reads ahead in the stamps' order)");
-                let _ = fs::remove_file(&path);
-                Vec::new()
-            })
+                Err(order::ReadError::Damaged { path, source }) => {
+                    tracing::warn!(path = %path.display(), error = %source, "the use order is damaged; dropped (this run reads ahead in the stamps' order)");
+                    let _ = fs::remove_file(&path);
+                    Vec::new()
+                }
+            }
         })
     }
 

@@ -14,6 +14,8 @@
 //! | 16 + 32 x count | 32 | BLAKE3 of every byte before it |
 #![forbid(unsafe_code)]
 
+use std::path::{Path, PathBuf};
+
 use crate::key::PipelineKey;
 
 /// The file's name in an identity directory.
@@ -52,6 +54,42 @@ pub enum UseOrderError {
     },
     #[error("its BLAKE3 hash does not match its bytes")]
     Hash,
+}
+
+/// Why a use order on disk cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{source}")]
+    Damaged {
+        path: PathBuf,
+        source: UseOrderError,
+    },
+}
+
+/// The keys of the use order at `path`, checked whole (at most [`most_bytes`] read, never
+/// through a link); `Ok(None)` where there is none.
+pub fn read(path: &Path) -> Result<Option<Vec<PipelineKey>>, ReadError> {
+    let bytes = match super::files::read_at_most(path, most_bytes()) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ReadError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    decode(&bytes)
+        .map(Some)
+        .map_err(|source| ReadError::Damaged {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// The file's bytes for `keys` (the first [`MOST_KEYS`] of them).

@@ -414,14 +414,10 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
 
 /// The identity directory's `use-order` and why it cannot be read, where it is there and damaged.
 fn bad_use_order(dir: &Path) -> Option<(PathBuf, String)> {
-    use pipekeep::store::order;
-    let path = dir.join(order::USE_ORDER);
-    let bytes = match pipekeep::store::files::read_at_most(&path, order::most_bytes()) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => return Some((path, e.to_string())),
-    };
-    order::decode(&bytes).err().map(|e| (path, e.to_string()))
+    let path = dir.join(pipekeep::store::order::USE_ORDER);
+    pipekeep::store::order::read(&path)
+        .err()
+        .map(|e| (path, e.to_string()))
 }
 
 pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
