@@ -6,13 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The last moment the application began or ended a pipeline, in milliseconds since this was
-/// made (with the device).
+/// made (with the device), counted from 1: 0 is "never".
 #[derive(Debug)]
 pub struct AppActivity {
     since: Instant,
     last_ms: AtomicU64,
-    /// The application has begun a pipeline since the device was made.
-    began: AtomicBool,
 }
 
 impl Default for AppActivity {
@@ -20,7 +18,6 @@ impl Default for AppActivity {
         AppActivity {
             since: Instant::now(),
             last_ms: AtomicU64::new(0),
-            began: AtomicBool::new(false),
         }
     }
 }
@@ -30,23 +27,26 @@ impl AppActivity {
     /// application thread: the shared word is written only when the millisecond moved on, so
     /// threads building at once mostly read it.
     pub fn touch(&self) {
-        if !self.began.load(Ordering::Relaxed) {
-            self.began.store(true, Ordering::Relaxed);
-        }
         let now = self.now_ms();
         if self.last_ms.load(Ordering::Relaxed) < now {
             self.last_ms.fetch_max(now, Ordering::Relaxed);
         }
     }
 
+    /// Milliseconds since this was made, from 1.
     fn now_ms(&self) -> u64 {
-        self.since.elapsed().as_millis() as u64
+        self.since.elapsed().as_millis() as u64 + 1
     }
 
     /// How long the application has built no pipeline (since the device was made, if never).
     pub fn quiet_for(&self) -> Duration {
-        let last = self.last_ms.load(Ordering::Relaxed);
+        let last = self.last_ms.load(Ordering::Relaxed).max(1);
         Duration::from_millis(self.now_ms().saturating_sub(last))
+    }
+
+    /// Whether the application has begun a pipeline since the device was made.
+    fn began(&self) -> bool {
+        self.last_ms.load(Ordering::Relaxed) > 0
     }
 
     /// Returns once the application has built no pipeline for `quiet` (`true`), or once `stop`
@@ -66,7 +66,7 @@ impl AppActivity {
             if stop.load(Ordering::Acquire) {
                 return false;
             }
-            if after_building && !self.began.load(Ordering::Relaxed) {
+            if after_building && !self.began() {
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
             }

@@ -529,66 +529,7 @@ fn open_ahead(data: &Arc<DeviceData>) {
     data.opening_thread.store(true, Ordering::Release);
     let spawned = std::thread::Builder::new()
         .name("pipekeep-open".into())
-        .spawn(move || {
-            guarded(
-                "store opening",
-                || {
-                    // The opening publishes the store first; the bound follows here, on this thread.
-                    let stopped = || ahead.stop.load(Ordering::Acquire);
-                    match SETTINGS.test_opening_late {
-                        Some(OpeningLate::UntilOpened) => {
-                            test_wait_until(&|| ahead.opened_store().is_some() || stopped())
-                        }
-                        Some(OpeningLate::UntilDestroyed) => test_wait_until(&stopped),
-                        None => {}
-                    }
-                    // A device destroyed before anyone opened its store owes it nothing.
-                    if stopped() && ahead.opened_store().is_none() {
-                        return;
-                    }
-                    // The first pipeline may have opened the store before this thread did: what
-                    // follows the opening is this thread's either way.
-                    let Some(store) = ahead.open_store() else {
-                        return;
-                    };
-                    if !stopped() {
-                        super::pipelines::prime_dictionary(&ahead);
-                    }
-                    let remembered = (SETTINGS.read_ahead > 0 && !stopped())
-                        .then(|| store.remembered_use_order())
-                        .filter(|order| !order.is_empty());
-                    if let Some(order) = remembered {
-                        // Read ahead at once, in the order the last run used; the bound's listing
-                        // waits for the application's first pause.
-                        start_rebuild(&ahead, store);
-                        read_ahead(&ahead, store, AheadOrder::Remembered(order.to_vec()));
-                        // The time before the first pipeline (the application loading its
-                        // shaders) is no pause: with the bound listed then, beside the first
-                        // pipelines, pygfx warm at one thread on the H200 took 1.21x the build
-                        // before the use order (5 rounds); waiting for a pause after them, 0.97x.
-                        ahead
-                            .app_activity
-                            .wait_until_quiet_after_building(REBUILD_AFTER_QUIET, &ahead.stop);
-                        tidy_after_opening(&ahead, store);
-                    } else {
-                        // The bound is owed once the store is open, even to a device destroyed
-                        // meanwhile (its destruction joins this thread): a run that writes
-                        // nothing checks it nowhere else, and a lowered bound must hold after it.
-                        let listed = tidy_after_opening(&ahead, store);
-                        // A device destroyed by now leaves the reading ahead to the next run.
-                        if stopped() {
-                            return;
-                        }
-                        start_rebuild(&ahead, store);
-                        if SETTINGS.read_ahead > 0 && !stopped() {
-                            read_ahead(&ahead, store, AheadOrder::LastUse(listed));
-                        }
-                    }
-                    drop_other_drivers_in_a_pause(&ahead, store);
-                },
-                || (),
-            )
-        });
+        .spawn(move || guarded("store opening", || open_then_tidy(&ahead), || ()));
     match spawned {
         Ok(handle) => *data.opener.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
         Err(e) => {
@@ -596,6 +537,62 @@ fn open_ahead(data: &Arc<DeviceData>) {
             tracing::debug!(error = %e, "no opening thread; the first pipeline opens the store")
         }
     }
+}
+
+/// The opening thread's work: the store opened (or taken as the first pipeline opened it), then
+/// published; then the bound, the rebuild and the reading ahead, in the order the last run's use
+/// order allows; last, other drivers' entries dropped in a pause.
+fn open_then_tidy(dev: &Arc<DeviceData>) {
+    let stopped = || dev.stop.load(Ordering::Acquire);
+    match SETTINGS.test_opening_late {
+        Some(OpeningLate::UntilOpened) => {
+            test_wait_until(&|| dev.opened_store().is_some() || stopped())
+        }
+        Some(OpeningLate::UntilDestroyed) => test_wait_until(&stopped),
+        None => {}
+    }
+    // A device destroyed before anyone opened its store owes it nothing.
+    if stopped() && dev.opened_store().is_none() {
+        return;
+    }
+    // The first pipeline may have opened the store before this thread did: what follows the
+    // opening is this thread's either way.
+    let Some(store) = dev.open_store() else {
+        return;
+    };
+    if !stopped() {
+        super::pipelines::prime_dictionary(dev);
+    }
+    let remembered = (SETTINGS.read_ahead > 0 && !stopped())
+        .then(|| store.remembered_use_order())
+        .filter(|order| !order.is_empty());
+    if let Some(order) = remembered {
+        // Read ahead at once, in the order the last run used; the bound's listing waits for the
+        // application's first pause.
+        start_rebuild(dev, store);
+        read_ahead(dev, store, AheadOrder::Remembered(order));
+        // The time before the first pipeline (the application loading its shaders) is no pause:
+        // with the bound listed then, beside the first pipelines, pygfx warm at one thread on
+        // the H200 took 1.21x the build before the use order (5 rounds); waiting for a pause
+        // after them, 0.97x.
+        dev.app_activity
+            .wait_until_quiet_after_building(REBUILD_AFTER_QUIET, &dev.stop);
+        tidy_after_opening(dev, store);
+    } else {
+        // The bound is owed once the store is open, even to a device destroyed meanwhile (its
+        // destruction joins this thread): a run that writes nothing checks it nowhere else, and
+        // a lowered bound must hold after it.
+        let listed = tidy_after_opening(dev, store);
+        // A device destroyed by now leaves the reading ahead to the next run.
+        if stopped() {
+            return;
+        }
+        start_rebuild(dev, store);
+        if SETTINGS.read_ahead > 0 && !stopped() {
+            read_ahead(dev, store, AheadOrder::LastUse(listed));
+        }
+    }
+    drop_other_drivers_in_a_pause(dev, store);
 }
 
 /// What the opening thread does once the store is published: the title brought within its
@@ -628,7 +625,7 @@ fn drop_other_drivers_in_a_pause(dev: &DeviceData, store: &Store) {
 
 /// Reads ahead, at idle priority, the entries the last run used (merging them where the device
 /// merges), until they are read or the device ends.
-fn read_ahead(dev: &DeviceData, store: &Store, order: AheadOrder) {
+fn read_ahead(dev: &DeviceData, store: &Store, order: AheadOrder<'_>) {
     super::idle::lower_this_threads_priority_but_not_its_reads("read ahead");
     let started = std::time::Instant::now();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -756,25 +753,6 @@ fn rebuild_what_is_owed(
     }
 }
 
-/// Why a rebuild pass could not read the record.
-#[derive(Debug, thiserror::Error)]
-enum RecordUnread {
-    #[error(transparent)]
-    Io(std::io::Error),
-    #[error(transparent)]
-    Database(crate::replay::foz::DatabaseError),
-}
-
-impl RecordUnread {
-    /// No record yet, or not yet its header: what a first append in progress leaves.
-    fn not_written_yet(&self) -> bool {
-        match self {
-            RecordUnread::Io(e) => e.kind() == std::io::ErrorKind::NotFound,
-            RecordUnread::Database(e) => *e == crate::replay::foz::DatabaseError::Short,
-        }
-    }
-}
-
 /// How a rebuild pass ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pass {
@@ -795,29 +773,18 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     // What this run owes lands in the record first (the writer thread runs at idle priority):
     // the pass covers what was owed before it read the record.
     wait_for_owed_appends(dev, file);
-    let covered = owed_and_landed(dev, file);
+    dev.owed_covered
+        .store(owed_and_landed(dev, file), Ordering::Release);
     let record = file.path();
-    let mut read_len = 0;
-    let read = std::fs::read(record)
-        .map_err(RecordUnread::Io)
-        .and_then(|b| {
-            read_len = b.len() as u64;
-            crate::replay::foz::read_entries(&b).map_err(RecordUnread::Database)
-        });
-    let catalog = match read {
-        Ok(entries) => crate::replay::objects::Catalog::from_entries(entries),
-        // The writer (at idle priority, starved on a loaded machine) has made the record but
-        // not yet written its first append: the next pause's pass reads it.
-        Err(e) if file.owed_in_flight() > 0 && e.not_written_yet() => {
-            tracing::debug!(record = %record.display(), error = %e, "the record's first append has not landed; the next pass reads it");
-            return Pass::Done;
-        }
+    // A record made but not yet written (its writer at idle priority, starved on a loaded
+    // machine) reads as empty: what is still in flight is left to the next pass.
+    let (catalog, read_len) = match crate::replay::record::read(record) {
+        Ok((entries, len)) => (crate::replay::objects::Catalog::from_entries(entries), len),
         Err(e) => {
             tracing::warn!(record = %record.display(), error = %e, "the record cannot be read; no rebuild");
             return Pass::Impossible;
         }
     };
-    dev.owed_covered.store(covered, Ordering::Release);
     let pipelines = catalog.compute.len() + catalog.graphics.len();
     tracing::info!(record = %record.display(), pipelines, "the driver changed (or a rebuild is owed): rebuilding the title's record in the background");
     // SAFETY: this layer's own commands for the application's device (taken from its data, not

@@ -862,8 +862,7 @@ impl RecordFile {
         }
         let mut bytes = Vec::new();
         io::Read::read_to_end(&mut &file, &mut bytes)?;
-        let entries = super::foz::read_entries(&bytes)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let entries = entries_in(&bytes)?;
         let is_pipeline = |tag: u32| tag == TAG_COMPUTE || tag == TAG_GRAPHICS;
         let pipelines = entries.iter().filter(|e| is_pipeline(e.tag)).count();
         let kept_pipelines = entries
@@ -949,6 +948,25 @@ fn collect_names(v: &Value, into: &mut HashSet<u64>) {
 
 const HEADER_LEN: usize = super::foz::MAGIC.len() + 4;
 
+/// A title's record as its file holds it now: its entries (a cut last one left out, a damaged
+/// one named), and the file's length.
+pub fn read(path: &Path) -> io::Result<(Vec<super::foz::Entry>, u64)> {
+    let bytes = std::fs::read(path)?;
+    Ok((entries_in(&bytes)?, bytes.len() as u64))
+}
+
+/// The entries of a record's bytes. Bytes shorter than a header hold nothing whole yet: a first
+/// append on its way (the record is made, empty, under its lock before its first append, and
+/// [`RecordFile::mark_pending`] makes it so too), or one a process stopped inside, which the next
+/// append starts again ([`catch_up`]).
+fn entries_in(bytes: &[u8]) -> io::Result<Vec<super::foz::Entry>> {
+    if bytes.len() < HEADER_LEN {
+        return Ok(Vec::new());
+    }
+    super::foz::read_entries(bytes)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+}
+
 /// Reads what the file holds past what `held` knows (all of it where the file is shorter than
 /// that: replaced), and drops a cut last entry so that the next one appends after whole ones.
 fn catch_up(file: &File, held: &mut Held) -> io::Result<()> {
@@ -982,8 +1000,7 @@ fn catch_up(file: &File, held: &mut Held) -> io::Result<()> {
         held.len = 0;
         return Ok(());
     }
-    let entries = super::foz::read_entries(&bytes)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    let entries = entries_in(&bytes)?;
     let whole = whole_length(&bytes, entries.len());
     held.known.extend(entries.iter().map(|e| (e.tag, e.hash)));
     let end = if from == 0 {
@@ -1138,6 +1155,21 @@ mod tests {
         );
         let read = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();
         assert_eq!(read.len(), entries.len());
+    }
+
+    #[test]
+    fn a_record_made_but_not_yet_written_reads_as_empty_and_the_next_append_fills_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RecordFile::new(dir.path());
+        // What a pending mark leaves before the first append lands, and a header cut short.
+        file.mark_pending().unwrap();
+        assert_eq!(read(file.path()).unwrap().1, 0);
+        assert!(read(file.path()).unwrap().0.is_empty());
+        std::fs::write(file.path(), &crate::replay::foz::MAGIC[..5]).unwrap();
+        assert!(read(file.path()).unwrap().0.is_empty());
+        let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
+        assert_eq!(file.append(entries.clone(), 0).unwrap(), entries.len());
+        assert_eq!(read(file.path()).unwrap().0.len(), entries.len());
     }
 
     /// The test pipeline with its own module and key (`n`), sharing the layout and set layout.

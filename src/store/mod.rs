@@ -195,11 +195,7 @@ impl KnownEntries {
         match self.at_opening.get() {
             None => true,
             Some(listed) if listed.contains(key) => true,
-            Some(_) => self
-                .written
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(key),
+            Some(_) => lock(&self.written).contains(key),
         }
     }
 
@@ -214,10 +210,7 @@ impl KnownEntries {
             .get()
             .is_some_and(|listed| !listed.contains(key))
         {
-            self.written
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(*key);
+            lock(&self.written).insert(*key);
         }
     }
 }
@@ -320,13 +313,13 @@ enum ReadOne {
 const MERGE_BATCH: usize = 256;
 
 /// The order in which [`Store::read_ahead`] reads entries.
-pub enum AheadOrder {
+pub enum AheadOrder<'a> {
     /// The last run's order of use (newest stamp first), from the bound's listing where it has
     /// just listed the title (else the directory listed and every entry stat'ed here).
     LastUse(Option<Vec<bound::StampedEntry>>),
     /// The order the last run left in its `use-order` file ([`Store::remembered_use_order`]):
     /// reading starts at opening, before any listing or stat.
-    Remembered(Vec<PipelineKey>),
+    Remembered(&'a [PipelineKey]),
 }
 
 /// The answer to a lookup.
@@ -411,7 +404,7 @@ impl Store {
     /// Cuts `cache` payloads into pieces as `chunking` says, instead of
     /// [`recipe::Chunking::CHOSEN`] (the tests of pieces on a driver whose payloads are small).
     pub fn set_chunking(&self, chunking: recipe::Chunking) {
-        *self.chunking.lock().unwrap_or_else(|e| e.into_inner()) = chunking;
+        *lock(&self.chunking) = chunking;
     }
 
     /// Whether opening dropped another driver's directory of this device: the driver changed
@@ -422,11 +415,7 @@ impl Store {
 
     /// Whether the opening left other drivers' directories for [`Store::drop_other_drivers`].
     pub fn has_other_drivers_to_drop(&self) -> bool {
-        !self
-            .other_drivers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
+        !lock(&self.other_drivers).is_empty()
     }
 
     /// Drops the entries of the other drivers' directories the opening found (an opening on the
@@ -434,8 +423,7 @@ impl Store {
     /// Returns how many entries were dropped. Ends early once `stop` is set (the device went):
     /// the rest stays for the next opening.
     pub fn drop_other_drivers(&self, stop: &AtomicBool) -> u64 {
-        let dirs =
-            std::mem::take(&mut *self.other_drivers.lock().unwrap_or_else(|e| e.into_inner()));
+        let dirs = std::mem::take(&mut *lock(&self.other_drivers));
         let dropped: u64 = dirs
             .iter()
             .map(|d| open::drop_directory(d, "foreign", stop))
@@ -539,18 +527,9 @@ impl Store {
     fn check(&self, file: Arc<Vec<u8>>, key: &PipelineKey) -> Result<Checked, EntryError> {
         let (checked, pieces) = payload::check(file, &self.identity, key, &self.pieces)?;
         if !pieces.is_empty() {
-            self.lock_named_pieces().insert(*key, pieces);
+            lock(&self.named_pieces).insert(*key, pieces);
         }
         Ok(checked)
-    }
-
-    fn lock_named_pieces(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>,
-    > {
-        self.named_pieces.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Opens an entry for reading (never through a link, never blocking), relative to the
@@ -567,6 +546,11 @@ impl Store {
             }
         }
         files::open_entry_file(dir, &path, false)
+    }
+
+    /// Whether an entry the bound listed (over the whole title) is one of this identity's.
+    fn holds(&self, listed: &bound::StampedEntry) -> bool {
+        listed.path.parent() == Some(self.dir.as_path())
     }
 
     fn held_dir(&self) -> Option<&OwnedFd> {
@@ -606,19 +590,15 @@ impl Store {
     /// writer thread stamps later, off the application's thread, in the run's order of use). An
     /// entry gone since is not stamped.
     pub fn stamp_found(&self, name: &EntryName, stamp: SystemTime) {
+        let key = PipelineKey::from_file_name(name);
         // Its pieces first: the bound lists entries before pieces, so whoever sees the entry's
         // new stamp sees its pieces' too.
-        let pieces =
-            PipelineKey::from_file_name(name).and_then(|key| self.lock_named_pieces().remove(&key));
+        let pieces = key.and_then(|key| lock(&self.named_pieces).remove(&key));
         if let Some(pieces) = pieces {
             self.pieces.stamp_first(&pieces, stamp);
         }
         match self.stamp_by_name(name, stamp) {
-            Ok(()) => {
-                if let Some(key) = PipelineKey::from_file_name(name) {
-                    self.used(key, stamp);
-                }
-            }
+            Ok(()) => key.into_iter().for_each(|key| self.used(key, stamp)),
             Err(e) => {
                 tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry")
             }
@@ -692,7 +672,7 @@ impl Store {
     /// (this store's are read from it instead of listing and stat-ing the directory again).
     pub fn read_ahead(
         &self,
-        order: AheadOrder,
+        order: AheadOrder<'_>,
         window: u64,
         readers: usize,
         stop: &AtomicBool,
@@ -702,7 +682,7 @@ impl Store {
             AheadOrder::LastUse(listed) => {
                 let mut entries = match listed {
                     Some(mut all) => {
-                        all.retain(|e| e.path.parent() == Some(self.dir.as_path()));
+                        all.retain(|e| self.holds(e));
                         all
                     }
                     None => bound::entries_in(&self.dir),
@@ -915,7 +895,7 @@ impl Store {
             return Ok(files::Written::Skipped);
         }
         self.make_dir()?;
-        let chunking = *self.chunking.lock().unwrap_or_else(|e| e.into_inner());
+        let chunking = *lock(&self.chunking);
         // A stage binary is a piece once a second entry carries it (or it is kept already; one
         // the entry carries twice the recipe makes a piece itself); the first entry to carry it,
         // remembered as it is planned (one lock for the question and the answer), is then
@@ -928,7 +908,7 @@ impl Store {
             if self.pieces_always.load(Ordering::Relaxed) || self.pieces.is_kept(name) {
                 return true;
             }
-            let mut once = self.lock_inline_once();
+            let mut once = lock(&self.inline_once);
             match once.get(name) {
                 Some(holder) if holder != key => {
                     first_holders.borrow_mut().push(*holder);
@@ -971,12 +951,6 @@ impl Store {
             }
         }
         written
-    }
-
-    fn lock_inline_once(
-        &self,
-    ) -> std::sync::MutexGuard<'_, held::OldestFirst<recipe::PieceName, PipelineKey>> {
-        self.inline_once.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Writes `key`'s entry again (read back whole, with the stamp its file has), now that a
@@ -1123,7 +1097,7 @@ impl Store {
             let live = bounded
                 .kept
                 .iter()
-                .filter(|e| e.path.parent() == Some(self.dir.as_path()))
+                .filter(|e| self.holds(e))
                 .filter_map(|e| PipelineKey::from_file_name(e.path.file_name()?.to_str()?))
                 .collect();
             *lock(&self.use_order.live) = Some(live);

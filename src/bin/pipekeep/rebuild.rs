@@ -7,7 +7,6 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use pipekeep::replay::foz;
 use pipekeep::replay::objects::Catalog;
 use pipekeep::replay::record::FILE_NAME;
 use pipekeep::replay::replayer::{self, Options};
@@ -50,9 +49,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     let mut clean = true;
     for title in &with_record {
         let path = root.join(title).join(FILE_NAME);
-        let bytes =
-            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let entries = foz::read_entries(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let (entries, read_len) = pipekeep::replay::record::read(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let catalog = Catalog::from_entries(entries);
         let started = pipekeep::watch::unix_secs(std::time::SystemTime::now());
         let options = Options {
@@ -68,7 +66,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         // Every pipeline of the record went through the layer: none is owed to a background
         // rebuild any more (unless the record grew meanwhile).
         let _ = pipekeep::replay::record::RecordFile::new(&root.join(title))
-            .clear_pending_unless_grown(bytes.len() as u64);
+            .clear_pending_unless_grown(read_len);
         // The layer's line for this run in the title's history says what it found and wrote.
         let runs = read_runs(&root.join(title).join("runs.jsonl")).unwrap_or_default();
         let Some(run) = runs.iter().rev().find(|r| r.when >= started) else {

@@ -472,17 +472,17 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
 fn record_of(title_dir: &Path) -> serde_json::Value {
     use pipekeep::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS};
     let path = title_dir.join(pipekeep::replay::record::FILE_NAME);
-    let Ok(bytes) = std::fs::read(&path) else {
+    let Ok(bytes) = std::fs::metadata(&path).map(|m| m.len()) else {
         return serde_json::Value::Null;
     };
-    match pipekeep::replay::foz::read_entries(&bytes) {
-        Ok(entries) => json!({
-            "path": path, "bytes": bytes.len(),
+    match pipekeep::replay::record::read(&path) {
+        Ok((entries, bytes)) => json!({
+            "path": path, "bytes": bytes,
             "pipelines": entries.iter().filter(|e| e.tag == TAG_COMPUTE || e.tag == TAG_GRAPHICS).count(),
             "damaged": entries.iter().filter(|e| e.payload.is_err()).count(),
         }),
         Err(e) => {
-            json!({ "path": path, "bytes": bytes.len(), "pipelines": 0, "damaged": 1, "error": e.to_string() })
+            json!({ "path": path, "bytes": bytes, "pipelines": 0, "damaged": 1, "error": e.to_string() })
         }
     }
 }
