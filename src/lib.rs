@@ -13,6 +13,7 @@ mod layer;
 pub mod replay;
 pub mod settings;
 pub mod store;
+mod sync;
 pub mod watch;
 
 pub use layer::LAYER_NAME;

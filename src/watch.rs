@@ -8,6 +8,7 @@
 //! `built` counts every pipeline made, found, compiled or unkeyed; `found` those the driver
 //! served from a kept entry.
 
+use crate::sync::Unpoisoned;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -200,7 +201,7 @@ impl Watch {
         let built = self.built.fetch_add(1, Relaxed) + 1;
         if ns > longest_before {
             // Rare (a new longest): where its time went, for the run's last line.
-            let mut longest = self.longest.lock().unwrap_or_else(|e| e.into_inner());
+            let mut longest = self.longest.locked();
             if longest.is_none_or(|(_, _, split)| split.iter().sum::<u64>() < ns) {
                 *longest = Some((built, outcome, lap.ns));
             }
@@ -223,7 +224,7 @@ impl Watch {
     /// The longest pipeline of the run: which it was (its ordinal among those built), how it was
     /// made, and where its time went, as a log line's fields.
     pub fn longest_line(&self) -> Option<String> {
-        let (ordinal, outcome, ns) = (*self.longest.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let (ordinal, outcome, ns) = (*self.longest.locked())?;
         let ms = |p: Phase| ns[p as usize] as f64 / 1e6;
         Some(format!(
             "longest pipeline: ordinal={ordinal} outcome={outcome:?} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3}",

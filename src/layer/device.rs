@@ -25,6 +25,7 @@ use crate::settings::{BackendSetting, MergeSetting, OpeningLate};
 use crate::store::files::Written;
 use crate::store::identity::{HOST_ABI, NVIDIA};
 use crate::store::{AheadOrder, Identity, Store};
+use crate::sync::Unpoisoned;
 use crate::watch::Watch;
 
 /// The next layer's device commands the layer calls.
@@ -367,12 +368,7 @@ impl DeviceData {
     fn stop_threads(&self) {
         self.stop.store(true, Ordering::Release);
         self.rebuild_stop.store(true, Ordering::Release);
-        if let Some(rebuild) = self
-            .rebuilder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
+        if let Some(rebuild) = self.rebuilder.locked().as_ref() {
             rebuild.thread().unpark();
         }
         super::idle::raise_threads(&self.rebuild_threads);
@@ -391,20 +387,12 @@ impl DeviceData {
     /// The background rebuild's thread: `None` where none was started (or it was joined), else
     /// whether it has ended.
     fn rebuild_ended(&self) -> Option<bool> {
-        self.rebuilder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|r| r.is_finished())
+        self.rebuilder.locked().as_ref().map(|r| r.is_finished())
     }
 
     /// Joins the background rebuild, if one was started. True when one was.
     fn join_the_rebuild(&self) -> bool {
-        let rebuild = self
-            .rebuilder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let rebuild = self.rebuilder.locked().take();
         rebuild.map(|r| r.join()).is_some()
     }
 
@@ -427,8 +415,7 @@ impl DeviceData {
                 None => {
                     let opener_done = self
                         .opener
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
+                        .locked()
                         .as_ref()
                         .is_none_or(|o| o.is_finished());
                     if opener_done {
@@ -463,7 +450,7 @@ impl DeviceData {
             self.writer.drain_here();
             self.remember_use_order();
         } else {
-            if let Some(opener) = self.opener.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            if let Some(opener) = self.opener.locked().take() {
                 let _ = opener.join();
             }
             // The readers are gone: what they merged goes with this device's caches.
@@ -531,7 +518,7 @@ fn open_ahead(data: &Arc<DeviceData>) {
         .name("pipekeep-open".into())
         .spawn(move || guarded("store opening", || open_then_tidy(&ahead), || ()));
     match spawned {
-        Ok(handle) => *data.opener.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
+        Ok(handle) => *data.opener.locked() = Some(handle),
         Err(e) => {
             data.opening_thread.store(false, Ordering::Release);
             tracing::debug!(error = %e, "no opening thread; the first pipeline opens the store")
@@ -716,7 +703,7 @@ fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
             )
         });
     match spawned {
-        Ok(handle) => *dev.rebuilder.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
+        Ok(handle) => *dev.rebuilder.locked() = Some(handle),
         Err(e) => tracing::debug!(error = %e, "no rebuild thread"),
     }
 }
@@ -1286,7 +1273,7 @@ unsafe fn register_device(
         tracing::warn!("no library root (set PIPEKEEP_DIR, XDG_CACHE_HOME or HOME); pipekeep passes pipelines through");
     }
     let store = root.as_ref().filter(|_| active).map(|r| {
-        let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stores = STORES.locked();
         let shared = stores
             .entry((r.clone(), inst.title.clone(), identity))
             .or_default()

@@ -21,6 +21,7 @@ use super::writer::Writer;
 use crate::key::EntryName;
 use crate::store::nvidia_cache::DictionaryId;
 use crate::store::{FoundEntry, Lookup, Store};
+use crate::sync::{Unpoisoned, UnpoisonedRw};
 
 /// The dictionaries a cache (or a device) holds.
 #[derive(Debug, Default)]
@@ -129,7 +130,7 @@ impl DeviceDictionaries {
             };
             if stand_in.is_none() {
                 // The note names it already; a stand-in is noted by the caller.
-                *self.noted.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+                *self.noted.locked() = Some(id);
             }
             let seed = Seed::Whole { teaches: Some(id) };
             if hand_over(&entry, &seed) {
@@ -145,7 +146,7 @@ impl DeviceDictionaries {
     /// Written by the writer thread, as entries are: never on a pipeline's path.
     pub fn note(&self, writer: &Writer, store: &Arc<Store>, name: EntryName, id: DictionaryId) {
         {
-            let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+            let mut noted = self.noted.locked();
             if *noted == Some(id) {
                 return;
             }
@@ -209,19 +210,13 @@ impl DeviceDictionaries {
             Seed::Without { .. } => (None, !served),
         };
         if learns.is_some() || forgets {
-            self.known
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .after(seed, served);
+            self.known.writing().after(seed, served);
         }
         learns
     }
 
     pub fn holds(&self, id: &DictionaryId) -> bool {
-        self.known
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .holds(id)
+        self.known.reading().holds(id)
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::settings::FoundCallsSetting;
 use crate::store::identity::NVIDIA;
+use crate::sync::{Unpoisoned, UnpoisonedWait};
 
 /// How many found pipelines `auto` lets into NVIDIA's driver at once.
 pub const NVIDIA_AT_ONCE: usize = 3;
@@ -78,7 +79,7 @@ impl FoundGate {
 
     /// Waits for a place (at most [`WAIT_MOST`]), and takes it.
     pub fn enter(&self) -> Inside<'_> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.locked();
         let mut over = false;
         if state.inside >= self.most {
             let deadline = Instant::now() + WAIT_MOST;
@@ -89,11 +90,7 @@ impl FoundGate {
                     over = true;
                     break;
                 }
-                state = self
-                    .turn
-                    .wait_timeout(state, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                state = self.turn.wait_on_at_most(state, left).0;
             }
             state.waiting -= 1;
         }
@@ -104,7 +101,7 @@ impl FoundGate {
 
 impl Drop for Inside<'_> {
     fn drop(&mut self) {
-        let mut state = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.gate.state.locked();
         state.inside -= 1;
         let someone_waits = state.waiting > 0;
         drop(state);

@@ -19,6 +19,7 @@ use super::guard::SETTINGS;
 use super::pipelines::OwnCache;
 use crate::store::envelope::PayloadKind;
 use crate::store::{FoundEntry, MergedIn, Merger, Store};
+use crate::sync::Unpoisoned;
 
 /// The merged caches a device made, destroyed at its end.
 #[derive(Default)]
@@ -27,7 +28,7 @@ pub struct MergedCaches(Mutex<Vec<vk::PipelineCache>>);
 impl MergedCaches {
     /// Destroys every merged cache (the device's readers have been joined).
     pub fn destroy_all(&self, dev: &DeviceData) {
-        let caches = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        let caches = std::mem::take(&mut *self.0.locked());
         for cache in caches {
             // SAFETY: the layer's own cache; no reader or lookup uses it any more.
             unsafe { (dev.fns.destroy_pipeline_cache)(dev.handle, cache, std::ptr::null()) };
@@ -59,11 +60,7 @@ impl Merger for DeviceMerger<'_> {
             unsafe { (dev.fns.destroy_pipeline_cache)(dev.handle, merged, std::ptr::null()) };
             return None;
         }
-        dev.merged_caches
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(merged);
+        dev.merged_caches.0.locked().push(merged);
         let within = MergedIn {
             owner: dev.handle.as_raw(),
             cache: merged.as_raw(),

@@ -17,6 +17,7 @@ use super::guard::guarded;
 use crate::key::desc::*;
 use crate::key::{self, Digest, Unkeyable};
 use crate::replay::record::Content;
+use crate::sync::UnpoisonedRw;
 
 /// Handle -> content, for one kind of object of one device. Keyed by the handle through
 /// [`HandleHasher`]: every pipeline looks up its module and layout here, and SipHash over a
@@ -52,24 +53,17 @@ impl<T: Clone> Tracked<T> {
     }
 
     pub(super) fn insert(&self, handle: u64, content: Option<T>) {
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(handle, content);
+        self.0.writing().insert(handle, content);
     }
 
     fn remove(&self, handle: u64) {
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&handle);
+        self.0.writing().remove(&handle);
     }
 
     /// The content of a live object, or why there is none.
     pub fn get(&self, handle: u64, what: &'static str) -> Result<T, Unkeyable> {
         self.0
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .reading()
             .get(&handle)
             .cloned()
             .flatten()
@@ -92,26 +86,15 @@ pub struct Objects {
 impl Objects {
     /// Keeps an object's content for the record, once a digest.
     fn keep_content(&self, digest: Digest, content: impl FnOnce() -> Content) {
-        let known = self
-            .contents
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(&digest);
+        let known = self.contents.reading().contains_key(&digest);
         if !known {
-            self.contents
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(digest, Arc::new(content()));
+            self.contents.writing().insert(digest, Arc::new(content()));
         }
     }
 
     /// The content of `digest`, if kept.
     pub fn content(&self, digest: &Digest) -> Option<Arc<Content>> {
-        self.contents
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(digest)
-            .cloned()
+        self.contents.reading().get(digest).cloned()
     }
 }
 

@@ -1,6 +1,7 @@
 //! Per-instance and per-device data, keyed by the dispatch key (the first pointer-sized word of a
 //! dispatchable handle). One short-held lock a map, never held across a call down the chain.
 
+use crate::sync::UnpoisonedRw;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
@@ -19,34 +20,19 @@ impl<T> Registry<T> {
     }
 
     pub fn insert(&self, key: u64, value: Arc<T>) {
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, value);
+        self.0.writing().insert(key, value);
     }
 
     pub fn get(&self, key: u64) -> Option<Arc<T>> {
-        self.0
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .cloned()
+        self.0.reading().get(&key).cloned()
     }
 
     pub fn remove(&self, key: u64) -> Option<Arc<T>> {
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key)
+        self.0.writing().remove(&key)
     }
 
     pub fn values(&self) -> Vec<Arc<T>> {
-        self.0
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.0.reading().values().cloned().collect()
     }
 }
 

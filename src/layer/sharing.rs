@@ -18,6 +18,7 @@ use super::binaries::Captured;
 use super::binary_abi as bin;
 use super::device::BinaryFns;
 use crate::store::held::OldestFirst;
+use crate::sync::Unpoisoned;
 
 /// The most bytes of binaries a device holds for sharing; past it, the oldest go first (alike
 /// pipelines come close together: a title's variants of one pipeline). pygfx's binaries are
@@ -36,26 +37,24 @@ pub struct SharedBuilds {
 }
 
 impl SharedBuilds {
-    fn lock(&self) -> std::sync::MutexGuard<'_, OldestFirst<DriverKey, Arc<Captured>>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The binaries held for `key`, if a pipeline of this run compiled them.
     pub fn get(&self, key: &DriverKey) -> Option<Arc<Captured>> {
-        self.lock().get(key).cloned()
+        self.held.locked().get(key).cloned()
     }
 
     /// Lets go of `key`'s binaries (the driver would not build from them): the next compile of
     /// that key is held instead.
     pub fn forget(&self, key: &DriverKey) {
-        self.lock().forget(key);
+        self.held.locked().forget(key);
     }
 
     /// Holds a compiled pipeline's binaries for later pipelines of the same driver key, within
     /// [`HELD_BYTES_LIMIT`] (the oldest let go first).
     pub fn hold(&self, key: DriverKey, captured: Arc<Captured>) {
         let bytes = captured.iter().map(|(k, d)| k.len() + d.len()).sum();
-        self.lock().hold(key, captured, bytes, HELD_BYTES_LIMIT);
+        self.held
+            .locked()
+            .hold(key, captured, bytes, HELD_BYTES_LIMIT);
     }
 }
 

@@ -39,6 +39,7 @@ use crate::replay::record::{pipeline_entries, AppState, DbEntry, PipelineRecord,
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::{Store, StoreError};
+use crate::sync::{Unpoisoned, UnpoisonedWait};
 
 /// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
 /// holds while every core is busy and the idle-priority thread waits.
@@ -329,7 +330,7 @@ impl Writer {
                 super::guard::guarded("writer", || drain(&shared, &on_written, thread), || ())
             }) {
             Ok(handle) => {
-                *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+                *self.thread.locked() = Some(handle);
                 q.started = true;
                 true
             }
@@ -344,7 +345,7 @@ impl Writer {
     /// write otherwise). For the layer's own threads: it takes the queue's lock.
     pub fn wake(&self) {
         let (lock, ready) = &*self.shared;
-        let _queue = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _queue = lock.locked();
         ready.notify_one();
     }
 
@@ -353,11 +354,11 @@ impl Writer {
     pub fn finish(&self) {
         {
             let (lock, ready) = &*self.shared;
-            lock.lock().unwrap_or_else(|e| e.into_inner()).closing = true;
+            lock.locked().closing = true;
             ready.notify_all();
         }
         drain(&self.shared, &self.on_written, Drain::Here);
-        if let Some(handle) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
     }
@@ -365,11 +366,7 @@ impl Writer {
     /// Writes what is queued on this thread, without waiting for the writer thread (at exit,
     /// where the writer thread may be stopped at any moment).
     pub fn drain_here(&self) {
-        self.shared
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .closing = true;
+        self.shared.0.locked().closing = true;
         drain(&self.shared, &self.on_written, Drain::Here);
     }
 }
@@ -445,14 +442,14 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
     let mut working = false;
     loop {
         let work = {
-            let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut q = lock.locked();
             loop {
                 if let (Drain::Thread(building), false) = (who, working) {
                     let quiet = building.map(AppActivity::quiet_for);
                     if let Some(nap) = q.has_work().then(|| q.waits_for_a_pause(quiet)).flatten() {
                         drop(q);
                         std::thread::sleep(nap);
-                        q = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        q = lock.locked();
                         continue;
                     }
                 }
@@ -473,7 +470,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 if q.closing || matches!(who, Drain::Here) {
                     break None;
                 }
-                q = ready.wait(q).unwrap_or_else(|e| e.into_inner());
+                q = ready.wait_on(q);
             }
         };
         match work {

@@ -32,6 +32,7 @@ use crate::key::desc::{
     SamplerDesc, SetLayoutDesc, StageDesc,
 };
 use crate::key::{Digest, PipelineKey};
+use crate::sync::Unpoisoned;
 
 /// The record's file name in a title's directory.
 pub const FILE_NAME: &str = "record.foz";
@@ -703,7 +704,7 @@ impl RecordFile {
     /// Marks the record as holding pipelines without entries, under its lock (so that
     /// [`RecordFile::clear_pending_unless_grown`] never removes a mark it did not see).
     pub fn mark_pending(&self) -> io::Result<()> {
-        let _held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let _held = self.held.locked();
         // The first pipeline of a title may come before anything made its directory.
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -743,7 +744,7 @@ impl RecordFile {
     /// read it (`read_len` bytes): unless the record grew since (a pipeline appended after that
     /// reading may be one without an entry). Whether it was removed.
     pub fn clear_pending_unless_grown(&self, read_len: u64) -> io::Result<bool> {
-        let _held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let _held = self.held.locked();
         let Some(file) = self.open_locked(false)? else {
             return Ok(false);
         };
@@ -787,7 +788,7 @@ impl RecordFile {
     }
 
     fn append_new(&self, entries: Vec<DbEntry>) -> io::Result<usize> {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.locked();
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
@@ -849,7 +850,7 @@ impl RecordFile {
     /// dead): once it has appended, nothing is done. Never while recorded pipelines wait for
     /// their entries ([`PENDING_FILE_NAME`]), nor after a driver change (the caller's part).
     pub fn compact(&self, live: &dyn Fn(u64) -> bool) -> io::Result<Option<Compacted>> {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.locked();
         if held.len > 0 {
             return Ok(None);
         }

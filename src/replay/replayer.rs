@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::objects::{parse_ref, Catalog};
 use super::record::stype;
+use crate::sync::Unpoisoned;
 
 /// The application's own pipeline cache during a replay.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -1054,11 +1055,7 @@ impl Replay {
                         let Some(job) = jobs.get(n) else { break };
                         // SAFETY: objects made above live until every thread has joined.
                         let outcome = unsafe { self.make_pipeline(job) };
-                        results.lock().unwrap_or_else(|e| e.into_inner()).push((
-                            n,
-                            outcome,
-                            job.graphics,
-                        ));
+                        results.locked().push((n, outcome, job.graphics));
                         let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                         if options.progress && (d.is_multiple_of(100) || d == jobs.len()) {
                             eprint!("\rreplay: {d}/{} pipelines", jobs.len());

@@ -14,9 +14,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
+use std::sync::{Condvar, Mutex, TryLockError};
 
 use crate::key::PipelineKey;
+use crate::sync::{Unpoisoned, UnpoisonedWait};
 
 /// What reading ahead holds for a key, until a lookup takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,10 +131,6 @@ pub struct AheadReport {
 }
 
 impl ReadAhead {
-    fn lock(&self) -> MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// A lookup's claim on `key`: the entry's bytes if they were read ahead (already checked);
     /// either way the key is not read ahead after this. Never waits: with the lock taken (by a
     /// reader, perhaps preempted at idle priority) the claim is left for the readers, and the
@@ -144,7 +141,7 @@ impl ReadAhead {
             return None;
         }
         let mut held = if self.readers_gone.load(Ordering::Acquire) {
-            self.lock()
+            self.held.locked()
         } else {
             match self.held.try_lock() {
                 Ok(held) => held,
@@ -174,7 +171,7 @@ impl ReadAhead {
     /// read; unless a lookup has claimed `key`, or reading ahead has been stopped (`stop` set, or
     /// [`ReadAhead::stop`]). One lock for both questions: the reader shares it with every lookup.
     pub fn reserve(&self, key: &PipelineKey, len: u64, window: u64, stop: &AtomicBool) -> Reserve {
-        let mut held = self.lock();
+        let mut held = self.held.locked();
         loop {
             held.take_late_claims();
             if held.stopped || stop.load(Ordering::Acquire) {
@@ -188,7 +185,7 @@ impl ReadAhead {
                 return Reserve::Read;
             }
             held.waiting += 1;
-            held = self.room.wait(held).unwrap_or_else(|e| e.into_inner());
+            held = self.room.wait_on(held);
             held.waiting -= 1;
         }
     }
@@ -196,7 +193,7 @@ impl ReadAhead {
     /// Wakes every waiting reader, to see a stop flag just set (taken under the lock, so that a
     /// reader between its check and its wait is not missed).
     pub fn wake_readers(&self) {
-        let _held = self.lock();
+        let _held = self.held.locked();
         self.room.notify_all();
     }
 
@@ -208,7 +205,7 @@ impl ReadAhead {
 
     /// As [`ReadAhead::offer`], for what a reader holds (bytes, or an entry merged).
     pub fn offer_ready(&self, key: PipelineKey, reserved: u64, ready: Option<Ready>) -> bool {
-        let mut held = self.lock();
+        let mut held = self.held.locked();
         if held.stopped {
             return false;
         }
@@ -228,7 +225,7 @@ impl ReadAhead {
     /// Reading ahead has read what it will: once lookups have taken what it holds, they skip
     /// the lock.
     pub fn end(&self) {
-        let mut held = self.lock();
+        let mut held = self.held.locked();
         held.take_late_claims();
         held.ended = true;
         self.readers_gone.store(true, Ordering::Release);
@@ -245,7 +242,7 @@ impl ReadAhead {
     /// (the bytes are let go); one lock for the whole batch, which lookups share. Returns how
     /// many were.
     pub fn upgrade_to_merged(&self, keys: &[PipelineKey], within: super::MergedIn) -> u64 {
-        let mut held = self.lock();
+        let mut held = self.held.locked();
         held.take_late_claims();
         let mut upgraded = 0;
         for key in keys {
@@ -267,14 +264,14 @@ impl ReadAhead {
 
     /// Lets go of what was merged into `owner`'s caches.
     pub fn forget_merged(&self, owner: u64) {
-        let mut held = self.lock();
+        let mut held = self.held.locked();
         held.ready
             .retain(|_, r| !matches!(r, Ready::Merged(m) if m.owner == owner));
     }
 
     /// Stops reading ahead (at the device's end) and lets go of what is held.
     pub fn stop(&self) {
-        let mut held = self.lock();
+        let mut held = self.held.locked();
         held.stopped = true;
         held.ready.clear();
         held.bytes = 0;
@@ -375,13 +372,13 @@ mod tests {
         assert_eq!(ahead.reserve(&key(1), 8, 100, &GO), Reserve::Read);
         assert!(ahead.offer(key(1), 8, Some(vec![0; 8])));
         {
-            let _reader = ahead.lock();
+            let _reader = ahead.held.locked();
             assert_eq!(ahead.claim(&key(1)), None, "never waits for the lock");
             assert_eq!(ahead.claim(&key(2)), None);
         }
         assert_eq!(ahead.reserve(&key(2), 8, 100, &GO), Reserve::Claimed);
         assert_eq!(
-            ahead.lock().bytes,
+            ahead.held.locked().bytes,
             0,
             "the entry read ahead for a late claim is let go"
         );

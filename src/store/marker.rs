@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 
 use super::files::{lock_path, remove_if_present, Locked};
 use crate::key::{EntryName, ENTRY_NAME_LEN};
+use crate::sync::Unpoisoned;
 
 /// A marker file's bytes, written without a system call (see the module's doc).
 pub trait MarkerSlot {
@@ -129,7 +130,7 @@ fn create_marker(dir: &Path) -> Option<ThreadMarker> {
 /// Logs, once a process for each directory, that no marker can be kept there.
 fn log_no_marker(dir: &Path) {
     static LOGGED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-    let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut logged = LOGGED.locked();
     if !logged.iter().any(|d| d == dir) {
         logged.push(dir.to_path_buf());
         tracing::warn!(dir = %dir.display(), "no loading marker can be kept in this directory; entries are loaded unguarded");

@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use crate::key::{EntryName, PipelineKey};
+use crate::sync::Unpoisoned;
 pub use envelope::EntryError;
 pub use identity::Identity;
 pub use marker::LoadingMarker;
@@ -195,7 +196,7 @@ impl KnownEntries {
         match self.at_opening.get() {
             None => true,
             Some(listed) if listed.contains(key) => true,
-            Some(_) => lock(&self.written).contains(key),
+            Some(_) => self.written.locked().contains(key),
         }
     }
 
@@ -210,7 +211,7 @@ impl KnownEntries {
             .get()
             .is_some_and(|listed| !listed.contains(key))
         {
-            lock(&self.written).insert(*key);
+            self.written.locked().insert(*key);
         }
     }
 }
@@ -404,7 +405,7 @@ impl Store {
     /// Cuts `cache` payloads into pieces as `chunking` says, instead of
     /// [`recipe::Chunking::CHOSEN`] (the tests of pieces on a driver whose payloads are small).
     pub fn set_chunking(&self, chunking: recipe::Chunking) {
-        *lock(&self.chunking) = chunking;
+        *self.chunking.locked() = chunking;
     }
 
     /// Whether opening dropped another driver's directory of this device: the driver changed
@@ -415,7 +416,7 @@ impl Store {
 
     /// Whether the opening left other drivers' directories for [`Store::drop_other_drivers`].
     pub fn has_other_drivers_to_drop(&self) -> bool {
-        !lock(&self.other_drivers).is_empty()
+        !self.other_drivers.locked().is_empty()
     }
 
     /// Drops the entries of the other drivers' directories the opening found (an opening on the
@@ -423,7 +424,7 @@ impl Store {
     /// Returns how many entries were dropped. Ends early once `stop` is set (the device went):
     /// the rest stays for the next opening.
     pub fn drop_other_drivers(&self, stop: &AtomicBool) -> u64 {
-        let dirs = std::mem::take(&mut *lock(&self.other_drivers));
+        let dirs = std::mem::take(&mut *self.other_drivers.locked());
         let dropped: u64 = dirs
             .iter()
             .map(|d| open::drop_directory(d, "foreign", stop))
@@ -527,7 +528,7 @@ impl Store {
     fn check(&self, file: Arc<Vec<u8>>, key: &PipelineKey) -> Result<Checked, EntryError> {
         let (checked, pieces) = payload::check(file, &self.identity, key, &self.pieces)?;
         if !pieces.is_empty() {
-            lock(&self.named_pieces).insert(*key, pieces);
+            self.named_pieces.locked().insert(*key, pieces);
         }
         Ok(checked)
     }
@@ -593,7 +594,7 @@ impl Store {
         let key = PipelineKey::from_file_name(name);
         // Its pieces first: the bound lists entries before pieces, so whoever sees the entry's
         // new stamp sees its pieces' too.
-        let pieces = key.and_then(|key| lock(&self.named_pieces).remove(&key));
+        let pieces = key.and_then(|key| self.named_pieces.locked().remove(&key));
         if let Some(pieces) = pieces {
             self.pieces.stamp_first(&pieces, stamp);
         }
@@ -607,7 +608,7 @@ impl Store {
 
     /// Notes an entry this run found or wrote, with its stamp, for the run's use order.
     fn used(&self, key: PipelineKey, stamp: SystemTime) {
-        let mut used = lock(&self.use_order.used);
+        let mut used = self.use_order.used.locked();
         if used.len() < order::MOST_KEYS {
             used.push((stamp, key));
         }
@@ -637,7 +638,7 @@ impl Store {
     /// of the last run's order. Nothing is written where the order is unchanged or the run used
     /// nothing. Called at the run's end, once its stamps are written.
     pub fn remember_use_order(&self) -> Result<(), StoreError> {
-        let mut used = std::mem::take(&mut *lock(&self.use_order.used));
+        let mut used = std::mem::take(&mut *self.use_order.used.locked());
         if used.is_empty() {
             return Ok(());
         }
@@ -645,7 +646,7 @@ impl Store {
         used.sort_by_key(|u| std::cmp::Reverse(u.0));
         let used: Vec<PipelineKey> = used.into_iter().map(|u| u.1).collect();
         let earlier = self.remembered_use_order();
-        let now = order::merged(&used, earlier, lock(&self.use_order.live).as_ref());
+        let now = order::merged(&used, earlier, self.use_order.live.locked().as_ref());
         if now == earlier {
             return Ok(());
         }
@@ -895,7 +896,7 @@ impl Store {
             return Ok(files::Written::Skipped);
         }
         self.make_dir()?;
-        let chunking = *lock(&self.chunking);
+        let chunking = *self.chunking.locked();
         // A stage binary is a piece once a second entry carries it (or it is kept already; one
         // the entry carries twice the recipe makes a piece itself); the first entry to carry it,
         // remembered as it is planned (one lock for the question and the answer), is then
@@ -908,7 +909,7 @@ impl Store {
             if self.pieces_always.load(Ordering::Relaxed) || self.pieces.is_kept(name) {
                 return true;
             }
-            let mut once = lock(&self.inline_once);
+            let mut once = self.inline_once.locked();
             match once.get(name) {
                 Some(holder) if holder != key => {
                     first_holders.borrow_mut().push(*holder);
@@ -1100,7 +1101,7 @@ impl Store {
                 .filter(|e| self.holds(e))
                 .filter_map(|e| PipelineKey::from_file_name(e.path.file_name()?.to_str()?))
                 .collect();
-            *lock(&self.use_order.live) = Some(live);
+            *self.use_order.live.locked() = Some(live);
         }
         if let Ok(bound::Bounded { report: r, .. }) = &report {
             tracing::debug!(entries = r.entries, bytes = r.bytes, evicted = r.evicted, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "bound checked");
@@ -1122,11 +1123,6 @@ impl Store {
     pub fn hold_marker(&self, found: &FoundEntry) -> LoadingMarker {
         LoadingMarker::hold(&self.dir, &found.name)
     }
-}
-
-/// A mutex's data, even after a panic elsewhere while it was held.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

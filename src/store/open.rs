@@ -17,6 +17,7 @@ use super::identity::DirName;
 use super::marker::{inspect, MarkerState};
 use super::pieces;
 use super::{log_drop, Store, StoreError};
+use crate::sync::Unpoisoned;
 
 /// What an opening found and did.
 #[derive(Debug, Default, Clone, Copy)]
@@ -69,10 +70,7 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
             .map(|dir| set_aside(dir).unwrap_or_else(|| dir.clone()))
             .collect();
         to_drop.extend(set_aside_before);
-        *store
-            .other_drivers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = to_drop;
+        *store.other_drivers.locked() = to_drop;
     }
     let own = names_in(&store.dir).map_err(StoreError::io("list", &store.dir))?;
     store.known.listed(&own);

@@ -22,6 +22,7 @@ use std::time::SystemTime;
 use super::files::{self, Written};
 use super::recipe::PieceName;
 use super::StoreError;
+use crate::sync::Unpoisoned;
 
 /// The directory of an identity directory's pieces.
 pub const DIR: &str = "pieces";
@@ -160,7 +161,7 @@ impl Pieces {
         wanted: &[(PieceName, Option<u64>)],
     ) -> Result<Vec<Arc<[u8]>>, PieceError> {
         let mut found: Vec<Option<Arc<[u8]>>> = {
-            let memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+            let memory = self.memory.locked();
             wanted
                 .iter()
                 .map(|(name, len)| {
@@ -186,12 +187,7 @@ impl Pieces {
         name: &PieceName,
         len: u64,
     ) -> Result<Arc<ListedPieces>, PieceError> {
-        let held = self
-            .lists
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned();
+        let held = self.lists.locked().get(name).cloned();
         if let Some(listed) = held.filter(|l| l.len as u64 == len) {
             return Ok(listed);
         }
@@ -215,7 +211,7 @@ impl Pieces {
             pieces: self.get_all(&wanted)?,
             len: total as usize,
         });
-        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lists = self.lists.locked();
         if lists.len() >= LISTS_HELD {
             lists.clear();
         }
@@ -305,7 +301,7 @@ impl Pieces {
     fn hold(&self, name: PieceName, bytes: Arc<[u8]>) {
         let limit = self.memory_limit.load(Ordering::Relaxed);
         let len = bytes.len();
-        self.lock_memory().hold(
+        self.memory.locked().hold(
             name,
             bytes,
             len,
@@ -315,24 +311,14 @@ impl Pieces {
 
     /// Forgets a piece found missing or damaged: the next write of an entry naming it writes it.
     pub fn forget(&self, name: &PieceName) {
-        self.lists
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-        self.touched
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-        self.lock_memory().forget(name);
+        self.lists.locked().remove(name);
+        self.touched.locked().remove(name);
+        self.memory.locked().forget(name);
     }
 
     /// Records `stamp` for a piece unless this run gave it a newer one, which it returns.
     fn touch(&self, name: &PieceName, stamp: SystemTime) -> Option<SystemTime> {
-        touch_in(&mut self.lock_touched(), name, stamp)
-    }
-
-    fn lock_touched(&self) -> std::sync::MutexGuard<'_, HashMap<PieceName, SystemTime>> {
-        self.touched.lock().unwrap_or_else(|e| e.into_inner())
+        touch_in(&mut self.touched.locked(), name, stamp)
     }
 
     /// Stamps each of `named` (a piece, or a list: `true`) with `stamp` unless this run gave it a
@@ -349,7 +335,7 @@ impl Pieces {
         let mut due: Vec<PieceName> = Vec::new();
         let mut lists = Vec::new();
         {
-            let mut touched = self.lock_touched();
+            let mut touched = self.touched.locked();
             for (name, is_list) in named {
                 if touch_in(&mut touched, name, stamp).is_none() {
                     due.push(*name);
@@ -360,14 +346,14 @@ impl Pieces {
             }
         }
         for list in lists {
-            let held = self.lock_memory().get(&list).cloned();
+            let held = self.memory.locked().get(&list).cloned();
             let members = match held {
                 Some(bytes) => super::recipe::parse_list(&bytes)
                     .map(|(refs, _)| refs.into_iter().map(|(n, _)| n).collect())
                     .unwrap_or_default(),
                 None => self.listed_by(&list),
             };
-            let mut touched = self.lock_touched();
+            let mut touched = self.touched.locked();
             due.extend(
                 members
                     .into_iter()
@@ -388,7 +374,7 @@ impl Pieces {
 
     /// Marks pieces as named by an entry being written now, until [`Pieces::written`].
     pub fn writing(&self, names: &[PieceName]) {
-        let mut writes = self.lock_writes();
+        let mut writes = self.writes.locked();
         for name in names {
             *writes.in_flight.entry(*name).or_default() += 1;
         }
@@ -399,7 +385,7 @@ impl Pieces {
 
     /// The entry naming `names` is written (or given up).
     pub fn written(&self, names: &[PieceName]) {
-        let mut writes = self.lock_writes();
+        let mut writes = self.writes.locked();
         for name in names {
             if let Some(n) = writes.in_flight.get_mut(name) {
                 *n -= 1;
@@ -414,13 +400,13 @@ impl Pieces {
     /// this process writes is remembered. The bound's listing may miss such an entry (written
     /// after it was listed) while holding its pieces: they must stay.
     pub fn bound_begins(&self) {
-        let mut writes = self.lock_writes();
+        let mut writes = self.writes.locked();
         let in_flight = writes.in_flight.keys().copied().collect();
         writes.while_bounding = Some(in_flight);
     }
 
     pub fn bound_ends(&self) {
-        self.lock_writes().while_bounding = None;
+        self.writes.locked().while_bounding = None;
     }
 
     /// Whether the piece at `path` is named by an entry this process has been writing since the
@@ -430,7 +416,7 @@ impl Pieces {
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(name_of_file);
-        let writes = self.lock_writes();
+        let writes = self.writes.locked();
         name.is_some_and(|n| {
             writes.in_flight.contains_key(&n)
                 || writes
@@ -438,14 +424,6 @@ impl Pieces {
                     .as_ref()
                     .is_some_and(|s| s.contains(&n))
         })
-    }
-
-    fn lock_writes(&self) -> std::sync::MutexGuard<'_, Writes> {
-        self.writes.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn lock_memory(&self) -> std::sync::MutexGuard<'_, Memory> {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The pieces a list on disk names, if it can be read as one (for dropping what a stopped
@@ -528,13 +506,13 @@ impl Pieces {
     /// Whether a piece of this name is kept: written or stamped this run, held, or on disk.
     pub fn is_kept(&self, name: &PieceName) -> bool {
         self.touched_this_run(name)
-            || self.lock_memory().get(name).is_some()
+            || self.memory.locked().get(name).is_some()
             || self.path(name).is_file()
     }
 
     /// Whether this run wrote or stamped a piece of this name.
     pub fn touched_this_run(&self, name: &PieceName) -> bool {
-        self.lock_touched().contains_key(name)
+        self.touched.locked().contains_key(name)
     }
 
     /// Sets a piece file's modification time, never through a link.
