@@ -13,6 +13,7 @@ use std::time::SystemTime;
 use super::files::{is_entry_name, names_in};
 use super::identity::DirName;
 use super::StoreError;
+use crate::key::PipelineKey;
 
 /// One entry or piece as the bound sees it.
 #[derive(Debug, Clone)]
@@ -20,6 +21,13 @@ pub struct StampedEntry {
     pub path: PathBuf,
     pub bytes: u64,
     pub stamp: SystemTime,
+}
+
+impl StampedEntry {
+    /// The key an entry's file name says (`None` for a piece or any other file).
+    pub fn key(&self) -> Option<PipelineKey> {
+        PipelineKey::from_file_name(self.path.file_name()?.to_str()?)
+    }
 }
 
 /// What bringing a title within its bound did.

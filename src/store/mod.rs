@@ -299,9 +299,9 @@ pub trait Merger: Sync {
 
 /// What reading one entry ahead gave.
 enum ReadOne {
-    /// Checked whole, its room reserved.
-    Read(FoundEntry, u64),
-    /// Claimed first, damaged or not an entry: nothing to hold.
+    /// Checked whole (its key), its room reserved.
+    Read(PipelineKey, FoundEntry, u64),
+    /// Claimed first, or damaged: nothing to hold.
     Skipped,
     Stopped,
 }
@@ -679,7 +679,8 @@ impl Store {
         stop: &AtomicBool,
         merger: Option<&dyn Merger>,
     ) -> ahead::AheadReport {
-        let entries: Vec<bound::StampedEntry> = match order {
+        // What to read, in order: each entry's key, and its size where the listing gave it.
+        let entries: Vec<(PipelineKey, u64)> = match order {
             AheadOrder::LastUse(listed) => {
                 let mut entries = match listed {
                     Some(mut all) => {
@@ -690,34 +691,35 @@ impl Store {
                 };
                 entries.sort_by_key(|e| std::cmp::Reverse(e.stamp));
                 entries
+                    .iter()
+                    .filter_map(|e| Some((e.key()?, e.bytes)))
+                    .collect()
             }
             // Sizes unknown until read: each reader's entry is counted once it is read, so the
             // window is exceeded by at most the entries the readers are reading.
             AheadOrder::Remembered(keys) => keys
                 .iter()
                 .filter(|k| self.known.may_hold(k))
-                .map(|k| bound::StampedEntry {
-                    path: self.dir.join(k.file_name()),
-                    bytes: 0,
-                    stamp: SystemTime::UNIX_EPOCH,
-                })
+                .map(|k| (*k, 0))
                 .collect(),
         };
         let next = AtomicU64::new(0);
         let read_some = || {
             let mut report = ahead::AheadReport::default();
             let mut batch = Vec::new();
-            while let Some(entry) = entries.get(next.fetch_add(1, Ordering::Relaxed) as usize) {
-                match self.read_one_ahead(entry, window, stop, &mut report) {
+            while let Some(&(key, bytes)) =
+                entries.get(next.fetch_add(1, Ordering::Relaxed) as usize)
+            {
+                match self.read_one_ahead(key, bytes, window, stop, &mut report) {
                     ReadOne::Stopped => break,
                     ReadOne::Skipped => {}
-                    ReadOne::Read(found, reserved) => {
+                    ReadOne::Read(key, found, reserved) => {
                         // Held at once, so that a lookup overtaking the merges still takes it
                         // from memory; a copy goes to the next batch to merge.
                         if merger.is_some() {
                             batch.push(found.clone());
                         }
-                        self.hold(found, reserved, &mut report);
+                        self.hold(key, found, reserved, &mut report);
                         if let Some(m) = merger.filter(|_| batch.len() == MERGE_BATCH) {
                             self.merge_batch(m, std::mem::take(&mut batch), stop, &mut report);
                         }
@@ -752,20 +754,13 @@ impl Store {
     /// it or reading ahead is stopped.
     fn read_one_ahead(
         &self,
-        entry: &bound::StampedEntry,
+        key: PipelineKey,
+        bytes: u64,
         window: u64,
         stop: &AtomicBool,
         report: &mut ahead::AheadReport,
     ) -> ReadOne {
-        let Some(key) = entry
-            .path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(PipelineKey::from_file_name)
-        else {
-            return ReadOne::Skipped;
-        };
-        match self.ahead.reserve(&key, entry.bytes, window, stop) {
+        match self.ahead.reserve(&key, bytes, window, stop) {
             ahead::Reserve::Read => {}
             ahead::Reserve::Claimed => {
                 report.claimed_first += 1;
@@ -775,19 +770,22 @@ impl Store {
         }
         // A damaged entry is dropped and logged here as its lookup would have done.
         match self.read_entry(&key) {
-            Ok(Lookup::Found(found)) => ReadOne::Read(found, entry.bytes),
+            Ok(Lookup::Found(found)) => ReadOne::Read(key, found, bytes),
             _ => {
-                self.ahead.offer(key, entry.bytes, None);
+                self.ahead.offer(key, bytes, None);
                 ReadOne::Skipped
             }
         }
     }
 
     /// Holds an entry read ahead, as its bytes.
-    fn hold(&self, found: FoundEntry, reserved: u64, report: &mut ahead::AheadReport) {
-        let Some(key) = PipelineKey::from_file_name(&found.name) else {
-            return;
-        };
+    fn hold(
+        &self,
+        key: PipelineKey,
+        found: FoundEntry,
+        reserved: u64,
+        report: &mut ahead::AheadReport,
+    ) {
         let len = found.checked.payload.file_len() as u64;
         if self
             .ahead
@@ -1094,16 +1092,12 @@ impl Store {
         let _release = Release(&self.bounding);
         let started = std::time::Instant::now();
         let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
-        if let Ok(bounded) = &report {
-            let live = bounded
-                .kept
+        if let Ok(bound::Bounded { report: r, kept }) = &report {
+            let live = kept
                 .iter()
                 .filter(|e| self.holds(e))
-                .filter_map(|e| PipelineKey::from_file_name(e.path.file_name()?.to_str()?))
-                .collect();
-            *self.use_order.live.locked() = Some(live);
-        }
-        if let Ok(bound::Bounded { report: r, .. }) = &report {
+                .filter_map(|e| e.key());
+            *self.use_order.live.locked() = Some(live.collect());
             tracing::debug!(entries = r.entries, bytes = r.bytes, evicted = r.evicted, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "bound checked");
         }
         report.map_err(|e| tracing::warn!("{e}")).ok()
