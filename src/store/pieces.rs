@@ -12,7 +12,7 @@
 //! entries using it (the bound drops it after them; at an equal stamp an entry's path sorts
 //! first), and a piece no entry names any more ages out in the same order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -102,6 +102,10 @@ pub struct Pieces {
     writes: Mutex<Writes>,
     /// Lists resolved this process (cleared whole past [`LISTS_HELD`]).
     lists: Mutex<HashMap<PieceName, Arc<ListedPieces>>>,
+    /// Pieces this process removed as damaged and has not written since. An entry naming one
+    /// then finds it gone, and is dropped for the damage (`corrupt-piece`), not as missing one:
+    /// a reader ahead and a lookup may meet the piece in either order.
+    removed_as_damaged: Mutex<HashSet<PieceName>>,
     dir_made: AtomicBool,
     /// The pieces' directory, held open once it exists: pieces are opened and stamped by name.
     dir_fd: files::HeldDir,
@@ -124,6 +128,7 @@ impl Pieces {
             touched: Mutex::default(),
             writes: Mutex::default(),
             lists: Mutex::default(),
+            removed_as_damaged: Mutex::default(),
             dir_made: AtomicBool::new(false),
             dir_fd: files::HeldDir::default(),
         }
@@ -194,7 +199,7 @@ impl Pieces {
         let bytes = self.get_all(&[(*name, None)])?.remove(0);
         let damaged = || {
             let path = self.path(name);
-            self.remove_damaged(&path, None);
+            self.remove_damaged(name, None);
             self.forget(name);
             PieceError::Corrupt {
                 path,
@@ -224,9 +229,16 @@ impl Pieces {
         let path = self.path(name);
         let (bytes, file) = match self.read_file(&path, name, len) {
             Ok(read) => read,
+            Err(PieceError::Missing { path }) if self.was_removed_as_damaged(name) => {
+                self.forget(name);
+                return Err(PieceError::Corrupt {
+                    path,
+                    what: "removed as damaged earlier in this run",
+                });
+            }
             Err(e) => {
                 if let PieceError::Corrupt { .. } = e {
-                    self.remove_damaged(&path, None);
+                    self.remove_damaged(name, None);
                 }
                 self.forget(name);
                 return Err(e);
@@ -235,7 +247,7 @@ impl Pieces {
         let bytes = match bytes {
             Ok(bytes) => bytes,
             Err(what) => {
-                self.remove_damaged(&path, Some(&file));
+                self.remove_damaged(name, Some(&file));
                 self.forget(name);
                 return Err(PieceError::Corrupt { path, what });
             }
@@ -291,11 +303,17 @@ impl Pieces {
         Ok((Ok(bytes.into()), file))
     }
 
-    fn remove_damaged(&self, path: &Path, read: Option<&std::fs::File>) {
+    fn remove_damaged(&self, name: &PieceName, read: Option<&std::fs::File>) {
         if self.keeps {
-            let _ = files::remove_if_still(path, read);
+            let path = self.path(name);
+            let _ = files::remove_if_still(&path, read);
+            self.removed_as_damaged.locked().insert(*name);
             tracing::debug!(path = %path.display(), "dropped a damaged piece");
         }
+    }
+
+    fn was_removed_as_damaged(&self, name: &PieceName) -> bool {
+        self.removed_as_damaged.locked().contains(name)
     }
 
     fn hold(&self, name: PieceName, bytes: Arc<[u8]>) {
@@ -456,6 +474,8 @@ impl Pieces {
     ) -> Result<u64, StoreError> {
         let name = *name;
         let path = self.path(&name);
+        // Kept again (or given up): gone later, it is missing, not damaged.
+        self.removed_as_damaged.locked().remove(&name);
         // Stamped with the newest stamp this run gave it: another thread that recorded a newer
         // one may not have set it yet, and the entry written next must never outlive its piece.
         let newer = self.touch(&name, stamp);
@@ -610,7 +630,8 @@ mod tests {
         assert!(!path.exists(), "the damaged piece is removed");
         assert_eq!(
             fresh.get_all(&[(name, Some(19))]).unwrap_err().reason(),
-            "missing-piece"
+            "corrupt-piece",
+            "the next entry naming it is dropped for the damage too"
         );
         assert_eq!(
             fresh
@@ -622,6 +643,13 @@ mod tests {
         assert_eq!(
             &fresh.get_all(&[(name, Some(19))]).unwrap()[0][..],
             b"the pipeline's code"
+        );
+        fresh.forget(&name);
+        std::fs::remove_file(&path).unwrap(); // as another process's bound does
+        assert_eq!(
+            fresh.get_all(&[(name, Some(19))]).unwrap_err().reason(),
+            "missing-piece",
+            "written again, then gone: missing"
         );
     }
 
