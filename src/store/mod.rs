@@ -731,9 +731,15 @@ impl Store {
             }
             report
         };
+        // The helpers log where their caller does: a layer's logger is its threads' own, never a
+        // process-wide default, and a new thread starts with none.
+        let log = tracing::dispatcher::get_default(tracing::Dispatch::clone);
         let report = std::thread::scope(|scope| {
             let helpers: Vec<_> = (1..readers.max(1))
-                .map(|_| scope.spawn(read_some))
+                .map(|_| {
+                    let log = log.clone();
+                    scope.spawn(move || tracing::dispatcher::with_default(&log, read_some))
+                })
                 .collect();
             let mut report = read_some();
             for helper in helpers {

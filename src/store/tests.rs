@@ -31,6 +31,71 @@ fn found(store: &Store, k: &PipelineKey) -> bool {
 }
 
 /// A child process holding `flock` on `path` until killed.
+/// A store at `root` holding entries of keys 1 to `n`, written at 100 s, and their data.
+fn written(root: &Path, n: u8) -> (Store, Vec<u8>) {
+    let data = cache_data(&identity(), &[9; 200]);
+    let store = open(root, 1 << 30, at(100));
+    for k in 1..=n {
+        store.write(&key(k), &data).unwrap();
+    }
+    (store, data)
+}
+
+/// Damages a file in place: its last byte flipped.
+fn flip_last_byte(path: &Path) {
+    let mut bytes = fs::read(path).unwrap();
+    *bytes.last_mut().unwrap() ^= 0x01;
+    fs::write(path, &bytes).unwrap();
+}
+
+/// Log lines written to memory, for a test's own dispatcher.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+#[test]
+fn entries_dropped_by_helper_readers_are_logged_where_their_caller_logs() {
+    let root = tempfile::tempdir().unwrap();
+    let (run1, _) = written(root.path(), 8);
+    for n in 1..=8 {
+        flip_last_byte(&run1.entry_path(&key(n)));
+    }
+    let run2 = open(root.path(), 1 << 30, at(200));
+    let captured = Captured::default();
+    let log = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .finish();
+    // Four readers: most entries are read by the three helpers, threads of the store's own.
+    tracing::subscriber::with_default(log, || {
+        run2.read_ahead(
+            AheadOrder::LastUse(None),
+            1 << 20,
+            4,
+            &AtomicBool::new(false),
+            None,
+        )
+    });
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(text.matches("dropped entry=").count(), 8, "{text}");
+}
+
 fn hold_lock_in_child(path: &Path) -> Child {
     let mut child = Command::new("flock")
         .arg("--no-fork")
@@ -75,9 +140,7 @@ fn a_damaged_entry_is_dropped_at_lookup_with_its_reason() {
         .write(&key(1), &cache_data(&identity(), &[5; 30]))
         .unwrap();
     let path = store.entry_path(&key(1));
-    let mut bytes = fs::read(&path).unwrap();
-    *bytes.last_mut().unwrap() ^= 0xff;
-    fs::write(&path, &bytes).unwrap();
+    flip_last_byte(&path);
     match store.lookup(&key(1)).unwrap() {
         Lookup::Dropped(e) => assert_eq!(e.reason(), "corrupt"),
         _ => panic!("damage not seen"),
@@ -378,15 +441,9 @@ fn names(dir: &Path) -> Vec<String> {
 #[test]
 fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
     let root = tempfile::tempdir().unwrap();
-    let data = cache_data(&identity(), &[9; 200]);
-    let run1 = open(root.path(), 1 << 30, at(100));
-    for n in 1..=5 {
-        run1.write(&key(n), &data).unwrap();
-    }
+    let (run1, data) = written(root.path(), 5);
     let damaged = run1.entry_path(&key(3));
-    let mut bytes = fs::read(&damaged).unwrap();
-    *bytes.last_mut().unwrap() ^= 0x01;
-    fs::write(&damaged, &bytes).unwrap();
+    flip_last_byte(&damaged);
 
     let run2 = open(root.path(), 1 << 30, at(200));
     // A lookup before reading ahead claims its key: it is never read ahead after.
@@ -407,10 +464,7 @@ fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
         "read ahead drops a damaged entry as a lookup would"
     );
     // Damaged on disk after it was read ahead: found whole all the same, from memory.
-    let read_then_damaged = run2.entry_path(&key(2));
-    let mut bytes = fs::read(&read_then_damaged).unwrap();
-    *bytes.last_mut().unwrap() ^= 0x01;
-    fs::write(&read_then_damaged, &bytes).unwrap();
+    flip_last_byte(&run2.entry_path(&key(2)));
     for n in [1, 2, 4] {
         match run2.lookup(&key(n)).unwrap() {
             Lookup::Found(e) => {
