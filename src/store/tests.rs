@@ -30,7 +30,6 @@ fn found(store: &Store, k: &PipelineKey) -> bool {
     matches!(store.lookup(k).unwrap(), Lookup::Found(_))
 }
 
-/// A child process holding `flock` on `path` until killed.
 /// A store at `root` holding entries of keys 1 to `n`, written at 100 s, and their data.
 fn written(root: &Path, n: u8) -> (Store, Vec<u8>) {
     let data = cache_data(&identity(), &[9; 200]);
@@ -96,6 +95,7 @@ fn entries_dropped_by_helper_readers_are_logged_where_their_caller_logs() {
     assert_eq!(text.matches("dropped entry=").count(), 8, "{text}");
 }
 
+/// A child process holding `flock` on `path` until killed.
 fn hold_lock_in_child(path: &Path) -> Child {
     let mut child = Command::new("flock")
         .arg("--no-fork")
