@@ -1,13 +1,22 @@
-//! Locks that stay usable after a panic. The layer catches every panic at its FFI boundary and
-//! carries on, so a lock held by a thread that panicked must not poison what every other thread
-//! shares: each holder keeps its data whole between statements, and the next one takes it as it
-//! was left. One place for that rule instead of one idiom at every lock.
+//! What the crate's threads share. Locks that stay usable after a panic: the layer catches every
+//! panic at its FFI boundary and carries on, so a lock held by a thread that panicked must not
+//! poison what every other thread shares: each holder keeps its data whole between statements,
+//! and the next one takes it as it was left. One place for that rule instead of one idiom at
+//! every lock. And the log: a thread started for the crate's work logs where its starter does.
 
 use std::sync::{
     Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
     WaitTimeoutResult,
 };
 use std::time::Duration;
+
+/// `work`, to run on a thread about to be started, with the log the calling thread has. The
+/// layer's log is its threads' own, never a process-wide default, and a new thread has none: a
+/// reader ahead or a rebuild worker would log nothing.
+pub(crate) fn logging_as_here<R>(work: impl FnOnce() -> R) -> impl FnOnce() -> R {
+    let log = tracing::dispatcher::get_default(tracing::Dispatch::clone);
+    move || tracing::dispatcher::with_default(&log, work)
+}
 
 /// A mutex taken whether or not a holder panicked.
 pub(crate) trait Unpoisoned<T: ?Sized> {

@@ -889,7 +889,6 @@ fn wait_for_owed_appends(dev: &DeviceData, file: &crate::replay::record::RecordF
 /// Each rebuild thread: idle priority, its pipelines counted apart, and its id kept so that
 /// `vkDestroyDevice` can raise it back.
 fn rebuild_worker_start(dev: &DeviceData) {
-    super::guard::log_from_this_thread();
     super::idle::lower_this_threads_priority("rebuild");
     super::pipelines::mark_rebuild_thread();
     dev.rebuild_threads.add_this_thread();

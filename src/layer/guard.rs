@@ -76,15 +76,6 @@ pub fn guarded<R>(entry_point: &str, body: impl FnOnce() -> R, fallback: impl Fn
     })
 }
 
-/// Makes the layer's logger this thread's own for the rest of its life: for a thread started for
-/// the layer that runs its code outside [`guarded`] (the background rebuild's workers, which the
-/// replayer starts). A new thread has no logger of its own, and the layer never sets one for the
-/// whole process.
-pub fn log_from_this_thread() {
-    // The guard would put back the thread's earlier logger (none); the thread ends with it.
-    std::mem::forget(tracing::dispatcher::set_default(&LOG));
-}
-
 /// Panics where the test setting `PIPEKEEP_TEST_FAIL_SETUP` names this level (`instance` or
 /// `device`): a failure while the layer records its data.
 pub fn fail_setup_for_tests(level: &str) {

@@ -1032,7 +1032,7 @@ impl Replay {
         let started = Instant::now();
         std::thread::scope(|s| {
             for _ in 0..options.threads.max(1) {
-                s.spawn(|| {
+                s.spawn(crate::sync::logging_as_here(|| {
                     if let Some(start) = &options.worker_start {
                         (start.0)();
                     }
@@ -1061,7 +1061,7 @@ impl Replay {
                             eprint!("\rreplay: {d}/{} pipelines", jobs.len());
                         }
                     }
-                });
+                }));
             }
         });
         if options.progress {

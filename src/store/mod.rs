@@ -299,8 +299,8 @@ pub trait Merger: Sync {
 
 /// What reading one entry ahead gave.
 enum ReadOne {
-    /// Checked whole (its key), its room reserved.
-    Read(PipelineKey, FoundEntry, u64),
+    /// Checked whole, its room reserved.
+    Read(FoundEntry, u64),
     /// Claimed first, or damaged: nothing to hold.
     Skipped,
     Stopped,
@@ -713,7 +713,7 @@ impl Store {
                 match self.read_one_ahead(key, bytes, window, stop, &mut report) {
                     ReadOne::Stopped => break,
                     ReadOne::Skipped => {}
-                    ReadOne::Read(key, found, reserved) => {
+                    ReadOne::Read(found, reserved) => {
                         // Held at once, so that a lookup overtaking the merges still takes it
                         // from memory; a copy goes to the next batch to merge.
                         if merger.is_some() {
@@ -731,15 +731,9 @@ impl Store {
             }
             report
         };
-        // The helpers log where their caller does: a layer's logger is its threads' own, never a
-        // process-wide default, and a new thread starts with none.
-        let log = tracing::dispatcher::get_default(tracing::Dispatch::clone);
         let report = std::thread::scope(|scope| {
             let helpers: Vec<_> = (1..readers.max(1))
-                .map(|_| {
-                    let log = log.clone();
-                    scope.spawn(move || tracing::dispatcher::with_default(&log, read_some))
-                })
+                .map(|_| scope.spawn(crate::sync::logging_as_here(read_some)))
                 .collect();
             let mut report = read_some();
             for helper in helpers {
@@ -776,7 +770,7 @@ impl Store {
         }
         // A damaged entry is dropped and logged here as its lookup would have done.
         match self.read_entry(&key) {
-            Ok(Lookup::Found(found)) => ReadOne::Read(key, found, bytes),
+            Ok(Lookup::Found(found)) => ReadOne::Read(found, bytes),
             _ => {
                 self.ahead.offer(key, bytes, None);
                 ReadOne::Skipped
