@@ -50,7 +50,7 @@ cat > "$manifest.new" <<JSON
         "name": "VK_LAYER_PIPEKEEP_pipeline_store",
         "type": "GLOBAL",
         "library_path": "$lib_dir/libpipekeep.so",
-        "api_version": "1.3.281",
+        "api_version": "1.4.309",
         "implementation_version": "1",
         "description": "pipekeep: keeps every compiled pipeline as one checked entry, so the second run starts fast",
         "disable_environment": { "PIPEKEEP_DISABLE": "1" }$enable

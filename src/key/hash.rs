@@ -209,6 +209,17 @@ pub fn device_digest(d: &DeviceState) -> Digest {
     w.finish()
 }
 
+/// The device's digest with the driver's global pipeline key (`vkGetPipelineKeyKHR` with no
+/// create info) mixed in: the device state the driver compiles under that no create info shows
+/// (on RADV, driconf options such as `radv_disable_trunc_coord`, and its robustness). Data kept
+/// under another global key is another key's, so never found under this one.
+pub fn device_digest_under_global_key(device: &Digest, global_key: &[u8]) -> Digest {
+    let mut w = writer("pipekeep device under the driver's global key");
+    device.feed(&mut w);
+    w.bytes(global_key);
+    w.finish()
+}
+
 fn state_writer(kind: &str, device: &Digest, flags: u32, stages: &[&StageDesc]) -> KeyWriter {
     let mut w = writer(kind);
     w.u32(HOST_ABI);

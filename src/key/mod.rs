@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod desc;
+pub mod features;
 mod feed;
 mod hash;
 pub mod text;
@@ -11,8 +12,9 @@ pub mod text;
 pub use desc::Unkeyable;
 pub use feed::Digest;
 pub use hash::{
-    compute_key, device_digest, graphics_key, module_digest, pipeline_layout_digest,
-    render_pass_info, sampler_digest, set_layout_digest, Dynamic, KEY_VERSION,
+    compute_key, device_digest, device_digest_under_global_key, graphics_key, module_digest,
+    pipeline_layout_digest, render_pass_info, sampler_digest, set_layout_digest, Dynamic,
+    KEY_VERSION,
 };
 
 #[cfg(test)]

@@ -173,8 +173,11 @@ pub struct DeviceData {
     /// The [`FORK_GENERATION`] the device was made in: a child made by `fork` passes everything
     /// through.
     fork_generation: u32,
-    /// The device's own state, entering every key.
+    /// The device's own state, entering every key (with the driver's global pipeline key,
+    /// where it gives one).
     pub device_state: Digest,
+    /// Commands of extensions the layer added, which the application is not given.
+    hidden_commands: Vec<&'static CStr>,
     /// Set at the device's end: the background rebuild stops after its current pipeline.
     pub rebuild_stop: Arc<AtomicBool>,
     /// The background rebuild's thread, joined at the device's end.
@@ -325,6 +328,14 @@ impl DeviceData {
         }
     }
 
+    /// A build from kept binaries failed with `result`: counted as a refusal unless the driver
+    /// ran out of memory, which says nothing of the binaries.
+    pub fn binaries_failed(&self, result: vk::Result) {
+        if !is_out_of_memory(result) {
+            self.binaries_refused();
+        }
+    }
+
     /// Counts an entry of binaries the driver refused. A driver that refuses a few is not given
     /// more: the device switches to `cache` for the rest of the run, and the store remembers it
     /// for this identity, so that `auto` starts later runs with `cache`. (NVIDIA takes the
@@ -390,6 +401,29 @@ impl DeviceData {
         self.rebuilder.locked().as_ref().map(|r| r.is_finished())
     }
 
+    /// Joins the opening thread if it ends within `limit` (it sees the stop flag at its next
+    /// step); else leaves it.
+    fn join_the_opener_within(&self, limit: std::time::Duration) {
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            let finished = self
+                .opener
+                .locked()
+                .as_ref()
+                .is_none_or(|o| o.is_finished());
+            if finished {
+                if let Some(opener) = self.opener.locked().take() {
+                    let _ = opener.join();
+                }
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        tracing::debug!(
+            "the store's opening thread is still at work at exit; left to end with the process"
+        );
+    }
+
     /// Joins the background rebuild, if one was started. True when one was.
     fn join_the_rebuild(&self) -> bool {
         let rebuild = self.rebuilder.locked().take();
@@ -447,6 +481,12 @@ impl DeviceData {
         // calls the driver through this device.
         self.join_the_rebuild();
         if at_exit {
+            // The opening thread and the readers ahead see the stop; each is given a moment to
+            // end before the process's destructors run under them, never waited on for longer.
+            self.join_the_opener_within(EXIT_WAIT);
+            if let Some(store) = self.opened_store() {
+                store.stop_reading_ahead();
+            }
             self.writer.drain_here();
             self.remember_use_order();
         } else {
@@ -491,6 +531,17 @@ impl DeviceData {
         }
     }
 }
+
+/// A driver's answer that it had no memory for a call, whatever was asked of it.
+fn is_out_of_memory(result: vk::Result) -> bool {
+    matches!(
+        result,
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY
+    )
+}
+
+/// How long the exit handler gives the opening thread to see the stop.
+const EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Entries of binaries refused before a device gives up on binaries.
 const REFUSALS_BEFORE_SWITCH: u32 = 3;
@@ -1011,6 +1062,11 @@ pub unsafe extern "system" fn create_device(
         )
     };
     link_info.layer_info = unsafe { (*link_info.layer_info).next };
+    // The loader links the layers bottom-up: the lowest layer's link has no next. A layer below
+    // pipekeep may not know an extension pipekeep adds (Debian 12's validation layer wraps
+    // handles and passes unknown commands straight to the driver: a crash at the first kept
+    // pipeline), so where one is there pipekeep adds no command-bearing extension.
+    let layers_below = !link_info.layer_info.is_null();
     // The next vkCreateDevice, asked with the real instance handle.
     let Some(next_create) =
         (unsafe { load::<vk::PFN_vkCreateDevice>(gipa, instance, c"vkCreateDevice") })
@@ -1019,16 +1075,24 @@ pub unsafe extern "system" fn create_device(
     };
     let ci = unsafe { &*create_info };
     // What the layer adds to the device, decided where the instance's data was recorded.
-    let plan = inst.as_ref().and_then(|inst| {
+    let mut plan = inst.as_ref().and_then(|inst| {
         guarded(
             "vkCreateDevice",
-            || Some(unsafe { plan_device(inst, physical_device, ci) }),
+            || Some(unsafe { plan_device(inst, physical_device, ci, layers_below) }),
             || None,
         )
     });
     let patched = plan.as_ref().map_or(*ci, |p| p.patch(ci));
-    // SAFETY: the application's create info, with at most one extension added.
-    let result = unsafe { next_create(physical_device, &patched, allocator, out) };
+    // SAFETY: the application's create info, with what the plan adds.
+    let mut result = unsafe { next_create(physical_device, &patched, allocator, out) };
+    if result != vk::Result::SUCCESS && plan.as_ref().is_some_and(DevicePlan::adds_anything) {
+        // The driver refuses the device with what the layer adds: made again as the
+        // application asked, the layer adding nothing.
+        tracing::warn!(result = ?result, "the device with pipekeep's additions was refused; made again as the application asked (cache backend)");
+        plan = plan.map(DevicePlan::adding_nothing);
+        // SAFETY: the application's own create info, unchanged.
+        result = unsafe { next_create(physical_device, ci, allocator, out) };
+    }
     if result != vk::Result::SUCCESS {
         return result;
     }
@@ -1087,6 +1151,11 @@ struct DevicePlan {
     backend_why: &'static str,
     /// `VK_KHR_pipeline_binary` is enabled on the device (by the application or the layer).
     binaries_enabled: bool,
+    /// The application enabled `VK_KHR_pipeline_binary` itself.
+    app_enabled_binaries: bool,
+    /// The commands of the extensions the layer added: `vkGetDeviceProcAddr` hides them from the
+    /// application, which did not enable them.
+    hidden_commands: Vec<&'static CStr>,
     /// Feature structures the layer chains in front of the application's, boxed so that their
     /// addresses hold while the create info points at them (through `chain_head`).
     _added_features: Box<AddedFeatures>,
@@ -1115,12 +1184,96 @@ impl DevicePlan {
     fn feedback_valid(&self) -> bool {
         self.core_feedback || self.app_enabled_feedback || self.add_feedback
     }
+
+    /// Whether the create info the driver sees differs from the application's.
+    fn adds_anything(&self) -> bool {
+        self.add_feedback || !self.chain_head.is_null() || !self.hidden_commands.is_empty()
+    }
+
+    /// The plan for the device made as the application asked: nothing added, so `cache` unless
+    /// the application enabled pipeline binaries itself.
+    fn adding_nothing(mut self) -> DevicePlan {
+        self.add_feedback = false;
+        self.chain_head = std::ptr::null();
+        self.hidden_commands.clear();
+        self.binaries_enabled = self.app_enabled_binaries;
+        if !self.app_enabled_binaries && self.backend == Backend::Binary {
+            self.backend = Backend::Cache;
+            self.backend_why = "the driver refused the device with pipeline binaries added";
+        }
+        self
+    }
+}
+
+/// `VK_KHR_dynamic_rendering`, which maintenance5 needs below Vulkan 1.3.
+const DYNAMIC_RENDERING: &CStr = c"VK_KHR_dynamic_rendering";
+
+/// The commands of an extension the layer may add, which the application must not be given.
+fn commands_of(extension: &CStr) -> &'static [&'static CStr] {
+    match extension.to_bytes() {
+        b"VK_KHR_pipeline_binary" => &[
+            c"vkCreatePipelineBinariesKHR",
+            c"vkDestroyPipelineBinaryKHR",
+            c"vkGetPipelineKeyKHR",
+            c"vkGetPipelineBinaryDataKHR",
+            c"vkReleaseCapturedPipelineDataKHR",
+        ],
+        b"VK_KHR_maintenance5" => &[
+            c"vkCmdBindIndexBuffer2KHR",
+            c"vkGetRenderingAreaGranularityKHR",
+            c"vkGetDeviceImageSubresourceLayoutKHR",
+            c"vkGetImageSubresourceLayout2KHR",
+        ],
+        b"VK_KHR_dynamic_rendering" => &[c"vkCmdBeginRenderingKHR", c"vkCmdEndRenderingKHR"],
+        _ => &[],
+    }
+}
+
+/// The extensions the `binary` backend needs that the application did not enable, each with
+/// what it depends on at the application's API version (`device_api`: the lesser of the
+/// application's and the device's), or why the device cannot have them.
+fn binary_extensions(
+    device_api: u32,
+    app_enabled: &dyn Fn(&CStr) -> bool,
+    offers: &dyn Fn(&CStr) -> bool,
+    layers_below: bool,
+) -> Result<Vec<&'static CStr>, &'static str> {
+    use super::binary_abi as bin;
+    let at_least = |minor: u32| {
+        vk::api_version_major(device_api) > 1 || vk::api_version_minor(device_api) >= minor
+    };
+    // maintenance5 needs Vulkan 1.1 and dynamic rendering (core from 1.3); dynamic rendering
+    // needs depth/stencil resolve (core from 1.2) where the layer would add it.
+    if !at_least(1) {
+        return Err("the application's API version (1.0) is below what pipeline binaries need");
+    }
+    let mut needed = vec![bin::EXTENSION];
+    if !at_least(4) {
+        needed.push(bin::MAINTENANCE5);
+    }
+    if !at_least(3) {
+        if !at_least(2) && !app_enabled(DYNAMIC_RENDERING) {
+            return Err("the application's API version (1.1) is below what pipeline binaries need");
+        }
+        needed.push(DYNAMIC_RENDERING);
+    }
+    let added: Vec<&'static CStr> = needed.into_iter().filter(|e| !app_enabled(e)).collect();
+    if added.iter().any(|e| !offers(e)) {
+        return Err("no pipeline binaries here");
+    }
+    // Even where the application enabled them itself, a layer below that does not know them
+    // crashes the application at pipekeep's first call of them, not the application's.
+    if layers_below {
+        return Err("a layer below pipekeep may not know pipeline binaries, so pipekeep uses none");
+    }
+    Ok(added)
 }
 
 unsafe fn plan_device(
     inst: &super::instance::InstanceData,
     physical_device: vk::PhysicalDevice,
     ci: &vk::DeviceCreateInfo,
+    layers_below: bool,
 ) -> DevicePlan {
     use super::binary_abi as bin;
     let mut properties = vk::PhysicalDeviceProperties::default();
@@ -1147,13 +1300,14 @@ unsafe fn plan_device(
         extensions.push(FEEDBACK_EXTENSION.as_ptr());
     }
 
-    let maintenance5_core = at_least(4);
-    let binaries_possible = active
-        && offers(bin::EXTENSION)
-        && (maintenance5_core || offers(bin::MAINTENANCE5))
-        && chain.all_known
-        && chain.maintenance5 != Some(false)
-        && chain.pipeline_binaries != Some(false);
+    let binary_plan = if !active {
+        Err("pipekeep is disabled")
+    } else if chain.maintenance5 == Some(false) || chain.pipeline_binaries == Some(false) {
+        Err("the application turned maintenance5 or pipeline binaries off")
+    } else {
+        binary_extensions(device_api, &app_enabled, &offers, layers_below)
+    };
+    let binaries_possible = binary_plan.is_ok();
     let refused_before = SETTINGS.root.as_ref().is_some_and(|root| {
         let identity = identity_of(&properties);
         crate::store::refuses_binaries(root, &inst.title, &identity)
@@ -1162,10 +1316,14 @@ unsafe fn plan_device(
         BackendSetting::Cache => (Backend::Cache, "PIPEKEEP_BACKEND=cache"),
         BackendSetting::Binary if binaries_possible => (Backend::Binary, "PIPEKEEP_BACKEND=binary"),
         BackendSetting::Binary => {
-            tracing::warn!("PIPEKEEP_BACKEND=binary, but this device cannot take pipeline binaries here (not offered, or a device structure the layer does not know); using cache");
+            let why = binary_plan.as_ref().err().copied().unwrap_or_default();
+            tracing::warn!(why, "PIPEKEEP_BACKEND=binary, but this device cannot take pipeline binaries here; using cache");
             (Backend::Cache, "binary asked, not available")
         }
-        BackendSetting::Auto if !binaries_possible => (Backend::Cache, "no pipeline binaries here"),
+        BackendSetting::Auto if !binaries_possible => (
+            Backend::Cache,
+            binary_plan.as_ref().err().copied().unwrap_or_default(),
+        ),
         // NVIDIA's binaries do not load in another process once the driver has trained its
         // per-process dictionary (measured on 580.159.04).
         BackendSetting::Auto if properties.vendor_id == NVIDIA => (
@@ -1187,12 +1345,17 @@ unsafe fn plan_device(
         maintenance5: vk::PhysicalDeviceMaintenance5FeaturesKHR::default().maintenance5(true),
     });
     let mut chain_head = std::ptr::null();
-    if backend == Backend::Binary {
-        if !app_enabled(bin::EXTENSION) {
-            extensions.push(bin::EXTENSION.as_ptr());
-        }
-        if !maintenance5_core && !app_enabled(bin::MAINTENANCE5) {
-            extensions.push(bin::MAINTENANCE5.as_ptr());
+    let mut hidden_commands = Vec::new();
+    // Where the device can take them, pipeline binaries are enabled whichever backend builds:
+    // the driver's global key, read through them, enters every key, so that the entries of
+    // either backend are the other's to serve. Never on NVIDIA's driver unless asked for (its
+    // binaries do not travel, and its global key is never read).
+    let enable_binaries = backend == Backend::Binary || properties.vendor_id != NVIDIA;
+    let added_binaries = binary_plan.as_ref().ok().filter(|_| enable_binaries);
+    if let Some(added) = added_binaries {
+        for extension in added {
+            extensions.push(extension.as_ptr());
+            hidden_commands.extend_from_slice(commands_of(extension));
         }
         // Chained in front of the application's structures, each only where it has none.
         let mut next = ci.p_next as *mut std::ffi::c_void;
@@ -1222,7 +1385,9 @@ unsafe fn plan_device(
         app_features: crate::replay::record::AppState::from_device(None, &chain.state),
         backend,
         backend_why,
-        binaries_enabled: backend == Backend::Binary || app_enabled(bin::EXTENSION),
+        binaries_enabled: added_binaries.is_some() || app_enabled(bin::EXTENSION),
+        app_enabled_binaries: app_enabled(bin::EXTENSION),
+        hidden_commands,
         _added_features: added_features,
         chain_head,
     }
@@ -1268,6 +1433,14 @@ unsafe fn register_device(
         (Backend::Binary, None) => Backend::Cache,
         (b, _) => b,
     };
+    // SAFETY: the device just made, with the extension enabled where `binary_fns` is loaded.
+    let global_key = binary_fns
+        .as_ref()
+        .and_then(|fns| unsafe { super::sharing::global_key(device, fns) });
+    let device_state = match &global_key {
+        Some(key) => crate::key::device_digest_under_global_key(&plan.device_state, key),
+        None => plan.device_state,
+    };
     let root = SETTINGS.root.clone();
     if root.is_none() && active {
         tracing::warn!("no library root (set PIPEKEEP_DIR, XDG_CACHE_HOME or HOME); pipekeep passes pipelines through");
@@ -1285,7 +1458,7 @@ unsafe fn register_device(
     let found_gate =
         super::found_gate::FoundGate::for_device(SETTINGS.found_calls, identity.vendor_id);
     let found_calls = found_gate.as_ref().map(|g| g.most());
-    tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = plan.feedback_valid(), backend = backend.name(), why = plan.backend_why, found_calls = %found_calls.map_or_else(|| "off".to_string(), |n| n.to_string()), active, "pipekeep is active on a device");
+    tracing::info!(device = %device_name, title = %inst.title, identity = %identity.dir_name(), feedback = plan.feedback_valid(), global_key = global_key.is_some(), backend = backend.name(), why = plan.backend_why, found_calls = %found_calls.map_or_else(|| "off".to_string(), |n| n.to_string()), active, "pipekeep is active on a device");
     let watch = Arc::new(Watch::default());
     let writes_failing = Arc::new(AtomicBool::new(false));
     let cuts_dictionary = SETTINGS.dictionary_once && identity.vendor_id == NVIDIA;
@@ -1326,7 +1499,8 @@ unsafe fn register_device(
         opening_thread: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         fork_generation: FORK_GENERATION.load(Ordering::Relaxed),
-        device_state: plan.device_state,
+        device_state,
+        hidden_commands: plan.hidden_commands.clone(),
         backend: AtomicU8::new(backend as u8),
         binary_fns,
         binary_refusals: Default::default(),
@@ -1389,12 +1563,17 @@ pub unsafe extern "system" fn destroy_device(
             data.let_the_rebuild_finish();
         }
     }
+    // The device's threads are stopped and joined while it is still known: the background
+    // rebuild destroys its shader modules, layouts, samplers and render passes through this
+    // layer's commands, which find the device in these maps (VUID-vkDestroyDevice-device-05137).
+    let data = DEVICES.get(key);
+    if let Some(data) = &data {
+        guarded("vkDestroyDevice", || data.finish(false), || ());
+    }
     let link = DEVICE_LINKS.remove(key);
-    let destroy = match DEVICES.remove(key) {
-        Some(data) => {
-            guarded("vkDestroyDevice", || data.finish(false), || ());
-            Some(data.fns.destroy_device)
-        }
+    DEVICES.remove(key);
+    let destroy = match data {
+        Some(data) => Some(data.fns.destroy_device),
         // SAFETY: the next layer's command for this device, named with its own type.
         None => link.and_then(|l| unsafe {
             load_device::<vk::PFN_vkDestroyDevice>(l.next_proc_addr, device, c"vkDestroyDevice")
@@ -1468,6 +1647,7 @@ pub unsafe extern "system" fn get_device_proc_addr(
         _ => {}
     }
     match &dev {
+        Some(dev) if dev.hidden_commands.contains(&name) => None,
         // SAFETY: as above.
         Some(dev) => unsafe { command_of(dev, name) },
         None => unsafe { next_gdpa(device, name.as_ptr()) },
@@ -1499,6 +1679,56 @@ mod tests {
             path: "/nowhere".into(),
             source: std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
         })
+    }
+
+    #[test]
+    fn running_out_of_memory_is_no_refusal_of_the_binaries() {
+        assert!(is_out_of_memory(vk::Result::ERROR_OUT_OF_HOST_MEMORY));
+        assert!(is_out_of_memory(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY));
+        assert!(!is_out_of_memory(vk::Result::ERROR_INITIALIZATION_FAILED));
+        assert!(!is_out_of_memory(vk::Result::PIPELINE_COMPILE_REQUIRED));
+    }
+
+    #[test]
+    fn binaries_are_added_with_what_they_need_at_the_applications_api_and_never_above_a_layer() {
+        let none = |_: &CStr| false;
+        let all = |_: &CStr| true;
+        let v = |minor| vk::make_api_version(0, 1, minor, 0);
+        fn names(r: Result<Vec<&CStr>, &'static str>) -> Result<Vec<String>, &'static str> {
+            r.map(|v| v.iter().map(|c| c.to_str().unwrap().to_owned()).collect())
+        }
+        assert_eq!(
+            names(binary_extensions(v(3), &none, &all, false)).unwrap(),
+            ["VK_KHR_pipeline_binary", "VK_KHR_maintenance5"]
+        );
+        assert_eq!(
+            names(binary_extensions(v(4), &none, &all, false)).unwrap(),
+            ["VK_KHR_pipeline_binary"]
+        );
+        // Below 1.3, maintenance5 needs dynamic rendering (VUID-vkCreateDevice-ppEnabledExtensionNames-01387).
+        assert_eq!(
+            names(binary_extensions(v(2), &none, &all, false)).unwrap(),
+            [
+                "VK_KHR_pipeline_binary",
+                "VK_KHR_maintenance5",
+                "VK_KHR_dynamic_rendering"
+            ]
+        );
+        assert!(binary_extensions(v(1), &none, &all, false).is_err());
+        assert!(binary_extensions(v(0), &none, &all, false).is_err());
+        let dynamic_rendering = |e: &CStr| e == DYNAMIC_RENDERING;
+        assert_eq!(
+            names(binary_extensions(v(1), &dynamic_rendering, &all, false)).unwrap(),
+            ["VK_KHR_pipeline_binary", "VK_KHR_maintenance5"]
+        );
+        // A layer below: none used, even where the application enabled them itself.
+        assert!(binary_extensions(v(3), &none, &all, true).is_err());
+        assert!(binary_extensions(v(3), &all, &all, true).is_err());
+        assert!(binary_extensions(v(3), &all, &none, false)
+            .unwrap()
+            .is_empty());
+        // Not offered.
+        assert!(binary_extensions(v(3), &none, &none, false).is_err());
     }
 
     #[test]

@@ -761,7 +761,7 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
         Ok(o) => o,
         Err(e) => {
             tracing::debug!(entry = %b.key.file_name(), result = ?e, "the driver refused the kept binaries");
-            b.dev.binaries_refused();
+            b.dev.binaries_failed(e);
             return None;
         }
     };
@@ -772,7 +772,8 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
     drop(marker);
     let Ok(r) = built else {
         tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from the kept binaries");
-        b.dev.binaries_refused();
+        b.dev
+            .binaries_failed(built.err().unwrap_or(vk::Result::ERROR_UNKNOWN));
         return None;
     };
     // SAFETY: the application's chain.

@@ -83,6 +83,22 @@ pub unsafe fn driver_key(
         .then(|| DriverKey(key.key[..size].to_vec()))
 }
 
+/// The driver's global pipeline key (`vkGetPipelineKeyKHR` with no create info): what of the
+/// device's state the driver compiles under, read once a device. `None` where the driver gives
+/// none (never asked of NVIDIA's).
+///
+/// # Safety
+/// `device` must be a live device with `VK_KHR_pipeline_binary` enabled, `fns` its commands.
+pub unsafe fn global_key(device: vk::Device, fns: &BinaryFns) -> Option<Vec<u8>> {
+    let get = fns.get_pipeline_key?;
+    let mut key = bin::PipelineBinaryKey::default();
+    // SAFETY: as the caller vouches; a NULL create info asks for the global key.
+    let r = unsafe { get(device, std::ptr::null(), &mut key) };
+    let size = key.key_size as usize;
+    (r == vk::Result::SUCCESS && size > 0 && size <= bin::MAX_KEY_SIZE)
+        .then(|| key.key[..size].to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,8 @@
 //! (lavapipe) it runs one compute dispatch and checks every value, so a layer that handed back a
 //! wrong pipeline would show. It prints what it made and one JSON line for the tests.
 
+mod every_extension;
+
 use std::ffi::{CStr, CString};
 use std::time::{Duration, Instant};
 
@@ -36,9 +38,13 @@ struct Args {
     /// Exit without destroying the device or the instance.
     #[arg(long)]
     no_destroy: bool,
-    /// The application's apiVersion: 1.0 or 1.3.
+    /// The application's apiVersion: 1.0, 1.1, 1.2, 1.3 or 1.4.
     #[arg(long, default_value = "1.3")]
     api: String,
+    /// Make the device as translation layers, emulators and replay tools do: every extension
+    /// offered, every feature structure reported chained with what it reports, an engine named.
+    #[arg(long)]
+    every_extension: bool,
     /// Ask every pipeline with VK_PIPELINE_CREATE_FAIL_ON_PIPELINE_COMPILE_REQUIRED_BIT.
     #[arg(long)]
     fail_on_compile: bool,
@@ -202,17 +208,29 @@ fn main() {
 }
 
 fn run(args: &Args) -> Result<bool, String> {
-    let api = if args.api == "1.0" {
-        vk::API_VERSION_1_0
-    } else {
-        vk::API_VERSION_1_3
+    let api = match args.api.as_str() {
+        "1.0" => vk::API_VERSION_1_0,
+        "1.1" => vk::API_VERSION_1_1,
+        "1.2" => vk::API_VERSION_1_2,
+        "1.4" => vk::make_api_version(0, 1, 4, 0),
+        _ => vk::API_VERSION_1_3,
     };
     // SAFETY: loads the system's libvulkan.so.1; nothing else of ours runs at the same time.
     let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
     let app_name = CString::new(args.app_name.clone()).map_err(|e| e.to_string())?;
-    let app_info = vk::ApplicationInfo::default()
+    let mut app_info = vk::ApplicationInfo::default()
         .application_name(&app_name)
         .api_version(api);
+    if args.every_extension {
+        app_info = app_info.engine_name(every_extension::ENGINE_NAME);
+    }
+    let instance_extensions = if args.every_extension {
+        every_extension::instance_extensions(&entry)
+    } else {
+        Vec::new()
+    };
+    let instance_extension_ptrs: Vec<*const std::ffi::c_char> =
+        instance_extensions.iter().map(|e| e.as_ptr()).collect();
     let layer_names: Vec<CString> = args
         .layers
         .iter()
@@ -222,7 +240,8 @@ fn run(args: &Args) -> Result<bool, String> {
     let layer_ptrs: Vec<*const std::ffi::c_char> = layer_names.iter().map(|l| l.as_ptr()).collect();
     let instance_ci = vk::InstanceCreateInfo::default()
         .application_info(&app_info)
-        .enabled_layer_names(&layer_ptrs);
+        .enabled_layer_names(&layer_ptrs)
+        .enabled_extension_names(&instance_extension_ptrs);
     // SAFETY: a valid create info.
     let instance = unsafe { entry.create_instance(&instance_ci, None) }
         .map_err(|e| format!("vkCreateInstance: {e}"))?;
@@ -277,6 +296,25 @@ fn run(args: &Args) -> Result<bool, String> {
     if dynamic_rendering {
         device_ci = device_ci.push_next(&mut features13);
     }
+    // SAFETY: a physical device of this instance.
+    let every = args
+        .every_extension
+        .then(|| unsafe { every_extension::EveryExtension::of(&instance, physical) });
+    if let Some(every) = &every {
+        device_ci = every.apply(vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci));
+        let (extensions, structures) = every.counts();
+        eprintln!("testapp: every extension: {extensions} device extensions, {structures} feature structures");
+    }
+    // SAFETY: the create info's names, alive with it.
+    let enabled: Vec<CString> = unsafe {
+        std::slice::from_raw_parts(
+            device_ci.pp_enabled_extension_names,
+            device_ci.enabled_extension_count as usize,
+        )
+    }
+    .iter()
+    .map(|n| unsafe { CStr::from_ptr(*n) }.to_owned())
+    .collect();
     // SAFETY: a valid create info for this physical device.
     let device = unsafe { instance.create_device(physical, &device_ci, None) }
         .map_err(|e| format!("vkCreateDevice: {e}"))?;
@@ -332,6 +370,7 @@ fn run(args: &Args) -> Result<bool, String> {
             "alloc_calls": ALLOC_CALLS.load(std::sync::atomic::Ordering::Relaxed),
             "app_cache_bytes": app_cache_bytes(&shared),
             "fork_child": fork_child,
+            "commands_not_enabled": commands_not_enabled(&instance, &shared.device, &enabled),
         })
     );
 
@@ -1199,4 +1238,27 @@ fn dispatch_and_check(
             )),
         }
     }
+}
+
+/// The commands `vkGetDeviceProcAddr` gave of extensions the application did not enable (a
+/// layer that enables one for itself must not hand them out).
+fn commands_not_enabled(
+    instance: &ash::Instance,
+    device: &ash::Device,
+    enabled: &[CString],
+) -> Vec<String> {
+    const COMMANDS: [(&CStr, &CStr); 3] = [
+        (c"VK_KHR_pipeline_binary", c"vkCreatePipelineBinariesKHR"),
+        (c"VK_KHR_pipeline_binary", c"vkGetPipelineKeyKHR"),
+        (c"VK_KHR_maintenance5", c"vkCmdBindIndexBuffer2KHR"),
+    ];
+    COMMANDS
+        .iter()
+        .filter(|(extension, _)| !enabled.iter().any(|e| e.as_c_str() == *extension))
+        // SAFETY: a live device and a NUL-terminated name.
+        .filter(|(_, command)| unsafe {
+            (instance.fp_v1_0().get_device_proc_addr)(device.handle(), command.as_ptr()).is_some()
+        })
+        .map(|(_, command)| command.to_string_lossy().into_owned())
+        .collect()
 }

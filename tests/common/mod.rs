@@ -135,7 +135,7 @@ pub fn explicit_manifest_dir(tmp: &Path) -> PathBuf {
         "file_format_version": "1.2.0",
         "layer": {
             "name": LAYER, "type": "GLOBAL", "library_path": layer_library(),
-            "api_version": "1.3.281", "implementation_version": "1", "description": "pipekeep (test build)",
+            "api_version": "1.4.309", "implementation_version": "1", "description": "pipekeep (test build)",
             "disable_environment": { "PIPEKEEP_DISABLE": "1" }
         }
     });

@@ -1,0 +1,138 @@
+//! `--every-extension`: the device as translation layers (DXVK, vkd3d-proton), emulators and
+//! replay tools make it. Every instance extension the loader offers and every device extension
+//! the device offers are enabled (but for the few that may not stand beside others), and every
+//! feature structure the device reports anything on is chained with the features it reports on,
+//! through `VkPhysicalDeviceFeatures2`. The structures are those of the Vulkan definitions the
+//! crate builds with (pipekeep's generated table), each promoted one named alone: the
+//! `VkPhysicalDeviceVulkan1xFeatures` aggregates may not stand beside them.
+
+use std::ffi::{c_char, CStr, CString};
+
+use ash::vk;
+use pipekeep::key::features::{FeatureStruct, HEAD, KNOWN_FEATURES};
+
+/// Extensions left out: each may not be enabled beside another this mode enables.
+const LEFT_OUT: &[&CStr] = &[
+    // Not beside VK_KHR_buffer_device_address (VUID-VkDeviceCreateInfo-ppEnabledExtensionNames-03328).
+    c"VK_EXT_buffer_device_address",
+    // Not at API 1.1 or later, nor beside VK_KHR_maintenance1.
+    c"VK_AMD_negative_viewport_height",
+    // Asks the instance to enumerate portability devices with a flag of its own.
+    c"VK_KHR_portability_enumeration",
+];
+
+/// Structures left out: the aggregates of each core version (their members are chained one
+/// structure each), and VK_EXT_buffer_device_address's, left out above.
+const LEFT_OUT_STRUCTURES: &[vk::StructureType] = &[
+    vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+    vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+    vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+    vk::StructureType::PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES_EXT,
+];
+
+/// The engine this mode names, as real applications do (Mesa sets options by engine name).
+pub const ENGINE_NAME: &CStr = c"pipekeep-every-extension";
+
+fn names_of(props: &[vk::ExtensionProperties]) -> Vec<CString> {
+    props
+        .iter()
+        .filter_map(|p| p.extension_name_as_c_str().ok())
+        .filter(|n| !LEFT_OUT.contains(n))
+        .map(CStr::to_owned)
+        .collect()
+}
+
+/// Every instance extension the loader offers (but those left out).
+pub fn instance_extensions(entry: &ash::Entry) -> Vec<CString> {
+    // SAFETY: a plain query of the loader.
+    let props = unsafe { entry.enumerate_instance_extension_properties(None) }.unwrap_or_default();
+    names_of(&props)
+}
+
+/// What this mode enables on a device: the names, and the chain of feature structures.
+pub struct EveryExtension {
+    names: Vec<CString>,
+    pointers: Vec<*const c_char>,
+    /// One buffer a structure, 8-byte aligned, as the driver filled it.
+    structures: Vec<Vec<u64>>,
+    features2: Box<vk::PhysicalDeviceFeatures2<'static>>,
+}
+
+impl EveryExtension {
+    /// Reads what `physical` offers and reports.
+    ///
+    /// # Safety
+    /// `physical` must be a physical device of `instance`.
+    pub unsafe fn of(instance: &ash::Instance, physical: vk::PhysicalDevice) -> EveryExtension {
+        // SAFETY: as the caller vouches.
+        let props =
+            unsafe { instance.enumerate_device_extension_properties(physical) }.unwrap_or_default();
+        let names = names_of(&props);
+        let rows: Vec<&FeatureStruct> = KNOWN_FEATURES
+            .iter()
+            .filter(|f| !LEFT_OUT_STRUCTURES.contains(&f.s_type))
+            .collect();
+        let mut structures: Vec<Vec<u64>> = rows
+            .iter()
+            .map(|f| {
+                let mut buffer = vec![0u64; f.size.div_ceil(8)];
+                // SAFETY: the buffer is at least the structure's size; its first member is sType.
+                unsafe { (buffer.as_mut_ptr() as *mut vk::StructureType).write(f.s_type) };
+                buffer
+            })
+            .collect();
+        let mut features2 = Box::new(vk::PhysicalDeviceFeatures2::default());
+        link(&mut features2, &mut structures);
+        // SAFETY: a chain of zeroed feature structures, each with its sType, for the driver to
+        // fill; a driver that does not know one leaves it zero.
+        unsafe { instance.get_physical_device_features2(physical, &mut features2) };
+        let reported: Vec<Vec<u64>> = structures
+            .into_iter()
+            .zip(&rows)
+            .filter(|(buffer, row)| any_true(buffer, row))
+            .map(|(buffer, _)| buffer)
+            .collect();
+        let mut structures = reported;
+        link(&mut features2, &mut structures);
+        let pointers = names.iter().map(|n| n.as_ptr()).collect();
+        EveryExtension {
+            names,
+            pointers,
+            structures,
+            features2,
+        }
+    }
+
+    /// The create info with every extension and every reported feature (the application's own
+    /// `pEnabledFeatures` and chain give way to them).
+    pub fn apply<'a>(&'a self, ci: vk::DeviceCreateInfo<'a>) -> vk::DeviceCreateInfo<'a> {
+        let mut ci = ci.enabled_extension_names(&self.pointers);
+        ci.p_enabled_features = std::ptr::null();
+        ci.p_next = &*self.features2 as *const vk::PhysicalDeviceFeatures2 as *const _;
+        ci
+    }
+
+    /// How many extensions and feature structures this mode enables.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.names.len(), self.structures.len())
+    }
+}
+
+/// Links `structures` behind `features2`, in order.
+fn link(features2: &mut vk::PhysicalDeviceFeatures2<'static>, structures: &mut [Vec<u64>]) {
+    let mut next: *mut std::ffi::c_void = std::ptr::null_mut();
+    for buffer in structures.iter_mut().rev() {
+        let base = buffer.as_mut_ptr() as *mut vk::BaseOutStructure;
+        // SAFETY: each buffer begins with sType and pNext, as every Vulkan structure does.
+        unsafe { (*base).p_next = next as *mut vk::BaseOutStructure };
+        next = base as *mut std::ffi::c_void;
+    }
+    features2.p_next = next;
+}
+
+/// Whether the driver reported any feature of a structure.
+fn any_true(buffer: &[u64], row: &FeatureStruct) -> bool {
+    let base = buffer.as_ptr() as *const u8;
+    // SAFETY: `row.bools` VkBool32s follow the head, within the buffer (the table says so).
+    (0..row.bools).any(|i| unsafe { (base.add(HEAD + 4 * i) as *const u32).read() } != 0)
+}
