@@ -2,6 +2,7 @@
 //! replaying every pipeline through the Vulkan loader ([`replayer`]), so pipekeep's store can be
 //! filled before an application's first launch, and workloads no one here wrote can be measured.
 
+pub mod every_extension;
 pub mod foz;
 pub mod objects;
 pub mod record;

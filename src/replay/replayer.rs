@@ -67,6 +67,9 @@ pub struct Options {
     /// How long the device lives after the last pipeline, before it is destroyed: an
     /// application that goes on after its loading (pipekeep's threads work meanwhile).
     pub linger: std::time::Duration,
+    /// Make the instance and device as translation layers and emulators do: every extension
+    /// offered, every feature structure reported ([`super::every_extension`]).
+    pub every_extension: bool,
 }
 
 /// What [`Options::worker_start`] runs.
@@ -329,6 +332,33 @@ unsafe fn chosen_device(
     ))
 }
 
+/// A device with every extension offered and every feature structure reported on. Returns it
+/// with whether subgroup size control and mesh shaders are on.
+unsafe fn every_extension_device(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+) -> Result<(ash::Device, bool, bool), String> {
+    // SAFETY: a physical device of this instance.
+    let every = unsafe { super::every_extension::EveryExtension::of(instance, physical) };
+    let priorities = [1.0f32];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(0)
+        .queue_priorities(&priorities)];
+    let ci = every.apply(vk::DeviceCreateInfo::default().queue_create_infos(&queues));
+    // SAFETY: a valid create info whose chain lives in `every`, past the call.
+    let device = unsafe { instance.create_device(physical, &ci, None) }
+        .map_err(|e| format!("vkCreateDevice with every extension: {e}"))?;
+    let subgroup_size_control = every.enables_feature(
+        vk::StructureType::PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
+        0,
+    );
+    let mesh_shaders = every.enables_feature(
+        vk::StructureType::PHYSICAL_DEVICE_MESH_SHADER_FEATURES_EXT,
+        1,
+    );
+    Ok((device, subgroup_size_control, mesh_shaders))
+}
+
 /// A device made with exactly the extensions and feature structures a record names (each
 /// feature structure rebuilt from its `sType` and `VkBool32`s: every `*Features` structure is
 /// `sType`, `pNext`, then `VkBool32`s). Returns it with whether subgroup size control and mesh
@@ -441,10 +471,19 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
         .application_version(recorded.version)
         .engine_name(&engine)
         .api_version(vk::API_VERSION_1_3);
+    let instance_extensions = if options.every_extension {
+        super::every_extension::instance_extensions(&entry)
+    } else {
+        Vec::new()
+    };
+    let instance_extension_ptrs: Vec<*const std::ffi::c_char> =
+        instance_extensions.iter().map(|e| e.as_ptr()).collect();
     // SAFETY (whole function): valid Vulkan usage; every object is destroyed before returning.
     let instance = unsafe {
         entry.create_instance(
-            &vk::InstanceCreateInfo::default().application_info(&app),
+            &vk::InstanceCreateInfo::default()
+                .application_info(&app)
+                .enabled_extension_names(&instance_extension_ptrs),
             None,
         )
     }
@@ -489,6 +528,7 @@ unsafe fn replay_on(
         .unwrap_or_default();
 
     let (device, subgroup_size_control, mesh_shaders) = match exact {
+        _ if options.every_extension => unsafe { every_extension_device(instance, physical) }?,
         // pipekeep's record: the device exactly as the application made it, so that every
         // pipeline keys as it did.
         Some(state) => unsafe { exact_device(instance, physical, state) }?,

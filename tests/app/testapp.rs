@@ -6,8 +6,6 @@
 //! (lavapipe) it runs one compute dispatch and checks every value, so a layer that handed back a
 //! wrong pipeline would show. It prints what it made and one JSON line for the tests.
 
-mod every_extension;
-
 use std::ffi::{CStr, CString};
 use std::time::{Duration, Instant};
 
@@ -222,10 +220,10 @@ fn run(args: &Args) -> Result<bool, String> {
         .application_name(&app_name)
         .api_version(api);
     if args.every_extension {
-        app_info = app_info.engine_name(every_extension::ENGINE_NAME);
+        app_info = app_info.engine_name(pipekeep::replay::every_extension::ENGINE_NAME);
     }
     let instance_extensions = if args.every_extension {
-        every_extension::instance_extensions(&entry)
+        pipekeep::replay::every_extension::instance_extensions(&entry)
     } else {
         Vec::new()
     };
@@ -297,9 +295,9 @@ fn run(args: &Args) -> Result<bool, String> {
         device_ci = device_ci.push_next(&mut features13);
     }
     // SAFETY: a physical device of this instance.
-    let every = args
-        .every_extension
-        .then(|| unsafe { every_extension::EveryExtension::of(&instance, physical) });
+    let every = args.every_extension.then(|| unsafe {
+        pipekeep::replay::every_extension::EveryExtension::of(&instance, physical)
+    });
     if let Some(every) = &every {
         device_ci = every.apply(vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci));
         let (extensions, structures) = every.counts();

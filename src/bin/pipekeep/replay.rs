@@ -45,6 +45,10 @@ pub struct Args {
     /// goes on after its loading would (pipekeep's background work goes on meanwhile).
     #[arg(long, default_value_t = 0)]
     linger_ms: u64,
+    /// Make the device as translation layers, emulators and replay tools do: every extension
+    /// offered, every feature structure the device reports chained with what it reports.
+    #[arg(long)]
+    every_extension: bool,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
@@ -62,6 +66,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         title: args.title,
         progress: args.progress,
         linger: std::time::Duration::from_millis(args.linger_ms),
+        every_extension: args.every_extension,
         ..Options::default()
     };
     let mut summary = replayer::replay(&catalogs, &options)?;

@@ -1,5 +1,5 @@
-//! `--every-extension`: the device as translation layers (DXVK, vkd3d-proton), emulators and
-//! replay tools make it. Every instance extension the loader offers and every device extension
+//! A device as translation layers (DXVK, vkd3d-proton), emulators and replay tools make it (the
+//! test app's and `pipekeep replay`'s `--every-extension`). Every instance extension the loader offers and every device extension
 //! the device offers are enabled (but for the few that may not stand beside others), and every
 //! feature structure the device reports anything on is chained with the features it reports on,
 //! through `VkPhysicalDeviceFeatures2`. The structures are those of the Vulkan definitions the
@@ -8,8 +8,8 @@
 
 use std::ffi::{c_char, CStr, CString};
 
+use crate::key::features::{FeatureStruct, HEAD, KNOWN_FEATURES};
 use ash::vk;
-use pipekeep::key::features::{FeatureStruct, HEAD, KNOWN_FEATURES};
 
 /// Extensions left out: each may not be enabled beside another this mode enables.
 const LEFT_OUT: &[&CStr] = &[
@@ -110,6 +110,22 @@ impl EveryExtension {
         ci.p_enabled_features = std::ptr::null();
         ci.p_next = &*self.features2 as *const vk::PhysicalDeviceFeatures2 as *const _;
         ci
+    }
+
+    /// Whether the driver reported `feature` (its index among the structure's `VkBool32`s) of the
+    /// structure `s_type`, and so this device enables it.
+    pub fn enables_feature(&self, s_type: vk::StructureType, feature: usize) -> bool {
+        self.structures.iter().any(|buffer| {
+            let base = buffer.as_ptr() as *const u8;
+            // SAFETY: each buffer begins with its sType; its row says how many VkBool32s follow.
+            let this = unsafe { (base as *const vk::StructureType).read() };
+            this == s_type
+                && crate::key::features::known(s_type).is_some_and(|row| {
+                    feature < row.bools
+                        // SAFETY: within the structure's VkBool32s (checked just above).
+                        && unsafe { (base.add(HEAD + 4 * feature) as *const u32).read() } != 0
+                })
+        })
     }
 
     /// How many extensions and feature structures this mode enables.
