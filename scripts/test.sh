@@ -18,10 +18,19 @@ cargo clippy --all-targets --locked -- -D warnings
 cargo build --lib --locked
 # Every test once, with the default backend (`auto`: `binary` on RADV, `cache` on lavapipe); then
 # the integration tests again through the `cache` backend, so both backends pass the whole flow.
+# Last, the tests of the layer's device and pipeline handling again through both backends with the
+# test app making its device as translation layers and emulators do (`--every-extension`).
+EVERY='kind(test) & (binary(binary_backend) | binary(end_to_end) | binary(kept_pipelines) | binary(real_devices) | binary(failure_paths))'
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --locked --no-fail-fast
   PIPEKEEP_TEST_BACKEND=cache cargo nextest run --locked --no-fail-fast -E 'kind(test)'
+  PIPEKEEP_TEST_EVERY_EXTENSION=1 cargo nextest run --locked --no-fail-fast -E "$EVERY"
+  PIPEKEEP_TEST_EVERY_EXTENSION=1 PIPEKEEP_TEST_BACKEND=cache cargo nextest run --locked --no-fail-fast -E "$EVERY"
 else
   cargo test --locked --no-fail-fast
   PIPEKEEP_TEST_BACKEND=cache cargo test --locked --no-fail-fast --tests
+  for t in binary_backend end_to_end kept_pipelines real_devices failure_paths; do
+    PIPEKEEP_TEST_EVERY_EXTENSION=1 cargo test --locked --no-fail-fast --test "$t"
+    PIPEKEEP_TEST_EVERY_EXTENSION=1 PIPEKEEP_TEST_BACKEND=cache cargo test --locked --no-fail-fast --test "$t"
+  done
 fi

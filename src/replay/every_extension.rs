@@ -112,6 +112,34 @@ impl EveryExtension {
         ci
     }
 
+    /// Turns `robustBufferAccess` (the first core feature) on or off; off, `robustBufferAccess2`
+    /// goes with it (VUID-VkPhysicalDeviceRobustness2FeaturesEXT-robustBufferAccess2-04000).
+    pub fn set_robust_buffer_access(&mut self, on: bool) {
+        self.features2.features.robust_buffer_access = on.into();
+        if !on {
+            self.turn_off(
+                vk::StructureType::PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT,
+                0,
+            );
+        }
+    }
+
+    /// Turns off `feature` (its index among the structure's `VkBool32`s) of `s_type`, if chained.
+    fn turn_off(&mut self, s_type: vk::StructureType, feature: usize) {
+        let Some(row) = crate::key::features::known(s_type).filter(|r| feature < r.bools) else {
+            return;
+        };
+        for buffer in &mut self.structures {
+            let base = buffer.as_mut_ptr() as *mut u8;
+            // SAFETY: each buffer begins with its sType; `feature` is within its row's VkBool32s.
+            unsafe {
+                if (base as *const vk::StructureType).read() == row.s_type {
+                    (base.add(HEAD + 4 * feature) as *mut u32).write(vk::FALSE);
+                }
+            }
+        }
+    }
+
     /// Whether the driver reported `feature` (its index among the structure's `VkBool32`s) of the
     /// structure `s_type`, and so this device enables it.
     pub fn enables_feature(&self, s_type: vk::StructureType, feature: usize) -> bool {

@@ -41,7 +41,7 @@ struct Args {
     api: String,
     /// Make the device as translation layers, emulators and replay tools do: every extension
     /// offered, every feature structure reported chained with what it reports, an engine named.
-    #[arg(long)]
+    #[arg(long, overrides_with = "every_extension")]
     every_extension: bool,
     /// Ask every pipeline with VK_PIPELINE_CREATE_FAIL_ON_PIPELINE_COMPILE_REQUIRED_BIT.
     #[arg(long)]
@@ -295,8 +295,12 @@ fn run(args: &Args) -> Result<bool, String> {
         device_ci = device_ci.push_next(&mut features13);
     }
     // SAFETY: a physical device of this instance.
-    let every = args.every_extension.then(|| unsafe {
-        pipekeep::replay::every_extension::EveryExtension::of(&instance, physical)
+    let every = args.every_extension.then(|| {
+        let mut every =
+            unsafe { pipekeep::replay::every_extension::EveryExtension::of(&instance, physical) };
+        // Robust buffer access stays the application's choice: it is another device state.
+        every.set_robust_buffer_access(args.robust_buffer_access);
+        every
     });
     if let Some(every) = &every {
         device_ci = every.apply(vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci));

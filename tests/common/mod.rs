@@ -143,6 +143,11 @@ pub fn explicit_manifest_dir(tmp: &Path) -> PathBuf {
     dir
 }
 
+/// Whether the integration tests run in the every-extension matrix (scripts/test.sh).
+pub fn every_extension_matrix() -> bool {
+    std::env::var_os("PIPEKEEP_TEST_EVERY_EXTENSION").is_some_and(|v| !v.is_empty())
+}
+
 /// One run of the test app.
 pub struct App {
     cmd: Command,
@@ -158,9 +163,16 @@ pub struct Run {
 }
 
 impl App {
-    /// The test app on `driver`, its store in `tmp/store`.
+    /// The test app on `driver`, its store in `tmp/store`. Under `PIPEKEEP_TEST_EVERY_EXTENSION`
+    /// (scripts/test.sh's second matrix) it makes its device as translation layers and emulators
+    /// do: every extension offered, every feature structure reported (`--every-extension`).
     pub fn new(driver: Driver, tmp: &Path) -> App {
-        App::program(env!("CARGO_BIN_EXE_pipekeep-testapp"), driver, tmp)
+        let app = App::program(env!("CARGO_BIN_EXE_pipekeep-testapp"), driver, tmp);
+        if every_extension_matrix() {
+            app.args(&["--every-extension"])
+        } else {
+            app
+        }
     }
 
     /// The `pipekeep` command, with the same environment.
@@ -374,7 +386,10 @@ impl Run {
         self.stderr.contains("pipekeep is active on a device")
     }
 
-    /// Lines the Khronos validation layer printed.
+    /// Lines the Khronos validation layer printed. In the every-extension matrix, those about
+    /// the application's own `vkCreateInstance` and `vkCreateDevice` are left out: Debian 12's
+    /// validation layer (1.3.239) does not know many structures a device of today chains (its
+    /// own limit), and every extension at API 1.0 names some that need 1.1 (the test app's).
     pub fn validation_messages(&self) -> Vec<String> {
         self.stdout
             .lines()
@@ -383,6 +398,10 @@ impl Run {
                 l.contains("Validation Error")
                     || l.contains("Validation Warning")
                     || l.contains("VUID-")
+            })
+            .filter(|l| {
+                !(every_extension_matrix()
+                    && (l.contains("vkCreateDevice") || l.contains("vkCreateInstance")))
             })
             .map(str::to_owned)
             .collect()
