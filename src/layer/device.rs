@@ -1520,7 +1520,7 @@ unsafe fn register_device(
                 MergeSetting::Auto => identity.vendor_id == NVIDIA && !cuts_dictionary,
             },
         merged_caches: Default::default(),
-        dictionaries: super::dictionary::DeviceDictionaries::new(cuts_dictionary),
+        dictionaries: super::dictionary::DeviceDictionaries::in_process(cuts_dictionary, identity),
         app_activity,
         found_gate,
         write_behind: active

@@ -61,28 +61,66 @@ impl Known {
     }
 }
 
-/// What a device holds, shared by its application threads (read by every found pipeline,
-/// written once a dictionary), and whether it cuts NVIDIA's dictionary at all
-/// (`PIPEKEEP_DICTIONARY_ONCE`, NVIDIA only).
+/// What the driver holds, shared by the application threads of every device of one identity in
+/// the process (the driver's dictionary is the process's, not a device's): read by every found
+/// pipeline, written once a dictionary. Whether it cuts NVIDIA's dictionary at all
+/// (`PIPEKEEP_DICTIONARY_ONCE`, NVIDIA only) is each device's.
 #[derive(Debug)]
 pub struct DeviceDictionaries {
     cuts: bool,
+    held: Arc<Held>,
+}
+
+#[derive(Debug)]
+struct Held {
     known: RwLock<Known>,
     /// Set once the dictionary the identity names was handed over, or found not to be there.
     primed: Once,
-    /// The dictionary the identity's note names, as far as this device has read or written it:
+    /// The dictionary the identity's note names, as far as this process has read or written it:
     /// the note is written again only for another one.
     noted: Mutex<Option<DictionaryId>>,
 }
 
-impl DeviceDictionaries {
-    pub fn new(cuts: bool) -> DeviceDictionaries {
-        DeviceDictionaries {
-            cuts,
+impl Default for Held {
+    fn default() -> Held {
+        Held {
             known: Default::default(),
             primed: Once::new(),
             noted: Mutex::new(None),
         }
+    }
+}
+
+/// Each identity's [`Held`], for the life of the process.
+static HELD_IN_PROCESS: std::sync::LazyLock<
+    Mutex<std::collections::HashMap<crate::store::Identity, Arc<Held>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+impl DeviceDictionaries {
+    /// A device's view of its own: nothing held yet (a device alone, as the tests make).
+    #[cfg(test)]
+    pub fn new(cuts: bool) -> DeviceDictionaries {
+        DeviceDictionaries {
+            cuts,
+            held: Arc::default(),
+        }
+    }
+
+    /// A device's view of what the driver holds in this process for `identity`: a second device
+    /// of the same driver finds the dictionary the first handed over, and hands it over again
+    /// never.
+    pub fn in_process(cuts: bool, identity: crate::store::Identity) -> DeviceDictionaries {
+        let held = HELD_IN_PROCESS
+            .locked()
+            .entry(identity)
+            .or_default()
+            .clone();
+        DeviceDictionaries { cuts, held }
+    }
+
+    /// Whether this device cuts NVIDIA's dictionary (and so hands it over first).
+    pub fn cuts(&self) -> bool {
+        self.cuts
     }
 
     /// Once a device, before its first compile (a caller that comes while it runs waits for
@@ -102,7 +140,7 @@ impl DeviceDictionaries {
             return None;
         }
         let mut stand_in = None;
-        self.primed.call_once(|| {
+        self.held.primed.call_once(|| {
             let Some(noted) = store.dictionary_entry() else {
                 return;
             };
@@ -130,7 +168,7 @@ impl DeviceDictionaries {
             };
             if stand_in.is_none() {
                 // The note names it already; a stand-in is noted by the caller.
-                *self.noted.locked() = Some(id);
+                *self.held.noted.locked() = Some(id);
             }
             let seed = Seed::Whole { teaches: Some(id) };
             if hand_over(&entry, &seed) {
@@ -146,7 +184,7 @@ impl DeviceDictionaries {
     /// Written by the writer thread, as entries are: never on a pipeline's path.
     pub fn note(&self, writer: &Writer, store: &Arc<Store>, name: EntryName, id: DictionaryId) {
         {
-            let mut noted = self.noted.locked();
+            let mut noted = self.held.noted.locked();
             if *noted == Some(id) {
                 return;
             }
@@ -210,13 +248,13 @@ impl DeviceDictionaries {
             Seed::Without { .. } => (None, !served),
         };
         if learns.is_some() || forgets {
-            self.known.writing().after(seed, served);
+            self.held.known.writing().after(seed, served);
         }
         learns
     }
 
     pub fn holds(&self, id: &DictionaryId) -> bool {
-        self.known.reading().holds(id)
+        self.held.known.reading().holds(id)
     }
 }
 
@@ -367,6 +405,26 @@ mod tests {
             None,
             "a note naming nothing left is removed"
         );
+    }
+
+    #[test]
+    fn devices_of_one_identity_in_a_process_share_what_the_driver_holds() {
+        let identity = crate::store::envelope::tests::identity();
+        let first = DeviceDictionaries::in_process(true, identity);
+        first.after(&whole(D1), true);
+        let second = DeviceDictionaries::in_process(true, identity);
+        assert!(
+            second.holds(&D1),
+            "the driver's dictionary is the process's"
+        );
+        let other = DeviceDictionaries::in_process(
+            true,
+            crate::store::Identity {
+                driver_version: identity.driver_version + 1,
+                ..identity
+            },
+        );
+        assert!(!other.holds(&D1), "another driver's is its own");
     }
 
     #[test]

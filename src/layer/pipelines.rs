@@ -388,7 +388,13 @@ unsafe fn cache_data(dev: &DeviceData, cache: vk::PipelineCache) -> Vec<u8> {
 ///
 /// [`DeviceDictionaries::prime`]: super::dictionary::DeviceDictionaries::prime
 pub(super) fn prime_dictionary(dev: &DeviceData) {
-    if let Some(store) = dev.opened_store() {
+    // A compile that comes before the store is open waits for the opening (once a process an
+    // identity) rather than compile first: a driver that has compiled anything refuses every
+    // entry carrying a dictionary it does not hold.
+    if !dev.dictionaries.cuts() {
+        return;
+    }
+    if let Some(store) = dev.store() {
         // SAFETY: checked entries, handed to the device's own driver.
         let stand_in = dev.dictionaries.prime(store, |entry, seed| unsafe {
             hand_over(dev, store, entry, seed)
@@ -404,12 +410,23 @@ pub(super) fn prime_dictionary(dev: &DeviceData) {
 unsafe fn hand_over(dev: &DeviceData, store: &Store, entry: &FoundEntry, seed: &Seed) -> bool {
     let marker = store.hold_marker(entry);
     // SAFETY: checked data, handed to the device's own driver.
-    let made = seed.with_data(entry, |data| unsafe { create_cache(dev, Some(data)) });
+    let made = seed.with_data(entry, |data| {
+        // SAFETY: checked data, handed to the device's own driver.
+        unsafe { create_cache(dev, Some(data)) }.map(|cache| (cache, data.len()))
+    });
     drop(marker);
     match made {
-        Ok(cache) => {
+        // A driver makes a cache from data it does not take all the same (the spec has it
+        // ignore incompatible data): held only where the cache holds what it was given.
+        Ok((cache, given)) => {
+            // SAFETY: the layer's own cache, just made.
+            let holds = unsafe { cache_size(dev, cache) };
             drop(OwnCache { dev, cache });
-            true
+            let taken = holds >= given / 2;
+            if !taken {
+                tracing::debug!(entry = %entry.name(), given, holds, "the driver made a cache without the entry naming its dictionary");
+            }
+            taken
         }
         Err(e) => {
             tracing::debug!(entry = %entry.name(), result = ?e, "the driver would not make a cache from the entry naming its dictionary");
