@@ -385,6 +385,26 @@ fn write_behind_keeps_the_applications_cache_whole_and_the_next_run_keeps_the_pi
     assert_finds_all(behind().run(), 50);
 }
 
+/// Write-behind in a process that exits right after its pipelines, never pausing for the
+/// rebuild: what the first launch recorded, the second keeps as it asks for it again, and the
+/// third finds whole (before: every launch built them as asked and owed them again).
+#[test]
+fn write_behind_in_a_short_process_is_found_whole_by_its_third_launch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let launch = || {
+        let run = test_app(tmp.path(), &WITH_ITS_CACHE)
+            .env("PIPEKEEP_WRITE_BEHIND", "on")
+            .run();
+        assert!(run.ok, "{}", run.all());
+        run
+    };
+    let first = launch();
+    assert_eq!(first.watch().compiled, 50, "{}", first.all());
+    let second = launch();
+    assert_eq!(second.made(), 50, "{}", second.all());
+    assert_finds_all(launch(), 50);
+}
+
 /// Write-behind in a run that goes on after its pipelines (a game past its loading): once the
 /// application pauses, the rebuild keeps what it built in the same run, and the next run finds
 /// every pipeline.

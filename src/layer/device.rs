@@ -190,6 +190,8 @@ pub struct DeviceData {
     /// Write-behind: pipelines this run built as the application asked and left to the rebuild
     /// (counted as they are recorded), and how many of them the last rebuild pass began after.
     pub owed_this_run: AtomicU64,
+    /// Write-behind: the pipelines the record held at the store's opening, where it owed entries.
+    owed_before: OnceLock<std::collections::HashSet<u64>>,
     owed_covered: AtomicU64,
     /// Test only (`PIPEKEEP_TEST_REBUILD_FIRST`): the write-behind rebuild ends once nothing is
     /// owed, instead of waiting for more until the device goes.
@@ -283,6 +285,9 @@ impl DeviceData {
                     }
                     let owed = self.record.as_ref().is_some_and(|r| r.is_pending());
                     self.rebuild_owed_at_opening.store(owed, Ordering::Release);
+                    if owed && self.write_behind {
+                        self.remember_what_was_owed();
+                    }
                     store.set_piece_memory(SETTINGS.piece_memory);
                     if SETTINGS.test_pieces_always {
                         store.keep_every_binary_as_a_piece();
@@ -302,6 +307,39 @@ impl DeviceData {
             }
         });
         store.as_ref()
+    }
+
+    /// Write-behind, where earlier runs owe entries: the pipelines the record holds, so that a
+    /// miss among them is kept the keeping way this time instead of owed again. A process that
+    /// exits before it pauses (the rebuild waits for a pause) is then found whole by its third
+    /// launch: the first records, the second keeps what it asks again, the third finds it.
+    fn remember_what_was_owed(&self) {
+        let Some(record) = self.record.as_ref() else {
+            return;
+        };
+        let recorded = match crate::replay::record::read(record.path()) {
+            Ok((entries, _)) => entries
+                .iter()
+                .filter(|e| {
+                    e.tag == crate::replay::objects::TAG_COMPUTE
+                        || e.tag == crate::replay::objects::TAG_GRAPHICS
+                })
+                .map(|e| e.hash)
+                .collect(),
+            Err(e) => {
+                tracing::debug!(record = %record.path().display(), error = %e, "the record cannot be read; what it owes stays owed");
+                Default::default()
+            }
+        };
+        let _ = self.owed_before.set(recorded);
+    }
+
+    /// Whether an earlier run recorded this pipeline and left its entry owed (write-behind): it
+    /// is kept the keeping way now.
+    pub fn was_owed_before(&self, key: &crate::key::PipelineKey) -> bool {
+        self.owed_before
+            .get()
+            .is_some_and(|owed| owed.contains(&crate::replay::record::pipeline_hash(key)))
     }
 
     /// After a driver change, marks the title's record as owing a rebuild at once (before any
@@ -1483,6 +1521,7 @@ unsafe fn register_device(
         rebuilder: Mutex::default(),
         rebuild_owed_at_opening: AtomicBool::new(false),
         owed_this_run: AtomicU64::new(0),
+        owed_before: OnceLock::new(),
         owed_covered: AtomicU64::new(0),
         rebuild_wind_down: AtomicBool::new(false),
         rebuild_threads: Default::default(),

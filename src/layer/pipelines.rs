@@ -680,8 +680,14 @@ unsafe fn build_kept<T: PipelineInfo>(
         return Kept::AskAsAsked;
     }
     // Write-behind: a miss costs what it costs without the layer, through the application's own
-    // cache; the rebuild (never itself behind) keeps it later.
-    if dev.write_behind && found.is_none() && !refused && !b.rebuilding {
+    // cache; the rebuild (never itself behind) keeps it later. A pipeline an earlier run already
+    // left owed is kept now: a process that never pauses would otherwise owe it for ever.
+    if dev.write_behind
+        && found.is_none()
+        && !refused
+        && !b.rebuilding
+        && !dev.was_owed_before(b.key)
+    {
         return Kept::WriteBehind;
     }
     // Binaries the driver refused are not written again as binaries: it is kept as a cache.
