@@ -14,6 +14,7 @@
 
 pub mod ahead;
 pub mod binaries;
+mod blamed;
 pub mod bound;
 pub mod envelope;
 pub mod files;
@@ -77,9 +78,18 @@ pub const REFUSES_BINARIES: &str = "binaries-refused";
 /// carrying a dictionary it does not hold.
 pub const DICTIONARY_ENTRY: &str = "dictionary-entry";
 
+/// A file in an identity directory naming the pieces that an entry blamed by a stale loading
+/// marker named (`open.rs`): a piece blamed a second time is dropped.
+pub const BLAMED_PIECES: &str = "blamed-pieces";
+
 /// The layer's own files in an identity directory, beside entries, pieces and markers: dropped
 /// with the directory.
-pub const NOTES: [&str; 3] = [REFUSES_BINARIES, DICTIONARY_ENTRY, order::USE_ORDER];
+pub const NOTES: [&str; 4] = [
+    REFUSES_BINARIES,
+    DICTIONARY_ENTRY,
+    order::USE_ORDER,
+    BLAMED_PIECES,
+];
 
 /// The most bytes of [`DICTIONARY_ENTRY`] read: an entry's file name and a newline fit.
 const DICTIONARY_ENTRY_LIMIT: u64 = 128;
@@ -1111,6 +1121,21 @@ impl Store {
         let bounded = bound::keep_within(host_dir, self.max_bytes, &in_use);
         self.pieces.bound_ends();
         bounded
+    }
+
+    /// Whether the entry `name` on disk names the piece whose name is `piece_hex`, directly or
+    /// through a list (for a test hook: a piece that stops the driver).
+    pub fn entry_names_piece(&self, name: &EntryName, piece_hex: &str) -> bool {
+        let Some(piece) = crate::key::text::from_hex::<32>(piece_hex) else {
+            return false;
+        };
+        let Ok(bytes) = files::read_at_most(&self.dir.join(name), files::ENTRY_FILE_LIMIT) else {
+            return false;
+        };
+        let named = envelope::listed_parts(&bytes).map_or(Vec::new(), |(_, p)| p);
+        named
+            .iter()
+            .any(|n| *n == piece || self.pieces.listed_by(n).contains(&piece))
     }
 
     /// Holds this thread's loading marker on an entry while the driver loads it.

@@ -1,7 +1,8 @@
 //! Opening a store, once per device identity per process: drop what an earlier run left that
 //! must not be loaded, then bring the title within its bound.
 //!
-//! Dropped at opening: every entry a stale loading marker names (and the marker); every other
+//! Dropped at opening: every entry a stale loading marker names (and the marker; the pieces it
+//! names are blamed, `blamed.rs`, and go at a second blame); every other
 //! driver's directory of the same vendor and device (another device's directory is a second GPU
 //! and stays); every `*.tmp` whose lock can be taken (a stopped write); D744's
 //! `host-pipelines.bin`, unread.
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use super::blamed::BlamedPieces;
 use super::bound::BoundReport;
 use super::files::{is_entry_name, lock_path, names_in, remove_if_present, Locked};
 use super::identity::DirName;
@@ -74,10 +76,15 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     }
     let own = names_in(&store.dir).map_err(StoreError::io("list", &store.dir))?;
     store.known.listed(&own);
+    // Read only where a stale marker names an entry: most openings find none.
+    let mut blamed = None;
     for name in &own {
         if let Some(entry) = name.strip_suffix(".loading") {
-            report.stale_marker_drops += sweep_marker(&store.dir, name, entry);
+            report.stale_marker_drops += sweep_marker(&store.dir, name, entry, &mut blamed);
         }
+    }
+    if let Some(blamed) = blamed {
+        blamed.save();
     }
     // The identity directory's listing above serves here too: the first pipelines wait for
     // this opening, and a listing of thousands of entries is most of it.
@@ -178,8 +185,13 @@ fn drop_partial_writes_among(dir: &Path, names: &[String]) -> u64 {
 }
 
 /// A marker `<entry>.loading` (the seed's form) or `<pid>-<tid>.loading` (one per thread).
-/// Returns how many entries it cost.
-fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
+/// Returns how many entries it cost: the one it names, alone (its pieces are blamed, below).
+fn sweep_marker(
+    dir: &Path,
+    marker_name: &str,
+    stem: &str,
+    blamed: &mut Option<BlamedPieces>,
+) -> u64 {
     let marker = dir.join(marker_name);
     let named = if is_entry_name(stem) {
         Some(stem.to_owned())
@@ -197,7 +209,11 @@ fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
     match named.filter(|n| is_entry_name(n)) {
         Some(entry) => {
             let path = dir.join(entry);
-            drop_pieces_of(dir, &path);
+            blame_pieces_of(
+                dir,
+                &path,
+                blamed.get_or_insert_with(|| BlamedPieces::read(dir)),
+            );
             let existed = remove_if_present(&path).unwrap_or(false);
             log_drop(&path, "stale-marker");
             u64::from(existed)
@@ -206,9 +222,12 @@ fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
     }
 }
 
-/// Drops the pieces an entry names: the driver stopped while loading it, maybe on a piece that
-/// other entries share, which then are misses (`missing-piece`) instead of stopping it again.
-fn drop_pieces_of(dir: &Path, entry: &Path) {
+/// Blames the pieces an entry names (and the pieces of the lists it names): the driver stopped
+/// while loading it, maybe on one of them, but other entries share them and the entry alone
+/// goes. Each is checked against its name now (a damaged one goes at once); one blamed before
+/// (by an earlier stopped load) goes, and every entry naming it is a miss (`missing-piece`)
+/// instead of stopping the driver again.
+fn blame_pieces_of(dir: &Path, entry: &Path, blamed: &mut BlamedPieces) {
     let Ok((Ok(bytes), _)) =
         super::files::read_entry_file(super::files::open_entry_file(None, entry, false))
     else {
@@ -218,12 +237,27 @@ fn drop_pieces_of(dir: &Path, entry: &Path) {
     let mut named = super::envelope::listed_parts(&bytes).map_or(Vec::new(), |(_, p)| p);
     let listed: Vec<_> = named.iter().flat_map(|n| pieces.listed_by(n)).collect();
     named.extend(listed);
+    named.sort_unstable();
+    named.dedup();
     for name in named {
         let path = pieces.path(&name);
+        let why = if !piece_matches_its_name(&path, &name) {
+            "dropped a damaged piece the stopped load named"
+        } else if blamed.blame(&name) {
+            "dropped a piece a second stopped load named"
+        } else {
+            continue;
+        };
         if remove_if_present(&path).unwrap_or(false) {
-            tracing::info!(path = %path.display(), "dropped a piece the stopped load named");
+            tracing::warn!(path = %path.display(), "{why}");
         }
     }
+}
+
+/// Whether the piece file at `path` holds bytes whose BLAKE3 is `name` (a missing one does not).
+fn piece_matches_its_name(path: &Path, name: &super::recipe::PieceName) -> bool {
+    super::files::read_at_most(path, super::files::ENTRY_FILE_LIMIT + 1)
+        .is_ok_and(|bytes| blake3::hash(&bytes).as_bytes() == name)
 }
 
 /// Drops every file of ours in another driver's identity directory, then the directory if

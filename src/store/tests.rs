@@ -929,29 +929,77 @@ fn an_entry_of_the_previous_format_is_still_found() {
     }
 }
 
-#[test]
-fn a_stale_marker_drops_the_pieces_its_entry_names_and_the_bound_drops_pieces_last() {
-    let root = tempfile::tempdir().unwrap();
-    let store = open(root.path(), 1 << 30, at(0));
-    store
-        .write(&key(1), &data_sharing_a_block(3, 5_000))
-        .unwrap();
-    store
-        .write(&key(2), &data_sharing_a_block(5, 9_000))
-        .unwrap();
+/// Leaves a stale per-thread marker naming `k` in `store`'s directory.
+fn stale_marker_naming(store: &Store, k: &PipelineKey, tid: u32) {
     fs::write(
-        store.dir().join("999999-999998.loading"),
-        key(1).file_name(),
+        store.dir().join(format!("999999-{tid}.loading")),
+        k.file_name(),
     )
     .unwrap();
+}
+
+#[test]
+fn a_stale_marker_costs_its_entry_alone_and_a_second_blame_drops_the_shared_pieces() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    for (n, len) in [(1, 5_000), (2, 9_000), (3, 13_000)] {
+        store
+            .write(&key(n), &data_sharing_a_block(n + 2, len))
+            .unwrap();
+    }
+    let pieces_before = piece_files(&store).len();
+    stale_marker_naming(&store, &key(1), 1);
     let (again, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(1)).unwrap();
     assert_eq!(report.stale_marker_drops, 1);
-    // Entry 2 shared those pieces: a miss now, never an error.
+    assert!(!found(&again, &key(1)), "the blamed entry is dropped");
+    // Entries 2 and 3 share its pieces: still found, one crash cost one compile.
+    assert!(found(&again, &key(2)));
+    assert!(found(&again, &key(3)));
+    assert_eq!(piece_files(&again).len(), pieces_before);
+    assert!(again.dir().join(BLAMED_PIECES).is_file());
+
+    // A second entry naming the same pieces is blamed: they go (a crash loop ends).
+    stale_marker_naming(&again, &key(2), 2);
+    let (third, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
+    assert_eq!(report.stale_marker_drops, 1);
+    assert!(!found(&third, &key(2)));
     assert!(matches!(
-        again.lookup(&key(2)).unwrap(),
+        third.lookup(&key(3)).unwrap(),
         Lookup::Dropped(EntryError::MissingPiece)
     ));
+}
 
+#[test]
+fn a_damaged_note_of_blamed_pieces_is_ignored_with_a_line() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    for n in 1..=2 {
+        store
+            .write(&key(n), &data_sharing_a_block(n + 2, 5_000))
+            .unwrap();
+    }
+    fs::write(
+        store.dir().join(BLAMED_PIECES),
+        b"\xff\x00 not a note at all\n",
+    )
+    .unwrap();
+    stale_marker_naming(&store, &key(1), 1);
+    let captured = Captured::default();
+    let log = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .finish();
+    let (again, report) = tracing::subscriber::with_default(log, || {
+        Store::open(root.path(), "title", identity(), 1 << 30, at(1)).unwrap()
+    });
+    assert_eq!(report.stale_marker_drops, 1);
+    assert!(found(&again, &key(2)), "a damaged note blames nothing");
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("blamed pieces"), "{text}");
+}
+
+#[test]
+fn the_bound_drops_pieces_last() {
     // The bound: a later run's entry keeps its pieces; the earlier run's entry goes first.
     let root = tempfile::tempdir().unwrap();
     let run1 = open(root.path(), 1 << 30, at(0));
