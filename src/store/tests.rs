@@ -213,6 +213,26 @@ fn opening_drops_the_entry_a_stale_per_thread_marker_names() {
 }
 
 #[test]
+fn a_stale_marker_naming_a_short_entry_drops_it_without_a_panic() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    for n in 1..=3 {
+        store
+            .write(&key(n), &cache_data(&identity(), &[n; 30]))
+            .unwrap();
+    }
+    fs::write(store.entry_path(&key(1)), b"").unwrap();
+    fs::write(store.entry_path(&key(2)), b"PIPEKEEP\x02").unwrap();
+    stale_marker_naming(&store, &key(1), 1);
+    stale_marker_naming(&store, &key(2), 2);
+    let (again, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    assert_eq!(report.stale_marker_drops, 2);
+    assert!(found(&again, &key(3)));
+    let sharing = inspect::sharing(again.dir());
+    assert_eq!(sharing.entries, 1);
+}
+
+#[test]
 fn opening_drops_the_entry_a_seed_form_marker_names() {
     let root = tempfile::tempdir().unwrap();
     let store = open(root.path(), 1 << 20, at(0));
