@@ -135,7 +135,7 @@ impl HeldDir {
 
 /// Sets the modification time of the file at `path` (relative to `dir`, the directory holding
 /// it, where it is held open), never through a link.
-pub fn stamp(dir: Option<&std::os::fd::OwnedFd>, path: &Path, stamp: SystemTime) -> io::Result<()> {
+fn stamp(dir: Option<&std::os::fd::OwnedFd>, path: &Path, stamp: SystemTime) -> io::Result<()> {
     use rustix::fs::{utimensat, AtFlags, CWD};
     let times = stamp_times(stamp);
     match dir {
@@ -148,6 +148,40 @@ pub fn stamp(dir: Option<&std::os::fd::OwnedFd>, path: &Path, stamp: SystemTime)
         None => utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW),
     }
     .map_err(io::Error::from)
+}
+
+/// Sets the modification time as [`stamp`] does, unless the file's is at `stamp` or later: a
+/// stamp only moves forward, so a process that opened the store earlier never sets back the
+/// stamp a later one gave (a shared piece, an entry both found). Returns whether it was set.
+/// (Two processes stamping the same file in the same microseconds may still both write; the
+/// later opening's stamp is then lost for that file alone, until its next use.)
+pub fn stamp_forward(
+    dir: Option<&std::os::fd::OwnedFd>,
+    path: &Path,
+    stamp: SystemTime,
+) -> io::Result<bool> {
+    use rustix::fs::{statat, AtFlags, CWD};
+    let st = match dir {
+        Some(dir) => statat(
+            dir,
+            path.file_name().unwrap_or_default(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        ),
+        None => statat(CWD, path, AtFlags::SYMLINK_NOFOLLOW),
+    }
+    .map_err(io::Error::from)?;
+    let now = u64::try_from(st.st_mtime)
+        .ok()
+        .map(|secs| {
+            SystemTime::UNIX_EPOCH
+                + std::time::Duration::new(secs, u32::try_from(st.st_mtime_nsec).unwrap_or(0))
+        })
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    if now >= stamp {
+        return Ok(false);
+    }
+    self::stamp(dir, path, stamp)?;
+    Ok(true)
 }
 
 /// A modification time of `stamp`, the access time left alone.

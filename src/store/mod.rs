@@ -667,8 +667,9 @@ impl Store {
 
     /// Sets an entry's modification time by its name, relative to the held directory: one
     /// system call where an open, a time update and a close would be three.
+    /// Never sets back a newer stamp (a process that opened later found it too).
     fn stamp_by_name(&self, name: &str, stamp: SystemTime) -> io::Result<()> {
-        files::stamp(self.held_dir(), &self.dir.join(name), stamp)
+        files::stamp_forward(self.held_dir(), &self.dir.join(name), stamp).map(|_| ())
     }
 
     /// Reads ahead the entries the last run used, first used first, holding at most `window`

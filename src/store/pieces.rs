@@ -10,7 +10,8 @@
 //! its name makes the entry a miss; a damaged one is removed. Each piece is stamped once a run,
 //! with the stamp of the first entry that names it and is found or written: never older than the
 //! entries using it (the bound drops it after them; at an equal stamp an entry's path sorts
-//! first), and a piece no entry names any more ages out in the same order.
+//! first), and a piece no entry names any more ages out in the same order. A stamp only moves
+//! forward: a process that opened earlier never sets back one a later process gave.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
@@ -535,9 +536,11 @@ impl Pieces {
         self.touched.locked().contains_key(name)
     }
 
-    /// Sets a piece file's modification time, never through a link.
+    /// Sets a piece file's modification time, never through a link, and never back: another
+    /// process that opened the store later may have stamped it newer (this run's `touched`
+    /// knows only its own stamps). Fails where the piece is gone.
     fn stamp_file(&self, path: &Path, stamp: SystemTime) -> io::Result<()> {
-        files::stamp(self.dir_fd.get(&self.dir), path, stamp)
+        files::stamp_forward(self.dir_fd.get(&self.dir), path, stamp).map(|_| ())
     }
 
     fn make_dir(&self) -> Result<(), StoreError> {

@@ -1018,6 +1018,51 @@ fn a_damaged_note_of_blamed_pieces_is_ignored_with_a_line() {
     assert!(text.contains("blamed pieces"), "{text}");
 }
 
+fn modified(path: &Path) -> SystemTime {
+    fs::metadata(path).unwrap().modified().unwrap()
+}
+
+#[test]
+fn a_process_that_opened_earlier_never_sets_a_stamp_back() {
+    let root = tempfile::tempdir().unwrap();
+    let first = open(root.path(), 1 << 30, at(0));
+    first
+        .write(&key(1), &data_sharing_a_block(3, 5_000))
+        .unwrap();
+    // Two processes of one title: the older opened at 100 s, the newer at 200 s.
+    let older = open(root.path(), 1 << 30, at(100));
+    let newer = open(root.path(), 1 << 30, at(200));
+    newer
+        .write(&key(2), &data_sharing_a_block(5, 9_000))
+        .unwrap();
+    let Lookup::Found(entry) = newer.lookup(&key(1)).unwrap() else {
+        panic!("entry 1 not found")
+    };
+    newer.stamp(entry);
+    let pieces: Vec<_> = piece_files(&newer)
+        .into_iter()
+        .map(|p| {
+            let t = modified(&p);
+            (p, t)
+        })
+        .collect();
+    let entry_one = modified(&newer.entry_path(&key(1)));
+    assert!(entry_one > at(199));
+
+    // The older process writes an entry naming the same pieces, and finds entry 1.
+    older
+        .write(&key(3), &data_sharing_a_block(7, 13_000))
+        .unwrap();
+    let Lookup::Found(entry) = older.lookup(&key(1)).unwrap() else {
+        panic!("entry 1 not found")
+    };
+    older.stamp(entry);
+    assert_eq!(modified(&older.entry_path(&key(1))), entry_one);
+    for (piece, stamp) in &pieces {
+        assert!(modified(piece) >= *stamp, "{} set back", piece.display());
+    }
+}
+
 #[test]
 fn the_bound_drops_pieces_last() {
     // The bound: a later run's entry keeps its pieces; the earlier run's entry goes first.
