@@ -50,7 +50,11 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     let mut other_drivers = Vec::new();
     let mut set_aside_before = Vec::new();
     for name in names_in(host_dir).unwrap_or_default() {
-        if DirName::parse(&name).is_some_and(|d| d.is_other_driver_of(&store.identity)) {
+        let other_driver = DirName::parse(&name).is_some_and(|d| {
+            d.is_other_driver_of(&store.identity, None)
+                && d.is_other_driver_of(&store.identity, abi_of_dir(&host_dir.join(&name)))
+        });
+        if other_driver {
             other_drivers.push(host_dir.join(&name));
         } else if name.ends_with(SET_ASIDE_SUFFIX) {
             set_aside_before.push(host_dir.join(&name));
@@ -116,6 +120,23 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
         "store opened"
     );
     Ok(report)
+}
+
+/// The ABI the entries of an identity directory name in their envelopes: the first of a few
+/// entries that reads far enough says (`None` where none does). Read only for a directory that
+/// looks like another driver's, to tell the other ABI's (another identity) from it.
+fn abi_of_dir(dir: &Path) -> Option<u32> {
+    names_in(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| is_entry_name(n))
+        .take(8)
+        .find_map(|n| {
+            let start = super::files::read_at_most(&dir.join(n), 16).ok()?;
+            (start.starts_with(&super::envelope::MAGIC))
+                .then(|| super::envelope::abi_of(&start))
+                .flatten()
+        })
 }
 
 /// The suffix of another driver's directory set aside at opening, its files still to drop.

@@ -302,6 +302,44 @@ fn a_thread_marker_names_the_entry_while_held_and_names_none_after() {
 }
 
 #[test]
+fn a_directory_of_the_other_abi_is_another_identity_never_another_driver() {
+    // RADV mixes the pointer size into its UUID: a 32-bit process of the title has its own.
+    let root = tempfile::tempdir().unwrap();
+    let other_abi = Identity {
+        abi: if identity().abi == 8 { 4 } else { 8 },
+        cache_uuid: [7; 16],
+        ..identity()
+    };
+    let theirs = open_as(root.path(), other_abi, at(0));
+    theirs
+        .write(&key(1), &cache_data(&other_abi, &[1; 30]))
+        .unwrap();
+    let ours = open(root.path(), 1 << 20, at(1));
+    ours.write(&key(2), &cache_data(&identity(), &[2; 30]))
+        .unwrap();
+    assert!(!ours.driver_changed());
+    assert!(theirs.entry_path(&key(1)).is_file(), "ours kept theirs");
+    let (again, report) = Store::open(root.path(), "title", other_abi, 1 << 20, at(2)).unwrap();
+    assert_eq!(report.other_driver_drops, 0);
+    assert!(!again.driver_changed());
+    assert!(ours.entry_path(&key(2)).is_file(), "theirs kept ours");
+    assert!(found(&again, &key(1)));
+    // Another driver of the same ABI still goes.
+    let newer = Identity {
+        driver_version: 9,
+        ..other_abi
+    };
+    let (_, report) = Store::open(root.path(), "title", newer, 1 << 20, at(3)).unwrap();
+    assert_eq!(report.other_driver_drops, 1);
+    assert!(!theirs.entry_path(&key(1)).exists());
+    assert!(ours.entry_path(&key(2)).is_file());
+}
+
+fn open_as(root: &Path, id: Identity, when: SystemTime) -> Store {
+    Store::open(root, "title", id, 1 << 20, when).unwrap().0
+}
+
+#[test]
 fn opening_drops_another_drivers_directory_but_not_another_devices() {
     let root = tempfile::tempdir().unwrap();
     let old = Identity {
