@@ -4,8 +4,8 @@
 //! Dropped at opening: every entry a stale loading marker names (and the marker; the pieces it
 //! names are blamed, `blamed.rs`, and go at a second blame); every other
 //! driver's directory of the same vendor and device (another device's directory is a second GPU
-//! and stays); every `*.tmp` whose lock can be taken (a stopped write); D744's
-//! `host-pipelines.bin`, unread.
+//! and stays); every `*.tmp` whose lock can be taken (a stopped write), the title's own
+//! `record.foz.tmp` and `runs.jsonl.tmp` too; D744's `host-pipelines.bin`, unread.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -94,6 +94,7 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     // this opening, and a listing of thousands of entries is most of it.
     report.partial_writes_dropped += drop_partial_writes_among(&store.dir, &own);
     report.partial_writes_dropped += drop_partial_writes(&store.dir.join(pieces::DIR));
+    report.partial_writes_dropped += drop_title_partial_writes(&store.title_dir);
     if bound_now {
         report.bound = store.bound_pieces_aware(host_dir)?.report;
     }
@@ -203,6 +204,21 @@ fn drop_partial_writes_among(dir: &Path, names: &[String]) -> u64 {
         }
     }
     dropped
+}
+
+/// The temporary files of the title's own files (`record.foz.tmp` of a compaction,
+/// `runs.jsonl.tmp` of a history's rewrite) whose lock can be taken: left by a process stopped
+/// midway, and never renamed over their file. Other `*.tmp` names there are not ours to drop.
+const TITLE_TEMPORARY_FILES: [&str; 2] = ["record.foz.tmp", "runs.jsonl.tmp"];
+
+/// Drops the title's stopped temporary files ([`TITLE_TEMPORARY_FILES`]). Returns how many.
+fn drop_title_partial_writes(title_dir: &Path) -> u64 {
+    let present: Vec<String> = TITLE_TEMPORARY_FILES
+        .iter()
+        .filter(|n| fs::symlink_metadata(title_dir.join(n)).is_ok())
+        .map(|n| (*n).to_owned())
+        .collect();
+    drop_partial_writes_among(title_dir, &present)
 }
 
 /// A marker `<entry>.loading` (the seed's form) or `<pid>-<tid>.loading` (one per thread).

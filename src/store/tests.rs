@@ -340,6 +340,30 @@ fn open_as(root: &Path, id: Identity, when: SystemTime) -> Store {
 }
 
 #[test]
+fn opening_drops_the_titles_stopped_temporary_files_but_not_a_held_one() {
+    let root = tempfile::tempdir().unwrap();
+    let title = root.path().join("title");
+    fs::create_dir_all(&title).unwrap();
+    // A compaction and a history rewrite killed midway; a history rewrite going on now.
+    fs::write(title.join("record.foz.tmp"), b"half a record").unwrap();
+    fs::write(title.join("runs.jsonl.tmp"), b"half a history").unwrap();
+    let (_store, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(0)).unwrap();
+    assert_eq!(report.partial_writes_dropped, 2, "{report:?}");
+    assert!(!title.join("record.foz.tmp").exists());
+    assert!(!title.join("runs.jsonl.tmp").exists());
+
+    fs::write(title.join("runs.jsonl.tmp"), b"being written").unwrap();
+    fs::write(title.join("notes.tmp"), b"not ours").unwrap();
+    let mut child = hold_lock_in_child(&title.join("runs.jsonl.tmp"));
+    let (_store, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(report.partial_writes_dropped, 0, "{report:?}");
+    assert!(title.join("runs.jsonl.tmp").exists());
+    assert!(title.join("notes.tmp").exists(), "only our own names");
+}
+
+#[test]
 fn opening_drops_another_drivers_directory_but_not_another_devices() {
     let root = tempfile::tempdir().unwrap();
     let old = Identity {
