@@ -226,6 +226,27 @@ pub fn open_entry_file(
     fd.map(File::from).map_err(io::Error::from)
 }
 
+/// Opens a file of the store for reading as [`open_entry_file`] does, without an access-time
+/// update (whose write would dirty the inode at every warm read) while `no_atime` holds: the
+/// kernel grants `O_NOATIME` only to the file's owner (or a privileged process), and the first
+/// `EPERM` clears `no_atime`, so that every later open goes without it at once.
+pub fn open_for_reading(
+    dir: Option<&std::os::fd::OwnedFd>,
+    path: &Path,
+    no_atime: &std::sync::atomic::AtomicBool,
+) -> io::Result<File> {
+    use std::sync::atomic::Ordering;
+    if no_atime.load(Ordering::Relaxed) {
+        match open_entry_file(dir, path, true) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                no_atime.store(false, Ordering::Relaxed)
+            }
+            other => return other,
+        }
+    }
+    open_entry_file(dir, path, false)
+}
+
 /// Reads an entry file whole. One read into a buffer this thread keeps: a read of a regular file
 /// that comes back short has met the file's end, so an entry that fits is taken without asking
 /// what the file is (the envelope's check then compares the length read with the length it

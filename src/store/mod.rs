@@ -546,17 +546,7 @@ impl Store {
     /// Opens an entry for reading (never through a link, never blocking), relative to the
     /// identity directory once it can be held.
     fn open_entry(&self, name: &str) -> io::Result<File> {
-        let path = self.dir.join(name);
-        let dir = self.held_dir();
-        if self.no_atime.load(Ordering::Relaxed) {
-            match files::open_entry_file(dir, &path, true) {
-                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                    self.no_atime.store(false, Ordering::Relaxed)
-                }
-                other => return other,
-            }
-        }
-        files::open_entry_file(dir, &path, false)
+        files::open_for_reading(self.held_dir(), &self.dir.join(name), &self.no_atime)
     }
 
     /// Whether an entry the bound listed (over the whole title) is one of this identity's.

@@ -108,6 +108,9 @@ pub struct Pieces {
     /// a reader ahead and a lookup may meet the piece in either order.
     removed_as_damaged: Mutex<HashSet<PieceName>>,
     dir_made: AtomicBool,
+    /// Pieces are read without updating their access time until the kernel refuses it (only
+    /// the files' owner may ask), as entries are.
+    no_atime: AtomicBool,
     /// The pieces' directory, held open once it exists: pieces are opened and stamped by name.
     dir_fd: files::HeldDir,
 }
@@ -131,6 +134,7 @@ impl Pieces {
             lists: Mutex::default(),
             removed_as_damaged: Mutex::default(),
             dir_made: AtomicBool::new(false),
+            no_atime: AtomicBool::new(true),
             dir_fd: files::HeldDir::default(),
         }
     }
@@ -275,16 +279,17 @@ impl Pieces {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = match files::open_entry_file(self.dir_fd.get(&self.dir), path, false) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(PieceError::Missing {
-                    path: path.to_path_buf(),
-                })
-            }
-            Err(e) if files::is_not_a_file(&e) => return Err(corrupt("not a regular file")),
-            Err(e) => return Err(io(e)),
-        };
+        let mut file =
+            match files::open_for_reading(self.dir_fd.get(&self.dir), path, &self.no_atime) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(PieceError::Missing {
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(e) if files::is_not_a_file(&e) => return Err(corrupt("not a regular file")),
+                Err(e) => return Err(io(e)),
+            };
         let meta = file.metadata().map_err(io)?;
         if !meta.is_file() {
             return Err(corrupt("not a regular file"));
@@ -654,6 +659,26 @@ mod tests {
             "missing-piece",
             "written again, then gone: missing"
         );
+    }
+
+    #[test]
+    fn a_piece_is_read_without_an_access_time_update() {
+        let (_root, pieces) = pieces();
+        let (name, _) = pieces.put(&[3u8; 300], SystemTime::now()).unwrap();
+        let path = pieces.path(&name);
+        // An access time before the modification time: under `relatime` a read updates it.
+        let old = SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_times(std::fs::FileTimes::new().set_accessed(old))
+            .unwrap();
+        let accessed = || std::fs::metadata(&path).unwrap().accessed().unwrap();
+        assert_eq!(accessed(), old);
+        let fresh = Pieces::new(pieces.dir().parent().unwrap());
+        fresh.get_all(&[(name, Some(300))]).unwrap();
+        assert_eq!(accessed(), old, "the read updated the access time");
     }
 
     #[test]

@@ -191,6 +191,23 @@ fn a_bound_of_zero_keeps_nothing() {
 }
 
 #[test]
+fn an_entry_is_read_without_an_access_time_update() {
+    let root = tempfile::tempdir().unwrap();
+    let (store, _) = written(root.path(), 1);
+    let path = store.entry_path(&key(1));
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_times(fs::FileTimes::new().set_accessed(old))
+        .unwrap();
+    let again = open(root.path(), 1 << 30, at(200));
+    assert!(found(&again, &key(1)));
+    assert_eq!(fs::metadata(&path).unwrap().accessed().unwrap(), old);
+}
+
+#[test]
 fn opening_drops_the_entry_a_stale_per_thread_marker_names() {
     let root = tempfile::tempdir().unwrap();
     let store = open(root.path(), 1 << 20, at(0));
