@@ -161,7 +161,9 @@ pub struct Bounded {
     pub kept: Vec<StampedEntry>,
 }
 
-/// Brings the title whose `host-pipelines/` is `host_dir` within `max_bytes`.
+/// Brings the title whose `host-pipelines/` is `host_dir` within `max_bytes`. A file found gone
+/// at its removal counts as removed (another pass removing by the same order got there first):
+/// two passes at once remove together the excess, at most a file more, never twice it.
 /// `in_use` says whether a piece is named by an entry the caller has written since the bound
 /// began (the listing may hold the piece but miss the entry): such a piece stays, and the next
 /// oldest goes instead.
@@ -192,16 +194,26 @@ pub fn keep_within(
             kept.push(e);
             continue;
         }
-        if super::files::remove_if_present(&e.path).unwrap_or(false) {
-            report.evicted += 1;
-            report.evicted_bytes += e.bytes;
-            report.entries -= 1;
-            report.bytes -= e.bytes;
-            tracing::debug!(
-                stamp = ?e.stamp,
-                "dropped entry={} reason=evicted",
-                e.path.file_name().unwrap_or_default().to_string_lossy()
-            );
+        match super::files::remove_if_present(&e.path) {
+            Ok(true) => {
+                report.evicted += 1;
+                report.evicted_bytes += e.bytes;
+                report.entries -= 1;
+                report.bytes -= e.bytes;
+                tracing::debug!(
+                    stamp = ?e.stamp,
+                    "dropped entry={} reason=evicted",
+                    e.path.file_name().unwrap_or_default().to_string_lossy()
+                );
+            }
+            // Gone since the listing: another pass at once (another process, or the command
+            // beside a running application) removed it by the same order. It counts as removed,
+            // so that the two remove together no more than the excess, not each all of it.
+            Ok(false) => {
+                report.entries -= 1;
+                report.bytes -= e.bytes;
+            }
+            Err(_) => kept.push(e),
         }
     }
     if report.evicted > 0 {
@@ -224,4 +236,66 @@ fn stamped_since(e: &StampedEntry) -> bool {
     fs::symlink_metadata(&e.path)
         .and_then(|m| m.modified())
         .is_ok_and(|now| now != e.stamp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 200 entry files of sizes from 1,000 bytes, each stamped a second after the one before,
+    /// in one identity directory under `host_dir`; returns their sizes.
+    fn two_hundred_entries(host_dir: &Path) -> Vec<u64> {
+        let dir = host_dir.join("1002-73bf-06400007-a0a1a2a3a4a5a6a7a8a9aaabacadaeaf");
+        fs::create_dir_all(&dir).unwrap();
+        (0..200u64)
+            .map(|n| {
+                let name = format!("{:032x}-{:032x}.entry", n + 1, n + 1);
+                let len = 1_000 + (n * 37) % 900;
+                let path = dir.join(name);
+                fs::write(&path, vec![0u8; len as usize]).unwrap();
+                let stamp =
+                    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000 + n);
+                fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .unwrap()
+                    .set_modified(stamp)
+                    .unwrap();
+                len
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_passes_at_once_remove_together_no_more_than_the_excess() {
+        for round in 0..20 {
+            let root = tempfile::tempdir().unwrap();
+            let host = root.path().join("title/host-pipelines");
+            let sizes = two_hundred_entries(&host);
+            let bound = sizes.iter().sum::<u64>() / 2;
+            let largest = *sizes.iter().max().unwrap();
+            let start = std::sync::Barrier::new(2);
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        start.wait();
+                        keep_within(&host, bound, &|_| false).unwrap();
+                    });
+                }
+            });
+            let kept: u64 = entries_of_title(&host)
+                .unwrap()
+                .iter()
+                .map(|e| e.bytes)
+                .sum();
+            assert!(
+                kept <= bound,
+                "round {round}: {kept} kept over the bound {bound}"
+            );
+            assert!(
+                kept + largest >= bound,
+                "round {round}: {kept} kept under a bound of {bound}: removed more than the excess"
+            );
+        }
+    }
 }
