@@ -1,7 +1,8 @@
 //! The size bound: the sizes (`st_size`) of all `*.entry` and `*.piece` files under one title's
-//! `host-pipelines/` (each piece once, however many entries name it) and of the title's record
-//! (`record.foz`) are kept within `PIPEKEEP_MAX_BYTES`, dropping the oldest stamp first. The
-//! stamp is the file's modification time (see `Store::next_stamp`; a piece carries its run's
+//! `host-pipelines/` (each piece once, however many entries name it; those of other drivers'
+//! directories set aside, `*.dropped`, too) and of the title's record (`record.foz`) are kept
+//! within `PIPEKEEP_MAX_BYTES`, dropping the set-aside directories first, then the oldest stamp
+//! first. The stamp is the file's modification time (see `Store::next_stamp`; a piece carries its run's
 //! newest stamp, so it goes after the entries using it). The record is never dropped by the
 //! bound: it shrinks when the layer compacts it at opening, once most of its pipelines have lost
 //! their entries (`replay::record::RecordFile::compact`).
@@ -40,6 +41,8 @@ pub struct BoundReport {
     pub record_bytes: u64,
     pub evicted: u64,
     pub evicted_bytes: u64,
+    /// Bytes of other drivers' directories set aside (`*.dropped`) dropped to make room.
+    pub set_aside_dropped_bytes: u64,
 }
 
 /// Every entry and piece under `host_dir`, in identity directories of our naming only.
@@ -55,6 +58,31 @@ pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError
         }
     }
     Ok(out)
+}
+
+/// Every directory of another driver's entries set aside under `host_dir` (`*.dropped`), with
+/// the bytes of its entries and pieces.
+fn set_aside_of_title(host_dir: &Path) -> Vec<(PathBuf, u64)> {
+    names_in(host_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.ends_with(super::SET_ASIDE_SUFFIX))
+        .map(|n| host_dir.join(n))
+        .filter(|d| fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
+        .map(|d| {
+            let bytes = files_bytes(&d);
+            (d, bytes)
+        })
+        .collect()
+}
+
+/// The bytes of the entries and pieces of one directory.
+fn files_bytes(dir: &Path) -> u64 {
+    pieces_in(dir)
+        .iter()
+        .chain(entries_in(dir).iter())
+        .map(|e| e.bytes)
+        .sum()
 }
 
 fn is_piece(path: &Path) -> bool {
@@ -174,12 +202,33 @@ pub fn keep_within(
 ) -> Result<Bounded, StoreError> {
     let mut entries = entries_of_title(host_dir)?;
     let record_bytes = record_bytes(host_dir);
+    let set_aside = set_aside_of_title(host_dir);
     let mut report = BoundReport {
         entries: entries.len() as u64,
-        bytes: entries.iter().map(|e| e.bytes).sum::<u64>() + record_bytes,
+        bytes: entries.iter().map(|e| e.bytes).sum::<u64>()
+            + record_bytes
+            + set_aside.iter().map(|d| d.1).sum::<u64>(),
         record_bytes,
         ..Default::default()
     };
+    if report.bytes <= max_bytes {
+        return Ok(Bounded {
+            report,
+            kept: entries,
+        });
+    }
+    // Another driver's entries set aside at an opening (`*.dropped`) are dropped once the
+    // application pauses; one that never pauses would keep them, and set aside more at each
+    // driver change: over the bound, they go first, whole (what a live process holds stays).
+    for (dir, bytes) in set_aside {
+        if report.bytes <= max_bytes {
+            break;
+        }
+        super::open::drop_directory(&dir, "foreign", &std::sync::atomic::AtomicBool::new(false));
+        let left = files_bytes(&dir);
+        report.bytes -= bytes.saturating_sub(left);
+        report.set_aside_dropped_bytes += bytes.saturating_sub(left);
+    }
     if report.bytes <= max_bytes {
         return Ok(Bounded {
             report,

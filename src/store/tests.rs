@@ -782,6 +782,48 @@ fn an_older_drivers_store_of_three(root: &Path) -> std::path::PathBuf {
 }
 
 #[test]
+fn set_aside_directories_count_in_the_bound_and_go_first_when_over_it() {
+    let root = tempfile::tempdir().unwrap();
+    let old = an_older_drivers_store_of_three(root.path());
+    let old_bytes: u64 = bound::entries_in(&old).iter().map(|e| e.bytes).sum();
+    let aside = files::with_suffix(&old, SET_ASIDE_SUFFIX);
+    // An application that never idles: the directory is set aside and never dropped.
+    let (store, _) =
+        Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(1), false).unwrap();
+    assert!(aside.join(key(1).file_name()).exists());
+    for n in 4..=6 {
+        store
+            .write(&key(n), &cache_data(&identity(), &[n; 30]))
+            .unwrap();
+    }
+    let own: u64 = bound::entries_in(store.dir()).iter().map(|e| e.bytes).sum();
+
+    // Within the bound with it: it stays, counted.
+    let (roomy, _) = Store::open_then_bound(
+        root.path(),
+        "title",
+        identity(),
+        own + old_bytes,
+        at(2),
+        false,
+    )
+    .unwrap();
+    let report = roomy.keep_within_bound().unwrap().report;
+    assert_eq!(report.bytes, own + old_bytes, "{report:?}");
+    assert!(aside.join(key(1).file_name()).exists());
+
+    // Over the bound only with it: it goes, and every entry of this driver stays.
+    let (tight, _) =
+        Store::open_then_bound(root.path(), "title", identity(), own + 1, at(3), false).unwrap();
+    let report = tight.keep_within_bound().unwrap().report;
+    assert_eq!(report.bytes, own, "{report:?}");
+    assert!(!aside.join(key(1).file_name()).exists());
+    for n in 4..=6 {
+        assert!(found(&tight, &key(n)));
+    }
+}
+
+#[test]
 fn another_drivers_opening_keeps_what_a_live_process_holds() {
     let root = tempfile::tempdir().unwrap();
     let dir = an_older_drivers_store_of_three(root.path());
