@@ -117,8 +117,10 @@ pub struct Settings {
     pub test_panic_after_build: bool,
     /// Test only (`PIPEKEEP_TEST_ABORT_IN_LOAD`): the process aborts at its first load of an
     /// entry, after the loading marker names it: a run that dies inside the driver. Set to a
-    /// piece's name (64 hex digits), only at a load of an entry naming that piece (directly or
-    /// through a list): a piece that stops the driver, whichever entry brings it.
+    /// path (a hard link the test made to a piece file), only at a load of an entry naming a
+    /// piece whose file is that very file (directly or through a list): a piece file that stops
+    /// the driver, whichever entry brings it, until it is dropped (one written anew is another
+    /// file).
     pub test_abort_in_load: Option<String>,
     /// Test only (`PIPEKEEP_TEST_FAIL_SETUP`: `instance` or `device`): recording that level's
     /// data panics, to show that every call still passes through.

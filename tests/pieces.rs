@@ -442,7 +442,10 @@ fn a_piece_that_stops_the_driver_is_gone_within_two_runs() {
         .join("pieces")
         .join(format!("{piece_hex}.piece"));
     assert!(piece_file.is_file());
-    let crashing = [("PIPEKEEP_TEST_ABORT_IN_LOAD", piece_hex.as_str())];
+    // This very file stops the driver (a link to it keeps its inode): one written anew does not.
+    let bad = tmp.path().join("the-bad-piece");
+    std::fs::hard_link(&piece_file, &bad).unwrap();
+    let crashing = [("PIPEKEEP_TEST_ABORT_IN_LOAD", bad.to_str().unwrap())];
     // The first run stops on it; the second blames the first's entry alone, and stops on the
     // piece again through another entry; the third blames the piece too: it runs through.
     for n in 1..=2 {
@@ -455,6 +458,9 @@ fn a_piece_that_stops_the_driver_is_gone_within_two_runs() {
     }
     let through = replay_shared(tmp.path(), &crashing);
     assert!(through.ok, "the piece is gone\n{}", through.all());
+    use std::os::unix::fs::MetadataExt;
+    let ino = |p: &Path| std::fs::metadata(p).map(|m| m.ino()).ok();
+    assert_ne!(ino(&piece_file), ino(&bad), "the stopping file is dropped");
     let w = through.watch();
     assert_eq!(w.built, built, "{}", through.all());
     assert!(

@@ -1118,7 +1118,9 @@ unsafe fn build_cached<T: PipelineInfo>(
 fn aborts_in_this_load(store: &Store, entry: &FoundEntry) -> bool {
     match SETTINGS.test_abort_in_load.as_deref() {
         None => false,
-        Some(piece) if piece.len() == 64 => store.entry_names_piece(&entry.name(), piece),
+        Some(link) if link.contains('/') => {
+            store.entry_names_piece_file(&entry.name(), std::path::Path::new(link))
+        }
         Some(_) => true,
     }
 }

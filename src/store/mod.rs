@@ -1114,19 +1114,26 @@ impl Store {
         bounded
     }
 
-    /// Whether the entry `name` on disk names the piece whose name is `piece_hex`, directly or
-    /// through a list (for a test hook: a piece that stops the driver).
-    pub fn entry_names_piece(&self, name: &EntryName, piece_hex: &str) -> bool {
-        let Some(piece) = crate::key::text::from_hex::<32>(piece_hex) else {
+    /// Whether the entry `name` on disk names a piece (directly or through a list) whose file is
+    /// the file `link` names (the same device and inode): for a test hook, a piece file that
+    /// stops the driver.
+    pub fn entry_names_piece_file(&self, name: &EntryName, link: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(target) = fs::metadata(link) else {
             return false;
         };
         let Ok(bytes) = files::read_at_most(&self.dir.join(name), files::ENTRY_FILE_LIMIT) else {
             return false;
         };
         let named = envelope::listed_parts(&bytes).map_or(Vec::new(), |(_, p)| p);
-        named
+        let listed: Vec<_> = named
             .iter()
-            .any(|n| *n == piece || self.pieces.listed_by(n).contains(&piece))
+            .flat_map(|n| self.pieces.listed_by(n))
+            .collect();
+        named.iter().chain(&listed).any(|piece| {
+            fs::symlink_metadata(self.pieces.path(piece))
+                .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
+        })
     }
 
     /// Holds this thread's loading marker on an entry while the driver loads it.
