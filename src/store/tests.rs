@@ -289,6 +289,72 @@ fn opening_keeps_the_entry_whose_marker_a_live_process_holds() {
 }
 
 #[test]
+fn a_thread_whose_marker_name_is_taken_keeps_a_marker_of_another_name() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    store
+        .write(&key(1), &cache_data(&identity(), &[1; 30]))
+        .unwrap();
+    let dir = store.dir().to_path_buf();
+    // A thread of a process in another pid namespace, with the same pid and thread id, holds
+    // this name (checked on a fresh thread: this one may hold a marker here already).
+    let named = std::thread::scope(|s| {
+        s.spawn(|| {
+            let ours = dir.join(marker::marker_name());
+            fs::write(&ours, [0u8; 71]).unwrap();
+            let mut holder = hold_lock_in_child(&ours);
+            let Lookup::Found(found) = store.lookup(&key(1)).unwrap() else {
+                panic!("not found")
+            };
+            let held = store.hold_marker(&found);
+            let unavailable = LoadingMarker::unavailable_in(&dir);
+            let naming: Vec<String> = names(&dir)
+                .into_iter()
+                .filter(|n| n.ends_with(".loading"))
+                .filter(|n| fs::read(dir.join(n)).unwrap() == key(1).file_name().as_bytes())
+                .collect();
+            drop(held);
+            holder.kill().unwrap();
+            holder.wait().unwrap();
+            (unavailable, naming)
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(!named.0, "the thread loaded unguarded");
+    assert_eq!(named.1.len(), 1, "{:?}", named.1);
+}
+
+#[test]
+fn a_stale_marker_under_a_threads_own_name_is_left_for_the_opening() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    for n in 1..=2 {
+        store
+            .write(&key(n), &cache_data(&identity(), &[n; 30]))
+            .unwrap();
+    }
+    let dir = store.dir().to_path_buf();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // A dead thread of another namespace with this pid and id named key 1 since this
+            // store's opening swept.
+            let ours = dir.join(marker::marker_name());
+            fs::write(&ours, key(1).file_name()).unwrap();
+            let Lookup::Found(found) = store.lookup(&key(2)).unwrap() else {
+                panic!("not found")
+            };
+            drop(store.hold_marker(&found));
+            assert_eq!(fs::read(&ours).unwrap(), key(1).file_name().as_bytes());
+        });
+    });
+    let (again, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    assert_eq!(report.stale_marker_drops, 1);
+    assert!(!found(&again, &key(1)));
+    assert!(found(&again, &key(2)));
+}
+
+#[test]
 fn a_thread_marker_names_the_entry_while_held_and_names_none_after() {
     let root = tempfile::tempdir().unwrap();
     let store = open(root.path(), 1 << 20, at(0));
