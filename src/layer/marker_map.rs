@@ -94,6 +94,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let link = dir.path().join("the-marker");
         let (path, link_for_thread) = (dir.path().to_path_buf(), link.clone());
+        let mut told = [0i32; 2];
+        // SAFETY: a pipe of two descriptors.
+        assert_eq!(unsafe { libc::pipe(told.as_mut_ptr()) }, 0);
         // A thread that holds a marker forks, then ends (its marker dropped): only the child
         // could still hold the marker's lock.
         let child = std::thread::spawn(move || {
@@ -108,9 +111,10 @@ mod tests {
             match unsafe { libc::fork() } {
                 0 => {
                     super::let_go_in_forked_child();
-                    // SAFETY: as above.
+                    // SAFETY: as above: it tells the parent it let go, and waits to be killed.
                     unsafe {
-                        libc::sleep(5);
+                        libc::write(told[1], [1u8].as_ptr().cast(), 1);
+                        libc::sleep(10);
                         libc::_exit(0)
                     }
                 }
@@ -120,11 +124,25 @@ mod tests {
         .join()
         .unwrap();
         assert!(child > 0);
-        let held = matches!(lock_path(&link, false), Ok(Locked::Held(_)));
-        // SAFETY: our own child.
+        let mut byte = 0u8;
+        // SAFETY: one byte from the pipe made above.
+        let read = unsafe { libc::read(told[0], (&mut byte as *mut u8).cast(), 1) };
+        assert_eq!(read, 1);
+        // Another test's process being spawned (between its fork and its exec) may hold every
+        // descriptor of this one for a moment: a few tries.
+        let held = (0..50).any(|_| {
+            let held = matches!(lock_path(&link, false), Ok(Locked::Held(_)));
+            if !held {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            held
+        });
+        // SAFETY: our own child, and the pipe made above.
         unsafe {
             libc::kill(child, libc::SIGKILL);
             libc::waitpid(child, std::ptr::null_mut(), 0);
+            libc::close(told[0]);
+            libc::close(told[1]);
         }
         assert!(held, "the child kept its parent's marker locked");
     }
