@@ -351,7 +351,8 @@ pub enum Written {
 }
 
 /// Writes `bytes` to `target` through `<target>.tmp`: never a torn file under the target's name.
-/// The file is stamped with `stamp` before the rename. No `fsync`: a torn file after power loss
+/// The file is stamped with `stamp` before the rename, or with the stamp of the file it replaces
+/// where that one is newer. No `fsync`: a torn file after power loss
 /// fails its hash at the next lookup and costs one compile.
 pub fn write_atomically(
     target: &Path,
@@ -377,6 +378,14 @@ pub fn write_atomically(
             }
         }
     };
+    // A stamp only moves forward: the file this one replaces (the same entry written by a
+    // process that opened the store later) keeps its newer stamp.
+    let stamp = fs::symlink_metadata(target)
+        .ok()
+        .filter(|m| m.is_file())
+        .and_then(|m| m.modified().ok())
+        .filter(|newer| *newer > stamp)
+        .unwrap_or(stamp);
     let whole = (|| {
         file.set_len(0).map_err(StoreError::io("truncate", &tmp))?;
         file.write_all(bytes)
@@ -524,16 +533,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("e.entry");
         fs::write(&target, b"old").unwrap();
+        let later = SystemTime::now() + std::time::Duration::from_secs(3600);
         assert_eq!(
-            write_atomically(&target, b"new bytes", SystemTime::UNIX_EPOCH).unwrap(),
+            write_atomically(&target, b"new bytes", later).unwrap(),
             Written::Whole(9)
         );
         assert_eq!(fs::read(&target).unwrap(), b"new bytes");
         assert!(!with_suffix(&target, ".tmp").exists());
-        assert_eq!(
-            fs::metadata(&target).unwrap().modified().unwrap(),
-            SystemTime::UNIX_EPOCH
-        );
+        let stamp = || fs::metadata(&target).unwrap().modified().unwrap();
+        assert_eq!(stamp(), later);
+        // An older stamp never sets back the one of the file replaced.
+        write_atomically(&target, b"newer bytes", SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"newer bytes");
+        assert_eq!(stamp(), later);
     }
 
     #[test]

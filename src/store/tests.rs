@@ -1245,6 +1245,12 @@ fn a_process_that_opened_earlier_never_sets_a_stamp_back() {
     };
     older.stamp(entry);
     assert_eq!(modified(&older.entry_path(&key(1))), entry_one);
+    // Both compiled one pipeline: the older process's write of its entry keeps the newer stamp.
+    let data = cache_data(&identity(), &[8; 40]);
+    newer.write(&key(8), &data).unwrap();
+    let newer_stamp = modified(&newer.entry_path(&key(8)));
+    older.write(&key(8), &data).unwrap();
+    assert_eq!(modified(&older.entry_path(&key(8))), newer_stamp);
     for (piece, stamp) in &pieces {
         assert!(modified(piece) >= *stamp, "{} set back", piece.display());
     }
