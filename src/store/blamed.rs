@@ -40,8 +40,12 @@ impl BlamedPieces {
     /// Reads the note in `dir`; one missing is empty, one damaged is ignored with a log line.
     pub fn read(dir: &Path) -> BlamedPieces {
         let path = dir.join(super::BLAMED_PIECES);
-        let (names, changed) = match files::read_at_most(&path, LIMIT) {
-            Ok(bytes) => match parse(&bytes) {
+        // A byte past the largest note makes a longer file damaged, never a cut one read whole.
+        let (names, changed) = match files::read_at_most(&path, LIMIT + 1) {
+            Ok(bytes) => match (bytes.len() as u64 <= LIMIT)
+                .then(|| parse(&bytes))
+                .flatten()
+            {
                 Some(names) => (names, false),
                 None => {
                     tracing::warn!(path = %path.display(), "the note of blamed pieces is damaged; ignored (it blames no piece)");
@@ -152,5 +156,26 @@ mod tests {
             assert!(parse(bad).is_none(), "{bad:?}");
         }
         assert_eq!(parse(HEADER.as_bytes()).unwrap(), Vec::<PieceName>::new());
+    }
+
+    #[test]
+    fn a_note_longer_than_the_most_is_damaged_and_the_oldest_go_past_the_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut note = BlamedPieces::read(dir.path());
+        for n in 0..=MOST as u32 {
+            let mut name = [0u8; 32];
+            name[..4].copy_from_slice(&n.to_le_bytes());
+            assert!(!note.blame(&name));
+        }
+        assert!(!note.holds(&[0; 32]), "the oldest went");
+        note.save();
+        let path = dir.path().join(super::super::BLAMED_PIECES);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), LIMIT);
+        assert_eq!(BlamedPieces::read(dir.path()).names.len(), MOST);
+        let mut longer = std::fs::read(&path).unwrap();
+        longer.extend_from_slice(format!("{}\n", "cd".repeat(32)).as_bytes());
+        std::fs::write(&path, longer).unwrap();
+        let damaged = BlamedPieces::read(dir.path());
+        assert!(damaged.names.is_empty() && damaged.changed);
     }
 }
