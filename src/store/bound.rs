@@ -228,6 +228,7 @@ pub fn keep_within(
         let left = files_bytes(&dir);
         report.bytes -= bytes.saturating_sub(left);
         report.set_aside_dropped_bytes += bytes.saturating_sub(left);
+        tracing::info!(dir = %dir.display(), dropped_bytes = bytes.saturating_sub(left), max_bytes, "another driver's entries set aside dropped to bring the store within its bound");
     }
     if report.bytes <= max_bytes {
         return Ok(Bounded {
