@@ -116,8 +116,12 @@ pub struct Settings {
     /// driver made a pipeline, to show that the fallback leaves nothing behind.
     pub test_panic_after_build: bool,
     /// Test only (`PIPEKEEP_TEST_ABORT_IN_LOAD`): the process aborts at its first load of an
-    /// entry, after the loading marker names it: a run that dies inside the driver.
-    pub test_abort_in_load: bool,
+    /// entry, after the loading marker names it: a run that dies inside the driver. Set to a
+    /// path (a hard link the test made to a piece file), only at a load of an entry naming a
+    /// piece whose file is that very file (directly or through a list): a piece file that stops
+    /// the driver, whichever entry brings it, until it is dropped (one written anew is another
+    /// file).
+    pub test_abort_in_load: Option<String>,
     /// Test only (`PIPEKEEP_TEST_FAIL_SETUP`: `instance` or `device`): recording that level's
     /// data panics, to show that every call still passes through.
     pub test_fail_setup: Option<String>,
@@ -275,7 +279,7 @@ impl Settings {
             log_file: non_empty("PIPEKEEP_LOG_FILE").map(PathBuf::from),
             test_panic: non_empty("PIPEKEEP_TEST_PANIC").is_some(),
             test_panic_after_build: non_empty("PIPEKEEP_TEST_PANIC_AFTER_BUILD").is_some(),
-            test_abort_in_load: non_empty("PIPEKEEP_TEST_ABORT_IN_LOAD").is_some(),
+            test_abort_in_load: non_empty("PIPEKEEP_TEST_ABORT_IN_LOAD"),
             test_fail_setup: non_empty("PIPEKEEP_TEST_FAIL_SETUP"),
             test_refuse_binaries: non_empty("PIPEKEEP_TEST_REFUSE_BINARIES").is_some(),
             test_read_ahead_first: non_empty("PIPEKEEP_TEST_READ_AHEAD_FIRST").is_some(),

@@ -10,7 +10,7 @@
 
 use crate::sync::Unpoisoned;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -316,9 +316,12 @@ pub fn unix_secs(t: SystemTime) -> f64 {
 }
 
 /// Appends a run, keeping the last [`RUNS_KEPT`]: past that the file is rewritten through a
-/// temporary file and a rename. Runs of several processes may end at once: each holds an
-/// exclusive `flock` on the history while it reads and writes it, and checks after taking it
-/// that the path still names the file it locked (a rewrite may have renamed a new one in).
+/// temporary file (locked, as an entry's, so that an opening sweeps one a stopped process left)
+/// and a rename. Runs of several processes may end at once: each holds an exclusive `flock` on
+/// the history while it reads and writes it, and checks after taking it that the path still
+/// names the file it locked (a rewrite may have renamed a new one in). The history is read as
+/// bytes: a line that is not UTF-8 (or not a run) is skipped by readers and never makes an
+/// append fail, and a last line cut short by a stopped process is ended before this one.
 pub fn append_run(path: &Path, run: &RunRecord) -> std::io::Result<()> {
     use std::io::{Read, Seek};
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -341,26 +344,40 @@ pub fn append_run(path: &Path, run: &RunRecord) -> std::io::Result<()> {
             Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => {}
             _ => continue, // replaced while we waited: lock the new one
         }
-        let mut existing = String::new();
+        let mut existing = Vec::new();
         f.rewind()?;
-        f.read_to_string(&mut existing)?;
-        let lines = existing.lines().count();
-        if lines < RUNS_KEPT {
-            return writeln!(f, "{line}");
+        f.read_to_end(&mut existing)?;
+        let lines: Vec<&[u8]> = existing
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        if lines.len() < RUNS_KEPT {
+            let torn = existing.last().is_some_and(|b| *b != b'\n');
+            return writeln!(f, "{}{line}", if torn { "\n" } else { "" });
         }
-        let keep: Vec<&str> = existing.lines().skip(lines + 1 - RUNS_KEPT).collect();
-        let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-        std::fs::write(&tmp, format!("{}\n{line}\n", keep.join("\n")))?;
-        return std::fs::rename(tmp, path);
+        let mut text = Vec::with_capacity(existing.len());
+        for kept in &lines[lines.len() + 1 - RUNS_KEPT..] {
+            text.extend_from_slice(kept);
+            text.push(b'\n');
+        }
+        text.extend_from_slice(line.as_bytes());
+        text.push(b'\n');
+        let written = crate::store::files::write_atomically(path, &text, SystemTime::now())
+            .map_err(std::io::Error::other)?;
+        if written == crate::store::files::Written::Whole(text.len() as u64) {
+            return Ok(());
+        }
+        // Skipped: an opening is sweeping a temporary file a stopped rewrite left (we hold the
+        // history's lock, so no other writer has it): try again.
     }
     Err(std::io::Error::other("the run history kept being replaced"))
 }
 
-/// Reads a run history; lines that do not parse are skipped.
+/// Reads a run history; lines that are not UTF-8 or do not parse are skipped.
 pub fn read_runs(path: &Path) -> std::io::Result<Vec<RunRecord>> {
-    Ok(std::fs::read_to_string(path)?
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
+    Ok(std::fs::read(path)?
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice(l).ok())
         .collect())
 }
 
@@ -461,6 +478,39 @@ mod tests {
         assert!(w.finish(Some(&path), "dev", "id", "cache").is_some());
         assert_eq!(w.finish(Some(&path), "dev", "id", "cache"), None);
         assert_eq!(read_runs(&path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_history_that_is_not_utf8_or_ends_torn_still_takes_every_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.jsonl");
+        let run = |n: u64| RunRecord {
+            when: n as f64,
+            device: "dev".into(),
+            identity: "id".into(),
+            backend: "cache".into(),
+            tally: Tally::default(),
+        };
+        append_run(&path, &run(1)).unwrap();
+        // A line of bytes that are not UTF-8, then a line cut short by a stopped process.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"\xff\xfe not text\n{\"when\": 2").unwrap();
+        drop(f);
+        append_run(&path, &run(3)).unwrap();
+        append_run(&path, &run(4)).unwrap();
+        let read: Vec<f64> = read_runs(&path).unwrap().iter().map(|r| r.when).collect();
+        assert_eq!(read, [1.0, 3.0, 4.0]);
+        // And across a rewrite.
+        for n in 5..(RUNS_KEPT as u64 + 10) {
+            append_run(&path, &run(n)).unwrap();
+        }
+        let read = read_runs(&path).unwrap();
+        assert_eq!(read.len(), RUNS_KEPT);
+        assert_eq!(read.last().unwrap().when, (RUNS_KEPT + 9) as f64);
+        assert!(!dir.path().join("runs.jsonl.tmp").exists());
     }
 
     #[test]

@@ -237,3 +237,25 @@ fn where_reports_the_root_the_manifest_and_whether_the_layer_is_on() {
     let off = json(&tool(tmp.path(), &["where", "--json"]));
     assert_eq!(off["enabled_here"], false);
 }
+
+#[test]
+fn list_and_stats_take_a_short_or_empty_entry_without_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_store(tmp.path());
+    let all = entries(&tmp.path().join("store"));
+    std::fs::write(&all[0], b"").unwrap();
+    std::fs::write(&all[1], b"PIPEKEE").unwrap();
+    for args in [
+        &["list"][..],
+        &["list", "--json"],
+        &["stats"],
+        &["stats", "--json"],
+    ] {
+        let run = tool(tmp.path(), args);
+        assert!(
+            run.ok && !run.stderr.contains("panicked"),
+            "{args:?}\n{}",
+            run.all()
+        );
+    }
+}

@@ -341,3 +341,133 @@ fn a_stage_binary_is_a_piece_only_where_several_pipelines_carry_it() {
         warm.all()
     );
 }
+
+/// Replays the synthetic database (its graphics pipelines share stages) through the layer's
+/// `binary` backend, with `extra_env`.
+fn replay_shared(tmp: &Path, extra_env: &[(&str, &str)]) -> Run {
+    let db = corpus("saschawillems-glsl-synth.foz");
+    let mut app = App::tool(Driver::Radv, tmp)
+        .env("VK_INSTANCE_LAYERS", LAYER)
+        .env("PIPEKEEP_BACKEND", "binary")
+        .args(&["replay", "--json", "--threads", "1", db.to_str().unwrap()]);
+    for (k, v) in extra_env {
+        app = app.env(k, v);
+    }
+    app.run()
+}
+
+/// Each entry of the store with the pieces it names.
+fn entries_naming(store: &Path) -> Vec<(std::path::PathBuf, Vec<[u8; 32]>)> {
+    entries(store)
+        .into_iter()
+        .map(|e| {
+            let bytes = std::fs::read(&e).unwrap();
+            let named = pipekeep::store::envelope::listed_parts(&bytes).map_or(Vec::new(), |p| p.1);
+            (e, named)
+        })
+        .collect()
+}
+
+/// A piece named by the most entries, with those entries.
+fn most_shared_piece(store: &Path) -> ([u8; 32], Vec<std::path::PathBuf>) {
+    let all = entries_naming(store);
+    let mut best: Option<([u8; 32], Vec<std::path::PathBuf>)> = None;
+    for (_, named) in &all {
+        for piece in named {
+            let sharers: Vec<_> = all
+                .iter()
+                .filter(|(_, n)| n.contains(piece))
+                .map(|(e, _)| e.clone())
+                .collect();
+            if best.as_ref().is_none_or(|b| sharers.len() > b.1.len()) {
+                best = Some((*piece, sharers));
+            }
+        }
+    }
+    best.expect("no entry names a piece")
+}
+
+#[test]
+fn a_stale_marker_beside_an_entry_whose_pieces_others_share_costs_one_compile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cold = replay_shared(tmp.path(), &[]);
+    assert!(cold.ok, "{}", cold.all());
+    let built = cold.watch().built;
+    let (_, sharers) = most_shared_piece(&store(tmp.path()));
+    assert!(
+        sharers.len() >= 3,
+        "{} entries share a piece",
+        sharers.len()
+    );
+    let victim = &sharers[0];
+    std::fs::write(
+        victim.parent().unwrap().join("4000000-4000001.loading"),
+        victim.file_name().unwrap().to_str().unwrap(),
+    )
+    .unwrap();
+    let warm = replay_shared(tmp.path(), &[]);
+    assert!(warm.ok, "{}", warm.all());
+    let w = warm.watch();
+    assert_eq!(
+        (w.built, w.found, w.compiled),
+        (built, built - 1, 1),
+        "one stale marker, one compile\n{}",
+        warm.all()
+    );
+    assert_eq!(
+        warm.stderr.matches("dropped entry=").count(),
+        1,
+        "{}",
+        warm.all()
+    );
+    assert!(!warm.stderr.contains("missing-piece"), "{}", warm.all());
+}
+
+#[test]
+fn a_piece_that_stops_the_driver_is_gone_within_two_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cold = replay_shared(tmp.path(), &[]);
+    assert!(cold.ok, "{}", cold.all());
+    let built = cold.watch().built;
+    let (piece, sharers) = most_shared_piece(&store(tmp.path()));
+    assert!(
+        sharers.len() >= 3,
+        "{} entries share a piece",
+        sharers.len()
+    );
+    let piece_hex: String = piece.iter().map(|b| format!("{b:02x}")).collect();
+    let piece_file = sharers[0]
+        .parent()
+        .unwrap()
+        .join("pieces")
+        .join(format!("{piece_hex}.piece"));
+    assert!(piece_file.is_file());
+    // This very file stops the driver (a link to it keeps its inode): one written anew does not.
+    let bad = tmp.path().join("the-bad-piece");
+    std::fs::hard_link(&piece_file, &bad).unwrap();
+    let crashing = [("PIPEKEEP_TEST_ABORT_IN_LOAD", bad.to_str().unwrap())];
+    // The first run stops on it; the second blames the first's entry alone, and stops on the
+    // piece again through another entry; the third blames the piece too: it runs through.
+    for n in 1..=2 {
+        let dying = replay_shared(tmp.path(), &crashing);
+        assert!(
+            !dying.ok,
+            "run {n} was to stop inside the driver\n{}",
+            dying.all()
+        );
+    }
+    let through = replay_shared(tmp.path(), &crashing);
+    assert!(through.ok, "the piece is gone\n{}", through.all());
+    use std::os::unix::fs::MetadataExt;
+    let ino = |p: &Path| std::fs::metadata(p).map(|m| m.ino()).ok();
+    assert_ne!(ino(&piece_file), ino(&bad), "the stopping file is dropped");
+    let w = through.watch();
+    assert_eq!(w.built, built, "{}", through.all());
+    assert!(
+        w.compiled < sharers.len() as u64 + 2,
+        "{} compiled for {} sharers\n{}",
+        w.compiled,
+        sharers.len(),
+        through.all()
+    );
+}

@@ -1643,6 +1643,7 @@ static FORK_GENERATION: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn in_forked_child() {
     FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+    super::marker_map::let_go_in_forked_child();
 }
 
 /// The exit handler and the fork handler, registered once, before the first device's data.
@@ -1655,7 +1656,8 @@ fn register_process_handlers() {
                 "no exit handler: a run that never destroys its device writes no final line"
             );
         }
-        // SAFETY: as above; the child handler only bumps an atomic (async-signal-safe).
+        // SAFETY: as above; the child handler bumps an atomic and points the inherited markers'
+        // descriptors at /dev/null (async-signal-safe calls only).
         if unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } != 0 {
             tracing::debug!("no fork handler: a child made by fork would not know it");
         }

@@ -770,7 +770,7 @@ unsafe fn build_from_binaries<T: PipelineInfo>(
         return None;
     }
     let marker = b.store.hold_marker(entry);
-    if SETTINGS.test_abort_in_load {
+    if aborts_in_this_load(b.store, entry) {
         std::process::abort();
     }
     let inside = enter_found_gate(b.dev);
@@ -1055,7 +1055,7 @@ unsafe fn build_cached<T: PipelineInfo>(
     let mut attempt = None;
     if let Some(entry) = found {
         let marker = store.hold_marker(&entry);
-        if SETTINGS.test_abort_in_load {
+        if aborts_in_this_load(store, &entry) {
             std::process::abort();
         }
         let seed = dev.dictionaries.seed(&entry);
@@ -1136,4 +1136,15 @@ unsafe fn build_cached<T: PipelineInfo>(
         }
     };
     Kept::Made(built.result, outcome)
+}
+
+/// Test only: whether `PIPEKEEP_TEST_ABORT_IN_LOAD` makes this load abort the process.
+fn aborts_in_this_load(store: &Store, entry: &FoundEntry) -> bool {
+    match SETTINGS.test_abort_in_load.as_deref() {
+        None => false,
+        Some(link) if link.contains('/') => {
+            store.entry_names_piece_file(&entry.name(), std::path::Path::new(link))
+        }
+        Some(_) => true,
+    }
 }

@@ -1,7 +1,8 @@
 //! The size bound: the sizes (`st_size`) of all `*.entry` and `*.piece` files under one title's
-//! `host-pipelines/` (each piece once, however many entries name it) and of the title's record
-//! (`record.foz`) are kept within `PIPEKEEP_MAX_BYTES`, dropping the oldest stamp first. The
-//! stamp is the file's modification time (see `Store::next_stamp`; a piece carries its run's
+//! `host-pipelines/` (each piece once, however many entries name it; those of other drivers'
+//! directories set aside, `*.dropped`, too) and of the title's record (`record.foz`) are kept
+//! within `PIPEKEEP_MAX_BYTES`, dropping the set-aside directories first, then the oldest stamp
+//! first. The stamp is the file's modification time (see `Store::next_stamp`; a piece carries its run's
 //! newest stamp, so it goes after the entries using it). The record is never dropped by the
 //! bound: it shrinks when the layer compacts it at opening, once most of its pipelines have lost
 //! their entries (`replay::record::RecordFile::compact`).
@@ -40,6 +41,8 @@ pub struct BoundReport {
     pub record_bytes: u64,
     pub evicted: u64,
     pub evicted_bytes: u64,
+    /// Bytes of other drivers' directories set aside (`*.dropped`) dropped to make room.
+    pub set_aside_dropped_bytes: u64,
 }
 
 /// Every entry and piece under `host_dir`, in identity directories of our naming only.
@@ -55,6 +58,31 @@ pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError
         }
     }
     Ok(out)
+}
+
+/// Every directory of another driver's entries set aside under `host_dir` (`*.dropped`), with
+/// the bytes of its entries and pieces.
+fn set_aside_of_title(host_dir: &Path) -> Vec<(PathBuf, u64)> {
+    names_in(host_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.ends_with(super::SET_ASIDE_SUFFIX))
+        .map(|n| host_dir.join(n))
+        .filter(|d| fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
+        .map(|d| {
+            let bytes = files_bytes(&d);
+            (d, bytes)
+        })
+        .collect()
+}
+
+/// The bytes of the entries and pieces of one directory.
+fn files_bytes(dir: &Path) -> u64 {
+    pieces_in(dir)
+        .iter()
+        .chain(entries_in(dir).iter())
+        .map(|e| e.bytes)
+        .sum()
 }
 
 fn is_piece(path: &Path) -> bool {
@@ -161,7 +189,9 @@ pub struct Bounded {
     pub kept: Vec<StampedEntry>,
 }
 
-/// Brings the title whose `host-pipelines/` is `host_dir` within `max_bytes`.
+/// Brings the title whose `host-pipelines/` is `host_dir` within `max_bytes`. A file found gone
+/// at its removal counts as removed (another pass removing by the same order got there first):
+/// two passes at once remove together the excess, at most a file more, never twice it.
 /// `in_use` says whether a piece is named by an entry the caller has written since the bound
 /// began (the listing may hold the piece but miss the entry): such a piece stays, and the next
 /// oldest goes instead.
@@ -172,12 +202,34 @@ pub fn keep_within(
 ) -> Result<Bounded, StoreError> {
     let mut entries = entries_of_title(host_dir)?;
     let record_bytes = record_bytes(host_dir);
+    let set_aside = set_aside_of_title(host_dir);
     let mut report = BoundReport {
         entries: entries.len() as u64,
-        bytes: entries.iter().map(|e| e.bytes).sum::<u64>() + record_bytes,
+        bytes: entries.iter().map(|e| e.bytes).sum::<u64>()
+            + record_bytes
+            + set_aside.iter().map(|d| d.1).sum::<u64>(),
         record_bytes,
         ..Default::default()
     };
+    if report.bytes <= max_bytes {
+        return Ok(Bounded {
+            report,
+            kept: entries,
+        });
+    }
+    // Another driver's entries set aside at an opening (`*.dropped`) are dropped once the
+    // application pauses; one that never pauses would keep them, and set aside more at each
+    // driver change: over the bound, they go first, whole (what a live process holds stays).
+    for (dir, bytes) in set_aside {
+        if report.bytes <= max_bytes {
+            break;
+        }
+        super::open::drop_directory(&dir, "foreign", &std::sync::atomic::AtomicBool::new(false));
+        let left = files_bytes(&dir);
+        report.bytes -= bytes.saturating_sub(left);
+        report.set_aside_dropped_bytes += bytes.saturating_sub(left);
+        tracing::info!(dir = %dir.display(), dropped_bytes = bytes.saturating_sub(left), max_bytes, "another driver's entries set aside dropped to bring the store within its bound");
+    }
     if report.bytes <= max_bytes {
         return Ok(Bounded {
             report,
@@ -192,16 +244,26 @@ pub fn keep_within(
             kept.push(e);
             continue;
         }
-        if super::files::remove_if_present(&e.path).unwrap_or(false) {
-            report.evicted += 1;
-            report.evicted_bytes += e.bytes;
-            report.entries -= 1;
-            report.bytes -= e.bytes;
-            tracing::debug!(
-                stamp = ?e.stamp,
-                "dropped entry={} reason=evicted",
-                e.path.file_name().unwrap_or_default().to_string_lossy()
-            );
+        match super::files::remove_if_present(&e.path) {
+            Ok(true) => {
+                report.evicted += 1;
+                report.evicted_bytes += e.bytes;
+                report.entries -= 1;
+                report.bytes -= e.bytes;
+                tracing::debug!(
+                    stamp = ?e.stamp,
+                    "dropped entry={} reason=evicted",
+                    e.path.file_name().unwrap_or_default().to_string_lossy()
+                );
+            }
+            // Gone since the listing: another pass at once (another process, or the command
+            // beside a running application) removed it by the same order. It counts as removed,
+            // so that the two remove together no more than the excess, not each all of it.
+            Ok(false) => {
+                report.entries -= 1;
+                report.bytes -= e.bytes;
+            }
+            Err(_) => kept.push(e),
         }
     }
     if report.evicted > 0 {
@@ -224,4 +286,66 @@ fn stamped_since(e: &StampedEntry) -> bool {
     fs::symlink_metadata(&e.path)
         .and_then(|m| m.modified())
         .is_ok_and(|now| now != e.stamp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 200 entry files of sizes from 1,000 bytes, each stamped a second after the one before,
+    /// in one identity directory under `host_dir`; returns their sizes.
+    fn two_hundred_entries(host_dir: &Path) -> Vec<u64> {
+        let dir = host_dir.join("1002-73bf-06400007-a0a1a2a3a4a5a6a7a8a9aaabacadaeaf");
+        fs::create_dir_all(&dir).unwrap();
+        (0..200u64)
+            .map(|n| {
+                let name = format!("{:032x}-{:032x}.entry", n + 1, n + 1);
+                let len = 1_000 + (n * 37) % 900;
+                let path = dir.join(name);
+                fs::write(&path, vec![0u8; len as usize]).unwrap();
+                let stamp =
+                    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000 + n);
+                fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .unwrap()
+                    .set_modified(stamp)
+                    .unwrap();
+                len
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_passes_at_once_remove_together_no_more_than_the_excess() {
+        for round in 0..20 {
+            let root = tempfile::tempdir().unwrap();
+            let host = root.path().join("title/host-pipelines");
+            let sizes = two_hundred_entries(&host);
+            let bound = sizes.iter().sum::<u64>() / 2;
+            let largest = *sizes.iter().max().unwrap();
+            let start = std::sync::Barrier::new(2);
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        start.wait();
+                        keep_within(&host, bound, &|_| false).unwrap();
+                    });
+                }
+            });
+            let kept: u64 = entries_of_title(&host)
+                .unwrap()
+                .iter()
+                .map(|e| e.bytes)
+                .sum();
+            assert!(
+                kept <= bound,
+                "round {round}: {kept} kept over the bound {bound}"
+            );
+            assert!(
+                kept + largest >= bound,
+                "round {round}: {kept} kept under a bound of {bound}: removed more than the excess"
+            );
+        }
+    }
 }

@@ -201,11 +201,15 @@ pub fn declared_file_len(start: &[u8]) -> Option<u64> {
 /// stale loading marker names (the driver stopped while loading it, maybe on a piece other
 /// entries share) and for the tools' counts.
 pub fn listed_parts(file: &[u8]) -> Option<(u64, Vec<recipe::PieceName>)> {
+    // Every field is read only once the length is known to hold the envelope: a stale marker
+    // may name an entry of a few bytes, and the tools list empty files.
     let whole = declared_file_len(file) == Some(file.len() as u64)
         && blake3::hash(&file[ENVELOPE_LEN..]).as_bytes()[..]
             == file[offset::DATA_HASH..offset::DATA_HASH + 32];
+    if !whole {
+        return None;
+    }
     match u32_at(file, offset::FORMAT) {
-        _ if !whole => None,
         FORMAT_WHOLE => Some(((file.len() - ENVELOPE_LEN) as u64, Vec::new())),
         FORMAT_VERSION => {
             let (len, parts) = recipe::parse(&file[ENVELOPE_LEN..]).ok()?;
@@ -478,6 +482,16 @@ pub(crate) mod tests {
         assert_eq!(&bytes[152..], &data[..]);
         assert_eq!(ENVELOPE_LEN, 120);
         assert_eq!(FORMAT_VERSION, 2);
+    }
+
+    #[test]
+    fn what_a_short_file_lists_is_nothing_and_never_a_panic() {
+        let whole = encode(&identity(), &key(), &cache_data(&identity(), &[5; 40]));
+        for len in 0..whole.len() {
+            assert_eq!(listed_parts(&whole[..len]), None, "{len} bytes");
+            assert!(declared_file_len(&whole[..len]).is_none_or(|l| l != len as u64));
+        }
+        assert!(listed_parts(&whole).is_some());
     }
 
     #[test]

@@ -135,7 +135,7 @@ impl HeldDir {
 
 /// Sets the modification time of the file at `path` (relative to `dir`, the directory holding
 /// it, where it is held open), never through a link.
-pub fn stamp(dir: Option<&std::os::fd::OwnedFd>, path: &Path, stamp: SystemTime) -> io::Result<()> {
+fn stamp(dir: Option<&std::os::fd::OwnedFd>, path: &Path, stamp: SystemTime) -> io::Result<()> {
     use rustix::fs::{utimensat, AtFlags, CWD};
     let times = stamp_times(stamp);
     match dir {
@@ -148,6 +148,40 @@ pub fn stamp(dir: Option<&std::os::fd::OwnedFd>, path: &Path, stamp: SystemTime)
         None => utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW),
     }
     .map_err(io::Error::from)
+}
+
+/// Sets the modification time as [`stamp`] does, unless the file's is at `stamp` or later: a
+/// stamp only moves forward, so a process that opened the store earlier never sets back the
+/// stamp a later one gave (a shared piece, an entry both found). Returns whether it was set.
+/// (Two processes stamping the same file in the same microseconds may still both write; the
+/// later opening's stamp is then lost for that file alone, until its next use.)
+pub fn stamp_forward(
+    dir: Option<&std::os::fd::OwnedFd>,
+    path: &Path,
+    stamp: SystemTime,
+) -> io::Result<bool> {
+    use rustix::fs::{statat, AtFlags, CWD};
+    let st = match dir {
+        Some(dir) => statat(
+            dir,
+            path.file_name().unwrap_or_default(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        ),
+        None => statat(CWD, path, AtFlags::SYMLINK_NOFOLLOW),
+    }
+    .map_err(io::Error::from)?;
+    let now = u64::try_from(st.st_mtime)
+        .ok()
+        .map(|secs| {
+            SystemTime::UNIX_EPOCH
+                + std::time::Duration::new(secs, u32::try_from(st.st_mtime_nsec).unwrap_or(0))
+        })
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    if now >= stamp {
+        return Ok(false);
+    }
+    self::stamp(dir, path, stamp)?;
+    Ok(true)
 }
 
 /// A modification time of `stamp`, the access time left alone.
@@ -190,6 +224,27 @@ pub fn open_entry_file(
         None => rustix::fs::open(path, flags, Mode::empty()),
     };
     fd.map(File::from).map_err(io::Error::from)
+}
+
+/// Opens a file of the store for reading as [`open_entry_file`] does, without an access-time
+/// update (whose write would dirty the inode at every warm read) while `no_atime` holds: the
+/// kernel grants `O_NOATIME` only to the file's owner (or a privileged process), and the first
+/// `EPERM` clears `no_atime`, so that every later open goes without it at once.
+pub fn open_for_reading(
+    dir: Option<&std::os::fd::OwnedFd>,
+    path: &Path,
+    no_atime: &std::sync::atomic::AtomicBool,
+) -> io::Result<File> {
+    use std::sync::atomic::Ordering;
+    if no_atime.load(Ordering::Relaxed) {
+        match open_entry_file(dir, path, true) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                no_atime.store(false, Ordering::Relaxed)
+            }
+            other => return other,
+        }
+    }
+    open_entry_file(dir, path, false)
 }
 
 /// Reads an entry file whole. One read into a buffer this thread keeps: a read of a regular file
@@ -296,7 +351,8 @@ pub enum Written {
 }
 
 /// Writes `bytes` to `target` through `<target>.tmp`: never a torn file under the target's name.
-/// The file is stamped with `stamp` before the rename. No `fsync`: a torn file after power loss
+/// The file is stamped with `stamp` before the rename, or with the stamp of the file it replaces
+/// where that one is newer. No `fsync`: a torn file after power loss
 /// fails its hash at the next lookup and costs one compile.
 pub fn write_atomically(
     target: &Path,
@@ -322,6 +378,14 @@ pub fn write_atomically(
             }
         }
     };
+    // A stamp only moves forward: the file this one replaces (the same entry written by a
+    // process that opened the store later) keeps its newer stamp.
+    let stamp = fs::symlink_metadata(target)
+        .ok()
+        .filter(|m| m.is_file())
+        .and_then(|m| m.modified().ok())
+        .filter(|newer| *newer > stamp)
+        .unwrap_or(stamp);
     let whole = (|| {
         file.set_len(0).map_err(StoreError::io("truncate", &tmp))?;
         file.write_all(bytes)
@@ -469,16 +533,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("e.entry");
         fs::write(&target, b"old").unwrap();
+        let later = SystemTime::now() + std::time::Duration::from_secs(3600);
         assert_eq!(
-            write_atomically(&target, b"new bytes", SystemTime::UNIX_EPOCH).unwrap(),
+            write_atomically(&target, b"new bytes", later).unwrap(),
             Written::Whole(9)
         );
         assert_eq!(fs::read(&target).unwrap(), b"new bytes");
         assert!(!with_suffix(&target, ".tmp").exists());
-        assert_eq!(
-            fs::metadata(&target).unwrap().modified().unwrap(),
-            SystemTime::UNIX_EPOCH
-        );
+        let stamp = || fs::metadata(&target).unwrap().modified().unwrap();
+        assert_eq!(stamp(), later);
+        // An older stamp never sets back the one of the file replaced.
+        write_atomically(&target, b"newer bytes", SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"newer bytes");
+        assert_eq!(stamp(), later);
     }
 
     #[test]

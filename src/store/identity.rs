@@ -3,7 +3,9 @@
 //! `<vendor>-<device>-<driver>-<uuid>`: the identity directory under `<title>/host-pipelines/`.
 //! The driver ABI (the process's pointer size) is part of the identity but not of the directory
 //! name: it is checked in each entry's envelope and enters the state key, so a 32-bit and a
-//! 64-bit build of one title keep separate entries side by side.
+//! 64-bit build of one title keep separate entries side by side (in one directory, or in two
+//! where the driver mixes the pointer size into its UUID, as RADV does: each is then another
+//! identity to the other, never another driver).
 
 /// The identity fields checked in every envelope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -77,11 +79,17 @@ impl DirName {
         })
     }
 
-    /// Same vendor and device, but another driver version or cache UUID: a driver change.
-    pub fn is_other_driver_of(&self, id: &Identity) -> bool {
+    /// Same vendor and device, but another driver version or cache UUID: a driver change,
+    /// unless the directory is of the other ABI. `dir_abi` is the ABI its entries' envelopes
+    /// name (`None` where none was read): a directory of a 32-bit process of the title, seen
+    /// from a 64-bit one or the other way round, is another identity, never another driver,
+    /// even where the driver mixes the pointer size into its UUID (RADV does). Its own ABI's
+    /// processes drop it at their driver change.
+    pub fn is_other_driver_of(&self, id: &Identity, dir_abi: Option<u32>) -> bool {
         self.vendor_id == id.vendor_id
             && self.device_id == id.device_id
             && (self.driver_version != id.driver_version || self.cache_uuid != id.cache_uuid)
+            && dir_abi.is_none_or(|abi| abi == id.abi)
     }
 }
 
@@ -118,14 +126,23 @@ mod tests {
         let id = radv();
         let parsed = DirName::parse(&id.dir_name()).unwrap();
         assert_eq!(parsed.cache_uuid, id.cache_uuid);
-        assert!(!parsed.is_other_driver_of(&id));
+        assert!(!parsed.is_other_driver_of(&id, Some(8)));
         let newer = Identity {
             driver_version: 7,
             ..id
         };
-        assert!(DirName::parse(&newer.dir_name())
+        let newer = DirName::parse(&newer.dir_name()).unwrap();
+        assert!(newer.is_other_driver_of(&id, None));
+        assert!(newer.is_other_driver_of(&id, Some(8)));
+        // The other ABI (RADV: another UUID) is another identity, never another driver.
+        assert!(!newer.is_other_driver_of(&id, Some(4)));
+        let other_uuid = Identity {
+            cache_uuid: [3; 16],
+            ..id
+        };
+        assert!(!DirName::parse(&other_uuid.dir_name())
             .unwrap()
-            .is_other_driver_of(&id));
+            .is_other_driver_of(&id, Some(4)));
         let other_gpu = Identity {
             device_id: 1,
             driver_version: 7,
@@ -133,7 +150,7 @@ mod tests {
         };
         assert!(!DirName::parse(&other_gpu.dir_name())
             .unwrap()
-            .is_other_driver_of(&id));
+            .is_other_driver_of(&id, None));
         for bad in [
             "",
             "x",

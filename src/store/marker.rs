@@ -2,7 +2,10 @@
 //! that stops inside the driver costs one entry, not every boot after.
 //!
 //! Each thread keeps one file `<pid>-<tid>.loading` per identity directory, created at its first
-//! load and locked with `flock` for the thread's life. Before the driver sees an entry the thread
+//! load and locked with `flock` for the thread's life (`<pid>-<tid>-<n>.loading` where that name
+//! is taken: a thread of another pid namespace with the same ids). A child made by `fork` lets
+//! go of its parent's markers ([`for_each_descriptor`]), so that they do not look live while it
+//! lives. Before the driver sees an entry the thread
 //! writes the entry's name into it; after, it empties it. A marker whose lock can be taken belongs
 //! to a thread that is gone: the entry it names is dropped at the next opening. An empty marker
 //! is one whose content is not an entry's name (after a load its first byte is NUL).
@@ -16,8 +19,10 @@
 use std::cell::RefCell;
 use std::fs::File;
 use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::OnceLock;
 
 use super::files::{lock_path, remove_if_present, Locked};
@@ -47,6 +52,9 @@ struct ThreadMarker {
     path: PathBuf,
     file: File,
     slot: Option<Box<dyn MarkerSlot>>,
+    /// The process that made it: a child made by `fork` inherits this thread's markers (the
+    /// thread that forked), and must never remove its parent's.
+    pid: u32,
 }
 
 /// This thread's marker in one identity directory, or `None` where none could be made (an
@@ -80,8 +88,58 @@ impl ThreadMarker {
 
 impl Drop for ThreadMarker {
     fn drop(&mut self) {
-        // The thread is ending with nothing loading: the file would only be swept later.
-        let _ = remove_if_present(&self.path);
+        forget_descriptor(self.file.as_raw_fd());
+        // The thread is ending with nothing loading: the file would only be swept later. A
+        // child made by `fork` leaves its parent's marker where it is.
+        if self.pid == std::process::id() {
+            let _ = remove_if_present(&self.path);
+        }
+    }
+}
+
+/// The most markers whose descriptors a child made by `fork` is told of (one a thread and
+/// identity directory): past it a child may keep a marker's lock while it lives.
+const DESCRIPTORS_KEPT: usize = 512;
+
+/// The descriptors of this process's markers (-1: a free slot). Read by a child made by `fork`
+/// in its fork handler, where no lock may be taken: atomics only.
+static DESCRIPTORS: [AtomicI32; DESCRIPTORS_KEPT] =
+    [const { AtomicI32::new(-1) }; DESCRIPTORS_KEPT];
+
+fn remember_descriptor(fd: RawFd) {
+    let kept = DESCRIPTORS.iter().any(|slot| {
+        slot.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    });
+    if !kept {
+        tracing::debug!("more markers than a fork handler is told of; a child may keep one's lock");
+    }
+}
+
+fn forget_descriptor(fd: RawFd) {
+    for slot in &DESCRIPTORS {
+        if slot
+            .compare_exchange(fd, -1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+/// Calls `f` with the descriptor of each marker this process holds, for a child made by
+/// `fork`: it inherits them, and with them each marker's `flock` (a lock belongs to the open
+/// file, which the child now shares), so a parent that dies inside the driver would leave a
+/// marker that looks live for as long as the child lives, and its entry loaded again by the
+/// next run. `O_CLOEXEC` lets go only at an `exec`. The child must point each descriptor
+/// elsewhere (the layer's fork handler puts `/dev/null` in its place, so that the number stays
+/// its file's until the marker is dropped). Reads atomics only: safe in a fork handler.
+pub fn for_each_descriptor(mut f: impl FnMut(RawFd)) {
+    for slot in &DESCRIPTORS {
+        let fd = slot.load(Ordering::Acquire);
+        if fd >= 0 {
+            f(fd);
+        }
     }
 }
 
@@ -104,16 +162,45 @@ pub fn marker_name() -> String {
     format!("{}-{}.loading", std::process::id(), thread_id())
 }
 
+/// Names a thread's marker may take: its own first, then a few more. A process of another pid
+/// namespace sharing the store may have a thread of the same process and thread id, holding the
+/// first (or having died holding it, its entry named, since this process's opening swept).
+const MARKER_NAMES: u32 = 4;
+
 fn create_marker(dir: &Path) -> Option<ThreadMarker> {
-    let path = dir.join(marker_name());
+    let base = marker_name();
+    let base = base.strip_suffix(".loading").unwrap_or(&base);
+    (0..MARKER_NAMES).find_map(|n| {
+        let name = match n {
+            0 => format!("{base}.loading"),
+            n => format!("{base}-{n}.loading"),
+        };
+        create_marker_named(dir.join(name))
+    })
+}
+
+/// Makes and locks the marker at `path`, unless another thread holds it or it names an entry
+/// (a dead thread's: the next opening drops that entry, so it is left as it is).
+fn create_marker_named(path: PathBuf) -> Option<ThreadMarker> {
     // A sweeper may remove a marker between its creation and its lock: try again once.
     for _ in 0..2 {
         match lock_path(&path, true) {
             Ok(Locked::Held(file)) => {
+                let mut was = [0u8; ENTRY_NAME_LEN];
+                let n = file.read_at(&mut was, 0).ok()?;
+                if std::str::from_utf8(&was[..n]).is_ok_and(super::files::is_entry_name) {
+                    return None;
+                }
                 // Empty (a NUL first) and as long as a name, before any mapping sees it.
                 file.write_all_at(&[0; ENTRY_NAME_LEN], 0).ok()?;
                 let slot = SLOT_MAKER.get().and_then(|make| make(&file));
-                return Some(ThreadMarker { path, file, slot });
+                remember_descriptor(file.as_raw_fd());
+                return Some(ThreadMarker {
+                    path,
+                    file,
+                    slot,
+                    pid: std::process::id(),
+                });
             }
             Ok(Locked::Gone) => continue,
             Ok(Locked::NotAFile) => {

@@ -14,6 +14,7 @@
 
 pub mod ahead;
 pub mod binaries;
+mod blamed;
 pub mod bound;
 pub mod envelope;
 pub mod files;
@@ -77,9 +78,18 @@ pub const REFUSES_BINARIES: &str = "binaries-refused";
 /// carrying a dictionary it does not hold.
 pub const DICTIONARY_ENTRY: &str = "dictionary-entry";
 
+/// A file in an identity directory naming the pieces that an entry blamed by a stale loading
+/// marker named (`open.rs`): a piece blamed a second time is dropped.
+pub const BLAMED_PIECES: &str = "blamed-pieces";
+
 /// The layer's own files in an identity directory, beside entries, pieces and markers: dropped
 /// with the directory.
-pub const NOTES: [&str; 3] = [REFUSES_BINARIES, DICTIONARY_ENTRY, order::USE_ORDER];
+pub const NOTES: [&str; 4] = [
+    REFUSES_BINARIES,
+    DICTIONARY_ENTRY,
+    order::USE_ORDER,
+    BLAMED_PIECES,
+];
 
 /// The most bytes of [`DICTIONARY_ENTRY`] read: an entry's file name and a newline fit.
 const DICTIONARY_ENTRY_LIMIT: u64 = 128;
@@ -536,17 +546,7 @@ impl Store {
     /// Opens an entry for reading (never through a link, never blocking), relative to the
     /// identity directory once it can be held.
     fn open_entry(&self, name: &str) -> io::Result<File> {
-        let path = self.dir.join(name);
-        let dir = self.held_dir();
-        if self.no_atime.load(Ordering::Relaxed) {
-            match files::open_entry_file(dir, &path, true) {
-                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                    self.no_atime.store(false, Ordering::Relaxed)
-                }
-                other => return other,
-            }
-        }
-        files::open_entry_file(dir, &path, false)
+        files::open_for_reading(self.held_dir(), &self.dir.join(name), &self.no_atime)
     }
 
     /// Whether an entry the bound listed (over the whole title) is one of this identity's.
@@ -657,8 +657,9 @@ impl Store {
 
     /// Sets an entry's modification time by its name, relative to the held directory: one
     /// system call where an open, a time update and a close would be three.
+    /// Never sets back a newer stamp (a process that opened later found it too).
     fn stamp_by_name(&self, name: &str, stamp: SystemTime) -> io::Result<()> {
-        files::stamp(self.held_dir(), &self.dir.join(name), stamp)
+        files::stamp_forward(self.held_dir(), &self.dir.join(name), stamp).map(|_| ())
     }
 
     /// Reads ahead the entries the last run used, first used first, holding at most `window`
@@ -1111,6 +1112,28 @@ impl Store {
         let bounded = bound::keep_within(host_dir, self.max_bytes, &in_use);
         self.pieces.bound_ends();
         bounded
+    }
+
+    /// Whether the entry `name` on disk names a piece (directly or through a list) whose file is
+    /// the file `link` names (the same device and inode): for a test hook, a piece file that
+    /// stops the driver.
+    pub fn entry_names_piece_file(&self, name: &EntryName, link: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(target) = fs::metadata(link) else {
+            return false;
+        };
+        let Ok(bytes) = files::read_at_most(&self.dir.join(name), files::ENTRY_FILE_LIMIT) else {
+            return false;
+        };
+        let named = envelope::listed_parts(&bytes).map_or(Vec::new(), |(_, p)| p);
+        let listed: Vec<_> = named
+            .iter()
+            .flat_map(|n| self.pieces.listed_by(n))
+            .collect();
+        named.iter().chain(&listed).any(|piece| {
+            fs::symlink_metadata(self.pieces.path(piece))
+                .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
+        })
     }
 
     /// Holds this thread's loading marker on an entry while the driver loads it.

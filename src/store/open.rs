@@ -1,16 +1,18 @@
 //! Opening a store, once per device identity per process: drop what an earlier run left that
 //! must not be loaded, then bring the title within its bound.
 //!
-//! Dropped at opening: every entry a stale loading marker names (and the marker); every other
+//! Dropped at opening: every entry a stale loading marker names (and the marker; the pieces it
+//! names are blamed, `blamed.rs`, and go at a second blame); every other
 //! driver's directory of the same vendor and device (another device's directory is a second GPU
-//! and stays); every `*.tmp` whose lock can be taken (a stopped write); D744's
-//! `host-pipelines.bin`, unread.
+//! and stays); every `*.tmp` whose lock can be taken (a stopped write), the title's own
+//! `record.foz.tmp` and `runs.jsonl.tmp` too; D744's `host-pipelines.bin`, unread.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use super::blamed::BlamedPieces;
 use super::bound::BoundReport;
 use super::files::{is_entry_name, lock_path, names_in, remove_if_present, Locked};
 use super::identity::DirName;
@@ -48,7 +50,11 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     let mut other_drivers = Vec::new();
     let mut set_aside_before = Vec::new();
     for name in names_in(host_dir).unwrap_or_default() {
-        if DirName::parse(&name).is_some_and(|d| d.is_other_driver_of(&store.identity)) {
+        let other_driver = DirName::parse(&name).is_some_and(|d| {
+            d.is_other_driver_of(&store.identity, None)
+                && d.is_other_driver_of(&store.identity, abi_of_dir(&host_dir.join(&name)))
+        });
+        if other_driver {
             other_drivers.push(host_dir.join(&name));
         } else if name.ends_with(SET_ASIDE_SUFFIX) {
             set_aside_before.push(host_dir.join(&name));
@@ -74,15 +80,21 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     }
     let own = names_in(&store.dir).map_err(StoreError::io("list", &store.dir))?;
     store.known.listed(&own);
+    // Read only where a stale marker names an entry: most openings find none.
+    let mut blamed = None;
     for name in &own {
         if let Some(entry) = name.strip_suffix(".loading") {
-            report.stale_marker_drops += sweep_marker(&store.dir, name, entry);
+            report.stale_marker_drops += sweep_marker(&store.dir, name, entry, &mut blamed);
         }
+    }
+    if let Some(blamed) = blamed {
+        blamed.save();
     }
     // The identity directory's listing above serves here too: the first pipelines wait for
     // this opening, and a listing of thousands of entries is most of it.
     report.partial_writes_dropped += drop_partial_writes_among(&store.dir, &own);
     report.partial_writes_dropped += drop_partial_writes(&store.dir.join(pieces::DIR));
+    report.partial_writes_dropped += drop_title_partial_writes(&store.title_dir);
     if bound_now {
         report.bound = store.bound_pieces_aware(host_dir)?.report;
     }
@@ -109,6 +121,23 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
         "store opened"
     );
     Ok(report)
+}
+
+/// The ABI the entries of an identity directory name in their envelopes: the first of a few
+/// entries that reads far enough says (`None` where none does). Read only for a directory that
+/// looks like another driver's, to tell the other ABI's (another identity) from it.
+fn abi_of_dir(dir: &Path) -> Option<u32> {
+    names_in(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| is_entry_name(n))
+        .take(8)
+        .find_map(|n| {
+            let start = super::files::read_at_most(&dir.join(n), 16).ok()?;
+            (start.starts_with(&super::envelope::MAGIC))
+                .then(|| super::envelope::abi_of(&start))
+                .flatten()
+        })
 }
 
 /// The suffix of another driver's directory set aside at opening, its files still to drop.
@@ -177,9 +206,29 @@ fn drop_partial_writes_among(dir: &Path, names: &[String]) -> u64 {
     dropped
 }
 
+/// The temporary files of the title's own files (`record.foz.tmp` of a compaction,
+/// `runs.jsonl.tmp` of a history's rewrite) whose lock can be taken: left by a process stopped
+/// midway, and never renamed over their file. Other `*.tmp` names there are not ours to drop.
+const TITLE_TEMPORARY_FILES: [&str; 2] = ["record.foz.tmp", "runs.jsonl.tmp"];
+
+/// Drops the title's stopped temporary files ([`TITLE_TEMPORARY_FILES`]). Returns how many.
+fn drop_title_partial_writes(title_dir: &Path) -> u64 {
+    let present: Vec<String> = TITLE_TEMPORARY_FILES
+        .iter()
+        .filter(|n| fs::symlink_metadata(title_dir.join(n)).is_ok())
+        .map(|n| (*n).to_owned())
+        .collect();
+    drop_partial_writes_among(title_dir, &present)
+}
+
 /// A marker `<entry>.loading` (the seed's form) or `<pid>-<tid>.loading` (one per thread).
-/// Returns how many entries it cost.
-fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
+/// Returns how many entries it cost: the one it names, alone (its pieces are blamed, below).
+fn sweep_marker(
+    dir: &Path,
+    marker_name: &str,
+    stem: &str,
+    blamed: &mut Option<BlamedPieces>,
+) -> u64 {
     let marker = dir.join(marker_name);
     let named = if is_entry_name(stem) {
         Some(stem.to_owned())
@@ -197,7 +246,11 @@ fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
     match named.filter(|n| is_entry_name(n)) {
         Some(entry) => {
             let path = dir.join(entry);
-            drop_pieces_of(dir, &path);
+            blame_pieces_of(
+                dir,
+                &path,
+                blamed.get_or_insert_with(|| BlamedPieces::read(dir)),
+            );
             let existed = remove_if_present(&path).unwrap_or(false);
             log_drop(&path, "stale-marker");
             u64::from(existed)
@@ -206,9 +259,12 @@ fn sweep_marker(dir: &Path, marker_name: &str, stem: &str) -> u64 {
     }
 }
 
-/// Drops the pieces an entry names: the driver stopped while loading it, maybe on a piece that
-/// other entries share, which then are misses (`missing-piece`) instead of stopping it again.
-fn drop_pieces_of(dir: &Path, entry: &Path) {
+/// Blames the pieces an entry names (and the pieces of the lists it names): the driver stopped
+/// while loading it, maybe on one of them, but other entries share them and the entry alone
+/// goes. Each is checked against its name now (a damaged one goes at once); one blamed before
+/// (by an earlier stopped load) goes, and every entry naming it is a miss (`missing-piece`)
+/// instead of stopping the driver again.
+fn blame_pieces_of(dir: &Path, entry: &Path, blamed: &mut BlamedPieces) {
     let Ok((Ok(bytes), _)) =
         super::files::read_entry_file(super::files::open_entry_file(None, entry, false))
     else {
@@ -218,12 +274,27 @@ fn drop_pieces_of(dir: &Path, entry: &Path) {
     let mut named = super::envelope::listed_parts(&bytes).map_or(Vec::new(), |(_, p)| p);
     let listed: Vec<_> = named.iter().flat_map(|n| pieces.listed_by(n)).collect();
     named.extend(listed);
+    named.sort_unstable();
+    named.dedup();
     for name in named {
         let path = pieces.path(&name);
+        let why = if !piece_matches_its_name(&path, &name) {
+            "dropped a damaged piece the stopped load named"
+        } else if blamed.blame(&name) {
+            "dropped a piece a second stopped load named"
+        } else {
+            continue;
+        };
         if remove_if_present(&path).unwrap_or(false) {
-            tracing::info!(path = %path.display(), "dropped a piece the stopped load named");
+            tracing::warn!(path = %path.display(), "{why}");
         }
     }
+}
+
+/// Whether the piece file at `path` holds bytes whose BLAKE3 is `name` (a missing one does not).
+fn piece_matches_its_name(path: &Path, name: &super::recipe::PieceName) -> bool {
+    super::files::read_at_most(path, super::files::ENTRY_FILE_LIMIT + 1)
+        .is_ok_and(|bytes| blake3::hash(&bytes).as_bytes() == name)
 }
 
 /// Drops every file of ours in another driver's identity directory, then the directory if

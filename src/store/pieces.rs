@@ -10,7 +10,8 @@
 //! its name makes the entry a miss; a damaged one is removed. Each piece is stamped once a run,
 //! with the stamp of the first entry that names it and is found or written: never older than the
 //! entries using it (the bound drops it after them; at an equal stamp an entry's path sorts
-//! first), and a piece no entry names any more ages out in the same order.
+//! first), and a piece no entry names any more ages out in the same order. A stamp only moves
+//! forward: a process that opened earlier never sets back one a later process gave.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
@@ -107,6 +108,9 @@ pub struct Pieces {
     /// a reader ahead and a lookup may meet the piece in either order.
     removed_as_damaged: Mutex<HashSet<PieceName>>,
     dir_made: AtomicBool,
+    /// Pieces are read without updating their access time until the kernel refuses it (only
+    /// the files' owner may ask), as entries are.
+    no_atime: AtomicBool,
     /// The pieces' directory, held open once it exists: pieces are opened and stamped by name.
     dir_fd: files::HeldDir,
 }
@@ -130,6 +134,7 @@ impl Pieces {
             lists: Mutex::default(),
             removed_as_damaged: Mutex::default(),
             dir_made: AtomicBool::new(false),
+            no_atime: AtomicBool::new(true),
             dir_fd: files::HeldDir::default(),
         }
     }
@@ -274,16 +279,17 @@ impl Pieces {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = match files::open_entry_file(self.dir_fd.get(&self.dir), path, false) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(PieceError::Missing {
-                    path: path.to_path_buf(),
-                })
-            }
-            Err(e) if files::is_not_a_file(&e) => return Err(corrupt("not a regular file")),
-            Err(e) => return Err(io(e)),
-        };
+        let mut file =
+            match files::open_for_reading(self.dir_fd.get(&self.dir), path, &self.no_atime) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(PieceError::Missing {
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(e) if files::is_not_a_file(&e) => return Err(corrupt("not a regular file")),
+                Err(e) => return Err(io(e)),
+            };
         let meta = file.metadata().map_err(io)?;
         if !meta.is_file() {
             return Err(corrupt("not a regular file"));
@@ -535,9 +541,11 @@ impl Pieces {
         self.touched.locked().contains_key(name)
     }
 
-    /// Sets a piece file's modification time, never through a link.
+    /// Sets a piece file's modification time, never through a link, and never back: another
+    /// process that opened the store later may have stamped it newer (this run's `touched`
+    /// knows only its own stamps). Fails where the piece is gone.
     fn stamp_file(&self, path: &Path, stamp: SystemTime) -> io::Result<()> {
-        files::stamp(self.dir_fd.get(&self.dir), path, stamp)
+        files::stamp_forward(self.dir_fd.get(&self.dir), path, stamp).map(|_| ())
     }
 
     fn make_dir(&self) -> Result<(), StoreError> {
@@ -651,6 +659,26 @@ mod tests {
             "missing-piece",
             "written again, then gone: missing"
         );
+    }
+
+    #[test]
+    fn a_piece_is_read_without_an_access_time_update() {
+        let (_root, pieces) = pieces();
+        let (name, _) = pieces.put(&[3u8; 300], SystemTime::now()).unwrap();
+        let path = pieces.path(&name);
+        // An access time before the modification time: under `relatime` a read updates it.
+        let old = SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_times(std::fs::FileTimes::new().set_accessed(old))
+            .unwrap();
+        let accessed = || std::fs::metadata(&path).unwrap().accessed().unwrap();
+        assert_eq!(accessed(), old);
+        let fresh = Pieces::new(pieces.dir().parent().unwrap());
+        fresh.get_all(&[(name, Some(300))]).unwrap();
+        assert_eq!(accessed(), old, "the read updated the access time");
     }
 
     #[test]

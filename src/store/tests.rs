@@ -191,6 +191,23 @@ fn a_bound_of_zero_keeps_nothing() {
 }
 
 #[test]
+fn an_entry_is_read_without_an_access_time_update() {
+    let root = tempfile::tempdir().unwrap();
+    let (store, _) = written(root.path(), 1);
+    let path = store.entry_path(&key(1));
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_times(fs::FileTimes::new().set_accessed(old))
+        .unwrap();
+    let again = open(root.path(), 1 << 30, at(200));
+    assert!(found(&again, &key(1)));
+    assert_eq!(fs::metadata(&path).unwrap().accessed().unwrap(), old);
+}
+
+#[test]
 fn opening_drops_the_entry_a_stale_per_thread_marker_names() {
     let root = tempfile::tempdir().unwrap();
     let store = open(root.path(), 1 << 20, at(0));
@@ -210,6 +227,26 @@ fn opening_drops_the_entry_a_stale_per_thread_marker_names() {
     assert!(!found(&again, &key(1)));
     assert!(found(&again, &key(2)));
     assert!(!again.dir().join("999999-999999.loading").exists());
+}
+
+#[test]
+fn a_stale_marker_naming_a_short_entry_drops_it_without_a_panic() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    for n in 1..=3 {
+        store
+            .write(&key(n), &cache_data(&identity(), &[n; 30]))
+            .unwrap();
+    }
+    fs::write(store.entry_path(&key(1)), b"").unwrap();
+    fs::write(store.entry_path(&key(2)), b"PIPEKEEP\x02").unwrap();
+    stale_marker_naming(&store, &key(1), 1);
+    stale_marker_naming(&store, &key(2), 2);
+    let (again, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    assert_eq!(report.stale_marker_drops, 2);
+    assert!(found(&again, &key(3)));
+    let sharing = inspect::sharing(again.dir());
+    assert_eq!(sharing.entries, 1);
 }
 
 #[test]
@@ -252,6 +289,72 @@ fn opening_keeps_the_entry_whose_marker_a_live_process_holds() {
 }
 
 #[test]
+fn a_thread_whose_marker_name_is_taken_keeps_a_marker_of_another_name() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    store
+        .write(&key(1), &cache_data(&identity(), &[1; 30]))
+        .unwrap();
+    let dir = store.dir().to_path_buf();
+    // A thread of a process in another pid namespace, with the same pid and thread id, holds
+    // this name (checked on a fresh thread: this one may hold a marker here already).
+    let named = std::thread::scope(|s| {
+        s.spawn(|| {
+            let ours = dir.join(marker::marker_name());
+            fs::write(&ours, [0u8; 71]).unwrap();
+            let mut holder = hold_lock_in_child(&ours);
+            let Lookup::Found(found) = store.lookup(&key(1)).unwrap() else {
+                panic!("not found")
+            };
+            let held = store.hold_marker(&found);
+            let unavailable = LoadingMarker::unavailable_in(&dir);
+            let naming: Vec<String> = names(&dir)
+                .into_iter()
+                .filter(|n| n.ends_with(".loading"))
+                .filter(|n| fs::read(dir.join(n)).unwrap() == key(1).file_name().as_bytes())
+                .collect();
+            drop(held);
+            holder.kill().unwrap();
+            holder.wait().unwrap();
+            (unavailable, naming)
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(!named.0, "the thread loaded unguarded");
+    assert_eq!(named.1.len(), 1, "{:?}", named.1);
+}
+
+#[test]
+fn a_stale_marker_under_a_threads_own_name_is_left_for_the_opening() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 20, at(0));
+    for n in 1..=2 {
+        store
+            .write(&key(n), &cache_data(&identity(), &[n; 30]))
+            .unwrap();
+    }
+    let dir = store.dir().to_path_buf();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // A dead thread of another namespace with this pid and id named key 1 since this
+            // store's opening swept.
+            let ours = dir.join(marker::marker_name());
+            fs::write(&ours, key(1).file_name()).unwrap();
+            let Lookup::Found(found) = store.lookup(&key(2)).unwrap() else {
+                panic!("not found")
+            };
+            drop(store.hold_marker(&found));
+            assert_eq!(fs::read(&ours).unwrap(), key(1).file_name().as_bytes());
+        });
+    });
+    let (again, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    assert_eq!(report.stale_marker_drops, 1);
+    assert!(!found(&again, &key(1)));
+    assert!(found(&again, &key(2)));
+}
+
+#[test]
 fn a_thread_marker_names_the_entry_while_held_and_names_none_after() {
     let root = tempfile::tempdir().unwrap();
     let store = open(root.path(), 1 << 20, at(0));
@@ -279,6 +382,68 @@ fn a_thread_marker_names_the_entry_while_held_and_names_none_after() {
         "emptied: names no entry"
     );
     assert_eq!(after[0], 0);
+}
+
+#[test]
+fn a_directory_of_the_other_abi_is_another_identity_never_another_driver() {
+    // RADV mixes the pointer size into its UUID: a 32-bit process of the title has its own.
+    let root = tempfile::tempdir().unwrap();
+    let other_abi = Identity {
+        abi: if identity().abi == 8 { 4 } else { 8 },
+        cache_uuid: [7; 16],
+        ..identity()
+    };
+    let theirs = open_as(root.path(), other_abi, at(0));
+    theirs
+        .write(&key(1), &cache_data(&other_abi, &[1; 30]))
+        .unwrap();
+    let ours = open(root.path(), 1 << 20, at(1));
+    ours.write(&key(2), &cache_data(&identity(), &[2; 30]))
+        .unwrap();
+    assert!(!ours.driver_changed());
+    assert!(theirs.entry_path(&key(1)).is_file(), "ours kept theirs");
+    let (again, report) = Store::open(root.path(), "title", other_abi, 1 << 20, at(2)).unwrap();
+    assert_eq!(report.other_driver_drops, 0);
+    assert!(!again.driver_changed());
+    assert!(ours.entry_path(&key(2)).is_file(), "theirs kept ours");
+    assert!(found(&again, &key(1)));
+    // Another driver of the same ABI still goes.
+    let newer = Identity {
+        driver_version: 9,
+        ..other_abi
+    };
+    let (_, report) = Store::open(root.path(), "title", newer, 1 << 20, at(3)).unwrap();
+    assert_eq!(report.other_driver_drops, 1);
+    assert!(!theirs.entry_path(&key(1)).exists());
+    assert!(ours.entry_path(&key(2)).is_file());
+}
+
+fn open_as(root: &Path, id: Identity, when: SystemTime) -> Store {
+    Store::open(root, "title", id, 1 << 20, when).unwrap().0
+}
+
+#[test]
+fn opening_drops_the_titles_stopped_temporary_files_but_not_a_held_one() {
+    let root = tempfile::tempdir().unwrap();
+    let title = root.path().join("title");
+    fs::create_dir_all(&title).unwrap();
+    // A compaction and a history rewrite killed midway; a history rewrite going on now.
+    fs::write(title.join("record.foz.tmp"), b"half a record").unwrap();
+    fs::write(title.join("runs.jsonl.tmp"), b"half a history").unwrap();
+    let (_store, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(0)).unwrap();
+    assert_eq!(report.partial_writes_dropped, 2, "{report:?}");
+    assert!(!title.join("record.foz.tmp").exists());
+    assert!(!title.join("runs.jsonl.tmp").exists());
+
+    fs::write(title.join("runs.jsonl.tmp"), b"being written").unwrap();
+    fs::write(title.join("notes.tmp"), b"not ours").unwrap();
+    let mut child = hold_lock_in_child(&title.join("runs.jsonl.tmp"));
+    let (_store, report) = Store::open(root.path(), "title", identity(), 1 << 20, at(1)).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(report.partial_writes_dropped, 0, "{report:?}");
+    assert!(title.join("runs.jsonl.tmp").exists());
+    assert!(title.join("notes.tmp").exists(), "only our own names");
 }
 
 #[test]
@@ -683,6 +848,48 @@ fn an_older_drivers_store_of_three(root: &Path) -> std::path::PathBuf {
 }
 
 #[test]
+fn set_aside_directories_count_in_the_bound_and_go_first_when_over_it() {
+    let root = tempfile::tempdir().unwrap();
+    let old = an_older_drivers_store_of_three(root.path());
+    let old_bytes: u64 = bound::entries_in(&old).iter().map(|e| e.bytes).sum();
+    let aside = files::with_suffix(&old, SET_ASIDE_SUFFIX);
+    // An application that never idles: the directory is set aside and never dropped.
+    let (store, _) =
+        Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(1), false).unwrap();
+    assert!(aside.join(key(1).file_name()).exists());
+    for n in 4..=6 {
+        store
+            .write(&key(n), &cache_data(&identity(), &[n; 30]))
+            .unwrap();
+    }
+    let own: u64 = bound::entries_in(store.dir()).iter().map(|e| e.bytes).sum();
+
+    // Within the bound with it: it stays, counted.
+    let (roomy, _) = Store::open_then_bound(
+        root.path(),
+        "title",
+        identity(),
+        own + old_bytes,
+        at(2),
+        false,
+    )
+    .unwrap();
+    let report = roomy.keep_within_bound().unwrap().report;
+    assert_eq!(report.bytes, own + old_bytes, "{report:?}");
+    assert!(aside.join(key(1).file_name()).exists());
+
+    // Over the bound only with it: it goes, and every entry of this driver stays.
+    let (tight, _) =
+        Store::open_then_bound(root.path(), "title", identity(), own + 1, at(3), false).unwrap();
+    let report = tight.keep_within_bound().unwrap().report;
+    assert_eq!(report.bytes, own, "{report:?}");
+    assert!(!aside.join(key(1).file_name()).exists());
+    for n in 4..=6 {
+        assert!(found(&tight, &key(n)));
+    }
+}
+
+#[test]
 fn another_drivers_opening_keeps_what_a_live_process_holds() {
     let root = tempfile::tempdir().unwrap();
     let dir = an_older_drivers_store_of_three(root.path());
@@ -929,29 +1136,128 @@ fn an_entry_of_the_previous_format_is_still_found() {
     }
 }
 
-#[test]
-fn a_stale_marker_drops_the_pieces_its_entry_names_and_the_bound_drops_pieces_last() {
-    let root = tempfile::tempdir().unwrap();
-    let store = open(root.path(), 1 << 30, at(0));
-    store
-        .write(&key(1), &data_sharing_a_block(3, 5_000))
-        .unwrap();
-    store
-        .write(&key(2), &data_sharing_a_block(5, 9_000))
-        .unwrap();
+/// Leaves a stale per-thread marker naming `k` in `store`'s directory.
+fn stale_marker_naming(store: &Store, k: &PipelineKey, tid: u32) {
     fs::write(
-        store.dir().join("999999-999998.loading"),
-        key(1).file_name(),
+        store.dir().join(format!("999999-{tid}.loading")),
+        k.file_name(),
     )
     .unwrap();
+}
+
+#[test]
+fn a_stale_marker_costs_its_entry_alone_and_a_second_blame_drops_the_shared_pieces() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    for (n, len) in [(1, 5_000), (2, 9_000), (3, 13_000)] {
+        store
+            .write(&key(n), &data_sharing_a_block(n + 2, len))
+            .unwrap();
+    }
+    let pieces_before = piece_files(&store).len();
+    stale_marker_naming(&store, &key(1), 1);
     let (again, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(1)).unwrap();
     assert_eq!(report.stale_marker_drops, 1);
-    // Entry 2 shared those pieces: a miss now, never an error.
+    assert!(!found(&again, &key(1)), "the blamed entry is dropped");
+    // Entries 2 and 3 share its pieces: still found, one crash cost one compile.
+    assert!(found(&again, &key(2)));
+    assert!(found(&again, &key(3)));
+    assert_eq!(piece_files(&again).len(), pieces_before);
+    assert!(again.dir().join(BLAMED_PIECES).is_file());
+
+    // A second entry naming the same pieces is blamed: they go (a crash loop ends).
+    stale_marker_naming(&again, &key(2), 2);
+    let (third, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
+    assert_eq!(report.stale_marker_drops, 1);
+    assert!(!found(&third, &key(2)));
     assert!(matches!(
-        again.lookup(&key(2)).unwrap(),
+        third.lookup(&key(3)).unwrap(),
         Lookup::Dropped(EntryError::MissingPiece)
     ));
+}
 
+#[test]
+fn a_damaged_note_of_blamed_pieces_is_ignored_with_a_line() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    for n in 1..=2 {
+        store
+            .write(&key(n), &data_sharing_a_block(n + 2, 5_000))
+            .unwrap();
+    }
+    fs::write(
+        store.dir().join(BLAMED_PIECES),
+        b"\xff\x00 not a note at all\n",
+    )
+    .unwrap();
+    stale_marker_naming(&store, &key(1), 1);
+    let captured = Captured::default();
+    let log = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .finish();
+    let (again, report) = tracing::subscriber::with_default(log, || {
+        Store::open(root.path(), "title", identity(), 1 << 30, at(1)).unwrap()
+    });
+    assert_eq!(report.stale_marker_drops, 1);
+    assert!(found(&again, &key(2)), "a damaged note blames nothing");
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("blamed pieces"), "{text}");
+}
+
+fn modified(path: &Path) -> SystemTime {
+    fs::metadata(path).unwrap().modified().unwrap()
+}
+
+#[test]
+fn a_process_that_opened_earlier_never_sets_a_stamp_back() {
+    let root = tempfile::tempdir().unwrap();
+    let first = open(root.path(), 1 << 30, at(0));
+    first
+        .write(&key(1), &data_sharing_a_block(3, 5_000))
+        .unwrap();
+    // Two processes of one title: the older opened at 100 s, the newer at 200 s.
+    let older = open(root.path(), 1 << 30, at(100));
+    let newer = open(root.path(), 1 << 30, at(200));
+    newer
+        .write(&key(2), &data_sharing_a_block(5, 9_000))
+        .unwrap();
+    let Lookup::Found(entry) = newer.lookup(&key(1)).unwrap() else {
+        panic!("entry 1 not found")
+    };
+    newer.stamp(entry);
+    let pieces: Vec<_> = piece_files(&newer)
+        .into_iter()
+        .map(|p| {
+            let t = modified(&p);
+            (p, t)
+        })
+        .collect();
+    let entry_one = modified(&newer.entry_path(&key(1)));
+    assert!(entry_one > at(199));
+
+    // The older process writes an entry naming the same pieces, and finds entry 1.
+    older
+        .write(&key(3), &data_sharing_a_block(7, 13_000))
+        .unwrap();
+    let Lookup::Found(entry) = older.lookup(&key(1)).unwrap() else {
+        panic!("entry 1 not found")
+    };
+    older.stamp(entry);
+    assert_eq!(modified(&older.entry_path(&key(1))), entry_one);
+    // Both compiled one pipeline: the older process's write of its entry keeps the newer stamp.
+    let data = cache_data(&identity(), &[8; 40]);
+    newer.write(&key(8), &data).unwrap();
+    let newer_stamp = modified(&newer.entry_path(&key(8)));
+    older.write(&key(8), &data).unwrap();
+    assert_eq!(modified(&older.entry_path(&key(8))), newer_stamp);
+    for (piece, stamp) in &pieces {
+        assert!(modified(piece) >= *stamp, "{} set back", piece.display());
+    }
+}
+
+#[test]
+fn the_bound_drops_pieces_last() {
     // The bound: a later run's entry keeps its pieces; the earlier run's entry goes first.
     let root = tempfile::tempdir().unwrap();
     let run1 = open(root.path(), 1 << 30, at(0));

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use pipekeep::settings::Settings;
-use pipekeep::store::bound::{entries_of_title, plan_eviction, record_bytes};
+use pipekeep::store::bound::{entries_of_title, keep_within, plan_eviction, record_bytes};
 use pipekeep::store::files::remove_if_present;
 use pipekeep::store::inspect::{
     check_entry_with, check_piece, entry_files, identity_dirs, sharing, titles, Sharing,
@@ -429,13 +429,26 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
         let record = record_bytes(&host_dir);
         let before: u64 = entries.iter().map(|e| e.bytes).sum::<u64>() + record;
         let count = entries.len();
-        let plan = plan_eviction(entries, record, args.max_bytes);
+        let plan = if args.dry_run {
+            plan_eviction(entries, record, args.max_bytes)
+        } else {
+            // The layer's own pass: the same order, a piece an entry is being written or found
+            // with kept, and what a running application's pass removes at once counted, so that
+            // the two remove together no more than the excess.
+            let listed = entries;
+            let bounded =
+                keep_within(&host_dir, args.max_bytes, &|_| false).map_err(|e| e.to_string())?;
+            let kept: std::collections::HashSet<&Path> =
+                bounded.kept.iter().map(|e| e.path.as_path()).collect();
+            let mut gone: Vec<_> = listed
+                .iter()
+                .filter(|e| !kept.contains(e.path.as_path()) && !e.path.exists())
+                .cloned()
+                .collect();
+            gone.sort_by(|a, b| a.stamp.cmp(&b.stamp).then_with(|| a.path.cmp(&b.path)));
+            gone
+        };
         let dropped_bytes: u64 = plan.iter().map(|e| e.bytes).sum();
-        if !args.dry_run {
-            for e in &plan {
-                let _ = remove_if_present(&e.path);
-            }
-        }
         reports.push(json!({
             "title": t, "entries": count, "bytes": before, "dropped": plan.len(), "dropped_bytes": dropped_bytes,
             "kept_bytes": before - dropped_bytes, "record_bytes": record, "dry_run": args.dry_run,
