@@ -32,6 +32,9 @@ pub const PIPELINE_BINARY_DATA_INFO: vk::StructureType = stype(6);
 pub const PIPELINE_CREATE_INFO: vk::StructureType = stype(7);
 pub const PIPELINE_BINARY_HANDLES_INFO: vk::StructureType = stype(9);
 
+/// `VK_PIPELINE_BINARY_MISSING_KHR`: a binary the driver says it does not have.
+pub const PIPELINE_BINARY_MISSING: vk::Result = vk::Result::from_raw(1_000_483_000);
+
 /// `VkPipelineBinaryKHR`: a non-dispatchable handle.
 pub type PipelineBinary = u64;
 

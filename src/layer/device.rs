@@ -170,14 +170,15 @@ pub struct DeviceData {
     opening_thread: AtomicBool,
     /// Set at `vkDestroyDevice` (or exit): every wait of this device's own threads sees it.
     stop: AtomicBool,
+    /// The run's end was written (`finish`): once, whichever of `vkDestroyDevice` and the exit
+    /// handler comes first.
+    finished: AtomicBool,
     /// The [`FORK_GENERATION`] the device was made in: a child made by `fork` passes everything
     /// through.
     fork_generation: u32,
     /// The device's own state, entering every key (with the driver's global pipeline key,
     /// where it gives one).
     pub device_state: Digest,
-    /// Commands of extensions the layer added, which the application is not given.
-    hidden_commands: Vec<&'static CStr>,
     /// Set at the device's end: the background rebuild stops after its current pipeline.
     pub rebuild_stop: Arc<AtomicBool>,
     /// The background rebuild's thread, joined at the device's end.
@@ -366,10 +367,11 @@ impl DeviceData {
         }
     }
 
-    /// A build from kept binaries failed with `result`: counted as a refusal unless the driver
-    /// ran out of memory, which says nothing of the binaries.
+    /// A build from kept binaries failed with `result`: counted as a refusal only where the
+    /// driver says it will not take the data (out of memory, a lost device and the like say
+    /// nothing of the binaries).
     pub fn binaries_failed(&self, result: vk::Result) {
-        if !is_out_of_memory(result) {
+        if refuses_the_data(result) {
             self.binaries_refused();
         }
     }
@@ -514,23 +516,28 @@ impl DeviceData {
         if !self.works_here() {
             return;
         }
+        if self.finished.swap(true, Ordering::AcqRel) {
+            return; // the exit handler and vkDestroyDevice on another thread: once
+        }
         self.stop_threads();
-        // The rebuild ends after the pipeline it is building, before its commands can go: it
-        // calls the driver through this device.
-        self.join_the_rebuild();
+        // The opening thread first: it may start the background rebuild until it sees the stop.
         if at_exit {
             // The opening thread and the readers ahead see the stop; each is given a moment to
             // end before the process's destructors run under them, never waited on for longer.
             self.join_the_opener_within(EXIT_WAIT);
+        } else if let Some(opener) = self.opener.locked().take() {
+            let _ = opener.join();
+        }
+        // The rebuild ends after the pipeline it is building, before its commands can go: it
+        // calls the driver through this device.
+        self.join_the_rebuild();
+        if at_exit {
             if let Some(store) = self.opened_store() {
                 store.stop_reading_ahead();
             }
             self.writer.drain_here();
             self.remember_use_order();
         } else {
-            if let Some(opener) = self.opener.locked().take() {
-                let _ = opener.join();
-            }
             // The readers are gone: what they merged goes with this device's caches.
             if let Some(store) = self.opened_store() {
                 store.forget_merged(self.handle.as_raw());
@@ -570,12 +577,14 @@ impl DeviceData {
     }
 }
 
-/// A driver's answer that it had no memory for a call, whatever was asked of it.
-fn is_out_of_memory(result: vk::Result) -> bool {
+/// A driver's answer that it will not take kept binaries: a pipeline it would have to compile
+/// (NVIDIA's answer to binaries of another process), data it cannot make binaries of, or a
+/// binary it says is missing.
+fn refuses_the_data(result: vk::Result) -> bool {
     matches!(
         result,
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY
-    )
+        vk::Result::PIPELINE_COMPILE_REQUIRED | vk::Result::ERROR_INITIALIZATION_FAILED
+    ) || result == super::binary_abi::PIPELINE_BINARY_MISSING
 }
 
 /// How long the exit handler gives the opening thread to see the stop.
@@ -585,6 +594,10 @@ const EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 const REFUSALS_BEFORE_SWITCH: u32 = 3;
 
 pub static DEVICES: Registry<DeviceData> = Registry::new();
+
+/// The commands of the extensions the layer added to each device, which `vkGetDeviceProcAddr`
+/// does not give the application.
+static HIDDEN_COMMANDS: Registry<Vec<&'static CStr>> = Registry::new();
 
 /// Every device made through the layer, whether or not its data could be recorded.
 static DEVICE_LINKS: Registry<Link<vk::Device, vk::PFN_vkGetDeviceProcAddr>> = Registry::new();
@@ -1121,13 +1134,17 @@ pub unsafe extern "system" fn create_device(
         )
     });
     let patched = plan.as_ref().map_or(*ci, |p| p.patch(ci));
+    // Each layer below moves this same link forward as it calls down: a second call starts it
+    // where it stood for the first.
+    let link_below = link_info.layer_info;
     // SAFETY: the application's create info, with what the plan adds.
     let mut result = unsafe { next_create(physical_device, &patched, allocator, out) };
-    if result != vk::Result::SUCCESS && plan.as_ref().is_some_and(DevicePlan::adds_anything) {
+    if refused_for_what_was_added(result) && plan.as_ref().is_some_and(DevicePlan::adds_anything) {
         // The driver refuses the device with what the layer adds: made again as the
         // application asked, the layer adding nothing.
-        tracing::warn!(result = ?result, "the device with pipekeep's additions was refused; made again as the application asked (cache backend)");
+        tracing::warn!(result = ?result, "the device with pipekeep's additions was refused; made again as the application asked");
         plan = plan.map(DevicePlan::adding_nothing);
+        link_info.layer_info = link_below;
         // SAFETY: the application's own create info, unchanged.
         result = unsafe { next_create(physical_device, ci, allocator, out) };
     }
@@ -1142,6 +1159,13 @@ pub unsafe extern "system" fn create_device(
             next_proc_addr: gdpa,
         }),
     );
+    // Hidden whether or not the device's data can be recorded below.
+    if let Some(hidden) = plan.as_ref().filter(|p| !p.hidden_commands.is_empty()) {
+        HIDDEN_COMMANDS.insert(
+            unsafe { dispatch_key(device) },
+            Arc::new(hidden.hidden_commands.clone()),
+        );
+    }
     if let (Some(inst), Some(plan)) = (inst, plan) {
         guarded(
             "vkCreateDevice",
@@ -1150,6 +1174,18 @@ pub unsafe extern "system" fn create_device(
         );
     }
     result
+}
+
+/// Whether `vkCreateDevice`'s answer may be the driver refusing what the layer added (an
+/// extension or a feature), so that the device is asked again as the application asked; never
+/// out of memory or a lost device.
+fn refused_for_what_was_added(result: vk::Result) -> bool {
+    matches!(
+        result,
+        vk::Result::ERROR_EXTENSION_NOT_PRESENT
+            | vk::Result::ERROR_FEATURE_NOT_PRESENT
+            | vk::Result::ERROR_INITIALIZATION_FAILED
+    )
 }
 
 /// How a device's kept pipelines are built (SPEC "Building a pipeline: two backends").
@@ -1191,6 +1227,11 @@ struct DevicePlan {
     binaries_enabled: bool,
     /// The application enabled `VK_KHR_pipeline_binary` itself.
     app_enabled_binaries: bool,
+    /// ... and with it, itself, everything the `binary` backend uses: maintenance5 and both
+    /// features.
+    app_enabled_all_binaries_need: bool,
+    /// The application chained feature structures the layer reads by `sType` alone.
+    unknown_structures: bool,
     /// The commands of the extensions the layer added: `vkGetDeviceProcAddr` hides them from the
     /// application, which did not enable them.
     hidden_commands: Vec<&'static CStr>,
@@ -1235,7 +1276,7 @@ impl DevicePlan {
         self.chain_head = std::ptr::null();
         self.hidden_commands.clear();
         self.binaries_enabled = self.app_enabled_binaries;
-        if !self.app_enabled_binaries && self.backend == Backend::Binary {
+        if !self.app_enabled_all_binaries_need && self.backend == Backend::Binary {
             self.backend = Backend::Cache;
             self.backend_why = "the driver refused the device with pipeline binaries added";
         }
@@ -1338,6 +1379,7 @@ unsafe fn plan_device(
         extensions.push(FEEDBACK_EXTENSION.as_ptr());
     }
 
+    let maintenance5_core = at_least(4);
     let binary_plan = if !active {
         Err("pipekeep is disabled")
     } else if chain.maintenance5 == Some(false) || chain.pipeline_binaries == Some(false) {
@@ -1425,6 +1467,11 @@ unsafe fn plan_device(
         backend_why,
         binaries_enabled: added_binaries.is_some() || app_enabled(bin::EXTENSION),
         app_enabled_binaries: app_enabled(bin::EXTENSION),
+        app_enabled_all_binaries_need: app_enabled(bin::EXTENSION)
+            && chain.pipeline_binaries == Some(true)
+            && chain.maintenance5 == Some(true)
+            && (maintenance5_core || app_enabled(bin::MAINTENANCE5)),
+        unknown_structures: !chain.state.unknown.is_empty(),
         hidden_commands,
         _added_features: added_features,
         chain_head,
@@ -1478,6 +1525,14 @@ unsafe fn register_device(
     let device_state = match &global_key {
         Some(key) => crate::key::device_digest_under_global_key(&plan.device_state, key),
         None => plan.device_state,
+    };
+    // A binary is used as it is: a device state the key reads by `sType` alone is covered only
+    // where the driver's global key says what state its binaries fit.
+    let backend = if backend == Backend::Binary && plan.unknown_structures && global_key.is_none() {
+        tracing::info!("the device chains structures pipekeep reads by sType alone, and the driver gives no global key: cache backend");
+        Backend::Cache
+    } else {
+        backend
     };
     let root = SETTINGS.root.clone();
     if root.is_none() && active {
@@ -1537,9 +1592,9 @@ unsafe fn register_device(
         opener: Default::default(),
         opening_thread: AtomicBool::new(false),
         stop: AtomicBool::new(false),
+        finished: AtomicBool::new(false),
         fork_generation: FORK_GENERATION.load(Ordering::Relaxed),
         device_state,
-        hidden_commands: plan.hidden_commands.clone(),
         backend: AtomicU8::new(backend as u8),
         binary_fns,
         binary_refusals: Default::default(),
@@ -1611,6 +1666,7 @@ pub unsafe extern "system" fn destroy_device(
     }
     let link = DEVICE_LINKS.remove(key);
     DEVICES.remove(key);
+    HIDDEN_COMMANDS.remove(key);
     let destroy = match data {
         Some(data) => Some(data.fns.destroy_device),
         // SAFETY: the next layer's command for this device, named with its own type.
@@ -1687,8 +1743,10 @@ pub unsafe extern "system" fn get_device_proc_addr(
         b"vkDestroyDevice" => return void_fn!(destroy_device, vk::PFN_vkDestroyDevice),
         _ => {}
     }
+    if HIDDEN_COMMANDS.get(key).is_some_and(|h| h.contains(&name)) {
+        return None;
+    }
     match &dev {
-        Some(dev) if dev.hidden_commands.contains(&name) => None,
         // SAFETY: as above.
         Some(dev) => unsafe { command_of(dev, name) },
         None => unsafe { next_gdpa(device, name.as_ptr()) },
@@ -1723,11 +1781,34 @@ mod tests {
     }
 
     #[test]
-    fn running_out_of_memory_is_no_refusal_of_the_binaries() {
-        assert!(is_out_of_memory(vk::Result::ERROR_OUT_OF_HOST_MEMORY));
-        assert!(is_out_of_memory(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY));
-        assert!(!is_out_of_memory(vk::Result::ERROR_INITIALIZATION_FAILED));
-        assert!(!is_out_of_memory(vk::Result::PIPELINE_COMPILE_REQUIRED));
+    fn only_the_driver_refusing_the_data_counts_as_a_refusal_of_the_binaries() {
+        assert!(refuses_the_data(vk::Result::PIPELINE_COMPILE_REQUIRED));
+        assert!(refuses_the_data(vk::Result::ERROR_INITIALIZATION_FAILED));
+        assert!(refuses_the_data(
+            super::super::binary_abi::PIPELINE_BINARY_MISSING
+        ));
+        for other in [
+            vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+            vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+            vk::Result::ERROR_DEVICE_LOST,
+            vk::Result::ERROR_UNKNOWN,
+        ] {
+            assert!(!refuses_the_data(other), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn a_device_is_asked_again_only_where_the_driver_may_refuse_what_was_added() {
+        assert!(refused_for_what_was_added(
+            vk::Result::ERROR_EXTENSION_NOT_PRESENT
+        ));
+        assert!(refused_for_what_was_added(
+            vk::Result::ERROR_FEATURE_NOT_PRESENT
+        ));
+        assert!(!refused_for_what_was_added(
+            vk::Result::ERROR_OUT_OF_HOST_MEMORY
+        ));
+        assert!(!refused_for_what_was_added(vk::Result::ERROR_DEVICE_LOST));
     }
 
     #[test]

@@ -69,6 +69,8 @@ impl Known {
 pub struct DeviceDictionaries {
     cuts: bool,
     held: Arc<Held>,
+    /// The identity whose [`HELD_IN_PROCESS`] entry this device counts in, if any.
+    identity: Option<crate::store::Identity>,
 }
 
 #[derive(Debug)]
@@ -91,10 +93,13 @@ impl Default for Held {
     }
 }
 
-/// Each identity's [`Held`], for the life of the process.
-static HELD_IN_PROCESS: std::sync::LazyLock<
-    Mutex<std::collections::HashMap<crate::store::Identity, Arc<Held>>>,
-> = std::sync::LazyLock::new(Default::default);
+/// Each identity's [`Held`] and how many live devices share it: let go with the last of them
+/// (the loader may unload the driver with its instance, and a driver loaded again holds nothing).
+static HELD_IN_PROCESS: std::sync::LazyLock<Mutex<HeldByIdentity>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// An identity's [`Held`], with the count of live devices sharing it.
+type HeldByIdentity = std::collections::HashMap<crate::store::Identity, (Arc<Held>, usize)>;
 
 impl DeviceDictionaries {
     /// A device's view of its own: nothing held yet (a device alone, as the tests make).
@@ -103,6 +108,7 @@ impl DeviceDictionaries {
         DeviceDictionaries {
             cuts,
             held: Arc::default(),
+            identity: None,
         }
     }
 
@@ -110,12 +116,14 @@ impl DeviceDictionaries {
     /// of the same driver finds the dictionary the first handed over, and hands it over again
     /// never.
     pub fn in_process(cuts: bool, identity: crate::store::Identity) -> DeviceDictionaries {
-        let held = HELD_IN_PROCESS
-            .locked()
-            .entry(identity)
-            .or_default()
-            .clone();
-        DeviceDictionaries { cuts, held }
+        let mut all = HELD_IN_PROCESS.locked();
+        let (held, devices) = all.entry(identity).or_default();
+        *devices += 1;
+        DeviceDictionaries {
+            cuts,
+            held: held.clone(),
+            identity: Some(identity),
+        }
     }
 
     /// Whether this device cuts NVIDIA's dictionary (and so hands it over first).
@@ -140,7 +148,8 @@ impl DeviceDictionaries {
             return None;
         }
         let mut stand_in = None;
-        self.held.primed.call_once(|| {
+        // A panic inside is caught by the caller's guard: the next device tries again.
+        self.held.primed.call_once_force(|_| {
             let Some(noted) = store.dictionary_entry() else {
                 return;
             };
@@ -255,6 +264,21 @@ impl DeviceDictionaries {
 
     pub fn holds(&self, id: &DictionaryId) -> bool {
         self.held.known.reading().holds(id)
+    }
+}
+
+impl Drop for DeviceDictionaries {
+    fn drop(&mut self) {
+        let Some(identity) = self.identity else {
+            return;
+        };
+        let mut all = HELD_IN_PROCESS.locked();
+        if let Some((_, devices)) = all.get_mut(&identity) {
+            *devices -= 1;
+            if *devices == 0 {
+                all.remove(&identity);
+            }
+        }
     }
 }
 
@@ -425,6 +449,12 @@ mod tests {
             },
         );
         assert!(!other.holds(&D1), "another driver's is its own");
+        drop((first, second));
+        let after = DeviceDictionaries::in_process(true, identity);
+        assert!(
+            !after.holds(&D1),
+            "let go with the last device: a driver loaded again holds nothing"
+        );
     }
 
     #[test]

@@ -19,15 +19,23 @@ const LEFT_OUT: &[&CStr] = &[
     c"VK_AMD_negative_viewport_height",
     // Asks the instance to enumerate portability devices with a flag of its own.
     c"VK_KHR_portability_enumeration",
+    // Not beside descriptorBuffer (VUID-VkDeviceCreateInfo-None-08095).
+    c"VK_AMD_shader_fragment_mask",
 ];
 
 /// Structures left out: the aggregates of each core version (their members are chained one
-/// structure each), and VK_EXT_buffer_device_address's, left out above.
+/// structure each), VK_EXT_buffer_device_address's (left out above), and those whose features
+/// may not be enabled beside others.
 const LEFT_OUT_STRUCTURES: &[vk::StructureType] = &[
     vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
     vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
     vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
     vk::StructureType::PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES_EXT,
+    // Their features may not stand beside fragment shading rate's
+    // (VUID-VkDeviceCreateInfo-shadingRateImage-04478 to fragmentDensityMap-04483).
+    vk::StructureType::PHYSICAL_DEVICE_SHADING_RATE_IMAGE_FEATURES_NV,
+    vk::StructureType::PHYSICAL_DEVICE_FRAGMENT_DENSITY_MAP_FEATURES_EXT,
+    vk::StructureType::PHYSICAL_DEVICE_FRAGMENT_DENSITY_MAP_2_FEATURES_EXT,
 ];
 
 /// The engine this mode names, as real applications do (Mesa sets options by engine name).

@@ -372,7 +372,7 @@ fn run(args: &Args) -> Result<bool, String> {
             "alloc_calls": ALLOC_CALLS.load(std::sync::atomic::Ordering::Relaxed),
             "app_cache_bytes": app_cache_bytes(&shared),
             "fork_child": fork_child,
-            "commands_not_enabled": commands_not_enabled(&instance, &shared.device, &enabled),
+            "commands_not_enabled": commands_not_enabled(&instance, &shared.device, &enabled, !dynamic_rendering),
         })
     );
 
@@ -1248,14 +1248,18 @@ fn commands_not_enabled(
     instance: &ash::Instance,
     device: &ash::Device,
     enabled: &[CString],
+    device_api_below_1_3: bool,
 ) -> Vec<String> {
-    const COMMANDS: [(&CStr, &CStr); 3] = [
+    const COMMANDS: [(&CStr, &CStr); 4] = [
         (c"VK_KHR_pipeline_binary", c"vkCreatePipelineBinariesKHR"),
         (c"VK_KHR_pipeline_binary", c"vkGetPipelineKeyKHR"),
         (c"VK_KHR_maintenance5", c"vkCmdBindIndexBuffer2KHR"),
+        // Core from Vulkan 1.3, where a driver may give its KHR name too: asked below it only.
+        (c"VK_KHR_dynamic_rendering", c"vkCmdBeginRenderingKHR"),
     ];
     COMMANDS
         .iter()
+        .filter(|(extension, _)| device_api_below_1_3 || *extension != c"VK_KHR_dynamic_rendering")
         .filter(|(extension, _)| !enabled.iter().any(|e| e.as_c_str() == *extension))
         // SAFETY: a live device and a NUL-terminated name.
         .filter(|(_, command)| unsafe {
