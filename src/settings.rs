@@ -343,6 +343,15 @@ pub fn safe_title(raw: &str) -> String {
     t
 }
 
+/// `PIPEKEEP_TITLE` as the environment holds it now, made safe for a path (the layer reads it at
+/// each `vkCreateInstance`: a process may make instances for several titles in turn).
+pub fn title_now() -> Option<String> {
+    std::env::var("PIPEKEEP_TITLE")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .map(|t| safe_title(&t))
+}
+
 /// The title of the running executable, for an application that names none.
 pub fn executable_title() -> String {
     let exe = std::env::current_exe().ok();

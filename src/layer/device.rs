@@ -1318,7 +1318,7 @@ unsafe fn register_device(
             .as_ref()
             .map(|r| Arc::new(crate::replay::record::RecordFile::new(&r.join(&inst.title)))),
         app_state: crate::replay::record::AppState {
-            name: Some(inst.title.clone()),
+            application: inst.application.clone(),
             ..plan.app_features.clone()
         },
         store,
