@@ -700,3 +700,41 @@ fn the_background_rebuild_makes_only_its_own_devices_configuration() {
     assert_finds_all(test_app(tmp.path(), &plain).run(), 20);
     assert_finds_all(test_app(tmp.path(), &robust).run(), 20);
 }
+
+/// One `pipekeep rebuild` of two titles whose application gives the same name (one named by
+/// PIPEKEEP_TITLE): the layer reads the title at each vkCreateInstance, so each title's
+/// configuration is rebuilt into its own store, and each next run finds all of its pipelines.
+#[test]
+fn one_rebuild_of_several_titles_files_each_under_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "--compute",
+        "6",
+        "--graphics",
+        "4",
+        "--app-name",
+        "Same Name",
+    ];
+    let named = || test_app(tmp.path(), &args);
+    let titled = || test_app(tmp.path(), &args).env("PIPEKEEP_TITLE", "other-title");
+    for app in [named(), titled()] {
+        let cold = app.run();
+        assert_eq!(cold.watch().written, 10, "{}", cold.all());
+    }
+    let store = tmp.path().join("store");
+    for title in ["Same_Name", "other-title"] {
+        remove_identities(&store.join(title));
+    }
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let titles = json(&rebuilt)["titles"].clone();
+    for t in titles.as_array().unwrap() {
+        assert_eq!(t["written"], 10, "{}", rebuilt.all());
+    }
+    for (app, title) in [(named(), "Same_Name"), (titled(), "other-title")] {
+        let again = app.run();
+        let w = again.watch();
+        assert_eq!((w.found, w.compiled), (10, 0), "{title}\n{}", again.all());
+        assert_eq!(record_held(&store.join(title)).pipelines, 10);
+    }
+}
