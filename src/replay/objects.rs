@@ -228,8 +228,8 @@ impl Catalog {
     /// entry. A database without links (Fossilize's own of one application, an older pipekeep
     /// record) is one configuration, its first application; a pipeline linked to no application
     /// entry of the database goes with the first (with none whole: every pipeline goes under an
-    /// unknown configuration, as in a database of none). Malformed entries and ray-tracing pipelines
-    /// are counted in the first only; a configuration with no pipeline is left out.
+    /// unknown configuration, as in a database of none). A configuration with no pipeline is left
+    /// out; malformed entries and ray-tracing pipelines are counted in the first one given.
     pub fn configurations(&self) -> Vec<Configuration> {
         // No links, or no application entry left whole (a damaged one): one configuration.
         if self.links.is_empty() || self.applications.is_empty() {
@@ -248,9 +248,9 @@ impl Catalog {
             }
         }
         let first = self.applications.first().map(|(h, _)| *h);
-        let mut out = Vec::new();
+        let mut out: Vec<Configuration> = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        for (n, (app_hash, app)) in self.applications.iter().enumerate() {
+        for (app_hash, app) in &self.applications {
             if !seen.insert(*app_hash) {
                 continue;
             }
@@ -259,11 +259,10 @@ impl Catalog {
                 Some(apps) => apps.contains(app_hash),
                 None => is_first,
             });
-            if n > 0 {
-                catalog.problems.clear();
-                catalog.ray_tracing = 0;
-            }
-            if catalog.compute.is_empty() && catalog.graphics.is_empty() && n > 0 {
+            catalog.problems.clear();
+            catalog.ray_tracing = 0;
+            // A configuration whose pipelines all went (compacted away) is not made for nothing.
+            if catalog.compute.is_empty() && catalog.graphics.is_empty() {
                 continue;
             }
             out.push(Configuration {
@@ -272,6 +271,16 @@ impl Catalog {
                 catalog,
             });
         }
+        if out.is_empty() {
+            // No pipeline at all: one configuration, to say what is malformed.
+            out.push(Configuration {
+                hash: first,
+                app: self.app.clone(),
+                catalog: self.with_pipelines(|_, _| false),
+            });
+        }
+        out[0].catalog.problems = self.problems.clone();
+        out[0].catalog.ray_tracing = self.ray_tracing;
         out
     }
 

@@ -1627,6 +1627,16 @@ mod tests {
             crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&kept)).unwrap(),
         );
         assert_eq!((compacted.compute.len(), compacted.links.len()), (1, 2));
+        // A configuration left with no pipeline is not made for nothing.
+        let only_first = pipeline_hash(&other.key);
+        let kept = live_part(read(file.path()).unwrap().0, &|h| h == only_first);
+        let compacted = crate::replay::objects::Catalog::from_entries(
+            crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&kept)).unwrap(),
+        );
+        assert_eq!(compacted.applications.len(), 2);
+        let configs = compacted.configurations();
+        assert_eq!(configs.len(), 1);
+        assert_eq!(configs[0].hash, Some(configuration_hash(&first)));
     }
 
     #[test]
