@@ -738,3 +738,42 @@ fn one_rebuild_of_several_titles_files_each_under_its_own() {
         assert_eq!(record_held(&store.join(title)).pipelines, 10);
     }
 }
+
+/// A title run with two device configurations: `pipekeep rebuild` makes both, each on its own
+/// instance and device, and each configuration's next run finds all of its pipelines.
+#[test]
+fn the_rebuild_makes_every_configuration_of_a_title() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = ["--compute", "6", "--graphics", "4", "--threads", "2"];
+    let robust = [&plain[..], &["--robust-buffer-access", "--api", "1.0"]].concat();
+    for args in [&plain[..], &robust[..]] {
+        let cold = test_app(tmp.path(), args).run();
+        assert_eq!(cold.watch().written, 10, "{}", cold.all());
+    }
+    let title = tmp.path().join("store/pipekeep-testapp");
+    remove_identities(&title);
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let r = json(&rebuilt)["titles"][0].clone();
+    assert_eq!(
+        (
+            r["configurations"].as_u64(),
+            r["configurations_skipped"].as_u64(),
+            r["written"].as_u64()
+        ),
+        (Some(2), Some(0), Some(20)),
+        "{}",
+        rebuilt.all()
+    );
+    assert!(!title.join("record.pending").exists());
+    for args in [&plain[..], &robust[..]] {
+        let again = test_app(tmp.path(), args).run();
+        let w = again.watch();
+        assert_eq!((w.found, w.compiled), (10, 0), "{}", again.all());
+    }
+    let held = record_held(&title);
+    assert_eq!(
+        (held.applications.len(), held.pipelines, held.links),
+        (2, 20, 20)
+    );
+}
