@@ -740,25 +740,6 @@ fn rebuild_what_is_owed(
     }
 }
 
-/// The hashes of the pipelines of `all` that `mine` leaves out (other configurations').
-fn pipelines_beside(
-    all: &crate::replay::objects::Catalog,
-    mine: &crate::replay::objects::Catalog,
-) -> Vec<u64> {
-    let taken: std::collections::HashSet<u64> = mine
-        .compute
-        .iter()
-        .chain(&mine.graphics)
-        .map(|(h, _)| *h)
-        .collect();
-    all.compute
-        .iter()
-        .chain(&all.graphics)
-        .map(|(h, _)| *h)
-        .filter(|h| !taken.contains(h))
-        .collect()
-}
-
 /// Whether every one of `pipelines` (other configurations' of the record, which this device's
 /// rebuild leaves to theirs) has an entry in this device's identity directory: then the record
 /// owes nothing more here.
@@ -813,10 +794,8 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     };
     // Only this device's configuration: another's pipelines replayed here would key as this
     // device's (entries no run looks up, and recorded again under this configuration).
-    let (mine, whole) =
-        catalog.of_configuration(crate::replay::record::configuration_hash(&dev.app_state));
-    let others = (!whole).then(|| pipelines_beside(&catalog, &mine));
-    let catalog = mine;
+    let (catalog, others) =
+        catalog.into_configuration(crate::replay::record::configuration_hash(&dev.app_state));
     let pipelines = catalog.compute.len() + catalog.graphics.len();
     tracing::info!(record = %record.display(), pipelines, "the driver changed (or a rebuild is owed): rebuilding the title's record in the background");
     // SAFETY: this layer's own commands for the application's device (taken from its data, not
@@ -895,7 +874,7 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     // The application's owed pipelines queued for the record land first: a mark removed
     // before them would be written again.
     wait_for_owed_appends(dev, file);
-    let others_kept = others.is_none_or(|others| kept_here(dev, &others));
+    let others_kept = others.is_empty() || kept_here(dev, &others);
     if others_kept && !dev.rebuild_stop.load(Ordering::Acquire) {
         // Every pipeline of the record as read went through the layer (found, or compiled and
         // written; one the driver fails stays failed): nothing is left for the next run, unless

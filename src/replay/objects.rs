@@ -284,20 +284,28 @@ impl Catalog {
         out
     }
 
-    /// The pipelines of the configuration `hash` (and those linked to no configuration): the
-    /// whole catalog where it has no links. With whether that is every pipeline of it.
-    pub fn of_configuration(&self, hash: u64) -> (Catalog, bool) {
+    /// The catalog with the pipelines of the configuration `hash` only (and those linked to no
+    /// configuration; all where it has no links), and the hashes of those it left out (other
+    /// configurations').
+    pub fn into_configuration(mut self, hash: u64) -> (Catalog, Vec<u64>) {
         if self.links.is_empty() {
-            return (self.clone(), true);
+            return (self, Vec::new());
         }
         let mut under: std::collections::HashMap<(u32, u64), bool> = Default::default();
         for (app, tag, h) in &self.links {
             *under.entry((*tag, *h)).or_default() |= *app == hash;
         }
-        let catalog = self.with_pipelines(|tag, h| under.get(&(tag, h)).copied().unwrap_or(true));
-        let all = catalog.compute.len() == self.compute.len()
-            && catalog.graphics.len() == self.graphics.len();
-        (catalog, all)
+        let mut left_out = Vec::new();
+        let mut keep = |tag: u32, h: u64| {
+            let mine = under.get(&(tag, h)).copied().unwrap_or(true);
+            if !mine {
+                left_out.push(h);
+            }
+            mine
+        };
+        self.compute.retain(|(h, _)| keep(TAG_COMPUTE, *h));
+        self.graphics.retain(|(h, _)| keep(TAG_GRAPHICS, *h));
+        (self, left_out)
     }
 
     fn mark_malformed(&mut self, tag: u32, hash: u64) {

@@ -1618,8 +1618,13 @@ mod tests {
         assert_eq!(app.api_version, (1 << 22) | (1 << 12));
         assert_eq!(app.device, second.device);
         // The background rebuild of a device takes its own configuration's pipelines only.
-        let (mine, whole) = catalog.of_configuration(configuration_hash(&second));
-        assert_eq!((mine.compute.len(), whole), (1, false));
+        let (mine, others) = catalog
+            .clone()
+            .into_configuration(configuration_hash(&second));
+        assert_eq!(
+            (mine.compute.len(), others),
+            (1, vec![pipeline_hash(&other.key)])
+        );
         // Compaction keeps a live pipeline's links, and drops a dead one's.
         let live = pipeline_hash(&record().key);
         let kept = live_part(read(file.path()).unwrap().0, &|h| h == live);
@@ -1669,8 +1674,8 @@ mod tests {
         let device = app.device.as_ref().unwrap();
         assert!(device.unknown.is_empty());
         assert_eq!(device.features[0].0, 53);
-        let (all, whole) = catalog.of_configuration(12345);
-        assert_eq!((all.compute.len(), whole), (2, true));
+        let (all, others) = catalog.clone().into_configuration(12345);
+        assert_eq!((all.compute.len(), others), (2, vec![]));
         // A new run appends under its configuration: the older pipelines stay under the first.
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(FILE_NAME), &bytes).unwrap();
