@@ -874,6 +874,8 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     // The application's owed pipelines queued for the record land first: a mark removed
     // before them would be written again.
     wait_for_owed_appends(dev, file);
+    // Other configurations' pipelines are their own devices' to rebuild: the mark stays until
+    // they have entries here too.
     let others_kept = others.is_empty() || kept_here(dev, &others);
     if others_kept && !dev.rebuild_stop.load(Ordering::Acquire) {
         // Every pipeline of the record as read went through the layer (found, or compiled and
