@@ -78,7 +78,8 @@ pub struct Settings {
     /// `PIPEKEEP_DIR`, else `$XDG_CACHE_HOME/pipekeep`, else `~/.cache/pipekeep`; `None` if none
     /// of those can be found (the layer is then a pass-through).
     pub root: Option<PathBuf>,
-    /// `PIPEKEEP_TITLE`, made safe for a path.
+    /// `PIPEKEEP_TITLE`, made safe for a path, as the process started (the layer reads it again
+    /// at each `vkCreateInstance`: [`title_now`]).
     pub title: Option<String>,
     /// `PIPEKEEP_MAX_BYTES`.
     pub max_bytes: u64,
