@@ -78,7 +78,8 @@ pub struct Settings {
     /// `PIPEKEEP_DIR`, else `$XDG_CACHE_HOME/pipekeep`, else `~/.cache/pipekeep`; `None` if none
     /// of those can be found (the layer is then a pass-through).
     pub root: Option<PathBuf>,
-    /// `PIPEKEEP_TITLE`, made safe for a path.
+    /// `PIPEKEEP_TITLE`, made safe for a path, as the process started (the layer reads it again
+    /// at each `vkCreateInstance`: [`title_now`]).
     pub title: Option<String>,
     /// `PIPEKEEP_MAX_BYTES`.
     pub max_bytes: u64,
@@ -345,6 +346,15 @@ pub fn safe_title(raw: &str) -> String {
         }
     }
     t
+}
+
+/// `PIPEKEEP_TITLE` as the environment holds it now, made safe for a path (the layer reads it at
+/// each `vkCreateInstance`: a process may make instances for several titles in turn).
+pub fn title_now() -> Option<String> {
+    std::env::var("PIPEKEEP_TITLE")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .map(|t| safe_title(&t))
 }
 
 /// The title of the running executable, for an application that names none.

@@ -477,3 +477,323 @@ fn a_first_pipeline_that_opens_the_store_leaves_the_old_drivers_entries_to_the_o
         .count();
     assert_eq!(dirs, 1, "only the present driver's directory is left");
 }
+
+/// What a title's record holds, read as Fossilize's tools read it: its application entries (one
+/// a device configuration, as JSON), its pipelines and its application-blob links.
+struct RecordHeld {
+    applications: Vec<serde_json::Value>,
+    pipelines: usize,
+    links: usize,
+}
+
+fn record_held(title: &Path) -> RecordHeld {
+    let bytes = std::fs::read(title.join("record.foz")).unwrap();
+    let mut held = RecordHeld {
+        applications: Vec::new(),
+        pipelines: 0,
+        links: 0,
+    };
+    for e in pipekeep::replay::foz::read_entries(&bytes).unwrap() {
+        let payload = e.payload.unwrap();
+        match e.tag {
+            0 => {
+                let json = payload.split(|b| *b == 0).next().unwrap();
+                held.applications
+                    .push(serde_json::from_slice(json).unwrap());
+            }
+            6 | 7 => held.pipelines += 1,
+            8 => held.links += 1,
+            _ => {}
+        }
+    }
+    held
+}
+
+/// Removes every identity directory of a title, as a driver update leaves it (the record stays).
+fn remove_identities(title: &Path) {
+    std::fs::remove_dir_all(title.join("host-pipelines")).unwrap();
+}
+
+const VK_API_1_0: u64 = 1 << 22;
+const VK_API_1_3: u64 = (1 << 22) | (3 << 12);
+
+/// Issue 30: the application's cold run, its identity directory removed (a driver update), then
+/// `pipekeep rebuild`: the rebuild makes the application's own instance (its VkApplicationInfo)
+/// and device (its extensions and feature structures), so the next run finds every pipeline and
+/// compiles none, and the record still holds one configuration and each pipeline once.
+fn the_rebuild_reproduces_the_configuration(extra: &[&str], api: u64) -> serde_json::Value {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--compute",
+        "12",
+        "--graphics",
+        "8",
+        "--threads",
+        "2",
+        "--app-name",
+        "Configured App",
+        "--engine-name",
+        "Test Engine",
+        "--engine-version",
+        "7",
+    ];
+    args.extend_from_slice(extra);
+    let app = || test_app(tmp.path(), &args).run();
+    let cold = app();
+    assert_eq!(cold.watch().written, 20, "{}", cold.all());
+    let title = tmp.path().join("store/Configured_App");
+    let held = record_held(&title);
+    assert_eq!(held.applications.len(), 1, "{:?}", held.applications);
+    let info = &held.applications[0]["applicationInfo"];
+    assert_eq!(info["applicationName"], "Configured App", "{info}");
+    assert_eq!(info["engineName"], "Test Engine", "{info}");
+    assert_eq!(info["engineVersion"], 7, "{info}");
+    assert_eq!(info["apiVersion"], api, "{info}");
+    assert_eq!((held.pipelines, held.links), (20, 20));
+
+    remove_identities(&title);
+    let rebuilt = tool(
+        tmp.path(),
+        &["rebuild", "--title", "Configured_App", "--json"],
+    );
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let r = json(&rebuilt)["titles"][0].clone();
+    assert_eq!(
+        (r["written"].as_u64(), r["configurations"].as_u64()),
+        (Some(20), Some(1)),
+        "{}",
+        rebuilt.all()
+    );
+    assert_eq!(r["configurations_skipped"], 0, "{r}");
+
+    let again = app();
+    let w = again.watch();
+    assert_eq!(
+        (w.built, w.found, w.compiled),
+        (20, 20, 0),
+        "{}",
+        again.all()
+    );
+    let after = record_held(&title);
+    assert_eq!(
+        (after.applications.len(), after.pipelines, after.links),
+        (1, 20, 20),
+        "the rebuild and the run after it recorded nothing again: {:?}",
+        after.applications
+    );
+    held.applications[0].clone()
+}
+
+#[test]
+fn the_rebuild_makes_the_applications_instance_and_device_and_its_next_run_finds_all() {
+    the_rebuild_reproduces_the_configuration(&[], VK_API_1_3);
+}
+
+#[test]
+fn the_rebuild_reproduces_an_application_of_vulkan_1_0() {
+    the_rebuild_reproduces_the_configuration(&["--api", "1.0"], VK_API_1_0);
+}
+
+#[test]
+fn the_rebuild_reproduces_robust_buffer_access() {
+    let app = the_rebuild_reproduces_the_configuration(&["--robust-buffer-access"], VK_API_1_3);
+    assert_eq!(
+        app["physicalDeviceFeatures"]["robustBufferAccess"], 1,
+        "{app}"
+    );
+    assert_eq!(app["pipekeepDevice"]["coreFeatures"][0], 1, "{app}");
+}
+
+/// A configuration this device cannot make (here: an extension it does not offer) is left to the
+/// background rebuild inside the application: the command says so and the record stays owed.
+#[test]
+fn a_configuration_the_device_cannot_make_is_skipped_and_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["--compute", "6", "--graphics", "0", "--app-name", "Skipped"];
+    let cold = test_app(tmp.path(), &args).run();
+    assert_eq!(cold.watch().written, 6, "{}", cold.all());
+    let title = tmp.path().join("store/Skipped");
+    let record = title.join("record.foz");
+    let entries = pipekeep::replay::foz::read_entries(&std::fs::read(&record).unwrap()).unwrap();
+    let rewritten: Vec<(u32, u64, Vec<u8>)> = entries
+        .into_iter()
+        .map(|e| {
+            let mut payload = e.payload.unwrap();
+            if e.tag == 0 {
+                let mut doc: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+                doc["pipekeepDevice"]["extensions"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push("VK_PIPEKEEP_not_offered".into());
+                payload = serde_json::to_vec(&doc).unwrap();
+            }
+            (e.tag, e.hash, payload)
+        })
+        .collect();
+    std::fs::write(&record, pipekeep::replay::foz::write_entries(&rewritten)).unwrap();
+    remove_identities(&title);
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    let r = json(&rebuilt)["titles"][0].clone();
+    assert_eq!(
+        (
+            r["configurations"].as_u64(),
+            r["configurations_skipped"].as_u64(),
+            r["pipelines_left"].as_u64(),
+            r["written"].as_u64()
+        ),
+        (Some(1), Some(1), Some(6), Some(0)),
+        "{}",
+        rebuilt.all()
+    );
+    assert!(title.join("record.pending").exists(), "{}", rebuilt.all());
+    let text = tool(tmp.path(), &["rebuild"]);
+    assert!(
+        text.stdout.contains("1 configuration") && text.stdout.contains("VK_PIPEKEEP_not_offered"),
+        "{}",
+        text.all()
+    );
+}
+
+/// Two configurations of one title (the test app with and without robustBufferAccess): after a
+/// driver change, each device's background rebuild makes only its own configuration's pipelines
+/// (another's would key as this device's: entries no run looks up, recorded again), the record
+/// stays owed until both are kept, and each configuration's next run finds all of its own.
+#[test]
+fn the_background_rebuild_makes_only_its_own_devices_configuration() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = ["--compute", "12", "--graphics", "8", "--threads", "2"];
+    let robust = [&plain[..], &["--robust-buffer-access"]].concat();
+    for args in [&plain[..], &robust[..]] {
+        let cold = test_app(tmp.path(), args).run();
+        assert_eq!(cold.watch().written, 20, "{}", cold.all());
+    }
+    let title = tmp.path().join("store/pipekeep-testapp");
+    let held = record_held(&title);
+    assert_eq!(
+        (held.applications.len(), held.pipelines, held.links),
+        (2, 40, 40)
+    );
+    simulate_a_driver_change(&title);
+    let short = [
+        "--compute",
+        "2",
+        "--graphics",
+        "0",
+        "--seed",
+        "7",
+        "--linger-ms",
+        "200",
+    ];
+    let short_robust = [&short[..], &["--robust-buffer-access"]].concat();
+    let first = test_app(tmp.path(), &short)
+        .env("PIPEKEEP_TEST_REBUILD_FIRST", "1")
+        .run_within(std::time::Duration::from_secs(120));
+    assert!(
+        first
+            .stderr
+            .contains("background rebuild ended made=20 of=20"),
+        "{}",
+        first.all()
+    );
+    assert!(
+        title.join("record.pending").exists(),
+        "the other configuration's pipelines are still owed\n{}",
+        first.all()
+    );
+    let second = test_app(tmp.path(), &short_robust)
+        .env("PIPEKEEP_TEST_REBUILD_FIRST", "1")
+        .run_within(std::time::Duration::from_secs(120));
+    assert!(
+        second
+            .stderr
+            .contains("background rebuild ended made=20 of=20"),
+        "{}",
+        second.all()
+    );
+    let after = record_held(&title);
+    assert_eq!(
+        (after.applications.len(), after.pipelines, after.links),
+        (2, 40, 40),
+        "nothing recorded again under another configuration (the short runs' pipelines are \
+         variants the first runs made)"
+    );
+    assert_finds_all(test_app(tmp.path(), &plain).run(), 20);
+    assert_finds_all(test_app(tmp.path(), &robust).run(), 20);
+}
+
+/// One `pipekeep rebuild` of two titles whose application gives the same name (one named by
+/// PIPEKEEP_TITLE): the layer reads the title at each vkCreateInstance, so each title's
+/// configuration is rebuilt into its own store, and each next run finds all of its pipelines.
+#[test]
+fn one_rebuild_of_several_titles_files_each_under_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "--compute",
+        "6",
+        "--graphics",
+        "4",
+        "--app-name",
+        "Same Name",
+    ];
+    let named = || test_app(tmp.path(), &args);
+    let titled = || test_app(tmp.path(), &args).env("PIPEKEEP_TITLE", "other-title");
+    for app in [named(), titled()] {
+        let cold = app.run();
+        assert_eq!(cold.watch().written, 10, "{}", cold.all());
+    }
+    let store = tmp.path().join("store");
+    for title in ["Same_Name", "other-title"] {
+        remove_identities(&store.join(title));
+    }
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let titles = json(&rebuilt)["titles"].clone();
+    for t in titles.as_array().unwrap() {
+        assert_eq!(t["written"], 10, "{}", rebuilt.all());
+    }
+    for (app, title) in [(named(), "Same_Name"), (titled(), "other-title")] {
+        let again = app.run();
+        let w = again.watch();
+        assert_eq!((w.found, w.compiled), (10, 0), "{title}\n{}", again.all());
+        assert_eq!(record_held(&store.join(title)).pipelines, 10);
+    }
+}
+
+/// A title run with two device configurations: `pipekeep rebuild` makes both, each on its own
+/// instance and device, and each configuration's next run finds all of its pipelines.
+#[test]
+fn the_rebuild_makes_every_configuration_of_a_title() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = ["--compute", "6", "--graphics", "4", "--threads", "2"];
+    let robust = [&plain[..], &["--robust-buffer-access", "--api", "1.0"]].concat();
+    for args in [&plain[..], &robust[..]] {
+        let cold = test_app(tmp.path(), args).run();
+        assert_eq!(cold.watch().written, 10, "{}", cold.all());
+    }
+    let title = tmp.path().join("store/pipekeep-testapp");
+    remove_identities(&title);
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let r = json(&rebuilt)["titles"][0].clone();
+    assert_eq!(
+        (
+            r["configurations"].as_u64(),
+            r["configurations_skipped"].as_u64(),
+            r["written"].as_u64()
+        ),
+        (Some(2), Some(0), Some(20)),
+        "{}",
+        rebuilt.all()
+    );
+    assert!(!title.join("record.pending").exists());
+    for args in [&plain[..], &robust[..]] {
+        let again = test_app(tmp.path(), args).run();
+        let w = again.watch();
+        assert_eq!((w.found, w.compiled), (10, 0), "{}", again.all());
+    }
+    let held = record_held(&title);
+    assert_eq!(
+        (held.applications.len(), held.pipelines, held.links),
+        (2, 20, 20)
+    );
+}

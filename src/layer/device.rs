@@ -842,6 +842,26 @@ fn rebuild_what_is_owed(
     }
 }
 
+/// Whether every one of `pipelines` (other configurations' of the record, which this device's
+/// rebuild leaves to theirs) has an entry in this device's identity directory: then the record
+/// owes nothing more here.
+fn kept_here(dev: &DeviceData, pipelines: &[u64]) -> bool {
+    let Some(dir) = dev.opened_store().map(|s| s.dir().to_path_buf()) else {
+        return false;
+    };
+    let Ok(files) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let kept: std::collections::HashSet<u64> = files
+        .flatten()
+        .filter_map(|e| {
+            crate::key::PipelineKey::from_file_name(e.file_name().to_str()?)
+                .map(|k| crate::replay::record::pipeline_hash(&k))
+        })
+        .collect();
+    pipelines.iter().all(|h| kept.contains(h))
+}
+
 /// How a rebuild pass ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pass {
@@ -874,6 +894,10 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
             return Pass::Impossible;
         }
     };
+    // Only this device's configuration: another's pipelines replayed here would key as this
+    // device's (entries no run looks up, and recorded again under this configuration).
+    let (catalog, others) =
+        catalog.into_configuration(crate::replay::record::configuration_hash(&dev.app_state));
     let pipelines = catalog.compute.len() + catalog.graphics.len();
     tracing::info!(record = %record.display(), pipelines, "the driver changed (or a rebuild is owed): rebuilding the title's record in the background");
     // SAFETY: this layer's own commands for the application's device (taken from its data, not
@@ -952,7 +976,10 @@ fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> P
     // The application's owed pipelines queued for the record land first: a mark removed
     // before them would be written again.
     wait_for_owed_appends(dev, file);
-    if !dev.rebuild_stop.load(Ordering::Acquire) {
+    // Other configurations' pipelines are their own devices' to rebuild: the mark stays until
+    // they have entries here too.
+    let others_kept = others.is_empty() || kept_here(dev, &others);
+    if others_kept && !dev.rebuild_stop.load(Ordering::Acquire) {
         // Every pipeline of the record as read went through the layer (found, or compiled and
         // written; one the driver fails stays failed): nothing is left for the next run, unless
         // the record grew meanwhile.
@@ -1585,7 +1612,7 @@ unsafe fn register_device(
             .as_ref()
             .map(|r| Arc::new(crate::replay::record::RecordFile::new(&r.join(&inst.title)))),
         app_state: crate::replay::record::AppState {
-            name: Some(inst.title.clone()),
+            application: inst.application.clone(),
             ..plan.app_features.clone()
         },
         store,

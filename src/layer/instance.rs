@@ -22,6 +22,8 @@ pub struct InstanceData {
     pub api_version: u32,
     /// The title the store files this application's pipelines under.
     pub title: String,
+    /// The application's `VkApplicationInfo`, as the record keeps it for a rebuild.
+    pub application: crate::replay::record::ApplicationInfo,
 }
 
 pub static INSTANCES: Registry<InstanceData> = Registry::new();
@@ -66,9 +68,12 @@ pub unsafe fn load<F: Copy>(
     Some(unsafe { std::mem::transmute_copy(&f) })
 }
 
+/// The title of an instance: `PIPEKEEP_TITLE` as it is now (read at each `vkCreateInstance`,
+/// not once a process: `pipekeep rebuild` names each title it rebuilds in turn), else the
+/// application's name, else the executable's.
 fn title_of(info: Option<&vk::ApplicationInfo>) -> String {
-    if let Some(t) = &SETTINGS.title {
-        return t.clone();
+    if let Some(t) = crate::settings::title_now() {
+        return t;
     }
     // SAFETY: pApplicationName is NULL or a NUL-terminated string, per the spec.
     info.and_then(|i| unsafe { i.p_application_name.as_ref().map(|p| CStr::from_ptr(p)) })
@@ -76,6 +81,25 @@ fn title_of(info: Option<&vk::ApplicationInfo>) -> String {
         .filter(|n| !n.is_empty())
         .map(safe_title)
         .unwrap_or_else(executable_title)
+}
+
+/// The application's `VkApplicationInfo` as the record keeps it: none given is no names,
+/// versions 0 and `apiVersion` 1.0 (as the spec reads it).
+fn application_of(info: Option<&vk::ApplicationInfo>) -> crate::replay::record::ApplicationInfo {
+    let text = |p: *const c_char| {
+        // SAFETY: NULL or a NUL-terminated string, per the spec.
+        unsafe { p.as_ref().map(|p| CStr::from_ptr(p)) }.map(|n| n.to_string_lossy().into_owned())
+    };
+    crate::replay::record::ApplicationInfo {
+        name: info.and_then(|i| text(i.p_application_name)),
+        version: info.map_or(0, |i| i.application_version),
+        engine_name: info.and_then(|i| text(i.p_engine_name)),
+        engine_version: info.map_or(0, |i| i.engine_version),
+        api_version: info
+            .map(|a| a.api_version)
+            .filter(|v| *v != 0)
+            .unwrap_or(vk::API_VERSION_1_0),
+    }
 }
 
 pub unsafe extern "system" fn create_instance(
@@ -157,6 +181,7 @@ unsafe fn register_instance(
         enumerate_device_extension_properties,
         api_version,
         title: title_of(app),
+        application: application_of(app),
     };
     tracing::debug!(title = %data.title, api_version, disabled = SETTINGS.disabled, "instance created");
     INSTANCES.insert(unsafe { dispatch_key(handle) }, Arc::new(data));

@@ -33,16 +33,31 @@ pub struct AppInfo {
     pub name: Option<String>,
     pub version: u32,
     pub engine: Option<String>,
+    pub engine_version: u32,
     pub api_version: u32,
     pub features: Value,
     /// The device's state whole, where pipekeep's record wrote it.
     pub device: Option<crate::key::desc::DeviceState>,
 }
 
-/// Every object of a database by kind and hash. A `None` object was malformed.
-#[derive(Debug, Default)]
-pub struct Catalog {
+/// One device configuration of a database and its pipelines (with every object).
+#[derive(Debug, Clone)]
+pub struct Configuration {
+    /// Its application entry's hash (none where the database has no application entry).
+    pub hash: Option<u64>,
     pub app: Option<AppInfo>,
+    pub catalog: Catalog,
+}
+
+/// Every object of a database by kind and hash. A `None` object was malformed.
+#[derive(Debug, Default, Clone)]
+pub struct Catalog {
+    /// The first application entry (a database of one configuration has one).
+    pub app: Option<AppInfo>,
+    /// Every application entry (each a device configuration), in file order, by hash.
+    pub applications: Vec<(u64, AppInfo)>,
+    /// Every application-blob link: `(application, tag, hash)`.
+    pub links: Vec<(u64, u32, u64)>,
     pub samplers: BTreeMap<u64, Option<Value>>,
     pub set_layouts: BTreeMap<u64, Option<Value>>,
     pub pipeline_layouts: BTreeMap<u64, Option<Value>>,
@@ -140,10 +155,11 @@ impl Catalog {
                 let info = doc.get("applicationInfo").unwrap_or(&Value::Null);
                 let text = |k: &str| info.get(k).and_then(Value::as_str).map(str::to_owned);
                 let num = |k: &str| info.get(k).and_then(Value::as_u64).unwrap_or(0) as u32;
-                self.app = Some(AppInfo {
+                let app = AppInfo {
                     name: text("applicationName"),
                     version: num("applicationVersion"),
                     engine: text("engineName"),
+                    engine_version: num("engineVersion"),
                     api_version: num("apiVersion"),
                     features: doc
                         .get("physicalDeviceFeatures")
@@ -152,7 +168,17 @@ impl Catalog {
                     device: doc
                         .get(super::record::DEVICE_KEY)
                         .and_then(super::record::device_from_json),
-                });
+                };
+                if self.app.is_none() {
+                    self.app = Some(app.clone());
+                }
+                self.applications.push((hash, app));
+            }
+            TAG_LINK => {
+                let link = doc.get("link").ok_or("a link entry without its link")?;
+                let hex = |k: &str| parse_ref(&link[k]).ok_or(format!("link without its {k}"));
+                let tag = link["tag"].as_u64().ok_or("link without its tag")? as u32;
+                self.links.push((hex("application")?, tag, hex("hash")?));
             }
             TAG_SAMPLER => {
                 self.samplers
@@ -185,9 +211,101 @@ impl Catalog {
                 .graphics
                 .push((hash, Some(object(&doc, &["graphicsPipelines"])?.1.clone()))),
             TAG_RAY_TRACING => self.ray_tracing += 1,
-            _ => {} // links and kinds that make no pipeline
+            _ => {} // kinds that make no pipeline
         }
         Ok(())
+    }
+
+    /// The catalog with only the pipelines `keep` takes (`(tag, hash)`), every object kept.
+    pub fn with_pipelines(&self, keep: impl Fn(u32, u64) -> bool) -> Catalog {
+        let mut c = self.clone();
+        c.compute.retain(|(h, _)| keep(TAG_COMPUTE, *h));
+        c.graphics.retain(|(h, _)| keep(TAG_GRAPHICS, *h));
+        c
+    }
+
+    /// The catalog's device configurations, each with its pipelines: one a linked application
+    /// entry. A database without links (Fossilize's own of one application, an older pipekeep
+    /// record) is one configuration, its first application; a pipeline linked to no application
+    /// entry of the database goes with the first (with none whole: every pipeline goes under an
+    /// unknown configuration, as in a database of none). A configuration with no pipeline is left
+    /// out; malformed entries and ray-tracing pipelines are counted in the first one given.
+    pub fn configurations(&self) -> Vec<Configuration> {
+        // No links, or no application entry left whole (a damaged one): one configuration.
+        if self.links.is_empty() || self.applications.is_empty() {
+            return vec![Configuration {
+                hash: self.applications.first().map(|(h, _)| *h),
+                app: self.app.clone(),
+                catalog: self.clone(),
+            }];
+        }
+        let known: std::collections::HashSet<u64> =
+            self.applications.iter().map(|(h, _)| *h).collect();
+        let mut under: std::collections::HashMap<(u32, u64), Vec<u64>> = Default::default();
+        for (app, tag, hash) in &self.links {
+            if known.contains(app) {
+                under.entry((*tag, *hash)).or_default().push(*app);
+            }
+        }
+        let first = self.applications.first().map(|(h, _)| *h);
+        let mut out: Vec<Configuration> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (app_hash, app) in &self.applications {
+            if !seen.insert(*app_hash) {
+                continue;
+            }
+            let is_first = Some(*app_hash) == first;
+            let mut catalog = self.with_pipelines(|tag, hash| match under.get(&(tag, hash)) {
+                Some(apps) => apps.contains(app_hash),
+                None => is_first,
+            });
+            catalog.problems.clear();
+            catalog.ray_tracing = 0;
+            // A configuration whose pipelines all went (compacted away) is not made for nothing.
+            if catalog.compute.is_empty() && catalog.graphics.is_empty() {
+                continue;
+            }
+            out.push(Configuration {
+                hash: Some(*app_hash),
+                app: Some(app.clone()),
+                catalog,
+            });
+        }
+        if out.is_empty() {
+            // No pipeline at all: one configuration, to say what is malformed.
+            out.push(Configuration {
+                hash: first,
+                app: self.app.clone(),
+                catalog: self.with_pipelines(|_, _| false),
+            });
+        }
+        out[0].catalog.problems = self.problems.clone();
+        out[0].catalog.ray_tracing = self.ray_tracing;
+        out
+    }
+
+    /// The catalog with the pipelines of the configuration `hash` only (and those linked to no
+    /// configuration; all where it has no links), and the hashes of those it left out (other
+    /// configurations').
+    pub fn into_configuration(mut self, hash: u64) -> (Catalog, Vec<u64>) {
+        if self.links.is_empty() {
+            return (self, Vec::new());
+        }
+        let mut under: std::collections::HashMap<(u32, u64), bool> = Default::default();
+        for (app, tag, h) in &self.links {
+            *under.entry((*tag, *h)).or_default() |= *app == hash;
+        }
+        let mut left_out = Vec::new();
+        let mut keep = |tag: u32, h: u64| {
+            let mine = under.get(&(tag, h)).copied().unwrap_or(true);
+            if !mine {
+                left_out.push(h);
+            }
+            mine
+        };
+        self.compute.retain(|(h, _)| keep(TAG_COMPUTE, *h));
+        self.graphics.retain(|(h, _)| keep(TAG_GRAPHICS, *h));
+        (self, left_out)
     }
 
     fn mark_malformed(&mut self, tag: u32, hash: u64) {

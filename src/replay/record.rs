@@ -24,8 +24,8 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 
 use super::objects::{
-    TAG_APPLICATION, TAG_COMPUTE, TAG_GRAPHICS, TAG_PIPELINE_LAYOUT, TAG_RENDER_PASS, TAG_SAMPLER,
-    TAG_SET_LAYOUT, TAG_SHADER_MODULE,
+    TAG_APPLICATION, TAG_COMPUTE, TAG_GRAPHICS, TAG_LINK, TAG_PIPELINE_LAYOUT, TAG_RENDER_PASS,
+    TAG_SAMPLER, TAG_SET_LAYOUT, TAG_SHADER_MODULE,
 };
 use crate::key::desc::{
     ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RenderPassDesc, RenderTarget, Robustness,
@@ -54,11 +54,23 @@ pub enum Content {
     RenderPass(RenderPassDesc),
 }
 
-/// The application and device the pipelines were made for: what a replay needs to make a device
-/// that keys them alike.
+/// The application's `VkApplicationInfo` as it gave it at `vkCreateInstance` (no
+/// `pApplicationInfo`: no names, versions 0, `apiVersion` 1.0, as the layer reads it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ApplicationInfo {
+    pub name: Option<String>,
+    pub version: u32,
+    pub engine_name: Option<String>,
+    pub engine_version: u32,
+    pub api_version: u32,
+}
+
+/// One device configuration of a title: the application and device the pipelines were made for,
+/// what a replay needs to make an instance and a device that key them alike. Each is one
+/// application entry of the record (its hash: [`configuration_hash`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AppState {
-    pub name: Option<String>,
+    pub application: ApplicationInfo,
     pub robust_buffer_access: bool,
     /// `VK_EXT_robustness2`'s features, where the device enabled the structure:
     /// robustBufferAccess2, robustImageAccess2, nullDescriptor.
@@ -67,14 +79,15 @@ pub struct AppState {
     /// `VK_EXT_mesh_shader`'s features, where enabled: whether task shaders are.
     pub mesh_task_shader: Option<bool>,
     /// Everything the device was made with that enters the key (extensions, every feature
-    /// structure as its `VkBool32`s, `pEnabledFeatures`): a replay that reads it makes its device
-    /// exactly so, and keys its pipelines as the application did.
+    /// structure as its `VkBool32`s, `pEnabledFeatures`, the `sType` of each structure the layer
+    /// does not know): a replay that reads it makes its device exactly so, and keys its pipelines
+    /// as the application did (one with a structure the layer does not know it cannot make).
     pub device: Option<crate::key::desc::DeviceState>,
 }
 
 impl AppState {
     /// What a device's create info enabled, from the feature structures its key read (each by
-    /// `sType`, as its `VkBool32`s).
+    /// `sType`, as its `VkBool32`s), for the application named `name`.
     pub fn from_device(name: Option<String>, state: &crate::key::desc::DeviceState) -> AppState {
         let features = |stype: i32| {
             state
@@ -88,14 +101,24 @@ impl AppState {
             .core_features
             .clone()
             .or_else(|| features(1_000_059_000));
+        // In an order of its own (as the key's digest reads it): a configuration is one entry
+        // however the application ordered its chain.
+        let mut device = state.clone();
+        device.extensions.sort();
+        device.extensions.dedup();
+        device.features.sort_by_key(|(stype, _)| *stype);
+        device.unknown.sort_unstable();
         AppState {
-            name,
+            application: ApplicationInfo {
+                name,
+                ..ApplicationInfo::default()
+            },
             robust_buffer_access: core.as_deref().is_some_and(|f| on(f, 0)),
             robustness2: features(1_000_286_000).map(|f| [on(&f, 0), on(&f, 1), on(&f, 2)]),
             robust_image_access: features(1_000_335_000).is_some_and(|f| on(&f, 0))
                 || features(53).is_some_and(|f| on(&f, 0)),
             mesh_task_shader: features(1_000_328_000).map(|f| on(&f, 0)),
-            device: state.unknown.is_empty().then(|| state.clone()),
+            device: Some(device),
         }
     }
 }
@@ -177,7 +200,9 @@ pub fn pipeline_entries(
             .map(|(_, c)| Arc::clone(c))
             .ok_or(NotRecorded::MissingContent)
     };
-    let mut out = vec![(TAG_APPLICATION, 1, application(app))];
+    let app_payload = application(app);
+    let app_hash = payload_hash(&app_payload);
+    let mut out = vec![(TAG_APPLICATION, app_hash, app_payload)];
     let (layout_digest, stages) = match &record.desc {
         Recorded::Compute(d) => (d.layout, std::slice::from_ref(&d.stage)),
         Recorded::Graphics(d) => (d.layout, &d.stages[..]),
@@ -235,7 +260,55 @@ pub fn pipeline_entries(
             out.push((TAG_GRAPHICS, hash, graphics_doc(hash, d)?));
         }
     }
+    // The pipeline under its configuration, as Fossilize links a blob to its application.
+    let tag = match &record.desc {
+        Recorded::Compute(_) => TAG_COMPUTE,
+        Recorded::Graphics(_) => TAG_GRAPHICS,
+    };
+    out.push((
+        TAG_LINK,
+        link_hash(app_hash, tag, hash),
+        link_doc(app_hash, tag, hash),
+    ));
     Ok(out)
+}
+
+/// The hash of a configuration's application entry: from its content (the entry's bytes), so
+/// that each configuration is one entry, whichever process writes it.
+pub fn configuration_hash(app: &AppState) -> u64 {
+    payload_hash(&application(app))
+}
+
+fn payload_hash(payload: &[u8]) -> u64 {
+    let digest = blake3::hash(payload);
+    u64::from_le_bytes(digest.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// The hash Fossilize names an application-blob link by (`compute_hash_application_info_link`:
+/// its FNV-1a-style `Hasher` over the application's hash, the blob's tag and hash), so that its
+/// tools find the link where they compute it.
+pub fn link_hash(application: u64, tag: u32, hash: u64) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut word = |v: u32| h = h.wrapping_mul(0x0000_0100_0000_01b3) ^ u64::from(v);
+    word(application as u32);
+    word((application >> 32) as u32);
+    word(tag);
+    word(hash as u32);
+    word((hash >> 32) as u32);
+    h
+}
+
+/// An application-blob link as Fossilize writes it: the blob `tag`/`hash` was made under the
+/// application entry `application`.
+fn link_doc(application: u64, tag: u32, hash: u64) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "version": 6,
+        "link": {
+            "application": format!("{application:016x}"), "tag": tag,
+            "hash": format!("{hash:016x}"),
+        },
+    }))
+    .expect("JSON of plain values")
 }
 
 /// The hash a database names a pipeline by: from its key.
@@ -246,10 +319,16 @@ pub fn pipeline_hash(key: &PipelineKey) -> u64 {
 
 fn application(app: &AppState) -> Vec<u8> {
     let mut info = Map::new();
-    if let Some(name) = &app.name {
+    let a = &app.application;
+    if let Some(name) = &a.name {
         info.insert("applicationName".into(), json!(name));
     }
-    info.insert("apiVersion".into(), json!(vk_api_1_3()));
+    if let Some(name) = &a.engine_name {
+        info.insert("engineName".into(), json!(name));
+    }
+    info.insert("applicationVersion".into(), json!(a.version));
+    info.insert("engineVersion".into(), json!(a.engine_version));
+    info.insert("apiVersion".into(), json!(a.api_version));
     let mut next = Vec::new();
     if let Some([buffer, image, null]) = app.robustness2 {
         next.push(json!({
@@ -293,7 +372,12 @@ fn device_json(d: &crate::key::desc::DeviceState) -> Value {
         .iter()
         .map(|(stype, values)| json!({ "sType": stype, "values": values }))
         .collect();
-    json!({ "extensions": extensions, "features": features, "coreFeatures": d.core_features })
+    let mut v =
+        json!({ "extensions": extensions, "features": features, "coreFeatures": d.core_features });
+    if !d.unknown.is_empty() {
+        v["unknown"] = json!(d.unknown);
+    }
+    v
 }
 
 /// A device's state as a record holds it (the member [`DEVICE_KEY`]).
@@ -319,12 +403,15 @@ pub fn device_from_json(v: &Value) -> Option<crate::key::desc::DeviceState> {
             Value::Null => None,
             other => Some(u32s(other)?),
         },
-        unknown: Vec::new(),
+        unknown: match &v["unknown"] {
+            Value::Null => Vec::new(),
+            other => other
+                .as_array()?
+                .iter()
+                .map(|s| s.as_i64().map(|s| s as i32))
+                .collect::<Option<_>>()?,
+        },
     })
-}
-
-fn vk_api_1_3() -> u32 {
-    (1 << 22) | (3 << 12)
 }
 
 fn sampler_doc(digest: &Digest, s: &SamplerDesc) -> Result<Vec<u8>, NotRecorded> {
@@ -916,12 +1003,14 @@ pub fn live_part(entries: Vec<super::foz::Entry>, live: &dyn Fn(u64) -> bool) ->
         let keep = match tag {
             TAG_APPLICATION => true,
             TAG_COMPUTE | TAG_GRAPHICS => live(hash),
+            // A link goes with the pipeline it links (the application entries all stay).
+            TAG_LINK => linked_pipeline(&payload).is_some_and(|(_, _, p)| live(p)),
             _ => named.contains(&hash),
         };
         if !keep {
             continue;
         }
-        if tag != TAG_SHADER_MODULE && tag != TAG_APPLICATION {
+        if tag != TAG_SHADER_MODULE && tag != TAG_APPLICATION && tag != TAG_LINK {
             let json_part = payload.split(|b| *b == 0).next().unwrap_or_default();
             if let Ok(doc) = serde_json::from_slice::<Value>(json_part) {
                 collect_names(&doc, &mut named);
@@ -932,6 +1021,18 @@ pub fn live_part(entries: Vec<super::foz::Entry>, live: &dyn Fn(u64) -> bool) ->
     // Objects before the pipelines naming them, as the record was written.
     kept.sort_by_key(|(tag, _, _)| *tag);
     kept
+}
+
+/// What a link entry's payload says: `(application, tag, pipeline hash)`.
+pub fn linked_pipeline(payload: &[u8]) -> Option<(u64, u32, u64)> {
+    let doc: Value = serde_json::from_slice(payload).ok()?;
+    let link = doc.get("link")?;
+    let hex = |k: &str| u64::from_str_radix(link.get(k)?.as_str()?, 16).ok();
+    Some((
+        hex("application")?,
+        u32::try_from(link.get("tag")?.as_u64()?).ok()?,
+        hex("hash")?,
+    ))
 }
 
 fn collect_names(v: &Value, into: &mut HashSet<u64>) {
@@ -1401,5 +1502,212 @@ mod tests {
         assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
         assert_eq!(catalog.compute.len(), 2);
         assert_eq!(catalog.shader_modules.len(), 2);
+    }
+
+    /// A configuration of its own: the application `name`, robust buffer access as `robust`.
+    fn configuration(name: &str, robust: bool) -> AppState {
+        let device = crate::key::desc::DeviceState {
+            extensions: vec![b"VK_KHR_maintenance5".to_vec()],
+            features: vec![(1_000_470_000, vec![1])],
+            core_features: Some(std::iter::once(u32::from(robust)).chain([0; 54]).collect()),
+            unknown: Vec::new(),
+        };
+        let mut app = AppState::from_device(Some(name.into()), &device);
+        app.application.engine_name = Some("engine".into());
+        app.application.engine_version = 3;
+        app.application.version = 2;
+        app.application.api_version = (1 << 22) | (1 << 12);
+        app
+    }
+
+    // If this golden test fails, the record's bytes changed: Fossilize's tools and older
+    // pipekeeps read them (docs/FORMAT.md, "The record").
+    #[test]
+    fn golden_configuration_and_link_bytes_if_these_fail_the_record_format_changed() {
+        let app = configuration("a game", true);
+        let entries = pipeline_entries(&record(), &app).unwrap();
+        let (tag, hash, payload) = &entries[0];
+        assert_eq!(*tag, TAG_APPLICATION);
+        assert_eq!(
+            String::from_utf8(payload.clone()).unwrap(),
+            concat!(
+                r#"{"applicationInfo":{"apiVersion":4198400,"applicationName":"a game","#,
+                r#""applicationVersion":2,"engineName":"engine","engineVersion":3},"#,
+                r#""physicalDeviceFeatures":{"pNext":[],"robustBufferAccess":1},"#,
+                r#""pipekeepDevice":{"coreFeatures":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"#,
+                r#"0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"#,
+                r#""extensions":["VK_KHR_maintenance5"],"#,
+                r#""features":[{"sType":1000470000,"values":[1]}]},"version":6}"#
+            )
+        );
+        assert_eq!(*hash, configuration_hash(&app));
+        let pipeline = pipeline_hash(&record().key);
+        let (tag, link, payload) = entries.last().unwrap();
+        assert_eq!(
+            (*tag, *link),
+            (TAG_LINK, link_hash(*hash, TAG_COMPUTE, pipeline))
+        );
+        assert_eq!(
+            String::from_utf8(payload.clone()).unwrap(),
+            format!(
+                r#"{{"link":{{"application":"{hash:016x}","hash":"{pipeline:016x}","tag":7}},"version":6}}"#
+            )
+        );
+        // Fossilize's own hash of a link (its Hasher, FNV-1a over 32-bit words), worked out
+        // apart from this code.
+        assert_eq!(
+            link_hash(0x0123_4567_89ab_cdef, 7, 0xfedc_ba98_7654_3210),
+            0xd966_33e5_e15c_9cca
+        );
+    }
+
+    #[test]
+    fn each_configuration_is_one_entry_and_a_pipeline_is_linked_once_to_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RecordFile::new(dir.path());
+        let (first, second) = (
+            configuration("a game", false),
+            configuration("a game", true),
+        );
+        assert_ne!(configuration_hash(&first), configuration_hash(&second));
+        let under_first = pipeline_entries(&record(), &first).unwrap();
+        assert_eq!(
+            file.append(under_first.clone(), 0).unwrap(),
+            under_first.len()
+        );
+        assert_eq!(
+            file.append(under_first, 0).unwrap(),
+            0,
+            "once a configuration"
+        );
+        let other = nth_record(1);
+        file.append(pipeline_entries(&other, &first).unwrap(), 0)
+            .unwrap();
+        // The same pipeline (its key) under another configuration: only the configuration and
+        // the link are new.
+        assert_eq!(
+            file.append(pipeline_entries(&record(), &second).unwrap(), 0)
+                .unwrap(),
+            2
+        );
+        let catalog = catalog_of(file.path());
+        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        assert_eq!((catalog.applications.len(), catalog.links.len()), (2, 3));
+        let configs = catalog.configurations();
+        let pipelines = |c: &crate::replay::objects::Configuration| {
+            let mut p: Vec<u64> = c.catalog.compute.iter().map(|(h, _)| *h).collect();
+            p.sort_unstable();
+            p
+        };
+        assert_eq!(configs.len(), 2);
+        assert_eq!(configs[0].hash, Some(configuration_hash(&first)));
+        let mut both = vec![pipeline_hash(&record().key), pipeline_hash(&other.key)];
+        both.sort_unstable();
+        assert_eq!(pipelines(&configs[0]), both);
+        assert_eq!(pipelines(&configs[1]), vec![pipeline_hash(&record().key)]);
+        let app = configs[1].app.as_ref().unwrap();
+        assert_eq!(
+            (
+                app.name.as_deref(),
+                app.engine.as_deref(),
+                app.engine_version,
+                app.version
+            ),
+            (Some("a game"), Some("engine"), 3, 2)
+        );
+        assert_eq!(app.api_version, (1 << 22) | (1 << 12));
+        assert_eq!(app.device, second.device);
+        // The background rebuild of a device takes its own configuration's pipelines only.
+        let (mine, others) = catalog
+            .clone()
+            .into_configuration(configuration_hash(&second));
+        assert_eq!(
+            (mine.compute.len(), others),
+            (1, vec![pipeline_hash(&other.key)])
+        );
+        // Compaction keeps a live pipeline's links, and drops a dead one's.
+        let live = pipeline_hash(&record().key);
+        let kept = live_part(read(file.path()).unwrap().0, &|h| h == live);
+        let compacted = crate::replay::objects::Catalog::from_entries(
+            crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&kept)).unwrap(),
+        );
+        assert_eq!((compacted.compute.len(), compacted.links.len()), (1, 2));
+        // A configuration left with no pipeline is not made for nothing.
+        let only_first = pipeline_hash(&other.key);
+        let kept = live_part(read(file.path()).unwrap().0, &|h| h == only_first);
+        let compacted = crate::replay::objects::Catalog::from_entries(
+            crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&kept)).unwrap(),
+        );
+        assert_eq!(compacted.applications.len(), 2);
+        let configs = compacted.configurations();
+        assert_eq!(configs.len(), 1);
+        assert_eq!(configs[0].hash, Some(configuration_hash(&first)));
+    }
+
+    #[test]
+    fn an_older_record_of_one_application_and_no_links_still_reads_as_one_configuration() {
+        // As pipekeep wrote it before configurations: the application entry under hash 1, its
+        // name the title, API 1.3, no link.
+        let old_app = br#"{"version":6,"applicationInfo":{"applicationName":"old-title","apiVersion":4206592},"physicalDeviceFeatures":{"robustBufferAccess":0,"pNext":[]},"pipekeepDevice":{"extensions":[],"features":[{"sType":53,"values":[0,0,0,0,0,0,0,0,0,0,0,0,1,0,0]}],"coreFeatures":null}}"#;
+        let mut entries: Vec<DbEntry> = pipeline_entries(&nth_record(1), &AppState::default())
+            .unwrap()
+            .into_iter()
+            .filter(|(tag, _, _)| *tag != TAG_LINK && *tag != TAG_APPLICATION)
+            .collect();
+        entries.insert(0, (TAG_APPLICATION, 1, old_app.to_vec()));
+        entries.extend(
+            pipeline_entries(&nth_record(2), &AppState::default())
+                .unwrap()
+                .into_iter()
+                .filter(|(tag, _, _)| *tag != TAG_LINK && *tag != TAG_APPLICATION),
+        );
+        let bytes = crate::replay::foz::write_entries(&entries);
+        let catalog = Catalog::from_entries(crate::replay::foz::read_entries(&bytes).unwrap());
+        assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+        let configs = catalog.configurations();
+        assert_eq!(configs.len(), 1);
+        assert_eq!(configs[0].hash, Some(1));
+        assert_eq!(configs[0].catalog.compute.len(), 2);
+        let app = configs[0].app.as_ref().unwrap();
+        assert_eq!(app.name.as_deref(), Some("old-title"));
+        assert_eq!(app.api_version, 4206592);
+        let device = app.device.as_ref().unwrap();
+        assert!(device.unknown.is_empty());
+        assert_eq!(device.features[0].0, 53);
+        let (all, others) = catalog.clone().into_configuration(12345);
+        assert_eq!((all.compute.len(), others), (2, vec![]));
+        // A new run appends under its configuration: the older pipelines stay under the first.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), &bytes).unwrap();
+        let file = RecordFile::new(dir.path());
+        let new = configuration("old-title", false);
+        file.append(pipeline_entries(&nth_record(3), &new).unwrap(), 0)
+            .unwrap();
+        let configs = catalog_of(file.path()).configurations();
+        assert_eq!(configs.len(), 2);
+        assert_eq!(
+            (
+                configs[0].catalog.compute.len(),
+                configs[1].catalog.compute.len()
+            ),
+            (2, 1)
+        );
+    }
+
+    #[test]
+    fn a_device_state_with_structures_the_layer_does_not_know_is_kept_with_their_stypes() {
+        let state = crate::key::desc::DeviceState {
+            extensions: vec![b"VK_B".to_vec(), b"VK_A".to_vec()],
+            features: vec![(9, vec![1]), (3, vec![0])],
+            core_features: None,
+            unknown: vec![1_000_295_002],
+        };
+        let app = AppState::from_device(None, &state);
+        let device = app.device.as_ref().unwrap();
+        assert_eq!(device.extensions, vec![b"VK_A".to_vec(), b"VK_B".to_vec()]);
+        assert_eq!(device.features[0].0, 3);
+        let back = device_from_json(&device_json(device)).unwrap();
+        assert_eq!(&back, device);
+        assert_eq!(back.unknown, vec![1_000_295_002]);
     }
 }

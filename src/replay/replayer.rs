@@ -16,7 +16,7 @@ use ash::vk::Handle;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::objects::{parse_ref, Catalog};
+use super::objects::{parse_ref, AppInfo, Catalog};
 use super::record::stype;
 use crate::sync::Unpoisoned;
 
@@ -99,6 +99,12 @@ pub struct Summary {
     pub driver_version: u32,
     pub application: String,
     pub threads: usize,
+    /// Device configurations replayed (each its own instance and device, as recorded).
+    pub configurations: usize,
+    /// Configurations this device cannot make, each with why: their pipelines are not replayed
+    /// (`pipelines_left`).
+    pub configurations_skipped: Vec<String>,
+    pub pipelines_left: usize,
     pub pipelines: usize,
     pub made: usize,
     pub made_compute: usize,
@@ -130,6 +136,51 @@ impl Summary {
     pub fn skipped_total(&self) -> usize {
         self.skipped.values().sum()
     }
+
+    /// Adds another configuration's replay to this one.
+    fn add(&mut self, o: Summary) {
+        if self.configurations == 0 {
+            self.device = o.device;
+            self.driver_version = o.driver_version;
+            self.application = o.application;
+        }
+        self.threads = self.threads.max(o.threads);
+        self.configurations += o.configurations;
+        self.pipelines += o.pipelines;
+        self.made += o.made;
+        self.made_compute += o.made_compute;
+        self.made_graphics += o.made_graphics;
+        for (why, n) in o.skipped {
+            *self.skipped.entry(why).or_default() += n;
+        }
+        self.malformed.extend(o.malformed);
+        self.creation_ms += o.creation_ms;
+        self.wall_ms += o.wall_ms;
+        if o.slowest_ms > self.slowest_ms {
+            self.slowest_ms = o.slowest_ms;
+            self.slowest = o.slowest;
+        }
+        if let Some(ms) = o.app_cache_load_ms {
+            *self.app_cache_load_ms.get_or_insert(0.0) += ms;
+        }
+        self.app_cache_bytes = o.app_cache_bytes.or(self.app_cache_bytes);
+        self.times_ms.extend(o.times_ms);
+        let (p50, p99) = percentiles(&self.times_ms);
+        (self.p50_ms, self.p99_ms) = (p50, p99);
+    }
+}
+
+/// The median and 99th percentile of creation times.
+fn percentiles(times: &[f64]) -> (f64, f64) {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        sorted
+            .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    (pct(0.5), pct(0.99))
 }
 
 fn u(v: &Value, k: &str) -> u32 {
@@ -359,14 +410,108 @@ unsafe fn every_extension_device(
     Ok((device, subgroup_size_control, mesh_shaders))
 }
 
+/// Feature structures rebuilt from their `sType`s and `VkBool32`s (every `*Features` structure is
+/// `sType`, `pNext`, then `VkBool32`s), each in a buffer of its own, 8-byte aligned: `sType` at
+/// 0, `pNext` at 8, the values from 16; chained in order. Returns the buffers (which the chain
+/// lives in) and its head.
+fn feature_chain(features: &[(i32, Vec<u32>)]) -> (Vec<Vec<u64>>, *mut std::ffi::c_void) {
+    let mut buffers: Vec<Vec<u64>> = features
+        .iter()
+        .map(|(_, values)| vec![0u64; 2 + values.len().div_ceil(2)])
+        .collect();
+    let mut next: *mut std::ffi::c_void = std::ptr::null_mut();
+    for ((stype, values), buf) in features.iter().zip(buffers.iter_mut()).rev() {
+        let base = buf.as_mut_ptr() as *mut u8;
+        // SAFETY: `buf` holds 16 bytes and then room for every value, 8-byte aligned.
+        unsafe {
+            (base as *mut i32).write(*stype);
+            (base.add(8) as *mut *mut std::ffi::c_void).write(next);
+            std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(16) as *mut u32, values.len());
+        }
+        next = base.cast();
+    }
+    (buffers, next)
+}
+
+/// The `VkBool32`s of a chain's buffer (as [`feature_chain`] made it), `count` of them.
+fn chain_values(buf: &[u64], count: usize) -> Vec<u32> {
+    // SAFETY: the buffer holds 16 bytes of head and then room for `count` values.
+    (0..count)
+        .map(|i| unsafe {
+            (buf.as_ptr() as *const u8)
+                .add(16 + 4 * i)
+                .cast::<u32>()
+                .read()
+        })
+        .collect()
+}
+
+/// Why this physical device does not offer a feature the record enables: the first such, by
+/// structure and index (the core features where `stype` is 0).
+fn feature_not_offered(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    state: &crate::key::desc::DeviceState,
+    instance_11: bool,
+) -> Option<String> {
+    let enabled_but_not_offered = |wanted: &[u32], offered: &[u32]| {
+        wanted
+            .iter()
+            .enumerate()
+            .find(|(i, w)| **w != 0 && offered.get(*i).is_none_or(|o| *o == 0))
+            .map(|(i, _)| i)
+    };
+    if let Some(core) = &state.core_features {
+        // SAFETY: a physical device of this instance.
+        let offered = unsafe { instance.get_physical_device_features(physical) };
+        let n = size_of::<vk::PhysicalDeviceFeatures>() / 4;
+        // SAFETY: VkPhysicalDeviceFeatures is exactly its VkBool32s, in order.
+        let offered = unsafe {
+            std::slice::from_raw_parts(
+                &offered as *const vk::PhysicalDeviceFeatures as *const u32,
+                n,
+            )
+        };
+        if let Some(i) = enabled_but_not_offered(core, offered) {
+            return Some(format!("the device does not offer core feature {i}"));
+        }
+    }
+    // Structures can only be asked of an instance of Vulkan 1.1 (the application's was; a 1.0
+    // one chained none the driver reads): vkCreateDevice says the rest.
+    if !instance_11 || state.features.is_empty() {
+        return None;
+    }
+    let zeroed: Vec<(i32, Vec<u32>)> = state
+        .features
+        .iter()
+        .map(|(stype, values)| (*stype, vec![0; values.len()]))
+        .collect();
+    let (buffers, head) = feature_chain(&zeroed);
+    let mut f2 = vk::PhysicalDeviceFeatures2 {
+        p_next: head,
+        ..Default::default()
+    };
+    // SAFETY: a chain of feature structures, each as long as its sType's (the record read them
+    // so), living in `buffers` through the call.
+    unsafe { instance.get_physical_device_features2(physical, &mut f2) };
+    for ((stype, wanted), buf) in state.features.iter().zip(&buffers) {
+        if let Some(i) = enabled_but_not_offered(wanted, &chain_values(buf, wanted.len())) {
+            return Some(format!(
+                "the device does not offer feature {i} of structure sType {stype}"
+            ));
+        }
+    }
+    None
+}
+
 /// A device made with exactly the extensions and feature structures a record names (each
-/// feature structure rebuilt from its `sType` and `VkBool32`s: every `*Features` structure is
-/// `sType`, `pNext`, then `VkBool32`s). Returns it with whether subgroup size control and mesh
-/// shaders are on.
+/// feature structure rebuilt from its `sType` and `VkBool32`s), where this physical device
+/// offers them all. Returns it with whether subgroup size control and mesh shaders are on.
 unsafe fn exact_device(
     instance: &ash::Instance,
     physical: vk::PhysicalDevice,
     state: &crate::key::desc::DeviceState,
+    instance_11: bool,
 ) -> Result<(ash::Device, bool, bool), String> {
     let offered = device_extensions(instance, physical);
     let mut extensions = Vec::new();
@@ -380,26 +525,12 @@ unsafe fn exact_device(
         }
         extensions.push(name);
     }
+    if let Some(why) = feature_not_offered(instance, physical, state, instance_11) {
+        return Err(why);
+    }
     let extension_ptrs: Vec<*const std::ffi::c_char> =
         extensions.iter().map(|e| e.as_ptr()).collect();
-    // Each structure in a buffer of its own, 8-byte aligned: sType at 0, pNext at 8, the
-    // VkBool32s from 16; chained back to front.
-    let mut buffers: Vec<Vec<u64>> = state
-        .features
-        .iter()
-        .map(|(_, values)| vec![0u64; 2 + values.len().div_ceil(2)])
-        .collect();
-    let mut next: *mut std::ffi::c_void = std::ptr::null_mut();
-    for ((stype, values), buf) in state.features.iter().zip(buffers.iter_mut()).rev() {
-        let base = buf.as_mut_ptr() as *mut u8;
-        // SAFETY: `buf` holds 16 bytes and then room for every value, 8-byte aligned.
-        unsafe {
-            (base as *mut i32).write(*stype);
-            (base.add(8) as *mut *mut std::ffi::c_void).write(next);
-            std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(16) as *mut u32, values.len());
-        }
-        next = base.cast();
-    }
+    let (buffers, next) = feature_chain(&state.features);
     let mut core = vk::PhysicalDeviceFeatures::default();
     if let Some(values) = &state.core_features {
         let n = values
@@ -450,27 +581,156 @@ fn strip<T: vk::TaggedStructure>(mut s: T) -> T {
     s
 }
 
-/// Replays `catalogs` on one device and reports.
+/// The pipelines to replay under one instance and device.
+struct Group {
+    /// The application entry's hash, for a pipekeep record's configuration.
+    hash: Option<u64>,
+    app: AppInfo,
+    catalogs: Vec<Catalog>,
+}
+
+/// The catalogs as groups to replay: each configuration of a pipekeep record (its application
+/// entries linked to their pipelines) on its own instance and device, equal ones together; every
+/// database without links together, under the first application among them (a Fossilize
+/// database of one application).
+fn groups_of(catalogs: &[Catalog]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut unlinked: Option<usize> = None;
+    for c in catalogs {
+        if c.links.is_empty() {
+            match unlinked {
+                Some(i) => {
+                    if groups[i].hash.is_none() && c.app.is_some() {
+                        groups[i].app = c.app.clone().unwrap_or_default();
+                    }
+                    groups[i].catalogs.push(c.clone());
+                }
+                None => {
+                    unlinked = Some(groups.len());
+                    groups.push(Group {
+                        hash: None,
+                        app: c.app.clone().unwrap_or_default(),
+                        catalogs: vec![c.clone()],
+                    });
+                }
+            }
+            continue;
+        }
+        for config in c.configurations() {
+            match groups
+                .iter_mut()
+                .find(|g| g.hash.is_some() && g.hash == config.hash)
+            {
+                Some(g) => g.catalogs.push(config.catalog),
+                None => groups.push(Group {
+                    hash: config.hash,
+                    app: config.app.unwrap_or_default(),
+                    catalogs: vec![config.catalog],
+                }),
+            }
+        }
+    }
+    groups
+}
+
+/// Replays `catalogs` and reports: each device configuration they hold on an instance and a
+/// device of its own, made as the application made them (its `VkApplicationInfo`, its device
+/// extensions and feature structures), so that pipekeep keys every pipeline as the application's
+/// next run looks it up. A configuration this device cannot make is skipped and said
+/// ([`Summary::configurations_skipped`]); a database that is not pipekeep's record fails then.
 pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String> {
     // SAFETY: loads the system's Vulkan loader; nothing else of ours runs meanwhile.
     let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
-    let recorded = catalogs
-        .iter()
-        .find_map(|c| c.app.clone())
-        .unwrap_or_default();
-    let name = options
-        .title
+    let mut total = Summary {
+        threads: options.threads.max(1),
+        ..Summary::default()
+    };
+    for group in groups_of(catalogs) {
+        // SAFETY: the loader just loaded; each replay destroys everything it made.
+        match unsafe { replay_group(&entry, &group, options) } {
+            Ok(summary) => total.add(summary),
+            Err(why) if group.app.device.is_some() => {
+                let left: usize = group
+                    .catalogs
+                    .iter()
+                    .map(|c| c.compute.len() + c.graphics.len() + c.ray_tracing)
+                    .sum();
+                total.pipelines += left;
+                total.pipelines_left += left;
+                total.configurations_skipped.push(format!(
+                    "{} ({left} pipelines): {why}",
+                    describe(&group.app)
+                ));
+            }
+            Err(why) => return Err(why),
+        }
+    }
+    Ok(total)
+}
+
+/// A configuration in words, for the skipped ones.
+fn describe(app: &AppInfo) -> String {
+    let api = app.api_version;
+    format!(
+        "application {:?} engine {:?} API {}.{}",
+        app.name.as_deref().unwrap_or(""),
+        app.engine.as_deref().unwrap_or(""),
+        vk::api_version_major(api),
+        vk::api_version_minor(api)
+    )
+}
+
+/// One group on an instance and a device of its own.
+///
+/// # Safety
+/// `entry` must be a loaded Vulkan loader.
+unsafe fn replay_group(
+    entry: &ash::Entry,
+    group: &Group,
+    options: &Options,
+) -> Result<Summary, String> {
+    let recorded = &group.app;
+    if let Some(state) = recorded.device.as_ref().filter(|d| !d.unknown.is_empty()) {
+        return Err(format!(
+            "the application chained structures pipekeep cannot make again (sType {:?})",
+            state.unknown
+        ));
+    }
+    let exact = recorded.device.is_some();
+    // pipekeep's record: the application's own VkApplicationInfo, names and versions as they
+    // were (none where it gave none). Another database: its name, at API 1.3.
+    let name = options.title.clone().or(recorded.name.clone());
+    let name = if exact {
+        name
+    } else {
+        Some(name.unwrap_or_else(|| "pipekeep-replay".into()))
+    };
+    let app_name = name
         .clone()
-        .or(recorded.name.clone())
-        .unwrap_or_else(|| "pipekeep-replay".into());
-    let app_name = CString::new(name.clone()).map_err(|e| e.to_string())?;
-    let engine =
-        CString::new(recorded.engine.clone().unwrap_or_default()).map_err(|e| e.to_string())?;
-    let app = vk::ApplicationInfo::default()
-        .application_name(&app_name)
+        .map(CString::new)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let engine = recorded
+        .engine
+        .clone()
+        .map(CString::new)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let api_version = if exact {
+        recorded.api_version.max(vk::API_VERSION_1_0)
+    } else {
+        vk::API_VERSION_1_3
+    };
+    let mut app = vk::ApplicationInfo::default()
         .application_version(recorded.version)
-        .engine_name(&engine)
-        .api_version(vk::API_VERSION_1_3);
+        .engine_version(recorded.engine_version)
+        .api_version(api_version);
+    if let Some(n) = &app_name {
+        app = app.application_name(n);
+    }
+    if let Some(e) = &engine {
+        app = app.engine_name(e);
+    }
     let instance_extensions = if options.every_extension {
         super::every_extension::instance_extensions(&entry)
     } else {
@@ -491,10 +751,10 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
     let result = unsafe {
         replay_on(
             &instance,
-            catalogs,
+            &group.catalogs,
             options,
             (&recorded.features, recorded.device.as_ref()),
-            name,
+            (name.unwrap_or_default(), api_version),
         )
     };
     unsafe { instance.destroy_instance(None) };
@@ -506,7 +766,7 @@ unsafe fn replay_on(
     catalogs: &[Catalog],
     options: &Options,
     (recorded, exact): (&Value, Option<&crate::key::desc::DeviceState>),
-    name: String,
+    (name, api_version): (String, u32),
 ) -> Result<Summary, String> {
     let physicals = unsafe { instance.enumerate_physical_devices() }
         .map_err(|e| format!("vkEnumeratePhysicalDevices: {e}"))?;
@@ -517,10 +777,16 @@ unsafe fn replay_on(
             physicals.len()
         )
     })?;
+    // An instance of Vulkan 1.0 (as its application made it) has no Properties2.
+    let instance_11 = api_version >= vk::API_VERSION_1_1;
     let mut subgroup = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
-    let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
-    unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
-    let props = props2.properties;
+    let props = if instance_11 {
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+        unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
+        props2.properties
+    } else {
+        unsafe { instance.get_physical_device_properties(physical) }
+    };
     let subgroup = strip(subgroup);
     let device_name = props
         .device_name_as_c_str()
@@ -531,7 +797,7 @@ unsafe fn replay_on(
         _ if options.every_extension => unsafe { every_extension_device(instance, physical) }?,
         // pipekeep's record: the device exactly as the application made it, so that every
         // pipeline keys as it did.
-        Some(state) => unsafe { exact_device(instance, physical, state) }?,
+        Some(state) => unsafe { exact_device(instance, physical, state, instance_11) }?,
         None => unsafe { chosen_device(instance, physical, recorded) }?,
     };
     let loading = Instant::now();
@@ -549,6 +815,7 @@ unsafe fn replay_on(
         driver_version: props.driver_version,
         application: name,
         threads: options.threads.max(1),
+        configurations: 1,
         app_cache_load_ms,
         ..Default::default()
     };
@@ -1129,16 +1396,7 @@ impl Replay {
             }
         }
         summary.creation_ms = times.iter().sum();
-        let mut sorted = times.clone();
-        sorted.sort_by(f64::total_cmp);
-        let pct = |p: f64| {
-            sorted
-                .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
-                .copied()
-                .unwrap_or(0.0)
-        };
-        summary.p50_ms = pct(0.5);
-        summary.p99_ms = pct(0.99);
+        (summary.p50_ms, summary.p99_ms) = percentiles(&times);
         summary.times_ms = times;
     }
 

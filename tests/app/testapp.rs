@@ -52,6 +52,12 @@ struct Args {
     /// pApplicationName.
     #[arg(long, default_value = "pipekeep-testapp")]
     app_name: String,
+    /// pEngineName (none if not given).
+    #[arg(long)]
+    engine_name: Option<String>,
+    /// engineVersion.
+    #[arg(long, default_value_t = 0)]
+    engine_version: u32,
     /// Chain VkPipelineRasterizationDepthClipStateCreateInfoEXT into graphics pipelines (a
     /// structure pipekeep's key does not understand), enabling VK_EXT_depth_clip_enable.
     #[arg(long)]
@@ -216,10 +222,19 @@ fn run(args: &Args) -> Result<bool, String> {
     // SAFETY: loads the system's libvulkan.so.1; nothing else of ours runs at the same time.
     let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
     let app_name = CString::new(args.app_name.clone()).map_err(|e| e.to_string())?;
+    let engine_name = args
+        .engine_name
+        .clone()
+        .map(CString::new)
+        .transpose()
+        .map_err(|e| e.to_string())?;
     let mut app_info = vk::ApplicationInfo::default()
         .application_name(&app_name)
+        .engine_version(args.engine_version)
         .api_version(api);
-    if args.every_extension {
+    if let Some(engine) = &engine_name {
+        app_info = app_info.engine_name(engine);
+    } else if args.every_extension {
         app_info = app_info.engine_name(pipekeep::replay::every_extension::ENGINE_NAME);
     }
     let instance_extensions = if args.every_extension {

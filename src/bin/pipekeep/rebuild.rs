@@ -52,10 +52,14 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         let (entries, read_len) = pipekeep::replay::record::read(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let catalog = Catalog::from_entries(entries);
-        let started = pipekeep::watch::unix_secs(std::time::SystemTime::now());
+        let runs_path = root.join(title).join("runs.jsonl");
+        let runs_before = read_runs(&runs_path).map_or(0, |r| r.len());
+        // The layer files what this process builds under the title being rebuilt, whatever the
+        // application named itself: it reads PIPEKEEP_TITLE at each vkCreateInstance. (No
+        // thread of the layer's lives between two titles: each device's are joined as it goes.)
+        std::env::set_var("PIPEKEEP_TITLE", title);
         let options = Options {
             threads,
-            title: Some(title.clone()),
             progress: args.progress,
             ..Options::default()
         };
@@ -63,24 +67,43 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         // The replay's device never paused for the layer to drop the old driver's entries it set
         // aside: dropped here, so the application's next launch has none of them to list.
         let old_entries_dropped = pipekeep::store::drop_set_aside(&root, title);
-        // Every pipeline of the record went through the layer: none is owed to a background
-        // rebuild any more (unless the record grew meanwhile).
-        let _ = pipekeep::replay::record::RecordFile::new(&root.join(title))
-            .clear_pending_unless_grown(read_len);
-        // The layer's line for this run in the title's history says what it found and wrote.
-        let runs = read_runs(&root.join(title).join("runs.jsonl")).unwrap_or_default();
-        let Some(run) = runs.iter().rev().find(|r| r.when >= started) else {
+        let record = pipekeep::replay::record::RecordFile::new(&root.join(title));
+        if summary.configurations_skipped.is_empty() {
+            // Every pipeline of the record went through the layer: none is owed to a background
+            // rebuild any more (unless the record grew meanwhile).
+            let _ = record.clear_pending_unless_grown(read_len);
+        } else if let Err(e) = record.mark_pending() {
+            // A configuration this device cannot make is left to the application's own
+            // background rebuild, which the mark starts.
+            eprintln!(
+                "{title}: cannot mark {} as owed a rebuild: {e}",
+                path.display()
+            );
+            clean = false;
+        }
+        // The layer's lines for this run in the title's history (one a configuration's device)
+        // say what it found and wrote.
+        let runs = read_runs(&runs_path).unwrap_or_default();
+        let ours = runs.get(runs_before.min(runs.len())..).unwrap_or_default();
+        if ours.len() < summary.configurations {
             return Err(format!(
                 "{title}: pipekeep was not active during the rebuild (install it with \
                  scripts/install.sh, or name it with VK_INSTANCE_LAYERS={LAYER})"
             ));
-        };
+        }
+        let sum =
+            |f: fn(&pipekeep::watch::Tally) -> u64| ours.iter().map(|r| f(&r.tally)).sum::<u64>();
         clean &= summary.skipped_total() == 0 && summary.malformed.is_empty();
         out.push(json!({
             "title": title, "record": path, "pipelines": summary.made,
-            "found": run.tally.found, "compiled": run.tally.compiled, "written": run.tally.written,
+            "found": sum(|t| t.found), "compiled": sum(|t| t.compiled),
+            "written": sum(|t| t.written),
             "skipped": summary.skipped_total(), "creation_ms": summary.creation_ms,
             "old_entries_dropped": old_entries_dropped,
+            "configurations": summary.configurations + summary.configurations_skipped.len(),
+            "configurations_skipped": summary.configurations_skipped.len(),
+            "pipelines_left": summary.pipelines_left,
+            "skipped_configurations": summary.configurations_skipped,
         }));
     }
     if args.scope.json {
@@ -88,14 +111,29 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     } else {
         for o in &out {
             println!(
-                "{}: rebuilt {} pipelines from its record ({} already in the store, {} compiled, {} written; {} entries of an earlier driver dropped)",
+                "{}: rebuilt {} pipelines from its record under {} configuration(s) ({} already in the store, {} compiled, {} written; {} entries of an earlier driver dropped)",
                 o["title"].as_str().unwrap_or_default(),
                 o["pipelines"],
+                o["configurations"],
                 o["found"],
                 o["compiled"],
                 o["written"],
                 o["old_entries_dropped"]
             );
+            let skipped = o["skipped_configurations"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if !skipped.is_empty() {
+                println!(
+                    "  {} configuration(s) this device cannot make, {} pipelines left to the application's own background rebuild:",
+                    skipped.len(),
+                    o["pipelines_left"]
+                );
+                for why in skipped {
+                    println!("    {}", why.as_str().unwrap_or_default());
+                }
+            }
         }
     }
     Ok(if clean {
@@ -111,6 +149,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
 fn enable_the_layer(root: &std::path::Path) {
     // Single-threaded still: nothing else reads the environment yet.
     std::env::set_var("PIPEKEEP_DIR", root);
+    // Each title's own is set as it is rebuilt (see `run`).
     std::env::remove_var("PIPEKEEP_TITLE");
     std::env::remove_var("PIPEKEEP_DISABLE");
     // This command is the rebuild: the layer in this process starts none of its own.
