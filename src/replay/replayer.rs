@@ -732,7 +732,7 @@ unsafe fn replay_group(
         app = app.engine_name(e);
     }
     let instance_extensions = if options.every_extension {
-        super::every_extension::instance_extensions(&entry)
+        super::every_extension::instance_extensions(entry)
     } else {
         Vec::new()
     };
