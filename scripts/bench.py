@@ -14,7 +14,10 @@ With --rounds N (default 7), the warm modes (monolithic, driver cache, pipekeep 
 times, interleaved, and a second table gives the median of each round's ratio: on a shared machine
 one run's ratio of two runs of a few milliseconds moves by tens of percent.
 
-Standard library only, so it runs on a bare machine. scripts/bench.sh is the entry point.
+It leads with what users get: three launches in a row with the driver's own disk cache on (a
+fresh directory a mode, made first) and the application's cache, no layer / pipekeep / write-behind,
+with a plot of the launches (matplotlib, which scripts/bench.sh installs); then the modes above,
+the driver's disk cache off, which isolate pipekeep. scripts/bench.sh is the entry point.
 """
 import argparse
 import json
@@ -56,7 +59,7 @@ def write_manifest(bin_dir, out):
     with open(os.path.join(d, LAYER + ".json"), "w") as f:
         json.dump({"file_format_version": "1.2.0", "layer": {
             "name": LAYER, "type": "GLOBAL", "library_path": os.path.abspath(os.path.join(bin_dir, "libpipekeep.so")),
-            "api_version": "1.3.281", "implementation_version": "1", "description": "pipekeep (bench)",
+            "api_version": "1.4.309", "implementation_version": "1", "description": "pipekeep (bench)",
             "disable_environment": {"PIPEKEEP_DISABLE": "1"}}}, f)
     return d
 
@@ -277,6 +280,7 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
                 s["watch"] = res["watch"]
                 runs[mode][i].append(s)
             shutil.rmtree(place, ignore_errors=True)
+    plot_launches(f"{name}, {threads} thread(s)", runs, os.path.join(args.out, f"{args.driver}-users-{name}-{threads}t.svg"))
     alone = runs["no layer"]
     lines = [f"#### {name}: three launches in a row, the driver's disk cache on, the application's cache, "
              f"{threads} thread(s), {args.linger_ms} ms after the last pipeline, {args.rounds} rounds", "",
@@ -294,6 +298,42 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     lines += ["", "The three launches together, creation ms (each round): " + "; ".join(
         f"{m} {', '.join(fmt(x) for x in v)}" for m, v in totals.items())]
     return "\n".join(lines) + "\n", runs
+
+
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def plot_launches(title, runs, path):
+    """Three launches in a row, one group a mode: the median creation time of each launch (log
+    scale), drawn by matplotlib (scripts/bench.sh installs it); skipped with a line where it is
+    missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.stderr.write("bench: matplotlib is not installed; no plot of the launches\n")
+        return
+    modes = list(runs)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / len(modes)
+    for k, mode in enumerate(modes):
+        medians = [median(x.get("creation_ms") for x in runs[mode][i]) or 0 for i in range(3)]
+        bars = ax.bar([i + k * width for i in range(3)], medians, width, label=mode)
+        ax.bar_label(bars, labels=[f"{m:,.0f}" for m in medians], fontsize=7)
+    ax.set_yscale("log")
+    ax.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(3)], ["launch 1", "launch 2", "launch 3"])
+    ax.set_ylabel("pipeline creation, ms (median of rounds)")
+    ax.set_title(f"{title}: three launches in a row, the driver's disk cache on")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def fmt(v, digits=1):
@@ -428,8 +468,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=7, help="interleaved reruns of the warm modes, for medians")
     ap.add_argument("--backends", default="binary,cache", help="PIPEKEEP_BACKEND values to run the pipekeep modes with")
     ap.add_argument("--runs-in-a-row", action="store_true",
-                    help="instead of the modes above: three launches in a row with the driver's disk cache on and the "
-                         "application's cache, without the layer, through pipekeep, with write-behind (issue 18)")
+                    help="only the headline: three launches in a row with the driver's disk cache on and the "
+                         "application's cache, without the layer, through pipekeep, with write-behind")
+    ap.add_argument("--isolating-only", action="store_true",
+                    help="only the modes with the driver's disk cache off (what pipekeep does alone)")
+    ap.add_argument("--every-extension", action="store_true",
+                    help="replays make their device as translation layers do (pipekeep replay --every-extension)")
     ap.add_argument("--linger-ms", type=int, default=0,
                     help="every launch keeps its device this long after its last pipeline, as an application that "
                          "goes on after its loading (pipekeep's background work goes on meanwhile)")
@@ -446,6 +490,8 @@ def main():
     dbs = {"ncnn": drv["ncnn"], "pygfx": "pygfx-1008variants.foz", "synth": "saschawillems-glsl-synth.foz"}
     report = [f"### {args.driver}: " + subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.strip(), ""]
     raw = {}
+    users = [f"### {args.driver}, as users run: " + subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.strip(), ""]
+    users_raw = {}
     for wl in args.workloads.split(","):
         threads_list = args.ncnn_threads if wl == "ncnn" and args.ncnn_threads else args.threads
         for threads in [int(t) for t in threads_list.split(",")]:
@@ -460,14 +506,25 @@ def main():
 
                 def cmd_for(th, cache, db=db):
                     c = [tool, "replay", "--json", "--times", "--threads", str(th), db]
+                    c += ["--every-extension"] if args.every_extension else []
                     c += ["--linger-ms", str(args.linger_ms)] if args.linger_ms else []
                     return c + (["--app-cache", cache] if cache else [])
                 supports = True
             started = time.monotonic()
             other = None
-            if args.runs_in_a_row:
-                other = ("in-a-row", bench_runs_in_a_row(wl, cmd_for, args, drv, threads, manifest, scratch))
-            elif args.driver_change:
+            if not (args.isolating_only or args.driver_change):
+                # The headline, what users get: the driver's disk cache on, three launches.
+                text, runs = bench_runs_in_a_row(wl, cmd_for, args, drv, threads, manifest, scratch)
+                users.append(text)
+                users_raw[f"{wl}-{threads}"] = runs
+                print(text, flush=True)
+                with open(os.path.join(args.out, f"{args.driver}-users.md"), "w") as f:
+                    f.write("\n".join(users))
+                with open(os.path.join(args.out, f"{args.driver}-users.json"), "w") as f:
+                    json.dump(users_raw, f, indent=1)
+                if args.runs_in_a_row:
+                    continue
+            if args.driver_change:
                 other = ("driver-change", bench_driver_change(wl, cmd_for, args, drv, threads, manifest, scratch, tool))
             if other:
                 suffix, (text, runs) = other

@@ -8,6 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The plot of the launches (scripts/bench.py) is drawn by matplotlib.
+# Debian's package where python3 is Debian's; pip's where it is another (pyenv, a venv).
+python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib 2>/dev/null || {
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get install -y -q --no-install-recommends python3-matplotlib
+}
 cargo build --release --locked --bins --lib
 mkdir -p bench-out
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/pipekeep-runtime-$(id -u)}"
