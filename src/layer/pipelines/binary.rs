@@ -1,0 +1,205 @@
+//! The `binary` backend: a found entry's binaries made into objects and the pipeline built from
+//! them; a miss built as the application asked with the capture flag added, its binaries read
+//! and kept; a miss the driver builds alike to one compiled earlier in the run made from that
+//! one's binaries. No binary object outlives the call that made it.
+
+use super::*;
+
+/// `binary`, found: the entry's binaries made into objects, the pipeline built from them, the
+/// objects destroyed. `None` where the driver refused the binaries or the build (counted: a
+/// driver that refuses them all switches the device to `cache`); the caller then compiles.
+pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    fns: &BinaryFns,
+    entry: &FoundEntry,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Option<Kept> {
+    if SETTINGS.test_refuse_binaries {
+        // As NVIDIA's driver does with binaries another process wrote.
+        b.dev.binaries_refused();
+        return None;
+    }
+    let marker = b.store.hold_marker(entry);
+    if aborts_in_this_load(b.store, entry) {
+        std::process::abort();
+    }
+    let inside = enter_found_gate(b.dev);
+    let loaded = entry.with_data(|data| {
+        // Checked at lookup.
+        let parsed = crate::store::binaries::parse(data).ok()?;
+        // SAFETY: the device takes binaries (`fns` were loaded for it).
+        Some(unsafe { binaries::load(b.dev, fns, &parsed) })
+    })?;
+    let objects = match loaded {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::debug!(entry = %b.key.file_name(), result = ?e, "the driver refused the kept binaries");
+            b.dev.binaries_failed(e);
+            return None;
+        }
+    };
+    lap.to(Phase::Cache);
+    // SAFETY: binaries made for this build.
+    let built = unsafe { build_from_objects(b, objects, lap, slot) };
+    drop(inside);
+    drop(marker);
+    let Ok(r) = built else {
+        tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from the kept binaries");
+        b.dev
+            .binaries_failed(built.err().unwrap_or(vk::Result::ERROR_UNKNOWN));
+        return None;
+    };
+    // SAFETY: the application's chain.
+    unsafe { report_found_to_the_application(b.info) };
+    b.dev.writer.stamp(b.store.clone(), entry.name());
+    Some(Kept::Made(r, Outcome::Found))
+}
+
+/// Builds the pipeline from binary objects made for it (chained in front, no cache: the binaries
+/// are the pipeline), destroyed after. `Err` with the driver's answer where it made none.
+///
+/// # Safety
+/// `objects` must be binaries of `b`'s device.
+pub(super) unsafe fn build_from_objects<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    objects: binaries::Objects<'_>,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Result<vk::Result, vk::Result> {
+    let binary_info = binaries::info_for(&objects, b.info.p_next());
+    // SAFETY: the layer's binaries, alive until after the build.
+    let r = unsafe { build_with_in_front(b, &binary_info, lap, slot) };
+    drop(objects);
+    if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
+        *slot = vk::Pipeline::null();
+        return Err(r);
+    }
+    Ok(r)
+}
+
+/// `binary`, a miss the driver builds as it built a pipeline compiled earlier in this run (the
+/// same driver key, `sharing`): made from that pipeline's binaries and written as this one's
+/// entry, as an application's own cache would have served it. `None` where the driver would
+/// not; the caller then compiles.
+pub(super) unsafe fn build_from_shared<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    fns: &BinaryFns,
+    captured: &binaries::Captured,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Option<Kept> {
+    let parts: Vec<crate::store::binaries::Binary<'_>> = captured
+        .iter()
+        .map(|(key, data)| crate::store::binaries::Binary { key, data })
+        .collect();
+    // SAFETY: the device takes binaries (`fns` were loaded for it); these are its own.
+    let built = unsafe { binaries::load(b.dev, fns, &parts) }.and_then(|objects| {
+        lap.to(Phase::Cache);
+        // SAFETY: binaries made for this build.
+        unsafe { build_from_objects(b, objects, lap, slot) }
+    });
+    let Ok(r) = built else {
+        tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from a pipeline's binaries of the same driver key; compiling");
+        return None;
+    };
+    keep_binaries(b, captured);
+    Some(Kept::Made(r, Outcome::Shared))
+}
+
+/// `binary`, a miss: built with the capture flag added (through a
+/// `VkPipelineCreateFlags2CreateInfoKHR` of the layer's carrying the application's flags) and
+/// no cache: Vulkan allows the capture flag only with `pipelineCache` NULL
+/// (VUID-vkCreateComputePipelines-pNext-09617), so an application's own cache does not receive a
+/// kept pipeline's first build. The binaries are then read and written as the entry, and the
+/// captured data released. A miss the driver would build as it built a pipeline compiled earlier
+/// in the run (the same driver key, `sharing`) is made from that pipeline's binaries instead: the
+/// sharing the application's cache would have given. (Taking the binaries from the driver's
+/// internal cache after a build as asked was tried and measured: no faster on RADV, and on
+/// NVIDIA it gave 311 MB of binaries for pygfx's 641 pipelines, a fifth of them refused by the
+/// next process.) This build is the application's ask: a failure is its answer.
+pub(super) unsafe fn build_capturing<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    fns: &BinaryFns,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Kept {
+    // Not asked on the rebuild's threads, which take no lock an application thread takes.
+    let driver_key = (SETTINGS.share_builds && !b.rebuilding)
+        // SAFETY: the application's create info, valid for the call.
+        .then(|| unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) })
+        .flatten();
+    lap.to(Phase::Lookup);
+    if let Some(key) = &driver_key {
+        if let Some(captured) = b.dev.shared_builds.get(key) {
+            // SAFETY: as for this function.
+            if let Some(made) = unsafe { build_from_shared(b, fns, &captured, lap, slot) } {
+                return made;
+            }
+            // Compiled below, and held in their place.
+            b.dev.shared_builds.forget(key);
+        }
+    }
+    lap.to(Phase::Cache);
+    let flags2 = vk::PipelineCreateFlags2CreateInfoKHR {
+        p_next: b.info.p_next(),
+        flags: vk::PipelineCreateFlags2KHR::from_raw(b.flags.bits | bin::CAPTURE_DATA),
+        ..Default::default()
+    };
+    // SAFETY: the application's flags with the capture flag added, and no cache (as the capture
+    // flag requires).
+    let r = unsafe { build_with_in_front(b, &flags2, lap, slot) };
+    if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
+        return Kept::Made(r, Outcome::PassedThrough);
+    }
+    // SAFETY: the pipeline just made with the capture flag.
+    match unsafe { binaries::capture(b.dev, fns, *slot) } {
+        Ok(captured) => {
+            keep_binaries(b, &captured);
+            if let Some(key) = driver_key {
+                b.dev.shared_builds.hold(key, Arc::new(captured));
+            }
+        }
+        Err(e) => {
+            tracing::debug!(entry = %b.key.file_name(), result = ?e, "no binaries from a compiled pipeline; not kept")
+        }
+    }
+    Kept::Made(r, Outcome::Compiled)
+}
+
+/// Builds the application's create info with `front` chained before its own structures (whose
+/// `pNext` must already be the application's chain), through no pipeline cache, with the
+/// application's allocator.
+///
+/// # Safety
+/// `front` must be a valid structure extending the create info, alive for the call.
+pub(super) unsafe fn build_with_in_front<T: PipelineInfo, S>(
+    b: &Build<'_, T>,
+    front: &S,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> vk::Result {
+    let mut with = *b.info;
+    with.set_p_next((front as *const S).cast());
+    // SAFETY: as the caller vouches; the application's create info otherwise.
+    let r = unsafe {
+        (b.next)(
+            b.dev.handle,
+            vk::PipelineCache::null(),
+            1,
+            &with,
+            b.allocator,
+            slot,
+        )
+    };
+    lap.to(Phase::Driver);
+    r
+}
+
+/// Queues a pipeline's binaries as its entry.
+pub(super) fn keep_binaries<T: PipelineInfo>(b: &Build<'_, T>, captured: &binaries::Captured) {
+    let payload =
+        crate::store::binaries::encode(captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())));
+    b.write_entry(PayloadKind::Binaries, payload);
+    record_compiled(b, false);
+}

@@ -1,0 +1,292 @@
+//! The `cache` backend (D994's way): a pipeline cache of the layer's own made from the entry (an
+//! empty one on a miss), the pipeline built through it with the application's cache swapped out,
+//! found or compiled told by feedback or the cache's size; the merged caches reading ahead made;
+//! and NVIDIA's dictionary handed to the driver before a device's first compile.
+
+use super::*;
+
+/// A pipeline cache of the layer's own, from checked entry data or empty.
+pub(in crate::layer) unsafe fn create_cache(
+    dev: &DeviceData,
+    data: Option<&[u8]>,
+) -> Result<vk::PipelineCache, vk::Result> {
+    let data = data.filter(|d| !d.is_empty()); // never non-NULL initial data of size 0
+    let ci = vk::PipelineCacheCreateInfo {
+        initial_data_size: data.map_or(0, |d| d.len()),
+        p_initial_data: data.map_or(std::ptr::null(), |d| d.as_ptr().cast()),
+        ..Default::default()
+    };
+    let mut cache = vk::PipelineCache::null();
+    // SAFETY: a valid create info whose data outlives the call.
+    match unsafe { (dev.fns.create_pipeline_cache)(dev.handle, &ci, std::ptr::null(), &mut cache) }
+    {
+        vk::Result::SUCCESS => Ok(cache),
+        e => Err(e),
+    }
+}
+
+pub(super) unsafe fn cache_size(dev: &DeviceData, cache: vk::PipelineCache) -> usize {
+    let mut size = 0usize;
+    // SAFETY: a size query on the layer's own cache.
+    let _ = unsafe {
+        (dev.fns.get_pipeline_cache_data)(dev.handle, cache, &mut size, std::ptr::null_mut())
+    };
+    size
+}
+
+pub(super) unsafe fn cache_data(dev: &DeviceData, cache: vk::PipelineCache) -> Vec<u8> {
+    // SAFETY: the two-call idiom on the layer's own cache.
+    let mut size = unsafe { cache_size(dev, cache) };
+    let mut data = vec![0u8; size];
+    let r = unsafe {
+        (dev.fns.get_pipeline_cache_data)(dev.handle, cache, &mut size, data.as_mut_ptr().cast())
+    };
+    if r != vk::Result::SUCCESS {
+        return Vec::new();
+    }
+    data.truncate(size);
+    data
+}
+
+/// Before the driver compiles for this device, and on the opening thread once the store is
+/// open: the dictionary the identity names is handed over first ([`DeviceDictionaries::prime`]:
+/// once a device; a compile that comes while it is being handed over waits for it, a found
+/// pipeline never does).
+///
+/// [`DeviceDictionaries::prime`]: super::dictionary::DeviceDictionaries::prime
+pub(in crate::layer) fn prime_dictionary(dev: &DeviceData) {
+    // A compile that comes before the store is open waits for the opening (once a process an
+    // identity) rather than compile first: a driver that has compiled anything refuses every
+    // entry carrying a dictionary it does not hold.
+    if !dev.dictionaries.cuts() {
+        return;
+    }
+    if let Some(store) = dev.store() {
+        // SAFETY: checked entries, handed to the device's own driver.
+        let stand_in = dev.dictionaries.prime(store, |entry, seed| unsafe {
+            hand_over(dev, store, entry, seed)
+        });
+        if let Some((name, id)) = stand_in {
+            dev.dictionaries.note(&dev.writer, store, name, id);
+        }
+    }
+}
+
+/// Makes the driver a cache of `entry` as `seed` says, under the loading marker, and destroys it
+/// at once: the driver then holds what the entry carries. Whether the cache was made.
+pub(super) unsafe fn hand_over(
+    dev: &DeviceData,
+    store: &Store,
+    entry: &FoundEntry,
+    seed: &Seed,
+) -> bool {
+    let marker = store.hold_marker(entry);
+    // SAFETY: checked data, handed to the device's own driver.
+    let made = seed.with_data(entry, |data| {
+        // SAFETY: checked data, handed to the device's own driver.
+        unsafe { create_cache(dev, Some(data)) }.map(|cache| (cache, data.len()))
+    });
+    drop(marker);
+    match made {
+        // A driver makes a cache from data it does not take all the same (the spec has it
+        // ignore incompatible data): held only where the cache holds what it was given.
+        Ok((cache, given)) => {
+            // SAFETY: the layer's own cache, just made.
+            let holds = unsafe { cache_size(dev, cache) };
+            drop(OwnCache { dev, cache });
+            let taken = holds >= given / 2;
+            if !taken {
+                tracing::debug!(entry = %entry.name(), given, holds, "the driver made a cache without the entry naming its dictionary");
+            }
+            taken
+        }
+        Err(e) => {
+            tracing::debug!(entry = %entry.name(), result = ?e, "the driver would not make a cache from the entry naming its dictionary");
+            false
+        }
+    }
+}
+
+/// The layer's own cache, destroyed when dropped.
+pub(in crate::layer) struct OwnCache<'a> {
+    pub dev: &'a DeviceData,
+    pub cache: vk::PipelineCache,
+}
+
+impl Drop for OwnCache<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the layer's own cache, no longer used.
+        unsafe {
+            (self.dev.fns.destroy_pipeline_cache)(self.dev.handle, self.cache, std::ptr::null())
+        };
+    }
+}
+
+/// `cache`, merged: the entry was checked whole and merged into one of the device's merged
+/// caches by reading ahead; the pipeline is built through that cache (no cache of its own is
+/// made). Found is the feedback's cache-hit bit; an entry merged but not served counts as
+/// `refused` (its pipeline is the driver's compile, through the merged cache). A build that fails
+/// is asked once more, as the application asked.
+pub(super) unsafe fn build_merged<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    merged: MergedEntry,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Kept {
+    let dev = b.dev;
+    // SAFETY: the application's create info; the feedback outlives the build.
+    let mut feedback = unsafe { Feedback::for_info(dev, b.info) };
+    let layer_feedback = feedback.as_mut().and_then(|f| f.layer_info(b.info));
+    let with_feedback = chained(b.info, layer_feedback.as_ref());
+    let cache = vk::PipelineCache::from_raw(merged.within.cache);
+    let inside = enter_found_gate(dev);
+    lap.to(Phase::Cache);
+    // SAFETY: a merged cache of this device, complete before it was published and only built
+    // through since; it lives until the device ends.
+    let r = unsafe { (b.next)(dev.handle, cache, 1, &with_feedback, b.allocator, slot) };
+    drop(inside);
+    lap.to(Phase::Driver);
+    if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
+        *slot = vk::Pipeline::null();
+        return Kept::AskAsAsked;
+    }
+    let hit = feedback
+        .as_ref()
+        .and_then(Feedback::cache_hit)
+        .unwrap_or(false);
+    if !hit {
+        b.store.remove_refused(b.key);
+        return Kept::Made(r, Outcome::Refused);
+    }
+    dev.writer.stamp(b.store.clone(), merged.name);
+    Kept::Made(r, Outcome::FoundMerged)
+}
+
+/// `cache` (D994's way): the pipeline built through a cache of the layer's own, made from the
+/// entry's data where found (the application's cache swapped out), else empty; what was compiled
+/// is written as the entry. `already_asked`: the driver was asked once already (binaries it
+/// refused), so a failure here is the answer.
+pub(super) unsafe fn build_cached<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    found: Option<FoundEntry>,
+    already_asked: bool,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Kept {
+    let (dev, store, key, info) = (b.dev, b.store, b.key, b.info);
+    // SAFETY: the application's create info; the feedback outlives every build below.
+    let mut feedback = unsafe { Feedback::for_info(dev, info) };
+    let layer_feedback = feedback.as_mut().and_then(|f| f.layer_info(info));
+    let with_feedback = chained(info, layer_feedback.as_ref());
+    let measure_size = feedback.is_none();
+    let through = |seed: Option<&[u8]>, lap: &mut Lap, slot: &mut vk::Pipeline| unsafe {
+        build_through(
+            dev,
+            seed,
+            &with_feedback,
+            b.allocator,
+            b.next,
+            measure_size,
+            lap,
+            slot,
+        )
+    };
+
+    // Through the entry where the driver makes a cache of it; else through an empty cache.
+    let mut seeded = None;
+    let mut attempt = None;
+    if let Some(entry) = found {
+        let marker = store.hold_marker(&entry);
+        if aborts_in_this_load(store, &entry) {
+            std::process::abort();
+        }
+        let seed = dev.dictionaries.seed(&entry);
+        let inside = enter_found_gate(dev);
+        let tried = seed.with_data(&entry, |data| through(Some(data), lap, slot));
+        drop(inside);
+        if tried.is_err() {
+            dev.dictionaries.after(&seed, false);
+        }
+        match tried {
+            Ok(built) => {
+                attempt = Some(built);
+                seeded = Some((entry, seed));
+            }
+            Err(e) if b.must_be_found() => {
+                tracing::debug!(result = ?e, "no cache from the kept entry; asking as the application did");
+                return Kept::AskAsAsked;
+            }
+            Err(e) => {
+                tracing::warn!(entry = %key.file_name(), result = ?e, "the driver would not make a cache from the kept entry; compiling afresh")
+            }
+        }
+        drop(marker);
+        lap.to(Phase::Cache);
+    }
+    if attempt.is_none() {
+        prime_dictionary(dev);
+    }
+    let built = match attempt {
+        Some(built) => built,
+        None => match through(None, lap, slot) {
+            Ok(built) => built,
+            Err(_) => return Kept::AskAsAsked, // no cache of our own: nothing was built
+        },
+    };
+    if built.result != vk::Result::SUCCESS {
+        *slot = vk::Pipeline::null();
+        if already_asked {
+            return Kept::Made(built.result, Outcome::PassedThrough);
+        }
+        // The driver failed this build: asked once more, as asked, by the caller.
+        tracing::debug!(entry = %key.file_name(), result = ?built.result, seeded = seeded.is_some(), "the driver did not build the pipeline; asking once more as the application did");
+        return Kept::AskAsAsked;
+    }
+    // Found or compiled: the feedback's cache-hit bit where the driver marks it valid (on RADV a
+    // found pipeline may change the cache's size by a few bytes), else the cache's size. Feedback
+    // chained but not marked valid says nothing: counted as compiled, the entry is written again.
+    let hit = match feedback.as_ref() {
+        Some(f) => f.cache_hit().unwrap_or(false),
+        None => !built.grew,
+    };
+    if let Some((entry, seed)) = &seeded {
+        if let Some(learned) = dev.dictionaries.after(seed, hit) {
+            dev.dictionaries
+                .note(&dev.writer, store, entry.name(), learned);
+        }
+    }
+    let outcome = match seeded.map(|(entry, _)| entry) {
+        Some(entry) if hit => {
+            // Stamped by the writer thread: the time update leaves the application's thread.
+            dev.writer.stamp(store.clone(), entry.into_name());
+            Outcome::Found
+        }
+        seeded => {
+            let data = unsafe { cache_data(dev, built.cache.cache) };
+            if holds_more_than_header(&data) {
+                dev.dictionaries
+                    .note_written(&dev.writer, store, key.file_name(), &data);
+                b.write_entry(PayloadKind::Cache, data);
+                record_compiled(b, false);
+            }
+            if seeded.is_some() || already_asked {
+                tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");
+                Outcome::Refused
+            } else {
+                Outcome::Compiled
+            }
+        }
+    };
+    Kept::Made(built.result, outcome)
+}
+
+/// Test only: whether `PIPEKEEP_TEST_ABORT_IN_LOAD` makes this load abort the process.
+pub(super) fn aborts_in_this_load(store: &Store, entry: &FoundEntry) -> bool {
+    match SETTINGS.test_abort_in_load.as_deref() {
+        None => false,
+        Some(link) if link.contains('/') => {
+            store.entry_names_piece_file(&entry.name(), std::path::Path::new(link))
+        }
+        Some(_) => true,
+    }
+}

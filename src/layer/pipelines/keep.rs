@@ -1,0 +1,57 @@
+//! What a compiled pipeline leaves for the title: its create info in the record (`record.foz`),
+//! owed to the background rebuild under write-behind.
+
+use super::*;
+
+/// Queues a compiled pipeline for the title's record (`<title>/record.foz`), with the content
+/// of every object it names, as its key captured them. `pending`: its entry is left to a later
+/// rebuild (write-behind).
+pub(super) fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) {
+    let dev = b.dev;
+    let Some(file) = dev.record.as_ref() else {
+        return;
+    };
+    // SAFETY: the application's create info, valid for the call.
+    let Some(desc) = (unsafe { b.info.recorded(&dev.objects, &dev.device_state, b.flags) }) else {
+        return;
+    };
+    let mut contents = Vec::new();
+    let mut keep = |digest: &Digest| {
+        if let Some(c) = dev.objects.content(digest) {
+            contents.push((*digest, c));
+        }
+    };
+    for digest in desc.names() {
+        keep(&digest);
+    }
+    if let Some(layout) = dev.objects.content(desc.layout()) {
+        if let crate::replay::record::Content::PipelineLayout(l) = &*layout {
+            for set in &l.set_layouts {
+                keep(set);
+                if let Some(set_layout) = dev.objects.content(set) {
+                    if let crate::replay::record::Content::SetLayout(sl) = &*set_layout {
+                        sl.bindings
+                            .iter()
+                            .flat_map(|b| b.immutable_samplers.iter().flatten())
+                            .for_each(&mut keep);
+                    }
+                }
+            }
+        }
+    }
+    let record = crate::replay::record::PipelineRecord {
+        key: *b.key,
+        desc,
+        contents,
+    };
+    if pending {
+        // In flight before counted as owed: a rebuild pass never takes this one as landed.
+        if let Err(e) = file.owe() {
+            tracing::debug!(record = %file.path().display(), error = %e, "the record is not marked as owing entries");
+        }
+        dev.owed_this_run
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    dev.writer
+        .record(file.clone(), record, dev.app_state.clone(), pending);
+}

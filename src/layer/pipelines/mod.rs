@@ -1,0 +1,527 @@
+//! The two pipeline intercepts and the flow of one pipeline (SPEC "Building a pipeline"), in the
+//! order the data goes: key it; look its entry up; the backend builds it, found or missed
+//! (`binary`: [`binary`], `cache`: [`cache`], each its own file); keep what was compiled and
+//! record it ([`keep`]); count it in the compile watch. Feedback, which tells found from compiled
+//! and reports to the application, is [`feedback`]'s. Any failure along the way ends in the call
+//! the application made, with the answer the driver gives it.
+
+mod binary;
+mod cache;
+mod feedback;
+mod keep;
+
+use binary::*;
+use cache::*;
+pub(super) use cache::{create_cache, prime_dictionary, OwnCache};
+use feedback::*;
+use keep::*;
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use ash::vk;
+use ash::vk::Handle;
+
+use super::abi::find_in_chain;
+use super::binaries;
+use super::binary_abi as bin;
+use super::capture::{self, Flags};
+use super::device::{device_data, unrecorded_next, Backend, BinaryFns, DeviceData};
+use super::dictionary::Seed;
+use super::found_gate::FoundGate;
+use super::guard::{guarded, SETTINGS};
+use super::objects::Objects;
+use super::sharing;
+use crate::key::{Digest, PipelineKey, Unkeyable};
+use crate::store::envelope::{holds_more_than_header, PayloadKind};
+use crate::store::{FoundEntry, Lookup, MergedEntry, Store};
+use crate::watch::{Lap, Outcome, Phase};
+
+type CreateFn<T> = unsafe extern "system" fn(
+    vk::Device,
+    vk::PipelineCache,
+    u32,
+    *const T,
+    *const vk::AllocationCallbacks<'_>,
+    *mut vk::Pipeline,
+) -> vk::Result;
+
+/// What the flow needs of a compute or graphics create info.
+trait PipelineInfo: Copy {
+    /// The Vulkan command that creates this kind of pipeline.
+    const COMMAND: &'static std::ffi::CStr;
+    fn legacy_flags(&self) -> vk::PipelineCreateFlags;
+    fn p_next(&self) -> *const c_void;
+    fn set_p_next(&mut self, p: *const c_void);
+    fn base_index(&self) -> i32;
+    fn set_base(&mut self, base: vk::Pipeline);
+    fn stage_count(&self) -> u32;
+    /// # Safety
+    /// `self` must be a valid create info; `flags` its effective flags.
+    unsafe fn key(
+        &self,
+        objects: &Objects,
+        device: &Digest,
+        flags: Flags,
+    ) -> Result<PipelineKey, Unkeyable>;
+    /// The pipeline as the record writes it (`None`: not recorded).
+    /// # Safety
+    /// As for [`PipelineInfo::key`].
+    unsafe fn recorded(
+        &self,
+        objects: &Objects,
+        device: &Digest,
+        flags: Flags,
+    ) -> Option<crate::replay::record::Recorded>;
+}
+
+macro_rules! pipeline_info {
+    ($ty:ty, $command:literal, $stages:expr, $capture:path, $record:expr) => {
+        impl PipelineInfo for $ty {
+            const COMMAND: &'static std::ffi::CStr = $command;
+            fn legacy_flags(&self) -> vk::PipelineCreateFlags {
+                self.flags
+            }
+            fn p_next(&self) -> *const c_void {
+                self.p_next
+            }
+            fn set_p_next(&mut self, p: *const c_void) {
+                self.p_next = p;
+            }
+            fn base_index(&self) -> i32 {
+                self.base_pipeline_index
+            }
+            fn set_base(&mut self, base: vk::Pipeline) {
+                self.base_pipeline_handle = base;
+                self.base_pipeline_index = -1;
+            }
+            fn stage_count(&self) -> u32 {
+                let count: fn(&Self) -> u32 = $stages;
+                count(self)
+            }
+            unsafe fn key(
+                &self,
+                objects: &Objects,
+                device: &Digest,
+                flags: Flags,
+            ) -> Result<PipelineKey, Unkeyable> {
+                // SAFETY: as the caller vouches.
+                unsafe { $capture(self, objects, device, flags) }
+            }
+            unsafe fn recorded(
+                &self,
+                objects: &Objects,
+                device: &Digest,
+                flags: Flags,
+            ) -> Option<crate::replay::record::Recorded> {
+                let record: unsafe fn(
+                    &Self,
+                    &Objects,
+                    &Digest,
+                    Flags,
+                ) -> Option<crate::replay::record::Recorded> = $record;
+                // SAFETY: as the caller vouches.
+                unsafe { record(self, objects, device, flags) }
+            }
+        }
+    };
+}
+
+pipeline_info!(
+    vk::ComputePipelineCreateInfo<'static>,
+    c"vkCreateComputePipelines",
+    |_| 1,
+    capture::compute,
+    |ci, objects, device, flags| unsafe { capture::compute_desc(ci, objects, device, flags) }
+        .ok()
+        .map(crate::replay::record::Recorded::Compute)
+);
+pipeline_info!(
+    vk::GraphicsPipelineCreateInfo<'static>,
+    c"vkCreateGraphicsPipelines",
+    |g| g.stage_count,
+    capture::graphics,
+    |ci, objects, device, flags| unsafe { capture::graphics_desc(ci, objects, device, flags) }
+        .ok()
+        .map(|d| crate::replay::record::Recorded::Graphics(Box::new(d)))
+);
+
+pub unsafe extern "system" fn create_compute_pipelines(
+    device: vk::Device,
+    cache: vk::PipelineCache,
+    count: u32,
+    infos: *const vk::ComputePipelineCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Pipeline,
+) -> vk::Result {
+    // SAFETY: the application's arguments, forwarded as received.
+    unsafe {
+        create_pipelines(device, cache, count, infos.cast(), allocator, out, |d| {
+            d.fns.create_compute_pipelines
+        })
+    }
+}
+
+pub unsafe extern "system" fn create_graphics_pipelines(
+    device: vk::Device,
+    cache: vk::PipelineCache,
+    count: u32,
+    infos: *const vk::GraphicsPipelineCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Pipeline,
+) -> vk::Result {
+    // SAFETY: the application's arguments, forwarded as received.
+    unsafe {
+        create_pipelines(device, cache, count, infos.cast(), allocator, out, |d| {
+            d.fns.create_graphics_pipelines
+        })
+    }
+}
+
+/// Splits a call into one call a pipeline, keeping the Vulkan rules for the returned array:
+/// the first error is returned, else `VK_PIPELINE_COMPILE_REQUIRED` if any asked it; with
+/// `EARLY_RETURN_ON_FAILURE` the pipelines after a failure are NULL. The flags that decide are
+/// the effective ones (flags2's where chained).
+unsafe fn create_pipelines<T: PipelineInfo>(
+    device: vk::Device,
+    app_cache: vk::PipelineCache,
+    count: u32,
+    infos: *const T,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Pipeline,
+    next_of: fn(&DeviceData) -> CreateFn<T>,
+) -> vk::Result {
+    // SAFETY: a device created through this layer.
+    let Some(dev) = (unsafe { device_data(device) }) else {
+        // Its data could not be recorded: straight to the next layer.
+        return match unsafe { unrecorded_next::<CreateFn<T>>(device, T::COMMAND) } {
+            Some(next) => unsafe { next(device, app_cache, count, infos, allocator, out) },
+            // A result vkCreate*Pipelines may return.
+            None => vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        };
+    };
+    let dev: &DeviceData = &dev;
+    let next = next_of(dev);
+    let as_asked = || unsafe { next(dev.handle, app_cache, count, infos, allocator, out) };
+    if count == 0 || infos.is_null() || out.is_null() || !dev.works_here() {
+        return as_asked();
+    }
+    // SAFETY: count create infos in, count handles out, per the spec.
+    let infos = unsafe { std::slice::from_raw_parts(infos, count as usize) };
+    let out_ptr = out;
+    guarded(
+        "vkCreate*Pipelines",
+        || {
+            let out = unsafe { std::slice::from_raw_parts_mut(out_ptr, infos.len()) };
+            out.fill(vk::Pipeline::null());
+            let mut result = vk::Result::SUCCESS;
+            for (i, original) in infos.iter().enumerate() {
+                let mut info = *original;
+                // SAFETY: the application's valid chain. Read once a pipeline, for all below.
+                let flags = unsafe { Flags::of(info.legacy_flags(), info.p_next()) };
+                if flags.has(vk::PipelineCreateFlags::DERIVATIVE) && info.base_index() >= 0 {
+                    let base = out
+                        .get(info.base_index() as usize)
+                        .filter(|_| (info.base_index() as usize) < i);
+                    info.set_base(base.copied().unwrap_or_default());
+                }
+                let r = unsafe {
+                    build_one(dev, app_cache, &info, flags, allocator, next, &mut out[i])
+                };
+                if worse(r, result) {
+                    result = r;
+                }
+                if r != vk::Result::SUCCESS
+                    && flags.has(vk::PipelineCreateFlags::EARLY_RETURN_ON_FAILURE)
+                {
+                    break;
+                }
+            }
+            result
+        },
+        || {
+            // A panic midway: what this call made so far is destroyed (each pipeline is in `out`
+            // from the moment the driver made it), and the call is asked again, as asked.
+            let out = unsafe { std::slice::from_raw_parts_mut(out_ptr, infos.len()) };
+            for pipeline in out.iter_mut().filter(|p| **p != vk::Pipeline::null()) {
+                // SAFETY: a pipeline this call made and nobody has seen.
+                unsafe { (dev.fns.destroy_pipeline)(dev.handle, *pipeline, allocator) };
+                *pipeline = vk::Pipeline::null();
+            }
+            as_asked()
+        },
+    )
+}
+
+/// Whether `r` replaces `so_far` as the call's result: the first error wins over everything,
+/// `VK_PIPELINE_COMPILE_REQUIRED` over success.
+fn worse(r: vk::Result, so_far: vk::Result) -> bool {
+    (r.as_raw() < 0 && so_far.as_raw() >= 0)
+        || (r == vk::Result::PIPELINE_COMPILE_REQUIRED && so_far == vk::Result::SUCCESS)
+}
+
+/// One pipeline, through the store where it can be keyed, and counted. The pipeline is put in
+/// `slot` the moment the driver makes it.
+unsafe fn build_one<T: PipelineInfo>(
+    dev: &DeviceData,
+    app_cache: vk::PipelineCache,
+    info: &T,
+    flags: Flags,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    next: CreateFn<T>,
+    slot: &mut vk::Pipeline,
+) -> vk::Result {
+    let mut lap = Lap::start();
+    let rebuilding = REBUILDING.get();
+    if !rebuilding {
+        dev.app_activity.touch();
+    }
+    let as_asked = |outcome, lap: &mut Lap, slot: &mut vk::Pipeline| {
+        lap.to(Phase::Keep); // whatever the kept path did before it gave up
+        prime_dictionary(dev);
+        // SAFETY: the application's create info and cache, as it asked.
+        let r = unsafe { next(dev.handle, app_cache, 1, info, allocator, slot) };
+        lap.to(Phase::Driver);
+        (r, outcome)
+    };
+    if SETTINGS.test_panic {
+        panic!("PIPEKEEP_TEST_PANIC is set: a forced panic inside the pipeline intercept");
+    }
+    // SAFETY: the application's create info.
+    let keyed = unsafe { info.key(&dev.objects, &dev.device_state, flags) };
+    lap.to(Phase::Key);
+    let (r, outcome) = match keyed {
+        Err(why) => {
+            tracing::debug!(%why, "pipeline not keyed; built as asked and not kept");
+            as_asked(Outcome::Unkeyed, &mut lap, slot)
+        }
+        Ok(key) => match dev.store() {
+            None => as_asked(Outcome::PassedThrough, &mut lap, slot),
+            Some(store) => {
+                let b = Build {
+                    dev,
+                    store,
+                    key: &key,
+                    info,
+                    flags,
+                    allocator,
+                    next,
+                    rebuilding,
+                };
+                match unsafe { build_kept(&b, &mut lap, slot) } {
+                    Kept::Made(r, outcome) => (r, outcome),
+                    Kept::AskAsAsked => as_asked(Outcome::PassedThrough, &mut lap, slot),
+                    Kept::WriteBehind => {
+                        let (r, outcome) = as_asked(Outcome::Compiled, &mut lap, slot);
+                        if r == vk::Result::SUCCESS {
+                            record_compiled(&b, true);
+                        }
+                        (r, outcome)
+                    }
+                }
+            }
+        },
+    };
+    if SETTINGS.test_panic_after_build && *slot != vk::Pipeline::null() {
+        panic!("PIPEKEEP_TEST_PANIC_AFTER_BUILD is set: a forced panic after the driver built");
+    }
+    lap.to(Phase::Keep);
+    if *slot != vk::Pipeline::null() {
+        if rebuilding {
+            dev.watch.rebuilt();
+        } else {
+            dev.watch.record(outcome, &lap);
+        }
+    }
+    if !rebuilding {
+        dev.app_activity.touch();
+    }
+    r
+}
+
+thread_local! {
+    /// This thread builds the title's record in the background: its pipelines are counted apart
+    /// from the application's.
+    static REBUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as the background rebuild's (at its start).
+pub(super) fn mark_rebuild_thread() {
+    REBUILDING.set(true);
+}
+
+/// One build through a cache of the layer's own.
+struct Built<'a> {
+    result: vk::Result,
+    cache: OwnCache<'a>,
+    grew: bool,
+}
+
+/// `measure_size`: read the cache's size before and after, for a driver whose feedback cannot
+/// say found or compiled. The pipeline goes into `slot`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn build_through<'a, T: PipelineInfo>(
+    dev: &'a DeviceData,
+    seed: Option<&[u8]>,
+    info: &T,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    next: CreateFn<T>,
+    measure_size: bool,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Result<Built<'a>, vk::Result> {
+    // SAFETY (whole body): the layer's own cache and the application's create info.
+    let cache = OwnCache {
+        dev,
+        cache: unsafe { create_cache(dev, seed)? },
+    };
+    let before = if measure_size {
+        unsafe { cache_size(dev, cache.cache) }
+    } else {
+        0
+    };
+    lap.to(Phase::Cache);
+    let result = unsafe { next(dev.handle, cache.cache, 1, info, allocator, slot) };
+    lap.to(Phase::Driver);
+    let grew = measure_size && unsafe { cache_size(dev, cache.cache) } > before;
+    Ok(Built {
+        result,
+        cache,
+        grew,
+    })
+}
+
+/// What the kept path did.
+enum Kept {
+    /// The driver answered: the pipeline (if any) is in the slot.
+    Made(vk::Result, Outcome),
+    /// Nothing was made: ask the driver once, as the application asked.
+    AskAsAsked,
+    /// A miss under write-behind: build it as the application asked, record it, and leave its
+    /// entry to the background rebuild.
+    WriteBehind,
+}
+
+/// Everything one kept build needs, so the backends' paths take one argument.
+struct Build<'a, T> {
+    dev: &'a DeviceData,
+    store: &'a Arc<Store>,
+    key: &'a PipelineKey,
+    info: &'a T,
+    /// `info`'s effective flags.
+    flags: Flags,
+    allocator: *const vk::AllocationCallbacks<'a>,
+    next: CreateFn<T>,
+    /// Built by the background rebuild (never left to it: no write-behind).
+    rebuilding: bool,
+}
+
+impl<T> Build<'_, T> {
+    /// The compiled pipeline's entry: queued for the writer thread on the application's threads
+    /// (never written on a pipeline's path), written here on the rebuild's, which are background
+    /// threads already. So a rebuild pass's entries are in the store when it ends, and the next
+    /// pass finds them instead of compiling them again behind a writer a busy machine keeps
+    /// waiting.
+    fn write_entry(&self, kind: PayloadKind, data: Vec<u8>) {
+        let (writer, store) = (&self.dev.writer, self.store.clone());
+        if self.rebuilding {
+            writer.write_here(store, *self.key, kind, data);
+        } else {
+            writer.write(store, *self.key, kind, data);
+        }
+    }
+
+    /// The application asked with `FAIL_ON_PIPELINE_COMPILE_REQUIRED`.
+    fn must_be_found(&self) -> bool {
+        self.flags
+            .has(vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED)
+    }
+}
+
+/// The kept path: the entry looked up, then built by what it holds and the device's backend.
+/// The driver is asked to build the pipeline at most twice: once by the kept path, and, where
+/// that fails, once more as the application asked.
+unsafe fn build_kept<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    lap: &mut Lap,
+    slot: &mut vk::Pipeline,
+) -> Kept {
+    let (dev, store, key) = (b.dev, b.store, b.key);
+    let looked_up = store.lookup_for(key, dev.handle.as_raw());
+    lap.to(Phase::Lookup);
+    let found = match looked_up {
+        Ok(Lookup::Found(entry)) => Some(entry),
+        Ok(Lookup::Merged(m)) => return unsafe { build_merged(b, m, lap, slot) },
+        Ok(Lookup::Missing) => {
+            tracing::debug!(entry = %key.file_name(), "no entry; compiling");
+            None
+        }
+        Ok(Lookup::Dropped(_)) => None, // logged at warn by the store
+        Err(e) => {
+            tracing::debug!(error = %e, "entry unreadable; compiling afresh");
+            None
+        }
+    };
+    if b.must_be_found() && found.is_none() {
+        return Kept::AskAsAsked;
+    }
+    // An entry of binaries, on a device building from binaries (not one that switched to caches
+    // because its driver refuses them: each refusal would cost a build more).
+    let mut refused = false;
+    let found = match found {
+        Some(entry) if entry.kind() == PayloadKind::Binaries => {
+            let fns = dev
+                .binary_fns
+                .as_ref()
+                .filter(|_| dev.backend() == Backend::Binary);
+            if let Some(fns) = fns {
+                match unsafe { build_from_binaries(b, fns, &entry, lap, slot) } {
+                    Some(made) => return made,
+                    None => refused = true,
+                }
+            }
+            if b.must_be_found() {
+                return Kept::AskAsAsked;
+            }
+            None
+        }
+        other => other,
+    };
+    // Nowhere to keep it: built as without the layer.
+    if found.is_none() && dev.keeps_no_misses(store) {
+        return Kept::AskAsAsked;
+    }
+    // Write-behind: a miss costs what it costs without the layer, through the application's own
+    // cache; the rebuild (never itself behind) keeps it later. A pipeline an earlier run already
+    // left owed is kept now: a process that never pauses would otherwise owe it for ever.
+    if dev.write_behind
+        && found.is_none()
+        && !refused
+        && !b.rebuilding
+        && !dev.was_owed_before(b.key)
+    {
+        return Kept::WriteBehind;
+    }
+    // Binaries the driver refused are not written again as binaries: it is kept as a cache.
+    match (dev.backend(), dev.binary_fns.as_ref()) {
+        // The capture flag goes in a flags2 structure of the layer's, so not where the application
+        // chained its own (its flags would then be ignored).
+        (Backend::Binary, Some(fns)) if found.is_none() && !refused && !b.flags.chained => unsafe {
+            build_capturing(b, fns, lap, slot)
+        },
+        _ => unsafe { build_cached(b, found, refused, lap, slot) },
+    }
+}
+
+/// A found pipeline's place inside the driver (`PIPEKEEP_FOUND_CALLS`), whichever way it is
+/// built from its entry; `None` where the device has no bound. Held until the driver's call
+/// returns.
+fn enter_found_gate(dev: &DeviceData) -> Option<super::found_gate::Inside<'_>> {
+    let inside = dev.found_gate.as_ref().map(FoundGate::enter);
+    if inside.as_ref().is_some_and(|i| i.went_in_over()) {
+        tracing::debug!(
+            "went into the driver over the bound on found pipelines, having waited its longest"
+        );
+    }
+    inside
+}
