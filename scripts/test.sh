@@ -34,3 +34,6 @@ else
     PIPEKEEP_TEST_EVERY_EXTENSION=1 PIPEKEEP_TEST_BACKEND=cache cargo test --locked --no-fail-fast --test "$t"
   done
 fi
+
+# The Debian package: built, installed with dpkg, used by a program naming no layer, removed.
+scripts/package-test.sh
