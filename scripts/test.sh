@@ -35,5 +35,7 @@ else
   done
 fi
 
-# The Debian package: built, installed with dpkg, used by a program naming no layer, removed.
-scripts/package-test.sh
+# The Debian packages, the 64-bit layer's and the 32-bit one's: built, installed with dpkg, used
+# by a 64-bit and a 32-bit program naming no layer, removed.
+scripts/setup-i386.sh
+scripts/package-test.sh --i386

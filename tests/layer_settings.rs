@@ -139,6 +139,11 @@ fn the_loader_parses_the_manifests_without_a_complaint() {
             "manifest/package/VK_LAYER_PIPEKEEP_pipeline_store.x86_64.json",
             true,
         ),
+        // The 32-bit layer's, its library made this build's so that the loader loads it.
+        (
+            "manifest/package/VK_LAYER_PIPEKEEP_pipeline_store.i686.json",
+            true,
+        ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let mut doc: serde_json::Value =

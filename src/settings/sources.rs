@@ -622,6 +622,7 @@ mod tests {
         for m in [
             "manifest/VK_LAYER_PIPEKEEP_pipeline_store.json",
             "manifest/package/VK_LAYER_PIPEKEEP_pipeline_store.x86_64.json",
+            "manifest/package/VK_LAYER_PIPEKEEP_pipeline_store.i686.json",
         ] {
             let path = root.join(m);
             let doc: Value =
