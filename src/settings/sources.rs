@@ -2,9 +2,11 @@
 //! that the tools users configure layers with (Vulkan Configurator, `vk_layer_settings.txt`,
 //! `VK_EXT_layer_settings`) configure pipekeep too.
 //!
-//! - `vk_layer_settings.txt`: `pipekeep_pipeline_store.<name> = <value>` lines, the file named by
-//!   `VK_LAYER_SETTINGS_PATH` (the file itself, or a directory holding it), else the working
-//!   directory's. Other layers' lines are theirs and ignored.
+//! - `vk_layer_settings.txt`: `pipekeep_pipeline_store.<name> = <value>` lines, found where the
+//!   Khronos layer-settings library looks (Vulkan-Utility-Libraries, which the Khronos layers
+//!   use): Vulkan Configurator's `$XDG_DATA_HOME/vulkan/settings.d/` (default
+//!   `~/.local/share/...`), else the file `VK_LAYER_SETTINGS_PATH` names (the file itself, or a
+//!   directory holding it), else the working directory's. Other layers' lines are theirs.
 //! - `VK_EXT_layer_settings`: `VkLayerSettingsCreateInfoEXT` chained on the application's
 //!   `VkInstanceCreateInfo`, settings whose `pLayerName` is `VK_LAYER_PIPEKEEP_pipeline_store`.
 //!
@@ -260,9 +262,20 @@ fn read_as(kind: Kind, raw: &str) -> Option<String> {
     }
 }
 
-/// The settings file: `VK_LAYER_SETTINGS_PATH` (a file, or a directory holding
-/// `vk_layer_settings.txt`), else `vk_layer_settings.txt` in `cwd`; `None` where there is none.
+/// The settings file: Vulkan Configurator's (`$XDG_DATA_HOME/vulkan/settings.d/`, default
+/// `~/.local/share/vulkan/settings.d/`), else `VK_LAYER_SETTINGS_PATH` (a file, or a directory
+/// holding `vk_layer_settings.txt`), else `vk_layer_settings.txt` in `cwd`, in the order the
+/// Khronos layers look; `None` where there is none.
 pub fn settings_file(env: &dyn Fn(&str) -> Option<String>, cwd: Option<&Path>) -> Option<PathBuf> {
+    let non_empty = |k: &str| env(k).filter(|v| !v.is_empty());
+    let data = non_empty("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| non_empty("HOME").map(|h| PathBuf::from(h).join(".local/share")));
+    if let Some(configurator) = data.map(|d| d.join("vulkan/settings.d").join(FILE_NAME)) {
+        if configurator.is_file() {
+            return Some(configurator);
+        }
+    }
     let path = match env("VK_LAYER_SETTINGS_PATH").filter(|v| !v.is_empty()) {
         Some(p) => {
             let p = PathBuf::from(p);
@@ -301,8 +314,13 @@ pub fn parse_file(path: &Path, text: &str) -> (BTreeMap<String, String>, Vec<Set
     let mut values = BTreeMap::new();
     let mut problems = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
+        // A comment runs from `#` to the end of the line, wherever it starts (as the Khronos
+        // layers read the file).
+        let line = line
+            .split_once('#')
+            .map_or(line, |(before, _)| before)
+            .trim();
+        if line.is_empty() {
             continue;
         }
         let problem = |reason: String| SettingsFileError::Line {
@@ -484,7 +502,7 @@ mod tests {
     fn the_file_takes_our_lines_reads_them_as_their_kinds_and_names_what_it_refuses() {
         let text = "# a comment\n\
             khronos_validation.report_flags = error\n\
-            pipekeep_pipeline_store.max_bytes = 1000000\n\
+            pipekeep_pipeline_store.max_bytes = 1000000 # a megabyte\n\
             pipekeep_pipeline_store.share_builds = false\n\
             pipekeep_pipeline_store.disable = false\n\
             pipekeep_pipeline_store.title =\n\
@@ -548,6 +566,18 @@ mod tests {
         std::fs::write(b.join("custom.txt"), "").unwrap();
         let none = env_of(&[]);
         assert_eq!(settings_file(&none, Some(&a)), Some(a.join(FILE_NAME)));
+        // Vulkan Configurator's file comes first, as the Khronos layers read it.
+        let data = dir.path().join("data");
+        let configurator = data.join("vulkan/settings.d").join(FILE_NAME);
+        std::fs::create_dir_all(configurator.parent().unwrap()).unwrap();
+        std::fs::write(&configurator, "").unwrap();
+        let vkconfig = env_of(&[
+            ("XDG_DATA_HOME", data.to_str().unwrap()),
+            ("VK_LAYER_SETTINGS_PATH", a.to_str().unwrap()),
+        ]);
+        assert_eq!(settings_file(&vkconfig, Some(&b)), Some(configurator));
+        let home = env_of(&[("HOME", dir.path().to_str().unwrap())]);
+        assert_eq!(settings_file(&home, Some(&b)), None);
         assert_eq!(settings_file(&none, Some(&b)), None);
         let to_dir = env_of(&[("VK_LAYER_SETTINGS_PATH", a.to_str().unwrap())]);
         assert_eq!(settings_file(&to_dir, Some(&b)), Some(a.join(FILE_NAME)));

@@ -850,7 +850,7 @@ pub fn where_(args: WhereArgs) -> Result<ExitCode, String> {
     println!(
         "settings file: {}",
         sources.file.as_ref().map_or(
-            format!("none (VK_LAYER_SETTINGS_PATH, or {FILE_NAME} in the working directory)"),
+            format!("none (Vulkan Configurator's $XDG_DATA_HOME/vulkan/settings.d/{FILE_NAME}, VK_LAYER_SETTINGS_PATH, or {FILE_NAME} in the working directory)"),
             |p| p.display().to_string()
         )
     );
