@@ -9,10 +9,28 @@
 #
 #   scripts/package-test.sh [--i386]
 #
-# It installs into the system (/usr): run it on a test machine or in CI, never beside an install
-# of the package you mean to keep (it refuses when the package is already installed).
+# It installs into the system (/usr; with --i386 it adds the i386 architecture and packages too,
+# through scripts/setup-i386.sh): run it on a test machine or in CI, never beside an install of the
+# package you mean to keep (it skips when the package is already installed). On a machine others
+# use, PIPEKEEP_PACKAGE_TEST_ISOLATED=1 runs it all in a private mount namespace with /usr, /var
+# and /etc overlaid (root and overlayfs needed): dpkg and apt work as ever, and no other process
+# sees what they install, for an implicit layer is on for every Vulkan program of the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${PIPEKEEP_PACKAGE_TEST_ISOLATED:-}" = 1 ] && [ -z "${PIPEKEEP_PACKAGE_TEST_INSIDE:-}" ]; then
+  upper=$(mktemp -d)
+  rc=0
+  PIPEKEEP_PACKAGE_TEST_INSIDE=1 unshare -m --propagation private bash -c '
+    set -e
+    for d in usr var etc; do
+      mkdir -p "$0/$d/upper" "$0/$d/work"
+      mount -t overlay overlay -o "lowerdir=/$d,upperdir=$0/$d/upper,workdir=$0/$d/work" "/$d"
+    done
+    exec "$@"' "$upper" "$PWD/scripts/package-test.sh" "$@" || rc=$?
+  rm -rf "$upper"
+  exit "$rc"
+fi
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -42,6 +60,7 @@ app="$PWD/target/debug/pipekeep-testapp"
 debs=("$deb")
 pkgs=(pipekeep)
 if [ "$i386" -eq 1 ]; then
+  scripts/setup-i386.sh
   # Debian's rustc-web with its i686 standard library, no rustup; a target directory of its own,
   # so the two compilers never rebuild each other's host artifacts.
   i686() {

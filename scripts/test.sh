@@ -37,5 +37,5 @@ fi
 
 # The Debian packages, the 64-bit layer's and the 32-bit one's: built, installed with dpkg, used
 # by a 64-bit and a 32-bit program naming no layer, removed.
-scripts/setup-i386.sh
+# (It installs into the system: PIPEKEEP_PACKAGE_TEST_ISOLATED=1 keeps that from other processes.)
 scripts/package-test.sh --i386
