@@ -181,7 +181,21 @@ impl Settings {
     ) -> Settings {
         let mut settings = Settings::from_lookup(|name| sources.lookup(env, name).0);
         let mut problems = sources.problems.clone();
-        problems.append(&mut settings.problems);
+        // A refused value names its variable; one that came from elsewhere says where, so the
+        // user finds the line to mend.
+        problems.extend(settings.problems.drain(..).map(|p| {
+            let origin = sources::TABLE
+                .iter()
+                .map(|s| s.env())
+                .find(|var| p.starts_with(&format!("{var}=")))
+                .map(|var| sources.lookup(env, &var).1);
+            match origin {
+                Some(o @ (sources::Origin::Application | sources::Origin::File(_))) => {
+                    format!("{p} (given by the {o})")
+                }
+                _ => p,
+            }
+        }));
         settings.problems = problems;
         settings
     }

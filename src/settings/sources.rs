@@ -557,6 +557,31 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_value_from_the_file_or_the_application_says_where_it_came_from() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(FILE_NAME),
+            "pipekeep_pipeline_store.backend = fast\n",
+        )
+        .unwrap();
+        let app = vec![("max_bytes".to_string(), "lots".to_string())];
+        let env = env_of(&[("PIPEKEEP_MERGE", "sometimes")]);
+        let s = crate::settings::Settings::from_sources(
+            &env,
+            &Sources::gather(&env, Some(dir.path()), &app),
+        );
+        assert_eq!(s.problems.len(), 3, "{:?}", s.problems);
+        let about = |var: &str| s.problems.iter().find(|p| p.starts_with(var)).unwrap();
+        assert!(about("PIPEKEEP_BACKEND").ends_with(&format!(
+            "(given by the file {})",
+            dir.path().join(FILE_NAME).display()
+        )));
+        assert!(about("PIPEKEEP_MAX_BYTES")
+            .ends_with("(given by the application (VK_EXT_layer_settings))"));
+        assert!(about("PIPEKEEP_MERGE").ends_with("using auto"));
+    }
+
+    #[test]
     fn vk_layer_settings_path_names_the_file_or_its_directory_before_the_working_one() {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
