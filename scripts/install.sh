@@ -38,25 +38,14 @@ mkdir -p "$lib_dir" "$manifest_dir"
 install -m 0755 "$library" "$lib_dir/libpipekeep.so.new"
 mv -f "$lib_dir/libpipekeep.so.new" "$lib_dir/libpipekeep.so"
 
-enable=""
+# The build tree's manifest (the settings Vulkan Configurator shows included), with an absolute
+# library_path and, opt-in, an enable_environment.
+enable=()
 if [ "$opt_in" -eq 1 ]; then
-  enable=',
-        "enable_environment": { "PIPEKEEP": "1" }'
+  enable=(-e '/"disable_environment"/i\        "enable_environment": { "PIPEKEEP": "1" },')
 fi
-cat > "$manifest.new" <<JSON
-{
-    "file_format_version": "1.2.0",
-    "layer": {
-        "name": "VK_LAYER_PIPEKEEP_pipeline_store",
-        "type": "GLOBAL",
-        "library_path": "$lib_dir/libpipekeep.so",
-        "api_version": "1.4.309",
-        "implementation_version": "1",
-        "description": "pipekeep: keeps every compiled pipeline as one checked entry, so the second run starts fast",
-        "disable_environment": { "PIPEKEEP_DISABLE": "1" }$enable
-    }
-}
-JSON
+sed -e "s|\"library_path\": \"[^\"]*\"|\"library_path\": \"$lib_dir/libpipekeep.so\"|" "${enable[@]}" \
+  "$root/manifest/VK_LAYER_PIPEKEEP_pipeline_store.json" > "$manifest.new"
 mv -f "$manifest.new" "$manifest"
 if [ "$opt_in" -eq 1 ]; then
   echo "pipekeep installed (opt-in): run an application with PIPEKEEP=1 to use it"

@@ -34,3 +34,8 @@ else
     PIPEKEEP_TEST_EVERY_EXTENSION=1 PIPEKEEP_TEST_BACKEND=cache cargo test --locked --no-fail-fast --test "$t"
   done
 fi
+
+# The Debian packages, the 64-bit layer's and the 32-bit one's: built, installed with dpkg, used
+# by a 64-bit and a 32-bit program naming no layer, removed.
+# (It installs into the system: PIPEKEEP_PACKAGE_TEST_ISOLATED=1 keeps that from other processes.)
+scripts/package-test.sh --i386

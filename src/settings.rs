@@ -1,5 +1,10 @@
 //! Environment -> validated settings, read once per process. A bad value gets one clear log line
 //! (through [`Settings::problems`], logged once the layer's logger is up) and the default.
+//! Every `PIPEKEEP_*` setting may also come from the Khronos layer-settings conventions
+//! ([`sources`]: the application's `VK_EXT_layer_settings`, then `vk_layer_settings.txt`); the
+//! environment wins.
+
+pub mod sources;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -157,9 +162,47 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Reads the settings from the process environment.
+    /// Reads the settings from the process environment and the settings file (what a command
+    /// sees: no application's settings).
     pub fn from_env() -> Settings {
-        Settings::from_lookup(|name| std::env::var(name).ok())
+        Settings::from_process(&[])
+    }
+
+    /// Reads the settings from the process environment, the application's layer settings (name,
+    /// value: [`sources::application_settings`]) and the settings file.
+    pub fn from_process(application: &[(String, String)]) -> Settings {
+        let env = |name: &str| std::env::var(name).ok();
+        let cwd = std::env::current_dir().ok();
+        Settings::from_sources(
+            &env,
+            &sources::Sources::gather(&env, cwd.as_deref(), application),
+        )
+    }
+
+    /// Reads the settings through `env`, then what `sources` hold.
+    pub fn from_sources(
+        env: &dyn Fn(&str) -> Option<String>,
+        sources: &sources::Sources,
+    ) -> Settings {
+        let mut settings = Settings::from_lookup(|name| sources.lookup(env, name).0);
+        let mut problems = sources.problems.clone();
+        // A refused value names its variable; one that came from elsewhere says where, so the
+        // user finds the line to mend.
+        problems.extend(settings.problems.drain(..).map(|p| {
+            let origin = sources::TABLE
+                .iter()
+                .map(|s| s.env())
+                .find(|var| p.starts_with(&format!("{var}=")))
+                .map(|var| sources.lookup(env, &var).1);
+            match origin {
+                Some(o @ (sources::Origin::Application | sources::Origin::File(_))) => {
+                    format!("{p} (given by the {o})")
+                }
+                _ => p,
+            }
+        }));
+        settings.problems = problems;
+        settings
     }
 
     /// Reads the settings through `var` (the environment, or a table in tests).

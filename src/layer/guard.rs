@@ -3,14 +3,40 @@
 
 use std::io::IsTerminal;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{LazyLock, Mutex, OnceLock};
 
 use tracing::Dispatch;
 use tracing_subscriber::EnvFilter;
 
 use crate::settings::Settings;
 
-pub static SETTINGS: LazyLock<Settings> = LazyLock::new(Settings::from_env);
+/// The settings, read once a process: the environment, then the application's layer settings,
+/// then `vk_layer_settings.txt`. Nothing reads them before the first `vkCreateInstance` has
+/// offered its layer settings (the loader's earlier calls are answered without them), so one
+/// process-wide value stays enough; an application's layer settings exist only per instance,
+/// and those of a later instance are not read (the README says so).
+pub static SETTINGS: LazyLock<Settings> =
+    LazyLock::new(|| Settings::from_process(APPLICATION_SETTINGS.get().map_or(&[], Vec::as_slice)));
+
+/// The layer settings (`VK_EXT_layer_settings`) of the process's first `vkCreateInstance`.
+static APPLICATION_SETTINGS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// Keeps the layer settings chained on `create_info` if it is the process's first instance. It
+/// runs before anything is logged (the log's own settings may be among them), so a panic reading
+/// them is caught here and leaves no settings, silently.
+///
+/// # Safety
+/// `create_info` must be the application's valid `VkInstanceCreateInfo`.
+pub unsafe fn offer_application_settings(create_info: *const ash::vk::InstanceCreateInfo<'_>) {
+    APPLICATION_SETTINGS.get_or_init(|| {
+        catch_unwind(|| {
+            // SAFETY: as the caller vouches.
+            let p_next = unsafe { create_info.as_ref() }.map_or(std::ptr::null(), |ci| ci.p_next);
+            unsafe { crate::settings::sources::application_settings(p_next) }
+        })
+        .unwrap_or_default()
+    });
+}
 
 static LOG: LazyLock<Dispatch> = LazyLock::new(make_dispatch);
 

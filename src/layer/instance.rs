@@ -107,6 +107,9 @@ pub unsafe extern "system" fn create_instance(
     allocator: *const vk::AllocationCallbacks<'_>,
     out: *mut vk::Instance,
 ) -> vk::Result {
+    // Before anything reads the settings: the application's layer settings are among them.
+    // SAFETY: the application's create info.
+    unsafe { super::guard::offer_application_settings(create_info) };
     // SAFETY: the loader's chain info is in the create info's pNext.
     let link_info = unsafe { find_link_info((*create_info).p_next, LOADER_INSTANCE_CREATE_INFO) }
         as *mut LayerInstanceCreateInfo;

@@ -94,6 +94,10 @@ struct Args {
     /// graphics pipeline, and on each compute pipeline or (odd variants) its stage.
     #[arg(long)]
     pipeline_robustness: bool,
+    /// A layer setting for pipekeep, NAME=VALUE (a string value), chained on the instance's
+    /// create info through VK_EXT_layer_settings; repeatable.
+    #[arg(long)]
+    layer_setting: Vec<String>,
 }
 
 /// Allocations asked of the failing allocator.
@@ -255,6 +259,40 @@ fn run(args: &Args) -> Result<bool, String> {
         .application_info(&app_info)
         .enabled_layer_names(&layer_ptrs)
         .enabled_extension_names(&instance_extension_ptrs);
+    // --layer-setting: VkLayerSettingsCreateInfoEXT naming pipekeep, each value one string.
+    let layer_settings_text: Vec<(CString, CString)> = args
+        .layer_setting
+        .iter()
+        .map(|s| {
+            let (name, value) = s.split_once('=').unwrap_or((s.as_str(), ""));
+            (
+                CString::new(name).unwrap_or_default(),
+                CString::new(value).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let layer_settings_values: Vec<*const std::ffi::c_char> = layer_settings_text
+        .iter()
+        .map(|(_, v)| v.as_ptr())
+        .collect();
+    let layer_settings: Vec<vk::LayerSettingEXT> = layer_settings_text
+        .iter()
+        .zip(&layer_settings_values)
+        .map(|((name, _), value)| vk::LayerSettingEXT {
+            p_layer_name: c"VK_LAYER_PIPEKEEP_pipeline_store".as_ptr(),
+            p_setting_name: name.as_ptr(),
+            ty: vk::LayerSettingTypeEXT::STRING,
+            value_count: 1,
+            p_values: value as *const *const std::ffi::c_char as *const std::ffi::c_void,
+            ..Default::default()
+        })
+        .collect();
+    let mut layer_settings_ci = vk::LayerSettingsCreateInfoEXT::default().settings(&layer_settings);
+    let instance_ci = if layer_settings.is_empty() {
+        instance_ci
+    } else {
+        instance_ci.push_next(&mut layer_settings_ci)
+    };
     // SAFETY: a valid create info.
     let instance = unsafe { entry.create_instance(&instance_ci, None) }
         .map_err(|e| format!("vkCreateInstance: {e}"))?;

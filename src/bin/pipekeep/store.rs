@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
+use pipekeep::settings::sources::{Origin, Sources, FILE_NAME, TABLE};
 use pipekeep::settings::Settings;
 use pipekeep::store::bound::{entries_of_title, keep_within, plan_eviction, record_bytes};
 use pipekeep::store::files::remove_if_present;
@@ -756,7 +757,22 @@ fn manifest_dirs(kind: &str) -> Vec<PathBuf> {
 }
 
 pub fn where_(args: WhereArgs) -> Result<ExitCode, String> {
-    let settings = Settings::from_env();
+    let env_var = |k: &str| std::env::var(k).ok();
+    let cwd = std::env::current_dir().ok();
+    // A command has no application's layer settings: the environment, the file, the defaults.
+    let sources = Sources::gather(&env_var, cwd.as_deref(), &[]);
+    let settings = Settings::from_sources(&env_var, &sources);
+    let origins: Vec<(&str, String, Origin)> = TABLE
+        .iter()
+        .map(|s| {
+            let (value, origin) = sources.lookup(&env_var, &s.env());
+            (
+                s.name,
+                value.unwrap_or_else(|| s.default.to_string()),
+                origin,
+            )
+        })
+        .collect();
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let mut manifests = Vec::new();
     for kind in ["implicit", "explicit"] {
@@ -805,7 +821,8 @@ pub fn where_(args: WhereArgs) -> Result<ExitCode, String> {
     let out = json!({
         "root": settings.root, "title_override": settings.title, "max_bytes": settings.max_bytes, "log": settings.log_filter,
         "log_file": settings.log_file, "disabled": settings.disabled, "problems": settings.problems,
-        "manifests": manifests, "enabled_here": enabled,
+        "manifests": manifests, "enabled_here": enabled, "settings_file": sources.file,
+        "settings": origins.iter().map(|(name, value, origin)| json!({ "name": name, "value": value, "from": origin.to_string() })).collect::<Vec<_>>(),
     });
     if args.json {
         println!("{out}");
@@ -842,6 +859,16 @@ pub fn where_(args: WhereArgs) -> Result<ExitCode, String> {
     );
     for p in &settings.problems {
         println!("problem:      {p}");
+    }
+    println!(
+        "settings file: {}",
+        sources.file.as_ref().map_or(
+            format!("none (Vulkan Configurator's $XDG_DATA_HOME/vulkan/settings.d/{FILE_NAME}, VK_LAYER_SETTINGS_PATH, or {FILE_NAME} in the working directory)"),
+            |p| p.display().to_string()
+        )
+    );
+    for (name, value, origin) in &origins {
+        println!("setting:      {name} = {value:?} ({origin})");
     }
     if manifests.is_empty() {
         println!("manifests:    none found: pipekeep is not installed (scripts/install.sh) nor on VK_ADD_LAYER_PATH");
