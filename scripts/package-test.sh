@@ -88,14 +88,18 @@ tmp=$(mktemp -d)
 installed=0
 cleanup() {
   # A failed check must not leave an implicit layer on for every program of the machine.
-  if [ "$installed" -eq 1 ]; then $SUDO dpkg -r "${pkgs[@]}" >/dev/null || true; fi
+  # (dpkg -i may fail half-way, at configure, leaving the packages unpacked: removed all the same.)
+  if [ "$installed" -eq 1 ]; then
+    $SUDO dpkg -r "${pkgs[@]}" >/dev/null 2>&1 || true
+    $SUDO dpkg --configure -a >/dev/null 2>&1 || true
+  fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 
 echo "package-test: installing ${debs[*]}"
-$SUDO dpkg -i "${debs[@]}"
 installed=1
+$SUDO dpkg -i "${debs[@]}"
 for f in "$lib" "$manifest" "$cmd" "$doc/README.md"; do
   [ -f "$f" ] || fail "$f is not installed"
 done

@@ -69,10 +69,11 @@ pub unsafe fn load<F: Copy>(
 }
 
 /// The title of an instance: `PIPEKEEP_TITLE` as it is now (read at each `vkCreateInstance`,
-/// not once a process: `pipekeep rebuild` names each title it rebuilds in turn), else the
-/// application's name, else the executable's.
+/// not once a process: `pipekeep rebuild` names each title it rebuilds in turn), else the title
+/// the layer settings give (the application's `VK_EXT_layer_settings`, `vk_layer_settings.txt`),
+/// else the application's name, else the executable's.
 fn title_of(info: Option<&vk::ApplicationInfo>) -> String {
-    if let Some(t) = crate::settings::title_now() {
+    if let Some(t) = crate::settings::title_now().or_else(|| SETTINGS.title.clone()) {
         return t;
     }
     // SAFETY: pApplicationName is NULL or a NUL-terminated string, per the spec.

@@ -53,7 +53,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let catalog = Catalog::from_entries(entries);
         let runs_path = root.join(title).join("runs.jsonl");
-        let runs_before = read_runs(&runs_path).map_or(0, |r| r.len());
+        // The history keeps its last lines only: this run's are told by their time, not count.
+        let started = pipekeep::watch::unix_secs(std::time::SystemTime::now());
         // The layer files what this process builds under the title being rebuilt, whatever the
         // application named itself: it reads PIPEKEEP_TITLE at each vkCreateInstance. (No
         // thread of the layer's lives between two titles: each device's are joined as it goes.)
@@ -84,7 +85,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         // The layer's lines for this run in the title's history (one a configuration's device)
         // say what it found and wrote.
         let runs = read_runs(&runs_path).unwrap_or_default();
-        let ours = runs.get(runs_before.min(runs.len())..).unwrap_or_default();
+        let ours: Vec<_> = runs.into_iter().filter(|r| r.when >= started).collect();
         if ours.len() < summary.configurations {
             return Err(format!(
                 "{title}: pipekeep was not active during the rebuild (install it with \
