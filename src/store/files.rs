@@ -177,11 +177,24 @@ pub fn stamp_forward(
                 + std::time::Duration::new(secs, u32::try_from(st.st_mtime_nsec).unwrap_or(0))
         })
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    if now >= stamp {
+    if now >= stamp && !from_the_future(now, stamp) {
         return Ok(false);
     }
     self::stamp(dir, path, stamp)?;
     Ok(true)
+}
+
+/// How far past a stamp being given a file's own may stand and still be another process's
+/// (stamps are a run's opening time, less a microsecond a file).
+const STAMP_SLACK: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// A file's stamp a day or more past the one being given: written while the clock was wrong (a
+/// restored snapshot, a machine booted before its clock was set), it would otherwise outrank
+/// every later run for ever and have the bound evict the files in use first.
+fn from_the_future(theirs: SystemTime, ours: SystemTime) -> bool {
+    theirs
+        .duration_since(ours)
+        .is_ok_and(|ahead| ahead > STAMP_SLACK)
 }
 
 /// A modification time of `stamp`, the access time left alone.
@@ -384,7 +397,7 @@ pub fn write_atomically(
         .ok()
         .filter(|m| m.is_file())
         .and_then(|m| m.modified().ok())
-        .filter(|newer| *newer > stamp)
+        .filter(|newer| *newer > stamp && !from_the_future(*newer, stamp))
         .unwrap_or(stamp);
     let whole = (|| {
         file.set_len(0).map_err(StoreError::io("truncate", &tmp))?;
@@ -597,5 +610,14 @@ mod tests {
         put_back(&aside, &entry).unwrap();
         assert_eq!(fs::read(&entry).unwrap(), b"whole");
         assert!(!aside.exists());
+    }
+
+    #[test]
+    fn a_stamp_from_the_future_is_given_up() {
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        assert!(!from_the_future(t, t));
+        assert!(!from_the_future(t + std::time::Duration::from_secs(60), t));
+        assert!(from_the_future(t + STAMP_SLACK * 2, t));
+        assert!(!from_the_future(t, t + STAMP_SLACK * 2));
     }
 }
