@@ -555,10 +555,14 @@ mod tests {
         assert!(!with_suffix(&target, ".tmp").exists());
         let stamp = || fs::metadata(&target).unwrap().modified().unwrap();
         assert_eq!(stamp(), later);
-        // An older stamp never sets back the one of the file replaced.
-        write_atomically(&target, b"newer bytes", SystemTime::UNIX_EPOCH).unwrap();
+        // An older stamp never sets back the one of the file replaced...
+        let earlier = later - std::time::Duration::from_secs(7200);
+        write_atomically(&target, b"newer bytes", earlier).unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"newer bytes");
         assert_eq!(stamp(), later);
+        // ... unless that one stands a day or more ahead: written under a wrong clock.
+        write_atomically(&target, b"newest bytes", SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(stamp(), SystemTime::UNIX_EPOCH);
     }
 
     #[test]
