@@ -551,6 +551,9 @@ impl DeviceData {
             if let (true, Some(store)) = (last, self.opened_store()) {
                 store.stop_reading_ahead();
                 self.remember_use_order();
+                if self.watch.tally().found > 0 {
+                    store.forget_blamed_pieces();
+                }
             }
         }
         let runs = self

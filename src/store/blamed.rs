@@ -5,7 +5,9 @@
 //! miss (measured: 5 damaged entries cost 44 compiles). But the driver may have stopped on a
 //! shared piece, so each piece a blamed entry names is noted here, in the identity directory; a
 //! piece noted already is blamed a second time and goes, with every entry naming it a miss: a
-//! crash loop on a piece still ends within two runs.
+//! crash loop on a piece still ends within two runs. A run that loaded entries and ended whole
+//! removes the note ([`super::Store::forget_blamed_pieces`]): two stopped loads count together
+//! only in a row.
 //!
 //! `blamed-pieces`: the line `pipekeep blamed pieces 1`, then one piece's name a line (64
 //! lower-case hex digits), oldest first, at most [`MOST`]. Written whole through a temporary

@@ -633,6 +633,15 @@ impl Store {
         })
     }
 
+    /// A run that loaded entries and ended whole clears the blames of earlier stopped loads: the
+    /// second blame that drops a shared piece is for a crash loop (two stopped loads in a row),
+    /// never for two kills on a loading screen months apart.
+    pub fn forget_blamed_pieces(&self) {
+        if let Err(e) = files::remove_if_present(&self.dir.join(BLAMED_PIECES)) {
+            tracing::debug!(dir = %self.dir.display(), error = %e, "the note of blamed pieces stays");
+        }
+    }
+
     /// Writes this run's order of use into [`order::USE_ORDER`] (through a temporary file, its
     /// lock and a rename, as an entry): what it found or wrote, first used first, then the rest
     /// of the last run's order. Nothing is written where the order is unchanged or the run used
