@@ -889,7 +889,7 @@ impl RecordFile {
         if new.is_empty() {
             return Ok(0);
         }
-        let mut bytes = super::foz::write_entries(&new);
+        let mut bytes = super::foz::write_entries_deflated(&new);
         if held.len > 0 {
             bytes.drain(..HEADER_LEN); // the header is there already
         }
@@ -961,7 +961,7 @@ impl RecordFile {
             return Ok(None);
         }
         let kept = live_part(entries, live);
-        let out = super::foz::write_entries(&kept);
+        let out = super::foz::write_entries_deflated(&kept);
         let written =
             crate::store::files::write_atomically(&self.path, &out, std::time::SystemTime::now())
                 .map_err(|e| io::Error::other(e.to_string()))?;
@@ -1102,9 +1102,17 @@ fn catch_up(file: &File, held: &mut Held) -> io::Result<()> {
         held.len = 0;
         return Ok(());
     }
-    let entries = entries_in(&bytes)?;
-    let whole = whole_length(&bytes, entries.len());
-    held.known.extend(entries.iter().map(|e| (e.tag, e.hash)));
+    // Damage inside the file costs its own entries (the reader skips to the next whole one):
+    // only what follows the last whole entry (a cut append) is cut off.
+    let (entries, whole) = super::foz::read_database(&bytes)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    // A damaged entry is not known: the next append of its object writes it whole again.
+    held.known.extend(
+        entries
+            .iter()
+            .filter(|e| e.payload.is_ok())
+            .map(|e| (e.tag, e.hash)),
+    );
     let end = if from == 0 {
         whole as u64
     } else {
@@ -1115,18 +1123,6 @@ fn catch_up(file: &File, held: &mut Held) -> io::Result<()> {
     }
     held.len = end;
     Ok(())
-}
-
-/// The length of the header and the first `count` entries of a database.
-fn whole_length(bytes: &[u8], count: usize) -> usize {
-    let mut at = HEADER_LEN;
-    for _ in 0..count {
-        let stored = bytes.get(at + 40..at + 44).map_or(0, |b| {
-            u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
-        });
-        at += 40 + 16 + stored;
-    }
-    at.min(bytes.len())
 }
 
 /// An exclusive `flock` held until dropped.
@@ -1242,7 +1238,10 @@ mod tests {
         let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
         file.append(entries.clone(), 0).unwrap();
         let whole = std::fs::read(file.path()).unwrap();
-        let last_len = 40 + 16 + entries.last().unwrap().2.len();
+        let last_len = whole.len()
+            - crate::replay::foz::read_database(&whole[..whole.len() - 1])
+                .unwrap()
+                .1;
         for cut in 1..last_len {
             let bytes = &whole[..whole.len() - cut];
             let read = crate::replay::foz::read_entries(bytes).unwrap();
@@ -1272,6 +1271,66 @@ mod tests {
         let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
         assert_eq!(file.append(entries.clone(), 0).unwrap(), entries.len());
         assert_eq!(read(file.path()).unwrap().0.len(), entries.len());
+    }
+
+    /// Issue 31, item 4: the record is at most a Fossilize database of the same pipelines, whose
+    /// payloads Fossilize deflates (flag 2): so are the record's, where that makes them smaller.
+    #[test]
+    fn payloads_are_stored_deflated_as_fossilize_stores_them_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RecordFile::new(dir.path());
+        let mut r = record();
+        // A module of the size and repetition of real SPIR-V.
+        let code: Vec<u32> = (0..4000u32).map(|i| 0x0723_0203 ^ (i % 17)).collect();
+        r.contents[0].1 = Arc::new(Content::Module(code.clone()));
+        let entries = pipeline_entries(&r, &AppState::default()).unwrap();
+        let stored = crate::replay::foz::write_entries(&entries).len() as u64;
+        file.append(entries.clone(), 0).unwrap();
+        let bytes = std::fs::read(file.path()).unwrap();
+        assert!(
+            (bytes.len() as u64) * 4 < stored,
+            "{} bytes written where stored payloads take {stored}",
+            bytes.len()
+        );
+        let read = crate::replay::foz::read_entries(&bytes).unwrap();
+        let payloads: Vec<_> = read.into_iter().map(|e| e.payload.unwrap()).collect();
+        let expected: Vec<_> = entries.into_iter().map(|e| e.2).collect();
+        assert_eq!(payloads, expected);
+        let catalog = catalog_of(file.path());
+        assert_eq!(
+            catalog.shader_modules.values().next().unwrap().as_deref(),
+            Some(&code[..])
+        );
+    }
+
+    /// Issue 31, item 3: an append after damage in the middle of the record keeps every whole
+    /// entry after the damage (it cut the file at the damage: a 16-byte record), and writes again
+    /// what the damage cost.
+    #[test]
+    fn an_append_after_damage_inside_the_record_keeps_what_follows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RecordFile::new(dir.path());
+        let hashes = recorded(&file, 40);
+        let mut bytes = std::fs::read(file.path()).unwrap();
+        let len = bytes.len();
+        bytes[16..216].fill(0x5a);
+        std::fs::write(file.path(), &bytes).unwrap();
+        let again = RecordFile::new(dir.path());
+        again
+            .append(
+                pipeline_entries(&nth_record(0), &AppState::default()).unwrap(),
+                0,
+            )
+            .unwrap();
+        assert!(std::fs::metadata(file.path()).unwrap().len() as usize >= len);
+        let catalog = catalog_of(file.path());
+        let kept: HashSet<u64> = catalog.compute.iter().map(|(h, _)| *h).collect();
+        assert!(
+            hashes.iter().filter(|h| kept.contains(h)).count() >= 36,
+            "{} of 40 pipelines left",
+            kept.len()
+        );
+        assert!(kept.contains(&hashes[39]) && kept.contains(&hashes[0]));
     }
 
     /// The test pipeline with its own module and key (`n`), sharing the layout and set layout.
