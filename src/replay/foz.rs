@@ -239,6 +239,11 @@ fn write_with(entries: &[(u32, u64, Vec<u8>)], deflate: bool) -> Vec<u8> {
     out
 }
 
+/// The bytes a payload takes stored by [`write_entries_deflated`] (its head not counted).
+pub fn stored_len(payload: &[u8]) -> usize {
+    deflated(payload).len().min(payload.len())
+}
+
 /// A payload deflated as zlib does at its best level (the record is written once and read at
 /// rebuilds only: the bytes kept matter more than the microseconds).
 fn deflated(payload: &[u8]) -> Vec<u8> {

@@ -172,6 +172,10 @@ pub struct Store {
     rebuild_taken: AtomicBool,
     /// The pieces each entry found with pieces names, until its stamp stamps them.
     named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>>,
+    /// Entries this run found whose stamps wait in the layer's writer queue ([`Store::owe_stamp`]):
+    /// a bound pass gives them first, or it would take this run's first used entries for the
+    /// last run's and evict them before what this run wrote after them (the boot lost).
+    owed_stamps: Mutex<std::collections::HashMap<PipelineKey, (EntryName, SystemTime)>>,
     /// The last run's order of use, and this run's (`order.rs`).
     use_order: UseOrders,
 }
@@ -389,6 +393,7 @@ impl Store {
             chunking: Mutex::default(),
             pieces: pieces::Pieces::new(&dir),
             named_pieces: Mutex::default(),
+            owed_stamps: Mutex::default(),
             driver_changed: AtomicBool::new(false),
             other_drivers: Mutex::default(),
             rebuild_taken: AtomicBool::new(false),
@@ -585,6 +590,34 @@ impl Store {
     /// Stamps an entry this run found.
     pub fn stamp(&self, found: FoundEntry) {
         self.stamp_found(&found.into_name(), self.next_stamp());
+    }
+
+    /// Notes that a found entry's stamp, taken now, is queued to be given later
+    /// ([`Store::give_owed_stamp`]): a bound pass meanwhile gives it first.
+    pub fn owe_stamp(&self, name: &EntryName, stamp: SystemTime) {
+        if let Some(key) = PipelineKey::from_file_name(name) {
+            self.owed_stamps.locked().insert(key, (*name, stamp));
+        }
+    }
+
+    /// Gives a stamp noted by [`Store::owe_stamp`], unless a bound pass gave it already.
+    pub fn give_owed_stamp(&self, name: &EntryName, stamp: SystemTime) {
+        let owed = PipelineKey::from_file_name(name)
+            .is_some_and(|key| self.owed_stamps.locked().remove(&key).is_some());
+        if owed {
+            self.stamp_found(name, stamp);
+        }
+    }
+
+    /// Gives every stamp still owed (before a bound pass lists the entries).
+    fn give_owed_stamps(&self) {
+        let owed = std::mem::take(&mut *self.owed_stamps.locked());
+        let mut owed: Vec<_> = owed.into_values().collect();
+        // The newest first, as the run took them.
+        owed.sort_by_key(|(_, stamp)| std::cmp::Reverse(*stamp));
+        for (name, stamp) in owed {
+            self.stamp_found(&name, stamp);
+        }
     }
 
     /// Stamps a found entry, by its name, with a stamp taken when it was used (the layer's
@@ -869,6 +902,11 @@ impl Store {
         self.write_announced(key, envelope::PayloadKind::Cache, data, stamp)
     }
 
+    /// The title's bound (`PIPEKEEP_MAX_BYTES`), of which the record has its share.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
     /// Whether the store keeps nothing (a bound of 0): a miss then has nothing to keep.
     pub fn keeps_nothing(&self) -> bool {
         self.max_bytes == 0
@@ -1107,6 +1145,7 @@ impl Store {
     /// Brings the title whose `host-pipelines/` is `host_dir` within the bound, keeping every
     /// piece an entry this process writes meanwhile names.
     pub(super) fn bound_pieces_aware(&self, host_dir: &Path) -> Result<bound::Bounded, StoreError> {
+        self.give_owed_stamps();
         self.pieces.bound_begins();
         let in_use = |p: &Path| self.pieces.written_while_bounding(p);
         let bounded = bound::keep_within(host_dir, self.max_bytes, &in_use);

@@ -99,6 +99,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             "found": sum(|t| t.found), "compiled": sum(|t| t.compiled),
             "written": sum(|t| t.written),
             "skipped": summary.skipped_total(), "creation_ms": summary.creation_ms,
+            "damaged_skipped": summary.malformed.len(),
             "old_entries_dropped": old_entries_dropped,
             "configurations": summary.configurations + summary.configurations_skipped.len(),
             "configurations_skipped": summary.configurations_skipped.len(),
@@ -120,6 +121,11 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
                 o["written"],
                 o["old_entries_dropped"]
             );
+            if let Some(n) = o["damaged_skipped"].as_u64().filter(|n| *n > 0) {
+                println!(
+                    "  {n} damaged entries of the record skipped (with the pipelines they held or named; the rest rebuilt)"
+                );
+            }
             let skipped = o["skipped_configurations"]
                 .as_array()
                 .cloned()

@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use pipekeep::settings::Settings;
-use pipekeep::store::bound::{entries_of_title, keep_within, plan_eviction, record_bytes};
+use pipekeep::store::bound::{
+    entries_of_title, keep_within, plan_eviction, record_bytes, record_counted, record_share,
+};
 use pipekeep::store::files::remove_if_present;
 use pipekeep::store::inspect::{
     check_entry_with, check_piece, entry_files, identity_dirs, sharing, titles, Sharing,
@@ -79,7 +81,7 @@ pub struct VerifyArgs {
 }
 
 /// Bring a title's store within N bytes, dropping the oldest stamps first (the layer's order); the
-/// title's record counts within the bound and is never dropped.
+/// title's record takes at most its share (a quarter), and is compacted to it in the same order.
 #[derive(clap::Args)]
 pub struct PruneArgs {
     #[command(flatten)]
@@ -254,7 +256,8 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
                 "this_machine": local.as_ref().map(|l| l.contains(&name)),
             }));
         }
-        out.push(json!({ "title": title, "identities": dirs, "record": record_of(&title_dir) }));
+        let entries_bytes: u64 = dirs.iter().filter_map(|d| d["bytes"].as_u64()).sum();
+        out.push(json!({ "title": title, "identities": dirs, "entries_bytes": entries_bytes, "record": record_of(&title_dir) }));
     }
     if args.scope.json {
         println!("{}", json!({ "root": root, "titles": out }));
@@ -263,11 +266,21 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
     println!("library {}", root.display());
     for t in &out {
         println!("{}", t["title"].as_str().unwrap_or_default());
+        println!(
+            "  entries and pieces: {}",
+            human_bytes(t["entries_bytes"].as_u64().unwrap_or(0))
+        );
         if let Some(r) = t["record"].as_object() {
             println!(
-                "  record: {} pipelines, {} ({} damaged entries)",
+                "  record: {} pipelines, {} of its share of {}{} ({} damaged entries)",
                 r["pipelines"],
                 human_bytes(r["bytes"].as_u64().unwrap_or(0)),
+                human_bytes(r["share"].as_u64().unwrap_or(0)),
+                if r["over_share"] == true {
+                    ", past it: compacted at the next opening or by verify --fix"
+                } else {
+                    ""
+                },
                 r["damaged"]
             );
         }
@@ -345,10 +358,11 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
         eprintln!();
     }
     // Each title's record: every entry whole (a cut last one is ignored by readers, not damage).
-    let bad_records: Vec<serde_json::Value> = titles
+    // And within its share of the bound.
+    let mut bad_records: Vec<(String, serde_json::Value)> = titles
         .iter()
-        .map(|t| record_of(&root.join(t)))
-        .filter(|r| r["damaged"].as_u64().is_some_and(|n| n > 0))
+        .map(|t| (t.clone(), record_of(&root.join(t))))
+        .filter(|(_, r)| r["damaged"].as_u64().is_some_and(|n| n > 0) || r["over_share"] == true)
         .collect();
     // Each identity directory's order of use: a hint, but one the layer would drop with a line.
     let bad_orders: Vec<(PathBuf, String)> = dirs.iter().filter_map(|d| bad_use_order(d)).collect();
@@ -362,7 +376,16 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
         for (f, _) in &bad_orders {
             let _ = remove_if_present(f);
         }
+        // A record past its share, or holding damaged entries, compacted as the layer does.
+        let max_bytes = Settings::from_env().max_bytes;
+        for (t, r) in &mut bad_records {
+            match compact_record(&root.join(&*t), max_bytes, true) {
+                Ok(c) => r["compacted"] = json!(c.map(|c| json!({ "pipelines_before": c.pipelines_before, "pipelines_kept": c.pipelines_kept, "bytes_before": c.bytes_before, "bytes_after": c.bytes_after }))),
+                Err(e) => eprintln!("pipekeep: the record of {t} was not compacted: {e}"),
+            }
+        }
     }
+    let bad_records: Vec<serde_json::Value> = bad_records.into_iter().map(|(_, r)| r).collect();
     if args.scope.json {
         let list: Vec<_> = bad
             .iter()
@@ -383,9 +406,18 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
         }
         for r in &bad_records {
             println!(
-                "bad record={} damaged_entries={}",
+                "bad record={} damaged_entries={} bytes={} share={}{}",
                 r["path"].as_str().unwrap_or_default(),
-                r["damaged"]
+                r["damaged"],
+                r["bytes"],
+                r["share"],
+                match r.get("compacted") {
+                    Some(c) if c.is_object() => format!(
+                        " compacted: {} of {} pipelines kept, {} bytes",
+                        c["pipelines_kept"], c["pipelines_before"], c["bytes_after"]
+                    ),
+                    _ => String::new(),
+                }
             );
         }
         for (f, why) in &bad_orders {
@@ -410,6 +442,23 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             ExitCode::from(1)
         },
     )
+}
+
+/// Brings a title's record within its share of `max_bytes` as the layer's opening does (the
+/// pipelines in the entries' order of use, their stamps from a listing of the title's entries),
+/// and (`rewrite_damaged`) rewrites it without its damaged entries.
+fn compact_record(
+    title_dir: &Path,
+    max_bytes: u64,
+    rewrite_damaged: bool,
+) -> Result<Option<pipekeep::replay::record::Compacted>, String> {
+    let listed = entries_of_title(&title_dir.join("host-pipelines")).unwrap_or_default();
+    let used = pipekeep::replay::record::stamps_of(&listed);
+    pipekeep::replay::record::RecordFile::new(title_dir)
+        .compact_to_share(record_share(max_bytes), rewrite_damaged, &|h| {
+            used.get(&h).copied()
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// The identity directory's `use-order` and why it cannot be read, where it is there and damaged.
@@ -449,9 +498,22 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
             gone
         };
         let dropped_bytes: u64 = plan.iter().map(|e| e.bytes).sum();
+        // The record past its share is compacted to it, as the layer's opening does (a dry run
+        // says what it would be counted at).
+        let compacted = if args.dry_run {
+            None
+        } else {
+            compact_record(&root.join(t), args.max_bytes, false)?
+        };
+        let record_after = compacted.map_or(record, |c| c.bytes_after);
+        let entries_bytes = before - record - dropped_bytes;
         reports.push(json!({
             "title": t, "entries": count, "bytes": before, "dropped": plan.len(), "dropped_bytes": dropped_bytes,
-            "kept_bytes": before - dropped_bytes, "record_bytes": record, "dry_run": args.dry_run,
+            "kept_bytes": entries_bytes + record_after, "entries_bytes": entries_bytes,
+            "record_bytes": record_after, "record_share": record_share(args.max_bytes),
+            "record_counted": record_counted(record_after, args.max_bytes),
+            "record_pipelines_dropped": compacted.map_or(0, |c| c.pipelines_before - c.pipelines_kept),
+            "dry_run": args.dry_run,
             "dropped_entries": plan.iter().map(|e| e.path.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect::<Vec<_>>(),
         }));
     }
@@ -462,8 +524,9 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
         );
     } else {
         for r in &reports {
+            let bytes = |k: &str| human_bytes(r[k].as_u64().unwrap_or(0));
             println!(
-                "{}: {} {} of {} entries ({}), keeping {}",
+                "{}: {} {} of {} entries ({}), keeping {}: entries and pieces {}, record {} (its share {}{})",
                 r["title"].as_str().unwrap_or_default(),
                 if args.dry_run {
                     "would drop"
@@ -472,8 +535,15 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
                 },
                 r["dropped"],
                 r["entries"],
-                human_bytes(r["dropped_bytes"].as_u64().unwrap_or(0)),
-                human_bytes(r["kept_bytes"].as_u64().unwrap_or(0))
+                bytes("dropped_bytes"),
+                bytes("kept_bytes"),
+                bytes("entries_bytes"),
+                bytes("record_bytes"),
+                bytes("record_share"),
+                match r["record_pipelines_dropped"].as_u64() {
+                    Some(n) if n > 0 => format!("; {n} pipelines compacted out of it"),
+                    _ => String::new(),
+                }
             );
         }
     }
@@ -488,14 +558,16 @@ fn record_of(title_dir: &Path) -> serde_json::Value {
     let Ok(bytes) = std::fs::metadata(&path).map(|m| m.len()) else {
         return serde_json::Value::Null;
     };
+    // Its share of the bound in force (PIPEKEEP_MAX_BYTES, as the layer reads it).
+    let share = record_share(Settings::from_env().max_bytes);
     match pipekeep::replay::record::read(&path) {
         Ok((entries, bytes)) => json!({
-            "path": path, "bytes": bytes,
-            "pipelines": entries.iter().filter(|e| e.tag == TAG_COMPUTE || e.tag == TAG_GRAPHICS).count(),
+            "path": path, "bytes": bytes, "share": share, "over_share": bytes > share,
+            "pipelines": entries.iter().filter(|e| e.payload.is_ok() && (e.tag == TAG_COMPUTE || e.tag == TAG_GRAPHICS)).count(),
             "damaged": entries.iter().filter(|e| e.payload.is_err()).count(),
         }),
         Err(e) => {
-            json!({ "path": path, "bytes": bytes, "pipelines": 0, "damaged": 1, "error": e.to_string() })
+            json!({ "path": path, "bytes": bytes, "share": share, "over_share": bytes > share, "pipelines": 0, "damaged": 1, "error": e.to_string() })
         }
     }
 }
