@@ -43,7 +43,7 @@ use crate::sync::Unpoisoned;
 pub use envelope::EntryError;
 pub use identity::Identity;
 pub use marker::LoadingMarker;
-pub use open::{drop_set_aside, OpenReport, SET_ASIDE_SUFFIX};
+pub use open::{drop_directory, drop_set_aside, OpenReport, SET_ASIDE_SUFFIX};
 pub use payload::Checked;
 
 /// An I/O failure of the store, with the path and what was being done.
@@ -551,7 +551,11 @@ impl Store {
     /// Opens an entry for reading (never through a link, never blocking), relative to the
     /// identity directory once it can be held.
     fn open_entry(&self, name: &str) -> io::Result<File> {
-        files::open_for_reading(self.held_dir(), &self.dir.join(name), &self.no_atime)
+        files::open_for_reading(
+            self.held_dir().as_deref(),
+            &self.dir.join(name),
+            &self.no_atime,
+        )
     }
 
     /// Whether an entry the bound listed (over the whole title) is one of this identity's.
@@ -559,7 +563,7 @@ impl Store {
         listed.path.parent() == Some(self.dir.as_path())
     }
 
-    fn held_dir(&self) -> Option<&OwnedFd> {
+    fn held_dir(&self) -> Option<std::sync::Arc<OwnedFd>> {
         self.dir_fd.get(&self.dir)
     }
 
@@ -692,7 +696,7 @@ impl Store {
     /// system call where an open, a time update and a close would be three.
     /// Never sets back a newer stamp (a process that opened later found it too).
     fn stamp_by_name(&self, name: &str, stamp: SystemTime) -> io::Result<()> {
-        files::stamp_forward(self.held_dir(), &self.dir.join(name), stamp).map(|_| ())
+        files::stamp_forward(self.held_dir().as_deref(), &self.dir.join(name), stamp).map(|_| ())
     }
 
     /// Reads ahead the entries the last run used, first used first, holding at most `window`
@@ -1107,12 +1111,21 @@ impl Store {
         }
     }
 
-    /// Makes the identity directory, once a run, before the first entry is written into it.
+    /// Makes the identity directory before an entry is written into it: once a run, and again
+    /// where it was removed since (`pipekeep clear` beside the running application, a user's
+    /// `rm -r`): one `stat` a write, against a run whose every later write was skipped.
     fn make_dir(&self) -> Result<(), StoreError> {
-        if !self.dir_made.load(Ordering::Acquire) {
-            fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
-            self.dir_made.store(true, Ordering::Release);
+        let made = self.dir_made.load(Ordering::Acquire);
+        if made && self.dir.is_dir() {
+            return Ok(());
         }
+        fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
+        if made {
+            self.dir_fd.forget();
+            self.pieces.forget_dir();
+            tracing::info!(dir = %self.dir.display(), "the store's directory was removed while this process ran; made again");
+        }
+        self.dir_made.store(true, Ordering::Release);
         Ok(())
     }
 

@@ -1592,3 +1592,25 @@ fn the_use_order_leaves_out_what_the_bound_has_dropped() {
     let run3 = open(root.path(), 1 << 30, at(300));
     assert_eq!(run3.remembered_use_order(), [key(2), key(1)]);
 }
+
+/// Issue 31, item 9: an identity directory removed while the process runs (`pipekeep clear`
+/// beside it, a user's `rm -r`) is made again by the next write: it was made once a run, and
+/// every write after its removal was skipped.
+#[test]
+fn a_directory_removed_while_the_store_is_open_is_made_again_by_the_next_write() {
+    let root = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[9; 200]);
+    let store = open(root.path(), 1 << 30, at(100));
+    store.write(&key(1), &data).unwrap();
+    let dir = root.path().join("title/host-pipelines");
+    fs::remove_dir_all(&dir).unwrap();
+    assert!(matches!(
+        store.write(&key(2), &data).unwrap(),
+        files::Written::Whole(_)
+    ));
+    assert!(found(&store, &key(2)));
+    // Stamps go to the directory made again, not the one removed.
+    let again = open(root.path(), 1 << 30, at(200));
+    assert!(found(&again, &key(2)));
+    assert_eq!(bound::entries_of_title(&dir).unwrap().len(), 1);
+}

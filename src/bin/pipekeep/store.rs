@@ -1,6 +1,8 @@
 //! The store subcommands: list, verify, prune, clear, stats and where. They only ever remove
 //! `*.entry`, `*.piece`, `*.loading` and `*.tmp` files, identity directories of our naming and
-//! (`clear`) a title's `record.foz`.
+//! (`clear`) a title's `record.foz`, and remove them by the layer's own rules beside a running
+//! application: what a live process holds locked stays (`clear`), a file replaced since it was
+//! checked stays (`verify --fix`), and `prune` is the layer's own bound pass.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -332,10 +334,22 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     let show_progress = files.len() >= 1000
         && !args.scope.json
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Each file is opened before its check, and `--fix` removes it only while its path still
+    // names that file: a writer (the application beside the command) may place it again, whole,
+    // after the check, and that one stays.
+    let opened = |f: &Path| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(pipekeep::store::files::NO_FOLLOW_NO_BLOCK)
+            .open(f)
+            .ok()
+    };
     // Pieces first: an entry is then checked against the pieces that are whole.
     for f in &piece_files {
+        let file = opened(f);
         if let Err(e) = check_piece(f) {
-            bad.push((f.clone(), e.reason(), e.to_string()));
+            bad.push((f.clone(), e.reason(), e.to_string(), file));
         }
     }
     let bad_pieces = bad.len();
@@ -346,9 +360,10 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             pieces_of_dir = Some((dir.clone(), Pieces::for_looking(&dir)));
         }
         let pieces = &pieces_of_dir.as_ref().expect("set above").1;
+        let file = opened(f);
         match check_entry_with(f, pieces) {
             Ok(_) => good += 1,
-            Err(e) => bad.push((f.clone(), e.reason(), e.to_string())),
+            Err(e) => bad.push((f.clone(), e.reason(), e.to_string(), file)),
         }
         if show_progress && (n % 500 == 0 || n + 1 == files.len()) {
             eprint!("\rverify: {}/{} entries", n + 1, files.len());
@@ -368,8 +383,17 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     let bad_orders: Vec<(PathBuf, String)> = dirs.iter().filter_map(|d| bad_use_order(d)).collect();
     let mut dropped = 0;
     if args.fix {
-        for (f, _, _) in &bad {
-            if remove_if_present(f).unwrap_or(false) {
+        for (f, _, _, file) in &bad {
+            // Replaced since its check: it stays. Not opened: a link or another thing that is
+            // not a file goes by its path (no writer places one); a file gone, nothing to do.
+            let removed = match file {
+                Some(file) => pipekeep::store::files::remove_if_still(f, Some(file)),
+                None if std::fs::symlink_metadata(f).is_ok_and(|m| !m.is_file()) => {
+                    remove_if_present(f)
+                }
+                None => Ok(false),
+            };
+            if removed.unwrap_or(false) {
                 dropped += 1;
             }
         }
@@ -389,14 +413,14 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     if args.scope.json {
         let list: Vec<_> = bad
             .iter()
-            .map(|(f, r, why)| json!({ "path": f, "reason": r, "detail": why }))
+            .map(|(f, r, why, _)| json!({ "path": f, "reason": r, "detail": why }))
             .collect();
         println!(
             "{}",
             json!({ "checked": files.len(), "pieces_checked": piece_files.len(), "bad_pieces": bad_pieces, "good": good, "bad": list, "dropped": dropped, "bad_records": bad_records, "bad_use_orders": bad_orders.iter().map(|(f, why)| json!({ "path": f, "detail": why })).collect::<Vec<_>>() })
         );
     } else {
-        for (i, (f, reason, why)) in bad.iter().enumerate() {
+        for (i, (f, reason, why, _)) in bad.iter().enumerate() {
             println!(
                 "bad {}={} reason={reason} ({why}) path={}",
                 if i < bad_pieces { "piece" } else { "entry" },
@@ -572,30 +596,12 @@ fn record_of(title_dir: &Path) -> serde_json::Value {
     }
 }
 
-/// Removes our files in an identity directory, then the directory if nothing else is left.
+/// Removes our files in an identity directory, then the directory if nothing else is left, by
+/// the layer's own rule (`store::drop_directory`): a loading marker or a write in progress that a
+/// live process holds locked stays, with the entry the marker names (the application beside the
+/// command is loading it), and so does the directory holding them. Returns the entries removed.
 fn clear_dir(dir: &Path) -> u64 {
-    let mut removed = 0;
-    for name in readable(dir, pipekeep::store::files::names_in(dir)) {
-        let entry = pipekeep::store::files::is_entry_name(&name);
-        if !(entry
-            || name.ends_with(".tmp")
-            || name.ends_with(".loading")
-            || pipekeep::store::NOTES.contains(&name.as_str()))
-        {
-            continue;
-        }
-        let gone = remove_if_present(&dir.join(&name)).unwrap_or(false);
-        removed += u64::from(gone && entry);
-    }
-    let pieces = dir.join(pipekeep::store::pieces::DIR);
-    for name in readable(&pieces, pipekeep::store::files::names_in(&pieces)) {
-        if name.ends_with(".tmp") || pipekeep::store::pieces::name_of_file(&name).is_some() {
-            let _ = remove_if_present(&pieces.join(&name));
-        }
-    }
-    let _ = std::fs::remove_dir(&pieces);
-    let _ = std::fs::remove_dir(dir);
-    removed
+    pipekeep::store::drop_directory(dir, "cleared", &std::sync::atomic::AtomicBool::new(false))
 }
 
 pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
