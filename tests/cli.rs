@@ -300,3 +300,34 @@ fn clear_leaves_what_a_live_process_holds() {
     assert_eq!(j["titles"][0]["removed"], 1, "{j}");
     assert!(!id_dir.exists());
 }
+
+/// Issue 31: `verify` reports a record past its share of the bound (a quarter of
+/// `PIPEKEEP_MAX_BYTES`), and `--fix` compacts it to its share.
+#[test]
+fn verify_reports_a_record_past_its_share_and_fix_compacts_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_store(tmp.path());
+    let record = tmp.path().join("store/pipekeep-testapp/record.foz");
+    let bytes = std::fs::metadata(&record).unwrap().len();
+    // A bound whose quarter is half the record.
+    let bound = (bytes * 2).to_string();
+    let verify = |fix: bool| {
+        let mut args = vec!["verify", "--json"];
+        if fix {
+            args.push("--fix");
+        }
+        let run = App::tool(Driver::Radv, tmp.path())
+            .env("PIPEKEEP_MAX_BYTES", &bound)
+            .args(&args)
+            .run();
+        (run.ok, json(&run))
+    };
+    let (ok, j) = verify(false);
+    assert!(!ok, "{j}");
+    assert_eq!(j["bad_records"][0]["over_share"], true, "{j}");
+    let (_, j) = verify(true);
+    assert!(j["bad_records"][0]["compacted"].is_object(), "{j}");
+    assert!(std::fs::metadata(&record).unwrap().len() <= bytes / 2);
+    let (ok, j) = verify(false);
+    assert!(ok, "{j}");
+}
