@@ -973,6 +973,10 @@ impl RecordFile {
             .count();
         let kept = within_share(entries, share, used);
         let pipelines_kept = kept.iter().filter(|(tag, _, _)| is_pipeline(*tag)).count();
+        if pipelines_kept == pipelines_before && !damaged {
+            // Past its share with no pipeline to drop (its configurations alone): as it is.
+            return Ok(None);
+        }
         let out = super::foz::write_entries_deflated(&kept);
         let written = crate::store::files::write_atomically(&self.path, &out, SystemTime::now())
             .map_err(|e| io::Error::other(e.to_string()))?;
@@ -1010,7 +1014,8 @@ pub fn stamps_of(
 enum Part {
     /// A configuration: always kept.
     Application,
-    Pipeline(u64),
+    /// A pipeline, with the names in its JSON.
+    Pipeline(u64, Vec<u64>),
     /// A link to the pipeline it names (`None`: unreadable, dropped).
     Link(Option<u64>),
     /// An object, with the names in its JSON (none for a module).
@@ -1032,21 +1037,22 @@ pub fn within_share(
         .into_iter()
         .filter_map(|e| Some((e.tag, e.hash, e.payload.ok()?)))
         .collect();
+    let names_in = |payload: &[u8]| -> Vec<u64> {
+        let mut names = HashSet::new();
+        let json_part = payload.split(|b| *b == 0).next().unwrap_or_default();
+        if let Ok(doc) = serde_json::from_slice::<Value>(json_part) {
+            collect_names(&doc, &mut names);
+        }
+        names.into_iter().collect()
+    };
     let parts: Vec<Part> = whole
         .iter()
         .map(|(tag, hash, payload)| match *tag {
             TAG_APPLICATION => Part::Application,
-            TAG_COMPUTE | TAG_GRAPHICS => Part::Pipeline(*hash),
+            TAG_COMPUTE | TAG_GRAPHICS => Part::Pipeline(*hash, names_in(payload)),
             TAG_LINK => Part::Link(linked_pipeline(payload).map(|(_, _, p)| p)),
             TAG_SHADER_MODULE => Part::Object(Vec::new()),
-            _ => {
-                let mut names = HashSet::new();
-                let json_part = payload.split(|b| *b == 0).next().unwrap_or_default();
-                if let Ok(doc) = serde_json::from_slice::<Value>(json_part) {
-                    collect_names(&doc, &mut names);
-                }
-                Part::Object(names.into_iter().collect())
-            }
+            _ => Part::Object(names_in(payload)),
         })
         .collect();
     // What each entry takes in the file, as written.
@@ -1058,7 +1064,7 @@ pub fn within_share(
         .iter()
         .enumerate()
         .filter_map(|(i, p)| match p {
-            Part::Pipeline(h) => Some((used(*h), i, *h)),
+            Part::Pipeline(h, _) => Some((used(*h), i, *h)),
             _ => None,
         })
         .collect();
@@ -1076,22 +1082,15 @@ pub fn within_share(
         let mut named: HashSet<u64> = HashSet::new();
         let mut keep = vec![false; whole.len()];
         for &i in &by_tag {
-            keep[i] = match &parts[i] {
-                Part::Application => true,
-                Part::Pipeline(h) => pipelines.contains(h),
-                Part::Link(p) => p.is_some_and(|p| pipelines.contains(&p)),
-                Part::Object(_) => named.contains(&whole[i].1),
+            let (keep_it, names): (bool, &[u64]) = match &parts[i] {
+                Part::Application => (true, &[]),
+                Part::Pipeline(h, names) => (pipelines.contains(h), names),
+                Part::Link(p) => (p.is_some_and(|p| pipelines.contains(&p)), &[]),
+                Part::Object(names) => (named.contains(&whole[i].1), names),
             };
-            if keep[i] {
-                if let Part::Object(names) = &parts[i] {
-                    named.extend(names.iter().copied());
-                }
-                if matches!(parts[i], Part::Pipeline(_)) {
-                    let json_part = whole[i].2.split(|b| *b == 0).next().unwrap_or_default();
-                    if let Ok(doc) = serde_json::from_slice::<Value>(json_part) {
-                        collect_names(&doc, &mut named);
-                    }
-                }
+            keep[i] = keep_it;
+            if keep_it {
+                named.extend(names.iter().copied());
             }
         }
         keep
