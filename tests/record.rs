@@ -63,8 +63,10 @@ fn a_damaged_record_entry_is_reported_and_the_rest_still_rebuilds() {
     let mut bytes = std::fs::read(&record).unwrap();
     let listed = json(&tool(tmp.path(), &["list", "--json"]));
     assert_eq!(listed["titles"][0]["record"]["pipelines"], 141, "{listed}");
-    // A byte inside the first entry's payload: its CRC fails.
-    bytes[16 + 56 + 2] ^= 0x40;
+    // A byte inside the last entry's payload: its CRC fails. (The first is the configuration's
+    // entry: its pipelines are then left to the application, whose device it was.)
+    let last = bytes.len() - 3;
+    bytes[last] ^= 0x40;
     std::fs::write(&record, &bytes).unwrap();
     let verify = tool(tmp.path(), &["verify", "--json"]);
     assert!(!verify.ok, "{}", verify.all());
@@ -935,4 +937,30 @@ fn under_a_bound_of_40_percent_of_a_run_the_boots_first_pipelines_are_all_found(
         &["prune", "--max-bytes", &bound.to_string(), "--dry-run"],
     );
     assert!(text.stdout.contains("record"), "{}", text.all());
+}
+
+/// Issue 31, item 3: 200 damaged bytes over the configuration's own entry (the record's first):
+/// `pipekeep rebuild` cannot know the device its pipelines were made for, so it leaves them to
+/// the application's background rebuild and says so (it said the layer was not active, and
+/// exited 2), and the record keeps them.
+#[test]
+fn a_record_whose_configuration_entry_is_damaged_leaves_its_pipelines_to_the_application() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = ["--compute", "24", "--graphics", "16", "--threads", "2"];
+    assert_eq!(test_app(tmp.path(), &mix).run().watch().written, 40);
+    let title = tmp.path().join("store/pipekeep-testapp");
+    remove_identities(&title);
+    let record = title.join("record.foz");
+    let mut bytes = std::fs::read(&record).unwrap();
+    bytes[16..216].fill(0x5a);
+    std::fs::write(&record, &bytes).unwrap();
+    let rebuilt = tool(tmp.path(), &["rebuild"]);
+    assert!(!rebuilt.stderr.contains("not active"), "{}", rebuilt.all());
+    assert!(
+        rebuilt.stdout.contains("application entry is damaged"),
+        "{}",
+        rebuilt.all()
+    );
+    assert!(title.join("record.pending").is_file(), "{}", rebuilt.all());
+    assert!(recorded_pipelines(&title) >= 36);
 }

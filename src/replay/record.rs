@@ -1903,6 +1903,38 @@ mod tests {
         assert_eq!(configs[0].hash, Some(configuration_hash(&first)));
     }
 
+    /// Issue 31, item 3: a damaged configuration entry costs its own pipelines in `pipekeep
+    /// rebuild` (they wait for the application's background rebuild, which knows its device),
+    /// never a rebuild of them under another configuration's device (wrong keys, found by no
+    /// run, and recorded again under that configuration).
+    #[test]
+    fn pipelines_of_a_damaged_configuration_go_under_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RecordFile::new(dir.path());
+        let (first, second) = (
+            configuration("a game", false),
+            configuration("a game", true),
+        );
+        file.append(pipeline_entries(&record(), &first).unwrap(), 0)
+            .unwrap();
+        let other = nth_record(1);
+        file.append(pipeline_entries(&other, &second).unwrap(), 0)
+            .unwrap();
+        let mut entries = read(file.path()).unwrap().0;
+        let damaged = configuration_hash(&second);
+        for e in &mut entries {
+            if e.tag == TAG_APPLICATION && e.hash == damaged {
+                e.payload = Err(crate::replay::foz::EntryError::BadName);
+            }
+        }
+        let catalog = crate::replay::objects::Catalog::from_entries(entries);
+        let configs = catalog.configurations();
+        assert_eq!(configs.len(), 1);
+        let under: Vec<u64> = configs[0].catalog.compute.iter().map(|(h, _)| *h).collect();
+        assert_eq!(under, vec![pipeline_hash(&record().key)]);
+        assert_eq!(catalog.orphans(), 1);
+    }
+
     #[test]
     fn an_older_record_of_one_application_and_no_links_still_reads_as_one_configuration() {
         // As pipekeep wrote it before configurations: the application entry under hash 1, its
