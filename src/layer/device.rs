@@ -695,6 +695,15 @@ fn tidy_after_opening(
     if let (Some(kept), Some(record)) = (&listed, &dev.record) {
         if !store.driver_changed() {
             compact_record(record, kept, store.max_bytes());
+            // Compacted as far as it goes and still past its share (its configurations alone, in
+            // a bound of a few KiB): the entries make room for the rest.
+            let bytes = std::fs::metadata(record.path()).map_or(0, |m| m.len());
+            // (A record owed a rebuild is not compacted yet: it does not take the entries' room.)
+            if bytes > crate::store::bound::record_share(store.max_bytes()) && !record.is_pending()
+            {
+                store.record_past_its_share(bytes);
+                return store.keep_within_bound().map(|b| b.kept).or(listed);
+            }
         }
     }
     listed

@@ -168,11 +168,19 @@ pub fn plan_eviction(
     record_bytes: u64,
     max_bytes: u64,
 ) -> Vec<StampedEntry> {
-    split_at_bound(
-        entries,
-        max_bytes.saturating_sub(record_counted(record_bytes, max_bytes)),
-    )
-    .0
+    plan_eviction_past_share(entries, record_bytes, max_bytes, 0)
+}
+
+/// As [`plan_eviction`], the record counted at least `record_floor` bytes where it is that large
+/// (see [`keep_within_past_share`]).
+pub fn plan_eviction_past_share(
+    entries: Vec<StampedEntry>,
+    record_bytes: u64,
+    max_bytes: u64,
+    record_floor: u64,
+) -> Vec<StampedEntry> {
+    let counted = record_counted(record_bytes, max_bytes).max(record_floor.min(record_bytes));
+    split_at_bound(entries, max_bytes.saturating_sub(counted)).0
 }
 
 /// `entries` split into those to drop (oldest stamp first) and those kept.
@@ -222,6 +230,19 @@ pub fn keep_within(
     max_bytes: u64,
     in_use: &dyn Fn(&Path) -> bool,
 ) -> Result<Bounded, StoreError> {
+    keep_within_past_share(host_dir, max_bytes, 0, in_use)
+}
+
+/// As [`keep_within`], the record counted at least `record_floor` bytes where it is that large:
+/// what a record compacted as far as it goes still holds past its share (its configurations'
+/// entries alone, in a bound of a few KiB) is taken from the entries' room, so that the title
+/// stays within its bound.
+pub fn keep_within_past_share(
+    host_dir: &Path,
+    max_bytes: u64,
+    record_floor: u64,
+    in_use: &dyn Fn(&Path) -> bool,
+) -> Result<Bounded, StoreError> {
     let mut entries = entries_of_title(host_dir)?;
     let record_bytes = record_bytes(host_dir);
     let set_aside = set_aside_of_title(host_dir);
@@ -236,8 +257,8 @@ pub fn keep_within(
     };
     // The record's bytes past its share are its own compaction's to drop: the entries are
     // kept within what is left of the bound once the record has its share.
-    let max_bytes =
-        max_bytes.saturating_add(record_bytes - record_counted(record_bytes, max_bytes));
+    let counted = record_counted(record_bytes, max_bytes).max(record_floor.min(record_bytes));
+    let max_bytes = max_bytes.saturating_add(record_bytes - counted);
     if report.bytes <= max_bytes {
         return Ok(Bounded {
             report,

@@ -176,6 +176,9 @@ pub struct Store {
     /// a bound pass gives them first, or it would take this run's first used entries for the
     /// last run's and evict them before what this run wrote after them (the boot lost).
     owed_stamps: Mutex<std::collections::HashMap<PipelineKey, (EntryName, SystemTime)>>,
+    /// The bytes of the title's record where its compaction could not bring it within its share
+    /// ([`Store::record_past_its_share`]): the bound takes them from the entries' room.
+    record_floor: AtomicU64,
     /// The last run's order of use, and this run's (`order.rs`).
     use_order: UseOrders,
 }
@@ -394,6 +397,7 @@ impl Store {
             pieces: pieces::Pieces::new(&dir),
             named_pieces: Mutex::default(),
             owed_stamps: Mutex::default(),
+            record_floor: AtomicU64::new(0),
             driver_changed: AtomicBool::new(false),
             other_drivers: Mutex::default(),
             rebuild_taken: AtomicBool::new(false),
@@ -906,6 +910,13 @@ impl Store {
         self.write_announced(key, envelope::PayloadKind::Cache, data, stamp)
     }
 
+    /// The title's record, compacted as far as it goes, still holds `bytes` past its share (its
+    /// configurations alone, in a bound of a few KiB): the bound passes of this process count it
+    /// whole, so that the title stays within its bound.
+    pub fn record_past_its_share(&self, bytes: u64) {
+        self.record_floor.store(bytes, Ordering::Release);
+    }
+
     /// The title's bound (`PIPEKEEP_MAX_BYTES`), of which the record has its share.
     pub fn max_bytes(&self) -> u64 {
         self.max_bytes
@@ -1161,7 +1172,8 @@ impl Store {
         self.give_owed_stamps();
         self.pieces.bound_begins();
         let in_use = |p: &Path| self.pieces.written_while_bounding(p);
-        let bounded = bound::keep_within(host_dir, self.max_bytes, &in_use);
+        let floor = self.record_floor.load(Ordering::Acquire);
+        let bounded = bound::keep_within_past_share(host_dir, self.max_bytes, floor, &in_use);
         self.pieces.bound_ends();
         bounded
     }

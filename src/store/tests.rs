@@ -584,6 +584,15 @@ fn the_record_takes_at_most_its_share_of_the_bound_and_is_never_dropped_by_it() 
     let host = root.path().join("title/host-pipelines");
     let plan = bound::plan_eviction(bound::entries_of_title(&host).unwrap(), 500, 4 * 240 - 5);
     assert_eq!(plan.len(), 1, "the tool's plan counts the record alike");
+    // A record compacted as far as it goes (its configurations alone) and still past its share
+    // takes the rest from the entries' room: the title stays within its bound.
+    let plan = bound::plan_eviction_past_share(
+        bound::entries_of_title(&host).unwrap(),
+        500,
+        4 * 240 - 5,
+        500,
+    );
+    assert_eq!(plan.len(), 2);
     // A record within its share counts whole.
     fs::write(&record, [7u8; 100]).unwrap();
     let plan = bound::plan_eviction(bound::entries_of_title(&host).unwrap(), 100, 3 * 240 + 99);

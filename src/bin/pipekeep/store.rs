@@ -11,7 +11,8 @@ use serde_json::json;
 
 use pipekeep::settings::Settings;
 use pipekeep::store::bound::{
-    entries_of_title, keep_within, plan_eviction, record_bytes, record_counted, record_share,
+    entries_of_title, keep_within_past_share, plan_eviction_past_share, record_bytes,
+    record_counted, record_share,
 };
 use pipekeep::store::files::remove_if_present;
 use pipekeep::store::inspect::{
@@ -485,6 +486,20 @@ fn compact_record(
         .map_err(|e| e.to_string())
 }
 
+/// The bytes a title's record would come to compacted to its share of `max_bytes` (a dry run's
+/// plan; nothing is written).
+fn compacted_size(title_dir: &Path, max_bytes: u64) -> Option<u64> {
+    let (entries, _) =
+        pipekeep::replay::record::read(&title_dir.join(pipekeep::replay::record::FILE_NAME))
+            .ok()?;
+    let listed = entries_of_title(&title_dir.join("host-pipelines")).unwrap_or_default();
+    let used = pipekeep::replay::record::stamps_of(&listed);
+    let kept = pipekeep::replay::record::within_share(entries, record_share(max_bytes), &|h| {
+        used.get(&h).copied()
+    });
+    Some(pipekeep::replay::foz::write_entries_deflated(&kept).len() as u64)
+}
+
 /// The identity directory's `use-order` and why it cannot be read, where it is there and damaged.
 fn bad_use_order(dir: &Path) -> Option<(PathBuf, String)> {
     let path = dir.join(pipekeep::store::order::USE_ORDER);
@@ -502,15 +517,38 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
         let record = record_bytes(&host_dir);
         let before: u64 = entries.iter().map(|e| e.bytes).sum::<u64>() + record;
         let count = entries.len();
+        // The record past its share is compacted to it first, as the layer's opening does (a
+        // dry run says what it would come to). One compacted as far as it goes and still past
+        // its share takes the rest from the entries' room, as in the layer.
+        let share = record_share(args.max_bytes);
+        let compacted = if args.dry_run {
+            None
+        } else {
+            compact_record(&root.join(t), args.max_bytes, false)?
+        };
+        let record_after = match compacted {
+            Some(c) => c.bytes_after,
+            None if args.dry_run && record > share => {
+                compacted_size(&root.join(t), args.max_bytes).unwrap_or(record)
+            }
+            None => record,
+        };
+        let floor = if record_after > share {
+            record_after
+        } else {
+            0
+        };
         let plan = if args.dry_run {
-            plan_eviction(entries, record, args.max_bytes)
+            plan_eviction_past_share(entries, record_after, args.max_bytes, floor)
         } else {
             // The layer's own pass: the same order, a piece an entry is being written or found
             // with kept, and what a running application's pass removes at once counted, so that
-            // the two remove together no more than the excess.
+            // the two remove together no more than the excess. A record compacted as far as it
+            // goes and still past its share takes the rest from the entries' room, as in the
+            // layer.
             let listed = entries;
-            let bounded =
-                keep_within(&host_dir, args.max_bytes, &|_| false).map_err(|e| e.to_string())?;
+            let bounded = keep_within_past_share(&host_dir, args.max_bytes, floor, &|_| false)
+                .map_err(|e| e.to_string())?;
             let kept: std::collections::HashSet<&Path> =
                 bounded.kept.iter().map(|e| e.path.as_path()).collect();
             let mut gone: Vec<_> = listed
@@ -522,14 +560,6 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
             gone
         };
         let dropped_bytes: u64 = plan.iter().map(|e| e.bytes).sum();
-        // The record past its share is compacted to it, as the layer's opening does (a dry run
-        // says what it would be counted at).
-        let compacted = if args.dry_run {
-            None
-        } else {
-            compact_record(&root.join(t), args.max_bytes, false)?
-        };
-        let record_after = compacted.map_or(record, |c| c.bytes_after);
         let entries_bytes = before - record - dropped_bytes;
         reports.push(json!({
             "title": t, "entries": count, "bytes": before, "dropped": plan.len(), "dropped_bytes": dropped_bytes,
