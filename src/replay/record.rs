@@ -1022,9 +1022,90 @@ enum Part {
     Object(Vec<u64>),
 }
 
+/// A record's whole entries, each with what it is to a compaction, read once.
+struct Parts {
+    whole: Vec<DbEntry>,
+    parts: Vec<Part>,
+    /// Entry indices from the highest tag down: names point to objects of a lower tag only,
+    /// so one pass from the pipelines down finds every object a kept entry names.
+    by_tag: Vec<usize>,
+}
+
+impl Parts {
+    /// Damaged entries are left out.
+    fn of(entries: Vec<super::foz::Entry>) -> Parts {
+        let whole: Vec<DbEntry> = entries
+            .into_iter()
+            .filter_map(|e| Some((e.tag, e.hash, e.payload.ok()?)))
+            .collect();
+        let names_in = |payload: &[u8]| -> Vec<u64> {
+            let mut names = HashSet::new();
+            let json_part = payload.split(|b| *b == 0).next().unwrap_or_default();
+            if let Ok(doc) = serde_json::from_slice::<Value>(json_part) {
+                collect_names(&doc, &mut names);
+            }
+            names.into_iter().collect()
+        };
+        let parts = whole
+            .iter()
+            .map(|(tag, hash, payload)| match *tag {
+                TAG_APPLICATION => Part::Application,
+                TAG_COMPUTE | TAG_GRAPHICS => Part::Pipeline(*hash, names_in(payload)),
+                TAG_LINK => Part::Link(linked_pipeline(payload).map(|(_, _, p)| p)),
+                TAG_SHADER_MODULE => Part::Object(Vec::new()),
+                _ => Part::Object(names_in(payload)),
+            })
+            .collect();
+        let mut by_tag: Vec<usize> = (0..whole.len()).collect();
+        by_tag.sort_by_key(|i| std::cmp::Reverse(whole[*i].0));
+        Parts {
+            whole,
+            parts,
+            by_tag,
+        }
+    }
+
+    /// Which entries a record keeping the pipelines `keep` says keeps: every application entry,
+    /// those pipelines, their links, and every object a kept entry names, as far down as names
+    /// go (a pipeline names its modules, layout and render pass; a layout its set layouts; a set
+    /// layout its samplers). A name is any 16-hex-digit string in an object's JSON: one that is
+    /// not a name keeps nothing it should not (it would have to equal another object's hash).
+    fn kept(&self, keep: &dyn Fn(u64) -> bool) -> Vec<bool> {
+        let mut named: HashSet<u64> = HashSet::new();
+        let mut kept = vec![false; self.whole.len()];
+        for &i in &self.by_tag {
+            let (keep_it, names): (bool, &[u64]) = match &self.parts[i] {
+                Part::Application => (true, &[]),
+                Part::Pipeline(h, names) => (keep(*h), names),
+                // A link goes with the pipeline it links.
+                Part::Link(p) => (p.is_some_and(keep), &[]),
+                Part::Object(names) => (named.contains(&self.whole[i].1), names),
+            };
+            kept[i] = keep_it;
+            if keep_it {
+                named.extend(names.iter().copied());
+            }
+        }
+        kept
+    }
+
+    /// The entries `kept` says, objects before the pipelines naming them, as the record was
+    /// written.
+    fn into_kept(self, kept: Vec<bool>) -> Vec<DbEntry> {
+        let mut out: Vec<DbEntry> = self
+            .whole
+            .into_iter()
+            .zip(kept)
+            .filter_map(|(e, k)| k.then_some(e))
+            .collect();
+        out.sort_by_key(|(tag, _, _)| *tag);
+        out
+    }
+}
+
 /// The entries of a record of at most `share` bytes (deflated as written): the application
 /// entries, the most pipelines that fit in the entries' order of use, their links, and every
-/// object a kept entry names ([`live_part`]). The order: pipelines with an entry by their
+/// object a kept entry names (as [`live_part`]). The order: pipelines with an entry by their
 /// newest entry's stamp, newest first (a run stamps its first used newest: a boot's pipelines
 /// are kept longest, as the bound keeps their entries); then those with no entry (the bound
 /// evicted it first), first recorded first. Damaged entries are dropped.
@@ -1033,34 +1114,15 @@ pub fn within_share(
     share: u64,
     used: &dyn Fn(u64) -> Option<SystemTime>,
 ) -> Vec<DbEntry> {
-    let whole: Vec<DbEntry> = entries
-        .into_iter()
-        .filter_map(|e| Some((e.tag, e.hash, e.payload.ok()?)))
-        .collect();
-    let names_in = |payload: &[u8]| -> Vec<u64> {
-        let mut names = HashSet::new();
-        let json_part = payload.split(|b| *b == 0).next().unwrap_or_default();
-        if let Ok(doc) = serde_json::from_slice::<Value>(json_part) {
-            collect_names(&doc, &mut names);
-        }
-        names.into_iter().collect()
-    };
-    let parts: Vec<Part> = whole
-        .iter()
-        .map(|(tag, hash, payload)| match *tag {
-            TAG_APPLICATION => Part::Application,
-            TAG_COMPUTE | TAG_GRAPHICS => Part::Pipeline(*hash, names_in(payload)),
-            TAG_LINK => Part::Link(linked_pipeline(payload).map(|(_, _, p)| p)),
-            TAG_SHADER_MODULE => Part::Object(Vec::new()),
-            _ => Part::Object(names_in(payload)),
-        })
-        .collect();
+    let parts = Parts::of(entries);
     // What each entry takes in the file, as written.
-    let sizes: Vec<u64> = whole
+    let sizes: Vec<u64> = parts
+        .whole
         .iter()
         .map(|(_, _, p)| 56 + super::foz::stored_len(p) as u64)
         .collect();
     let mut order: Vec<(Option<SystemTime>, usize, u64)> = parts
+        .parts
         .iter()
         .enumerate()
         .filter_map(|(i, p)| match p {
@@ -1074,30 +1136,13 @@ pub fn within_share(
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => a.1.cmp(&b.1),
     });
-    // Names point to objects of a lower tag only: from the pipelines down, in one pass.
-    let mut by_tag: Vec<usize> = (0..whole.len()).collect();
-    by_tag.sort_by_key(|i| std::cmp::Reverse(whole[*i].0));
     let kept_with = |k: usize| -> Vec<bool> {
         let pipelines: HashSet<u64> = order[..k].iter().map(|o| o.2).collect();
-        let mut named: HashSet<u64> = HashSet::new();
-        let mut keep = vec![false; whole.len()];
-        for &i in &by_tag {
-            let (keep_it, names): (bool, &[u64]) = match &parts[i] {
-                Part::Application => (true, &[]),
-                Part::Pipeline(h, names) => (pipelines.contains(h), names),
-                Part::Link(p) => (p.is_some_and(|p| pipelines.contains(&p)), &[]),
-                Part::Object(names) => (named.contains(&whole[i].1), names),
-            };
-            keep[i] = keep_it;
-            if keep_it {
-                named.extend(names.iter().copied());
-            }
-        }
-        keep
+        parts.kept(&|h| pipelines.contains(&h))
     };
-    let bytes_of = |keep: &[bool]| -> u64 {
+    let bytes_of = |kept: &[bool]| -> u64 {
         HEADER_LEN as u64
-            + keep
+            + kept
                 .iter()
                 .zip(&sizes)
                 .filter(|(k, _)| **k)
@@ -1114,15 +1159,8 @@ pub fn within_share(
             over = k;
         }
     }
-    let keep = kept_with(fits);
-    let mut kept: Vec<DbEntry> = whole
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(e, k)| k.then_some(e))
-        .collect();
-    // Objects before the pipelines naming them, as the record was written.
-    kept.sort_by_key(|(tag, _, _)| *tag);
-    kept
+    let kept = kept_with(fits);
+    parts.into_kept(kept)
 }
 
 fn inode_of(m: &std::fs::Metadata) -> (u64, u64) {
@@ -1130,42 +1168,13 @@ fn inode_of(m: &std::fs::Metadata) -> (u64, u64) {
     (m.dev(), m.ino())
 }
 
-/// The entries a compacted record keeps: the application's, every live pipeline whole, and
-/// every object a kept entry names, as far down as names go (a pipeline names its modules,
-/// layout and render pass; a layout its set layouts; a set layout its samplers). A name is any
-/// 16-hex-digit string in an object's JSON: one that is not a name keeps nothing it should not
-/// (it would have to equal another object's hash). Damaged entries are dropped.
+/// The entries a record keeping the pipelines `live` says keeps: every application entry, those
+/// pipelines whole with their links, and every object a kept entry names, as far down as names
+/// go. Damaged entries are dropped.
 pub fn live_part(entries: Vec<super::foz::Entry>, live: &dyn Fn(u64) -> bool) -> Vec<DbEntry> {
-    let mut named: HashSet<u64> = HashSet::new();
-    let mut by_tag: Vec<_> = entries
-        .into_iter()
-        .filter_map(|e| Some((e.tag, e.hash, e.payload.ok()?)))
-        .collect();
-    // Names only point to objects of a lower tag: from the pipelines down, in one pass.
-    by_tag.sort_by_key(|(tag, _, _)| std::cmp::Reverse(*tag));
-    let mut kept = Vec::new();
-    for (tag, hash, payload) in by_tag {
-        let keep = match tag {
-            TAG_APPLICATION => true,
-            TAG_COMPUTE | TAG_GRAPHICS => live(hash),
-            // A link goes with the pipeline it links (the application entries all stay).
-            TAG_LINK => linked_pipeline(&payload).is_some_and(|(_, _, p)| live(p)),
-            _ => named.contains(&hash),
-        };
-        if !keep {
-            continue;
-        }
-        if tag != TAG_SHADER_MODULE && tag != TAG_APPLICATION && tag != TAG_LINK {
-            let json_part = payload.split(|b| *b == 0).next().unwrap_or_default();
-            if let Ok(doc) = serde_json::from_slice::<Value>(json_part) {
-                collect_names(&doc, &mut named);
-            }
-        }
-        kept.push((tag, hash, payload));
-    }
-    // Objects before the pipelines naming them, as the record was written.
-    kept.sort_by_key(|(tag, _, _)| *tag);
-    kept
+    let parts = Parts::of(entries);
+    let kept = parts.kept(live);
+    parts.into_kept(kept)
 }
 
 /// What a link entry's payload says: `(application, tag, pipeline hash)`.
