@@ -126,10 +126,12 @@ fn prune_keeps_exactly_what_the_stamp_order_says() {
     make_store(tmp.path());
     let stamped = entries_by_use(&tmp.path().join("store"));
     let first_four: Vec<_> = stamped.iter().take(4).map(|e| e.0.clone()).collect();
-    // The title's record counts within the bound, as the layer counts it.
-    let record = std::fs::metadata(tmp.path().join("store/pipekeep-testapp/record.foz"))
-        .map_or(0, |m| m.len());
-    let bound = bytes_with_pieces(&first_four) + record;
+    // The stamp order alone: the title's record (which counts within the bound, at most its
+    // share, and is compacted to it; the record tests show that) is removed, and the bound
+    // leaves the first four entries exactly their bytes.
+    std::fs::remove_file(tmp.path().join("store/pipekeep-testapp/record.foz")).unwrap();
+    let record = 0;
+    let bound = bytes_with_pieces(&first_four);
     let dry = json(&tool(
         tmp.path(),
         &[
@@ -258,4 +260,74 @@ fn list_and_stats_take_a_short_or_empty_entry_without_a_panic() {
             run.all()
         );
     }
+}
+
+/// Issue 31, item 9: `clear` beside a running application removes by the layer's own rule: a
+/// loading marker or a write in progress that a live process holds locked stays (with the entry
+/// the marker names, and the directory they stand in); every other file of ours goes. It removed
+/// them all, and the directory with them.
+#[test]
+fn clear_leaves_what_a_live_process_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_store(tmp.path());
+    let all = entries(&tmp.path().join("store"));
+    let id_dir = all[0].parent().unwrap().to_path_buf();
+    let loading = all[0].file_name().unwrap().to_str().unwrap().to_owned();
+    // A live loader's marker naming the first entry, and a live writer's temporary file: both
+    // held locked by this process, as the layer holds them.
+    let marker = id_dir.join("4242-4243.loading");
+    let tmp_file = id_dir.join(format!("{:032x}-{:032x}.entry.tmp", 7, 7));
+    let held: Vec<_> = [&marker, &tmp_file]
+        .iter()
+        .map(
+            |p| match pipekeep::store::files::lock_path(p, true).unwrap() {
+                pipekeep::store::files::Locked::Held(f) => f,
+                _ => panic!("locked"),
+            },
+        )
+        .collect();
+    std::fs::write(&marker, loading.as_bytes()).unwrap();
+    let j = json(&tool(tmp.path(), &["clear", "--json"]));
+    assert_eq!(j["titles"][0]["removed"], 11, "{j}");
+    assert!(
+        marker.exists() && tmp_file.exists(),
+        "a live process's files went"
+    );
+    assert_eq!(entries(&tmp.path().join("store")), vec![all[0].clone()]);
+    drop(held);
+    // Let go: the next clear takes them.
+    let j = json(&tool(tmp.path(), &["clear", "--json"]));
+    assert_eq!(j["titles"][0]["removed"], 1, "{j}");
+    assert!(!id_dir.exists());
+}
+
+/// Issue 31: `verify` reports a record past its share of the bound (a quarter of
+/// `PIPEKEEP_MAX_BYTES`), and `--fix` compacts it to its share.
+#[test]
+fn verify_reports_a_record_past_its_share_and_fix_compacts_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_store(tmp.path());
+    let record = tmp.path().join("store/pipekeep-testapp/record.foz");
+    let bytes = std::fs::metadata(&record).unwrap().len();
+    // A bound whose quarter is half the record.
+    let bound = (bytes * 2).to_string();
+    let verify = |fix: bool| {
+        let mut args = vec!["verify", "--json"];
+        if fix {
+            args.push("--fix");
+        }
+        let run = App::tool(Driver::Radv, tmp.path())
+            .env("PIPEKEEP_MAX_BYTES", &bound)
+            .args(&args)
+            .run();
+        (run.ok, json(&run))
+    };
+    let (ok, j) = verify(false);
+    assert!(!ok, "{j}");
+    assert_eq!(j["bad_records"][0]["over_share"], true, "{j}");
+    let (_, j) = verify(true);
+    assert!(j["bad_records"][0]["compacted"].is_object(), "{j}");
+    assert!(std::fs::metadata(&record).unwrap().len() <= bytes / 2);
+    let (ok, j) = verify(false);
+    assert!(ok, "{j}");
 }

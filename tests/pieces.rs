@@ -141,10 +141,11 @@ fn the_bound_counts_every_piece_once_and_what_it_keeps_is_whole() {
         .iter()
         .map(|p| std::fs::metadata(p).unwrap().len())
         .sum();
-    // The title's record counts within the bound too.
+    // The title's record counts within the bound too, at most its share (a quarter).
     let record = std::fs::metadata(tmp.path().join("store/pipekeep-testapp/record.foz"))
         .map_or(0, |m| m.len());
-    let bound = (record + total / 2).to_string();
+    let max = record + total / 2;
+    let bound = max.to_string();
     let bounded = run(tmp.path(), "cache", &[("PIPEKEEP_MAX_BYTES", &bound)]);
     assert!(bounded.watch().found > 0, "{}", bounded.all());
     // Brought within the bound at opening, pieces counted once (the run then writes again what
@@ -161,7 +162,11 @@ fn the_bound_counts_every_piece_once_and_what_it_keeps_is_whole() {
         .find_map(|f| f.strip_prefix("kept_bytes="))
         .and_then(|v| v.parse().ok())
         .unwrap();
-    assert!(kept_at_opening <= record + total * 5 / 8, "{opened}");
+    let entries_room = max - record.min(max / 4);
+    assert!(
+        kept_at_opening - record <= entries_room + total / 8,
+        "{opened}"
+    );
     let verified = tool_json(tmp.path(), &["verify", "--json"]);
     assert_eq!(verified["bad"], serde_json::json!([]), "{verified}");
     let next = run(tmp.path(), "cache", &[("PIPEKEEP_MAX_BYTES", &bound)]);

@@ -63,8 +63,10 @@ fn a_damaged_record_entry_is_reported_and_the_rest_still_rebuilds() {
     let mut bytes = std::fs::read(&record).unwrap();
     let listed = json(&tool(tmp.path(), &["list", "--json"]));
     assert_eq!(listed["titles"][0]["record"]["pipelines"], 141, "{listed}");
-    // A byte inside the first entry's payload: its CRC fails.
-    bytes[16 + 56 + 2] ^= 0x40;
+    // A byte inside the last entry's payload: its CRC fails. (The first is the configuration's
+    // entry: its pipelines are then left to the application, whose device it was.)
+    let last = bytes.len() - 3;
+    bytes[last] ^= 0x40;
     std::fs::write(&record, &bytes).unwrap();
     let verify = tool(tmp.path(), &["verify", "--json"]);
     assert!(!verify.ok, "{}", verify.all());
@@ -279,21 +281,18 @@ fn a_device_destroyed_while_the_rebuild_runs_returns_and_rebuild_off_starts_none
     assert_finds_all(test_app(tmp.path(), &many).run(), 600);
 }
 
+/// The record counts in the bound within its share (a quarter): past it, the opening compacts it
+/// to it, keeping the first used pipelines, whose entries the bound keeps too.
 #[test]
-fn the_record_counts_in_the_bound_and_is_compacted_once_most_of_it_lost_its_entries() {
+fn the_record_counts_in_the_bound_within_its_share_and_is_compacted_to_it() {
     let tmp = tempfile::tempdir().unwrap();
     let mix = ["--compute", "60", "--graphics", "40", "--threads", "2"];
     assert_eq!(test_app(tmp.path(), &mix).run().watch().written, 100);
     let title = tmp.path().join("store/pipekeep-testapp");
     let record = title.join("record.foz");
     let recorded = std::fs::metadata(&record).unwrap().len();
-    let kept: u64 = entries_and_pieces(&tmp.path().join("store"))
-        .iter()
-        .map(|p| std::fs::metadata(p).unwrap().len())
-        .sum();
-    // Room for the record and a fifth of the entries: the opening drops the rest, and the
-    // record then keeps only the pipelines whose entries are left.
-    let bound = recorded + kept / 5;
+    // A share of half the record: the opening compacts it.
+    let bound = recorded * 2;
     // No pipeline of its own: the opening thread bounds and compacts while the device lives.
     let small = test_app(
         tmp.path(),
@@ -303,16 +302,20 @@ fn the_record_counts_in_the_bound_and_is_compacted_once_most_of_it_lost_its_entr
     .run();
     assert!(small.ok, "{}", small.all());
     assert!(small.stderr.contains("record compacted"), "{}", small.all());
-    assert!(std::fs::metadata(&record).unwrap().len() < recorded);
+    assert!(std::fs::metadata(&record).unwrap().len() <= bound / 4);
+    let kept: u64 = entries_and_pieces(&tmp.path().join("store"))
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert!(
+        kept <= bound - bound / 4,
+        "{kept} of entries in a bound of {bound}"
+    );
     let listed = json(&tool(tmp.path(), &["list", "--json"]));
     let pipelines = listed["titles"][0]["record"]["pipelines"].as_u64().unwrap();
-    let left = entries(&tmp.path().join("store")).len() as u64;
-    assert!(left < 50, "{left} entries left");
-    assert_eq!(
-        pipelines, left,
-        "every entry's pipeline and no other\n{listed}"
-    );
+    assert!(pipelines > 0 && pipelines < 100, "{listed}");
     assert!(tool(tmp.path(), &["verify"]).ok);
+    let left = pipelines;
 
     // What the record kept still rebuilds whole after a driver change.
     simulate_a_driver_change(&title);
@@ -322,7 +325,7 @@ fn the_record_counts_in_the_bound_and_is_compacted_once_most_of_it_lost_its_entr
     assert_eq!(r["pipelines"].as_u64(), Some(left), "{r}");
     assert_eq!(r["skipped"].as_u64(), Some(0), "{r}");
     // The old driver's entries are gone with the command: none is left for the next launch.
-    assert!(r["old_entries_dropped"].as_u64().unwrap() <= left, "{r}");
+    assert!(r["old_entries_dropped"].as_u64().unwrap() <= 100, "{r}");
     let dirs: Vec<String> = std::fs::read_dir(title.join("host-pipelines"))
         .unwrap()
         .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
@@ -798,4 +801,168 @@ fn the_rebuild_makes_every_configuration_of_a_title() {
         (held.applications.len(), held.pipelines, held.links),
         (2, 20, 20)
     );
+}
+
+/// The pipelines a title's record holds (compute and graphics entries, whole).
+fn recorded_pipelines(title: &Path) -> usize {
+    let bytes = std::fs::read(title.join("record.foz")).unwrap();
+    pipekeep::replay::foz::read_entries(&bytes)
+        .unwrap()
+        .iter()
+        .filter(|e| (e.tag == 6 || e.tag == 7) && e.payload.is_ok())
+        .count()
+}
+
+/// Issue 31, item 3: entries that vanish for any reason but the bound (a user removing the
+/// identity directory, `pipekeep clear` of entries, a driver change) leave the record whole: the
+/// next opening compacted it to nothing ("most of its pipelines had lost their entries").
+#[test]
+fn entries_removed_by_hand_leave_every_pipeline_in_the_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = ["--compute", "24", "--graphics", "16", "--threads", "2"];
+    assert_eq!(test_app(tmp.path(), &mix).run().watch().written, 40);
+    let title = tmp.path().join("store/pipekeep-testapp");
+    assert_eq!(recorded_pipelines(&title), 40);
+    remove_identities(&title);
+    // No pipeline of its own: the opening thread bounds (and would compact) while it lingers.
+    let idle = test_app(
+        tmp.path(),
+        &["--compute", "0", "--graphics", "0", "--linger-ms", "500"],
+    )
+    .run();
+    assert!(idle.ok, "{}", idle.all());
+    assert!(!idle.stderr.contains("record compacted"), "{}", idle.all());
+    assert_eq!(recorded_pipelines(&title), 40, "{}", idle.all());
+}
+
+/// Issue 31, item 3: 200 damaged bytes of a record cost the pipelines they touch: `pipekeep
+/// rebuild` rebuilds the rest and says how many it skipped (it exited 2 saying the layer was not
+/// active, rebuilt nothing and left a 16-byte record).
+#[test]
+fn a_record_with_200_damaged_bytes_rebuilds_all_but_the_damaged_parts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = ["--compute", "24", "--graphics", "16", "--threads", "2"];
+    assert_eq!(test_app(tmp.path(), &mix).run().watch().written, 40);
+    let title = tmp.path().join("store/pipekeep-testapp");
+    remove_identities(&title);
+    let record = title.join("record.foz");
+    let mut bytes = std::fs::read(&record).unwrap();
+    let len = bytes.len();
+    let at = len / 2;
+    bytes[at..at + 200].fill(0x5a);
+    std::fs::write(&record, &bytes).unwrap();
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    let r = &json(&rebuilt)["titles"][0];
+    let written = r["written"].as_u64().unwrap();
+    let skipped = r["damaged_skipped"].as_u64().unwrap_or(0);
+    assert!((30..40).contains(&written), "{}", rebuilt.all());
+    assert!(skipped > 0, "{}", rebuilt.all());
+    assert!(std::fs::metadata(&record).unwrap().len() as usize >= len - 200);
+    let said = tool(tmp.path(), &["rebuild"]);
+    assert!(said.stdout.contains("damaged"), "{}", said.all());
+    // The application's next run finds what was rebuilt and records again what the damage cost.
+    let next = test_app(tmp.path(), &mix).run();
+    assert_eq!(next.watch().found, written, "{}", next.all());
+    assert_eq!(recorded_pipelines(&title), 40, "{}", next.all());
+}
+
+/// Issue 31, item 2: the boot survives the bound. Bound = 40% of one full run's entry and piece
+/// bytes; two runs under it; then a run of the first 20 pipelines only (the boot, in the order
+/// the full run made them) finds all 20 (found 0 to 5: the record, larger than the entries it
+/// backs and never dropped, pushed them out). `prune` and `list` show both shares.
+#[test]
+fn under_a_bound_of_40_percent_of_a_run_the_boots_first_pipelines_are_all_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = ["--compute", "40", "--graphics", "96", "--threads", "1"];
+    let cold = test_app(tmp.path(), &full).run();
+    assert_eq!(cold.watch().written, 136, "{}", cold.all());
+    let store = tmp.path().join("store");
+    let kept: u64 = entries_and_pieces(&store)
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    let bound = kept * 4 / 10;
+    for _ in 0..2 {
+        let run = test_app(tmp.path(), &full)
+            .env("PIPEKEEP_MAX_BYTES", bound.to_string())
+            .run();
+        assert!(run.ok, "{}", run.all());
+    }
+    let boot = test_app(
+        tmp.path(),
+        &["--compute", "20", "--graphics", "0", "--threads", "1"],
+    )
+    .env("PIPEKEEP_MAX_BYTES", bound.to_string())
+    .run();
+    let w = boot.watch();
+    assert_eq!(
+        (w.built, w.found),
+        (20, 20),
+        "bound {bound}\n{}",
+        boot.all()
+    );
+    let record = std::fs::metadata(store.join("pipekeep-testapp/record.foz"))
+        .unwrap()
+        .len();
+    assert!(
+        record <= bound / 4,
+        "record {record} past its share of {bound}"
+    );
+
+    let listed = json(
+        &App::tool(Driver::Radv, tmp.path())
+            .env("PIPEKEEP_MAX_BYTES", bound.to_string())
+            .args(&["list", "--json"])
+            .run(),
+    );
+    let r = &listed["titles"][0]["record"];
+    assert_eq!(r["share"].as_u64(), Some(bound / 4), "{listed}");
+    let pruned = json(&tool(
+        tmp.path(),
+        &[
+            "prune",
+            "--max-bytes",
+            &bound.to_string(),
+            "--dry-run",
+            "--json",
+        ],
+    ));
+    let p = &pruned["titles"][0];
+    assert_eq!(p["record_bytes"].as_u64(), Some(record), "{pruned}");
+    assert_eq!(p["record_share"].as_u64(), Some(bound / 4), "{pruned}");
+    assert!(
+        p["entries_bytes"].as_u64().unwrap() <= bound - record,
+        "{pruned}"
+    );
+    let text = tool(
+        tmp.path(),
+        &["prune", "--max-bytes", &bound.to_string(), "--dry-run"],
+    );
+    assert!(text.stdout.contains("record"), "{}", text.all());
+}
+
+/// Issue 31, item 3: 200 damaged bytes over the configuration's own entry (the record's first):
+/// `pipekeep rebuild` cannot know the device its pipelines were made for, so it leaves them to
+/// the application's background rebuild and says so (it said the layer was not active, and
+/// exited 2), and the record keeps them.
+#[test]
+fn a_record_whose_configuration_entry_is_damaged_leaves_its_pipelines_to_the_application() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = ["--compute", "24", "--graphics", "16", "--threads", "2"];
+    assert_eq!(test_app(tmp.path(), &mix).run().watch().written, 40);
+    let title = tmp.path().join("store/pipekeep-testapp");
+    remove_identities(&title);
+    let record = title.join("record.foz");
+    let mut bytes = std::fs::read(&record).unwrap();
+    bytes[16..216].fill(0x5a);
+    std::fs::write(&record, &bytes).unwrap();
+    let rebuilt = tool(tmp.path(), &["rebuild"]);
+    assert!(!rebuilt.stderr.contains("not active"), "{}", rebuilt.all());
+    assert!(
+        rebuilt.stdout.contains("application entry is damaged"),
+        "{}",
+        rebuilt.all()
+    );
+    assert!(title.join("record.pending").is_file(), "{}", rebuilt.all());
+    assert!(recorded_pipelines(&title) >= 36);
 }

@@ -697,7 +697,16 @@ fn tidy_after_opening(
     let listed = store.keep_within_bound().map(|b| b.kept);
     if let (Some(kept), Some(record)) = (&listed, &dev.record) {
         if !store.driver_changed() {
-            compact_record(record, kept);
+            compact_record(record, kept, store.max_bytes());
+            // Compacted as far as it goes and still past its share (its configurations alone, in
+            // a bound of a few KiB): the entries make room for the rest.
+            let bytes = std::fs::metadata(record.path()).map_or(0, |m| m.len());
+            // (A record owed a rebuild is not compacted yet: it does not take the entries' room.)
+            if bytes > crate::store::bound::record_share(store.max_bytes()) && !record.is_pending()
+            {
+                store.record_past_its_share(bytes);
+                return store.keep_within_bound().map(|b| b.kept).or(listed);
+            }
         }
     }
     listed
@@ -735,27 +744,27 @@ fn read_ahead(dev: &DeviceData, store: &Store, order: AheadOrder<'_>) {
     tracing::debug!(held = r.held, held_bytes = r.held_bytes, merged = r.merged, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
 }
 
-/// Drops from the title's record the pipelines whose entries the bound dropped, once they are
-/// most of it (the record counts within the bound; rebuilding them would be work for nothing).
-/// `kept`: every entry and piece of the title, as the bound just listed them.
+/// Brings the title's record within its share of the bound (a quarter), where it has grown past
+/// it, dropping pipelines in the entries' order of use: those the bound evicted first, then the
+/// last used, so a boot's pipelines are kept longest in the record as in the store. A record
+/// within its share stays whole whatever became of its entries. `kept`: every entry and piece of
+/// the title, as the bound just listed them (their stamps are the order of use).
 fn compact_record(
     record: &crate::replay::record::RecordFile,
     kept: &[crate::store::bound::StampedEntry],
+    max_bytes: u64,
 ) {
-    let live: std::collections::HashSet<u64> = kept
-        .iter()
-        .filter_map(|e| e.path.file_name()?.to_str())
-        .filter_map(crate::key::PipelineKey::from_file_name)
-        .map(|k| crate::replay::record::pipeline_hash(&k))
-        .collect();
-    match record.compact(&|hash| live.contains(&hash)) {
+    let used = crate::replay::record::stamps_of(kept);
+    let share = crate::store::bound::record_share(max_bytes);
+    match record.compact_to_share(share, false, &|hash| used.get(&hash).copied()) {
         Ok(Some(c)) => tracing::info!(
             record = %record.path().display(),
             pipelines_before = c.pipelines_before,
             pipelines_kept = c.pipelines_kept,
             bytes_before = c.bytes_before,
             bytes_after = c.bytes_after,
-            "record compacted: most of its pipelines had lost their entries to the bound"
+            share,
+            "record compacted to its share of the bound, the last used pipelines dropped first"
         ),
         Ok(None) => {}
         Err(e) => {

@@ -147,7 +147,7 @@ struct Stamp {
 
 impl Stamp {
     fn give(self) {
-        self.store.stamp_found(&self.name, self.stamp);
+        self.store.give_owed_stamp(&self.name, self.stamp);
     }
 }
 
@@ -236,6 +236,7 @@ impl Writer {
             store,
             name,
         };
+        stamp.store.owe_stamp(&stamp.name, stamp.stamp);
         let queued = self.enqueue(
             stamp,
             |q| q.stamps.len() < STAMPS_LIMIT,

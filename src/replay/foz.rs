@@ -1,7 +1,8 @@
 //! The Fossilize database container (`.foz`): a 16-byte header, then entries until the end of
 //! the file, each a 40-hex-digit name (24 of tag, 16 of object hash), four little-endian words
 //! (stored size, flags: 1 stored / 2 deflate, CRC-32 of the stored bytes or 0, inflated size),
-//! then the stored payload. A last entry cut short is ignored, as Fossilize does.
+//! then the stored payload (pipekeep's record deflates as Fossilize does:
+//! [`write_entries_deflated`]). A last entry cut short is ignored, as Fossilize does.
 
 use std::io::Read;
 
@@ -39,6 +40,8 @@ pub enum EntryError {
     WrongSize { expected: u32, actual: usize },
     #[error("payload of {0} bytes is too large")]
     TooLarge(u32),
+    #[error("{bytes} damaged bytes at offset {at}, skipped to the next whole entry")]
+    Damaged { at: usize, bytes: usize },
 }
 
 /// One entry, inflated, or why it could not be.
@@ -53,6 +56,16 @@ pub struct Entry {
 
 /// Every entry of a database, in file order. Fails only when the header is wrong.
 pub fn read_entries(bytes: &[u8]) -> Result<Vec<Entry>, DatabaseError> {
+    read_database(bytes).map(|(entries, _)| entries)
+}
+
+/// Every entry of a database, in file order, and where the last of them ends (what follows is
+/// a last entry cut short, or damage with no whole entry after it). Damaged bytes cost the
+/// entries they touch and no other: where an entry's head is not whole (its name, flags or
+/// length damaged) or its stored bytes fail their CRC with no entry right after them, the
+/// reader looks for the next whole head after it, and the bytes between are one damaged entry
+/// (named by its head where that still parses). Fails only when the header is wrong.
+pub fn read_database(bytes: &[u8]) -> Result<(Vec<Entry>, usize), DatabaseError> {
     if bytes.len() < HEADER_LEN {
         return Err(DatabaseError::Short);
     }
@@ -64,42 +77,82 @@ pub fn read_entries(bytes: &[u8]) -> Result<Vec<Entry>, DatabaseError> {
     }
     let mut entries = Vec::new();
     let mut at = HEADER_LEN;
+    let mut whole_end = HEADER_LEN;
     while bytes.len() - at >= ENTRY_HEAD_LEN {
         let head = &bytes[at..at + ENTRY_HEAD_LEN];
-        let word = |i: usize| {
-            u32::from_le_bytes(head[40 + 4 * i..44 + 4 * i].try_into().expect("4 bytes"))
-        };
-        let (stored, flags, crc, inflated) = (word(0), word(1), word(2), word(3));
-        let Some(end) = (at + ENTRY_HEAD_LEN)
-            .checked_add(stored as usize)
-            .filter(|e| *e <= bytes.len())
-        else {
-            break; // a last entry cut short
-        };
         let name = String::from_utf8_lossy(&head[..40]).into_owned();
-        let stored_bytes = &bytes[at + ENTRY_HEAD_LEN..end];
-        at = end;
-        let (tag, hash) = match parse_name(&head[..40]) {
-            Some(th) => th,
-            None => {
+        let parsed = parse_name(&head[..40]);
+        if let Some(end) = whole_head_end(bytes, at) {
+            let (stored, flags, crc, inflated) = words(head);
+            let payload = unpack(&bytes[at + ENTRY_HEAD_LEN..end], flags, crc, inflated);
+            // A CRC that fails may be a length damaged too: trusted only where a whole entry
+            // (or the end) follows.
+            let next_is_whole = end == bytes.len()
+                || bytes.len() - end < ENTRY_HEAD_LEN
+                || whole_head_end(bytes, end).is_some();
+            if payload.is_ok() || next_is_whole {
+                let (tag, hash) = parsed.expect("a whole head's name parses");
+                debug_assert_eq!(stored as usize, end - at - ENTRY_HEAD_LEN);
                 entries.push(Entry {
                     name,
-                    tag: u32::MAX,
-                    hash: 0,
-                    payload: Err(EntryError::BadName),
+                    tag,
+                    hash,
+                    payload,
                 });
+                at = end;
+                whole_end = end;
                 continue;
             }
+        }
+        // A cut last entry (nothing whole after it), or damage: the next whole head.
+        let Some(next) =
+            (at + 1..=bytes.len() - ENTRY_HEAD_LEN).find(|&n| whole_head_end(bytes, n).is_some())
+        else {
+            break;
         };
-        let payload = unpack(stored_bytes, flags, crc, inflated);
+        let (tag, hash) = parsed.unwrap_or((u32::MAX, 0));
+        let (_, flags, crc, inflated) = words(head);
+        let error = match parsed {
+            None => EntryError::BadName,
+            Some(_) => match unpack(&bytes[at + ENTRY_HEAD_LEN..next], flags, crc, inflated) {
+                Err(e @ EntryError::BadCrc { .. }) => e,
+                _ => EntryError::Damaged {
+                    at,
+                    bytes: next - at,
+                },
+            },
+        };
         entries.push(Entry {
             name,
             tag,
             hash,
-            payload,
+            payload: Err(error),
         });
+        at = next;
+        whole_end = next;
     }
-    Ok(entries)
+    Ok((entries, whole_end))
+}
+
+/// The four words of an entry's head: stored size, flags, CRC-32, inflated size.
+fn words(head: &[u8]) -> (u32, u32, u32, u32) {
+    let word =
+        |i: usize| u32::from_le_bytes(head[40 + 4 * i..44 + 4 * i].try_into().expect("4 bytes"));
+    (word(0), word(1), word(2), word(3))
+}
+
+/// Where the entry whose head starts at `at` ends, if that head is whole: a name of 40 hex
+/// digits, known flags, a length within the file and an inflated size this reader takes.
+fn whole_head_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let head = bytes.get(at..at + ENTRY_HEAD_LEN)?;
+    let (stored, flags, _, inflated) = words(head);
+    if !(flags == 1 || flags == 2) || inflated > MAX_PAYLOAD {
+        return None;
+    }
+    parse_name(&head[..40])?;
+    (at + ENTRY_HEAD_LEN)
+        .checked_add(stored as usize)
+        .filter(|e| *e <= bytes.len())
 }
 
 fn parse_name(name: &[u8]) -> Option<(u32, u64)> {
@@ -147,24 +200,60 @@ fn unpack(stored: &[u8], flags: u32, crc: u32, inflated: u32) -> Result<Vec<u8>,
     Ok(out)
 }
 
-/// Writes a database (for tests and tools that make damaged or small copies).
+/// Writes a database with every payload stored as it is (flag 1), as pipekeep wrote its record
+/// before it deflated payloads (for tests and tools that make damaged or small copies).
 pub fn write_entries(entries: &[(u32, u64, Vec<u8>)]) -> Vec<u8> {
+    write_with(entries, false)
+}
+
+/// Writes a database as Fossilize's own writer does: each payload deflated (zlib, flag 2) where
+/// that makes it smaller, stored as it is (flag 1) where not (a link of a few dozen bytes). The
+/// CRC-32 is of the stored bytes, as Fossilize's. Valve's readers and every pipekeep inflate it.
+pub fn write_entries_deflated(entries: &[(u32, u64, Vec<u8>)]) -> Vec<u8> {
+    write_with(entries, true)
+}
+
+fn write_with(entries: &[(u32, u64, Vec<u8>)], deflate: bool) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&[0, 0, 0, VERSION]);
     for (tag, hash, payload) in entries {
+        let deflated = deflate
+            .then(|| deflated(payload))
+            .filter(|d| d.len() < payload.len());
+        let (flags, stored) = match &deflated {
+            Some(d) => (2, d.as_slice()),
+            None => (1, payload.as_slice()),
+        };
         out.extend_from_slice(format!("{tag:024x}{hash:016x}").as_bytes());
         for w in [
-            payload.len() as u32,
-            1,
-            crc32fast::hash(payload),
+            stored.len() as u32,
+            flags,
+            crc32fast::hash(stored),
             payload.len() as u32,
         ] {
             out.extend_from_slice(&w.to_le_bytes());
         }
-        out.extend_from_slice(payload);
+        out.extend_from_slice(stored);
     }
     out
+}
+
+/// The bytes a payload takes stored by [`write_entries_deflated`] (its head not counted).
+pub fn stored_len(payload: &[u8]) -> usize {
+    deflated(payload).len().min(payload.len())
+}
+
+/// A payload deflated as zlib does at its best level (the record is written once and read at
+/// rebuilds only: the bytes kept matter more than the microseconds).
+fn deflated(payload: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::ZlibEncoder::new(
+        Vec::with_capacity(payload.len() / 2),
+        flate2::Compression::best(),
+    );
+    e.write_all(payload).expect("writing into memory");
+    e.finish().expect("writing into memory")
 }
 
 #[cfg(test)]
@@ -227,6 +316,46 @@ mod tests {
             read_entries(&db).unwrap()[0].payload,
             Err(EntryError::BadName)
         );
+    }
+
+    /// Issue 31, item 3: 200 bytes damaged inside a database cost the entries they touch, never
+    /// the rest: the reader finds the next whole entry after the damage, and names the damage.
+    #[test]
+    fn damaged_bytes_cost_the_entries_they_touch_and_the_rest_reads() {
+        let entries: Vec<_> = (0..60u64)
+            .map(|n| {
+                (
+                    6,
+                    n + 1,
+                    format!("{{\"pipeline\":{n}}}").repeat(5).into_bytes(),
+                )
+            })
+            .collect();
+        let whole = write_entries_deflated(&entries);
+        for (from, fill) in [(16, 0xffu8), (900, 0x30), (2000, 0x00), (3000, b'a')] {
+            let mut db = whole.clone();
+            db[from..from + 200].fill(fill);
+            let read = read_entries(&db).unwrap();
+            let good: Vec<u64> = read
+                .iter()
+                .filter(|e| e.payload.is_ok())
+                .map(|e| e.hash)
+                .collect();
+            let per_entry = whole.len() / 60;
+            assert!(
+                good.len() >= 60 - 200 / per_entry - 2,
+                "damage at {from}: {} of 60 read",
+                good.len()
+            );
+            assert!(
+                good.contains(&60),
+                "damage at {from}: the last entry is lost"
+            );
+            assert!(
+                read.iter().any(|e| e.payload.is_err()),
+                "damage at {from} not named"
+            );
+        }
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub const TAG_COMPUTE: u32 = 7;
 pub const TAG_LINK: u32 = 8;
 pub const TAG_RAY_TRACING: u32 = 9;
 
+/// Pipelines by `(tag, hash)`.
+type PipelineSet = std::collections::HashSet<(u32, u64)>;
+
 /// A malformed entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -230,13 +233,50 @@ impl Catalog {
     /// entry of the database goes with the first (with none whole: every pipeline goes under an
     /// unknown configuration, as in a database of none). A configuration with no pipeline is left
     /// out; malformed entries and ray-tracing pipelines are counted in the first one given.
+    /// Pipelines linked only to application entries the database does not hold whole (damaged):
+    /// their device configuration is not known, so no configuration of [`Catalog::configurations`]
+    /// takes them (the application's own background rebuild, which knows its device, does).
+    pub fn orphans(&self) -> usize {
+        let (linked, under_known) = self.linked_pipelines();
+        self.compute
+            .iter()
+            .map(|(h, _)| (TAG_COMPUTE, *h))
+            .chain(self.graphics.iter().map(|(h, _)| (TAG_GRAPHICS, *h)))
+            .filter(|p| linked.contains(p) && !under_known.contains(p))
+            .count()
+    }
+
+    /// Every linked pipeline `(tag, hash)`, and those linked to an application entry held whole.
+    fn linked_pipelines(&self) -> (PipelineSet, PipelineSet) {
+        let known: std::collections::HashSet<u64> =
+            self.applications.iter().map(|(h, _)| *h).collect();
+        let linked = self.links.iter().map(|(_, t, h)| (*t, *h)).collect();
+        let under_known = self
+            .links
+            .iter()
+            .filter(|(a, _, _)| known.contains(a))
+            .map(|(_, t, h)| (*t, *h))
+            .collect();
+        (linked, under_known)
+    }
+
     pub fn configurations(&self) -> Vec<Configuration> {
-        // No links, or no application entry left whole (a damaged one): one configuration.
-        if self.links.is_empty() || self.applications.is_empty() {
+        // No links: one configuration (Fossilize's own database, an older record).
+        if self.links.is_empty() {
             return vec![Configuration {
                 hash: self.applications.first().map(|(h, _)| *h),
                 app: self.app.clone(),
                 catalog: self.clone(),
+            }];
+        }
+        // A pipeline linked only to damaged application entries goes under none ([`orphans`]).
+        let (linked, _) = self.linked_pipelines();
+        if self.applications.is_empty() {
+            // No application entry left whole: what is linked to none goes under an unknown one.
+            return vec![Configuration {
+                hash: None,
+                app: self.app.clone(),
+                catalog: self.with_pipelines(|tag, hash| !linked.contains(&(tag, hash))),
             }];
         }
         let known: std::collections::HashSet<u64> =
@@ -257,7 +297,7 @@ impl Catalog {
             let is_first = Some(*app_hash) == first;
             let mut catalog = self.with_pipelines(|tag, hash| match under.get(&(tag, hash)) {
                 Some(apps) => apps.contains(app_hash),
-                None => is_first,
+                None => is_first && !linked.contains(&(tag, hash)),
             });
             catalog.problems.clear();
             catalog.ray_tracing = 0;

@@ -645,6 +645,17 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
         threads: options.threads.max(1),
         ..Summary::default()
     };
+    // Pipelines whose configuration's entry is damaged: their device is not known here (one
+    // made otherwise keys them as no run looks them up). Left to the application's own
+    // background rebuild, as a configuration this device cannot make.
+    let orphans: usize = catalogs.iter().map(Catalog::orphans).sum();
+    if orphans > 0 {
+        total.pipelines += orphans;
+        total.pipelines_left += orphans;
+        total.configurations_skipped.push(format!(
+            "a configuration whose application entry is damaged ({orphans} pipelines): its device is not known"
+        ));
+    }
     for group in groups_of(catalogs) {
         // SAFETY: the loader just loaded; each replay destroys everything it made.
         match unsafe { replay_group(&entry, &group, options) } {

@@ -4,8 +4,10 @@
 //! within `PIPEKEEP_MAX_BYTES`, dropping the set-aside directories first, then the oldest stamp
 //! first. The stamp is the file's modification time (see `Store::next_stamp`; a piece carries its run's
 //! newest stamp, so it goes after the entries using it). The record is never dropped by the
-//! bound: it shrinks when the layer compacts it at opening, once most of its pipelines have lost
-//! their entries (`replay::record::RecordFile::compact`).
+//! bound, and takes at most its share of it ([`record_share`], a quarter): it never crowds out
+//! the entries it backs. A record past its share is compacted to it at the layer's opening (or
+//! by `pipekeep prune` and `verify --fix`), dropping pipelines in the entries' order of use
+//! (`replay::record::RecordFile::compact_to_share`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,6 +41,9 @@ pub struct BoundReport {
     pub bytes: u64,
     /// Of which the record's.
     pub record_bytes: u64,
+    /// The most of the bound the record takes ([`record_share`]): entries and pieces keep the
+    /// rest, however large the record has grown (its compaction brings it within its share).
+    pub record_share: u64,
     pub evicted: u64,
     pub evicted_bytes: u64,
     /// Bytes of other drivers' directories set aside (`*.dropped`) dropped to make room.
@@ -143,14 +148,39 @@ pub fn record_bytes(host_dir: &Path) -> u64 {
         .map_or(0, |m| m.len())
 }
 
-/// The entries to drop to bring `entries` and `record_bytes` within `max_bytes`, oldest stamp
-/// first. Ties are broken by path so that every tool agrees on the order.
+/// The record's share of a title's bound: a quarter of it. The record never takes more of the
+/// bound than this, so it never crowds out the entries it backs; a record grown past it is
+/// compacted to it (`replay::record::RecordFile::compact_to_share`), never the entries.
+pub fn record_share(max_bytes: u64) -> u64 {
+    max_bytes / 4
+}
+
+/// What the record takes of the bound: its bytes, at most its share.
+pub fn record_counted(record_bytes: u64, max_bytes: u64) -> u64 {
+    record_bytes.min(record_share(max_bytes))
+}
+
+/// The entries to drop to bring `entries` and `record_bytes` (at most the record's share)
+/// within `max_bytes`, oldest stamp first. Ties are broken by path so that every tool agrees on
+/// the order.
 pub fn plan_eviction(
     entries: Vec<StampedEntry>,
     record_bytes: u64,
     max_bytes: u64,
 ) -> Vec<StampedEntry> {
-    split_at_bound(entries, max_bytes.saturating_sub(record_bytes)).0
+    plan_eviction_past_share(entries, record_bytes, max_bytes, 0)
+}
+
+/// As [`plan_eviction`], the record counted at least `record_floor` bytes where it is that large
+/// (see [`keep_within_past_share`]).
+pub fn plan_eviction_past_share(
+    entries: Vec<StampedEntry>,
+    record_bytes: u64,
+    max_bytes: u64,
+    record_floor: u64,
+) -> Vec<StampedEntry> {
+    let counted = record_counted(record_bytes, max_bytes).max(record_floor.min(record_bytes));
+    split_at_bound(entries, max_bytes.saturating_sub(counted)).0
 }
 
 /// `entries` split into those to drop (oldest stamp first) and those kept.
@@ -200,6 +230,19 @@ pub fn keep_within(
     max_bytes: u64,
     in_use: &dyn Fn(&Path) -> bool,
 ) -> Result<Bounded, StoreError> {
+    keep_within_past_share(host_dir, max_bytes, 0, in_use)
+}
+
+/// As [`keep_within`], the record counted at least `record_floor` bytes where it is that large:
+/// what a record compacted as far as it goes still holds past its share (its configurations'
+/// entries alone, in a bound of a few KiB) is taken from the entries' room, so that the title
+/// stays within its bound.
+pub fn keep_within_past_share(
+    host_dir: &Path,
+    max_bytes: u64,
+    record_floor: u64,
+    in_use: &dyn Fn(&Path) -> bool,
+) -> Result<Bounded, StoreError> {
     let mut entries = entries_of_title(host_dir)?;
     let record_bytes = record_bytes(host_dir);
     let set_aside = set_aside_of_title(host_dir);
@@ -209,8 +252,13 @@ pub fn keep_within(
             + record_bytes
             + set_aside.iter().map(|d| d.1).sum::<u64>(),
         record_bytes,
+        record_share: record_share(max_bytes),
         ..Default::default()
     };
+    // The record's bytes past its share are its own compaction's to drop: the entries are
+    // kept within what is left of the bound once the record has its share.
+    let counted = record_counted(record_bytes, max_bytes).max(record_floor.min(record_bytes));
+    let max_bytes = max_bytes.saturating_add(record_bytes - counted);
     if report.bytes <= max_bytes {
         return Ok(Bounded {
             report,

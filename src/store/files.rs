@@ -113,23 +113,29 @@ pub fn read_at_most(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 
 /// A directory held open once it exists, so that its files are opened (and stamped) relative to
 /// it: one path walk of a name instead of one of the whole path for every file. A directory
-/// removed and made again while the process goes on is then missed: its files read as missing,
-/// and their entries compile afresh.
+/// removed while the process goes on is let go when the store makes it again
+/// ([`HeldDir::forget`]); until then its files read as missing, and their entries compile afresh.
 #[derive(Debug, Default)]
-pub struct HeldDir(std::sync::OnceLock<std::os::fd::OwnedFd>);
+pub struct HeldDir(std::sync::RwLock<Option<std::sync::Arc<std::os::fd::OwnedFd>>>);
 
 impl HeldDir {
     /// The directory at `path`, opened at the first call that finds it (a thread that loses the
     /// race drops its own descriptor); `None` while it cannot be opened.
-    pub fn get(&self, path: &Path) -> Option<&std::os::fd::OwnedFd> {
-        if let Some(fd) = self.0.get() {
-            return Some(fd);
+    pub fn get(&self, path: &Path) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+        if let Some(fd) = self.0.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            return Some(fd.clone());
         }
         use rustix::fs::{Mode, OFlags};
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let fd = rustix::fs::open(path, flags, Mode::empty()).ok()?;
-        let _ = self.0.set(fd);
-        self.0.get()
+        let fd = std::sync::Arc::new(rustix::fs::open(path, flags, Mode::empty()).ok()?);
+        let mut held = self.0.write().unwrap_or_else(|p| p.into_inner());
+        Some(held.get_or_insert(fd).clone())
+    }
+
+    /// Lets go of the directory held: it was removed and made again (a descriptor of the removed
+    /// one would stamp and read nothing).
+    pub fn forget(&self) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
 

@@ -43,7 +43,7 @@ use crate::sync::Unpoisoned;
 pub use envelope::EntryError;
 pub use identity::Identity;
 pub use marker::LoadingMarker;
-pub use open::{drop_set_aside, OpenReport, SET_ASIDE_SUFFIX};
+pub use open::{drop_directory, drop_set_aside, OpenReport, SET_ASIDE_SUFFIX};
 pub use payload::Checked;
 
 /// An I/O failure of the store, with the path and what was being done.
@@ -172,6 +172,13 @@ pub struct Store {
     rebuild_taken: AtomicBool,
     /// The pieces each entry found with pieces names, until its stamp stamps them.
     named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>>,
+    /// Entries this run found whose stamps wait in the layer's writer queue ([`Store::owe_stamp`]):
+    /// a bound pass gives them first, or it would take this run's first used entries for the
+    /// last run's and evict them before what this run wrote after them (the boot lost).
+    owed_stamps: Mutex<std::collections::HashMap<PipelineKey, (EntryName, SystemTime)>>,
+    /// The bytes of the title's record where its compaction could not bring it within its share
+    /// ([`Store::record_past_its_share`]): the bound takes them from the entries' room.
+    record_floor: AtomicU64,
     /// The last run's order of use, and this run's (`order.rs`).
     use_order: UseOrders,
 }
@@ -389,6 +396,8 @@ impl Store {
             chunking: Mutex::default(),
             pieces: pieces::Pieces::new(&dir),
             named_pieces: Mutex::default(),
+            owed_stamps: Mutex::default(),
+            record_floor: AtomicU64::new(0),
             driver_changed: AtomicBool::new(false),
             other_drivers: Mutex::default(),
             rebuild_taken: AtomicBool::new(false),
@@ -546,7 +555,11 @@ impl Store {
     /// Opens an entry for reading (never through a link, never blocking), relative to the
     /// identity directory once it can be held.
     fn open_entry(&self, name: &str) -> io::Result<File> {
-        files::open_for_reading(self.held_dir(), &self.dir.join(name), &self.no_atime)
+        files::open_for_reading(
+            self.held_dir().as_deref(),
+            &self.dir.join(name),
+            &self.no_atime,
+        )
     }
 
     /// Whether an entry the bound listed (over the whole title) is one of this identity's.
@@ -554,7 +567,7 @@ impl Store {
         listed.path.parent() == Some(self.dir.as_path())
     }
 
-    fn held_dir(&self) -> Option<&OwnedFd> {
+    fn held_dir(&self) -> Option<std::sync::Arc<OwnedFd>> {
         self.dir_fd.get(&self.dir)
     }
 
@@ -585,6 +598,34 @@ impl Store {
     /// Stamps an entry this run found.
     pub fn stamp(&self, found: FoundEntry) {
         self.stamp_found(&found.into_name(), self.next_stamp());
+    }
+
+    /// Notes that a found entry's stamp, taken now, is queued to be given later
+    /// ([`Store::give_owed_stamp`]): a bound pass meanwhile gives it first.
+    pub fn owe_stamp(&self, name: &EntryName, stamp: SystemTime) {
+        if let Some(key) = PipelineKey::from_file_name(name) {
+            self.owed_stamps.locked().insert(key, (*name, stamp));
+        }
+    }
+
+    /// Gives a stamp noted by [`Store::owe_stamp`], unless a bound pass gave it already.
+    pub fn give_owed_stamp(&self, name: &EntryName, stamp: SystemTime) {
+        let owed = PipelineKey::from_file_name(name)
+            .is_some_and(|key| self.owed_stamps.locked().remove(&key).is_some());
+        if owed {
+            self.stamp_found(name, stamp);
+        }
+    }
+
+    /// Gives every stamp still owed (before a bound pass lists the entries).
+    fn give_owed_stamps(&self) {
+        let owed = std::mem::take(&mut *self.owed_stamps.locked());
+        let mut owed: Vec<_> = owed.into_values().collect();
+        // The newest first, as the run took them.
+        owed.sort_by_key(|(_, stamp)| std::cmp::Reverse(*stamp));
+        for (name, stamp) in owed {
+            self.stamp_found(&name, stamp);
+        }
     }
 
     /// Stamps a found entry, by its name, with a stamp taken when it was used (the layer's
@@ -668,7 +709,7 @@ impl Store {
     /// system call where an open, a time update and a close would be three.
     /// Never sets back a newer stamp (a process that opened later found it too).
     fn stamp_by_name(&self, name: &str, stamp: SystemTime) -> io::Result<()> {
-        files::stamp_forward(self.held_dir(), &self.dir.join(name), stamp).map(|_| ())
+        files::stamp_forward(self.held_dir().as_deref(), &self.dir.join(name), stamp).map(|_| ())
     }
 
     /// Reads ahead the entries the last run used, first used first, holding at most `window`
@@ -878,6 +919,18 @@ impl Store {
         self.write_announced(key, envelope::PayloadKind::Cache, data, stamp)
     }
 
+    /// The title's record, compacted as far as it goes, still holds `bytes` past its share (its
+    /// configurations alone, in a bound of a few KiB): the bound passes of this process count it
+    /// whole, so that the title stays within its bound.
+    pub fn record_past_its_share(&self, bytes: u64) {
+        self.record_floor.store(bytes, Ordering::Release);
+    }
+
+    /// The title's bound (`PIPEKEEP_MAX_BYTES`), of which the record has its share.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
     /// Whether the store keeps nothing (a bound of 0): a miss then has nothing to keep.
     pub fn keeps_nothing(&self) -> bool {
         self.max_bytes == 0
@@ -1078,12 +1131,21 @@ impl Store {
         }
     }
 
-    /// Makes the identity directory, once a run, before the first entry is written into it.
+    /// Makes the identity directory before an entry is written into it: once a run, and again
+    /// where it was removed since (`pipekeep clear` beside the running application, a user's
+    /// `rm -r`): one `stat` a write, against a run whose every later write was skipped.
     fn make_dir(&self) -> Result<(), StoreError> {
-        if !self.dir_made.load(Ordering::Acquire) {
-            fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
-            self.dir_made.store(true, Ordering::Release);
+        let made = self.dir_made.load(Ordering::Acquire);
+        if made && self.dir.is_dir() {
+            return Ok(());
         }
+        fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
+        if made {
+            self.dir_fd.forget();
+            self.pieces.forget_dir();
+            tracing::info!(dir = %self.dir.display(), "the store's directory was removed while this process ran; made again");
+        }
+        self.dir_made.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -1116,9 +1178,11 @@ impl Store {
     /// Brings the title whose `host-pipelines/` is `host_dir` within the bound, keeping every
     /// piece an entry this process writes meanwhile names.
     pub(super) fn bound_pieces_aware(&self, host_dir: &Path) -> Result<bound::Bounded, StoreError> {
+        self.give_owed_stamps();
         self.pieces.bound_begins();
         let in_use = |p: &Path| self.pieces.written_while_bounding(p);
-        let bounded = bound::keep_within(host_dir, self.max_bytes, &in_use);
+        let floor = self.record_floor.load(Ordering::Acquire);
+        let bounded = bound::keep_within_past_share(host_dir, self.max_bytes, floor, &in_use);
         self.pieces.bound_ends();
         bounded
     }

@@ -297,11 +297,13 @@ fn piece_matches_its_name(path: &Path, name: &super::recipe::PieceName) -> bool 
         .is_ok_and(|bytes| blake3::hash(&bytes).as_bytes() == name)
 }
 
-/// Drops every file of ours in another driver's identity directory, then the directory if
-/// nothing else is in it. A temporary file or marker that a live process holds locked stays (a
-/// second driver of the same GPU may be writing or loading there now), and so does the entry a
-/// live marker names; the directory then stays until a later opening finds them let go.
-pub(super) fn drop_directory(dir: &Path, reason: &str, stop: &AtomicBool) -> u64 {
+/// Drops every file of ours in an identity directory (another driver's, or one `pipekeep clear`
+/// empties), then the directory if nothing else is in it. A temporary file or marker that a live
+/// process holds locked stays (a second driver of the same GPU, or the application beside the
+/// command, may be writing or loading there now), and so does the entry a live marker names; the
+/// directory then stays until a later opening finds them let go. The one rule for removing a
+/// directory's files beside a live process, the layer's and the command's.
+pub fn drop_directory(dir: &Path, reason: &str, stop: &AtomicBool) -> u64 {
     let names = names_in(dir).unwrap_or_default();
     let mut held_by_the_living = std::collections::HashSet::new();
     for name in names.iter().filter(|n| is_write_or_load(n)) {

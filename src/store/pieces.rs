@@ -279,17 +279,20 @@ impl Pieces {
             path: path.to_path_buf(),
             source,
         };
-        let mut file =
-            match files::open_for_reading(self.dir_fd.get(&self.dir), path, &self.no_atime) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    return Err(PieceError::Missing {
-                        path: path.to_path_buf(),
-                    })
-                }
-                Err(e) if files::is_not_a_file(&e) => return Err(corrupt("not a regular file")),
-                Err(e) => return Err(io(e)),
-            };
+        let mut file = match files::open_for_reading(
+            self.dir_fd.get(&self.dir).as_deref(),
+            path,
+            &self.no_atime,
+        ) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(PieceError::Missing {
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(e) if files::is_not_a_file(&e) => return Err(corrupt("not a regular file")),
+            Err(e) => return Err(io(e)),
+        };
         let meta = file.metadata().map_err(io)?;
         if !meta.is_file() {
             return Err(corrupt("not a regular file"));
@@ -545,15 +548,27 @@ impl Pieces {
     /// process that opened the store later may have stamped it newer (this run's `touched`
     /// knows only its own stamps). Fails where the piece is gone.
     fn stamp_file(&self, path: &Path, stamp: SystemTime) -> io::Result<()> {
-        files::stamp_forward(self.dir_fd.get(&self.dir), path, stamp).map(|_| ())
+        files::stamp_forward(self.dir_fd.get(&self.dir).as_deref(), path, stamp).map(|_| ())
     }
 
+    /// Makes the pieces' directory before a piece is placed: once a run, and again where it was
+    /// removed since (see `Store::make_dir`).
     fn make_dir(&self) -> Result<(), StoreError> {
-        if !self.dir_made.load(Ordering::Acquire) {
-            std::fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
-            self.dir_made.store(true, Ordering::Release);
+        let made = self.dir_made.load(Ordering::Acquire);
+        if made && self.dir.is_dir() {
+            return Ok(());
         }
+        std::fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
+        if made {
+            self.dir_fd.forget();
+        }
+        self.dir_made.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// The directory was removed (with the identity directory): the one held is let go.
+    pub(super) fn forget_dir(&self) {
+        self.dir_fd.forget();
     }
 }
 

@@ -512,3 +512,21 @@ pub fn bytes_with_pieces(entries: &[PathBuf]) -> u64 {
             .map(|p| std::fs::metadata(p).unwrap().len())
             .sum::<u64>()
 }
+
+/// The smallest bound that leaves `entries` bytes to entries and pieces beside the title's record
+/// at `record`: the record counts at most its share (a quarter), but never less than what it holds
+/// with no pipeline (its configurations, a few KiB where the device is made with every
+/// extension), which a compaction cannot drop.
+pub fn bound_leaving(entries: u64, record: &Path) -> u64 {
+    let Ok(bytes) = std::fs::read(record) else {
+        return entries;
+    };
+    let record_bytes = bytes.len() as u64;
+    let all = pipekeep::replay::foz::read_entries(&bytes).unwrap();
+    let bare = pipekeep::replay::record::within_share(all, 0, &|_| None);
+    let floor =
+        (pipekeep::replay::foz::write_entries_deflated(&bare).len() as u64).min(record_bytes);
+    (entries..)
+        .find(|b| b - record_bytes.min(b / 4).max(floor) >= entries)
+        .expect("a bound")
+}

@@ -1,6 +1,8 @@
 //! The store subcommands: list, verify, prune, clear, stats and where. They only ever remove
 //! `*.entry`, `*.piece`, `*.loading` and `*.tmp` files, identity directories of our naming and
-//! (`clear`) a title's `record.foz`.
+//! (`clear`) a title's `record.foz`, and remove them by the layer's own rules beside a running
+//! application: what a live process holds locked stays (`clear`), a file replaced since it was
+//! checked stays (`verify --fix`), and `prune` is the layer's own bound pass.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,7 +11,10 @@ use serde_json::json;
 
 use pipekeep::settings::sources::{Origin, Sources, FILE_NAME, TABLE};
 use pipekeep::settings::Settings;
-use pipekeep::store::bound::{entries_of_title, keep_within, plan_eviction, record_bytes};
+use pipekeep::store::bound::{
+    entries_of_title, keep_within_past_share, plan_eviction_past_share, record_bytes,
+    record_counted, record_share,
+};
 use pipekeep::store::files::remove_if_present;
 use pipekeep::store::inspect::{
     check_entry_with, check_piece, entry_files, identity_dirs, sharing, titles, Sharing,
@@ -80,7 +85,7 @@ pub struct VerifyArgs {
 }
 
 /// Bring a title's store within N bytes, dropping the oldest stamps first (the layer's order); the
-/// title's record counts within the bound and is never dropped.
+/// title's record takes at most its share (a quarter), and is compacted to it in the same order.
 #[derive(clap::Args)]
 pub struct PruneArgs {
     #[command(flatten)]
@@ -255,7 +260,8 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
                 "this_machine": local.as_ref().map(|l| l.contains(&name)),
             }));
         }
-        out.push(json!({ "title": title, "identities": dirs, "record": record_of(&title_dir) }));
+        let entries_bytes: u64 = dirs.iter().filter_map(|d| d["bytes"].as_u64()).sum();
+        out.push(json!({ "title": title, "identities": dirs, "entries_bytes": entries_bytes, "record": record_of(&title_dir) }));
     }
     if args.scope.json {
         println!("{}", json!({ "root": root, "titles": out }));
@@ -264,11 +270,21 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
     println!("library {}", root.display());
     for t in &out {
         println!("{}", t["title"].as_str().unwrap_or_default());
+        println!(
+            "  entries and pieces: {}",
+            human_bytes(t["entries_bytes"].as_u64().unwrap_or(0))
+        );
         if let Some(r) = t["record"].as_object() {
             println!(
-                "  record: {} pipelines, {} ({} damaged entries)",
+                "  record: {} pipelines, {} of its share of {}{} ({} damaged entries)",
                 r["pipelines"],
                 human_bytes(r["bytes"].as_u64().unwrap_or(0)),
+                human_bytes(r["share"].as_u64().unwrap_or(0)),
+                if r["over_share"] == true {
+                    ", past it: compacted at the next opening or by verify --fix"
+                } else {
+                    ""
+                },
                 r["damaged"]
             );
         }
@@ -320,10 +336,22 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     let show_progress = files.len() >= 1000
         && !args.scope.json
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Each file is opened before its check, and `--fix` removes it only while its path still
+    // names that file: a writer (the application beside the command) may place it again, whole,
+    // after the check, and that one stays.
+    let opened = |f: &Path| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(pipekeep::store::files::NO_FOLLOW_NO_BLOCK)
+            .open(f)
+            .ok()
+    };
     // Pieces first: an entry is then checked against the pieces that are whole.
     for f in &piece_files {
+        let file = opened(f);
         if let Err(e) = check_piece(f) {
-            bad.push((f.clone(), e.reason(), e.to_string()));
+            bad.push((f.clone(), e.reason(), e.to_string(), file));
         }
     }
     let bad_pieces = bad.len();
@@ -334,9 +362,10 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             pieces_of_dir = Some((dir.clone(), Pieces::for_looking(&dir)));
         }
         let pieces = &pieces_of_dir.as_ref().expect("set above").1;
+        let file = opened(f);
         match check_entry_with(f, pieces) {
             Ok(_) => good += 1,
-            Err(e) => bad.push((f.clone(), e.reason(), e.to_string())),
+            Err(e) => bad.push((f.clone(), e.reason(), e.to_string(), file)),
         }
         if show_progress && (n % 500 == 0 || n + 1 == files.len()) {
             eprint!("\rverify: {}/{} entries", n + 1, files.len());
@@ -346,35 +375,54 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
         eprintln!();
     }
     // Each title's record: every entry whole (a cut last one is ignored by readers, not damage).
-    let bad_records: Vec<serde_json::Value> = titles
+    // And within its share of the bound.
+    let mut bad_records: Vec<(String, serde_json::Value)> = titles
         .iter()
-        .map(|t| record_of(&root.join(t)))
-        .filter(|r| r["damaged"].as_u64().is_some_and(|n| n > 0))
+        .map(|t| (t.clone(), record_of(&root.join(t))))
+        .filter(|(_, r)| r["damaged"].as_u64().is_some_and(|n| n > 0) || r["over_share"] == true)
         .collect();
     // Each identity directory's order of use: a hint, but one the layer would drop with a line.
     let bad_orders: Vec<(PathBuf, String)> = dirs.iter().filter_map(|d| bad_use_order(d)).collect();
     let mut dropped = 0;
     if args.fix {
-        for (f, _, _) in &bad {
-            if remove_if_present(f).unwrap_or(false) {
+        for (f, _, _, file) in &bad {
+            // Replaced since its check: it stays. Not opened: a link or another thing that is
+            // not a file goes by its path (no writer places one); a file gone, nothing to do.
+            let removed = match file {
+                Some(file) => pipekeep::store::files::remove_if_still(f, Some(file)),
+                None if std::fs::symlink_metadata(f).is_ok_and(|m| !m.is_file()) => {
+                    remove_if_present(f)
+                }
+                None => Ok(false),
+            };
+            if removed.unwrap_or(false) {
                 dropped += 1;
             }
         }
         for (f, _) in &bad_orders {
             let _ = remove_if_present(f);
         }
+        // A record past its share, or holding damaged entries, compacted as the layer does.
+        let max_bytes = Settings::from_env().max_bytes;
+        for (t, r) in &mut bad_records {
+            match compact_record(&root.join(&*t), max_bytes, true) {
+                Ok(c) => r["compacted"] = json!(c.map(|c| json!({ "pipelines_before": c.pipelines_before, "pipelines_kept": c.pipelines_kept, "bytes_before": c.bytes_before, "bytes_after": c.bytes_after }))),
+                Err(e) => eprintln!("pipekeep: the record of {t} was not compacted: {e}"),
+            }
+        }
     }
+    let bad_records: Vec<serde_json::Value> = bad_records.into_iter().map(|(_, r)| r).collect();
     if args.scope.json {
         let list: Vec<_> = bad
             .iter()
-            .map(|(f, r, why)| json!({ "path": f, "reason": r, "detail": why }))
+            .map(|(f, r, why, _)| json!({ "path": f, "reason": r, "detail": why }))
             .collect();
         println!(
             "{}",
             json!({ "checked": files.len(), "pieces_checked": piece_files.len(), "bad_pieces": bad_pieces, "good": good, "bad": list, "dropped": dropped, "bad_records": bad_records, "bad_use_orders": bad_orders.iter().map(|(f, why)| json!({ "path": f, "detail": why })).collect::<Vec<_>>() })
         );
     } else {
-        for (i, (f, reason, why)) in bad.iter().enumerate() {
+        for (i, (f, reason, why, _)) in bad.iter().enumerate() {
             println!(
                 "bad {}={} reason={reason} ({why}) path={}",
                 if i < bad_pieces { "piece" } else { "entry" },
@@ -384,9 +432,18 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
         }
         for r in &bad_records {
             println!(
-                "bad record={} damaged_entries={}",
+                "bad record={} damaged_entries={} bytes={} share={}{}",
                 r["path"].as_str().unwrap_or_default(),
-                r["damaged"]
+                r["damaged"],
+                r["bytes"],
+                r["share"],
+                match r.get("compacted") {
+                    Some(c) if c.is_object() => format!(
+                        " compacted: {} of {} pipelines kept, {} bytes",
+                        c["pipelines_kept"], c["pipelines_before"], c["bytes_after"]
+                    ),
+                    _ => String::new(),
+                }
             );
         }
         for (f, why) in &bad_orders {
@@ -413,6 +470,37 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     )
 }
 
+/// Brings a title's record within its share of `max_bytes` as the layer's opening does (the
+/// pipelines in the entries' order of use, their stamps from a listing of the title's entries),
+/// and (`rewrite_damaged`) rewrites it without its damaged entries.
+fn compact_record(
+    title_dir: &Path,
+    max_bytes: u64,
+    rewrite_damaged: bool,
+) -> Result<Option<pipekeep::replay::record::Compacted>, String> {
+    let listed = entries_of_title(&title_dir.join("host-pipelines")).unwrap_or_default();
+    let used = pipekeep::replay::record::stamps_of(&listed);
+    pipekeep::replay::record::RecordFile::new(title_dir)
+        .compact_to_share(record_share(max_bytes), rewrite_damaged, &|h| {
+            used.get(&h).copied()
+        })
+        .map_err(|e| e.to_string())
+}
+
+/// The bytes a title's record would come to compacted to its share of `max_bytes` (a dry run's
+/// plan; nothing is written).
+fn compacted_size(title_dir: &Path, max_bytes: u64) -> Option<u64> {
+    let (entries, _) =
+        pipekeep::replay::record::read(&title_dir.join(pipekeep::replay::record::FILE_NAME))
+            .ok()?;
+    let listed = entries_of_title(&title_dir.join("host-pipelines")).unwrap_or_default();
+    let used = pipekeep::replay::record::stamps_of(&listed);
+    let kept = pipekeep::replay::record::within_share(entries, record_share(max_bytes), &|h| {
+        used.get(&h).copied()
+    });
+    Some(pipekeep::replay::foz::write_entries_deflated(&kept).len() as u64)
+}
+
 /// The identity directory's `use-order` and why it cannot be read, where it is there and damaged.
 fn bad_use_order(dir: &Path) -> Option<(PathBuf, String)> {
     let path = dir.join(pipekeep::store::order::USE_ORDER);
@@ -430,15 +518,38 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
         let record = record_bytes(&host_dir);
         let before: u64 = entries.iter().map(|e| e.bytes).sum::<u64>() + record;
         let count = entries.len();
+        // The record past its share is compacted to it first, as the layer's opening does (a
+        // dry run says what it would come to). One compacted as far as it goes and still past
+        // its share takes the rest from the entries' room, as in the layer.
+        let share = record_share(args.max_bytes);
+        let compacted = if args.dry_run {
+            None
+        } else {
+            compact_record(&root.join(t), args.max_bytes, false)?
+        };
+        let record_after = match compacted {
+            Some(c) => c.bytes_after,
+            None if args.dry_run && record > share => {
+                compacted_size(&root.join(t), args.max_bytes).unwrap_or(record)
+            }
+            None => record,
+        };
+        let floor = if record_after > share {
+            record_after
+        } else {
+            0
+        };
         let plan = if args.dry_run {
-            plan_eviction(entries, record, args.max_bytes)
+            plan_eviction_past_share(entries, record_after, args.max_bytes, floor)
         } else {
             // The layer's own pass: the same order, a piece an entry is being written or found
             // with kept, and what a running application's pass removes at once counted, so that
-            // the two remove together no more than the excess.
+            // the two remove together no more than the excess. A record compacted as far as it
+            // goes and still past its share takes the rest from the entries' room, as in the
+            // layer.
             let listed = entries;
-            let bounded =
-                keep_within(&host_dir, args.max_bytes, &|_| false).map_err(|e| e.to_string())?;
+            let bounded = keep_within_past_share(&host_dir, args.max_bytes, floor, &|_| false)
+                .map_err(|e| e.to_string())?;
             let kept: std::collections::HashSet<&Path> =
                 bounded.kept.iter().map(|e| e.path.as_path()).collect();
             let mut gone: Vec<_> = listed
@@ -450,9 +561,14 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
             gone
         };
         let dropped_bytes: u64 = plan.iter().map(|e| e.bytes).sum();
+        let entries_bytes = before - record - dropped_bytes;
         reports.push(json!({
             "title": t, "entries": count, "bytes": before, "dropped": plan.len(), "dropped_bytes": dropped_bytes,
-            "kept_bytes": before - dropped_bytes, "record_bytes": record, "dry_run": args.dry_run,
+            "kept_bytes": entries_bytes + record_after, "entries_bytes": entries_bytes,
+            "record_bytes": record_after, "record_share": record_share(args.max_bytes),
+            "record_counted": record_counted(record_after, args.max_bytes),
+            "record_pipelines_dropped": compacted.map_or(0, |c| c.pipelines_before - c.pipelines_kept),
+            "dry_run": args.dry_run,
             "dropped_entries": plan.iter().map(|e| e.path.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect::<Vec<_>>(),
         }));
     }
@@ -463,8 +579,9 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
         );
     } else {
         for r in &reports {
+            let bytes = |k: &str| human_bytes(r[k].as_u64().unwrap_or(0));
             println!(
-                "{}: {} {} of {} entries ({}), keeping {}",
+                "{}: {} {} of {} entries ({}), keeping {}: entries and pieces {}, record {} (its share {}{})",
                 r["title"].as_str().unwrap_or_default(),
                 if args.dry_run {
                     "would drop"
@@ -473,8 +590,15 @@ pub fn prune(args: PruneArgs) -> Result<ExitCode, String> {
                 },
                 r["dropped"],
                 r["entries"],
-                human_bytes(r["dropped_bytes"].as_u64().unwrap_or(0)),
-                human_bytes(r["kept_bytes"].as_u64().unwrap_or(0))
+                bytes("dropped_bytes"),
+                bytes("kept_bytes"),
+                bytes("entries_bytes"),
+                bytes("record_bytes"),
+                bytes("record_share"),
+                match r["record_pipelines_dropped"].as_u64() {
+                    Some(n) if n > 0 => format!("; {n} pipelines compacted out of it"),
+                    _ => String::new(),
+                }
             );
         }
     }
@@ -489,42 +613,26 @@ fn record_of(title_dir: &Path) -> serde_json::Value {
     let Ok(bytes) = std::fs::metadata(&path).map(|m| m.len()) else {
         return serde_json::Value::Null;
     };
+    // Its share of the bound in force (PIPEKEEP_MAX_BYTES, as the layer reads it).
+    let share = record_share(Settings::from_env().max_bytes);
     match pipekeep::replay::record::read(&path) {
         Ok((entries, bytes)) => json!({
-            "path": path, "bytes": bytes,
-            "pipelines": entries.iter().filter(|e| e.tag == TAG_COMPUTE || e.tag == TAG_GRAPHICS).count(),
+            "path": path, "bytes": bytes, "share": share, "over_share": bytes > share,
+            "pipelines": entries.iter().filter(|e| e.payload.is_ok() && (e.tag == TAG_COMPUTE || e.tag == TAG_GRAPHICS)).count(),
             "damaged": entries.iter().filter(|e| e.payload.is_err()).count(),
         }),
         Err(e) => {
-            json!({ "path": path, "bytes": bytes, "pipelines": 0, "damaged": 1, "error": e.to_string() })
+            json!({ "path": path, "bytes": bytes, "share": share, "over_share": bytes > share, "pipelines": 0, "damaged": 1, "error": e.to_string() })
         }
     }
 }
 
-/// Removes our files in an identity directory, then the directory if nothing else is left.
+/// Removes our files in an identity directory, then the directory if nothing else is left, by
+/// the layer's own rule (`store::drop_directory`): a loading marker or a write in progress that a
+/// live process holds locked stays, with the entry the marker names (the application beside the
+/// command is loading it), and so does the directory holding them. Returns the entries removed.
 fn clear_dir(dir: &Path) -> u64 {
-    let mut removed = 0;
-    for name in readable(dir, pipekeep::store::files::names_in(dir)) {
-        let entry = pipekeep::store::files::is_entry_name(&name);
-        if !(entry
-            || name.ends_with(".tmp")
-            || name.ends_with(".loading")
-            || pipekeep::store::NOTES.contains(&name.as_str()))
-        {
-            continue;
-        }
-        let gone = remove_if_present(&dir.join(&name)).unwrap_or(false);
-        removed += u64::from(gone && entry);
-    }
-    let pieces = dir.join(pipekeep::store::pieces::DIR);
-    for name in readable(&pieces, pipekeep::store::files::names_in(&pieces)) {
-        if name.ends_with(".tmp") || pipekeep::store::pieces::name_of_file(&name).is_some() {
-            let _ = remove_if_present(&pieces.join(&name));
-        }
-    }
-    let _ = std::fs::remove_dir(&pieces);
-    let _ = std::fs::remove_dir(dir);
-    removed
+    pipekeep::store::drop_directory(dir, "cleared", &std::sync::atomic::AtomicBool::new(false))
 }
 
 pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
