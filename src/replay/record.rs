@@ -382,6 +382,18 @@ fn device_json(d: &crate::key::desc::DeviceState) -> Value {
 }
 
 /// A device's state as a record holds it (the member [`DEVICE_KEY`]).
+/// Whether `count` `VkBool32`s are exactly what a feature structure of `stype` holds: the
+/// rebuild makes each structure from them for the driver to read (and to write, when it asks what
+/// the device offers), so a damaged or foreign record must never size one shorter.
+fn as_long_as_its_structure(stype: i32, count: usize) -> bool {
+    /// `VkPhysicalDevicePipelineBinaryFeaturesKHR`, which ash predates: one `VkBool32`.
+    const PIPELINE_BINARY_FEATURES: i32 = 1_000_483_000;
+    match crate::key::features::known(ash::vk::StructureType::from_raw(stype)) {
+        Some(row) => row.bools == count,
+        None => stype == PIPELINE_BINARY_FEATURES && count == 1,
+    }
+}
+
 pub fn device_from_json(v: &Value) -> Option<crate::key::desc::DeviceState> {
     let u32s = |v: &Value| -> Option<Vec<u32>> {
         v.as_array()?
@@ -399,10 +411,11 @@ pub fn device_from_json(v: &Value) -> Option<crate::key::desc::DeviceState> {
             .as_array()?
             .iter()
             .map(|f| Some((f["sType"].as_i64()? as i32, u32s(&f["values"])?)))
+            .map(|f| f.filter(|(stype, values)| as_long_as_its_structure(*stype, values.len())))
             .collect::<Option<_>>()?,
         core_features: match &v["coreFeatures"] {
             Value::Null => None,
-            other => Some(u32s(other)?),
+            other => Some(u32s(other).filter(|c| c.len() == crate::key::features::CORE_FEATURES)?),
         },
         unknown: match &v["unknown"] {
             Value::Null => Vec::new(),
@@ -1998,16 +2011,42 @@ mod tests {
     fn a_device_state_with_structures_the_layer_does_not_know_is_kept_with_their_stypes() {
         let state = crate::key::desc::DeviceState {
             extensions: vec![b"VK_B".to_vec(), b"VK_A".to_vec()],
-            features: vec![(9, vec![1]), (3, vec![0])],
+            // maintenance5's (one VkBool32), robustness2's (three)
+            features: vec![(1_000_470_000, vec![1]), (1_000_286_000, vec![0, 1, 0])],
             core_features: None,
             unknown: vec![1_000_295_002],
         };
         let app = AppState::from_device(None, &state);
         let device = app.device.as_ref().unwrap();
         assert_eq!(device.extensions, vec![b"VK_A".to_vec(), b"VK_B".to_vec()]);
-        assert_eq!(device.features[0].0, 3);
+        assert_eq!(device.features[0].0, 1_000_286_000);
         let back = device_from_json(&device_json(device)).unwrap();
         assert_eq!(&back, device);
         assert_eq!(back.unknown, vec![1_000_295_002]);
+    }
+
+    #[test]
+    fn a_device_whose_feature_structure_is_cut_short_is_refused() {
+        let robustness2 = 1_000_286_000;
+        let whole = serde_json::json!({
+            "extensions": [], "coreFeatures": null,
+            "features": [{ "sType": robustness2, "values": [1, 1, 0] }],
+        });
+        assert!(device_from_json(&whole).is_some());
+        let short = serde_json::json!({
+            "extensions": [], "coreFeatures": null,
+            "features": [{ "sType": robustness2, "values": [1] }],
+        });
+        assert!(
+            device_from_json(&short).is_none(),
+            "the driver would read past it"
+        );
+        let unknown = serde_json::json!({
+            "extensions": [], "coreFeatures": null,
+            "features": [{ "sType": 1_999_999_000, "values": [1] }],
+        });
+        assert!(device_from_json(&unknown).is_none());
+        let core = serde_json::json!({ "extensions": [], "features": [], "coreFeatures": [1, 0] });
+        assert!(device_from_json(&core).is_none());
     }
 }
