@@ -594,6 +594,14 @@ fn the_rebuild_makes_the_applications_instance_and_device_and_its_next_run_finds
     the_rebuild_reproduces_the_configuration(&[], VK_API_1_3);
 }
 
+/// A device as translation layers make it: every extension, every feature structure chained
+/// one by one (before: the rebuild took Vulkan 1.3's subgroup size control from the wrong
+/// structure, and skipped every pipeline that requires a subgroup size: ncnn's 3,115).
+#[test]
+fn the_rebuild_reproduces_a_device_with_every_extension() {
+    the_rebuild_reproduces_the_configuration(&["--every-extension"], VK_API_1_3);
+}
+
 #[test]
 fn the_rebuild_reproduces_an_application_of_vulkan_1_0() {
     the_rebuild_reproduces_the_configuration(&["--api", "1.0"], VK_API_1_0);

@@ -568,8 +568,12 @@ unsafe fn exact_device(
             .and_then(|(_, v)| v.get(index))
             .is_some_and(|b| *b != 0)
     };
-    // Vulkan 1.3's subgroupSizeControl (its eighth), or the extension's (its first).
-    let subgroup_size_control = feature(53, 7) || feature(1_000_225_000, 0);
+    // Vulkan 1.3's subgroupSizeControl (its eighth), or the structure of its own (its first).
+    let subgroup_size_control = feature(53, 7)
+        || feature(
+            vk::StructureType::PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES.as_raw(),
+            0,
+        );
     let mesh_shaders = feature(1_000_328_000, 1);
     Ok((device, subgroup_size_control, mesh_shaders))
 }
