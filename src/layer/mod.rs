@@ -1,11 +1,13 @@
 //! The unsafe FFI boundary: loader negotiation, dispatch tables, the intercepts. Nothing outside
 //! this module touches a raw Vulkan pointer. Each file is one level of dispatch or one job:
 //! `abi` (the loader's structs), `guard` (panics and logging), `registry` (per-handle data),
-//! `instance`, `device`, `objects` (what keys need, captured at creation), `capture` (create infos
-//! into keys), `pipelines` (the kept-pipeline flow), `dictionary` (NVIDIA's dictionary handed over once a device), `found_gate` (how many found
-//! pipelines enter the driver at once), `sharing` (one compile for pipelines the driver builds
-//! alike, within a run), `writer` (the writer thread), `idle` (the
-//! priority of the layer's own threads) and `marker_map` (the loading marker as mapped memory).
+//! `instance`, `device` (its plan, the store's opening, the background rebuild), `objects` (what
+//! keys need, captured at creation), `capture` (create infos into keys), `pipelines` (the
+//! kept-pipeline flow; each backend a file of its own), `dictionary` (NVIDIA's dictionary handed
+//! over once a process), `found_gate` (how many found pipelines enter the driver at once),
+//! `sharing` (one compile for pipelines the driver builds alike, within a run), `writer` (the
+//! writer thread), `idle` (the priority of the layer's own threads) and `marker_map` (the loading
+//! marker as mapped memory).
 
 /// A function of the layer as the loader's opaque `PFN_vkVoidFunction`.
 macro_rules! void_fn {

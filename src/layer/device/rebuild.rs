@@ -1,0 +1,267 @@
+//! The background rebuild: after a driver change, or where the record owes entries (write-behind),
+//! the title's record replayed through this layer on the application's own device, on idle
+//! threads, only the pipelines of this device's configuration; stopped at `vkDestroyDevice`.
+
+use super::*;
+
+/// After a driver change (opening dropped another driver's directory of this device), or where
+/// the record owes a rebuild (`record.pending`: write-behind, or a rebuild a device cut short),
+/// rebuilds the title's record into the driver's store on threads of the layer's own at idle
+/// priority (at most half the cores), through this layer's own commands on the application's
+/// device: what the application builds meanwhile is found or written as ever, and what the
+/// rebuild reaches first is found by it. Under write-behind the thread also keeps, pass after
+/// pass, what this run leaves to it ([`rebuild_what_is_owed`]). Stops after the current pipeline
+/// at `vkDestroyDevice`; what is left is for the next run (the record stays marked) or
+/// `pipekeep rebuild`.
+pub(super) fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
+    if SETTINGS.rebuild == crate::settings::RebuildSetting::Off {
+        return;
+    }
+    let Some(record) = dev.record.clone() else {
+        return;
+    };
+    let owed = dev.rebuild_owed_at_opening.load(Ordering::Acquire);
+    // Under write-behind one rebuild thread lives as long as the device, for what this run owes
+    // too (a record it writes as it goes).
+    let owed_from_before = owed && record.path().is_file();
+    if dev.stop.load(Ordering::Acquire)
+        || !(owed_from_before || dev.write_behind)
+        || !store.take_the_rebuild()
+    {
+        return;
+    }
+    let rebuilding = dev.clone();
+    let spawned = std::thread::Builder::new()
+        .name(crate::layer::idle::REBUILD_THREAD.into())
+        .spawn(move || {
+            guarded(
+                "background rebuild",
+                || {
+                    rebuild_worker_start(&rebuilding);
+                    if rebuilding.write_behind {
+                        rebuild_what_is_owed(&rebuilding, &record, owed_from_before)
+                    } else {
+                        rebuild(&rebuilding, &record);
+                    }
+                },
+                || (),
+            )
+        });
+    match spawned {
+        Ok(handle) => *dev.rebuilder.locked() = Some(handle),
+        Err(e) => tracing::debug!(error = %e, "no rebuild thread"),
+    }
+}
+
+/// Write-behind: the rebuild of what earlier runs owed (`owed_from_before`), then a pass each
+/// time this run has left more pipelines to it and the application has paused its builds, until
+/// the device goes. So a run that goes on after its pipelines (a game past its loading) keeps
+/// them in the same run, on otherwise idle cores; what is not done is the next run's.
+pub(super) fn rebuild_what_is_owed(
+    dev: &Arc<DeviceData>,
+    file: &crate::replay::record::RecordFile,
+    owed_from_before: bool,
+) {
+    let mut owed = owed_from_before;
+    loop {
+        while !owed {
+            if dev.rebuild_stop.load(Ordering::Acquire) {
+                return;
+            }
+            owed = dev.owed_this_run.load(Ordering::Acquire)
+                > dev.owed_covered.load(Ordering::Acquire);
+            if !owed {
+                if dev.rebuild_wind_down.load(Ordering::Acquire) {
+                    return;
+                }
+                // Woken at once by `vkDestroyDevice` (`stop_threads`).
+                std::thread::park_timeout(std::time::Duration::from_millis(50));
+            }
+        }
+        if rebuild(dev, file) == Pass::Impossible || dev.rebuild_stop.load(Ordering::Acquire) {
+            return;
+        }
+        owed = false;
+    }
+}
+
+/// Whether every one of `pipelines` (other configurations' of the record, which this device's
+/// rebuild leaves to theirs) has an entry in this device's identity directory: then the record
+/// owes nothing more here.
+pub(super) fn kept_here(dev: &DeviceData, pipelines: &[u64]) -> bool {
+    let Some(dir) = dev.opened_store().map(|s| s.dir().to_path_buf()) else {
+        return false;
+    };
+    let Ok(files) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let kept: std::collections::HashSet<u64> = files
+        .flatten()
+        .filter_map(|e| {
+            crate::key::PipelineKey::from_file_name(e.file_name().to_str()?)
+                .map(|k| crate::replay::record::pipeline_hash(&k))
+        })
+        .collect();
+    pipelines.iter().all(|h| kept.contains(h))
+}
+
+/// How a rebuild pass ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pass {
+    /// It went through the record, or the device went first.
+    Done,
+    /// The record cannot be read, or the device lacks a command the replay needs: no later pass
+    /// of this run would do better.
+    Impossible,
+}
+
+/// One pass over the record: once the application pauses, every recorded pipeline through this
+/// layer (found, or compiled and written).
+pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> Pass {
+    if !wait_for_a_quiet_application(dev) {
+        tracing::info!("background rebuild ended: the device went before it began");
+        return Pass::Done;
+    }
+    // What this run owes lands in the record first (the writer thread runs at idle priority):
+    // the pass covers what was owed before it read the record.
+    wait_for_owed_appends(dev, file);
+    dev.owed_covered
+        .store(owed_and_landed(dev, file), Ordering::Release);
+    let record = file.path();
+    // A record made but not yet written (its writer at idle priority, starved on a loaded
+    // machine) reads as empty: what is still in flight is left to the next pass.
+    let (catalog, read_len) = match crate::replay::record::read(record) {
+        Ok((entries, len)) => (crate::replay::objects::Catalog::from_entries(entries), len),
+        Err(e) => {
+            tracing::warn!(record = %record.display(), error = %e, "the record cannot be read; no rebuild");
+            return Pass::Impossible;
+        }
+    };
+    // Only this device's configuration: another's pipelines replayed here would key as this
+    // device's (entries no run looks up, and recorded again under this configuration).
+    let (catalog, others) =
+        catalog.into_configuration(crate::replay::record::configuration_hash(&dev.app_state));
+    let pipelines = catalog.compute.len() + catalog.graphics.len();
+    tracing::info!(record = %record.display(), pipelines, "the driver changed (or a rebuild is owed): rebuilding the title's record in the background");
+    // SAFETY: this layer's own commands for the application's device (taken from its data, not
+    // from the device map, which `vkDestroyDevice` empties before it joins this thread), and the
+    // next layer's for the rest; the device lives until that join.
+    let mut missing = Vec::new();
+    let device = unsafe {
+        ash::Device::load_with(
+            |name| match command_of(dev, name) {
+                Some(f) => f as *const std::ffi::c_void,
+                None => {
+                    missing.push(name.to_string_lossy().into_owned());
+                    std::ptr::null()
+                }
+            },
+            dev.handle,
+        )
+    };
+    // What the replay calls must be there (the rest of a 1.3 table may be absent).
+    const NEEDED: [&str; 12] = [
+        "vkCreateShaderModule",
+        "vkDestroyShaderModule",
+        "vkCreateSampler",
+        "vkDestroySampler",
+        "vkCreateDescriptorSetLayout",
+        "vkDestroyDescriptorSetLayout",
+        "vkCreatePipelineLayout",
+        "vkDestroyPipelineLayout",
+        "vkCreateRenderPass",
+        "vkCreateComputePipelines",
+        "vkCreateGraphicsPipelines",
+        "vkDestroyPipeline",
+    ];
+    let version_two = catalog
+        .render_passes
+        .values()
+        .any(|p| matches!(p, Some((2, _))));
+    let needed = NEEDED
+        .iter()
+        .copied()
+        .chain(version_two.then_some("vkCreateRenderPass2"));
+    if let Some(absent) = needed.clone().find(|n| missing.iter().any(|m| m == n)) {
+        tracing::warn!(
+            command = absent,
+            "the device lacks a command the rebuild needs; no rebuild"
+        );
+        return Pass::Impossible;
+    }
+    if dev.rebuild_stop.load(Ordering::Acquire) {
+        tracing::info!(
+            made = 0,
+            of = pipelines,
+            "background rebuild ended: the device went before it began"
+        );
+        return Pass::Done;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let options = crate::replay::replayer::Options {
+        threads: (cores / 2).max(1),
+        stop: Some(dev.rebuild_stop.clone()),
+        worker_start: Some({
+            let dev = Arc::clone(dev);
+            crate::replay::replayer::WorkerStart(Arc::new(move || rebuild_worker_start(&dev)))
+        }),
+        before_each: Some({
+            let dev = Arc::clone(dev);
+            crate::replay::replayer::BeforeEach(Arc::new(move || {
+                wait_for_a_quiet_application(&dev)
+            }))
+        }),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    // SAFETY: as above.
+    let summary = unsafe { crate::replay::replayer::replay_on_device(device, &catalog, &options) };
+    // The application's owed pipelines queued for the record land first: a mark removed
+    // before them would be written again.
+    wait_for_owed_appends(dev, file);
+    // Other configurations' pipelines are their own devices' to rebuild: the mark stays until
+    // they have entries here too.
+    let others_kept = others.is_empty() || kept_here(dev, &others);
+    if others_kept && !dev.rebuild_stop.load(Ordering::Acquire) {
+        // Every pipeline of the record as read went through the layer (found, or compiled and
+        // written; one the driver fails stays failed): nothing is left for the next run, unless
+        // the record grew meanwhile.
+        if let Err(e) = file.clear_pending_unless_grown(read_len) {
+            tracing::debug!(record = %record.display(), error = %e, "the record's pending mark stays");
+        }
+    }
+    tracing::info!(made = summary.made, of = pipelines, skipped = summary.skipped_total(), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "background rebuild ended");
+    Pass::Done
+}
+
+/// How many of this run's owed pipelines have landed in the record: the ones a pass that reads
+/// it now covers. The wait for their appends is bounded (a loaded machine may starve the idle
+/// writer), so what is still queued is left to a later pass, not counted as covered. A pipeline
+/// is put in flight before it is counted as owed, and the count is read first here: one owed
+/// meanwhile is never taken as landed.
+pub(super) fn owed_and_landed(dev: &DeviceData, file: &crate::replay::record::RecordFile) -> u64 {
+    let owed = dev.owed_this_run.load(Ordering::SeqCst);
+    owed.saturating_sub(file.owed_in_flight())
+}
+
+/// Waits (two seconds at most) until the owed pipelines queued for the record have landed in it.
+pub(super) fn wait_for_owed_appends(dev: &DeviceData, file: &crate::replay::record::RecordFile) {
+    if file.owed_in_flight() > 0 {
+        dev.writer.wake();
+    }
+    let waiting_since = std::time::Instant::now();
+    while file.owed_in_flight() > 0
+        && !dev.rebuild_stop.load(Ordering::Acquire)
+        && waiting_since.elapsed() < std::time::Duration::from_secs(2)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Each rebuild thread: idle priority, its pipelines counted apart, and its id kept so that
+/// `vkDestroyDevice` can raise it back.
+pub(super) fn rebuild_worker_start(dev: &DeviceData) {
+    crate::layer::idle::lower_this_threads_priority("rebuild");
+    crate::layer::pipelines::mark_rebuild_thread();
+    dev.rebuild_threads.add_this_thread();
+}
