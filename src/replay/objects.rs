@@ -41,6 +41,9 @@ pub struct AppInfo {
     pub features: Value,
     /// The device's state whole, where pipekeep's record wrote it.
     pub device: Option<crate::key::desc::DeviceState>,
+    /// The driver ABI (pointer size) of the process that recorded it; 0 where the database does
+    /// not say (records before it did, other databases): taken as the replaying process's.
+    pub abi: u32,
 }
 
 /// One device configuration of a database and its pipelines (with every object).
@@ -171,6 +174,10 @@ impl Catalog {
                     device: doc
                         .get(super::record::DEVICE_KEY)
                         .and_then(super::record::device_from_json),
+                    abi: doc
+                        .get(super::record::ABI_KEY)
+                        .and_then(Value::as_u64)
+                        .map_or(0, |a| a as u32),
                 };
                 if self.app.is_none() {
                     self.app = Some(app.clone());

@@ -355,8 +355,14 @@ fn application(app: &AppState) -> Vec<u8> {
     if let Some(device) = &app.device {
         doc[DEVICE_KEY] = device_json(device);
     }
+    // The process's pointer size enters every key: a 32-bit build's configuration is its own.
+    doc[ABI_KEY] = json!(crate::store::identity::HOST_ABI);
     serde_json::to_vec(&doc).expect("JSON of plain values")
 }
+
+/// The application-info member (pipekeep's own) that says the driver ABI (the pointer size, 4 or
+/// 8) of the process that recorded the configuration; a record without it is a 64-bit one's.
+pub const ABI_KEY: &str = "pipekeepAbi";
 
 /// The application-info member (pipekeep's own; Fossilize's readers pass over it) that holds the
 /// device's state whole.
@@ -1811,15 +1817,17 @@ mod tests {
         assert_eq!(*tag, TAG_APPLICATION);
         assert_eq!(
             String::from_utf8(payload.clone()).unwrap(),
-            concat!(
+            [
                 r#"{"applicationInfo":{"apiVersion":4198400,"applicationName":"a game","#,
                 r#""applicationVersion":2,"engineName":"engine","engineVersion":3},"#,
                 r#""physicalDeviceFeatures":{"pNext":[],"robustBufferAccess":1},"#,
+                &format!(r#""pipekeepAbi":{},"#, crate::store::identity::HOST_ABI),
                 r#""pipekeepDevice":{"coreFeatures":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"#,
                 r#"0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"#,
                 r#""extensions":["VK_KHR_maintenance5"],"#,
                 r#""features":[{"sType":1000470000,"values":[1]}]},"version":6}"#
-            )
+            ]
+            .concat()
         );
         assert_eq!(*hash, configuration_hash(&app));
         let pipeline = pipeline_hash(&record().key);
@@ -2048,5 +2056,21 @@ mod tests {
         assert!(device_from_json(&unknown).is_none());
         let core = serde_json::json!({ "extensions": [], "features": [], "coreFeatures": [1, 0] });
         assert!(device_from_json(&core).is_none());
+    }
+
+    #[test]
+    fn a_configuration_says_the_abi_that_recorded_it() {
+        let catalog = written_and_read_back(&record());
+        let app = catalog.app.expect("an application entry");
+        assert_eq!(app.abi, crate::store::identity::HOST_ABI);
+        // A configuration of the other ABI is another configuration.
+        let mut doc: serde_json::Value =
+            serde_json::from_slice(&application(&AppState::default())).unwrap();
+        assert_eq!(doc[ABI_KEY], crate::store::identity::HOST_ABI);
+        doc[ABI_KEY] = serde_json::json!(12 - crate::store::identity::HOST_ABI);
+        assert_ne!(
+            payload_hash(&serde_json::to_vec(&doc).unwrap()),
+            configuration_hash(&AppState::default())
+        );
     }
 }

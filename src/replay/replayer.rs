@@ -661,10 +661,21 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
         ));
     }
     for group in groups_of(catalogs) {
-        // SAFETY: the loader just loaded; each replay destroys everything it made.
-        match unsafe { replay_group(&entry, &group, options) } {
+        // Another ABI's configuration (a 32-bit build's, replayed by a 64-bit tool): its pipelines
+        // keyed here would be this ABI's, looked up by no run. Left to that build's own rebuild.
+        let other_abi = group.app.abi != 0 && group.app.abi != crate::store::identity::HOST_ABI;
+        let made = if other_abi {
+            Err(format!(
+                "recorded by a {}-bit build: left to its own background rebuild",
+                group.app.abi * 8
+            ))
+        } else {
+            // SAFETY: the loader just loaded; each replay destroys everything it made.
+            unsafe { replay_group(&entry, &group, options) }
+        };
+        match made {
             Ok(summary) => total.add(summary),
-            Err(why) if group.app.device.is_some() => {
+            Err(why) if group.app.device.is_some() || other_abi => {
                 let left: usize = group
                     .catalogs
                     .iter()
