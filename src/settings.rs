@@ -24,16 +24,6 @@ pub enum BackendSetting {
     Cache,
 }
 
-/// `PIPEKEEP_MERGE`: whether reading ahead merges found entries into one pipeline cache of the
-/// device (the `cache` backend only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MergeSetting {
-    /// Where it measured faster: NVIDIA.
-    Auto,
-    On,
-    Off,
-}
-
 /// `PIPEKEEP_WRITE_BEHIND`: whether a miss is built as the application asked (through its own
 /// cache) and recorded, its entry left to the background rebuild.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,8 +86,6 @@ pub struct Settings {
     pub piece_memory: u64,
     /// `PIPEKEEP_BACKEND`.
     pub backend: BackendSetting,
-    /// `PIPEKEEP_MERGE`.
-    pub merge: MergeSetting,
     /// `PIPEKEEP_REBUILD`.
     pub rebuild: RebuildSetting,
     /// `PIPEKEEP_FOUND_CALLS`.
@@ -137,11 +125,8 @@ pub struct Settings {
     /// too, as when a short run ends before the thread has run.
     pub test_opening_late: Option<OpeningLate>,
     /// Test only (`PIPEKEEP_TEST_READ_AHEAD_FIRST`): a lookup waits until reading ahead has ended,
-    /// so a warm run's lookups meet what was read ahead or merged.
+    /// so a warm run's lookups meet what was read ahead.
     pub test_read_ahead_first: bool,
-    /// Test only (`PIPEKEEP_TEST_ABORT_IN_MERGE`): the process aborts inside its first merge,
-    /// after the loading marker names the entry.
-    pub test_abort_in_merge: bool,
     /// Test only (`PIPEKEEP_TEST_REFUSE_BINARIES`): every kept binary counts as refused by the
     /// driver, as NVIDIA's driver refuses binaries another process wrote.
     pub test_refuse_binaries: bool,
@@ -239,16 +224,6 @@ impl Settings {
                 ("cache", BackendSetting::Cache),
             ],
         );
-        let merge = one_of(
-            &non_empty,
-            "PIPEKEEP_MERGE",
-            &mut problems,
-            &[
-                ("auto", MergeSetting::Auto),
-                ("on", MergeSetting::On),
-                ("off", MergeSetting::Off),
-            ],
-        );
         let rebuild = one_of(
             &non_empty,
             "PIPEKEEP_REBUILD",
@@ -313,7 +288,6 @@ impl Settings {
             read_ahead,
             piece_memory,
             backend,
-            merge,
             rebuild,
             found_calls,
             write_behind,
@@ -334,7 +308,6 @@ impl Settings {
                     OpeningLate::UntilOpened
                 }
             }),
-            test_abort_in_merge: non_empty("PIPEKEEP_TEST_ABORT_IN_MERGE").is_some(),
             test_open_time,
             test_rebuild_first: non_empty("PIPEKEEP_TEST_REBUILD_FIRST").is_some(),
             test_chunked_from: non_empty("PIPEKEEP_TEST_CHUNKED_FROM").and_then(|v| v.parse().ok()),

@@ -4,7 +4,7 @@
 //! The line's fields are read by tools: ` built=<n> total_ms=<ms> longest_ms=<ms> found=<n>`,
 //! then `compiled=`, `written=`, `unkeyed=`, `passed=`, `refused=`, and where each pipeline's
 //! time went ([`Phase`]): `key_ms=`, `lookup_ms=`, `cache_ms=`, `driver_ms=`, `keep_ms=`, then
-//! `merged=` (of `found`, those served through the merged cache).
+//! `rebuild_made=` and `shared=`.
 //! `built` counts every pipeline made, found, compiled or unkeyed; `found` those the driver
 //! served from a kept entry.
 
@@ -19,8 +19,6 @@ use std::time::{Duration, Instant, SystemTime};
 pub enum Outcome {
     /// Served from a kept entry.
     Found,
-    /// Served from a kept entry merged into the device's merged cache (counted in `found` too).
-    FoundMerged,
     /// Compiled by the driver through a kept cache (its entry is counted by [`Watch::written`]
     /// once written).
     Compiled,
@@ -123,7 +121,6 @@ pub struct Watch {
     passed: AtomicU64,
     refused: AtomicU64,
     shared: AtomicU64,
-    merged: AtomicU64,
     rebuilt: AtomicU64,
     longest_ns: AtomicU64,
     /// The longest pipeline's ordinal (its `built` count), outcome and split.
@@ -143,9 +140,6 @@ pub struct Tally {
     pub passed: u64,
     #[serde(default)]
     pub refused: u64,
-    /// Of `found`, those served through the merged cache.
-    #[serde(default)]
-    pub merged: u64,
     /// Pipelines the background rebuild made from the record (counted in nothing else; the name
     /// does not end in `built`, which tools read as the application's count).
     #[serde(default)]
@@ -163,9 +157,9 @@ impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} merged={} rebuild_made={} shared={}",
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} rebuild_made={} shared={}",
             self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused,
-            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.merged, self.rebuild_made, self.shared
+            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.rebuild_made, self.shared
         )
     }
 }
@@ -181,10 +175,6 @@ impl Watch {
         let longest_before = self.longest_ns.fetch_max(ns, Relaxed);
         let counter = match outcome {
             Outcome::Found => &self.found,
-            Outcome::FoundMerged => {
-                self.merged.fetch_add(1, Relaxed);
-                &self.found
-            }
             Outcome::Compiled => &self.compiled,
             Outcome::Refused => {
                 self.refused.fetch_add(1, Relaxed);
@@ -242,7 +232,6 @@ impl Watch {
             passed: self.passed.load(Relaxed),
             refused: self.refused.load(Relaxed),
             rebuild_made: self.rebuilt.load(Relaxed),
-            merged: self.merged.load(Relaxed),
             shared: self.shared.load(Relaxed),
             // The phases partition each pipeline's time: their sums are the total.
             total_ms: self.phase_ns.iter().map(|p| p.load(Relaxed)).sum::<u64>() as f64 / 1e6,
@@ -446,7 +435,7 @@ mod tests {
             &Lap::charged(Phase::Driver, Duration::from_millis(1)),
         );
         w.record(
-            Outcome::FoundMerged,
+            Outcome::Found,
             &Lap::charged(Phase::Lookup, Duration::from_millis(7)),
         );
         w.record(
@@ -455,7 +444,7 @@ mod tests {
         );
         let line = w.longest_line().unwrap();
         assert!(
-            line.starts_with("longest pipeline: ordinal=2 outcome=FoundMerged key_ms=0.000 lookup_ms=7.000 cache_ms=0.000"),
+            line.starts_with("longest pipeline: ordinal=2 outcome=Found key_ms=0.000 lookup_ms=7.000 cache_ms=0.000"),
             "{line}"
         );
     }

@@ -260,25 +260,6 @@ fn processes_killed_while_writing_pieces_leave_only_whole_entries() {
     assert_eq!((w.found, w.compiled), (PIPELINES, 0), "{}", warm.all());
 }
 
-#[test]
-fn entries_kept_in_pieces_are_merged_and_served_through_the_merged_cache() {
-    let tmp = tempfile::tempdir().unwrap();
-    let merging = [
-        ("PIPEKEEP_MERGE", "on"),
-        ("PIPEKEEP_TEST_READ_AHEAD_FIRST", "1"),
-    ];
-    run(tmp.path(), "cache", &merging);
-    assert!(!pieces(&store(tmp.path())).is_empty());
-    let warm = run(tmp.path(), "cache", &merging);
-    let w = warm.watch();
-    assert_eq!(
-        (w.found, w.merged, w.compiled),
-        (PIPELINES, PIPELINES, 0),
-        "{}",
-        warm.all()
-    );
-}
-
 fn bytes_kept(store: &Path) -> u64 {
     entries(store)
         .iter()

@@ -42,7 +42,6 @@ fn child_loop(root: &Path, seed: u32, secs: f64, max_bytes: u64) {
             let k = key(n % 64);
             match store.lookup(&k) {
                 Ok(Lookup::Found(e)) => store.stamp(e),
-                Ok(Lookup::Merged(_)) => unreachable!("nothing merges here"),
                 Ok(Lookup::Missing) | Ok(Lookup::Dropped(_)) => {
                     // Entries of one key always hold the same data, as a driver's would.
                     if let Err(e) = store.write(&k, &data(n % 64)) {
@@ -135,7 +134,7 @@ fn assert_every_entry_verifies(root: &Path) -> usize {
                 Lookup::Found(e) => assert!(e.with_data(|d| d == data(n)), "{name}: other bytes"),
                 Lookup::Dropped(EntryError::MissingPiece) => {}
                 Lookup::Dropped(why) => panic!("{name} failed verification: {why}"),
-                Lookup::Missing | Lookup::Merged(_) => {}
+                Lookup::Missing => {}
             }
             checked += 1;
         }

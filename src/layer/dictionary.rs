@@ -49,7 +49,7 @@ impl Known {
         self.0.contains(id)
     }
 
-    /// After a build (or a merge) from `seed`: `served` when the driver took it (found, merged).
+    /// After a build from `seed`: `served` when the driver took it (found).
     pub fn after(&mut self, seed: &Seed, served: bool) {
         match seed {
             Seed::Whole {
@@ -227,7 +227,7 @@ impl DeviceDictionaries {
         self.seed_within(entry, |id| self.holds(id))
     }
 
-    /// How `entry` goes into a cache that `holds` what it holds (a merged batch).
+    /// How `entry` goes into a cache that `holds` what it holds.
     pub fn seed_within(
         &self,
         entry: &FoundEntry,

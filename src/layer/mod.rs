@@ -31,7 +31,6 @@ mod guard;
 mod idle;
 mod instance;
 mod marker_map;
-mod merge;
 mod objects;
 mod pipelines;
 mod registry;

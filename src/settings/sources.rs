@@ -94,8 +94,6 @@ pub const TABLE: &[Setting] = &[
             ("cache", "One pipeline cache a pipeline"),
         ]), default: "auto",
         description: "How kept pipelines are built." },
-    Setting { name: "merge", label: "Merge found caches", kind: Kind::Enum(ON_OFF_AUTO), default: "auto",
-        description: "With the cache backend, merge found entries into one cache of the device's own." },
     Setting { name: "dictionary_once", label: "NVIDIA dictionary once", kind: Kind::Switch, default: "true",
         description: "On NVIDIA, hand the driver's zstd dictionary over once a device instead of with every entry." },
     Setting { name: "share_builds", label: "Share builds", kind: Kind::Switch, default: "true",
@@ -565,7 +563,7 @@ mod tests {
         )
         .unwrap();
         let app = vec![("max_bytes".to_string(), "lots".to_string())];
-        let env = env_of(&[("PIPEKEEP_MERGE", "sometimes")]);
+        let env = env_of(&[("PIPEKEEP_WRITE_BEHIND", "sometimes")]);
         let s = crate::settings::Settings::from_sources(
             &env,
             &Sources::gather(&env, Some(dir.path()), &app),
@@ -578,7 +576,7 @@ mod tests {
         )));
         assert!(about("PIPEKEEP_MAX_BYTES")
             .ends_with("(given by the application (VK_EXT_layer_settings))"));
-        assert!(about("PIPEKEEP_MERGE").ends_with("using auto"));
+        assert!(about("PIPEKEEP_WRITE_BEHIND").ends_with("using auto"));
     }
 
     #[test]
@@ -724,6 +722,6 @@ mod tests {
         assert_eq!(default("piece_memory"), d.piece_memory.to_string());
         assert_eq!(default("log"), d.log_filter);
         assert!(d.share_builds && d.dictionary_once && !d.disabled);
-        assert_eq!(TABLE.len(), 15);
+        assert_eq!(TABLE.len(), 14);
     }
 }

@@ -24,16 +24,12 @@ use crate::sync::{Unpoisoned, UnpoisonedWait};
 pub enum Ready {
     /// The entry's payload, checked whole (with the pieces it names).
     Bytes(super::Checked),
-    /// The entry was checked whole and merged into a pipeline cache of the reader's device
-    /// ([`super::Merger`]): no bytes are held.
-    Merged(super::MergedIn),
 }
 
 impl Ready {
     fn held_bytes(&self) -> u64 {
         match self {
             Ready::Bytes(b) => b.payload.file_len() as u64,
-            Ready::Merged(_) => 0,
         }
     }
 }
@@ -126,8 +122,6 @@ pub struct AheadReport {
     pub held_bytes: u64,
     /// Entries a lookup claimed first.
     pub claimed_first: u64,
-    /// Entries merged (held without bytes).
-    pub merged: u64,
 }
 
 impl ReadAhead {
@@ -203,7 +197,7 @@ impl ReadAhead {
         self.offer_ready(key, reserved, bytes.map(|b| Ready::Bytes(b.into())))
     }
 
-    /// As [`ReadAhead::offer`], for what a reader holds (bytes, or an entry merged).
+    /// As [`ReadAhead::offer`], for what a reader holds.
     pub fn offer_ready(&self, key: PipelineKey, reserved: u64, ready: Option<Ready>) -> bool {
         let mut held = self.held.locked();
         if held.stopped {
@@ -238,35 +232,9 @@ impl ReadAhead {
         }
     }
 
-    /// Holds each of `keys` as merged instead of its bytes, where a lookup has not taken it yet
-    /// (the bytes are let go); one lock for the whole batch, which lookups share. Returns how
-    /// many were.
-    pub fn upgrade_to_merged(&self, keys: &[PipelineKey], within: super::MergedIn) -> u64 {
-        let mut held = self.held.locked();
-        held.take_late_claims();
-        let mut upgraded = 0;
-        for key in keys {
-            if let Some(ready) = held.ready.get_mut(key) {
-                let freed = ready.held_bytes();
-                *ready = Ready::Merged(within);
-                held.bytes -= freed;
-                upgraded += 1;
-            }
-        }
-        self.wake_a_waiting_reader(&held);
-        upgraded
-    }
-
     /// Whether reading ahead has read all it will, or was stopped.
     pub fn has_ended(&self) -> bool {
         self.readers_gone.load(Ordering::Acquire)
-    }
-
-    /// Lets go of what was merged into `owner`'s caches.
-    pub fn forget_merged(&self, owner: u64) {
-        let mut held = self.held.locked();
-        held.ready
-            .retain(|_, r| !matches!(r, Ready::Merged(m) if m.owner == owner));
     }
 
     /// Stops reading ahead (at the device's end) and lets go of what is held.

@@ -285,35 +285,6 @@ impl FoundEntry {
     }
 }
 
-/// Where reading ahead merged an entry: a pipeline cache of one device, named by handles the
-/// store does not interpret (the layer's device and cache).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MergedIn {
-    /// The device that merged it (its handle; never [`MergedIn::NO_OWNER`]).
-    pub owner: u64,
-    pub cache: u64,
-}
-
-impl MergedIn {
-    /// The owner of a lookup made for no device (a NULL handle).
-    pub const NO_OWNER: u64 = 0;
-}
-
-/// An entry reading ahead checked whole and merged: its name, for the stamp, and where.
-pub struct MergedEntry {
-    pub name: EntryName,
-    pub within: MergedIn,
-}
-
-/// What reading ahead hands its checked entries to, a batch at a time, instead of holding their
-/// bytes (the layer merges them into one pipeline cache of its device: issue D994's guarantees
-/// hold, every check has run first).
-pub trait Merger: Sync {
-    /// Merges a batch; returns where, and for each entry whether it was merged (one that was not
-    /// is held as bytes, as without a merger). `None`: nothing was merged.
-    fn merge(&self, batch: &[FoundEntry]) -> Option<(MergedIn, Vec<bool>)>;
-}
-
 /// What reading one entry ahead gave.
 enum ReadOne {
     /// Checked whole, its room reserved.
@@ -322,13 +293,6 @@ enum ReadOne {
     Skipped,
     Stopped,
 }
-
-/// Entries a reader merges at once, into one cache of the device's. Fewer, larger caches build
-/// faster through: on the H200 (ncnn warm, two rounds, over the monolithic cache) 256 measured
-/// 1.41x and 1.45x at one thread and 1.33x and 1.51x at four, against 1.54x, 1.79x, 1.44x and
-/// 1.61x for 64; 1024 merged too few before the application's threads reached them (323-1,643
-/// of 3,115), and 8 was worse than 64 at every thread count.
-const MERGE_BATCH: usize = 256;
 
 /// The order in which [`Store::read_ahead`] reads entries.
 pub enum AheadOrder<'a> {
@@ -344,8 +308,6 @@ pub enum AheadOrder<'a> {
 pub enum Lookup {
     Missing,
     Found(FoundEntry),
-    /// Checked whole and merged into a pipeline cache by reading ahead.
-    Merged(MergedEntry),
     /// The entry failed a check: it was dropped and logged.
     Dropped(EntryError),
 }
@@ -473,49 +435,15 @@ impl Store {
         &self.dir
     }
 
-    /// Removes an entry the driver was given and compiled anyway, where nothing is left to write
-    /// in its place (built through a merged cache, whose data is every entry's): the next run
-    /// misses it and keeps what the driver compiles then, instead of being refused every run.
-    pub fn remove_refused(&self, key: &PipelineKey) {
-        let path = self.entry_path(key);
-        match files::remove_if_present(&path) {
-            Ok(true) => {
-                tracing::info!(entry = %key.file_name(), "the driver compiled a merged entry anyway: removed, kept afresh next run")
-            }
-            Ok(false) => {}
-            Err(e) => {
-                tracing::debug!(entry = %key.file_name(), error = %e, "a refused entry is not removed")
-            }
-        }
-    }
-
     pub fn entry_path(&self, key: &PipelineKey) -> PathBuf {
         self.dir.join(key.file_name())
     }
 
     /// Looks an entry up: taken from what was read ahead, else by opening its file unless it is
-    /// known to be missing; a damaged entry is dropped and logged. For a lookup of no merging
-    /// device: an entry merged by one is read from its file.
+    /// known to be missing; a damaged entry is dropped and logged.
     pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
-        self.lookup_for(key, MergedIn::NO_OWNER)
-    }
-
-    /// [`Store::lookup`] for the device `owner` ([`MergedIn::owner`]): an entry merged into one
-    /// of its caches is [`Lookup::Merged`]; one merged by another device of this identity is
-    /// read from its file, as it would be without merging.
-    pub fn lookup_for(&self, key: &PipelineKey, owner: u64) -> Result<Lookup, StoreError> {
-        match self.ahead.claim(key) {
-            Some(ahead::Ready::Bytes(checked)) => {
-                return Ok(Lookup::Found(FoundEntry::new(key.file_name(), checked)))
-            }
-            Some(ahead::Ready::Merged(within)) if within.owner == owner => {
-                return Ok(Lookup::Merged(MergedEntry {
-                    name: key.file_name(),
-                    within,
-                }))
-            }
-            Some(ahead::Ready::Merged(_)) => return self.read_entry(key),
-            None => {}
+        if let Some(ahead::Ready::Bytes(checked)) = self.ahead.claim(key) {
+            return Ok(Lookup::Found(FoundEntry::new(key.file_name(), checked)));
         }
         if !self.known.may_hold(key) {
             return Ok(Lookup::Missing);
@@ -728,7 +656,6 @@ impl Store {
         window: u64,
         readers: usize,
         stop: &AtomicBool,
-        merger: Option<&dyn Merger>,
     ) -> ahead::AheadReport {
         // What to read, in order: each entry's key, and its size where the listing gave it.
         let entries: Vec<(PipelineKey, u64)> = match order {
@@ -757,7 +684,6 @@ impl Store {
         let next = AtomicU64::new(0);
         let read_some = || {
             let mut report = ahead::AheadReport::default();
-            let mut batch = Vec::new();
             while let Some(&(key, bytes)) =
                 entries.get(next.fetch_add(1, Ordering::Relaxed) as usize)
             {
@@ -765,20 +691,9 @@ impl Store {
                     ReadOne::Stopped => break,
                     ReadOne::Skipped => {}
                     ReadOne::Read(found, reserved) => {
-                        // Held at once, so that a lookup overtaking the merges still takes it
-                        // from memory; a copy goes to the next batch to merge.
-                        if merger.is_some() {
-                            batch.push(found.clone());
-                        }
                         self.hold(key, found, reserved, &mut report);
-                        if let Some(m) = merger.filter(|_| batch.len() == MERGE_BATCH) {
-                            self.merge_batch(m, std::mem::take(&mut batch), stop, &mut report);
-                        }
                     }
                 }
-            }
-            if let Some(m) = merger.filter(|_| !batch.is_empty()) {
-                self.merge_batch(m, batch, stop, &mut report);
             }
             report
         };
@@ -792,7 +707,6 @@ impl Store {
                     report.held += r.held;
                     report.held_bytes += r.held_bytes;
                     report.claimed_first += r.claimed_first;
-                    report.merged += r.merged;
                 }
             }
             report
@@ -849,31 +763,6 @@ impl Store {
         }
     }
 
-    /// Hands a batch of checked entries (already held as bytes) to the merger, not once stopped
-    /// (the device is going); each one merged and not yet taken by a lookup is then held as
-    /// merged instead, its bytes let go.
-    fn merge_batch(
-        &self,
-        merger: &dyn Merger,
-        batch: Vec<FoundEntry>,
-        stop: &AtomicBool,
-        report: &mut ahead::AheadReport,
-    ) {
-        if stop.load(Ordering::Acquire) {
-            return;
-        }
-        let Some((within, flags)) = merger.merge(&batch) else {
-            return;
-        };
-        let keys: Vec<PipelineKey> = batch
-            .iter()
-            .zip(flags)
-            .filter(|(_, merged)| *merged)
-            .filter_map(|(entry, _)| PipelineKey::from_file_name(&entry.name))
-            .collect();
-        report.merged += self.ahead.upgrade_to_merged(&keys, within);
-    }
-
     /// Ends reading ahead and lets go of what it holds (the last device of the store is gone).
     pub fn stop_reading_ahead(&self) {
         self.ahead.stop();
@@ -888,12 +777,6 @@ impl Store {
     /// Whether reading ahead has read all it will (or was stopped).
     pub fn reading_ahead_ended(&self) -> bool {
         self.ahead.has_ended()
-    }
-
-    /// Lets go of the entries merged into `owner`'s caches (that device is gone: its caches with
-    /// it).
-    pub fn forget_merged(&self, owner: u64) {
-        self.ahead.forget_merged(owner);
     }
 
     /// Nothing is read ahead for this store: lookups take no lock for it.

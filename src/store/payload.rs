@@ -18,7 +18,7 @@ use super::recipe::{Part, PieceName};
 use crate::key::PipelineKey;
 
 /// A payload checked whole, with its kind. Shared: what reading ahead holds and what it hands
-/// to the merger are one buffer.
+/// to a lookup are one buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checked {
     pub kind: PayloadKind,

@@ -88,7 +88,6 @@ fn entries_dropped_by_helper_readers_are_logged_where_their_caller_logs() {
             1 << 20,
             4,
             &AtomicBool::new(false),
-            None,
         )
     });
     let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
@@ -639,7 +638,6 @@ fn read_ahead_holds_the_last_runs_entries_checked_and_drops_a_damaged_one() {
         1 << 20,
         1,
         &AtomicBool::new(false),
-        None,
     );
     assert_eq!((report.held, report.claimed_first), (3, 1), "{report:?}");
     assert!(
@@ -682,13 +680,7 @@ fn read_ahead_waits_within_its_window_and_a_stop_ends_it() {
     let reader = {
         let run2 = run2.clone();
         std::thread::spawn(move || {
-            run2.read_ahead(
-                AheadOrder::LastUse(None),
-                400,
-                2,
-                &AtomicBool::new(false),
-                None,
-            )
+            run2.read_ahead(AheadOrder::LastUse(None), 400, 2, &AtomicBool::new(false))
         })
     };
     // The window holds one entry: the reader waits until it is taken, or stopped (however far
@@ -782,7 +774,7 @@ fn reopened(root: &Path) -> Store {
 fn dropped_as(store: &Store, k: &PipelineKey, reason: &str) {
     match store.lookup(k).unwrap() {
         Lookup::Dropped(why) => assert_eq!(why.reason(), reason, "{why}"),
-        Lookup::Found(_) | Lookup::Merged(_) => panic!("found"),
+        Lookup::Found(_) => panic!("found"),
         Lookup::Missing => panic!("missing"),
     }
 }
@@ -996,50 +988,6 @@ fn a_directory_that_cannot_hold_a_marker_is_tried_once_a_thread() {
     drop(LoadingMarker::hold(&not_a_dir, &name));
     assert!(LoadingMarker::unavailable_in(&not_a_dir), "remembered");
     drop(LoadingMarker::hold(&not_a_dir, &name));
-}
-
-/// Merges every entry into "cache 9" of device `owner`, as the layer's merger would.
-struct MergesAll {
-    owner: u64,
-}
-
-impl Merger for MergesAll {
-    fn merge(&self, batch: &[FoundEntry]) -> Option<(MergedIn, Vec<bool>)> {
-        let within = MergedIn {
-            owner: self.owner,
-            cache: 9,
-        };
-        Some((within, vec![true; batch.len()]))
-    }
-}
-
-#[test]
-fn a_merged_entry_is_served_merged_to_its_device_and_read_from_its_file_by_any_other() {
-    let root = tempfile::tempdir().unwrap();
-    let data = cache_data(&identity(), &[4; 100]);
-    let run1 = open(root.path(), 1 << 30, at(100));
-    for n in 1..=3 {
-        run1.write(&key(n), &data).unwrap();
-    }
-    let run2 = open(root.path(), 1 << 30, at(200));
-    let merger = MergesAll { owner: 7 };
-    let report = run2.read_ahead(
-        AheadOrder::LastUse(None),
-        1 << 20,
-        1,
-        &AtomicBool::new(false),
-        Some(&merger),
-    );
-    assert_eq!(report.merged, 3, "{report:?}");
-    match run2.lookup_for(&key(1), 7).unwrap() {
-        Lookup::Merged(m) => assert_eq!(m.within, MergedIn { owner: 7, cache: 9 }),
-        _ => panic!("the merging device is served through its merged cache"),
-    }
-    match run2.lookup_for(&key(2), 8).unwrap() {
-        Lookup::Found(e) => assert_eq!(e.with_data(<[u8]>::to_vec), data),
-        _ => panic!("another device reads the entry from its file"),
-    }
-    assert!(found(&run2, &key(3)), "a lookup for no device reads it too");
 }
 
 /// Pipeline-cache data of `len` bytes whose tail is a block shared with every other call's (as

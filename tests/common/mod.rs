@@ -327,7 +327,6 @@ pub struct WatchLine {
     /// Keyed, but built as the application asked.
     pub passed: u64,
     /// Of `found`, those served through the merged cache.
-    pub merged: u64,
     /// Of `compiled`, those made from the binaries of a pipeline the driver builds alike.
     pub shared: u64,
 }
@@ -370,7 +369,6 @@ impl Run {
             written: field("written"),
             unkeyed: field("unkeyed"),
             passed: field("passed"),
-            merged: field("merged"),
             shared: field("shared"),
         }
     }

@@ -20,7 +20,6 @@ use std::sync::{Arc, LazyLock, Mutex, Once, OnceLock};
 use std::time::SystemTime;
 
 use ash::vk;
-use ash::vk::Handle;
 
 use super::abi::{find_link_info, LayerDeviceCreateInfo, LOADER_DEVICE_CREATE_INFO};
 use super::guard::{guarded, SETTINGS};
@@ -30,7 +29,7 @@ use super::objects::Objects;
 use super::registry::{dispatch_key, Link, Registry};
 use super::writer::{OnWritten, Writer};
 use crate::key::Digest;
-use crate::settings::{BackendSetting, MergeSetting, OpeningLate};
+use crate::settings::{BackendSetting, OpeningLate};
 use crate::store::files::Written;
 use crate::store::identity::{HOST_ABI, NVIDIA};
 use crate::store::{AheadOrder, Identity, Store};
@@ -43,7 +42,6 @@ pub struct DeviceFns {
     pub destroy_device: vk::PFN_vkDestroyDevice,
     pub create_pipeline_cache: vk::PFN_vkCreatePipelineCache,
     pub destroy_pipeline_cache: vk::PFN_vkDestroyPipelineCache,
-    pub merge_pipeline_caches: vk::PFN_vkMergePipelineCaches,
     pub get_pipeline_cache_data: vk::PFN_vkGetPipelineCacheData,
     pub create_compute_pipelines: vk::PFN_vkCreateComputePipelines,
     pub create_graphics_pipelines: vk::PFN_vkCreateGraphicsPipelines,
@@ -82,7 +80,6 @@ impl DeviceFns {
                 destroy_device: load_device(gdpa, d, c"vkDestroyDevice")?,
                 create_pipeline_cache: load_device(gdpa, d, c"vkCreatePipelineCache")?,
                 destroy_pipeline_cache: load_device(gdpa, d, c"vkDestroyPipelineCache")?,
-                merge_pipeline_caches: load_device(gdpa, d, c"vkMergePipelineCaches")?,
                 get_pipeline_cache_data: load_device(gdpa, d, c"vkGetPipelineCacheData")?,
                 create_compute_pipelines: load_device(gdpa, d, c"vkCreateComputePipelines")?,
                 create_graphics_pipelines: load_device(gdpa, d, c"vkCreateGraphicsPipelines")?,
@@ -222,12 +219,9 @@ pub struct DeviceData {
     binary_refusals: AtomicU32,
     /// This run's compiled binaries, by the driver's key: pipelines it builds alike share them.
     pub shared_builds: super::sharing::SharedBuilds,
-    /// Reading ahead merges found entries into caches of this device's own (`cache` backend).
-    pub merges: bool,
     /// Misses are built as the application asked and recorded; their entries are left to the
     /// background rebuild (`PIPEKEEP_WRITE_BEHIND`).
     pub write_behind: bool,
-    pub merged_caches: super::merge::MergedCaches,
     /// Found entries carrying NVIDIA's dictionary go to the driver without it once the device
     /// holds it (`PIPEKEEP_DICTIONARY_ONCE`, NVIDIA only).
     pub dictionaries: super::dictionary::DeviceDictionaries,
@@ -547,11 +541,6 @@ impl DeviceData {
             self.writer.drain_here();
             self.remember_use_order();
         } else {
-            // The readers are gone: what they merged goes with this device's caches.
-            if let Some(store) = self.opened_store() {
-                store.forget_merged(self.handle.as_raw());
-            }
-            self.merged_caches.destroy_all(self);
             self.writer.finish();
             let last = self
                 .store
@@ -888,21 +877,6 @@ unsafe fn register_device(
         binary_fns,
         binary_refusals: Default::default(),
         shared_builds: Default::default(),
-        merges: active
-            && backend == Backend::Cache
-            && plan.feedback_valid()
-            && match SETTINGS.merge {
-                MergeSetting::On => true,
-                MergeSetting::Off => false,
-                // Merging paid where every entry carrying NVIDIA's dictionary cost the driver
-                // 1.78 MB to make a cache of (H200, ncnn warm, merge on / off: 0.44-0.52x at one
-                // thread). With the dictionary handed over once a device, merging costs more than
-                // it saves (H200, three rounds, geometric means, off / on: ncnn 0.87x at 4 threads,
-                // 1.05x at 1, 0.93x at 16; pygfx 1.05x, 0.89x, 1.09x; all 0.976x). On RADV the
-                // issue's probe found nothing worth having.
-                MergeSetting::Auto => identity.vendor_id == NVIDIA && !cuts_dictionary,
-            },
-        merged_caches: Default::default(),
         dictionaries: super::dictionary::DeviceDictionaries::in_process(cuts_dictionary, identity),
         app_activity,
         found_gate,

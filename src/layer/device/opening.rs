@@ -123,24 +123,19 @@ pub(super) fn drop_other_drivers_in_a_pause(dev: &DeviceData, store: &Store) {
     }
 }
 
-/// Reads ahead, at idle priority, the entries the last run used (merging them where the device
-/// merges), until they are read or the device ends.
+/// Reads ahead, at idle priority, the entries the last run used, until they are read or the
+/// device ends.
 pub(super) fn read_ahead(dev: &DeviceData, store: &Store, order: AheadOrder<'_>) {
     crate::layer::idle::lower_this_threads_priority_but_not_its_reads("read ahead");
     let started = std::time::Instant::now();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let merger = dev
-        .merges
-        .then_some(crate::layer::merge::DeviceMerger { dev, store });
-    let merger = merger.as_ref().map(|m| m as &dyn crate::store::Merger);
     let r = store.read_ahead(
         order,
         SETTINGS.read_ahead,
         (cores / 4).clamp(1, 4),
         &dev.stop,
-        merger,
     );
-    tracing::debug!(held = r.held, held_bytes = r.held_bytes, merged = r.merged, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
+    tracing::debug!(held = r.held, held_bytes = r.held_bytes, claimed_first = r.claimed_first, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "read ahead");
 }
 
 /// Brings the title's record within its share of the bound (a quarter), where it has grown past

@@ -1,7 +1,7 @@
 //! The `cache` backend (D994's way): a pipeline cache of the layer's own made from the entry (an
 //! empty one on a miss), the pipeline built through it with the application's cache swapped out,
-//! found or compiled told by feedback or the cache's size; the merged caches reading ahead made;
-//! and NVIDIA's dictionary handed to the driver before a device's first compile.
+//! found or compiled told by feedback or the cache's size; and NVIDIA's dictionary handed to the
+//! driver before a device's first compile.
 
 use super::*;
 
@@ -120,46 +120,6 @@ impl Drop for OwnCache<'_> {
             (self.dev.fns.destroy_pipeline_cache)(self.dev.handle, self.cache, std::ptr::null())
         };
     }
-}
-
-/// `cache`, merged: the entry was checked whole and merged into one of the device's merged
-/// caches by reading ahead; the pipeline is built through that cache (no cache of its own is
-/// made). Found is the feedback's cache-hit bit; an entry merged but not served counts as
-/// `refused` (its pipeline is the driver's compile, through the merged cache). A build that fails
-/// is asked once more, as the application asked.
-pub(super) unsafe fn build_merged<T: PipelineInfo>(
-    b: &Build<'_, T>,
-    merged: MergedEntry,
-    lap: &mut Lap,
-    slot: &mut vk::Pipeline,
-) -> Kept {
-    let dev = b.dev;
-    // SAFETY: the application's create info; the feedback outlives the build.
-    let mut feedback = unsafe { Feedback::for_info(dev, b.info) };
-    let layer_feedback = feedback.as_mut().and_then(|f| f.layer_info(b.info));
-    let with_feedback = chained(b.info, layer_feedback.as_ref());
-    let cache = vk::PipelineCache::from_raw(merged.within.cache);
-    let inside = enter_found_gate(dev);
-    lap.to(Phase::Cache);
-    // SAFETY: a merged cache of this device, complete before it was published and only built
-    // through since; it lives until the device ends.
-    let r = unsafe { (b.next)(dev.handle, cache, 1, &with_feedback, b.allocator, slot) };
-    drop(inside);
-    lap.to(Phase::Driver);
-    if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
-        *slot = vk::Pipeline::null();
-        return Kept::AskAsAsked;
-    }
-    let hit = feedback
-        .as_ref()
-        .and_then(Feedback::cache_hit)
-        .unwrap_or(false);
-    if !hit {
-        b.store.remove_refused(b.key);
-        return Kept::Made(r, Outcome::Refused);
-    }
-    dev.writer.stamp(b.store.clone(), merged.name);
-    Kept::Made(r, Outcome::FoundMerged)
 }
 
 /// `cache` (D994's way): the pipeline built through a cache of the layer's own, made from the

@@ -20,7 +20,6 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use ash::vk;
-use ash::vk::Handle;
 
 use super::abi::find_in_chain;
 use super::binaries;
@@ -34,7 +33,7 @@ use super::objects::Objects;
 use super::sharing;
 use crate::key::{Digest, PipelineKey, Unkeyable};
 use crate::store::envelope::{holds_more_than_header, PayloadKind};
-use crate::store::{FoundEntry, Lookup, MergedEntry, Store};
+use crate::store::{FoundEntry, Lookup, Store};
 use crate::watch::{Lap, Outcome, Phase};
 
 type CreateFn<T> = unsafe extern "system" fn(
@@ -447,11 +446,10 @@ unsafe fn build_kept<T: PipelineInfo>(
     slot: &mut vk::Pipeline,
 ) -> Kept {
     let (dev, store, key) = (b.dev, b.store, b.key);
-    let looked_up = store.lookup_for(key, dev.handle.as_raw());
+    let looked_up = store.lookup(key);
     lap.to(Phase::Lookup);
     let found = match looked_up {
         Ok(Lookup::Found(entry)) => Some(entry),
-        Ok(Lookup::Merged(m)) => return unsafe { build_merged(b, m, lap, slot) },
         Ok(Lookup::Missing) => {
             tracing::debug!(entry = %key.file_name(), "no entry; compiling");
             None
