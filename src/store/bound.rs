@@ -142,7 +142,7 @@ pub fn entries_in(dir: &Path) -> Vec<StampedEntry> {
 pub fn record_bytes(host_dir: &Path) -> u64 {
     host_dir
         .parent()
-        .map(|title| title.join(crate::replay::record::FILE_NAME))
+        .map(|title| title.join(super::RECORD_FILE))
         .and_then(|p| fs::symlink_metadata(p).ok())
         .filter(|m| m.is_file())
         .map_or(0, |m| m.len())

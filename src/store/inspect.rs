@@ -25,10 +25,7 @@ pub fn titles(root: &Path) -> std::io::Result<Vec<String>> {
         .filter(|t| {
             root.join(t).join("host-pipelines").is_dir()
                 || root.join(t).join("runs.jsonl").is_file()
-                || root
-                    .join(t)
-                    .join(crate::replay::record::FILE_NAME)
-                    .is_file()
+                || root.join(t).join(super::RECORD_FILE).is_file()
         })
         .collect();
     out.sort();

@@ -78,6 +78,11 @@ pub const REFUSES_BINARIES: &str = "binaries-refused";
 /// carrying a dictionary it does not hold.
 pub const DICTIONARY_ENTRY: &str = "dictionary-entry";
 
+/// The title's record (`<title>/record.foz`: every kept pipeline's create info, a Fossilize
+/// database): the store's bound counts it, `replay::record` writes and reads it. Named here, so
+/// that the store needs nothing of the replay.
+pub const RECORD_FILE: &str = "record.foz";
+
 /// A file in an identity directory naming the pieces that an entry blamed by a stale loading
 /// marker named (`open.rs`): a piece blamed a second time is dropped.
 pub const BLAMED_PIECES: &str = "blamed-pieces";

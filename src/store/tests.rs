@@ -567,10 +567,7 @@ fn the_record_takes_at_most_its_share_of_the_bound_and_is_never_dropped_by_it() 
     for n in 1..=4 {
         run1.write(&key(n), &data).unwrap();
     }
-    let record = root
-        .path()
-        .join("title")
-        .join(crate::replay::record::FILE_NAME);
+    let record = root.path().join("title").join(super::RECORD_FILE);
     fs::write(&record, [7u8; 500]).unwrap();
     // A bound of four entries: the record's share is a quarter (240), three entries stay.
     let (run2, report) = Store::open(root.path(), "title", identity(), 4 * 240, at(200)).unwrap();
