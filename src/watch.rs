@@ -469,17 +469,22 @@ mod tests {
         assert_eq!(read_runs(&path).unwrap().len(), 1);
     }
 
-    #[test]
-    fn a_history_that_is_not_utf8_or_ends_torn_still_takes_every_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("runs.jsonl");
-        let run = |n: u64| RunRecord {
+    /// The history's line of a run at second `n`.
+    fn a_run(n: u64) -> RunRecord {
+        RunRecord {
             when: n as f64,
             device: "dev".into(),
             identity: "id".into(),
             backend: "cache".into(),
             tally: Tally::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_history_that_is_not_utf8_or_ends_torn_still_takes_every_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.jsonl");
+        let run = a_run;
         append_run(&path, &run(1)).unwrap();
         // A line of bytes that are not UTF-8, then a line cut short by a stopped process.
         let mut f = std::fs::OpenOptions::new()
@@ -506,13 +511,7 @@ mod tests {
     fn runs_ending_at_once_in_many_processes_lose_no_line_across_a_rewrite() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("runs.jsonl");
-        let run = |n: u64| RunRecord {
-            when: n as f64,
-            device: "dev".into(),
-            identity: "id".into(),
-            backend: "cache".into(),
-            tally: Tally::default(),
-        };
+        let run = a_run;
         // Just short of the limit: the writers below cross it, so some of them rewrite.
         for n in 0..(RUNS_KEPT as u64 - 4) {
             append_run(&path, &run(n)).unwrap();

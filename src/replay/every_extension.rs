@@ -8,7 +8,8 @@
 
 use std::ffi::{c_char, CStr, CString};
 
-use crate::key::features::{FeatureStruct, HEAD, KNOWN_FEATURES};
+use super::feature_chain::FeatureChain;
+use crate::key::features::KNOWN_FEATURES;
 use ash::vk;
 
 /// Extensions left out: each may not be enabled beside another this mode enables.
@@ -57,12 +58,14 @@ pub fn instance_extensions(entry: &ash::Entry) -> Vec<CString> {
     names_of(&props)
 }
 
-/// What this mode enables on a device: the names, and the chain of feature structures.
+/// What this mode enables on a device: the names, and the feature structures with what the
+/// driver reported of each.
 pub struct EveryExtension {
     names: Vec<CString>,
     pointers: Vec<*const c_char>,
-    /// One buffer a structure, 8-byte aligned, as the driver filled it.
-    structures: Vec<Vec<u64>>,
+    /// Each structure the driver reported anything on: its `sType` and `VkBool32`s.
+    features: Vec<(i32, Vec<u32>)>,
+    chain: FeatureChain,
     features2: Box<vk::PhysicalDeviceFeatures2<'static>>,
 }
 
@@ -76,39 +79,41 @@ impl EveryExtension {
         let props =
             unsafe { instance.enumerate_device_extension_properties(physical) }.unwrap_or_default();
         let names = names_of(&props);
-        let rows: Vec<&FeatureStruct> = KNOWN_FEATURES
+        let zeroed: Vec<(i32, Vec<u32>)> = KNOWN_FEATURES
             .iter()
             .filter(|f| !LEFT_OUT_STRUCTURES.contains(&f.s_type))
+            .map(|f| (f.s_type.as_raw(), vec![0; f.bools]))
             .collect();
-        let mut structures: Vec<Vec<u64>> = rows
-            .iter()
-            .map(|f| {
-                let mut buffer = vec![0u64; f.size.div_ceil(8)];
-                // SAFETY: the buffer is at least the structure's size; its first member is sType.
-                unsafe { (buffer.as_mut_ptr() as *mut vk::StructureType).write(f.s_type) };
-                buffer
-            })
-            .collect();
-        let mut features2 = Box::new(vk::PhysicalDeviceFeatures2::default());
-        link(&mut features2, &mut structures);
+        let asked = FeatureChain::new(&zeroed);
+        let mut features2 = Box::new(vk::PhysicalDeviceFeatures2 {
+            p_next: asked.head(),
+            ..Default::default()
+        });
         // SAFETY: a chain of zeroed feature structures, each with its sType, for the driver to
         // fill; a driver that does not know one leaves it zero.
         unsafe { instance.get_physical_device_features2(physical, &mut features2) };
-        let reported: Vec<Vec<u64>> = structures
-            .into_iter()
-            .zip(&rows)
-            .filter(|(buffer, row)| any_true(buffer, row))
-            .map(|(buffer, _)| buffer)
+        let features: Vec<(i32, Vec<u32>)> = zeroed
+            .iter()
+            .enumerate()
+            .map(|(n, (stype, values))| (*stype, asked.values(n, values.len())))
+            .filter(|(_, values)| values.iter().any(|v| *v != 0))
             .collect();
-        let mut structures = reported;
-        link(&mut features2, &mut structures);
         let pointers = names.iter().map(|n| n.as_ptr()).collect();
-        EveryExtension {
+        let mut every = EveryExtension {
             names,
             pointers,
-            structures,
+            chain: FeatureChain::new(&[]),
+            features,
             features2,
-        }
+        };
+        every.chain_again();
+        every
+    }
+
+    /// The chain behind `features2` made again from `features`.
+    fn chain_again(&mut self) {
+        self.chain = FeatureChain::new(&self.features);
+        self.features2.p_next = self.chain.head();
     }
 
     /// The create info with every extension and every reported feature (the application's own
@@ -125,66 +130,26 @@ impl EveryExtension {
     pub fn set_robust_buffer_access(&mut self, on: bool) {
         self.features2.features.robust_buffer_access = on.into();
         if !on {
-            self.turn_off(
-                vk::StructureType::PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT,
-                0,
-            );
-        }
-    }
-
-    /// Turns off `feature` (its index among the structure's `VkBool32`s) of `s_type`, if chained.
-    fn turn_off(&mut self, s_type: vk::StructureType, feature: usize) {
-        let Some(row) = crate::key::features::known(s_type).filter(|r| feature < r.bools) else {
-            return;
-        };
-        for buffer in &mut self.structures {
-            let base = buffer.as_mut_ptr() as *mut u8;
-            // SAFETY: each buffer begins with its sType; `feature` is within its row's VkBool32s.
-            unsafe {
-                if (base as *const vk::StructureType).read() == row.s_type {
-                    (base.add(HEAD + 4 * feature) as *mut u32).write(vk::FALSE);
+            let robustness2 = vk::StructureType::PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT;
+            for (stype, values) in &mut self.features {
+                if *stype == robustness2.as_raw() {
+                    values[0] = vk::FALSE;
                 }
             }
+            self.chain_again();
         }
     }
 
     /// Whether the driver reported `feature` (its index among the structure's `VkBool32`s) of the
     /// structure `s_type`, and so this device enables it.
     pub fn enables_feature(&self, s_type: vk::StructureType, feature: usize) -> bool {
-        self.structures.iter().any(|buffer| {
-            let base = buffer.as_ptr() as *const u8;
-            // SAFETY: each buffer begins with its sType; its row says how many VkBool32s follow.
-            let this = unsafe { (base as *const vk::StructureType).read() };
-            this == s_type
-                && crate::key::features::known(s_type).is_some_and(|row| {
-                    feature < row.bools
-                        // SAFETY: within the structure's VkBool32s (checked just above).
-                        && unsafe { (base.add(HEAD + 4 * feature) as *const u32).read() } != 0
-                })
+        self.features.iter().any(|(t, values)| {
+            *t == s_type.as_raw() && values.get(feature).is_some_and(|v| *v != 0)
         })
     }
 
     /// How many extensions and feature structures this mode enables.
     pub fn counts(&self) -> (usize, usize) {
-        (self.names.len(), self.structures.len())
+        (self.names.len(), self.features.len())
     }
-}
-
-/// Links `structures` behind `features2`, in order.
-fn link(features2: &mut vk::PhysicalDeviceFeatures2<'static>, structures: &mut [Vec<u64>]) {
-    let mut next: *mut std::ffi::c_void = std::ptr::null_mut();
-    for buffer in structures.iter_mut().rev() {
-        let base = buffer.as_mut_ptr() as *mut vk::BaseOutStructure;
-        // SAFETY: each buffer begins with sType and pNext, as every Vulkan structure does.
-        unsafe { (*base).p_next = next as *mut vk::BaseOutStructure };
-        next = base as *mut std::ffi::c_void;
-    }
-    features2.p_next = next;
-}
-
-/// Whether the driver reported any feature of a structure.
-fn any_true(buffer: &[u64], row: &FeatureStruct) -> bool {
-    let base = buffer.as_ptr() as *const u8;
-    // SAFETY: `row.bools` VkBool32s follow the head, within the buffer (the table says so).
-    (0..row.bools).any(|i| unsafe { (base.add(HEAD + 4 * i) as *const u32).read() } != 0)
 }

@@ -3,6 +3,7 @@
 //! filled before an application's first launch, and workloads no one here wrote can be measured.
 
 pub mod every_extension;
+pub mod feature_chain;
 pub mod foz;
 pub mod objects;
 pub mod record;

@@ -410,42 +410,6 @@ unsafe fn every_extension_device(
     Ok((device, subgroup_size_control, mesh_shaders))
 }
 
-/// Feature structures rebuilt from their `sType`s and `VkBool32`s (every `*Features` structure is
-/// `sType`, `pNext`, then `VkBool32`s), each in a buffer of its own, 8-byte aligned: `sType` at
-/// 0, `pNext` at 8, the values from 16; chained in order. Returns the buffers (which the chain
-/// lives in) and its head.
-fn feature_chain(features: &[(i32, Vec<u32>)]) -> (Vec<Vec<u64>>, *mut std::ffi::c_void) {
-    let mut buffers: Vec<Vec<u64>> = features
-        .iter()
-        .map(|(_, values)| vec![0u64; 2 + values.len().div_ceil(2)])
-        .collect();
-    let mut next: *mut std::ffi::c_void = std::ptr::null_mut();
-    for ((stype, values), buf) in features.iter().zip(buffers.iter_mut()).rev() {
-        let base = buf.as_mut_ptr() as *mut u8;
-        // SAFETY: `buf` holds 16 bytes and then room for every value, 8-byte aligned.
-        unsafe {
-            (base as *mut i32).write(*stype);
-            (base.add(8) as *mut *mut std::ffi::c_void).write(next);
-            std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(16) as *mut u32, values.len());
-        }
-        next = base.cast();
-    }
-    (buffers, next)
-}
-
-/// The `VkBool32`s of a chain's buffer (as [`feature_chain`] made it), `count` of them.
-fn chain_values(buf: &[u64], count: usize) -> Vec<u32> {
-    // SAFETY: the buffer holds 16 bytes of head and then room for `count` values.
-    (0..count)
-        .map(|i| unsafe {
-            (buf.as_ptr() as *const u8)
-                .add(16 + 4 * i)
-                .cast::<u32>()
-                .read()
-        })
-        .collect()
-}
-
 /// Why this physical device does not offer a feature the record enables: the first such, by
 /// structure and index (the core features where `stype` is 0).
 fn feature_not_offered(
@@ -486,16 +450,16 @@ fn feature_not_offered(
         .iter()
         .map(|(stype, values)| (*stype, vec![0; values.len()]))
         .collect();
-    let (buffers, head) = feature_chain(&zeroed);
+    let chain = super::feature_chain::FeatureChain::new(&zeroed);
     let mut f2 = vk::PhysicalDeviceFeatures2 {
-        p_next: head,
+        p_next: chain.head(),
         ..Default::default()
     };
     // SAFETY: a chain of feature structures, each as long as its sType's (the record read them
-    // so), living in `buffers` through the call.
+    // so), living in `chain` through the call.
     unsafe { instance.get_physical_device_features2(physical, &mut f2) };
-    for ((stype, wanted), buf) in state.features.iter().zip(&buffers) {
-        if let Some(i) = enabled_but_not_offered(wanted, &chain_values(buf, wanted.len())) {
+    for (n, (stype, wanted)) in state.features.iter().enumerate() {
+        if let Some(i) = enabled_but_not_offered(wanted, &chain.values(n, wanted.len())) {
             return Some(format!(
                 "the device does not offer feature {i} of structure sType {stype}"
             ));
@@ -530,7 +494,8 @@ unsafe fn exact_device(
     }
     let extension_ptrs: Vec<*const std::ffi::c_char> =
         extensions.iter().map(|e| e.as_ptr()).collect();
-    let (buffers, next) = feature_chain(&state.features);
+    let chain = super::feature_chain::FeatureChain::new(&state.features);
+    let next = chain.head();
     let mut core = vk::PhysicalDeviceFeatures::default();
     if let Some(values) = &state.core_features {
         let n = values
@@ -559,7 +524,7 @@ unsafe fn exact_device(
     // SAFETY: a create info whose chain (in `buffers`) outlives the call.
     let device = unsafe { instance.create_device(physical, &device_ci, None) }
         .map_err(|e| format!("vkCreateDevice as recorded: {e}"))?;
-    drop(buffers);
+    drop(chain);
     let feature = |stype: i32, index: usize| {
         state
             .features

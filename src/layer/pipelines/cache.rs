@@ -6,7 +6,7 @@
 use super::*;
 
 /// A pipeline cache of the layer's own, from checked entry data or empty.
-pub(in crate::layer) unsafe fn create_cache(
+pub(super) unsafe fn create_cache(
     dev: &DeviceData,
     data: Option<&[u8]>,
 ) -> Result<vk::PipelineCache, vk::Result> {
@@ -108,7 +108,7 @@ pub(super) unsafe fn hand_over(
 }
 
 /// The layer's own cache, destroyed when dropped.
-pub(in crate::layer) struct OwnCache<'a> {
+pub(super) struct OwnCache<'a> {
     pub dev: &'a DeviceData,
     pub cache: vk::PipelineCache,
 }

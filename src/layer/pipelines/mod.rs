@@ -11,8 +11,8 @@ mod feedback;
 mod keep;
 
 use binary::*;
+pub(super) use cache::prime_dictionary;
 use cache::*;
-pub(super) use cache::{create_cache, prime_dictionary, OwnCache};
 use feedback::*;
 use keep::*;
 
