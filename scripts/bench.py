@@ -261,20 +261,27 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     by default, and with write-behind forced on; interleaved rounds."""
     base = base_env(drv, scratch)
     layer = dict(base, VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER)
-    modes = {"no layer": dict(base, PIPEKEEP_DISABLE="1"), "pipekeep (default)": layer,
-             "pipekeep, write-behind on": dict(layer, PIPEKEEP_WRITE_BEHIND="on")}
+    alone = dict(base, PIPEKEEP_DISABLE="1")
+    modes = {"no layer": (alone, "memory"), "pipekeep (default)": (layer, "memory")}
+    if not args.no_write_behind:
+        modes["pipekeep, write-behind on"] = (dict(layer, PIPEKEEP_WRITE_BEHIND="on"), "memory")
+    if args.driver_floor and name != "app":
+        # The driver's own cost of keeping per pipeline, no layer: a fresh cache a pipeline, its
+        # data read after (as the `cache` backend builds a miss).
+        modes["no layer, a cache a pipeline"] = (alone, "each")
+    launches = args.launches
     t = args.timeout
-    runs = {m: [[] for _ in range(3)] for m in modes}
+    runs = {m: [[] for _ in range(launches)] for m in modes}
     for r in range(args.rounds):
-        for mode, env in modes.items():
+        for mode, (env, cache) in modes.items():
             place = os.path.join(scratch, f"row-{name}-{threads}-{r}-{mode.replace(' ', '').replace(',', '').replace('(', '').replace(')', '')}")
             shutil.rmtree(place, ignore_errors=True)
             # NVIDIA's driver does not make its disk cache's directory: without one, it keeps nothing
             # and its pipeline calls slow down (found pipelines through pipekeep took 6x as long).
             os.makedirs(os.path.join(place, "driver"), exist_ok=True)
             env = dict(env, **drv["cache_on"](os.path.join(place, "driver")), PIPEKEEP_DIR=os.path.join(place, "store"))
-            for i in range(3):
-                res = run(cmd_for(threads, "memory"), env, t)
+            for i in range(launches):
+                res = run(cmd_for(threads, cache), env, t)
                 s = dict(res["summary"])
                 s.pop("times_ms", None)
                 s["watch"] = res["watch"]
@@ -282,20 +289,21 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
             shutil.rmtree(place, ignore_errors=True)
     plot_launches(f"{name}, {threads} thread(s)", runs, os.path.join(args.out, f"{args.driver}-users-{name}-{threads}t.svg"))
     alone = runs["no layer"]
-    lines = [f"#### {name}: three launches in a row, the driver's disk cache on, the application's cache, "
+    lines = [f"#### {name}: {launches} launch(es) in a row, the driver's disk cache on, the application's cache, "
              f"{threads} thread(s), {args.linger_ms} ms after the last pipeline, {args.rounds} rounds", "",
              "| mode | launch | creation ms (each round) | / no layer, same launch | found / built | the application's cache KiB |",
              "| --- | --- | --- | --- | --- | --- |"]
     for mode in modes:
-        for i in range(3):
+        for i in range(launches):
             c = [x.get("creation_ms") for x in runs[mode][i]]
             base_c = [x.get("creation_ms") for x in alone[i]]
             ratio = ", ".join(f"{x / y:.3f}" for x, y in zip(c, base_c) if x and y) or "-"
             found = ", ".join(f"{x['watch'].get('found', '-')}/{x['watch'].get('built', '-')}" for x in runs[mode][i] if x["watch"]) or "-"
             kib = ", ".join(fmt((x.get("app_cache_bytes") or 0) / 1024) for x in runs[mode][i])
-            lines.append(f"| {mode} | {i + 1} | {', '.join(fmt(x) for x in c)} | {ratio} | {found} | {kib} |")
-    totals = {m: [sum(runs[m][i][r].get("creation_ms") or 0 for i in range(3)) for r in range(args.rounds)] for m in modes}
-    lines += ["", "The three launches together, creation ms (each round): " + "; ".join(
+            med = median(x / y for x, y in zip(c, base_c) if x and y)
+            lines.append(f"| {mode} | {i + 1} | {', '.join(fmt(x) for x in c)} | {ratio} (median {fmt(med, 3)}) | {found} | {kib} |")
+    totals = {m: [sum(runs[m][i][r].get("creation_ms") or 0 for i in range(launches)) for r in range(args.rounds)] for m in modes}
+    lines += ["", f"The {launches} launch(es) together, creation ms (each round): " + "; ".join(
         f"{m} {', '.join(fmt(x) for x in v)}" for m, v in totals.items())]
     return "\n".join(lines) + "\n", runs
 
@@ -323,13 +331,14 @@ def plot_launches(title, runs, path):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     width = 0.8 / len(modes)
     for k, mode in enumerate(modes):
-        medians = [median(x.get("creation_ms") for x in runs[mode][i]) or 0 for i in range(3)]
-        bars = ax.bar([i + k * width for i in range(3)], medians, width, label=mode)
+        medians = [median(x.get("creation_ms") for x in launch) or 0 for launch in runs[mode]]
+        bars = ax.bar([i + k * width for i in range(len(medians))], medians, width, label=mode)
         ax.bar_label(bars, labels=[f"{m:,.0f}" for m in medians], fontsize=7)
     ax.set_yscale("log")
-    ax.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(3)], ["launch 1", "launch 2", "launch 3"])
+    launches = len(runs[modes[0]])
+    ax.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(launches)], [f"launch {i + 1}" for i in range(launches)])
     ax.set_ylabel("pipeline creation, ms (median of rounds)")
-    ax.set_title(f"{title}: three launches in a row, the driver's disk cache on")
+    ax.set_title(f"{title}: {launches} launch(es) in a row, the driver's disk cache on")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
@@ -470,6 +479,11 @@ def main():
     ap.add_argument("--runs-in-a-row", action="store_true",
                     help="only the headline: three launches in a row with the driver's disk cache on and the "
                          "application's cache, without the layer, through pipekeep, with write-behind")
+    ap.add_argument("--launches", type=int, default=3, help="launches in a row for the headline")
+    ap.add_argument("--no-write-behind", action="store_true", help="the headline without its write-behind mode")
+    ap.add_argument("--driver-floor", action="store_true",
+                    help="the headline adds no layer with a fresh cache a pipeline, its data read after (replays only): "
+                         "what keeping per pipeline costs the driver itself")
     ap.add_argument("--isolating-only", action="store_true",
                     help="only the modes with the driver's disk cache off (what pipekeep does alone)")
     ap.add_argument("--every-extension", action="store_true",

@@ -30,6 +30,10 @@ pub enum AppCache {
     Memory,
     /// One monolithic cache loaded whole from a file at start and saved at exit (D744's way).
     File(PathBuf),
+    /// A fresh cache for each pipeline, its data read after the build and the cache destroyed,
+    /// all inside the timed call: what keeping per pipeline costs the driver itself, with no
+    /// layer (the `cache` backend builds a miss this way).
+    Each,
 }
 
 impl std::str::FromStr for AppCache {
@@ -38,10 +42,11 @@ impl std::str::FromStr for AppCache {
         match s {
             "none" => Ok(AppCache::None),
             "memory" => Ok(AppCache::Memory),
+            "each" => Ok(AppCache::Each),
             _ => s
                 .strip_prefix("file=")
                 .map(|p| AppCache::File(p.into()))
-                .ok_or_else(|| format!("{s:?}: expected none, memory or file=PATH")),
+                .ok_or_else(|| format!("{s:?}: expected none, memory, each or file=PATH")),
         }
     }
 }
@@ -248,6 +253,8 @@ struct Replay {
     subgroup_size_control: bool,
     mesh_shaders: bool,
     app_cache: vk::PipelineCache,
+    /// [`AppCache::Each`]: every pipeline through a fresh cache of its own.
+    cache_each: bool,
 }
 
 // SAFETY: the handles are plain identifiers, and ash::Device's function table is immutable.
@@ -801,6 +808,7 @@ unsafe fn replay_on(
         (subgroup_size_control, mesh_shaders),
         app_cache,
     );
+    r.cache_each = options.app_cache == AppCache::Each;
     let mut summary = Summary {
         device: device_name,
         driver_version: props.driver_version,
@@ -876,7 +884,7 @@ pub unsafe fn replay_on_device(
 
 fn make_app_cache(device: &ash::Device, mode: &AppCache) -> Result<vk::PipelineCache, String> {
     let data = match mode {
-        AppCache::None => return Ok(vk::PipelineCache::null()),
+        AppCache::None | AppCache::Each => return Ok(vk::PipelineCache::null()),
         AppCache::Memory => Vec::new(),
         AppCache::File(p) => std::fs::read(p).unwrap_or_default(),
     };
@@ -999,6 +1007,7 @@ impl Replay {
             subgroup_size_control,
             mesh_shaders,
             app_cache,
+            cache_each: false,
         }
     }
 }
@@ -1412,17 +1421,37 @@ impl Replay {
     fn timed<T>(&self, create: CreatePipelines<T>, info: &T) -> Result<Duration, String> {
         let mut pipeline = vk::Pipeline::null();
         let started = Instant::now();
+        let own_cache = self.cache_each.then(|| {
+            // SAFETY: an empty cache of this replay's, destroyed below.
+            unsafe {
+                self.device
+                    .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+            }
+        });
+        let cache = match own_cache {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => return Err(format!("vkCreatePipelineCache: {e}")),
+            None => self.app_cache,
+        };
         // SAFETY: a valid create info whose data lives to the end of the caller.
         let r = unsafe {
             create(
                 self.device.handle(),
-                self.app_cache,
+                cache,
                 1,
                 info,
                 std::ptr::null(),
                 &mut pipeline,
             )
         };
+        if own_cache.is_some() {
+            // SAFETY: this replay's own cache, read once (as a layer keeping it would) and
+            // destroyed; nothing else uses it.
+            unsafe {
+                let _ = self.device.get_pipeline_cache_data(cache);
+                self.device.destroy_pipeline_cache(cache, None);
+            }
+        }
         let took = started.elapsed();
         if pipeline != vk::Pipeline::null() {
             // SAFETY: a pipeline this replay made and nothing uses.

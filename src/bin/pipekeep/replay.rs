@@ -22,8 +22,9 @@ pub struct Args {
     /// Threads creating pipelines.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// The application's own cache: none, memory (one shared in-memory cache), or file=PATH (one
-    /// monolithic cache loaded whole at start and saved at exit).
+    /// The application's own cache: none, memory (one shared in-memory cache), file=PATH (one
+    /// monolithic cache loaded whole at start and saved at exit), or each (a fresh cache a
+    /// pipeline, its data read after: what keeping per pipeline costs the driver alone).
     #[arg(long, default_value = "none")]
     app_cache: AppCache,
     /// Which physical device, in the loader's order.
