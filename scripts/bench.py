@@ -265,7 +265,7 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     modes = {"no layer": (alone, "memory"), "pipekeep (default)": (layer, "memory")}
     if not args.no_write_behind:
         modes["pipekeep, write-behind on"] = (dict(layer, PIPEKEEP_WRITE_BEHIND="on"), "memory")
-    if args.driver_floor and name != "app":
+    if args.driver_floor:
         # The driver's own cost of keeping per pipeline, no layer: a fresh cache a pipeline, its
         # data read after (as the `cache` backend builds a miss).
         modes["no layer, a cache a pipeline"] = (alone, "each")
@@ -482,7 +482,7 @@ def main():
     ap.add_argument("--launches", type=int, default=3, help="launches in a row for the headline")
     ap.add_argument("--no-write-behind", action="store_true", help="the headline without its write-behind mode")
     ap.add_argument("--driver-floor", action="store_true",
-                    help="the headline adds no layer with a fresh cache a pipeline, its data read after (replays only): "
+                    help="the headline adds no layer with a fresh cache a pipeline, its data read after: "
                          "what keeping per pipeline costs the driver itself")
     ap.add_argument("--isolating-only", action="store_true",
                     help="only the modes with the driver's disk cache off (what pipekeep does alone)")
@@ -513,7 +513,7 @@ def main():
                 def cmd_for(th, cache):
                     c = [app, "--compute", "400", "--graphics", "200", "--threads", str(th), "--batch", "10"]
                     c += ["--linger-ms", str(args.linger_ms)] if args.linger_ms else []
-                    return c + (["--app-cache"] if cache == "memory" else [])
+                    return c + {"memory": ["--app-cache"], "each": ["--cache-each"]}.get(cache, [])
                 supports = False
             else:
                 db = os.path.join(args.corpus, dbs[wl])

@@ -30,6 +30,10 @@ struct Args {
     /// Pass a VkPipelineCache of the app's own.
     #[arg(long)]
     app_cache: bool,
+    /// Build each pipeline alone through a fresh cache, its data read after, all timed: what
+    /// keeping per pipeline costs the driver itself (bench.py --driver-floor).
+    #[arg(long, conflicts_with = "app_cache")]
+    cache_each: bool,
     /// Run one compute dispatch and check its output (needs a driver that executes work).
     #[arg(long)]
     dispatch: bool,
@@ -156,6 +160,7 @@ struct Shared {
     render_pass: vk::RenderPass,
     sampler: vk::Sampler,
     app_cache: vk::PipelineCache,
+    cache_each: bool,
     dynamic_rendering: bool,
     depth_clip: bool,
     flags2: bool,
@@ -614,6 +619,7 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             render_pass,
             sampler,
             app_cache,
+            cache_each: args.cache_each,
             dynamic_rendering,
             depth_clip: false,
             flags2: args.flags2,
@@ -749,6 +755,33 @@ fn timed_call<T>(
     let allocator = s.allocator.as_ref().map_or(std::ptr::null(), |a| {
         a as *const vk::AllocationCallbacks<'static>
     });
+    if s.cache_each {
+        let mut result = vk::Result::SUCCESS;
+        for (info, slot) in infos.iter().zip(pipelines.iter_mut()) {
+            // SAFETY: an empty cache of the app's, read once and destroyed; the create info's
+            // data outlives the call.
+            let r = unsafe {
+                let Ok(cache) = s
+                    .device
+                    .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+                else {
+                    return (
+                        vk::Result::ERROR_INITIALIZATION_FAILED,
+                        pipelines,
+                        started.elapsed(),
+                    );
+                };
+                let r = create(s.device.handle(), cache, 1, info, allocator, slot);
+                let _ = s.device.get_pipeline_cache_data(cache);
+                s.device.destroy_pipeline_cache(cache, None);
+                r
+            };
+            if r != vk::Result::SUCCESS {
+                result = r;
+            }
+        }
+        return (result, pipelines, started.elapsed());
+    }
     // SAFETY: valid create infos whose data outlives the call.
     let r = unsafe {
         create(
