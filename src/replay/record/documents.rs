@@ -1,0 +1,429 @@
+//! A pipeline and every object it names as database entries: each create info as Fossilize
+//! writes it in JSON, under the hash it is named by.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+use super::configuration::{application, payload_hash};
+use super::links::{link_doc, link_hash};
+use super::{object_hash, pipeline_hash, stype, AppState, Content, DbEntry, NotRecorded};
+use super::{PipelineRecord, Recorded};
+use crate::key::desc::{
+    ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RenderPassDesc, RenderTarget, Robustness,
+    SamplerDesc, SetLayoutDesc, StageDesc,
+};
+use crate::key::Digest;
+use crate::replay::objects::{
+    TAG_APPLICATION, TAG_COMPUTE, TAG_GRAPHICS, TAG_LINK, TAG_PIPELINE_LAYOUT, TAG_RENDER_PASS,
+    TAG_SAMPLER, TAG_SET_LAYOUT, TAG_SHADER_MODULE,
+};
+
+fn hash_ref(d: &Digest) -> String {
+    format!("{:016x}", object_hash(d))
+}
+
+fn document(kind: &str, hash: u64, value: Value) -> Vec<u8> {
+    let mut objects = Map::new();
+    objects.insert(format!("{hash:016x}"), value);
+    serde_json::to_vec(&json!({ "version": 6, kind: objects })).expect("JSON of plain values")
+}
+
+/// The database entries of one pipeline and its objects: `(tag, hash, payload)`.
+pub fn pipeline_entries(
+    record: &PipelineRecord,
+    app: &AppState,
+) -> Result<Vec<DbEntry>, NotRecorded> {
+    let content = |digest: &Digest| {
+        record
+            .contents
+            .iter()
+            .find(|(d, _)| d == digest)
+            .map(|(_, c)| Arc::clone(c))
+            .ok_or(NotRecorded::MissingContent)
+    };
+    let app_payload = application(app);
+    let app_hash = payload_hash(&app_payload);
+    let mut out = vec![(TAG_APPLICATION, app_hash, app_payload)];
+    let (layout_digest, stages) = match &record.desc {
+        Recorded::Compute(d) => (d.layout, std::slice::from_ref(&d.stage)),
+        Recorded::Graphics(d) => (d.layout, &d.stages[..]),
+    };
+    let Content::PipelineLayout(layout) = &*content(&layout_digest)? else {
+        return Err(NotRecorded::MissingContent);
+    };
+    for set in &layout.set_layouts {
+        let Content::SetLayout(set_layout) = &*content(set)? else {
+            return Err(NotRecorded::MissingContent);
+        };
+        for binding in &set_layout.bindings {
+            for sampler in binding.immutable_samplers.iter().flatten() {
+                let Content::Sampler(s) = &*content(sampler)? else {
+                    return Err(NotRecorded::MissingContent);
+                };
+                out.push((TAG_SAMPLER, object_hash(sampler), sampler_doc(sampler, s)?));
+            }
+        }
+        out.push((
+            TAG_SET_LAYOUT,
+            object_hash(set),
+            set_layout_doc(set, set_layout),
+        ));
+    }
+    out.push((
+        TAG_PIPELINE_LAYOUT,
+        object_hash(&layout_digest),
+        pipeline_layout_doc(&layout_digest, layout),
+    ));
+    for stage in stages {
+        let Content::Module(code) = &*content(&stage.module)? else {
+            return Err(NotRecorded::MissingContent);
+        };
+        out.push((
+            TAG_SHADER_MODULE,
+            object_hash(&stage.module),
+            module_doc(&stage.module, code),
+        ));
+    }
+    let hash = pipeline_hash(&record.key);
+    match &record.desc {
+        Recorded::Compute(d) => out.push((TAG_COMPUTE, hash, compute_doc(hash, d)?)),
+        Recorded::Graphics(d) => {
+            if let RenderTarget::Pass { pass, .. } = &d.target {
+                let Content::RenderPass(rp) = &*content(pass)? else {
+                    return Err(NotRecorded::MissingContent);
+                };
+                out.push((
+                    TAG_RENDER_PASS,
+                    object_hash(pass),
+                    render_pass_doc(pass, rp),
+                ));
+            }
+            out.push((TAG_GRAPHICS, hash, graphics_doc(hash, d)?));
+        }
+    }
+    // The pipeline under its configuration, as Fossilize links a blob to its application.
+    let tag = match &record.desc {
+        Recorded::Compute(_) => TAG_COMPUTE,
+        Recorded::Graphics(_) => TAG_GRAPHICS,
+    };
+    out.push((
+        TAG_LINK,
+        link_hash(app_hash, tag, hash),
+        link_doc(app_hash, tag, hash),
+    ));
+    Ok(out)
+}
+
+fn sampler_doc(digest: &Digest, s: &SamplerDesc) -> Result<Vec<u8>, NotRecorded> {
+    let [u, v, w] = s.address_modes;
+    let mut value = json!({
+        "flags": s.flags, "magFilter": s.mag_filter, "minFilter": s.min_filter,
+        "mipmapMode": s.mipmap_mode, "addressModeU": u, "addressModeV": v, "addressModeW": w,
+        "mipLodBias": s.mip_lod_bias, "anisotropyEnable": u32::from(s.anisotropy_enable),
+        "maxAnisotropy": s.max_anisotropy, "compareEnable": u32::from(s.compare_enable),
+        "compareOp": s.compare_op, "minLod": s.min_lod, "maxLod": s.max_lod,
+        "borderColor": s.border_color,
+        "unnormalizedCoordinates": u32::from(s.unnormalized_coordinates),
+    });
+    if let Some(mode) = s.reduction_mode {
+        value["pNext"] = json!([{ "sType": stype::REDUCTION_MODE, "reductionMode": mode }]);
+    }
+    Ok(document("samplers", object_hash(digest), value))
+}
+
+fn set_layout_doc(digest: &Digest, l: &SetLayoutDesc) -> Vec<u8> {
+    let bindings: Vec<Value> = l
+        .bindings
+        .iter()
+        .map(|b| {
+            let samplers: Vec<String> = b
+                .immutable_samplers
+                .iter()
+                .flatten()
+                .map(hash_ref)
+                .collect();
+            json!({
+                "binding": b.binding, "descriptorType": b.descriptor_type,
+                "descriptorCount": b.descriptor_count, "stageFlags": b.stage_flags,
+                "immutableSamplers": samplers,
+            })
+        })
+        .collect();
+    let mut value = json!({ "flags": l.flags, "bindings": bindings });
+    if l.bindings.iter().any(|b| b.binding_flags != 0) {
+        let flags: Vec<u32> = l.bindings.iter().map(|b| b.binding_flags).collect();
+        value["pNext"] = json!([{ "sType": stype::BINDING_FLAGS, "bindingFlags": flags }]);
+    }
+    document("setLayouts", object_hash(digest), value)
+}
+
+fn pipeline_layout_doc(digest: &Digest, l: &PipelineLayoutDesc) -> Vec<u8> {
+    let sets: Vec<String> = l.set_layouts.iter().map(hash_ref).collect();
+    let ranges: Vec<Value> = l
+        .push_constant_ranges
+        .iter()
+        .map(|r| json!({ "stageFlags": r.stage_flags, "offset": r.offset, "size": r.size }))
+        .collect();
+    document(
+        "pipelineLayouts",
+        object_hash(digest),
+        json!({ "flags": l.flags, "setLayouts": sets, "pushConstantRanges": ranges }),
+    )
+}
+
+fn module_doc(digest: &Digest, code: &[u32]) -> Vec<u8> {
+    let varints = crate::replay::varint::encode(code);
+    let mut payload = document(
+        "shaderModules",
+        object_hash(digest),
+        json!({
+            "flags": 0, "codeSize": code.len() * 4, "varintOffset": 0,
+            "varintSize": varints.len(),
+        }),
+    );
+    payload.push(0);
+    payload.extend_from_slice(&varints);
+    payload
+}
+
+fn stage_json(s: &StageDesc) -> Result<Value, NotRecorded> {
+    let name = String::from_utf8(s.entry_point.clone())
+        .map_err(|_| NotRecorded::Unwritable("an entry point name that is not UTF-8"))?;
+    let mut stage = json!({
+        "flags": s.flags, "stage": s.stage, "module": hash_ref(&s.module), "name": name,
+    });
+    if !s.specialization.is_empty() {
+        let mut data = Vec::new();
+        let mut entries = Vec::new();
+        for c in &s.specialization {
+            entries.push(
+                json!({ "constantID": c.constant_id, "offset": data.len(), "size": c.value.len() }),
+            );
+            data.extend_from_slice(&c.value);
+        }
+        stage["specializationInfo"] = json!({
+            "dataSize": data.len(),
+            "data": base64::engine::general_purpose::STANDARD.encode(&data),
+            "mapEntries": entries,
+        });
+    }
+    let mut next = Vec::new();
+    if let Some(size) = s.required_subgroup_size {
+        next.push(json!({ "sType": stype::REQUIRED_SUBGROUP_SIZE, "requiredSubgroupSize": size }));
+    }
+    next.extend(s.robustness.as_ref().map(robustness_json));
+    if !next.is_empty() {
+        stage["pNext"] = Value::Array(next);
+    }
+    Ok(stage)
+}
+
+/// `VkPipelineRobustnessCreateInfoEXT` as a `pNext` member (a pipeline's or a stage's), its fields
+/// under their Vulkan names, as Fossilize writes every structure.
+fn robustness_json(r: &Robustness) -> Value {
+    json!({
+        "sType": stype::PIPELINE_ROBUSTNESS, "storageBuffers": r.storage_buffers,
+        "uniformBuffers": r.uniform_buffers, "vertexInputs": r.vertex_inputs, "images": r.images,
+    })
+}
+
+fn compute_doc(hash: u64, d: &ComputeDesc) -> Result<Vec<u8>, NotRecorded> {
+    let mut v = json!({
+        "flags": d.flags, "stage": stage_json(&d.stage)?, "layout": hash_ref(&d.layout),
+        "basePipelineHandle": "0000000000000000", "basePipelineIndex": -1,
+    });
+    if let Some(r) = &d.robustness {
+        v["pNext"] = json!([robustness_json(r)]);
+    }
+    Ok(document("computePipelines", hash, v))
+}
+
+/// A graphics pipeline's state blocks, as Fossilize writes them. A field the key left out (the
+/// spec says it is ignored: dynamic, or its block not read) is written as 0: a replay ignores it
+/// alike.
+fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
+    let b = |v: bool| u32::from(v);
+    let stages = d
+        .stages
+        .iter()
+        .map(stage_json)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut v = json!({
+        "flags": d.flags, "stages": stages, "layout": hash_ref(&d.layout),
+        "basePipelineHandle": "0000000000000000", "basePipelineIndex": -1,
+        "dynamicState": { "flags": 0, "dynamicState": d.dynamic_states },
+    });
+    if let Some(vi) = &d.vertex_input {
+        v["vertexInputState"] = json!({
+            "flags": vi.flags,
+            "bindings": vi.bindings.iter().map(|x| json!({
+                "binding": x.binding, "stride": x.stride.unwrap_or(0), "inputRate": x.input_rate,
+            })).collect::<Vec<_>>(),
+            "attributes": vi.attributes.iter().map(|a| json!({
+                "location": a.location, "binding": a.binding, "format": a.format, "offset": a.offset,
+            })).collect::<Vec<_>>(),
+        });
+    }
+    if let Some(ia) = &d.input_assembly {
+        v["inputAssemblyState"] = json!({
+            "flags": ia.flags, "topology": ia.topology,
+            "primitiveRestartEnable": b(ia.primitive_restart.unwrap_or(false)),
+        });
+    }
+    if let Some(points) = d.tessellation_patch_control_points {
+        v["tessellationState"] = json!({ "flags": 0, "patchControlPoints": points });
+    }
+    if let Some(vp) = &d.viewport {
+        let viewports: Vec<Value> = vp.viewports.iter().flatten().map(|x| json!({
+            "x": x[0], "y": x[1], "width": x[2], "height": x[3], "minDepth": x[4], "maxDepth": x[5],
+        })).collect();
+        let scissors: Vec<Value> = vp
+            .scissors
+            .iter()
+            .flatten()
+            .map(|x| {
+                json!({
+                    "x": x[0] as i32, "y": x[1] as i32, "width": x[2], "height": x[3],
+                })
+            })
+            .collect();
+        v["viewportState"] = json!({
+            "flags": vp.flags, "viewportCount": vp.viewport_count.unwrap_or(0),
+            "scissorCount": vp.scissor_count.unwrap_or(0), "viewports": viewports,
+            "scissors": scissors,
+        });
+    }
+    let r = &d.rasterization;
+    let [bias_constant, bias_clamp, bias_slope] = r.depth_bias.unwrap_or_default();
+    v["rasterizationState"] = json!({
+        "flags": r.flags, "depthClampEnable": b(r.depth_clamp_enable),
+        "rasterizerDiscardEnable": b(r.rasterizer_discard_enable.unwrap_or(false)),
+        "polygonMode": r.polygon_mode, "cullMode": r.cull_mode.unwrap_or(0),
+        "frontFace": r.front_face.unwrap_or(0),
+        "depthBiasEnable": b(r.depth_bias_enable.unwrap_or(false)),
+        "depthBiasConstantFactor": bias_constant, "depthBiasClamp": bias_clamp,
+        "depthBiasSlopeFactor": bias_slope, "lineWidth": r.line_width.unwrap_or(1.0),
+    });
+    if let Some(m) = &d.multisample {
+        v["multisampleState"] = json!({
+            "flags": m.flags, "rasterizationSamples": m.rasterization_samples,
+            "sampleShadingEnable": b(m.sample_shading_enable),
+            "minSampleShading": m.min_sample_shading,
+            "sampleMask": m.sample_mask.clone().unwrap_or_default(),
+            "alphaToCoverageEnable": b(m.alpha_to_coverage_enable),
+            "alphaToOneEnable": b(m.alpha_to_one_enable),
+        });
+    }
+    if let Some(ds) = &d.depth_stencil {
+        let stencil = |s: &crate::key::desc::StencilDesc| {
+            let [fail, pass, depth_fail, compare] = s.ops.unwrap_or_default();
+            json!({
+                "failOp": fail, "passOp": pass, "depthFailOp": depth_fail, "compareOp": compare,
+                "compareMask": s.compare_mask.unwrap_or(0), "writeMask": s.write_mask.unwrap_or(0),
+                "reference": s.reference.unwrap_or(0),
+            })
+        };
+        let [min_bounds, max_bounds] = ds.depth_bounds.unwrap_or_default();
+        v["depthStencilState"] = json!({
+            "flags": ds.flags, "depthTestEnable": b(ds.depth_test_enable.unwrap_or(false)),
+            "depthWriteEnable": b(ds.depth_write_enable.unwrap_or(false)),
+            "depthCompareOp": ds.depth_compare_op.unwrap_or(0),
+            "depthBoundsTestEnable": b(ds.depth_bounds_test_enable.unwrap_or(false)),
+            "stencilTestEnable": b(ds.stencil_test_enable.unwrap_or(false)),
+            "front": stencil(&ds.front), "back": stencil(&ds.back),
+            "minDepthBounds": min_bounds, "maxDepthBounds": max_bounds,
+        });
+    }
+    if let Some(cb) = &d.color_blend {
+        v["colorBlendState"] = json!({
+            "flags": cb.flags, "logicOpEnable": b(cb.logic_op_enable),
+            "logicOp": cb.logic_op.unwrap_or(0),
+            "attachments": cb.attachments.iter().map(|a| json!({
+                "blendEnable": b(a.blend_enable), "srcColorBlendFactor": a.src_color_factor,
+                "dstColorBlendFactor": a.dst_color_factor, "colorBlendOp": a.color_op,
+                "srcAlphaBlendFactor": a.src_alpha_factor, "dstAlphaBlendFactor": a.dst_alpha_factor,
+                "alphaBlendOp": a.alpha_op, "colorWriteMask": a.color_write_mask,
+            })).collect::<Vec<_>>(),
+            "blendConstants": cb.blend_constants.unwrap_or_default(),
+        });
+    }
+    let mut next = Vec::new();
+    match &d.target {
+        RenderTarget::Pass { pass, subpass } => {
+            v["renderPass"] = json!(hash_ref(pass));
+            v["subpass"] = json!(subpass);
+        }
+        RenderTarget::Dynamic {
+            view_mask,
+            color_formats,
+            depth_format,
+            stencil_format,
+        } => {
+            v["renderPass"] = json!("0000000000000000");
+            next.push(json!({
+                "sType": stype::RENDERING, "viewMask": view_mask,
+                "colorAttachmentFormats": color_formats,
+                "depthAttachmentFormat": depth_format, "stencilAttachmentFormat": stencil_format,
+            }));
+        }
+    }
+    next.extend(d.robustness.as_ref().map(robustness_json));
+    if !next.is_empty() {
+        v["pNext"] = Value::Array(next);
+    }
+    Ok(document("graphicsPipelines", hash, v))
+}
+
+fn render_pass_doc(digest: &Digest, rp: &RenderPassDesc) -> Vec<u8> {
+    let reference = |r: &crate::key::desc::AttachmentRef| json!({ "attachment": r.attachment, "layout": r.layout, "aspectMask": r.aspect_mask });
+    let attachments: Vec<Value> = rp
+        .attachments
+        .iter()
+        .map(|a| {
+            json!({
+                "flags": a.flags, "format": a.format, "samples": a.samples, "loadOp": a.load_op,
+                "storeOp": a.store_op, "stencilLoadOp": a.stencil_load_op,
+                "stencilStoreOp": a.stencil_store_op, "initialLayout": a.initial_layout,
+                "finalLayout": a.final_layout,
+            })
+        })
+        .collect();
+    let subpasses: Vec<Value> = rp.subpasses.iter().map(|s| {
+        let mut v = json!({
+            "flags": s.flags, "pipelineBindPoint": s.bind_point, "viewMask": s.view_mask,
+            "inputAttachments": s.inputs.iter().map(reference).collect::<Vec<_>>(),
+            "colorAttachments": s.colors.iter().map(reference).collect::<Vec<_>>(),
+            "resolveAttachments": s.resolves.iter().flatten().map(reference).collect::<Vec<_>>(),
+            "preserveAttachments": s.preserve,
+        });
+        if let Some(depth) = &s.depth_stencil {
+            v["depthStencilAttachment"] = reference(depth);
+        }
+        v
+    }).collect();
+    let dependencies: Vec<Value> = rp
+        .dependencies
+        .iter()
+        .map(|d| {
+            json!({
+                "srcSubpass": d.src_subpass, "dstSubpass": d.dst_subpass,
+                "srcStageMask": d.src_stage_mask, "dstStageMask": d.dst_stage_mask,
+                "srcAccessMask": d.src_access_mask, "dstAccessMask": d.dst_access_mask,
+                "dependencyFlags": d.flags, "viewOffset": d.view_offset,
+            })
+        })
+        .collect();
+    let mut v = json!({
+        "flags": rp.flags, "attachments": attachments, "subpasses": subpasses,
+        "dependencies": dependencies,
+    });
+    let kind = if rp.version == 2 {
+        v["correlatedViewMasks"] = json!(rp.correlated_view_masks);
+        "renderPasses2"
+    } else {
+        "renderPasses"
+    };
+    document(kind, object_hash(digest), v)
+}

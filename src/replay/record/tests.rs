@@ -1,0 +1,765 @@
+//! The record's tests: entries written and read back, appends after a cut or damage, the pending
+//! mark, compaction to a share, configurations and their links.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::SystemTime;
+
+use serde_json::json;
+
+use super::configuration::{application, device_json, payload_hash};
+use super::*;
+use crate::key::desc::{BindingDesc, PushRange, Robustness, SpecConstant, StageDesc};
+use crate::replay::objects::{Catalog, TAG_APPLICATION, TAG_COMPUTE, TAG_LINK};
+
+fn record() -> PipelineRecord {
+    let (module, set, layout) = (Digest([1; 32]), Digest([2; 32]), Digest([3; 32]));
+    PipelineRecord {
+        key: PipelineKey {
+            spirv: [4; 16],
+            state: [5; 16],
+        },
+        desc: Recorded::Compute(ComputeDesc {
+            device: Digest([9; 32]),
+            flags: 0,
+            stage: StageDesc {
+                stage: 0x20,
+                flags: 0,
+                module,
+                entry_point: b"main".to_vec(),
+                specialization: vec![SpecConstant {
+                    constant_id: 3,
+                    value: vec![1, 0, 0, 0],
+                }],
+                required_subgroup_size: None,
+                robustness: None,
+            },
+            layout,
+            robustness: None,
+        }),
+        contents: vec![
+            (
+                module,
+                Arc::new(Content::Module(vec![0x0723_0203, 0x10000, 7, 8, 9])),
+            ),
+            (
+                set,
+                Arc::new(Content::SetLayout(SetLayoutDesc {
+                    flags: 0,
+                    bindings: vec![BindingDesc {
+                        binding: 0,
+                        descriptor_type: 7,
+                        descriptor_count: 1,
+                        stage_flags: 0x20,
+                        binding_flags: 0,
+                        immutable_samplers: None,
+                    }],
+                })),
+            ),
+            (
+                layout,
+                Arc::new(Content::PipelineLayout(PipelineLayoutDesc {
+                    flags: 0,
+                    set_layouts: vec![set],
+                    push_constant_ranges: vec![PushRange {
+                        stage_flags: 0x20,
+                        offset: 0,
+                        size: 16,
+                    }],
+                })),
+            ),
+        ],
+    }
+}
+
+#[test]
+fn a_recorded_pipeline_reads_back_with_every_object_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(dir.path());
+    let app = AppState::default();
+    let entries = pipeline_entries(&record(), &app).unwrap();
+    assert_eq!(file.append(entries.clone(), 0).unwrap(), entries.len());
+    assert_eq!(file.append(entries, 0).unwrap(), 0, "each object once");
+    let catalog = catalog_of(file.path());
+    assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+    assert_eq!(catalog.compute.len(), 1);
+    assert_eq!(catalog.set_layouts.len(), 1);
+    assert_eq!(catalog.pipeline_layouts.len(), 1);
+    assert_eq!(
+        catalog.shader_modules.values().next().unwrap().as_deref(),
+        Some(&[0x0723_0203, 0x10000, 7, 8, 9][..])
+    );
+    let pipeline = catalog.compute[0].1.as_ref().unwrap();
+    assert_eq!(
+        pipeline["stage"]["specializationInfo"]["mapEntries"][0]["size"],
+        4
+    );
+}
+
+#[test]
+fn a_record_cut_inside_its_last_entry_keeps_what_is_whole_and_appends_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(dir.path());
+    let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
+    file.append(entries.clone(), 0).unwrap();
+    let whole = std::fs::read(file.path()).unwrap();
+    let last_len = whole.len()
+        - crate::replay::foz::read_database(&whole[..whole.len() - 1])
+            .unwrap()
+            .1;
+    for cut in 1..last_len {
+        let bytes = &whole[..whole.len() - cut];
+        let read = crate::replay::foz::read_entries(bytes).unwrap();
+        assert_eq!(read.len(), entries.len() - 1, "cut {cut} bytes off");
+    }
+    std::fs::write(file.path(), &whole[..whole.len() - 7]).unwrap();
+    let again = RecordFile::new(dir.path());
+    assert_eq!(
+        again.append(entries.clone(), 0).unwrap(),
+        1,
+        "the cut one again"
+    );
+    let read = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();
+    assert_eq!(read.len(), entries.len());
+}
+
+#[test]
+fn a_record_made_but_not_yet_written_reads_as_empty_and_the_next_append_fills_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(dir.path());
+    // What a pending mark leaves before the first append lands, and a header cut short.
+    file.mark_pending().unwrap();
+    assert_eq!(read(file.path()).unwrap().1, 0);
+    assert!(read(file.path()).unwrap().0.is_empty());
+    std::fs::write(file.path(), &crate::replay::foz::MAGIC[..5]).unwrap();
+    assert!(read(file.path()).unwrap().0.is_empty());
+    let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
+    assert_eq!(file.append(entries.clone(), 0).unwrap(), entries.len());
+    assert_eq!(read(file.path()).unwrap().0.len(), entries.len());
+}
+
+/// Issue 31, item 4: the record is at most a Fossilize database of the same pipelines, whose
+/// payloads Fossilize deflates (flag 2): so are the record's, where that makes them smaller.
+#[test]
+fn payloads_are_stored_deflated_as_fossilize_stores_them_and_read_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(dir.path());
+    let mut r = record();
+    // A module of the size and repetition of real SPIR-V.
+    let code: Vec<u32> = (0..4000u32).map(|i| 0x0723_0203 ^ (i % 17)).collect();
+    r.contents[0].1 = Arc::new(Content::Module(code.clone()));
+    let entries = pipeline_entries(&r, &AppState::default()).unwrap();
+    let stored = crate::replay::foz::write_entries(&entries).len() as u64;
+    file.append(entries.clone(), 0).unwrap();
+    let bytes = std::fs::read(file.path()).unwrap();
+    assert!(
+        (bytes.len() as u64) * 4 < stored,
+        "{} bytes written where stored payloads take {stored}",
+        bytes.len()
+    );
+    let read = crate::replay::foz::read_entries(&bytes).unwrap();
+    let payloads: Vec<_> = read.into_iter().map(|e| e.payload.unwrap()).collect();
+    let expected: Vec<_> = entries.into_iter().map(|e| e.2).collect();
+    assert_eq!(payloads, expected);
+    let catalog = catalog_of(file.path());
+    assert_eq!(
+        catalog.shader_modules.values().next().unwrap().as_deref(),
+        Some(&code[..])
+    );
+}
+
+/// Issue 31, item 3: an append after damage in the middle of the record keeps every whole
+/// entry after the damage (it cut the file at the damage: a 16-byte record), and writes again
+/// what the damage cost.
+#[test]
+fn an_append_after_damage_inside_the_record_keeps_what_follows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(dir.path());
+    let hashes = recorded(&file, 40);
+    let mut bytes = std::fs::read(file.path()).unwrap();
+    let len = bytes.len();
+    bytes[16..216].fill(0x5a);
+    std::fs::write(file.path(), &bytes).unwrap();
+    let again = RecordFile::new(dir.path());
+    again
+        .append(
+            pipeline_entries(&nth_record(0), &AppState::default()).unwrap(),
+            0,
+        )
+        .unwrap();
+    assert!(std::fs::metadata(file.path()).unwrap().len() as usize >= len);
+    let catalog = catalog_of(file.path());
+    let kept: HashSet<u64> = catalog.compute.iter().map(|(h, _)| *h).collect();
+    assert!(
+        hashes.iter().filter(|h| kept.contains(h)).count() >= 36,
+        "{} of 40 pipelines left",
+        kept.len()
+    );
+    assert!(kept.contains(&hashes[39]) && kept.contains(&hashes[0]));
+}
+
+/// The test pipeline with its own module and key (`n`), sharing the layout and set layout.
+fn nth_record(n: u8) -> PipelineRecord {
+    let mut r = record();
+    r.key.spirv = [n; 16];
+    let module = Digest([100 + n; 32]);
+    if let Recorded::Compute(d) = &mut r.desc {
+        d.stage.module = module;
+    }
+    r.contents[0] = (
+        module,
+        Arc::new(Content::Module(vec![0x0723_0203, u32::from(n)])),
+    );
+    r
+}
+
+fn recorded(file: &RecordFile, pipelines: u8) -> Vec<u64> {
+    (0..pipelines)
+        .map(|n| {
+            let r = nth_record(n);
+            file.append(pipeline_entries(&r, &AppState::default()).unwrap(), 0)
+                .unwrap();
+            pipeline_hash(&r.key)
+        })
+        .collect()
+}
+
+fn catalog_of(path: &Path) -> Catalog {
+    Catalog::from_entries(crate::replay::foz::read_entries(&std::fs::read(path).unwrap()).unwrap())
+}
+
+/// Stamps of the order of use: `hashes[i]` used `i`-th (newest stamp first), for the first
+/// `with_entries` of them; the rest have no entry.
+fn used_in_order(hashes: &[u64], with_entries: usize) -> impl Fn(u64) -> Option<SystemTime> {
+    let stamps: std::collections::HashMap<u64, SystemTime> = hashes[..with_entries]
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let secs = 1_700_000_000 - i as u64;
+            (
+                *h,
+                SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs),
+            )
+        })
+        .collect();
+    move |h| stamps.get(&h).copied()
+}
+
+/// Issue 31, item 2: a record past its share is compacted to it in the entries' order of
+/// use: the pipelines without an entry first, then the last used; the first used (a boot's)
+/// stay, with every object they name.
+#[test]
+fn a_record_past_its_share_keeps_the_first_used_pipelines_with_every_object_they_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut hashes = recorded(&RecordFile::new(dir.path()), 8);
+    // Used in another order than recorded: the last recorded was used first.
+    hashes.reverse();
+    let len = std::fs::metadata(dir.path().join(FILE_NAME)).unwrap().len();
+    let share = len * 6 / 10;
+    let opening = RecordFile::new(dir.path());
+    let done = opening
+        .compact_to_share(share, false, &used_in_order(&hashes, 6))
+        .unwrap()
+        .expect("past its share: compacted");
+    assert!(done.bytes_after <= share, "{done:?} share {share}");
+    assert_eq!(
+        std::fs::metadata(opening.path()).unwrap().len(),
+        done.bytes_after
+    );
+    let catalog = catalog_of(opening.path());
+    assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+    let kept: HashSet<u64> = catalog.compute.iter().map(|(h, _)| *h).collect();
+    assert!(kept.len() >= 2 && kept.len() < 6, "{} kept", kept.len());
+    assert_eq!(done.pipelines_kept, kept.len());
+    let first: HashSet<u64> = hashes[..kept.len()].iter().copied().collect();
+    assert_eq!(kept, first, "the first used kept, in order");
+    assert_eq!(
+        catalog.shader_modules.len(),
+        kept.len(),
+        "the dropped' modules went"
+    );
+    assert_eq!(
+        catalog.pipeline_layouts.len(),
+        1,
+        "the shared layout stayed"
+    );
+    assert_eq!(catalog.set_layouts.len(), 1, "and the set layout it names");
+    assert!(!dir.path().join("record.foz.tmp").exists());
+}
+
+/// Issue 31, item 3: a record within its share is never compacted, whatever became of its
+/// entries (removed by hand, `pipekeep clear`, a driver change): it was compacted once most of
+/// its pipelines had no entry. Nor while a rebuild is owed, nor once this process appended.
+#[test]
+fn a_record_within_its_share_waiting_for_a_rebuild_or_appended_to_is_not_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let hashes = recorded(&RecordFile::new(dir.path()), 4);
+    let len = std::fs::metadata(dir.path().join(FILE_NAME)).unwrap().len();
+    let file = RecordFile::new(dir.path());
+    let none = used_in_order(&hashes, 0);
+    assert_eq!(
+        file.compact_to_share(len, false, &none).unwrap(),
+        None,
+        "within its share, no entry left"
+    );
+    file.mark_pending().unwrap();
+    assert_eq!(
+        file.compact_to_share(len / 2, false, &none).unwrap(),
+        None,
+        "a rebuild is owed"
+    );
+    assert!(file
+        .clear_pending_unless_grown(std::fs::metadata(file.path()).unwrap().len())
+        .unwrap());
+    let appender = RecordFile::new(dir.path());
+    appender
+        .append(
+            pipeline_entries(&nth_record(9), &AppState::default()).unwrap(),
+            0,
+        )
+        .unwrap();
+    assert_eq!(
+        appender.compact_to_share(len / 2, false, &none).unwrap(),
+        None,
+        "this process appended"
+    );
+    assert!(RecordFile::new(dir.path())
+        .compact_to_share(len / 2, false, &none)
+        .unwrap()
+        .is_some());
+}
+
+/// `pipekeep verify --fix`: a record within its share holding damaged entries is rewritten
+/// without them (and without what only they named).
+#[test]
+fn a_damaged_record_is_rewritten_whole_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let hashes = recorded(&RecordFile::new(dir.path()), 4);
+    let path = dir.path().join(FILE_NAME);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 3;
+    bytes[last] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let file = RecordFile::new(dir.path());
+    let used = used_in_order(&hashes, 4);
+    assert_eq!(file.compact_to_share(1 << 20, false, &used).unwrap(), None);
+    let done = file
+        .compact_to_share(1 << 20, true, &used)
+        .unwrap()
+        .expect("damaged: rewritten");
+    assert_eq!(done.pipelines_kept, done.pipelines_before);
+    assert!(done.bytes_after < done.bytes_before);
+    let (entries, _) = read(&path).unwrap();
+    assert!(entries.iter().all(|e| e.payload.is_ok()));
+}
+
+#[test]
+fn the_pending_mark_stays_when_the_record_grew_after_the_rebuild_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(dir.path());
+    recorded(&file, 1);
+    let read_len = std::fs::metadata(file.path()).unwrap().len();
+    file.owe().unwrap();
+    assert!(file.is_pending());
+    assert!(
+        !file.clear_pending_unless_grown(read_len).unwrap(),
+        "owed, not yet appended"
+    );
+    file.append(
+        pipeline_entries(&nth_record(7), &AppState::default()).unwrap(),
+        1,
+    )
+    .unwrap();
+    assert!(file.is_pending());
+    assert!(!file.clear_pending_unless_grown(read_len).unwrap());
+    assert!(file.is_pending());
+    let now = std::fs::metadata(file.path()).unwrap().len();
+    assert!(file.clear_pending_unless_grown(now).unwrap());
+    assert!(!file.is_pending());
+}
+
+/// `r` as the record writes it, read back as the replay reads it (with no problem).
+fn written_and_read_back(r: &PipelineRecord) -> Catalog {
+    let entries = pipeline_entries(r, &AppState::default()).unwrap();
+    let bytes = crate::replay::foz::write_entries(&entries);
+    let catalog = Catalog::from_entries(crate::replay::foz::read_entries(&bytes).unwrap());
+    assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+    catalog
+}
+
+#[test]
+fn a_sampler_with_a_reduction_mode_is_recorded_as_fossilize_writes_it() {
+    let sampler = Digest([7; 32]);
+    let mut r = record();
+    for (_, content) in r.contents.iter_mut() {
+        if let Content::SetLayout(l) = &**content {
+            let mut l = l.clone();
+            l.bindings[0].descriptor_type = 1; // combined image sampler
+            l.bindings[0].immutable_samplers = Some(vec![sampler]);
+            *content = Arc::new(Content::SetLayout(l));
+        }
+    }
+    let desc = SamplerDesc {
+        reduction_mode: Some(1),
+        ..SamplerDesc::default()
+    };
+    r.contents.push((sampler, Arc::new(Content::Sampler(desc))));
+    let catalog = written_and_read_back(&r);
+    let written = catalog.samplers.values().next().unwrap().as_ref().unwrap();
+    assert_eq!(
+        written["pNext"],
+        json!([{ "sType": 1_000_130_001, "reductionMode": 1 }])
+    );
+}
+
+#[test]
+fn pipeline_robustness_is_recorded_on_the_pipeline_and_on_its_stage() {
+    let mut r = record();
+    let Recorded::Compute(d) = &mut r.desc else {
+        unreachable!()
+    };
+    let on_pipeline = Robustness {
+        storage_buffers: 1,
+        uniform_buffers: 2,
+        vertex_inputs: 3,
+        images: 1,
+    };
+    d.robustness = Some(on_pipeline);
+    d.stage.robustness = Some(Robustness {
+        storage_buffers: 2,
+        ..Robustness::default()
+    });
+    d.stage.required_subgroup_size = Some(32);
+    let catalog = written_and_read_back(&r);
+    let written = catalog.compute[0].1.as_ref().unwrap();
+    assert_eq!(
+        written["pNext"],
+        json!([{ "sType": 1_000_068_000, "storageBuffers": 1, "uniformBuffers": 2,
+                 "vertexInputs": 3, "images": 1 }])
+    );
+    assert_eq!(
+        written["stage"]["pNext"],
+        json!([
+            { "sType": 1_000_225_001, "requiredSubgroupSize": 32 },
+            { "sType": 1_000_068_000, "storageBuffers": 2, "uniformBuffers": 0,
+              "vertexInputs": 0, "images": 0 },
+        ])
+    );
+}
+
+#[test]
+fn the_first_owed_pipeline_of_a_new_title_marks_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(&dir.path().join("a-title-not-made-yet"));
+    file.owe().unwrap();
+    assert!(file.is_pending());
+    assert_eq!(file.owed_in_flight(), 1);
+}
+
+#[test]
+fn a_writer_that_knew_the_record_before_a_compaction_writes_again_what_it_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let other_process = RecordFile::new(dir.path());
+    let hashes = recorded(&other_process, 4);
+    let len = std::fs::metadata(dir.path().join(FILE_NAME)).unwrap().len();
+    RecordFile::new(dir.path())
+        .compact_to_share(len / 2, false, &used_in_order(&hashes, 1))
+        .unwrap()
+        .expect("compacted");
+    // The other process knew pipeline 3's module; the compaction dropped it.
+    let again = nth_record(3);
+    assert!(
+        other_process
+            .append(pipeline_entries(&again, &AppState::default()).unwrap(), 0)
+            .unwrap()
+            > 0
+    );
+    let catalog = catalog_of(other_process.path());
+    assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+    let kept: HashSet<u64> = catalog.compute.iter().map(|(h, _)| *h).collect();
+    assert!(kept.contains(&hashes[0]) && kept.contains(&pipeline_hash(&again.key)));
+    assert_eq!(catalog.shader_modules.len(), kept.len());
+}
+
+/// A configuration of its own: the application `name`, robust buffer access as `robust`.
+fn configuration(name: &str, robust: bool) -> AppState {
+    let device = crate::key::desc::DeviceState {
+        extensions: vec![b"VK_KHR_maintenance5".to_vec()],
+        features: vec![(1_000_470_000, vec![1])],
+        core_features: Some(std::iter::once(u32::from(robust)).chain([0; 54]).collect()),
+        unknown: Vec::new(),
+    };
+    let mut app = AppState::from_device(Some(name.into()), &device);
+    app.application.engine_name = Some("engine".into());
+    app.application.engine_version = 3;
+    app.application.version = 2;
+    app.application.api_version = (1 << 22) | (1 << 12);
+    app
+}
+
+// If this golden test fails, the record's bytes changed: Fossilize's tools and older
+// pipekeeps read them (docs/FORMAT.md, "The record").
+#[test]
+fn golden_configuration_and_link_bytes_if_these_fail_the_record_format_changed() {
+    let app = configuration("a game", true);
+    let entries = pipeline_entries(&record(), &app).unwrap();
+    let (tag, hash, payload) = &entries[0];
+    assert_eq!(*tag, TAG_APPLICATION);
+    assert_eq!(
+        String::from_utf8(payload.clone()).unwrap(),
+        [
+            r#"{"applicationInfo":{"apiVersion":4198400,"applicationName":"a game","#,
+            r#""applicationVersion":2,"engineName":"engine","engineVersion":3},"#,
+            r#""physicalDeviceFeatures":{"pNext":[],"robustBufferAccess":1},"#,
+            &format!(r#""pipekeepAbi":{},"#, crate::store::identity::HOST_ABI),
+            r#""pipekeepDevice":{"coreFeatures":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"#,
+            r#"0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"#,
+            r#""extensions":["VK_KHR_maintenance5"],"#,
+            r#""features":[{"sType":1000470000,"values":[1]}]},"version":6}"#
+        ]
+        .concat()
+    );
+    assert_eq!(*hash, configuration_hash(&app));
+    let pipeline = pipeline_hash(&record().key);
+    let (tag, link, payload) = entries.last().unwrap();
+    assert_eq!(
+        (*tag, *link),
+        (TAG_LINK, link_hash(*hash, TAG_COMPUTE, pipeline))
+    );
+    assert_eq!(
+        String::from_utf8(payload.clone()).unwrap(),
+        format!(
+            r#"{{"link":{{"application":"{hash:016x}","hash":"{pipeline:016x}","tag":7}},"version":6}}"#
+        )
+    );
+    // Fossilize's own hash of a link (its Hasher, FNV-1a over 32-bit words), worked out
+    // apart from this code.
+    assert_eq!(
+        link_hash(0x0123_4567_89ab_cdef, 7, 0xfedc_ba98_7654_3210),
+        0xd966_33e5_e15c_9cca
+    );
+}
+
+#[test]
+fn each_configuration_is_one_entry_and_a_pipeline_is_linked_once_to_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(dir.path());
+    let (first, second) = (
+        configuration("a game", false),
+        configuration("a game", true),
+    );
+    assert_ne!(configuration_hash(&first), configuration_hash(&second));
+    let under_first = pipeline_entries(&record(), &first).unwrap();
+    assert_eq!(
+        file.append(under_first.clone(), 0).unwrap(),
+        under_first.len()
+    );
+    assert_eq!(
+        file.append(under_first, 0).unwrap(),
+        0,
+        "once a configuration"
+    );
+    let other = nth_record(1);
+    file.append(pipeline_entries(&other, &first).unwrap(), 0)
+        .unwrap();
+    // The same pipeline (its key) under another configuration: only the configuration and
+    // the link are new.
+    assert_eq!(
+        file.append(pipeline_entries(&record(), &second).unwrap(), 0)
+            .unwrap(),
+        2
+    );
+    let catalog = catalog_of(file.path());
+    assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+    assert_eq!((catalog.applications.len(), catalog.links.len()), (2, 3));
+    let configs = catalog.configurations();
+    let pipelines = |c: &crate::replay::objects::Configuration| {
+        let mut p: Vec<u64> = c.catalog.compute.iter().map(|(h, _)| *h).collect();
+        p.sort_unstable();
+        p
+    };
+    assert_eq!(configs.len(), 2);
+    assert_eq!(configs[0].hash, Some(configuration_hash(&first)));
+    let mut both = vec![pipeline_hash(&record().key), pipeline_hash(&other.key)];
+    both.sort_unstable();
+    assert_eq!(pipelines(&configs[0]), both);
+    assert_eq!(pipelines(&configs[1]), vec![pipeline_hash(&record().key)]);
+    let app = configs[1].app.as_ref().unwrap();
+    assert_eq!(
+        (
+            app.name.as_deref(),
+            app.engine.as_deref(),
+            app.engine_version,
+            app.version
+        ),
+        (Some("a game"), Some("engine"), 3, 2)
+    );
+    assert_eq!(app.api_version, (1 << 22) | (1 << 12));
+    assert_eq!(app.device, second.device);
+    // The background rebuild of a device takes its own configuration's pipelines only.
+    let (mine, others) = catalog
+        .clone()
+        .into_configuration(configuration_hash(&second));
+    assert_eq!(
+        (mine.compute.len(), others),
+        (1, vec![pipeline_hash(&other.key)])
+    );
+    // Compaction keeps a live pipeline's links, and drops a dead one's.
+    let live = pipeline_hash(&record().key);
+    let kept = live_part(read(file.path()).unwrap().0, &|h| h == live);
+    let compacted = crate::replay::objects::Catalog::from_entries(
+        crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&kept)).unwrap(),
+    );
+    assert_eq!((compacted.compute.len(), compacted.links.len()), (1, 2));
+    // A configuration left with no pipeline is not made for nothing.
+    let only_first = pipeline_hash(&other.key);
+    let kept = live_part(read(file.path()).unwrap().0, &|h| h == only_first);
+    let compacted = crate::replay::objects::Catalog::from_entries(
+        crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&kept)).unwrap(),
+    );
+    assert_eq!(compacted.applications.len(), 2);
+    let configs = compacted.configurations();
+    assert_eq!(configs.len(), 1);
+    assert_eq!(configs[0].hash, Some(configuration_hash(&first)));
+}
+
+/// Issue 31, item 3: a damaged configuration entry costs its own pipelines in `pipekeep
+/// rebuild` (they wait for the application's background rebuild, which knows its device),
+/// never a rebuild of them under another configuration's device (wrong keys, found by no
+/// run, and recorded again under that configuration).
+#[test]
+fn pipelines_of_a_damaged_configuration_go_under_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(dir.path());
+    let (first, second) = (
+        configuration("a game", false),
+        configuration("a game", true),
+    );
+    file.append(pipeline_entries(&record(), &first).unwrap(), 0)
+        .unwrap();
+    let other = nth_record(1);
+    file.append(pipeline_entries(&other, &second).unwrap(), 0)
+        .unwrap();
+    let mut entries = read(file.path()).unwrap().0;
+    let damaged = configuration_hash(&second);
+    for e in &mut entries {
+        if e.tag == TAG_APPLICATION && e.hash == damaged {
+            e.payload = Err(crate::replay::foz::EntryError::BadName);
+        }
+    }
+    let catalog = crate::replay::objects::Catalog::from_entries(entries);
+    let configs = catalog.configurations();
+    assert_eq!(configs.len(), 1);
+    let under: Vec<u64> = configs[0].catalog.compute.iter().map(|(h, _)| *h).collect();
+    assert_eq!(under, vec![pipeline_hash(&record().key)]);
+    assert_eq!(catalog.orphans(), 1);
+}
+
+#[test]
+fn an_older_record_of_one_application_and_no_links_still_reads_as_one_configuration() {
+    // As pipekeep wrote it before configurations: the application entry under hash 1, its
+    // name the title, API 1.3, no link.
+    let old_app = br#"{"version":6,"applicationInfo":{"applicationName":"old-title","apiVersion":4206592},"physicalDeviceFeatures":{"robustBufferAccess":0,"pNext":[]},"pipekeepDevice":{"extensions":[],"features":[{"sType":53,"values":[0,0,0,0,0,0,0,0,0,0,0,0,1,0,0]}],"coreFeatures":null}}"#;
+    let mut entries: Vec<DbEntry> = pipeline_entries(&nth_record(1), &AppState::default())
+        .unwrap()
+        .into_iter()
+        .filter(|(tag, _, _)| *tag != TAG_LINK && *tag != TAG_APPLICATION)
+        .collect();
+    entries.insert(0, (TAG_APPLICATION, 1, old_app.to_vec()));
+    entries.extend(
+        pipeline_entries(&nth_record(2), &AppState::default())
+            .unwrap()
+            .into_iter()
+            .filter(|(tag, _, _)| *tag != TAG_LINK && *tag != TAG_APPLICATION),
+    );
+    let bytes = crate::replay::foz::write_entries(&entries);
+    let catalog = Catalog::from_entries(crate::replay::foz::read_entries(&bytes).unwrap());
+    assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
+    let configs = catalog.configurations();
+    assert_eq!(configs.len(), 1);
+    assert_eq!(configs[0].hash, Some(1));
+    assert_eq!(configs[0].catalog.compute.len(), 2);
+    let app = configs[0].app.as_ref().unwrap();
+    assert_eq!(app.name.as_deref(), Some("old-title"));
+    assert_eq!(app.api_version, 4206592);
+    let device = app.device.as_ref().unwrap();
+    assert!(device.unknown.is_empty());
+    assert_eq!(device.features[0].0, 53);
+    let (all, others) = catalog.clone().into_configuration(12345);
+    assert_eq!((all.compute.len(), others), (2, vec![]));
+    // A new run appends under its configuration: the older pipelines stay under the first.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(FILE_NAME), &bytes).unwrap();
+    let file = RecordFile::new(dir.path());
+    let new = configuration("old-title", false);
+    file.append(pipeline_entries(&nth_record(3), &new).unwrap(), 0)
+        .unwrap();
+    let configs = catalog_of(file.path()).configurations();
+    assert_eq!(configs.len(), 2);
+    assert_eq!(
+        (
+            configs[0].catalog.compute.len(),
+            configs[1].catalog.compute.len()
+        ),
+        (2, 1)
+    );
+}
+
+#[test]
+fn a_device_state_with_structures_the_layer_does_not_know_is_kept_with_their_stypes() {
+    let state = crate::key::desc::DeviceState {
+        extensions: vec![b"VK_B".to_vec(), b"VK_A".to_vec()],
+        // maintenance5's (one VkBool32), robustness2's (three)
+        features: vec![(1_000_470_000, vec![1]), (1_000_286_000, vec![0, 1, 0])],
+        core_features: None,
+        unknown: vec![1_000_295_002],
+    };
+    let app = AppState::from_device(None, &state);
+    let device = app.device.as_ref().unwrap();
+    assert_eq!(device.extensions, vec![b"VK_A".to_vec(), b"VK_B".to_vec()]);
+    assert_eq!(device.features[0].0, 1_000_286_000);
+    let back = device_from_json(&device_json(device)).unwrap();
+    assert_eq!(&back, device);
+    assert_eq!(back.unknown, vec![1_000_295_002]);
+}
+
+#[test]
+fn a_device_whose_feature_structure_is_cut_short_is_refused() {
+    let robustness2 = 1_000_286_000;
+    let whole = serde_json::json!({
+        "extensions": [], "coreFeatures": null,
+        "features": [{ "sType": robustness2, "values": [1, 1, 0] }],
+    });
+    assert!(device_from_json(&whole).is_some());
+    let short = serde_json::json!({
+        "extensions": [], "coreFeatures": null,
+        "features": [{ "sType": robustness2, "values": [1] }],
+    });
+    assert!(
+        device_from_json(&short).is_none(),
+        "the driver would read past it"
+    );
+    let unknown = serde_json::json!({
+        "extensions": [], "coreFeatures": null,
+        "features": [{ "sType": 1_999_999_000, "values": [1] }],
+    });
+    assert!(device_from_json(&unknown).is_none());
+    let core = serde_json::json!({ "extensions": [], "features": [], "coreFeatures": [1, 0] });
+    assert!(device_from_json(&core).is_none());
+}
+
+#[test]
+fn a_configuration_says_the_abi_that_recorded_it() {
+    let catalog = written_and_read_back(&record());
+    let app = catalog.app.expect("an application entry");
+    assert_eq!(app.abi, crate::store::identity::HOST_ABI);
+    // A configuration of the other ABI is another configuration.
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&application(&AppState::default())).unwrap();
+    assert_eq!(doc[ABI_KEY], crate::store::identity::HOST_ABI);
+    doc[ABI_KEY] = serde_json::json!(12 - crate::store::identity::HOST_ABI);
+    assert_ne!(
+        payload_hash(&serde_json::to_vec(&doc).unwrap()),
+        configuration_hash(&AppState::default())
+    );
+}

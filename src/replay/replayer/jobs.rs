@@ -1,0 +1,117 @@
+//! The pipelines to make as jobs, taken in turn by the replay's threads, each creation timed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::options::percentiles;
+use super::{Options, Replay, Summary};
+use crate::replay::objects::Catalog;
+use crate::sync::Unpoisoned;
+
+/// A job's index, how long its creation took or why it was skipped, and whether it is graphics.
+type JobResult = (usize, Result<Duration, String>, bool);
+
+/// One pipeline to make.
+pub(super) struct Job<'a> {
+    hash: u64,
+    info: Option<&'a Value>,
+    graphics: bool,
+}
+
+impl<'a> Job<'a> {
+    /// Every pipeline of a catalog: its compute pipelines, then its graphics pipelines.
+    pub(super) fn all_of(catalog: &'a Catalog) -> impl Iterator<Item = Job<'a>> {
+        let job = |graphics| {
+            move |(hash, info): &'a (u64, Option<Value>)| Job {
+                hash: *hash,
+                info: info.as_ref(),
+                graphics,
+            }
+        };
+        (catalog.compute.iter().map(job(false))).chain(catalog.graphics.iter().map(job(true)))
+    }
+}
+
+impl Replay {
+    /// Makes every job from `options.threads` threads, each taking the next job as it finishes.
+    pub(super) unsafe fn run_jobs(&self, jobs: &[Job], options: &Options, summary: &mut Summary) {
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let results: Mutex<Vec<JobResult>> = Mutex::new(Vec::with_capacity(jobs.len()));
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..options.threads.max(1) {
+                s.spawn(crate::sync::logging_as_here(|| {
+                    if let Some(start) = &options.worker_start {
+                        (start.0)();
+                    }
+                    loop {
+                        if options
+                            .stop
+                            .as_ref()
+                            .is_some_and(|stop| stop.load(Ordering::Acquire))
+                        {
+                            break;
+                        }
+                        if options
+                            .before_each
+                            .as_ref()
+                            .is_some_and(|go_on| !(go_on.0)())
+                        {
+                            break;
+                        }
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(job) = jobs.get(n) else { break };
+                        // SAFETY: objects made above live until every thread has joined.
+                        let outcome = unsafe { self.make_pipeline(job) };
+                        results.locked().push((n, outcome, job.graphics));
+                        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if options.progress && (d.is_multiple_of(100) || d == jobs.len()) {
+                            eprint!("\rreplay: {d}/{} pipelines", jobs.len());
+                        }
+                    }
+                }));
+            }
+        });
+        if options.progress {
+            eprintln!();
+        }
+        summary.wall_ms = started.elapsed().as_secs_f64() * 1e3;
+        let mut times = Vec::new();
+        for (n, outcome, graphics) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            match outcome {
+                Ok(took) => {
+                    let ms = took.as_secs_f64() * 1e3;
+                    summary.made += 1;
+                    if graphics {
+                        summary.made_graphics += 1
+                    } else {
+                        summary.made_compute += 1
+                    }
+                    if ms > summary.slowest_ms {
+                        summary.slowest_ms = ms;
+                        summary.slowest = format!("{:016x}", jobs[n].hash);
+                    }
+                    times.push(ms);
+                }
+                Err(why) => *summary.skipped.entry(why).or_default() += 1,
+            }
+        }
+        summary.creation_ms = times.iter().sum();
+        (summary.p50_ms, summary.p99_ms) = percentiles(&times);
+        summary.times_ms = times;
+    }
+
+    /// One pipeline: its create info from JSON (untimed), the creation (timed), then destroyed.
+    unsafe fn make_pipeline(&self, job: &Job) -> Result<Duration, String> {
+        let info = job.info.ok_or("malformed entry")?;
+        if job.graphics {
+            unsafe { self.graphics(info) }
+        } else {
+            unsafe { self.compute(info) }
+        }
+    }
+}

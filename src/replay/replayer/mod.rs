@@ -1,0 +1,434 @@
+//! Replays a catalog on a Vulkan device through the loader (so pipekeep, when enabled, sees an
+//! ordinary application): samplers, set layouts, pipeline layouts, shader modules and render
+//! passes first, then every compute and graphics pipeline from N threads, each creation timed on
+//! its own. What cannot be made (a missing object, a malformed entry, a feature or limit the
+//! device lacks) is skipped with its reason, never turned into an invalid Vulkan call.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use ash::vk;
+use serde_json::Value;
+
+use crate::replay::objects::{AppInfo, Catalog};
+
+mod device;
+mod fields;
+mod jobs;
+mod objects;
+mod options;
+mod pipelines;
+
+pub use options::{AppCache, BeforeEach, Options, Summary, WorkerStart};
+
+use device::{chosen_device, every_extension_device, exact_device, strip};
+use jobs::Job;
+
+/// Everything the pipelines need: the device, the objects by hash, and what the device can do.
+struct Replay {
+    device: ash::Device,
+    samplers: HashMap<u64, vk::Sampler>,
+    set_layouts: HashMap<u64, vk::DescriptorSetLayout>,
+    pipeline_layouts: HashMap<u64, vk::PipelineLayout>,
+    modules: HashMap<u64, vk::ShaderModule>,
+    render_passes: HashMap<u64, vk::RenderPass>,
+    /// Why an object could not be made, by hash.
+    failed: HashMap<u64, String>,
+    subgroup: vk::PhysicalDeviceSubgroupSizeControlProperties<'static>,
+    subgroup_size_control: bool,
+    mesh_shaders: bool,
+    app_cache: vk::PipelineCache,
+    /// [`AppCache::Each`]: every pipeline through a fresh cache of its own.
+    cache_each: bool,
+}
+
+// SAFETY: the handles are plain identifiers, and ash::Device's function table is immutable.
+unsafe impl Sync for Replay {}
+
+impl Replay {
+    /// A replay on `device`, no object made yet; `(subgroup size control, mesh shaders)` on.
+    fn new(
+        device: ash::Device,
+        subgroup: vk::PhysicalDeviceSubgroupSizeControlProperties<'static>,
+        (subgroup_size_control, mesh_shaders): (bool, bool),
+        app_cache: vk::PipelineCache,
+    ) -> Replay {
+        Replay {
+            device,
+            samplers: HashMap::new(),
+            set_layouts: HashMap::new(),
+            pipeline_layouts: HashMap::new(),
+            modules: HashMap::new(),
+            render_passes: HashMap::new(),
+            failed: HashMap::new(),
+            subgroup,
+            subgroup_size_control,
+            mesh_shaders,
+            app_cache,
+            cache_each: false,
+        }
+    }
+}
+
+/// The pipelines to replay under one instance and device.
+struct Group {
+    /// The application entry's hash, for a pipekeep record's configuration.
+    hash: Option<u64>,
+    app: AppInfo,
+    catalogs: Vec<Catalog>,
+}
+
+/// The catalogs as groups to replay: each configuration of a pipekeep record (its application
+/// entries linked to their pipelines) on its own instance and device, equal ones together; every
+/// database without links together, under the first application among them (a Fossilize
+/// database of one application).
+fn groups_of(catalogs: &[Catalog]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut unlinked: Option<usize> = None;
+    for c in catalogs {
+        if c.links.is_empty() {
+            match unlinked {
+                Some(i) => {
+                    if groups[i].hash.is_none() && c.app.is_some() {
+                        groups[i].app = c.app.clone().unwrap_or_default();
+                    }
+                    groups[i].catalogs.push(c.clone());
+                }
+                None => {
+                    unlinked = Some(groups.len());
+                    groups.push(Group {
+                        hash: None,
+                        app: c.app.clone().unwrap_or_default(),
+                        catalogs: vec![c.clone()],
+                    });
+                }
+            }
+            continue;
+        }
+        for config in c.configurations() {
+            match groups
+                .iter_mut()
+                .find(|g| g.hash.is_some() && g.hash == config.hash)
+            {
+                Some(g) => g.catalogs.push(config.catalog),
+                None => groups.push(Group {
+                    hash: config.hash,
+                    app: config.app.unwrap_or_default(),
+                    catalogs: vec![config.catalog],
+                }),
+            }
+        }
+    }
+    groups
+}
+
+/// Replays `catalogs` and reports: each device configuration they hold on an instance and a
+/// device of its own, made as the application made them (its `VkApplicationInfo`, its device
+/// extensions and feature structures), so that pipekeep keys every pipeline as the application's
+/// next run looks it up. A configuration this device cannot make is skipped and said
+/// ([`Summary::configurations_skipped`]); a database that is not pipekeep's record fails then.
+pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String> {
+    // SAFETY: loads the system's Vulkan loader; nothing else of ours runs meanwhile.
+    let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
+    let mut total = Summary {
+        threads: options.threads.max(1),
+        ..Summary::default()
+    };
+    // Pipelines whose configuration's entry is damaged: their device is not known here (one
+    // made otherwise keys them as no run looks them up). Left to the application's own
+    // background rebuild, as a configuration this device cannot make.
+    let orphans: usize = catalogs.iter().map(Catalog::orphans).sum();
+    if orphans > 0 {
+        total.pipelines += orphans;
+        total.pipelines_left += orphans;
+        total.configurations_skipped.push(format!(
+            "a configuration whose application entry is damaged ({orphans} pipelines): its device is not known"
+        ));
+    }
+    for group in groups_of(catalogs) {
+        // Another ABI's configuration (a 32-bit build's, replayed by a 64-bit tool): its pipelines
+        // keyed here would be this ABI's, looked up by no run. Left to that build's own rebuild.
+        let other_abi = group.app.abi != 0 && group.app.abi != crate::store::identity::HOST_ABI;
+        let made = if other_abi {
+            Err(format!(
+                "recorded by a {}-bit build: left to its own background rebuild",
+                group.app.abi * 8
+            ))
+        } else {
+            // SAFETY: the loader just loaded; each replay destroys everything it made.
+            unsafe { replay_group(&entry, &group, options) }
+        };
+        match made {
+            Ok(summary) => total.add(summary),
+            Err(why) if group.app.device.is_some() || other_abi => {
+                let left: usize = group
+                    .catalogs
+                    .iter()
+                    .map(|c| c.compute.len() + c.graphics.len() + c.ray_tracing)
+                    .sum();
+                total.pipelines += left;
+                total.pipelines_left += left;
+                total.configurations_skipped.push(format!(
+                    "{} ({left} pipelines): {why}",
+                    describe(&group.app)
+                ));
+            }
+            Err(why) => return Err(why),
+        }
+    }
+    Ok(total)
+}
+
+/// A configuration in words, for the skipped ones.
+fn describe(app: &AppInfo) -> String {
+    let api = app.api_version;
+    format!(
+        "application {:?} engine {:?} API {}.{}",
+        app.name.as_deref().unwrap_or(""),
+        app.engine.as_deref().unwrap_or(""),
+        vk::api_version_major(api),
+        vk::api_version_minor(api)
+    )
+}
+
+/// One group on an instance and a device of its own.
+///
+/// # Safety
+/// `entry` must be a loaded Vulkan loader.
+unsafe fn replay_group(
+    entry: &ash::Entry,
+    group: &Group,
+    options: &Options,
+) -> Result<Summary, String> {
+    let recorded = &group.app;
+    if let Some(state) = recorded.device.as_ref().filter(|d| !d.unknown.is_empty()) {
+        return Err(format!(
+            "the application chained structures pipekeep cannot make again (sType {:?})",
+            state.unknown
+        ));
+    }
+    let exact = recorded.device.is_some();
+    // pipekeep's record: the application's own VkApplicationInfo, names and versions as they
+    // were (none where it gave none). Another database: its name, at API 1.3.
+    let name = options.title.clone().or(recorded.name.clone());
+    let name = if exact {
+        name
+    } else {
+        Some(name.unwrap_or_else(|| "pipekeep-replay".into()))
+    };
+    let app_name = name
+        .clone()
+        .map(CString::new)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let engine = recorded
+        .engine
+        .clone()
+        .map(CString::new)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let api_version = if exact {
+        recorded.api_version.max(vk::API_VERSION_1_0)
+    } else {
+        vk::API_VERSION_1_3
+    };
+    let mut app = vk::ApplicationInfo::default()
+        .application_version(recorded.version)
+        .engine_version(recorded.engine_version)
+        .api_version(api_version);
+    if let Some(n) = &app_name {
+        app = app.application_name(n);
+    }
+    if let Some(e) = &engine {
+        app = app.engine_name(e);
+    }
+    let instance_extensions = if options.every_extension {
+        crate::replay::every_extension::instance_extensions(entry)
+    } else {
+        Vec::new()
+    };
+    let instance_extension_ptrs: Vec<*const std::ffi::c_char> =
+        instance_extensions.iter().map(|e| e.as_ptr()).collect();
+    // SAFETY (whole function): valid Vulkan usage; every object is destroyed before returning.
+    let instance = unsafe {
+        entry.create_instance(
+            &vk::InstanceCreateInfo::default()
+                .application_info(&app)
+                .enabled_extension_names(&instance_extension_ptrs),
+            None,
+        )
+    }
+    .map_err(|e| format!("vkCreateInstance: {e}"))?;
+    let result = unsafe {
+        replay_on(
+            &instance,
+            &group.catalogs,
+            options,
+            (&recorded.features, recorded.device.as_ref()),
+            (name.unwrap_or_default(), api_version),
+        )
+    };
+    unsafe { instance.destroy_instance(None) };
+    result
+}
+
+unsafe fn replay_on(
+    instance: &ash::Instance,
+    catalogs: &[Catalog],
+    options: &Options,
+    (recorded, exact): (&Value, Option<&crate::key::desc::DeviceState>),
+    (name, api_version): (String, u32),
+) -> Result<Summary, String> {
+    let physicals = unsafe { instance.enumerate_physical_devices() }
+        .map_err(|e| format!("vkEnumeratePhysicalDevices: {e}"))?;
+    let physical = *physicals.get(options.device_index).ok_or_else(|| {
+        format!(
+            "no device {} ({} found)",
+            options.device_index,
+            physicals.len()
+        )
+    })?;
+    // An instance of Vulkan 1.0 (as its application made it) has no Properties2.
+    let instance_11 = api_version >= vk::API_VERSION_1_1;
+    let mut subgroup = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+    let props = if instance_11 {
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+        unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
+        props2.properties
+    } else {
+        unsafe { instance.get_physical_device_properties(physical) }
+    };
+    let subgroup = strip(subgroup);
+    let device_name = props
+        .device_name_as_c_str()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+
+    let (device, subgroup_size_control, mesh_shaders) = match exact {
+        _ if options.every_extension => unsafe { every_extension_device(instance, physical) }?,
+        // pipekeep's record: the device exactly as the application made it, so that every
+        // pipeline keys as it did.
+        Some(state) => unsafe { exact_device(instance, physical, state, instance_11) }?,
+        None => unsafe { chosen_device(instance, physical, recorded) }?,
+    };
+    let loading = Instant::now();
+    let app_cache = make_app_cache(&device, &options.app_cache)?;
+    let app_cache_load_ms = matches!(options.app_cache, AppCache::File(_))
+        .then(|| loading.elapsed().as_secs_f64() * 1e3);
+    let mut r = Replay::new(
+        device,
+        subgroup,
+        (subgroup_size_control, mesh_shaders),
+        app_cache,
+    );
+    r.cache_each = options.app_cache == AppCache::Each;
+    let mut summary = Summary {
+        device: device_name,
+        driver_version: props.driver_version,
+        application: name,
+        threads: options.threads.max(1),
+        configurations: 1,
+        app_cache_load_ms,
+        ..Default::default()
+    };
+    for c in catalogs {
+        summary.malformed.extend(
+            c.problems
+                .iter()
+                .map(|p| format!("{}: {}", p.entry, p.reason)),
+        );
+        unsafe { r.make_objects(c) };
+    }
+    let jobs: Vec<Job> = catalogs.iter().flat_map(Job::all_of).collect();
+    summary.pipelines = jobs.len() + catalogs.iter().map(|c| c.ray_tracing).sum::<usize>();
+    for c in catalogs.iter().filter(|c| c.ray_tracing > 0) {
+        *summary
+            .skipped
+            .entry("ray-tracing pipelines are not replayed".into())
+            .or_default() += c.ray_tracing;
+    }
+    unsafe { r.run_jobs(&jobs, options, &mut summary) };
+    std::thread::sleep(options.linger);
+    if r.app_cache != vk::PipelineCache::null() {
+        // SAFETY: the replay's own live cache; the size query of the two-call idiom.
+        summary.app_cache_bytes = unsafe { r.device.get_pipeline_cache_data(r.app_cache) }
+            .ok()
+            .map(|d| d.len());
+    }
+    let saved = unsafe { save_app_cache(&r.device, r.app_cache, &options.app_cache) };
+    unsafe { r.destroy() };
+    // SAFETY: the replay's own device; nothing uses it any more.
+    unsafe { r.device.destroy_device(None) };
+    saved?;
+    Ok(summary)
+}
+
+/// Replays a catalog's pipelines on a device someone else made and keeps (pipekeep's background
+/// rebuild, on the application's device, through pipekeep's own commands): the objects it makes
+/// are destroyed after, the device is left as it was. Subgroup sizes are passed as recorded (the
+/// driver checks them).
+///
+/// # Safety
+/// `device` must be a live device that outlives the call, its commands loaded.
+pub unsafe fn replay_on_device(
+    device: ash::Device,
+    catalog: &Catalog,
+    options: &Options,
+) -> Summary {
+    let subgroup = vk::PhysicalDeviceSubgroupSizeControlProperties {
+        min_subgroup_size: 1,
+        max_subgroup_size: 1 << 16,
+        required_subgroup_size_stages: vk::ShaderStageFlags::ALL,
+        ..Default::default()
+    };
+    let mut r = Replay::new(device, subgroup, (true, true), vk::PipelineCache::null());
+    let mut summary = Summary {
+        threads: options.threads.max(1),
+        ..Default::default()
+    };
+    // SAFETY: as the caller vouches; every object is destroyed below.
+    unsafe { r.make_objects(catalog) };
+    let jobs: Vec<Job> = Job::all_of(catalog).collect();
+    summary.pipelines = jobs.len();
+    unsafe { r.run_jobs(&jobs, options, &mut summary) };
+    unsafe { r.destroy() };
+    summary
+}
+
+fn make_app_cache(device: &ash::Device, mode: &AppCache) -> Result<vk::PipelineCache, String> {
+    let data = match mode {
+        AppCache::None | AppCache::Each => return Ok(vk::PipelineCache::null()),
+        AppCache::Memory => Vec::new(),
+        AppCache::File(p) => std::fs::read(p).unwrap_or_default(),
+    };
+    // SAFETY: a valid create info; a driver refusing the data gets an empty cache instead.
+    unsafe {
+        device
+            .create_pipeline_cache(
+                &vk::PipelineCacheCreateInfo::default().initial_data(&data),
+                None,
+            )
+            .or_else(|_| {
+                device.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+            })
+            .map_err(|e| format!("vkCreatePipelineCache: {e}"))
+    }
+}
+
+unsafe fn save_app_cache(
+    device: &ash::Device,
+    cache: vk::PipelineCache,
+    mode: &AppCache,
+) -> Result<(), String> {
+    if let AppCache::File(path) = mode {
+        let data = unsafe { device.get_pipeline_cache_data(cache) }
+            .map_err(|e| format!("vkGetPipelineCacheData: {e}"))?;
+        let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+        std::fs::write(&tmp, data)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| format!("cannot save {}: {e}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! What a replay is asked ([`Options`], the application cache it runs with) and what it reports
+//! ([`Summary`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The application's own pipeline cache during a replay.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AppCache {
+    /// No cache: every pipeline is built as an application without one would.
+    #[default]
+    None,
+    /// One in-memory cache shared by every thread.
+    Memory,
+    /// One monolithic cache loaded whole from a file at start and saved at exit (D744's way).
+    File(PathBuf),
+    /// A fresh cache for each pipeline, its data read after the build and the cache destroyed,
+    /// all inside the timed call: what keeping per pipeline costs the driver itself, with no
+    /// layer (the `cache` backend builds a miss this way).
+    Each,
+}
+
+impl std::str::FromStr for AppCache {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(AppCache::None),
+            "memory" => Ok(AppCache::Memory),
+            "each" => Ok(AppCache::Each),
+            _ => s
+                .strip_prefix("file=")
+                .map(|p| AppCache::File(p.into()))
+                .ok_or_else(|| format!("{s:?}: expected none, memory, each or file=PATH")),
+        }
+    }
+}
+
+/// How a replay runs. The default: one thread, no application cache, the first device, the
+/// recorded title, nothing asked before each pipeline, the device destroyed at once.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub threads: usize,
+    pub app_cache: AppCache,
+    pub device_index: usize,
+    /// pApplicationName; the recorded application's name when `None`.
+    pub title: Option<String>,
+    pub progress: bool,
+    /// Asked before each pipeline: `true` ends the replay there (pipekeep's background rebuild
+    /// stops at `vkDestroyDevice`).
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Run first on each thread that creates pipelines.
+    pub worker_start: Option<WorkerStart>,
+    /// Asked before each pipeline (it may wait): `false` ends the replay there (pipekeep's
+    /// background rebuild waits while the application builds pipelines of its own).
+    pub before_each: Option<BeforeEach>,
+    /// How long the device lives after the last pipeline, before it is destroyed: an
+    /// application that goes on after its loading (pipekeep's threads work meanwhile).
+    pub linger: std::time::Duration,
+    /// Make the instance and device as translation layers and emulators do: every extension
+    /// offered, every feature structure reported ([`crate::replay::every_extension`]).
+    pub every_extension: bool,
+}
+
+/// What [`Options::worker_start`] runs.
+#[derive(Clone)]
+pub struct WorkerStart(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for WorkerStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkerStart")
+    }
+}
+
+/// What [`Options::before_each`] runs.
+#[derive(Clone)]
+pub struct BeforeEach(pub Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for BeforeEach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeforeEach")
+    }
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Summary {
+    pub device: String,
+    pub driver_version: u32,
+    pub application: String,
+    pub threads: usize,
+    /// Device configurations replayed (each its own instance and device, as recorded).
+    pub configurations: usize,
+    /// Configurations this device cannot make, each with why: their pipelines are not replayed
+    /// (`pipelines_left`).
+    pub configurations_skipped: Vec<String>,
+    pub pipelines_left: usize,
+    pub pipelines: usize,
+    pub made: usize,
+    pub made_compute: usize,
+    pub made_graphics: usize,
+    /// Skipped pipelines by reason.
+    pub skipped: BTreeMap<String, usize>,
+    /// Malformed entries, each with its name and why.
+    pub malformed: Vec<String>,
+    pub creation_ms: f64,
+    pub wall_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub slowest_ms: f64,
+    pub slowest: String,
+    /// With a monolithic cache file: the time to read it and make the driver's cache from it,
+    /// spent before the first pipeline and so in neither `creation_ms` nor `wall_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_cache_load_ms: Option<f64>,
+    /// With an application cache: the size of the data it would save after the run (how whole
+    /// a layer below it left it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_cache_bytes: Option<usize>,
+    /// Each made pipeline's creation time in ms, in the order they finished.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub times_ms: Vec<f64>,
+}
+
+impl Summary {
+    pub fn skipped_total(&self) -> usize {
+        self.skipped.values().sum()
+    }
+
+    /// Adds another configuration's replay to this one.
+    pub(super) fn add(&mut self, o: Summary) {
+        if self.configurations == 0 {
+            self.device = o.device;
+            self.driver_version = o.driver_version;
+            self.application = o.application;
+        }
+        self.threads = self.threads.max(o.threads);
+        self.configurations += o.configurations;
+        self.pipelines += o.pipelines;
+        self.made += o.made;
+        self.made_compute += o.made_compute;
+        self.made_graphics += o.made_graphics;
+        for (why, n) in o.skipped {
+            *self.skipped.entry(why).or_default() += n;
+        }
+        self.malformed.extend(o.malformed);
+        self.creation_ms += o.creation_ms;
+        self.wall_ms += o.wall_ms;
+        if o.slowest_ms > self.slowest_ms {
+            self.slowest_ms = o.slowest_ms;
+            self.slowest = o.slowest;
+        }
+        if let Some(ms) = o.app_cache_load_ms {
+            *self.app_cache_load_ms.get_or_insert(0.0) += ms;
+        }
+        self.app_cache_bytes = o.app_cache_bytes.or(self.app_cache_bytes);
+        self.times_ms.extend(o.times_ms);
+        let (p50, p99) = percentiles(&self.times_ms);
+        (self.p50_ms, self.p99_ms) = (p50, p99);
+    }
+}
+
+/// The median and 99th percentile of creation times.
+pub(super) fn percentiles(times: &[f64]) -> (f64, f64) {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        sorted
+            .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    (pct(0.5), pct(0.99))
+}

@@ -1,0 +1,508 @@
+//! A pipeline's create info built from its JSON (compute or graphics, with its stages and
+//! state blocks), then created through the raw entry point, the call alone timed.
+
+use std::ffi::CString;
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::fields::{arr, f, find_next, i, only, robustness, u};
+use super::Replay;
+use crate::replay::objects::parse_ref;
+use crate::replay::record::stype;
+
+/// `vkCreate*Pipelines` as a raw function pointer.
+type CreatePipelines<T> = unsafe extern "system" fn(
+    vk::Device,
+    vk::PipelineCache,
+    u32,
+    *const T,
+    *const vk::AllocationCallbacks<'static>,
+    *mut vk::Pipeline,
+) -> vk::Result;
+
+impl Replay {
+    fn layout(&self, v: &Value) -> Result<vk::PipelineLayout, String> {
+        let h = v.get("layout").and_then(parse_ref);
+        h.and_then(|h| self.pipeline_layouts.get(&h).copied())
+            .ok_or_else(|| self.missing("pipeline layout", h))
+    }
+
+    /// Creates one pipeline through `create`, timing only the call, and destroys what it made.
+    /// The raw entry point, so that every result is seen as the driver returns it.
+    fn timed<T>(&self, create: CreatePipelines<T>, info: &T) -> Result<Duration, String> {
+        let mut pipeline = vk::Pipeline::null();
+        let started = Instant::now();
+        let own_cache = self.cache_each.then(|| {
+            // SAFETY: an empty cache of this replay's, destroyed below.
+            unsafe {
+                self.device
+                    .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+            }
+        });
+        let cache = match own_cache {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => return Err(format!("vkCreatePipelineCache: {e}")),
+            None => self.app_cache,
+        };
+        // SAFETY: a valid create info whose data lives to the end of the caller.
+        let r = unsafe {
+            create(
+                self.device.handle(),
+                cache,
+                1,
+                info,
+                std::ptr::null(),
+                &mut pipeline,
+            )
+        };
+        if own_cache.is_some() {
+            // SAFETY: this replay's own cache, read once (as a layer keeping it would) and
+            // destroyed; nothing else uses it.
+            unsafe {
+                let _ = self.device.get_pipeline_cache_data(cache);
+                self.device.destroy_pipeline_cache(cache, None);
+            }
+        }
+        let took = started.elapsed();
+        if pipeline != vk::Pipeline::null() {
+            // SAFETY: a pipeline this replay made and nothing uses.
+            unsafe { self.device.destroy_pipeline(pipeline, None) };
+        }
+        match r {
+            vk::Result::SUCCESS => Ok(took),
+            e => Err(format!("driver error {e:?}")),
+        }
+    }
+
+    pub(super) unsafe fn compute(&self, v: &Value) -> Result<Duration, String> {
+        only(v, &[stype::PIPELINE_ROBUSTNESS], "a compute pipeline")?;
+        let stage_json = v.get("stage").ok_or("no stage")?;
+        let stage = StageData::read(self, stage_json)?;
+        let mut stage_next = stage.next();
+        let mut ci = vk::ComputePipelineCreateInfo::default()
+            .flags(
+                vk::PipelineCreateFlags::from_raw(u(v, "flags"))
+                    & !vk::PipelineCreateFlags::DERIVATIVE,
+            )
+            .stage(stage.info(&mut stage_next))
+            .layout(self.layout(v)?)
+            .base_pipeline_index(-1);
+        let mut robustness = robustness(v);
+        if let Some(r) = robustness.as_mut() {
+            ci = ci.push_next(r);
+        }
+        self.timed(self.device.fp_v1_0().create_compute_pipelines, &ci)
+    }
+
+    pub(super) unsafe fn graphics(&self, v: &Value) -> Result<Duration, String> {
+        only(
+            v,
+            &[stype::RENDERING, stype::PIPELINE_ROBUSTNESS],
+            "a graphics pipeline",
+        )?;
+        let stages_json = arr(v, "stages");
+        let stages = stages_json
+            .iter()
+            .map(|s| StageData::read(self, s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut stage_nexts: Vec<_> = stages.iter().map(StageData::next).collect();
+        let stage_infos: Vec<_> = stages
+            .iter()
+            .zip(stage_nexts.iter_mut())
+            .map(|(s, n)| s.info(n))
+            .collect();
+        let g = GraphicsData::read(v)?;
+        let mut rendering = vk::PipelineRenderingCreateInfo::default()
+            .view_mask(g.view_mask)
+            .color_attachment_formats(&g.color_formats)
+            .depth_attachment_format(g.depth_format)
+            .stencil_attachment_format(g.stencil_format);
+        let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
+            .vertex_binding_descriptions(&g.bindings)
+            .vertex_attribute_descriptions(&g.attributes);
+        let viewport = {
+            let mut vp = vk::PipelineViewportStateCreateInfo {
+                viewport_count: g.viewport_count,
+                scissor_count: g.scissor_count,
+                ..Default::default()
+            };
+            if !g.viewports.is_empty() {
+                vp.p_viewports = g.viewports.as_ptr();
+            }
+            if !g.scissors.is_empty() {
+                vp.p_scissors = g.scissors.as_ptr();
+            }
+            vp
+        };
+        let mut multisample = g.multisample;
+        if !g.sample_mask.is_empty() {
+            multisample.p_sample_mask = g.sample_mask.as_ptr();
+        }
+        let blend = vk::PipelineColorBlendStateCreateInfo::default()
+            .logic_op_enable(g.logic_op_enable)
+            .logic_op(g.logic_op)
+            .attachments(&g.blend_attachments)
+            .blend_constants(g.blend_constants);
+        let dynamic =
+            vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&g.dynamic_states);
+        let render_pass = match v.get("renderPass").and_then(parse_ref) {
+            None | Some(0) => vk::RenderPass::null(),
+            h => h
+                .and_then(|h| self.render_passes.get(&h).copied())
+                .ok_or_else(|| self.missing("render pass", h))?,
+        };
+        let mesh = stages.iter().any(|s| {
+            s.stage
+                .intersects(vk::ShaderStageFlags::MESH_EXT | vk::ShaderStageFlags::TASK_EXT)
+        });
+        if mesh && !self.mesh_shaders {
+            return Err("mesh shaders: the device lacks the feature".into());
+        }
+        let mut ci = vk::GraphicsPipelineCreateInfo::default()
+            .flags(
+                vk::PipelineCreateFlags::from_raw(u(v, "flags"))
+                    & !vk::PipelineCreateFlags::DERIVATIVE,
+            )
+            .stages(&stage_infos)
+            .rasterization_state(&g.rasterization)
+            .viewport_state(&viewport)
+            .multisample_state(&multisample)
+            .color_blend_state(&blend)
+            .dynamic_state(&dynamic)
+            .layout(self.layout(v)?)
+            .render_pass(render_pass)
+            .subpass(u(v, "subpass"))
+            .base_pipeline_index(-1);
+        if !mesh {
+            ci = ci
+                .vertex_input_state(&vertex_input)
+                .input_assembly_state(&g.input_assembly);
+        }
+        if let Some(t) = g.tessellation.as_ref() {
+            ci = ci.tessellation_state(t);
+        }
+        if let Some(d) = g.depth_stencil.as_ref() {
+            ci = ci.depth_stencil_state(d);
+        }
+        if render_pass == vk::RenderPass::null() {
+            ci = ci.push_next(&mut rendering);
+        }
+        let mut robustness = robustness(v);
+        if let Some(r) = robustness.as_mut() {
+            ci = ci.push_next(r);
+        }
+        self.timed(self.device.fp_v1_0().create_graphics_pipelines, &ci)
+    }
+}
+
+/// A stage's owned data, from which its create info is built.
+struct StageData {
+    stage: vk::ShaderStageFlags,
+    flags: vk::PipelineShaderStageCreateFlags,
+    module: vk::ShaderModule,
+    name: CString,
+    /// Points into `map` and `data`, whose heap buffers stay put when the struct moves.
+    spec: Option<vk::SpecializationInfo<'static>>,
+    _map: Vec<vk::SpecializationMapEntry>,
+    _data: Vec<u8>,
+    required_subgroup_size: Option<u32>,
+    robustness: Option<vk::PipelineRobustnessCreateInfoEXT<'static>>,
+}
+
+/// The structures a stage's create info chains, owned by the caller while the info lives.
+struct StageNext {
+    subgroup: vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo<'static>,
+    robustness: Option<vk::PipelineRobustnessCreateInfoEXT<'static>>,
+}
+
+// SAFETY: the raw pointers in `spec` point into this struct's own immutable buffers.
+unsafe impl Send for StageData {}
+
+impl StageData {
+    fn read(r: &Replay, s: &Value) -> Result<StageData, String> {
+        only(
+            s,
+            &[stype::REQUIRED_SUBGROUP_SIZE, stype::PIPELINE_ROBUSTNESS],
+            "a shader stage",
+        )?;
+        let h = s.get("module").and_then(parse_ref);
+        let module = h
+            .and_then(|h| r.modules.get(&h).copied())
+            .ok_or_else(|| r.missing("shader module", h))?;
+        let stage = vk::ShaderStageFlags::from_raw(u(s, "stage"));
+        let spec = s.get("specializationInfo");
+        let data = match spec.and_then(|x| x.get("data")).and_then(Value::as_str) {
+            Some(b64) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| format!("specialization data is not base64: {e}"))?,
+            None => Vec::new(),
+        };
+        let map: Vec<vk::SpecializationMapEntry> = spec
+            .map(|x| arr(x, "mapEntries"))
+            .unwrap_or(&[])
+            .iter()
+            .map(|e| {
+                vk::SpecializationMapEntry::default()
+                    .constant_id(u(e, "constantID"))
+                    .offset(u(e, "offset"))
+                    .size(u(e, "size") as usize)
+            })
+            .collect();
+        if map.iter().any(|e| e.offset as usize + e.size > data.len()) {
+            return Err("specialization map entry outside its data".into());
+        }
+        let required_subgroup_size =
+            find_next(s, stype::REQUIRED_SUBGROUP_SIZE).map(|n| u(n, "requiredSubgroupSize"));
+        if let Some(size) = required_subgroup_size {
+            let g = &r.subgroup;
+            if !r.subgroup_size_control
+                || !g.required_subgroup_size_stages.contains(stage)
+                || size < g.min_subgroup_size
+                || size > g.max_subgroup_size
+                || !size.is_power_of_two()
+            {
+                return Err(format!(
+                    "required subgroup size {size}: the device supports {}-{} ",
+                    g.min_subgroup_size, g.max_subgroup_size
+                ));
+            }
+        }
+        let spec = spec.map(|_| vk::SpecializationInfo {
+            map_entry_count: map.len() as u32,
+            p_map_entries: map.as_ptr(),
+            data_size: data.len(),
+            p_data: data.as_ptr().cast(),
+            ..Default::default()
+        });
+        Ok(StageData {
+            stage,
+            flags: vk::PipelineShaderStageCreateFlags::from_raw(u(s, "flags")),
+            module,
+            name: CString::new(s.get("name").and_then(Value::as_str).unwrap_or("main"))
+                .map_err(|e| e.to_string())?,
+            spec,
+            _map: map,
+            _data: data,
+            required_subgroup_size,
+            robustness: robustness(s),
+        })
+    }
+
+    fn next(&self) -> StageNext {
+        StageNext {
+            subgroup: vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+                .required_subgroup_size(self.required_subgroup_size.unwrap_or(0)),
+            robustness: self.robustness,
+        }
+    }
+
+    fn info<'a>(&'a self, next: &'a mut StageNext) -> vk::PipelineShaderStageCreateInfo<'a> {
+        let mut info = vk::PipelineShaderStageCreateInfo::default()
+            .stage(self.stage)
+            .flags(self.flags)
+            .module(self.module)
+            .name(&self.name);
+        if let Some(spec) = self.spec.as_ref() {
+            info = info.specialization_info(spec);
+        }
+        if self.required_subgroup_size.is_some() {
+            info = info.push_next(&mut next.subgroup);
+        }
+        if let Some(r) = next.robustness.as_mut() {
+            info = info.push_next(r);
+        }
+        info
+    }
+}
+
+/// A graphics pipeline's state blocks, owned.
+struct GraphicsData {
+    bindings: Vec<vk::VertexInputBindingDescription>,
+    attributes: Vec<vk::VertexInputAttributeDescription>,
+    input_assembly: vk::PipelineInputAssemblyStateCreateInfo<'static>,
+    tessellation: Option<vk::PipelineTessellationStateCreateInfo<'static>>,
+    viewport_count: u32,
+    scissor_count: u32,
+    viewports: Vec<vk::Viewport>,
+    scissors: Vec<vk::Rect2D>,
+    rasterization: vk::PipelineRasterizationStateCreateInfo<'static>,
+    multisample: vk::PipelineMultisampleStateCreateInfo<'static>,
+    sample_mask: Vec<u32>,
+    depth_stencil: Option<vk::PipelineDepthStencilStateCreateInfo<'static>>,
+    logic_op_enable: bool,
+    logic_op: vk::LogicOp,
+    blend_attachments: Vec<vk::PipelineColorBlendAttachmentState>,
+    blend_constants: [f32; 4],
+    dynamic_states: Vec<vk::DynamicState>,
+    view_mask: u32,
+    color_formats: Vec<vk::Format>,
+    depth_format: vk::Format,
+    stencil_format: vk::Format,
+}
+
+impl GraphicsData {
+    fn read(v: &Value) -> Result<GraphicsData, String> {
+        let null = Value::Null;
+        let block = |k: &str| -> Result<&Value, String> {
+            let b = v.get(k).unwrap_or(&null);
+            only(b, &[], k)?;
+            Ok(b)
+        };
+        let (vi, ia, ts, vp, rs, ms, ds, cb, dy) = (
+            block("vertexInputState")?,
+            block("inputAssemblyState")?,
+            block("tessellationState")?,
+            block("viewportState")?,
+            block("rasterizationState")?,
+            block("multisampleState")?,
+            block("depthStencilState")?,
+            block("colorBlendState")?,
+            block("dynamicState")?,
+        );
+        let stencil = |s: &Value| vk::StencilOpState {
+            fail_op: vk::StencilOp::from_raw(i(s, "failOp")),
+            pass_op: vk::StencilOp::from_raw(i(s, "passOp")),
+            depth_fail_op: vk::StencilOp::from_raw(i(s, "depthFailOp")),
+            compare_op: vk::CompareOp::from_raw(i(s, "compareOp")),
+            compare_mask: u(s, "compareMask"),
+            write_mask: u(s, "writeMask"),
+            reference: u(s, "reference"),
+        };
+        let rendering = find_next(v, stype::RENDERING);
+        let samples = u(ms, "rasterizationSamples").max(1);
+        let blend_constants: Vec<f32> = arr(cb, "blendConstants")
+            .iter()
+            .map(|x| x.as_f64().unwrap_or(0.0) as f32)
+            .collect();
+        Ok(GraphicsData {
+            bindings: arr(vi, "bindings")
+                .iter()
+                .map(|b| vk::VertexInputBindingDescription {
+                    binding: u(b, "binding"),
+                    stride: u(b, "stride"),
+                    input_rate: vk::VertexInputRate::from_raw(i(b, "inputRate")),
+                })
+                .collect(),
+            attributes: arr(vi, "attributes")
+                .iter()
+                .map(|a| vk::VertexInputAttributeDescription {
+                    location: u(a, "location"),
+                    binding: u(a, "binding"),
+                    format: vk::Format::from_raw(i(a, "format")),
+                    offset: u(a, "offset"),
+                })
+                .collect(),
+            input_assembly: vk::PipelineInputAssemblyStateCreateInfo::default()
+                .topology(vk::PrimitiveTopology::from_raw(i(ia, "topology")))
+                .primitive_restart_enable(u(ia, "primitiveRestartEnable") != 0),
+            tessellation: v.get("tessellationState").map(|_| {
+                vk::PipelineTessellationStateCreateInfo::default()
+                    .patch_control_points(u(ts, "patchControlPoints"))
+            }),
+            viewport_count: u(vp, "viewportCount"),
+            scissor_count: u(vp, "scissorCount"),
+            viewports: arr(vp, "viewports")
+                .iter()
+                .map(|x| vk::Viewport {
+                    x: f(x, "x"),
+                    y: f(x, "y"),
+                    width: f(x, "width"),
+                    height: f(x, "height"),
+                    min_depth: f(x, "minDepth"),
+                    max_depth: f(x, "maxDepth"),
+                })
+                .collect(),
+            scissors: arr(vp, "scissors")
+                .iter()
+                .map(|x| vk::Rect2D {
+                    offset: vk::Offset2D {
+                        x: i(x, "x"),
+                        y: i(x, "y"),
+                    },
+                    extent: vk::Extent2D {
+                        width: u(x, "width"),
+                        height: u(x, "height"),
+                    },
+                })
+                .collect(),
+            rasterization: vk::PipelineRasterizationStateCreateInfo::default()
+                .depth_clamp_enable(u(rs, "depthClampEnable") != 0)
+                .rasterizer_discard_enable(u(rs, "rasterizerDiscardEnable") != 0)
+                .polygon_mode(vk::PolygonMode::from_raw(i(rs, "polygonMode")))
+                .cull_mode(vk::CullModeFlags::from_raw(u(rs, "cullMode")))
+                .front_face(vk::FrontFace::from_raw(i(rs, "frontFace")))
+                .depth_bias_enable(u(rs, "depthBiasEnable") != 0)
+                .depth_bias_constant_factor(f(rs, "depthBiasConstantFactor"))
+                .depth_bias_clamp(f(rs, "depthBiasClamp"))
+                .depth_bias_slope_factor(f(rs, "depthBiasSlopeFactor"))
+                .line_width(f(rs, "lineWidth")),
+            multisample: vk::PipelineMultisampleStateCreateInfo::default()
+                .rasterization_samples(vk::SampleCountFlags::from_raw(samples))
+                .sample_shading_enable(u(ms, "sampleShadingEnable") != 0)
+                .min_sample_shading(f(ms, "minSampleShading"))
+                .alpha_to_coverage_enable(u(ms, "alphaToCoverageEnable") != 0)
+                .alpha_to_one_enable(u(ms, "alphaToOneEnable") != 0),
+            sample_mask: {
+                let mask: Vec<u32> = arr(ms, "sampleMask")
+                    .iter()
+                    .map(|x| x.as_u64().unwrap_or(0) as u32)
+                    .collect();
+                if !mask.is_empty() && mask.len() < samples.div_ceil(32) as usize {
+                    return Err("sample mask shorter than its sample count".into());
+                }
+                mask
+            },
+            depth_stencil: v.get("depthStencilState").map(|_| {
+                vk::PipelineDepthStencilStateCreateInfo::default()
+                    .flags(vk::PipelineDepthStencilStateCreateFlags::from_raw(u(
+                        ds, "flags",
+                    )))
+                    .depth_test_enable(u(ds, "depthTestEnable") != 0)
+                    .depth_write_enable(u(ds, "depthWriteEnable") != 0)
+                    .depth_compare_op(vk::CompareOp::from_raw(i(ds, "depthCompareOp")))
+                    .depth_bounds_test_enable(u(ds, "depthBoundsTestEnable") != 0)
+                    .stencil_test_enable(u(ds, "stencilTestEnable") != 0)
+                    .front(stencil(ds.get("front").unwrap_or(&Value::Null)))
+                    .back(stencil(ds.get("back").unwrap_or(&Value::Null)))
+                    .min_depth_bounds(f(ds, "minDepthBounds"))
+                    .max_depth_bounds(f(ds, "maxDepthBounds"))
+            }),
+            logic_op_enable: u(cb, "logicOpEnable") != 0,
+            logic_op: vk::LogicOp::from_raw(i(cb, "logicOp")),
+            blend_attachments: arr(cb, "attachments")
+                .iter()
+                .map(|a| vk::PipelineColorBlendAttachmentState {
+                    blend_enable: u(a, "blendEnable"),
+                    src_color_blend_factor: vk::BlendFactor::from_raw(i(a, "srcColorBlendFactor")),
+                    dst_color_blend_factor: vk::BlendFactor::from_raw(i(a, "dstColorBlendFactor")),
+                    color_blend_op: vk::BlendOp::from_raw(i(a, "colorBlendOp")),
+                    src_alpha_blend_factor: vk::BlendFactor::from_raw(i(a, "srcAlphaBlendFactor")),
+                    dst_alpha_blend_factor: vk::BlendFactor::from_raw(i(a, "dstAlphaBlendFactor")),
+                    alpha_blend_op: vk::BlendOp::from_raw(i(a, "alphaBlendOp")),
+                    color_write_mask: vk::ColorComponentFlags::from_raw(u(a, "colorWriteMask")),
+                })
+                .collect(),
+            blend_constants: [0, 1, 2, 3].map(|k| blend_constants.get(k).copied().unwrap_or(0.0)),
+            dynamic_states: arr(dy, "dynamicState")
+                .iter()
+                .map(|x| vk::DynamicState::from_raw(x.as_i64().unwrap_or(0) as i32))
+                .collect(),
+            view_mask: rendering.map_or(0, |r| u(r, "viewMask")),
+            color_formats: rendering.map_or(Vec::new(), |r| {
+                arr(r, "colorAttachmentFormats")
+                    .iter()
+                    .map(|x| vk::Format::from_raw(x.as_i64().unwrap_or(0) as i32))
+                    .collect()
+            }),
+            depth_format: vk::Format::from_raw(
+                rendering.map_or(0, |r| i(r, "depthAttachmentFormat")),
+            ),
+            stencil_format: vk::Format::from_raw(
+                rendering.map_or(0, |r| i(r, "stencilAttachmentFormat")),
+            ),
+        })
+    }
+}
