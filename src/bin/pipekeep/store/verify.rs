@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::record::{compact_record, record_of};
 use super::{readable, Scope};
+use pipekeep::replay::progress::bar;
 use pipekeep::settings::Settings;
 use pipekeep::store::files::remove_if_present;
 use pipekeep::store::inspect::{check_entry_with, check_piece, entry_files, identity_dirs};
@@ -46,6 +47,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     let show_progress = files.len() >= 1000
         && !args.scope.json
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let progress = show_progress.then(|| bar(files.len() as u64, "verify", "entries"));
     // Each file is opened before its check, and `--fix` removes it only while its path still
     // names that file: a writer (the application beside the command) may place it again, whole,
     // after the check, and that one stays.
@@ -66,7 +68,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     }
     let bad_pieces = bad.len();
     let mut pieces_of_dir: Option<(PathBuf, Pieces)> = None;
-    for (n, f) in files.iter().enumerate() {
+    for f in &files {
         let dir = f.parent().unwrap_or(Path::new(".")).to_path_buf();
         if pieces_of_dir.as_ref().is_none_or(|(d, _)| *d != dir) {
             pieces_of_dir = Some((dir.clone(), Pieces::for_looking(&dir)));
@@ -77,12 +79,12 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             Ok(_) => good += 1,
             Err(e) => bad.push((f.clone(), e.reason(), e.to_string(), file)),
         }
-        if show_progress && (n % 500 == 0 || n + 1 == files.len()) {
-            eprint!("\rverify: {}/{} entries", n + 1, files.len());
+        if let Some(progress) = &progress {
+            progress.inc(1);
         }
     }
-    if show_progress {
-        eprintln!();
+    if let Some(progress) = progress {
+        progress.finish();
     }
     // Each title's record: every entry whole (a cut last one is ignored by readers, not damage).
     // And within its share of the bound.
