@@ -12,10 +12,11 @@
 //! Every reader's wait sees the caller's stop flag, set from the device's creation on.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Condvar, Mutex, TryLockError};
 
+use super::{bound, FoundEntry, Lookup, Store};
 use crate::key::PipelineKey;
 use crate::sync::{Unpoisoned, UnpoisonedWait};
 
@@ -246,6 +247,165 @@ impl ReadAhead {
         self.readers_gone.store(true, Ordering::Release);
         self.over.store(true, Ordering::Release);
         self.room.notify_all();
+    }
+}
+
+/// What reading one entry ahead gave.
+enum ReadOne {
+    /// Checked whole, its room reserved.
+    Read(FoundEntry, u64),
+    /// Claimed first, or damaged: nothing to hold.
+    Skipped,
+    Stopped,
+}
+
+/// The order in which [`Store::read_ahead`] reads entries.
+pub enum AheadOrder<'a> {
+    /// The last run's order of use (newest stamp first), from the bound's listing where it has
+    /// just listed the title (else the directory listed and every entry stat'ed here).
+    LastUse(Option<Vec<bound::StampedEntry>>),
+    /// The order the last run left in its `use-order` file ([`Store::remembered_use_order`]):
+    /// reading starts at opening, before any listing or stat.
+    Remembered(&'a [PipelineKey]),
+}
+
+impl Store {
+    /// Reads ahead the entries the last run used, first used first, holding at most `window`
+    /// bytes not yet taken, until every one is read, `stop` is set (then
+    /// [`Store::wake_readers_to_stop`]), or [`Store::stop_reading_ahead`] is called.
+    /// Run on a thread of the caller's own, after the opening; `readers` threads read (one per
+    /// four cores suits a store of large entries, whose hashing one thread cannot keep ahead of
+    /// several application threads).
+    ///
+    /// `order`: the last run's use order where it left one (entries the opening did not list
+    /// are skipped unread), else the title's entries as the bound just listed them, if it did
+    /// (this store's are read from it instead of listing and stat-ing the directory again).
+    pub fn read_ahead(
+        &self,
+        order: AheadOrder<'_>,
+        window: u64,
+        readers: usize,
+        stop: &AtomicBool,
+    ) -> AheadReport {
+        // What to read, in order: each entry's key, and its size where the listing gave it.
+        let entries: Vec<(PipelineKey, u64)> = match order {
+            AheadOrder::LastUse(listed) => {
+                let mut entries = match listed {
+                    Some(mut all) => {
+                        all.retain(|e| self.holds(e));
+                        all
+                    }
+                    None => bound::entries_in(&self.dir),
+                };
+                entries.sort_by_key(|e| std::cmp::Reverse(e.stamp));
+                entries
+                    .iter()
+                    .filter_map(|e| Some((e.key()?, e.bytes)))
+                    .collect()
+            }
+            // Sizes unknown until read: each reader's entry is counted once it is read, so the
+            // window is exceeded by at most the entries the readers are reading.
+            AheadOrder::Remembered(keys) => keys
+                .iter()
+                .filter(|k| self.known.may_hold(k))
+                .map(|k| (*k, 0))
+                .collect(),
+        };
+        let next = AtomicU64::new(0);
+        let read_some = || {
+            let mut report = AheadReport::default();
+            while let Some(&(key, bytes)) =
+                entries.get(next.fetch_add(1, Ordering::Relaxed) as usize)
+            {
+                match self.read_one_ahead(key, bytes, window, stop, &mut report) {
+                    ReadOne::Stopped => break,
+                    ReadOne::Skipped => {}
+                    ReadOne::Read(found, reserved) => {
+                        self.hold(key, found, reserved, &mut report);
+                    }
+                }
+            }
+            report
+        };
+        let report = std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..readers.max(1))
+                .map(|_| scope.spawn(crate::sync::logging_as_here(read_some)))
+                .collect();
+            let mut report = read_some();
+            for helper in helpers {
+                if let Ok(r) = helper.join() {
+                    report.held += r.held;
+                    report.held_bytes += r.held_bytes;
+                    report.claimed_first += r.claimed_first;
+                }
+            }
+            report
+        });
+        self.ahead.end();
+        report
+    }
+
+    /// Reads and checks one entry ahead, its room in the window reserved, unless a lookup claimed
+    /// it or reading ahead is stopped.
+    fn read_one_ahead(
+        &self,
+        key: PipelineKey,
+        bytes: u64,
+        window: u64,
+        stop: &AtomicBool,
+        report: &mut AheadReport,
+    ) -> ReadOne {
+        match self.ahead.reserve(&key, bytes, window, stop) {
+            Reserve::Read => {}
+            Reserve::Claimed => {
+                report.claimed_first += 1;
+                return ReadOne::Skipped;
+            }
+            Reserve::Stopped => return ReadOne::Stopped,
+        }
+        // A damaged entry is dropped and logged here as its lookup would have done.
+        match self.read_entry(&key) {
+            Ok(Lookup::Found(found)) => ReadOne::Read(found, bytes),
+            _ => {
+                self.ahead.offer(key, bytes, None);
+                ReadOne::Skipped
+            }
+        }
+    }
+
+    /// Holds an entry read ahead, as its bytes.
+    fn hold(&self, key: PipelineKey, found: FoundEntry, reserved: u64, report: &mut AheadReport) {
+        let len = found.checked.payload.file_len() as u64;
+        if self
+            .ahead
+            .offer_ready(key, reserved, Some(Ready::Bytes(found.checked)))
+        {
+            report.held += 1;
+            report.held_bytes += len;
+        } else {
+            report.claimed_first += 1;
+        }
+    }
+
+    /// Ends reading ahead and lets go of what it holds (the last device of the store is gone).
+    pub fn stop_reading_ahead(&self) {
+        self.ahead.stop();
+    }
+
+    /// Wakes the readers waiting for room, to see the stop flag their caller just set. What they
+    /// hold still serves lookups (another device may share the store).
+    pub fn wake_readers_to_stop(&self) {
+        self.ahead.wake_readers();
+    }
+
+    /// Whether reading ahead has read all it will (or was stopped).
+    pub fn reading_ahead_ended(&self) -> bool {
+        self.ahead.has_ended()
+    }
+
+    /// Nothing is read ahead for this store: lookups take no lock for it.
+    pub fn read_nothing_ahead(&self) {
+        self.ahead.end();
     }
 }
 

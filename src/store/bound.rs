@@ -11,12 +11,14 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use super::files::{is_entry_name, names_in};
 use super::identity::DirName;
-use super::StoreError;
+use super::{Store, StoreError};
 use crate::key::PipelineKey;
+use crate::sync::Unpoisoned;
 
 /// One entry or piece as the bound sees it.
 #[derive(Debug, Clone)]
@@ -334,6 +336,53 @@ fn stamped_since(e: &StampedEntry) -> bool {
     fs::symlink_metadata(&e.path)
         .and_then(|m| m.modified())
         .is_ok_and(|now| now != e.stamp)
+}
+
+impl Store {
+    /// The title's record, compacted as far as it goes, still holds `bytes` past its share (its
+    /// configurations alone, in a bound of a few KiB): the bound passes of this process count it
+    /// whole, so that the title stays within its bound.
+    pub fn record_past_its_share(&self, bytes: u64) {
+        self.record_floor.store(bytes, Ordering::Release);
+    }
+
+    /// Brings the title within the bound, unless another thread is doing it now.
+    pub fn keep_within_bound(&self) -> Option<Bounded> {
+        if self.bounding.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        /// Lets the next check of the bound run, even after a panic in this one.
+        struct Release<'a>(&'a AtomicBool);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _release = Release(&self.bounding);
+        let started = std::time::Instant::now();
+        let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
+        if let Ok(Bounded { report: r, kept }) = &report {
+            let live = kept
+                .iter()
+                .filter(|e| self.holds(e))
+                .filter_map(|e| e.key());
+            *self.use_order.live.locked() = Some(live.collect());
+            tracing::debug!(entries = r.entries, bytes = r.bytes, evicted = r.evicted, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "bound checked");
+        }
+        report.map_err(|e| tracing::warn!("{e}")).ok()
+    }
+
+    /// Brings the title whose `host-pipelines/` is `host_dir` within the bound, keeping every
+    /// piece an entry this process writes meanwhile names.
+    pub(super) fn bound_pieces_aware(&self, host_dir: &Path) -> Result<Bounded, StoreError> {
+        self.give_owed_stamps();
+        self.pieces.bound_begins();
+        let in_use = |p: &Path| self.pieces.written_while_bounding(p);
+        let floor = self.record_floor.load(Ordering::Acquire);
+        let bounded = keep_within_past_share(host_dir, self.max_bytes, floor, &in_use);
+        self.pieces.bound_ends();
+        bounded
+    }
 }
 
 #[cfg(test)]

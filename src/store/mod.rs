@@ -22,12 +22,15 @@ pub mod held;
 pub mod identity;
 pub mod inspect;
 pub mod marker;
+mod notes;
 pub mod nvidia_cache;
 mod open;
 pub mod order;
 pub mod payload;
 pub mod pieces;
 pub mod recipe;
+mod stamps;
+mod write;
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -36,13 +39,17 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use crate::key::{EntryName, PipelineKey};
 use crate::sync::Unpoisoned;
+pub use ahead::AheadOrder;
 pub use envelope::EntryError;
 pub use identity::Identity;
 pub use marker::LoadingMarker;
+pub use notes::{
+    entry_in_note, refuses_binaries, BLAMED_PIECES, DICTIONARY_ENTRY, NOTES, REFUSES_BINARIES,
+};
 pub use open::{drop_directory, drop_set_aside, OpenReport, SET_ASIDE_SUFFIX};
 pub use payload::Checked;
 
@@ -68,51 +75,10 @@ impl StoreError {
     }
 }
 
-/// A file in an identity directory saying that its driver refused pipeline binaries another
-/// process wrote: the layer's `auto` backend then takes `cache` for that identity.
-pub const REFUSES_BINARIES: &str = "binaries-refused";
-
-/// A file in an identity directory naming one entry (its file name and a newline) whose cache
-/// data carries NVIDIA's dictionary: the layer hands that dictionary to the driver before a
-/// device's first pipeline, since a driver that has compiled anything first refuses every entry
-/// carrying a dictionary it does not hold.
-pub const DICTIONARY_ENTRY: &str = "dictionary-entry";
-
 /// The title's record (`<title>/record.foz`: every kept pipeline's create info, a Fossilize
 /// database): the store's bound counts it, `replay::record` writes and reads it. Named here, so
 /// that the store needs nothing of the replay.
 pub const RECORD_FILE: &str = "record.foz";
-
-/// A file in an identity directory naming the pieces that an entry blamed by a stale loading
-/// marker named (`open.rs`): a piece blamed a second time is dropped.
-pub const BLAMED_PIECES: &str = "blamed-pieces";
-
-/// The layer's own files in an identity directory, beside entries, pieces and markers: dropped
-/// with the directory.
-pub const NOTES: [&str; 4] = [
-    REFUSES_BINARIES,
-    DICTIONARY_ENTRY,
-    order::USE_ORDER,
-    BLAMED_PIECES,
-];
-
-/// The most bytes of [`DICTIONARY_ENTRY`] read: an entry's file name and a newline fit.
-const DICTIONARY_ENTRY_LIMIT: u64 = 128;
-
-/// The entry a [`DICTIONARY_ENTRY`] note's bytes name: an entry's file name, then white space
-/// at most; anything else names none.
-pub fn entry_in_note(bytes: &[u8]) -> Option<PipelineKey> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    PipelineKey::from_file_name(text.trim_end())
-}
-
-/// Whether the identity directory of `identity` says its driver refuses binaries.
-pub fn refuses_binaries(root: &Path, title: &str, identity: &Identity) -> bool {
-    host_pipelines_dir(root, title)
-        .join(identity.dir_name())
-        .join(REFUSES_BINARIES)
-        .is_file()
-}
 
 /// Where a title's pipelines live: `<root>/<title>/host-pipelines`.
 pub fn host_pipelines_dir(root: &Path, title: &str) -> PathBuf {
@@ -130,15 +96,6 @@ pub fn log_drop(path: &Path, reason: &str) {
         path.display()
     );
 }
-
-/// The bytes written between two checks of the bound: a quarter of it, at most 1 GiB.
-fn bound_step(max_bytes: u64) -> u64 {
-    (max_bytes / 4).clamp(1, 1 << 30)
-}
-
-/// The most stage binaries [`Store`] remembers as written inline once (~100 bytes each); past
-/// it the oldest are let go, and a later sharer of one stands inline too.
-const INLINE_ONCE_HELD: usize = 1 << 16;
 
 /// One device identity's open store.
 #[derive(Debug)]
@@ -185,19 +142,7 @@ pub struct Store {
     /// ([`Store::record_past_its_share`]): the bound takes them from the entries' room.
     record_floor: AtomicU64,
     /// The last run's order of use, and this run's (`order.rs`).
-    use_order: UseOrders,
-}
-
-/// What [`Store::remember_use_order`] needs: the order the last run left, this run's uses with
-/// their stamps, and the entries the bound last saw.
-#[derive(Debug, Default)]
-struct UseOrders {
-    /// Read once, by the first who asks (the opening thread, to read ahead; or the run's end).
-    earlier: OnceLock<Vec<PipelineKey>>,
-    /// Every entry found or written, with its stamp (taken when it was used).
-    used: Mutex<Vec<(SystemTime, PipelineKey)>>,
-    /// This identity's entries as the bound last listed them.
-    live: Mutex<Option<HashSet<PipelineKey>>>,
+    use_order: stamps::UseOrders,
 }
 
 /// The entries this store may hold: those its directory listed at opening and those this run
@@ -290,25 +235,6 @@ impl FoundEntry {
     }
 }
 
-/// What reading one entry ahead gave.
-enum ReadOne {
-    /// Checked whole, its room reserved.
-    Read(FoundEntry, u64),
-    /// Claimed first, or damaged: nothing to hold.
-    Skipped,
-    Stopped,
-}
-
-/// The order in which [`Store::read_ahead`] reads entries.
-pub enum AheadOrder<'a> {
-    /// The last run's order of use (newest stamp first), from the bound's listing where it has
-    /// just listed the title (else the directory listed and every entry stat'ed here).
-    LastUse(Option<Vec<bound::StampedEntry>>),
-    /// The order the last run left in its `use-order` file ([`Store::remembered_use_order`]):
-    /// reading starts at opening, before any listing or stat.
-    Remembered(&'a [PipelineKey]),
-}
-
 /// The answer to a lookup.
 pub enum Lookup {
     Missing,
@@ -368,7 +294,7 @@ impl Store {
             driver_changed: AtomicBool::new(false),
             other_drivers: Mutex::default(),
             rebuild_taken: AtomicBool::new(false),
-            use_order: UseOrders::default(),
+            use_order: stamps::UseOrders::default(),
         };
         let report = open::sweep(&store, bound_now)?;
         store.driver_changed.store(
@@ -520,300 +446,6 @@ impl Store {
         }
     }
 
-    /// The next stamp: just before the opening, one microsecond earlier for each one taken.
-    pub fn next_stamp(&self) -> SystemTime {
-        let n = self.stamps_taken.fetch_add(1, Ordering::Relaxed) + 1;
-        self.opened_at
-            .checked_sub(Duration::from_micros(n))
-            .unwrap_or(SystemTime::UNIX_EPOCH)
-    }
-
-    /// Stamps an entry this run found.
-    pub fn stamp(&self, found: FoundEntry) {
-        self.stamp_found(&found.into_name(), self.next_stamp());
-    }
-
-    /// Notes that a found entry's stamp, taken now, is queued to be given later
-    /// ([`Store::give_owed_stamp`]): a bound pass meanwhile gives it first.
-    pub fn owe_stamp(&self, name: &EntryName, stamp: SystemTime) {
-        if let Some(key) = PipelineKey::from_file_name(name) {
-            self.owed_stamps.locked().insert(key, (*name, stamp));
-        }
-    }
-
-    /// Gives a stamp noted by [`Store::owe_stamp`], unless a bound pass gave it already.
-    pub fn give_owed_stamp(&self, name: &EntryName, stamp: SystemTime) {
-        let owed = PipelineKey::from_file_name(name)
-            .is_some_and(|key| self.owed_stamps.locked().remove(&key).is_some());
-        if owed {
-            self.stamp_found(name, stamp);
-        }
-    }
-
-    /// Gives every stamp still owed (before a bound pass lists the entries).
-    fn give_owed_stamps(&self) {
-        let owed = std::mem::take(&mut *self.owed_stamps.locked());
-        let mut owed: Vec<_> = owed.into_values().collect();
-        // The newest first, as the run took them.
-        owed.sort_by_key(|(_, stamp)| std::cmp::Reverse(*stamp));
-        for (name, stamp) in owed {
-            self.stamp_found(&name, stamp);
-        }
-    }
-
-    /// Stamps a found entry, by its name, with a stamp taken when it was used (the layer's
-    /// writer thread stamps later, off the application's thread, in the run's order of use). An
-    /// entry gone since is not stamped.
-    pub fn stamp_found(&self, name: &EntryName, stamp: SystemTime) {
-        let key = PipelineKey::from_file_name(name);
-        // Its pieces first: the bound lists entries before pieces, so whoever sees the entry's
-        // new stamp sees its pieces' too.
-        let pieces = key.and_then(|key| self.named_pieces.locked().remove(&key));
-        if let Some(pieces) = pieces {
-            self.pieces.stamp_first(&pieces, stamp);
-        }
-        match self.stamp_by_name(name, stamp) {
-            Ok(()) => key.into_iter().for_each(|key| self.used(key, stamp)),
-            Err(e) => {
-                tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry")
-            }
-        }
-    }
-
-    /// Notes an entry this run found or wrote, with its stamp, for the run's use order.
-    fn used(&self, key: PipelineKey, stamp: SystemTime) {
-        let mut used = self.use_order.used.locked();
-        if used.len() < order::MOST_KEYS {
-            used.push((stamp, key));
-        }
-    }
-
-    /// The order of use the last run left in [`order::USE_ORDER`] (empty where there is none).
-    /// A damaged file is dropped with one line: reading ahead then follows the bound's listing.
-    pub fn remembered_use_order(&self) -> &[PipelineKey] {
-        self.use_order.earlier.get_or_init(|| {
-            match order::read(&self.dir.join(order::USE_ORDER)) {
-                Ok(keys) => keys.unwrap_or_default(),
-                Err(order::ReadError::Io { path, source }) => {
-                    tracing::debug!(path = %path.display(), error = %source, "the use order cannot be read");
-                    Vec::new()
-                }
-                Err(order::ReadError::Damaged { path, source }) => {
-                    tracing::warn!(path = %path.display(), error = %source, "the use order is damaged; dropped (this run reads ahead in the stamps' order)");
-                    let _ = fs::remove_file(&path);
-                    Vec::new()
-                }
-            }
-        })
-    }
-
-    /// A run that loaded entries and ended whole clears the blames of earlier stopped loads: the
-    /// second blame that drops a shared piece is for a crash loop (two stopped loads in a row),
-    /// never for two kills on a loading screen months apart.
-    pub fn forget_blamed_pieces(&self) {
-        if let Err(e) = files::remove_if_present(&self.dir.join(BLAMED_PIECES)) {
-            tracing::debug!(dir = %self.dir.display(), error = %e, "the note of blamed pieces stays");
-        }
-    }
-
-    /// Writes this run's order of use into [`order::USE_ORDER`] (through a temporary file, its
-    /// lock and a rename, as an entry): what it found or wrote, first used first, then the rest
-    /// of the last run's order. Nothing is written where the order is unchanged or the run used
-    /// nothing. Called at the run's end, once its stamps are written.
-    pub fn remember_use_order(&self) -> Result<(), StoreError> {
-        let mut used = std::mem::take(&mut *self.use_order.used.locked());
-        if used.is_empty() {
-            return Ok(());
-        }
-        // The newest stamp was taken first.
-        used.sort_by_key(|u| std::cmp::Reverse(u.0));
-        let used: Vec<PipelineKey> = used.into_iter().map(|u| u.1).collect();
-        let earlier = self.remembered_use_order();
-        let now = order::merged(&used, earlier, self.use_order.live.locked().as_ref());
-        if now == earlier {
-            return Ok(());
-        }
-        self.make_dir()?;
-        let path = self.dir.join(order::USE_ORDER);
-        files::write_atomically(&path, &order::encode(&now), SystemTime::now()).map(|_| ())
-    }
-
-    /// Sets an entry's modification time by its name, relative to the held directory: one
-    /// system call where an open, a time update and a close would be three.
-    /// Never sets back a newer stamp (a process that opened later found it too).
-    fn stamp_by_name(&self, name: &str, stamp: SystemTime) -> io::Result<()> {
-        files::stamp_forward(self.held_dir().as_deref(), &self.dir.join(name), stamp).map(|_| ())
-    }
-
-    /// Reads ahead the entries the last run used, first used first, holding at most `window`
-    /// bytes not yet taken, until every one is read, `stop` is set (then
-    /// [`Store::wake_readers_to_stop`]), or [`Store::stop_reading_ahead`] is called.
-    /// Run on a thread of the caller's own, after the opening; `readers` threads read (one per
-    /// four cores suits a store of large entries, whose hashing one thread cannot keep ahead of
-    /// several application threads).
-    ///
-    /// `order`: the last run's use order where it left one (entries the opening did not list
-    /// are skipped unread), else the title's entries as the bound just listed them, if it did
-    /// (this store's are read from it instead of listing and stat-ing the directory again).
-    pub fn read_ahead(
-        &self,
-        order: AheadOrder<'_>,
-        window: u64,
-        readers: usize,
-        stop: &AtomicBool,
-    ) -> ahead::AheadReport {
-        // What to read, in order: each entry's key, and its size where the listing gave it.
-        let entries: Vec<(PipelineKey, u64)> = match order {
-            AheadOrder::LastUse(listed) => {
-                let mut entries = match listed {
-                    Some(mut all) => {
-                        all.retain(|e| self.holds(e));
-                        all
-                    }
-                    None => bound::entries_in(&self.dir),
-                };
-                entries.sort_by_key(|e| std::cmp::Reverse(e.stamp));
-                entries
-                    .iter()
-                    .filter_map(|e| Some((e.key()?, e.bytes)))
-                    .collect()
-            }
-            // Sizes unknown until read: each reader's entry is counted once it is read, so the
-            // window is exceeded by at most the entries the readers are reading.
-            AheadOrder::Remembered(keys) => keys
-                .iter()
-                .filter(|k| self.known.may_hold(k))
-                .map(|k| (*k, 0))
-                .collect(),
-        };
-        let next = AtomicU64::new(0);
-        let read_some = || {
-            let mut report = ahead::AheadReport::default();
-            while let Some(&(key, bytes)) =
-                entries.get(next.fetch_add(1, Ordering::Relaxed) as usize)
-            {
-                match self.read_one_ahead(key, bytes, window, stop, &mut report) {
-                    ReadOne::Stopped => break,
-                    ReadOne::Skipped => {}
-                    ReadOne::Read(found, reserved) => {
-                        self.hold(key, found, reserved, &mut report);
-                    }
-                }
-            }
-            report
-        };
-        let report = std::thread::scope(|scope| {
-            let helpers: Vec<_> = (1..readers.max(1))
-                .map(|_| scope.spawn(crate::sync::logging_as_here(read_some)))
-                .collect();
-            let mut report = read_some();
-            for helper in helpers {
-                if let Ok(r) = helper.join() {
-                    report.held += r.held;
-                    report.held_bytes += r.held_bytes;
-                    report.claimed_first += r.claimed_first;
-                }
-            }
-            report
-        });
-        self.ahead.end();
-        report
-    }
-
-    /// Reads and checks one entry ahead, its room in the window reserved, unless a lookup claimed
-    /// it or reading ahead is stopped.
-    fn read_one_ahead(
-        &self,
-        key: PipelineKey,
-        bytes: u64,
-        window: u64,
-        stop: &AtomicBool,
-        report: &mut ahead::AheadReport,
-    ) -> ReadOne {
-        match self.ahead.reserve(&key, bytes, window, stop) {
-            ahead::Reserve::Read => {}
-            ahead::Reserve::Claimed => {
-                report.claimed_first += 1;
-                return ReadOne::Skipped;
-            }
-            ahead::Reserve::Stopped => return ReadOne::Stopped,
-        }
-        // A damaged entry is dropped and logged here as its lookup would have done.
-        match self.read_entry(&key) {
-            Ok(Lookup::Found(found)) => ReadOne::Read(found, bytes),
-            _ => {
-                self.ahead.offer(key, bytes, None);
-                ReadOne::Skipped
-            }
-        }
-    }
-
-    /// Holds an entry read ahead, as its bytes.
-    fn hold(
-        &self,
-        key: PipelineKey,
-        found: FoundEntry,
-        reserved: u64,
-        report: &mut ahead::AheadReport,
-    ) {
-        let len = found.checked.payload.file_len() as u64;
-        if self
-            .ahead
-            .offer_ready(key, reserved, Some(ahead::Ready::Bytes(found.checked)))
-        {
-            report.held += 1;
-            report.held_bytes += len;
-        } else {
-            report.claimed_first += 1;
-        }
-    }
-
-    /// Ends reading ahead and lets go of what it holds (the last device of the store is gone).
-    pub fn stop_reading_ahead(&self) {
-        self.ahead.stop();
-    }
-
-    /// Wakes the readers waiting for room, to see the stop flag their caller just set. What they
-    /// hold still serves lookups (another device may share the store).
-    pub fn wake_readers_to_stop(&self) {
-        self.ahead.wake_readers();
-    }
-
-    /// Whether reading ahead has read all it will (or was stopped).
-    pub fn reading_ahead_ended(&self) -> bool {
-        self.ahead.has_ended()
-    }
-
-    /// Nothing is read ahead for this store: lookups take no lock for it.
-    pub fn read_nothing_ahead(&self) {
-        self.ahead.end();
-    }
-
-    /// Writes an entry of pipeline-cache data whole, stamped now; skipped when another writer
-    /// holds it or the bound is 0.
-    pub fn write(&self, key: &PipelineKey, data: &[u8]) -> Result<files::Written, StoreError> {
-        self.write_stamped(key, data, self.next_stamp())
-    }
-
-    /// Writes an entry whole with a stamp taken earlier (when the pipeline was built), so that a
-    /// write done later, off the application's thread, keeps the run's order of use.
-    pub fn write_stamped(
-        &self,
-        key: &PipelineKey,
-        data: &[u8],
-        stamp: SystemTime,
-    ) -> Result<files::Written, StoreError> {
-        self.will_write(key);
-        self.write_announced(key, envelope::PayloadKind::Cache, data, stamp)
-    }
-
-    /// The title's record, compacted as far as it goes, still holds `bytes` past its share (its
-    /// configurations alone, in a bound of a few KiB): the bound passes of this process count it
-    /// whole, so that the title stays within its bound.
-    pub fn record_past_its_share(&self, bytes: u64) {
-        self.record_floor.store(bytes, Ordering::Release);
-    }
-
     /// The title's bound (`PIPEKEEP_MAX_BYTES`), of which the record has its share.
     pub fn max_bytes(&self) -> u64 {
         self.max_bytes
@@ -822,201 +454,6 @@ impl Store {
     /// Whether the store keeps nothing (a bound of 0): a miss then has nothing to keep.
     pub fn keeps_nothing(&self) -> bool {
         self.max_bytes == 0
-    }
-
-    /// Tells the store that `key`'s entry is about to be written (by a queue, later), so that
-    /// lookups open it from now on. Called on the thread that queues the write: the writer
-    /// thread, at idle priority, then takes no lock that lookups take.
-    pub fn will_write(&self, key: &PipelineKey) {
-        if self.max_bytes > 0 {
-            self.known.wrote(key);
-        }
-    }
-
-    /// [`Store::write_stamped`] for a key already given to [`Store::will_write`].
-    pub fn write_announced(
-        &self,
-        key: &PipelineKey,
-        kind: envelope::PayloadKind,
-        data: &[u8],
-        stamp: SystemTime,
-    ) -> Result<files::Written, StoreError> {
-        if self.max_bytes == 0 {
-            return Ok(files::Written::Skipped);
-        }
-        self.make_dir()?;
-        let chunking = *self.chunking.locked();
-        // A stage binary is a piece once a second entry carries it (or it is kept already; one
-        // the entry carries twice the recipe makes a piece itself); the first entry to carry it,
-        // remembered as it is planned (one lock for the question and the answer), is then
-        // written again naming the piece, by whichever of the two writers finds the other's
-        // file done. A stage shared with an entry of an earlier run or another process stands
-        // inline once more: bytes twice, never wrong ones.
-        let first_holders = std::cell::RefCell::new(Vec::new());
-        let kept_inline = std::cell::RefCell::new(Vec::new());
-        let shared = |name: &recipe::PieceName| {
-            if self.pieces_always.load(Ordering::Relaxed) || self.pieces.is_kept(name) {
-                return true;
-            }
-            let mut once = self.inline_once.locked();
-            match once.get(name) {
-                Some(holder) if holder != key => {
-                    first_holders.borrow_mut().push(*holder);
-                    true
-                }
-                _ => {
-                    once.hold(*name, *key, 1, INLINE_ONCE_HELD);
-                    kept_inline.borrow_mut().push(*name);
-                    false
-                }
-            }
-        };
-        let planned = recipe::plan_with(kind, data, chunking, &shared);
-        let names: Vec<recipe::PieceName> = planned
-            .iter()
-            .flat_map(|p| match p {
-                recipe::Planned::Inline(_) => Vec::new(),
-                recipe::Planned::Piece(name, _) => vec![*name],
-                recipe::Planned::List { name, pieces, .. } => pieces
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .chain(std::iter::once(*name))
-                    .collect(),
-            })
-            .collect();
-        self.pieces.writing(&names);
-        let written = self.write_planned(key, kind, &planned, stamp);
-        self.pieces.written(&names);
-        if written.is_ok() {
-            let mut first_holders = first_holders.into_inner();
-            // Another thread may have made a stage this entry keeps inline a piece while this
-            // entry was being written (its writing this entry again found no file yet): this
-            // thread writes it again instead.
-            let now_a_piece = |name: &recipe::PieceName| self.pieces.touched_this_run(name);
-            if kept_inline.into_inner().iter().any(now_a_piece) {
-                first_holders.push(*key);
-            }
-            for holder in first_holders {
-                self.write_again_naming_pieces(&holder);
-            }
-        }
-        written
-    }
-
-    /// Writes `key`'s entry again (read back whole, with the stamp its file has), now that a
-    /// stage binary it holds inline is a piece, so that the binary is kept once. An entry gone or
-    /// damaged meanwhile is left.
-    fn write_again_naming_pieces(&self, key: &PipelineKey) {
-        let Ok(stamp) = fs::metadata(self.entry_path(key)).and_then(|m| m.modified()) else {
-            return;
-        };
-        let Ok(Lookup::Found(entry)) = self.read_entry(key) else {
-            return;
-        };
-        let payload = entry.with_data(|data| data.to_vec());
-        if let Err(e) = self.write_announced(key, entry.kind(), &payload, stamp) {
-            tracing::debug!(entry = %key.file_name(), error = %e, "could not write an entry again naming its shared binary");
-        }
-    }
-
-    /// Keeps a planned payload's pieces and lists, then its entry.
-    fn write_planned(
-        &self,
-        key: &PipelineKey,
-        kind: envelope::PayloadKind,
-        planned: &[recipe::Planned<'_>],
-        stamp: SystemTime,
-    ) -> Result<files::Written, StoreError> {
-        // Every piece and list is kept before the entry naming it is; a list's pieces before it.
-        let mut pieces_written = 0;
-        for p in planned {
-            match p {
-                recipe::Planned::Inline(_) => {}
-                recipe::Planned::Piece(name, bytes) => {
-                    pieces_written += self.pieces.put_named(name, bytes, stamp)?;
-                }
-                recipe::Planned::List {
-                    name,
-                    bytes,
-                    pieces,
-                    ..
-                } => {
-                    for (piece, piece_bytes) in pieces {
-                        pieces_written += self.pieces.put_named(piece, piece_bytes, stamp)?;
-                    }
-                    pieces_written += self.pieces.put_named(name, bytes, stamp)?;
-                }
-            }
-        }
-        let parts: Vec<recipe::Part<'_>> = planned.iter().map(recipe::Planned::part).collect();
-        let bytes = envelope::encode_parts(&self.identity, key, kind, &parts);
-        // Skipped means another writer holds it, and renames it in place soon.
-        let written = files::write_atomically(&self.entry_path(key), &bytes, stamp)?;
-        self.used(*key, stamp);
-        if let files::Written::Whole(n) = written {
-            let n = n + pieces_written;
-            let before = self.written_bytes.fetch_add(n, Ordering::Relaxed);
-            let step = bound_step(self.max_bytes);
-            if before / step != (before + n) / step {
-                self.keep_within_bound();
-            }
-        }
-        Ok(written)
-    }
-
-    /// Remembers, for later runs, that this driver refuses binaries another process wrote.
-    pub fn remember_refused_binaries(&self) -> Result<(), StoreError> {
-        self.make_dir()?;
-        let path = self.dir.join(REFUSES_BINARIES);
-        fs::write(
-            &path,
-            "this driver refused pipeline binaries another process wrote: the auto backend takes cache\n",
-        )
-        .map_err(StoreError::io("write", &path))
-    }
-
-    /// The keys of the identity directory's `most` oldest entries (by stamp: the last used in
-    /// the last run's order of use), oldest first.
-    pub fn entries_oldest_first(&self, most: usize) -> Vec<PipelineKey> {
-        let mut listed = bound::entries_in(&self.dir);
-        listed.sort_by_key(|e| e.stamp);
-        listed
-            .iter()
-            .filter_map(|e| e.path.file_name()?.to_str())
-            .filter_map(PipelineKey::from_file_name)
-            .take(most)
-            .collect()
-    }
-
-    /// The entry [`DICTIONARY_ENTRY`] names, if the file is there and names one. Never follows a
-    /// link; reads at most a few bytes.
-    pub fn dictionary_entry(&self) -> Option<PipelineKey> {
-        let path = self.dir.join(DICTIONARY_ENTRY);
-        let bytes = files::read_at_most(&path, DICTIONARY_ENTRY_LIMIT).ok()?;
-        let key = entry_in_note(&bytes);
-        if key.is_none() {
-            tracing::debug!(path = %path.display(), "the dictionary's note names no entry; ignored");
-        }
-        key
-    }
-
-    /// Names `name` in [`DICTIONARY_ENTRY`] for later runs (a whole file or none: through a
-    /// temporary file and a rename, as an entry).
-    pub fn remember_dictionary_entry(&self, name: &EntryName) -> Result<(), StoreError> {
-        self.make_dir()?;
-        let path = self.dir.join(DICTIONARY_ENTRY);
-        files::write_atomically(&path, format!("{name}\n").as_bytes(), SystemTime::now())
-            .map(|_| ())
-    }
-
-    /// Removes [`DICTIONARY_ENTRY`]: no entry carries the dictionary it named any longer.
-    pub fn forget_dictionary_entry(&self) {
-        let path = self.dir.join(DICTIONARY_ENTRY);
-        if let Err(e) = fs::remove_file(&path) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::debug!(path = %path.display(), error = %e, "the dictionary's note was not removed");
-            }
-        }
     }
 
     /// Makes the identity directory before an entry is written into it: once a run, and again
@@ -1035,44 +472,6 @@ impl Store {
         }
         self.dir_made.store(true, Ordering::Release);
         Ok(())
-    }
-
-    /// Brings the title within the bound, unless another thread is doing it now.
-    pub fn keep_within_bound(&self) -> Option<bound::Bounded> {
-        if self.bounding.swap(true, Ordering::Acquire) {
-            return None;
-        }
-        /// Lets the next check of the bound run, even after a panic in this one.
-        struct Release<'a>(&'a AtomicBool);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        let _release = Release(&self.bounding);
-        let started = std::time::Instant::now();
-        let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
-        if let Ok(bound::Bounded { report: r, kept }) = &report {
-            let live = kept
-                .iter()
-                .filter(|e| self.holds(e))
-                .filter_map(|e| e.key());
-            *self.use_order.live.locked() = Some(live.collect());
-            tracing::debug!(entries = r.entries, bytes = r.bytes, evicted = r.evicted, took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3), "bound checked");
-        }
-        report.map_err(|e| tracing::warn!("{e}")).ok()
-    }
-
-    /// Brings the title whose `host-pipelines/` is `host_dir` within the bound, keeping every
-    /// piece an entry this process writes meanwhile names.
-    pub(super) fn bound_pieces_aware(&self, host_dir: &Path) -> Result<bound::Bounded, StoreError> {
-        self.give_owed_stamps();
-        self.pieces.bound_begins();
-        let in_use = |p: &Path| self.pieces.written_while_bounding(p);
-        let floor = self.record_floor.load(Ordering::Acquire);
-        let bounded = bound::keep_within_past_share(host_dir, self.max_bytes, floor, &in_use);
-        self.pieces.bound_ends();
-        bounded
     }
 
     /// Whether the entry `name` on disk names a piece (directly or through a list) whose file is

@@ -1,16 +1,27 @@
 //! Device-level plumbing: creating the device (walking the link chain; what the layer adds is
-//! [`plan`]'s), `vkGetDeviceProcAddr`, the device's data, destroying the device (the compile
-//! watch's end), the exit handler for applications that never destroy theirs, and the store
-//! opened once per identity per process (the opening thread's work is [`opening`]'s; the
-//! background rebuild [`rebuild`]'s).
+//! [`plan`]'s), `vkGetDeviceProcAddr`, the device's data and destroying it. The next layer's
+//! commands are [`commands`]'s, the backend [`backend`]'s, the store opened once per identity per
+//! process [`shared_store`]'s (the opening thread's work [`opening`]'s, the background rebuild
+//! [`rebuild`]'s), the device's end [`ending`]'s, and the exit and fork handlers [`process`]'s.
 
+mod backend;
+mod commands;
+mod ending;
 mod opening;
 mod plan;
+mod process;
 mod rebuild;
+mod shared_store;
 
+use commands::*;
 use opening::*;
 use plan::*;
+use process::*;
 use rebuild::*;
+use shared_store::*;
+
+pub use backend::Backend;
+pub use commands::{BinaryFns, DeviceFns};
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
@@ -35,123 +46,6 @@ use crate::store::identity::{HOST_ABI, NVIDIA};
 use crate::store::{AheadOrder, Identity, Store};
 use crate::sync::Unpoisoned;
 use crate::watch::Watch;
-
-/// The next layer's device commands the layer calls.
-pub struct DeviceFns {
-    pub get_device_proc_addr: vk::PFN_vkGetDeviceProcAddr,
-    pub destroy_device: vk::PFN_vkDestroyDevice,
-    pub create_pipeline_cache: vk::PFN_vkCreatePipelineCache,
-    pub destroy_pipeline_cache: vk::PFN_vkDestroyPipelineCache,
-    pub get_pipeline_cache_data: vk::PFN_vkGetPipelineCacheData,
-    pub create_compute_pipelines: vk::PFN_vkCreateComputePipelines,
-    pub create_graphics_pipelines: vk::PFN_vkCreateGraphicsPipelines,
-    pub destroy_pipeline: vk::PFN_vkDestroyPipeline,
-    pub create_shader_module: vk::PFN_vkCreateShaderModule,
-    pub destroy_shader_module: vk::PFN_vkDestroyShaderModule,
-    pub create_sampler: vk::PFN_vkCreateSampler,
-    pub destroy_sampler: vk::PFN_vkDestroySampler,
-    pub create_descriptor_set_layout: vk::PFN_vkCreateDescriptorSetLayout,
-    pub destroy_descriptor_set_layout: vk::PFN_vkDestroyDescriptorSetLayout,
-    pub create_pipeline_layout: vk::PFN_vkCreatePipelineLayout,
-    pub destroy_pipeline_layout: vk::PFN_vkDestroyPipelineLayout,
-    pub create_render_pass: vk::PFN_vkCreateRenderPass,
-    pub destroy_render_pass: vk::PFN_vkDestroyRenderPass,
-    pub create_render_pass2: Option<vk::PFN_vkCreateRenderPass2>,
-    pub create_render_pass2_khr: Option<vk::PFN_vkCreateRenderPass2>,
-}
-
-/// Loads a device command through the next layer.
-unsafe fn load_device<F: Copy>(
-    gdpa: vk::PFN_vkGetDeviceProcAddr,
-    device: vk::Device,
-    name: &CStr,
-) -> Option<F> {
-    // SAFETY: the next layer's own entry point; F is the command's type.
-    let f = unsafe { gdpa(device, name.as_ptr()) }?;
-    Some(unsafe { std::mem::transmute_copy(&f) })
-}
-
-impl DeviceFns {
-    unsafe fn load(gdpa: vk::PFN_vkGetDeviceProcAddr, d: vk::Device) -> Option<DeviceFns> {
-        // SAFETY: each name loaded with its own function type.
-        unsafe {
-            Some(DeviceFns {
-                get_device_proc_addr: gdpa,
-                destroy_device: load_device(gdpa, d, c"vkDestroyDevice")?,
-                create_pipeline_cache: load_device(gdpa, d, c"vkCreatePipelineCache")?,
-                destroy_pipeline_cache: load_device(gdpa, d, c"vkDestroyPipelineCache")?,
-                get_pipeline_cache_data: load_device(gdpa, d, c"vkGetPipelineCacheData")?,
-                create_compute_pipelines: load_device(gdpa, d, c"vkCreateComputePipelines")?,
-                create_graphics_pipelines: load_device(gdpa, d, c"vkCreateGraphicsPipelines")?,
-                destroy_pipeline: load_device(gdpa, d, c"vkDestroyPipeline")?,
-                create_shader_module: load_device(gdpa, d, c"vkCreateShaderModule")?,
-                destroy_shader_module: load_device(gdpa, d, c"vkDestroyShaderModule")?,
-                create_sampler: load_device(gdpa, d, c"vkCreateSampler")?,
-                destroy_sampler: load_device(gdpa, d, c"vkDestroySampler")?,
-                create_descriptor_set_layout: load_device(gdpa, d, c"vkCreateDescriptorSetLayout")?,
-                destroy_descriptor_set_layout: load_device(
-                    gdpa,
-                    d,
-                    c"vkDestroyDescriptorSetLayout",
-                )?,
-                create_pipeline_layout: load_device(gdpa, d, c"vkCreatePipelineLayout")?,
-                destroy_pipeline_layout: load_device(gdpa, d, c"vkDestroyPipelineLayout")?,
-                create_render_pass: load_device(gdpa, d, c"vkCreateRenderPass")?,
-                destroy_render_pass: load_device(gdpa, d, c"vkDestroyRenderPass")?,
-                create_render_pass2: load_device(gdpa, d, c"vkCreateRenderPass2"),
-                create_render_pass2_khr: load_device(gdpa, d, c"vkCreateRenderPass2KHR"),
-            })
-        }
-    }
-}
-
-/// The next layer's `VK_KHR_pipeline_binary` commands the `binary` backend calls.
-pub struct BinaryFns {
-    pub create_pipeline_binaries: super::binary_abi::PfnCreatePipelineBinaries,
-    pub destroy_pipeline_binary: super::binary_abi::PfnDestroyPipelineBinary,
-    pub get_pipeline_binary_data: super::binary_abi::PfnGetPipelineBinaryData,
-    pub release_captured_pipeline_data: super::binary_abi::PfnReleaseCapturedPipelineData,
-    /// `vkGetPipelineKeyKHR`, never loaded on NVIDIA's driver (see `binary_abi`).
-    pub get_pipeline_key: Option<super::binary_abi::PfnGetPipelineKey>,
-}
-
-impl BinaryFns {
-    unsafe fn load(
-        gdpa: vk::PFN_vkGetDeviceProcAddr,
-        d: vk::Device,
-        vendor_id: u32,
-    ) -> Option<BinaryFns> {
-        // SAFETY: each name loaded with its own function type.
-        unsafe {
-            Some(BinaryFns {
-                get_pipeline_key: (vendor_id != NVIDIA)
-                    .then(|| load_device(gdpa, d, c"vkGetPipelineKeyKHR"))
-                    .flatten(),
-                create_pipeline_binaries: load_device(gdpa, d, c"vkCreatePipelineBinariesKHR")?,
-                destroy_pipeline_binary: load_device(gdpa, d, c"vkDestroyPipelineBinaryKHR")?,
-                get_pipeline_binary_data: load_device(gdpa, d, c"vkGetPipelineBinaryDataKHR")?,
-                release_captured_pipeline_data: load_device(
-                    gdpa,
-                    d,
-                    c"vkReleaseCapturedPipelineDataKHR",
-                )?,
-            })
-        }
-    }
-}
-
-/// Where a device's store is, shared by every device of one identity in the process, and how
-/// many live devices use it: what is read ahead is let go when the last of them ends.
-#[derive(Default)]
-pub struct SharedStore {
-    cell: OnceLock<Option<Arc<Store>>>,
-    devices: std::sync::atomic::AtomicUsize,
-}
-type StoreCell = Arc<SharedStore>;
-/// Library root, title and identity: what makes two devices share one store.
-type StoreId = (PathBuf, String, Identity);
-
-static STORES: LazyLock<Mutex<HashMap<StoreId, StoreCell>>> = LazyLock::new(Default::default);
 
 pub struct DeviceData {
     pub handle: vk::Device,
@@ -233,20 +127,6 @@ pub struct DeviceData {
     pub found_gate: Option<super::found_gate::FoundGate>,
 }
 
-/// How long the application must have built no pipeline before the background rebuild goes on:
-/// what the application builds meanwhile it builds anyway, and the rebuild takes the cores it
-/// leaves. (Beside the application's own builds the rebuild cost its first launch after a
-/// driver change 1.01-1.05x against 1.03-1.09x on 2 cores, pygfx: BENCHMARKS.md.) Under
-/// write-behind the same wait lets a run keep what it built, once its builds pause.
-const REBUILD_AFTER_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Waits until the application has built no pipeline for [`REBUILD_AFTER_QUIET`]; `false` when
-/// the device goes first.
-fn wait_for_a_quiet_application(dev: &DeviceData) -> bool {
-    dev.app_activity
-        .wait_until_quiet(REBUILD_AFTER_QUIET, &dev.rebuild_stop)
-}
-
 /// Test settings only: waits until `done`, polling each millisecond, at most ten seconds.
 fn test_wait_until(done: &dyn Fn() -> bool) {
     let started = std::time::Instant::now();
@@ -256,179 +136,11 @@ fn test_wait_until(done: &dyn Fn() -> bool) {
 }
 
 impl DeviceData {
-    /// The store, opened at the first call (threads that need it first wait for that opening).
-    /// `None` makes the layer a pass-through for this device.
-    pub fn store(&self) -> Option<&Arc<Store>> {
-        if SETTINGS.test_read_ahead_first {
-            // Test only: the opening thread opens the store and reads ahead all it will before
-            // the first lookup.
-            test_wait_until(&|| self.opened_store().is_some());
-            test_wait_until(&|| self.opened_store().is_none_or(|s| s.reading_ahead_ended()));
-        }
-        self.open_store()
-    }
-
-    /// The store, opened at the first call, by the opening thread or by the first pipeline that
-    /// comes before it: published at once either way, its bound checked and other drivers'
-    /// entries dropped by the opening thread after. Only a device whose opening thread could not
-    /// start has its first pipeline do all of it. (The first pipeline used to do all of it
-    /// whenever it came first: one launch in ten to twenty at two threads on RADV, each dropping
-    /// the 600 entries an earlier driver change had set aside in 50 ms inside the application's
-    /// first pipeline.)
-    fn open_store(&self) -> Option<&Arc<Store>> {
-        let cell = self.store.as_ref()?;
-        let store = cell.cell.get_or_init(|| {
-            let bound_now = !self.opening_thread.load(Ordering::Acquire);
-            let root = self.root.as_ref()?;
-            let opened_at = SETTINGS.test_open_time.unwrap_or_else(SystemTime::now);
-            crate::store::marker::use_slots(super::marker_map::map);
-            match Store::open_then_bound(root, &self.title, self.identity, SETTINGS.max_bytes, opened_at, bound_now) {
-                Ok((store, _report)) => {
-                    if store.driver_changed() {
-                        self.owe_a_rebuild();
-                    }
-                    let owed = self.record.as_ref().is_some_and(|r| r.is_pending());
-                    self.rebuild_owed_at_opening.store(owed, Ordering::Release);
-                    if owed && self.write_behind {
-                        self.remember_what_was_owed();
-                    }
-                    store.set_piece_memory(SETTINGS.piece_memory);
-                    if SETTINGS.test_pieces_always {
-                        store.keep_every_binary_as_a_piece();
-                    }
-                    if let Some(bytes) = SETTINGS.test_chunked_from {
-                        store.set_chunking(crate::store::recipe::Chunking::fine_from(bytes));
-                    }
-                    if SETTINGS.read_ahead == 0 {
-                        store.read_nothing_ahead();
-                    }
-                    Some(Arc::new(store))
-                }
-                Err(e) => {
-                    tracing::warn!(title = %self.title, error = %e, "the pipeline store cannot be opened; pipekeep passes pipelines through");
-                    None
-                }
-            }
-        });
-        store.as_ref()
-    }
-
-    /// Write-behind, where earlier runs owe entries: the pipelines the record holds, so that a
-    /// miss among them is kept the keeping way this time instead of owed again. A process that
-    /// exits before it pauses (the rebuild waits for a pause) is then found whole by its third
-    /// launch: the first records, the second keeps what it asks again, the third finds it.
-    fn remember_what_was_owed(&self) {
-        let Some(record) = self.record.as_ref() else {
-            return;
-        };
-        let recorded = match crate::replay::record::read(record.path()) {
-            Ok((entries, _)) => entries
-                .iter()
-                .filter(|e| {
-                    e.tag == crate::replay::objects::TAG_COMPUTE
-                        || e.tag == crate::replay::objects::TAG_GRAPHICS
-                })
-                .map(|e| e.hash)
-                .collect(),
-            Err(e) => {
-                tracing::debug!(record = %record.path().display(), error = %e, "the record cannot be read; what it owes stays owed");
-                Default::default()
-            }
-        };
-        let _ = self.owed_before.set(recorded);
-    }
-
-    /// Whether an earlier run recorded this pipeline and left its entry owed (write-behind): it
-    /// is kept the keeping way now.
-    pub fn was_owed_before(&self, key: &crate::key::PipelineKey) -> bool {
-        self.owed_before
-            .get()
-            .is_some_and(|owed| owed.contains(&crate::replay::record::pipeline_hash(key)))
-    }
-
-    /// After a driver change, marks the title's record as owing a rebuild at once (before any
-    /// thread can be stopped): a device gone before its rebuild began or ended leaves it to the
-    /// next run.
-    fn owe_a_rebuild(&self) {
-        let Some(record) = self.record.as_ref() else {
-            return;
-        };
-        if SETTINGS.rebuild == crate::settings::RebuildSetting::Off || !record.path().is_file() {
-            return;
-        }
-        if let Err(e) = record.mark_pending() {
-            tracing::debug!(record = %record.path().display(), error = %e, "the record is not marked as owing a rebuild");
-        }
-    }
-
-    /// The backend kept pipelines are built by now.
-    pub fn backend(&self) -> Backend {
-        if self.backend.load(Ordering::Relaxed) == Backend::Binary as u8 {
-            Backend::Binary
-        } else {
-            Backend::Cache
-        }
-    }
-
-    /// A build from kept binaries failed with `result`: counted as a refusal only where the
-    /// driver says it will not take the data (out of memory, a lost device and the like say
-    /// nothing of the binaries).
-    pub fn binaries_failed(&self, result: vk::Result) {
-        if refuses_the_data(result) {
-            self.binaries_refused();
-        }
-    }
-
-    /// Counts an entry of binaries the driver refused. A driver that refuses a few is not given
-    /// more: the device switches to `cache` for the rest of the run, and the store remembers it
-    /// for this identity, so that `auto` starts later runs with `cache`. (NVIDIA takes the
-    /// binaries written before its per-process dictionary existed and refuses every one after:
-    /// measured on the H200, 867 of ncnn's 3,115 taken and 2,246 refused in the second run, so
-    /// taken ones must not hold the switch back.)
-    pub fn binaries_refused(&self) {
-        let refused = self.binary_refusals.fetch_add(1, Ordering::Relaxed) + 1;
-        if refused < REFUSALS_BEFORE_SWITCH {
-            return;
-        }
-        let was = self.backend.swap(Backend::Cache as u8, Ordering::Relaxed);
-        if was == Backend::Binary as u8 {
-            let taken = self.watch.tally().found;
-            tracing::warn!(refused, taken, "the driver refuses pipeline binaries another process wrote; pipekeep builds through caches for the rest of this run and from now on for this driver");
-            if let Some(store) = self.store() {
-                if let Err(e) = store.remember_refused_binaries() {
-                    tracing::debug!(error = %e, "could not remember the refusal");
-                }
-            }
-        }
-    }
-
     /// Whether the layer works on this device in this process: not when disabled, and not in
     /// a child made by `fork` (which has none of the parent's threads, and whose markers and
     /// queues would be the parent's).
     pub fn works_here(&self) -> bool {
         self.active && self.fork_generation == FORK_GENERATION.load(Ordering::Relaxed)
-    }
-
-    /// The device's store, if it was opened.
-    pub(super) fn opened_store(&self) -> Option<&Arc<Store>> {
-        self.store.as_ref()?.cell.get()?.as_ref()
-    }
-
-    /// Stops this device's own threads: the flag every wait of theirs sees, then a wake for the
-    /// readers already waiting, and the rebuild's threads put back at normal priority where
-    /// Linux allows it, so that the pipeline each is finishing (which `vkDestroyDevice` waits
-    /// for) does not wait for an idle core on a machine busy on every core. Returns at once; the
-    /// threads end soon after.
-    fn stop_threads(&self) {
-        self.stop.store(true, Ordering::Release);
-        self.rebuild_stop.store(true, Ordering::Release);
-        if let Some(rebuild) = self.rebuilder.locked().as_ref() {
-            rebuild.thread().unpark();
-        }
-        super::idle::raise_threads(&self.rebuild_threads);
-        if let Some(store) = self.opened_store() {
-            store.wake_readers_to_stop();
-        }
     }
 
     /// Whether a miss has nowhere to be kept: the store keeps nothing (a bound of 0), or its
@@ -437,162 +149,7 @@ impl DeviceData {
     pub fn keeps_no_misses(&self, store: &Store) -> bool {
         store.keeps_nothing() || self.writes_failing.load(Ordering::Acquire)
     }
-
-    /// The background rebuild's thread: `None` where none was started (or it was joined), else
-    /// whether it has ended.
-    fn rebuild_ended(&self) -> Option<bool> {
-        self.rebuilder.locked().as_ref().map(|r| r.is_finished())
-    }
-
-    /// Joins the opening thread if it ends within `limit` (it sees the stop flag at its next
-    /// step); else leaves it.
-    fn join_the_opener_within(&self, limit: std::time::Duration) {
-        let started = std::time::Instant::now();
-        while started.elapsed() < limit {
-            let finished = self
-                .opener
-                .locked()
-                .as_ref()
-                .is_none_or(|o| o.is_finished());
-            if finished {
-                if let Some(opener) = self.opener.locked().take() {
-                    let _ = opener.join();
-                }
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        tracing::debug!(
-            "the store's opening thread is still at work at exit; left to end with the process"
-        );
-    }
-
-    /// Joins the background rebuild, if one was started. True when one was.
-    fn join_the_rebuild(&self) -> bool {
-        let rebuild = self.rebuilder.locked().take();
-        rebuild.map(|r| r.join()).is_some()
-    }
-
-    /// Test only: waits for a background rebuild to be started by the opening thread and to
-    /// finish (at most a minute), instead of stopping it; at normal priority where Linux allows
-    /// it, since a machine busy on every core gives an idle-priority rebuild no time.
-    fn let_the_rebuild_finish(&self) {
-        self.rebuild_wind_down.store(true, Ordering::Release);
-        let started = std::time::Instant::now();
-        while started.elapsed() < std::time::Duration::from_secs(60) {
-            match self.rebuild_ended() {
-                Some(true) => {
-                    self.join_the_rebuild();
-                    return;
-                }
-                // Again each time: the rebuild's workers lower themselves as they start.
-                Some(false) => {
-                    super::idle::raise_threads(&self.rebuild_threads);
-                }
-                None => {
-                    let opener_done = self
-                        .opener
-                        .locked()
-                        .as_ref()
-                        .is_none_or(|o| o.is_finished());
-                    if opener_done {
-                        return;
-                    }
-                }
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-    }
-
-    /// The run's order of use, for the next run's reading ahead, once its stamps are written.
-    fn remember_use_order(&self) {
-        if let Some(store) = self.opened_store() {
-            if let Err(e) = store.remember_use_order() {
-                tracing::debug!(error = %e, "the run's order of use is not kept");
-            }
-        }
-    }
-
-    /// The run's end: the entries still queued, then the final compile-watch line and the run's
-    /// line in `runs.jsonl`.
-    fn finish(&self, at_exit: bool) {
-        if !self.works_here() {
-            return;
-        }
-        if self.finished.swap(true, Ordering::AcqRel) {
-            return; // the exit handler and vkDestroyDevice on another thread: once
-        }
-        self.stop_threads();
-        // The opening thread first: it may start the background rebuild until it sees the stop.
-        if at_exit {
-            // The opening thread and the readers ahead see the stop; each is given a moment to
-            // end before the process's destructors run under them, never waited on for longer.
-            self.join_the_opener_within(EXIT_WAIT);
-        } else if let Some(opener) = self.opener.locked().take() {
-            let _ = opener.join();
-        }
-        // The rebuild ends after the pipeline it is building, before its commands can go: it
-        // calls the driver through this device.
-        self.join_the_rebuild();
-        if at_exit {
-            if let Some(store) = self.opened_store() {
-                store.stop_reading_ahead();
-            }
-            self.writer.drain_here();
-            self.remember_use_order();
-        } else {
-            self.writer.finish();
-            let last = self
-                .store
-                .as_ref()
-                .is_some_and(|s| s.devices.fetch_sub(1, Ordering::AcqRel) == 1);
-            if let (true, Some(store)) = (last, self.opened_store()) {
-                store.stop_reading_ahead();
-                self.remember_use_order();
-                if self.watch.tally().found > 0 {
-                    store.forget_blamed_pieces();
-                }
-            }
-        }
-        let runs = self
-            .root
-            .as_ref()
-            .map(|r| r.join(&self.title).join("runs.jsonl"));
-        let runs = runs.filter(|p| p.parent().is_some_and(|d| d.is_dir()));
-        let identity = self.identity.dir_name();
-        if let Some(line) = self.watch.finish(
-            runs.as_deref(),
-            &self.device_name,
-            &identity,
-            self.backend().name(),
-        ) {
-            if at_exit {
-                super::guard::write_at_exit(&line);
-            } else {
-                tracing::info!("{line}");
-                if let Some(longest) = self.watch.longest_line() {
-                    tracing::info!("{longest}");
-                }
-            }
-        }
-    }
 }
-
-/// A driver's answer that it will not take kept binaries: a pipeline it would have to compile
-/// (NVIDIA's answer to binaries of another process), data it cannot make binaries of, or a
-/// binary it says is missing.
-fn refuses_the_data(result: vk::Result) -> bool {
-    matches!(
-        result,
-        vk::Result::PIPELINE_COMPILE_REQUIRED | vk::Result::ERROR_INITIALIZATION_FAILED
-    ) || result == super::binary_abi::PIPELINE_BINARY_MISSING
-}
-
-/// How long the exit handler gives the opening thread to see the stop.
-const EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Entries of binaries refused before a device gives up on binaries.
-const REFUSALS_BEFORE_SWITCH: u32 = 3;
 
 pub static DEVICES: Registry<DeviceData> = Registry::new();
 
@@ -747,24 +304,6 @@ pub unsafe extern "system" fn create_device(
         );
     }
     result
-}
-
-/// How a device's kept pipelines are built (SPEC "Building a pipeline: two backends").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// From the entry's pipeline binaries; misses built through the application's own cache.
-    Binary,
-    /// Through a pipeline cache of the layer's own made from the entry.
-    Cache,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Binary => "binary",
-            Backend::Cache => "cache",
-        }
-    }
 }
 
 /// Records a device's data. Anything that fails here leaves the device to its link: every call
@@ -943,46 +482,6 @@ pub unsafe extern "system" fn destroy_device(
     }
 }
 
-extern "C" fn at_exit() {
-    guarded(
-        "exit",
-        || {
-            for device in DEVICES.values() {
-                device.finish(true);
-            }
-        },
-        || (),
-    );
-}
-
-/// How many `fork`s this process is from the one the layer was loaded in; each device records
-/// its own. Kept by a handler rather than asked of the kernel (`getpid` is a system call) in
-/// every pipeline intercept.
-static FORK_GENERATION: AtomicU32 = AtomicU32::new(0);
-
-extern "C" fn in_forked_child() {
-    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
-    super::marker_map::let_go_in_forked_child();
-}
-
-/// The exit handler and the fork handler, registered once, before the first device's data.
-fn register_process_handlers() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: plain functions of this library, which is never unloaded (-z nodelete).
-        if unsafe { libc::atexit(at_exit) } != 0 {
-            tracing::debug!(
-                "no exit handler: a run that never destroys its device writes no final line"
-            );
-        }
-        // SAFETY: as above; the child handler bumps an atomic and points the inherited markers'
-        // descriptors at /dev/null (async-signal-safe calls only).
-        if unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } != 0 {
-            tracing::debug!("no fork handler: a child made by fork would not know it");
-        }
-    });
-}
-
 /// `vkGetDeviceProcAddr`: ours for what the layer intercepts, where the next layer has it.
 pub unsafe extern "system" fn get_device_proc_addr(
     device: vk::Device,
@@ -1041,23 +540,6 @@ mod tests {
             path: "/nowhere".into(),
             source: std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
         })
-    }
-
-    #[test]
-    fn only_the_driver_refusing_the_data_counts_as_a_refusal_of_the_binaries() {
-        assert!(refuses_the_data(vk::Result::PIPELINE_COMPILE_REQUIRED));
-        assert!(refuses_the_data(vk::Result::ERROR_INITIALIZATION_FAILED));
-        assert!(refuses_the_data(
-            super::super::binary_abi::PIPELINE_BINARY_MISSING
-        ));
-        for other in [
-            vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-            vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
-            vk::Result::ERROR_DEVICE_LOST,
-            vk::Result::ERROR_UNKNOWN,
-        ] {
-            assert!(!refuses_the_data(other), "{other:?}");
-        }
     }
 
     #[test]

@@ -265,3 +265,67 @@ pub(super) fn rebuild_worker_start(dev: &DeviceData) {
     crate::layer::pipelines::mark_rebuild_thread();
     dev.rebuild_threads.add_this_thread();
 }
+
+/// How long the application must have built no pipeline before the background rebuild goes on:
+/// what the application builds meanwhile it builds anyway, and the rebuild takes the cores it
+/// leaves. (Beside the application's own builds the rebuild cost its first launch after a
+/// driver change 1.01-1.05x against 1.03-1.09x on 2 cores, pygfx: BENCHMARKS.md.) Under
+/// write-behind the same wait lets a run keep what it built, once its builds pause.
+pub(super) const REBUILD_AFTER_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Waits until the application has built no pipeline for [`REBUILD_AFTER_QUIET`]; `false` when
+/// the device goes first.
+pub(super) fn wait_for_a_quiet_application(dev: &DeviceData) -> bool {
+    dev.app_activity
+        .wait_until_quiet(REBUILD_AFTER_QUIET, &dev.rebuild_stop)
+}
+
+impl DeviceData {
+    /// Write-behind, where earlier runs owe entries: the pipelines the record holds, so that a
+    /// miss among them is kept the keeping way this time instead of owed again. A process that
+    /// exits before it pauses (the rebuild waits for a pause) is then found whole by its third
+    /// launch: the first records, the second keeps what it asks again, the third finds it.
+    pub(super) fn remember_what_was_owed(&self) {
+        let Some(record) = self.record.as_ref() else {
+            return;
+        };
+        let recorded = match crate::replay::record::read(record.path()) {
+            Ok((entries, _)) => entries
+                .iter()
+                .filter(|e| {
+                    e.tag == crate::replay::objects::TAG_COMPUTE
+                        || e.tag == crate::replay::objects::TAG_GRAPHICS
+                })
+                .map(|e| e.hash)
+                .collect(),
+            Err(e) => {
+                tracing::debug!(record = %record.path().display(), error = %e, "the record cannot be read; what it owes stays owed");
+                Default::default()
+            }
+        };
+        let _ = self.owed_before.set(recorded);
+    }
+
+    /// Whether an earlier run recorded this pipeline and left its entry owed (write-behind): it
+    /// is kept the keeping way now.
+    pub fn was_owed_before(&self, key: &crate::key::PipelineKey) -> bool {
+        self.owed_before
+            .get()
+            .is_some_and(|owed| owed.contains(&crate::replay::record::pipeline_hash(key)))
+    }
+
+    /// After a driver change, marks the title's record as owing a rebuild at once (before any
+    /// thread can be stopped): a device gone before its rebuild began or ended leaves it to the
+    /// next run.
+    pub(super) fn owe_a_rebuild(&self) {
+        let Some(record) = self.record.as_ref() else {
+            return;
+        };
+        if SETTINGS.rebuild == crate::settings::RebuildSetting::Off || !record.path().is_file() {
+            return;
+        }
+        if let Err(e) = record.mark_pending() {
+            tracing::debug!(record = %record.path().display(), error = %e, "the record is not marked as owing a rebuild");
+        }
+    }
+}

@@ -42,6 +42,7 @@ impl Replay {
         let done = AtomicUsize::new(0);
         let results: Mutex<Vec<JobResult>> = Mutex::new(Vec::with_capacity(jobs.len()));
         let started = Instant::now();
+        let progress = crate::replay::progress::Progress::new(options.progress, jobs.len());
         std::thread::scope(|s| {
             for _ in 0..options.threads.max(1) {
                 s.spawn(crate::sync::logging_as_here(|| {
@@ -68,17 +69,12 @@ impl Replay {
                         // SAFETY: objects made above live until every thread has joined.
                         let outcome = unsafe { self.make_pipeline(job) };
                         results.locked().push((n, outcome, job.graphics));
-                        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        if options.progress && (d.is_multiple_of(100) || d == jobs.len()) {
-                            eprint!("\rreplay: {d}/{} pipelines", jobs.len());
-                        }
+                        progress.made(done.fetch_add(1, Ordering::Relaxed) + 1);
                     }
                 }));
             }
         });
-        if options.progress {
-            eprintln!();
-        }
+        progress.finish();
         summary.wall_ms = started.elapsed().as_secs_f64() * 1e3;
         let mut times = Vec::new();
         for (n, outcome, graphics) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
