@@ -14,7 +14,7 @@ With --rounds N (default 7), the warm modes (monolithic, driver cache, pipekeep 
 times, interleaved, and a second table gives the median of each round's ratio: on a shared machine
 one run's ratio of two runs of a few milliseconds moves by tens of percent.
 
-It leads with what users get: three launches in a row with the driver's own disk cache on (a
+It leads with what users get: launches in a row (three unless --launches) with the driver's own disk cache on (a
 fresh directory a mode, made first) and the application's cache, no layer / pipekeep / write-behind,
 with a plot of the launches (matplotlib, which scripts/bench.sh installs); then the modes above,
 the driver's disk cache off, which isolate pipekeep. scripts/bench.sh is the entry point.
@@ -256,9 +256,10 @@ def bench_driver_change(name, cmd_for, args, drv, threads, manifest, scratch, to
 
 def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     """Issue 18's write-behind, as a user runs a program: the driver's own disk cache on, the
-    application's shared in-memory cache passed (`--app-cache memory`), three launches in a row
+    application's shared in-memory cache passed (`--app-cache memory`), --launches in a row
     from nothing (an empty disk cache and store), without the layer, through pipekeep as it is
-    by default, and with write-behind forced on; interleaved rounds."""
+    by default, with write-behind forced on (unless --no-write-behind), and, with --driver-floor, the
+    driver alone building each pipeline through a fresh cache read after; interleaved rounds."""
     base = base_env(drv, scratch)
     layer = dict(base, VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER)
     alone = dict(base, PIPEKEEP_DISABLE="1")
@@ -477,9 +478,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=7, help="interleaved reruns of the warm modes, for medians")
     ap.add_argument("--backends", default="binary,cache", help="PIPEKEEP_BACKEND values to run the pipekeep modes with")
     ap.add_argument("--runs-in-a-row", action="store_true",
-                    help="only the headline: three launches in a row with the driver's disk cache on and the "
+                    help="only the headline: launches in a row with the driver's disk cache on and the "
                          "application's cache, without the layer, through pipekeep, with write-behind")
-    ap.add_argument("--launches", type=int, default=3, help="launches in a row for the headline")
+    ap.add_argument("--launches", type=int, default=3, choices=range(1, 10), metavar="1-9",
+                    help="launches in a row for the headline")
     ap.add_argument("--no-write-behind", action="store_true", help="the headline without its write-behind mode")
     ap.add_argument("--driver-floor", action="store_true",
                     help="the headline adds no layer with a fresh cache a pipeline, its data read after: "

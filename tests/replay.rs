@@ -320,3 +320,34 @@ fn a_sampler_with_a_reduction_mode_replays() {
         run.all()
     );
 }
+
+/// The driver's own floor (`--app-cache each`, the test app's `--cache-each`: a fresh cache a
+/// pipeline, read after, no layer): every pipeline is made, and the validation layer finds
+/// nothing wrong with how it is done.
+#[test]
+fn the_drivers_own_floor_makes_every_pipeline_through_a_cache_of_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = corpus("pygfx-1008variants.foz");
+    let run = App::tool(Driver::Radv, tmp.path())
+        .env("VK_INSTANCE_LAYERS", VALIDATION)
+        .args(&["replay", "--json", "--threads", "2", "--app-cache", "each"])
+        .args(&[db.to_str().unwrap()])
+        .run();
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(run.summary["made"], 641, "{}", run.all());
+    assert!(run.validation_messages().is_empty(), "{}", run.all());
+
+    let run = App::new(Driver::Radv, tmp.path())
+        .env("VK_INSTANCE_LAYERS", VALIDATION)
+        .args(&["--cache-each", "--batch", "10"])
+        .run();
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(
+        run.summary["made"],
+        run.summary["expected"],
+        "{}",
+        run.all()
+    );
+    assert_eq!(run.summary["failed"], 0, "{}", run.all());
+    assert!(run.validation_messages().is_empty(), "{}", run.all());
+}

@@ -6,7 +6,6 @@ pub mod every_extension;
 pub mod feature_chain;
 pub mod foz;
 pub mod objects;
-pub mod progress;
 pub mod record;
 pub mod replayer;
 pub mod varint;

@@ -32,7 +32,8 @@ struct Args {
     app_cache: bool,
     /// Build each pipeline alone through a fresh cache, its data read after, all timed: what
     /// keeping per pipeline costs the driver itself (bench.py --driver-floor).
-    #[arg(long, conflicts_with = "app_cache")]
+    /// (Not with --flags2, whose derivatives name a base earlier in their own call.)
+    #[arg(long, conflicts_with_all = ["app_cache", "flags2"])]
     cache_each: bool,
     /// Run one compute dispatch and check its output (needs a driver that executes work).
     #[arg(long)]
@@ -761,22 +762,22 @@ fn timed_call<T>(
             // SAFETY: an empty cache of the app's, read once and destroyed; the create info's
             // data outlives the call.
             let r = unsafe {
-                let Ok(cache) = s
+                match s
                     .device
                     .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
-                else {
-                    return (
-                        vk::Result::ERROR_INITIALIZATION_FAILED,
-                        pipelines,
-                        started.elapsed(),
-                    );
-                };
-                let r = create(s.device.handle(), cache, 1, info, allocator, slot);
-                let _ = s.device.get_pipeline_cache_data(cache);
-                s.device.destroy_pipeline_cache(cache, None);
-                r
+                {
+                    Ok(cache) => {
+                        let r = create(s.device.handle(), cache, 1, info, allocator, slot);
+                        let _ = s.device.get_pipeline_cache_data(cache);
+                        s.device.destroy_pipeline_cache(cache, None);
+                        r
+                    }
+                    Err(e) => e,
+                }
             };
-            if r != vk::Result::SUCCESS {
+            // As one call of them all would answer: the first error over everything, then
+            // VK_PIPELINE_COMPILE_REQUIRED over success.
+            if (r.as_raw() < 0 && result.as_raw() >= 0) || result == vk::Result::SUCCESS {
                 result = r;
             }
         }

@@ -2,6 +2,7 @@
 //! from its record, and see, check and tidy the pipeline store (list, verify, prune, clear,
 //! stats, where).
 
+mod progress;
 mod rebuild;
 mod replay;
 mod store;

@@ -25,7 +25,7 @@ pub struct Args {
     /// Threads creating pipelines (default: half the cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Show progress on stderr.
+    /// Show progress on stderr: a bar on a terminal, else a line every 100 pipelines.
     #[arg(long)]
     progress: bool,
 }
@@ -61,7 +61,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         std::env::set_var("PIPEKEEP_TITLE", title);
         let options = Options {
             threads,
-            progress: args.progress,
+            progress: crate::progress::replay_progress(args.progress),
             ..Options::default()
         };
         let summary = replayer::replay(&[catalog], &options)?;

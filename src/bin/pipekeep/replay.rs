@@ -33,7 +33,7 @@ pub struct Args {
     /// pApplicationName (and so pipekeep's title) instead of the recorded one.
     #[arg(long)]
     title: Option<String>,
-    /// Show progress on stderr.
+    /// Show progress on stderr: a bar on a terminal, else a line every 100 pipelines.
     #[arg(long)]
     progress: bool,
     /// Print the summary as JSON (with every pipeline's creation time with --times).
@@ -65,7 +65,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         app_cache: args.app_cache,
         device_index: args.device,
         title: args.title,
-        progress: args.progress,
+        progress: crate::progress::replay_progress(args.progress),
         linger: std::time::Duration::from_millis(args.linger_ms),
         every_extension: args.every_extension,
         ..Options::default()

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::options::percentiles;
-use super::{Options, Replay, Summary};
+use super::{Options, Progress, Replay, Summary};
 use crate::replay::objects::Catalog;
 use crate::sync::Unpoisoned;
 
@@ -42,7 +42,12 @@ impl Replay {
         let done = AtomicUsize::new(0);
         let results: Mutex<Vec<JobResult>> = Mutex::new(Vec::with_capacity(jobs.len()));
         let started = Instant::now();
-        let progress = crate::replay::progress::Progress::new(options.progress, jobs.len());
+        let progress = |step| {
+            if let Some(on) = &options.progress {
+                (on.0)(step);
+            }
+        };
+        progress(Progress::Started(jobs.len()));
         std::thread::scope(|s| {
             for _ in 0..options.threads.max(1) {
                 s.spawn(crate::sync::logging_as_here(|| {
@@ -69,12 +74,12 @@ impl Replay {
                         // SAFETY: objects made above live until every thread has joined.
                         let outcome = unsafe { self.make_pipeline(job) };
                         results.locked().push((n, outcome, job.graphics));
-                        progress.made(done.fetch_add(1, Ordering::Relaxed) + 1);
+                        progress(Progress::Made(done.fetch_add(1, Ordering::Relaxed) + 1));
                     }
                 }));
             }
         });
-        progress.finish();
+        progress(Progress::Finished);
         summary.wall_ms = started.elapsed().as_secs_f64() * 1e3;
         let mut times = Vec::new();
         for (n, outcome, graphics) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {

@@ -21,7 +21,7 @@ mod objects;
 mod options;
 mod pipelines;
 
-pub use options::{AppCache, BeforeEach, Options, Summary, WorkerStart};
+pub use options::{AppCache, BeforeEach, OnProgress, Options, Progress, Summary, WorkerStart};
 
 use device::{chosen_device, every_extension_device, exact_device, strip};
 use jobs::Job;

@@ -45,7 +45,8 @@ pub struct Options {
     pub device_index: usize,
     /// pApplicationName; the recorded application's name when `None`.
     pub title: Option<String>,
-    pub progress: bool,
+    /// Told as pipelines are made: the command's progress view (the library draws nothing).
+    pub progress: Option<OnProgress>,
     /// Asked before each pipeline: `true` ends the replay there (pipekeep's background rebuild
     /// stops at `vkDestroyDevice`).
     pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
@@ -60,6 +61,27 @@ pub struct Options {
     /// Make the instance and device as translation layers and emulators do: every extension
     /// offered, every feature structure reported ([`crate::replay::every_extension`]).
     pub every_extension: bool,
+}
+
+/// What [`Options::progress`] is told, from every thread that makes pipelines.
+#[derive(Clone)]
+pub struct OnProgress(pub Arc<dyn Fn(Progress) + Send + Sync>);
+
+/// One step of a replay's pipelines, for [`OnProgress`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// A device's pipelines begin: this many.
+    Started(usize),
+    /// One more made: this many so far.
+    Made(usize),
+    /// That device's pipelines are done (or the replay stopped).
+    Finished,
+}
+
+impl std::fmt::Debug for OnProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnProgress")
+    }
 }
 
 /// What [`Options::worker_start`] runs.

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::record::{compact_record, record_of};
 use super::{readable, Scope};
-use pipekeep::replay::progress::bar;
+use crate::progress::bar;
 use pipekeep::settings::Settings;
 use pipekeep::store::files::remove_if_present;
 use pipekeep::store::inspect::{check_entry_with, check_piece, entry_files, identity_dirs};
