@@ -38,6 +38,7 @@ use crate::key::{EntryName, PipelineKey};
 use crate::replay::record::{pipeline_entries, AppState, DbEntry, PipelineRecord, RecordFile};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
+use crate::store::nvidia_cache::{self, DictionaryId, Framing};
 use crate::store::{Store, StoreError};
 use crate::sync::{Unpoisoned, UnpoisonedWait};
 
@@ -69,7 +70,7 @@ struct Job {
     store: Arc<Store>,
     key: PipelineKey,
     kind: PayloadKind,
-    data: Vec<u8>,
+    data: Waiting,
     stamp: SystemTime,
     /// When it was made: the queue's first job says how long an entry has waited for a pause.
     queued: Instant,
@@ -77,7 +78,7 @@ struct Job {
 
 impl Job {
     /// An entry stamped now and announced to the store (lookups open it from now on).
-    fn announced(store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Vec<u8>) -> Job {
+    fn announced(store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Waiting) -> Job {
         let stamp = store.next_stamp();
         store.will_write(&key);
         Job {
@@ -87,6 +88,79 @@ impl Job {
             data,
             stamp,
             queued: Instant::now(),
+        }
+    }
+}
+
+/// An entry's bytes while it waits. NVIDIA's cache data carries the driver's 1.78 MB dictionary
+/// in every pipeline it compiles after its first ~1,730: queued whole, 36 of them filled the
+/// queue, and while the application's threads held every core (ncnn at 16 threads on the H200)
+/// they then wrote each entry themselves, 8-11% of their creation time. Set apart, the record
+/// is held once for all the entries that carry it, and each entry queues only its own bytes.
+enum Waiting {
+    Whole(Vec<u8>),
+    Apart {
+        without: Vec<u8>,
+        framing: Framing,
+        record: Arc<[u8]>,
+    },
+}
+
+impl Waiting {
+    /// The bytes the queue's bound counts: what this entry holds of its own.
+    fn len(&self) -> usize {
+        match self {
+            Waiting::Whole(data) => data.len(),
+            Waiting::Apart { without, .. } => without.len(),
+        }
+    }
+
+    /// The data as the driver wrote it.
+    fn whole(&self) -> std::borrow::Cow<'_, [u8]> {
+        match self {
+            Waiting::Whole(data) => data.into(),
+            Waiting::Apart {
+                without,
+                framing,
+                record,
+            } => framing.put_back(without, record).into(),
+        }
+    }
+}
+
+/// The dictionaries' records entries waiting hold apart, each once: NVIDIA's driver holds one at
+/// a time, so a run sees one or two; the newest few are kept.
+#[derive(Default)]
+struct Dictionaries(Mutex<VecDeque<(DictionaryId, Arc<[u8]>)>>);
+
+impl Dictionaries {
+    const KEPT: usize = 4;
+
+    /// `data` to wait in the queue: its dictionary's record set apart where it carries one.
+    fn waiting(&self, kind: PayloadKind, data: Vec<u8>) -> Waiting {
+        let framing = (kind == PayloadKind::Cache)
+            .then(|| nvidia_cache::frame_bytes(&data).ok())
+            .flatten();
+        let Some(framing) = framing else {
+            return Waiting::Whole(data);
+        };
+        let mut held = self.0.locked();
+        let record = match held.iter().find(|(id, _)| *id == framing.dictionary) {
+            Some((_, record)) => record.clone(),
+            None => {
+                let record: Arc<[u8]> = framing.dictionary_record(&data).into();
+                if held.len() == Self::KEPT {
+                    held.pop_front();
+                }
+                held.push_back((framing.dictionary, record.clone()));
+                record
+            }
+        };
+        drop(held);
+        Waiting::Apart {
+            without: framing.without_dictionary_in(&data),
+            framing,
+            record,
         }
     }
 }
@@ -184,6 +258,7 @@ pub struct Writer {
     on_written: OnWritten,
     /// The application's pipeline building, which the thread waits out (none: it never waits).
     building: Option<Arc<AppActivity>>,
+    dictionaries: Dictionaries,
 }
 
 impl Writer {
@@ -193,12 +268,14 @@ impl Writer {
             thread: Mutex::new(None),
             on_written,
             building,
+            dictionaries: Dictionaries::default(),
         }
     }
 
     /// Queues an entry, stamped now and announced to the store (lookups open it from now on);
     /// written on the caller's thread when the queue is full or no thread can be started.
     pub fn write(&self, store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Vec<u8>) {
+        let data = self.dictionaries.waiting(kind, data);
         let job = Job::announced(store, key, kind, data);
         let len = job.data.len();
         let queued = self.enqueue(
@@ -224,7 +301,7 @@ impl Writer {
         kind: PayloadKind,
         data: Vec<u8>,
     ) {
-        (self.on_written)(run(&Job::announced(store, key, kind, data)));
+        (self.on_written)(run(&Job::announced(store, key, kind, Waiting::Whole(data))));
     }
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
@@ -394,7 +471,7 @@ const LOCK_SPINS: usize = 256;
 /// application's thread), so this thread takes no lock that lookups take.
 fn run(job: &Job) -> Result<Written, StoreError> {
     job.store
-        .write_announced(&job.key, job.kind, &job.data, job.stamp)
+        .write_announced(&job.key, job.kind, &job.data.whole(), job.stamp)
 }
 
 /// Who drains the queue.
@@ -532,7 +609,7 @@ mod tests {
                     state: [6; 16],
                 },
                 PayloadKind::Cache,
-                Vec::new(),
+                Waiting::Whole(Vec::new()),
             )
         };
         q.jobs.push_back(queued_ago(LONGEST_WAIT));
@@ -651,5 +728,32 @@ mod tests {
             store.entry_path(&key).exists(),
             "written on the application's thread instead"
         );
+    }
+
+    /// NVIDIA's cache data waits with its dictionary's record set apart, held once for every
+    /// entry carrying it, and is written as the driver gave it, byte for byte.
+    #[test]
+    fn a_dictionary_waits_once_and_every_entry_is_written_whole() {
+        use crate::store::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
+        let dictionary = record(dictionary_key(), 42, &[9; 50_000]);
+        let data =
+            |n: u8| nvidia_cache(&[record([n; 16], n.into(), &[n; 300]), dictionary.clone()]);
+        let dictionaries = Dictionaries::default();
+        let waiting: Vec<Waiting> = (1..=3)
+            .map(|n| dictionaries.waiting(PayloadKind::Cache, data(n)))
+            .collect();
+        for (n, w) in (1..=3).zip(&waiting) {
+            assert!(w.len() < 1_000, "only its own bytes wait: {}", w.len());
+            assert_eq!(&*w.whole(), &data(n)[..]);
+        }
+        assert_eq!(dictionaries.0.locked().len(), 1, "the record is held once");
+        assert!(matches!(
+            dictionaries.waiting(PayloadKind::Binaries, data(4)),
+            Waiting::Whole(_)
+        ));
+        assert!(matches!(
+            dictionaries.waiting(PayloadKind::Cache, cache_data(&identity(), &[7; 100])),
+            Waiting::Whole(_)
+        ));
     }
 }

@@ -95,12 +95,7 @@ pub fn frame(data: &Payload) -> Result<Framing, FramingError> {
 
 /// The dictionary that cache data fresh from the driver carries, if any.
 pub fn dictionary_in(data: &[u8]) -> Option<DictionaryId> {
-    let within = |range: Range<usize>| range.start.min(data.len())..range.end.min(data.len());
-    frame_with(data.len(), |range, out| {
-        out.extend_from_slice(&data[within(range)])
-    })
-    .ok()
-    .map(|framing| framing.dictionary)
+    frame_bytes(data).ok().map(|framing| framing.dictionary)
 }
 
 /// [`frame`] over `len` bytes that `copy` appends a range of (cut at their end) to a buffer.
@@ -169,15 +164,50 @@ fn frame_with(
     })
 }
 
+/// Frames cache data fresh from the driver (see [`frame`]).
+pub fn frame_bytes(data: &[u8]) -> Result<Framing, FramingError> {
+    let within = |range: Range<usize>| range.start.min(data.len())..range.end.min(data.len());
+    frame_with(data.len(), |range, out| {
+        out.extend_from_slice(&data[within(range)])
+    })
+}
+
 impl Framing {
     /// The data without the dictionary's record: the Vulkan header, one record fewer, and every
     /// other record's bytes in their order.
     pub fn without_dictionary(&self, data: &Payload) -> Vec<u8> {
+        self.without_dictionary_with(|range, out| data.copy_range(range, out))
+    }
+
+    /// [`Framing::without_dictionary`] of the data this framing was made of, held whole.
+    pub fn without_dictionary_in(&self, data: &[u8]) -> Vec<u8> {
+        self.without_dictionary_with(|range, out| out.extend_from_slice(&data[range]))
+    }
+
+    fn without_dictionary_with(&self, copy: impl Fn(Range<usize>, &mut Vec<u8>)) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len - self.dictionary_record.len());
-        data.copy_range(0..VULKAN_HEADER, &mut out);
+        copy(0..VULKAN_HEADER, &mut out);
         out.extend_from_slice(&(self.records - 1).to_le_bytes());
-        data.copy_range(RECORDS_AT..self.dictionary_record.start, &mut out);
-        data.copy_range(self.dictionary_record.end..self.len, &mut out);
+        copy(RECORDS_AT..self.dictionary_record.start, &mut out);
+        copy(self.dictionary_record.end..self.len, &mut out);
+        out
+    }
+
+    /// The dictionary's whole record in the data this framing was made of.
+    pub fn dictionary_record<'a>(&self, data: &'a [u8]) -> &'a [u8] {
+        &data[self.dictionary_record.clone()]
+    }
+
+    /// The data as the driver wrote it, from [`Framing::without_dictionary_in`]'s bytes and the
+    /// dictionary's record put back where it was.
+    pub fn put_back(&self, without: &[u8], record: &[u8]) -> Vec<u8> {
+        let before = self.dictionary_record.start - RECORDS_AT;
+        let mut out = Vec::with_capacity(without.len() + record.len());
+        out.extend_from_slice(&without[..VULKAN_HEADER]);
+        out.extend_from_slice(&self.records.to_le_bytes());
+        out.extend_from_slice(&without[RECORDS_AT..RECORDS_AT + before]);
+        out.extend_from_slice(record);
+        out.extend_from_slice(&without[RECORDS_AT + before..]);
         out
     }
 }
@@ -215,7 +245,8 @@ pub(crate) mod tests {
         key
     }
 
-    fn cache(records: &[Vec<u8>]) -> Vec<u8> {
+    /// NVIDIA's cache data of `records`.
+    pub fn nvidia_cache(records: &[Vec<u8>]) -> Vec<u8> {
         let mut out = vec![
             0x20, 0, 0, 0, 1, 0, 0, 0, 0xde, 0x10, 0, 0, 0x35, 0x23, 0, 0,
         ];
@@ -238,7 +269,7 @@ pub(crate) mod tests {
         let mut dictionary = dictionary_head.to_vec();
         dictionary.resize(60 + 0x1b1c9f, 7);
         let pipeline = record([3; 16], 11, &[1; 40]);
-        let data = cache(&[pipeline.clone(), dictionary]);
+        let data = nvidia_cache(&[pipeline.clone(), dictionary]);
         let framing = frame(&whole(&data)).unwrap();
         assert_eq!(
             framing.dictionary,
@@ -249,7 +280,7 @@ pub(crate) mod tests {
         );
         assert_eq!(
             framing.without_dictionary(&whole(&data)),
-            cache(&[pipeline])
+            nvidia_cache(&[pipeline])
         );
     }
 
@@ -265,24 +296,30 @@ pub(crate) mod tests {
                 vec![a.clone(), b.clone()],
             ),
         ] {
-            let data = cache(&records);
+            let data = nvidia_cache(&records);
             let framing = frame(&whole(&data)).unwrap();
             assert_eq!(framing.dictionary, DictionaryId { hash: 42, len: 500 });
             let cut = framing.without_dictionary(&whole(&data));
-            assert_eq!(cut, cache(&rest));
+            assert_eq!(cut, nvidia_cache(&rest));
             assert_eq!(frame(&whole(&cut)), Err(FramingError::NoDictionary));
+            // Held apart and put back: the data as the driver wrote it, byte for byte.
+            let fresh = frame_bytes(&data).unwrap();
+            assert_eq!(fresh, framing);
+            assert_eq!(fresh.without_dictionary_in(&data), cut);
+            assert_eq!(fresh.dictionary_record(&data), &dict[..]);
+            assert_eq!(fresh.put_back(&cut, &dict), data);
         }
     }
 
     #[test]
     fn fresh_data_says_its_dictionary() {
         let dict = record(dictionary_key(), 42, &[9; 500]);
-        let data = cache(&[record([1; 16], 1, &[1; 30]), dict]);
+        let data = nvidia_cache(&[record([1; 16], 1, &[1; 30]), dict]);
         assert_eq!(
             dictionary_in(&data),
             Some(DictionaryId { hash: 42, len: 500 })
         );
-        let plain = cache(&[record([1; 16], 1, &[1; 30])]);
+        let plain = nvidia_cache(&[record([1; 16], 1, &[1; 30])]);
         assert_eq!(dictionary_in(&plain), None);
         assert_eq!(dictionary_in(&[1, 2, 3]), None);
     }
@@ -291,7 +328,7 @@ pub(crate) mod tests {
     fn a_payload_in_parts_is_framed_without_being_put_together() {
         let dict = record(dictionary_key(), 5, &[9; 300]);
         let a = record([1; 16], 1, &[1; 30]);
-        let bytes = cache(&[a.clone(), dict]);
+        let bytes = nvidia_cache(&[a.clone(), dict]);
         let (head, tail) = bytes.split_at(100);
         let file = Arc::new(head.to_vec());
         let payload = Payload::from_parts(
@@ -303,14 +340,14 @@ pub(crate) mod tests {
         );
         let framing = frame(&payload).unwrap();
         assert_eq!(framing, frame(&whole(&bytes)).unwrap());
-        assert_eq!(framing.without_dictionary(&payload), cache(&[a]));
+        assert_eq!(framing.without_dictionary(&payload), nvidia_cache(&[a]));
     }
 
     #[test]
     fn data_not_framed_exactly_is_never_cut() {
         let dict = record(dictionary_key(), 42, &[9; 50]);
         let a = record([1; 16], 1, &[1; 30]);
-        let good = cache(&[a.clone(), dict.clone()]);
+        let good = nvidia_cache(&[a.clone(), dict.clone()]);
         assert!(frame(&whole(&good)).is_ok());
         let mut radv = good.clone();
         radv[8] = 0x02;
@@ -347,11 +384,14 @@ pub(crate) mod tests {
             frame(&whole(&many)),
             Err(FramingError::TooManyRecords { .. })
         ));
-        let two = cache(&[dict.clone(), a.clone(), dict.clone()]);
+        let two = nvidia_cache(&[dict.clone(), a.clone(), dict.clone()]);
         assert_eq!(frame(&whole(&two)), Err(FramingError::TwoDictionaries));
-        assert_eq!(frame(&whole(&cache(&[a]))), Err(FramingError::NoDictionary));
         assert_eq!(
-            frame(&whole(&cache(&[dict]))),
+            frame(&whole(&nvidia_cache(&[a]))),
+            Err(FramingError::NoDictionary)
+        );
+        assert_eq!(
+            frame(&whole(&nvidia_cache(&[dict]))),
             Err(FramingError::OnlyTheDictionary)
         );
     }
