@@ -26,7 +26,10 @@
 //! oldest entry has waited [`LONGEST_WAIT`]: entries are written in the application's pauses, and
 //! at `vkDestroyDevice` or exit at the latest. The second bound is for a process that dies while
 //! it builds (a crash inside a loading screen, a kill): it loses at most that long of compiles,
-//! as with Mesa's own queue, not every entry of a stretch without a pause.
+//! as with Mesa's own queue, not every entry of a stretch without a pause, wherever a core is
+//! free for the thread. While the application's threads hold every core, the idle-priority
+//! thread gets no time: entries then wait up to [`QUEUE_LIMIT`] (the application's threads write
+//! past it), and a process that dies then loses what waits.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -38,12 +41,14 @@ use crate::key::{EntryName, PipelineKey};
 use crate::replay::record::{pipeline_entries, AppState, DbEntry, PipelineRecord, RecordFile};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
-use crate::store::nvidia_cache::{self, DictionaryId, Framing};
+use crate::store::nvidia_cache::{self, DictionaryId, Framing, RECORD_HEAD};
 use crate::store::{Store, StoreError};
 use crate::sync::{Unpoisoned, UnpoisonedWait};
 
 /// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
-/// holds while every core is busy and the idle-priority thread waits.
+/// holds while every core is busy and the idle-priority thread waits, besides the records of
+/// NVIDIA's dictionaries its entries hold apart ([`Dictionaries`]: one a dictionary, 1.78 MB,
+/// the last four).
 const QUEUE_LIMIT: usize = 64 << 20;
 /// Stamps whose queueing wakes the thread.
 const STAMP_BATCH: usize = 64;
@@ -53,10 +58,10 @@ const STAMP_BATCH: usize = 64;
 const STAMPS_LIMIT: usize = 1 << 16;
 /// How long the application has built no pipeline before the thread takes its queue.
 const QUIET: Duration = Duration::from_millis(50);
-/// Bytes waiting past which the thread no longer waits for a pause: the small entries of a few
-/// thousand pipelines wait; NVIDIA's 1.78 MB ones soon end the wait, which otherwise leaves
-/// little of [`QUEUE_LIMIT`] before application threads write inline (ncnn cold at 16 threads on
-/// the H200 spent twice the time keeping entries with a 32 MiB wait).
+/// Bytes waiting past which the thread no longer waits for a pause: the entries of a few hundred
+/// pipelines (NVIDIA's counted without their dictionary, which they hold apart). With a 32 MiB
+/// wait, and NVIDIA's entries counted whole, ncnn cold at 16 threads on the H200 spent twice the
+/// time keeping entries.
 const PAUSE_LIMIT: usize = 8 << 20;
 /// The longest a queued entry waits for a pause: past it the thread takes the queue (and works it
 /// empty) while the application builds, so a process that dies while it builds loses at most
@@ -129,39 +134,47 @@ impl Waiting {
 }
 
 /// The dictionaries' records entries waiting hold apart, each once: NVIDIA's driver holds one at
-/// a time, so a run sees one or two; the newest few are kept.
+/// a time, so a run sees one or two; the last [`Dictionaries::KEPT`] new ones are kept, for the
+/// writer's life. A dictionary is known by its record's hash and length, as the driver names it
+/// (and as the layer hands it over: `dictionary.rs`); its record's head is compared too.
 #[derive(Default)]
 struct Dictionaries(Mutex<VecDeque<(DictionaryId, Arc<[u8]>)>>);
 
 impl Dictionaries {
     const KEPT: usize = 4;
 
-    /// `data` to wait in the queue: its dictionary's record set apart where it carries one.
-    fn waiting(&self, kind: PayloadKind, data: Vec<u8>) -> Waiting {
-        let framing = (kind == PayloadKind::Cache)
-            .then(|| nvidia_cache::frame_bytes(&data).ok())
-            .flatten();
-        let Some(framing) = framing else {
-            return Waiting::Whole(data);
+    /// `data`, to wait in the queue with its dictionary's record set apart, where it carries one.
+    fn set_apart(&self, kind: PayloadKind, data: &[u8]) -> Option<Waiting> {
+        if kind != PayloadKind::Cache {
+            return None;
+        }
+        let framing = nvidia_cache::frame_bytes(data).ok()?;
+        let fresh = framing.dictionary_record(data);
+        let held = |all: &VecDeque<(DictionaryId, Arc<[u8]>)>| {
+            all.iter()
+                .find(|(id, record)| {
+                    *id == framing.dictionary && record[..RECORD_HEAD] == fresh[..RECORD_HEAD]
+                })
+                .map(|(_, record)| record.clone())
         };
-        let mut held = self.0.locked();
-        let record = match held.iter().find(|(id, _)| *id == framing.dictionary) {
-            Some((_, record)) => record.clone(),
-            None => {
-                let record: Arc<[u8]> = framing.dictionary_record(&data).into();
-                if held.len() == Self::KEPT {
-                    held.pop_front();
+        let found = held(&self.0.locked());
+        let record = found.unwrap_or_else(|| {
+            // Copied outside the lock: the other application threads never wait on 1.78 MB.
+            let record: Arc<[u8]> = fresh.into();
+            let mut all = self.0.locked();
+            held(&all).unwrap_or_else(|| {
+                if all.len() == Self::KEPT {
+                    all.pop_front();
                 }
-                held.push_back((framing.dictionary, record.clone()));
+                all.push_back((framing.dictionary, record.clone()));
                 record
-            }
-        };
-        drop(held);
-        Waiting::Apart {
-            without: framing.without_dictionary_in(&data),
+            })
+        });
+        Some(Waiting::Apart {
+            without: framing.without_dictionary_in(data),
             framing,
             record,
-        }
+        })
     }
 }
 
@@ -275,8 +288,12 @@ impl Writer {
     /// Queues an entry, stamped now and announced to the store (lookups open it from now on);
     /// written on the caller's thread when the queue is full or no thread can be started.
     pub fn write(&self, store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Vec<u8>) {
-        let data = self.dictionaries.waiting(kind, data);
-        let job = Job::announced(store, key, kind, data);
+        // The data stays whole until the queue takes the job: one written here is written as it is.
+        let (waiting, whole) = match self.dictionaries.set_apart(kind, &data) {
+            Some(apart) => (apart, Some(data)),
+            None => (Waiting::Whole(data), None),
+        };
+        let job = Job::announced(store, key, kind, waiting);
         let len = job.data.len();
         let queued = self.enqueue(
             job,
@@ -287,7 +304,10 @@ impl Writer {
                 true
             },
         );
-        if let Some(job) = queued {
+        if let Some(mut job) = queued {
+            if let Some(whole) = whole {
+                job.data = Waiting::Whole(whole);
+            }
             (self.on_written)(run(&job));
         }
     }
@@ -740,20 +760,54 @@ mod tests {
             |n: u8| nvidia_cache(&[record([n; 16], n.into(), &[n; 300]), dictionary.clone()]);
         let dictionaries = Dictionaries::default();
         let waiting: Vec<Waiting> = (1..=3)
-            .map(|n| dictionaries.waiting(PayloadKind::Cache, data(n)))
+            .map(|n| {
+                dictionaries
+                    .set_apart(PayloadKind::Cache, &data(n))
+                    .unwrap()
+            })
             .collect();
         for (n, w) in (1..=3).zip(&waiting) {
             assert!(w.len() < 1_000, "only its own bytes wait: {}", w.len());
             assert_eq!(&*w.whole(), &data(n)[..]);
         }
-        assert_eq!(dictionaries.0.locked().len(), 1, "the record is held once");
-        assert!(matches!(
-            dictionaries.waiting(PayloadKind::Binaries, data(4)),
-            Waiting::Whole(_)
-        ));
-        assert!(matches!(
-            dictionaries.waiting(PayloadKind::Cache, cache_data(&identity(), &[7; 100])),
-            Waiting::Whole(_)
-        ));
+        let records: Vec<&Arc<[u8]>> = waiting
+            .iter()
+            .map(|w| match w {
+                Waiting::Apart { record, .. } => record,
+                Waiting::Whole(_) => unreachable!(),
+            })
+            .collect();
+        assert!(
+            Arc::ptr_eq(records[0], records[2]),
+            "the record is held once"
+        );
+        assert_eq!(dictionaries.0.locked().len(), 1);
+        // Another dictionary of the same name and length but another head is its own.
+        let mut other = dictionary.clone();
+        other[0] ^= 1; // the driver's build, in both copies of the key
+        other[28] ^= 1;
+        let other_data = nvidia_cache(&[record([5; 16], 5, &[5; 300]), other]);
+        let w = dictionaries
+            .set_apart(PayloadKind::Cache, &other_data)
+            .unwrap();
+        assert_eq!(&*w.whole(), &other_data[..]);
+        for new in 6..=9u64 {
+            let d = record(dictionary_key(), new, &[1; 100]);
+            dictionaries.set_apart(
+                PayloadKind::Cache,
+                &nvidia_cache(&[record([1; 16], 1, &[1; 30]), d]),
+            );
+        }
+        assert_eq!(
+            dictionaries.0.locked().len(),
+            Dictionaries::KEPT,
+            "the last few new ones"
+        );
+        assert!(dictionaries
+            .set_apart(PayloadKind::Binaries, &data(4))
+            .is_none());
+        assert!(dictionaries
+            .set_apart(PayloadKind::Cache, &cache_data(&identity(), &[7; 100]))
+            .is_none());
     }
 }

@@ -41,7 +41,8 @@ use super::payload::Payload;
 
 const VULKAN_HEADER: usize = 32;
 const RECORDS_AT: usize = VULKAN_HEADER + 4;
-const RECORD_HEAD: usize = 60;
+/// The bytes of a record's head, before its data.
+pub const RECORD_HEAD: usize = 60;
 const DICTIONARY_NAME: &[u8; 8] = b"_NVDICT_";
 const RECORD_MAGIC: &[u8; 4] = b"CPKV";
 
@@ -136,10 +137,11 @@ fn frame_with(
         if !framed {
             return Err(FramingError::Malformed { index, at });
         }
-        let end = at + RECORD_HEAD + n as usize;
-        if end > len {
-            return Err(FramingError::CutShort { index, at });
-        }
+        // Checked: on a 32-bit build a record's length near 4 GiB would wrap past `len`.
+        let end = (at + RECORD_HEAD)
+            .checked_add(n as usize)
+            .filter(|&end| end <= len)
+            .ok_or(FramingError::CutShort { index, at })?;
         if &head[8..16] == DICTIONARY_NAME {
             if dictionary.is_some() {
                 return Err(FramingError::TwoDictionaries);
@@ -201,6 +203,8 @@ impl Framing {
     /// The data as the driver wrote it, from [`Framing::without_dictionary_in`]'s bytes and the
     /// dictionary's record put back where it was.
     pub fn put_back(&self, without: &[u8], record: &[u8]) -> Vec<u8> {
+        debug_assert_eq!(record.len(), self.dictionary_record.len());
+        debug_assert_eq!(without.len() + record.len(), self.len);
         let before = self.dictionary_record.start - RECORDS_AT;
         let mut out = Vec::with_capacity(without.len() + record.len());
         out.extend_from_slice(&without[..VULKAN_HEADER]);
