@@ -313,6 +313,15 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     return "\n".join(lines) + "\n", runs
 
 
+def save(out, name, report, raw):
+    """The tables so far as `name`.md and the runs as `name`.json, written after every workload,
+    so a run stopped early still leaves what it measured."""
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
+        f.write("\n".join(report))
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump(raw, f, indent=1)
+
+
 def median(values):
     values = sorted(v for v in values if v is not None)
     if not values:
@@ -538,10 +547,7 @@ def main():
                 users.append(text)
                 users_raw[f"{wl}-{threads}"] = runs
                 print(text, flush=True)
-                with open(os.path.join(args.out, f"{args.driver}-users.md"), "w") as f:
-                    f.write("\n".join(users))
-                with open(os.path.join(args.out, f"{args.driver}-users.json"), "w") as f:
-                    json.dump(users_raw, f, indent=1)
+                save(args.out, f"{args.driver}-users", users, users_raw)
                 if args.runs_in_a_row:
                     continue
             if args.driver_change:
@@ -551,11 +557,7 @@ def main():
                 report.append(text)
                 raw[f"{wl}-{threads}"] = runs
                 print(text, flush=True)
-                # Written after every workload, so a run stopped early still leaves what it measured.
-                with open(os.path.join(args.out, f"{args.driver}-{suffix}.md"), "w") as f:
-                    f.write("\n".join(report))
-                with open(os.path.join(args.out, f"{args.driver}-{suffix}.json"), "w") as f:
-                    json.dump(raw, f, indent=1)
+                save(args.out, f"{args.driver}-{suffix}", report, raw)
                 continue
             results = bench_workload(wl, cmd_for, args, drv, threads, manifest, scratch, supports)
             device = next((r["summary"].get("device") for m, r in results.items() if m != "rounds" and r["summary"].get("device")), "?")
@@ -567,11 +569,7 @@ def main():
                     summary.pop("times_ms", None)
             raw[f"{wl}-{threads}"] = results
             print(report[-1], flush=True)
-            # Written after every workload, so a run stopped early still leaves what it measured.
-            with open(os.path.join(args.out, f"{args.driver}.md"), "w") as f:
-                f.write("\n".join(report))
-            with open(os.path.join(args.out, f"{args.driver}.json"), "w") as f:
-                json.dump(raw, f, indent=1)
+            save(args.out, args.driver, report, raw)
             sys.stderr.write(f"bench: {wl} at {threads} thread(s) took {time.monotonic() - started:.0f} s\n")
     shutil.rmtree(scratch, ignore_errors=True)
 

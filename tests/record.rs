@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn tool(tmp: &Path, args: &[&str]) -> Run {
     App::tool(Driver::Radv, tmp).with_layer().args(args).run()
@@ -519,6 +519,20 @@ fn remove_identities(title: &Path) {
     std::fs::remove_dir_all(title.join("host-pipelines")).unwrap();
 }
 
+/// The test app's 24 compute and 16 graphics pipelines, from 2 threads.
+const MIX: [&str; 6] = ["--compute", "24", "--graphics", "16", "--threads", "2"];
+
+/// One run of [`MIX`], its 40 entries written and recorded, then its identity directories
+/// removed: the title, and its record's path and bytes.
+fn a_record_without_its_entries(tmp: &Path) -> (PathBuf, PathBuf, Vec<u8>) {
+    assert_eq!(test_app(tmp, &MIX).run().watch().written, 40);
+    let title = tmp.join("store/pipekeep-testapp");
+    remove_identities(&title);
+    let record = title.join("record.foz");
+    let bytes = std::fs::read(&record).unwrap();
+    (title, record, bytes)
+}
+
 const VK_API_1_0: u64 = 1 << 22;
 const VK_API_1_3: u64 = (1 << 22) | (3 << 12);
 
@@ -827,8 +841,7 @@ fn recorded_pipelines(title: &Path) -> usize {
 #[test]
 fn entries_removed_by_hand_leave_every_pipeline_in_the_record() {
     let tmp = tempfile::tempdir().unwrap();
-    let mix = ["--compute", "24", "--graphics", "16", "--threads", "2"];
-    assert_eq!(test_app(tmp.path(), &mix).run().watch().written, 40);
+    assert_eq!(test_app(tmp.path(), &MIX).run().watch().written, 40);
     let title = tmp.path().join("store/pipekeep-testapp");
     assert_eq!(recorded_pipelines(&title), 40);
     remove_identities(&title);
@@ -849,12 +862,7 @@ fn entries_removed_by_hand_leave_every_pipeline_in_the_record() {
 #[test]
 fn a_record_with_200_damaged_bytes_rebuilds_all_but_the_damaged_parts() {
     let tmp = tempfile::tempdir().unwrap();
-    let mix = ["--compute", "24", "--graphics", "16", "--threads", "2"];
-    assert_eq!(test_app(tmp.path(), &mix).run().watch().written, 40);
-    let title = tmp.path().join("store/pipekeep-testapp");
-    remove_identities(&title);
-    let record = title.join("record.foz");
-    let mut bytes = std::fs::read(&record).unwrap();
+    let (title, record, mut bytes) = a_record_without_its_entries(tmp.path());
     let len = bytes.len();
     let at = len / 2;
     bytes[at..at + 200].fill(0x5a);
@@ -869,7 +877,7 @@ fn a_record_with_200_damaged_bytes_rebuilds_all_but_the_damaged_parts() {
     let said = tool(tmp.path(), &["rebuild"]);
     assert!(said.stdout.contains("damaged"), "{}", said.all());
     // The application's next run finds what was rebuilt and records again what the damage cost.
-    let next = test_app(tmp.path(), &mix).run();
+    let next = test_app(tmp.path(), &MIX).run();
     assert_eq!(next.watch().found, written, "{}", next.all());
     assert_eq!(recorded_pipelines(&title), 40, "{}", next.all());
 }
@@ -956,12 +964,7 @@ fn under_a_bound_of_40_percent_of_a_run_the_boots_first_pipelines_are_all_found(
 #[test]
 fn a_record_whose_configuration_entry_is_damaged_leaves_its_pipelines_to_the_application() {
     let tmp = tempfile::tempdir().unwrap();
-    let mix = ["--compute", "24", "--graphics", "16", "--threads", "2"];
-    assert_eq!(test_app(tmp.path(), &mix).run().watch().written, 40);
-    let title = tmp.path().join("store/pipekeep-testapp");
-    remove_identities(&title);
-    let record = title.join("record.foz");
-    let mut bytes = std::fs::read(&record).unwrap();
+    let (title, record, mut bytes) = a_record_without_its_entries(tmp.path());
     bytes[16..216].fill(0x5a);
     std::fs::write(&record, &bytes).unwrap();
     let rebuilt = tool(tmp.path(), &["rebuild"]);

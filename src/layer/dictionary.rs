@@ -210,14 +210,16 @@ impl DeviceDictionaries {
         }));
     }
 
-    /// Cache data the driver just gave for `name`, about to be kept: where it carries a
-    /// dictionary, the identity's note names it ([`DeviceDictionaries::note`]).
-    pub fn note_written(&self, writer: &Writer, store: &Arc<Store>, name: EntryName, data: &[u8]) {
-        if let Some(id) = self
-            .cuts
-            .then(|| crate::store::nvidia_cache::dictionary_in(data))
-            .flatten()
-        {
+    /// Cache data the driver just gave for `name`, about to be kept, carries `dictionary`: where
+    /// it carries one, the identity's note names it ([`DeviceDictionaries::note`]).
+    pub fn note_written(
+        &self,
+        writer: &Writer,
+        store: &Arc<Store>,
+        name: EntryName,
+        dictionary: Option<DictionaryId>,
+    ) {
+        if let Some(id) = dictionary.filter(|_| self.cuts) {
             self.note(writer, store, name, id);
         }
     }
@@ -339,6 +341,7 @@ mod tests {
         use crate::key::PipelineKey;
         use crate::store::envelope::tests::{cache_data, identity};
         use crate::store::identity::Identity;
+        use crate::store::nvidia_cache::frame_bytes;
         use crate::store::nvidia_cache::tests::{dictionary_key, record};
         let root = tempfile::tempdir().unwrap();
         let nvidia = Identity {
@@ -372,10 +375,11 @@ mod tests {
         let first = DeviceDictionaries::new(true);
         first.prime(&run1, |_, _| panic!("nothing is noted yet"));
         let writer = Writer::new(Arc::new(|_| {}), None);
-        first.note_written(&writer, &run1, k1.file_name(), &d1);
+        let carried = |d: &[u8]| frame_bytes(d).ok().map(|f| f.dictionary);
+        first.note_written(&writer, &run1, k1.file_name(), carried(&d1));
         writer.finish(); // the note is the writer's to write
         assert_eq!(run1.dictionary_entry(), Some(k1));
-        first.note_written(&writer, &run1, k2.file_name(), &d2);
+        first.note_written(&writer, &run1, k2.file_name(), carried(&d2));
         assert_eq!(run1.dictionary_entry(), Some(k1), "noted once a dictionary");
         run1.write(&k1, &d1).unwrap();
         run1.write(&k2, &d2).unwrap();

@@ -94,11 +94,6 @@ pub fn frame(data: &Payload) -> Result<Framing, FramingError> {
     frame_with(data.len(), |range, out| data.copy_range(range, out))
 }
 
-/// The dictionary that cache data fresh from the driver carries, if any.
-pub fn dictionary_in(data: &[u8]) -> Option<DictionaryId> {
-    frame_bytes(data).ok().map(|framing| framing.dictionary)
-}
-
 /// [`frame`] over `len` bytes that `copy` appends a range of (cut at their end) to a buffer.
 fn frame_with(
     len: usize,
@@ -317,6 +312,7 @@ pub(crate) mod tests {
 
     #[test]
     fn fresh_data_says_its_dictionary() {
+        let dictionary_in = |d: &[u8]| frame_bytes(d).ok().map(|f| f.dictionary);
         let dict = record(dictionary_key(), 42, &[9; 500]);
         let data = nvidia_cache(&[record([1; 16], 1, &[1; 30]), dict]);
         assert_eq!(

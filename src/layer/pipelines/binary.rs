@@ -200,6 +200,6 @@ pub(super) unsafe fn build_with_in_front<T: PipelineInfo, S>(
 pub(super) fn keep_binaries<T: PipelineInfo>(b: &Build<'_, T>, captured: &binaries::Captured) {
     let payload =
         crate::store::binaries::encode(captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())));
-    b.write_entry(PayloadKind::Binaries, payload);
+    b.write_entry(PayloadKind::Binaries, payload, None);
     record_compiled(b, false);
 }

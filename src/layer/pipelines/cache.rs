@@ -224,9 +224,12 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         seeded => {
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
+                // Framed once, for the identity's note and for the writer's queue.
+                let framing = nvidia_cache::frame_bytes(&data).ok();
+                let dictionary = framing.as_ref().map(|f| f.dictionary);
                 dev.dictionaries
-                    .note_written(&dev.writer, store, key.file_name(), &data);
-                b.write_entry(PayloadKind::Cache, data);
+                    .note_written(&dev.writer, store, key.file_name(), dictionary);
+                b.write_entry(PayloadKind::Cache, data, framing);
                 record_compiled(b, false);
             }
             if seeded.is_some() || already_asked {

@@ -33,6 +33,7 @@ use super::objects::Objects;
 use super::sharing;
 use crate::key::{Digest, PipelineKey, Unkeyable};
 use crate::store::envelope::{holds_more_than_header, PayloadKind};
+use crate::store::nvidia_cache::{self, Framing};
 use crate::store::{FoundEntry, Lookup, Store};
 use crate::watch::{Lap, Outcome, Phase};
 
@@ -420,13 +421,13 @@ impl<T> Build<'_, T> {
     /// (never written on a pipeline's path), written here on the rebuild's, which are background
     /// threads already. So a rebuild pass's entries are in the store when it ends, and the next
     /// pass finds them instead of compiling them again behind a writer a busy machine keeps
-    /// waiting.
-    fn write_entry(&self, kind: PayloadKind, data: Vec<u8>) {
+    /// waiting. `framing`: NVIDIA's framing of cache data that carries its dictionary.
+    fn write_entry(&self, kind: PayloadKind, data: Vec<u8>, framing: Option<Framing>) {
         let (writer, store) = (&self.dev.writer, self.store.clone());
         if self.rebuilding {
             writer.write_here(store, *self.key, kind, data);
         } else {
-            writer.write(store, *self.key, kind, data);
+            writer.write(store, *self.key, kind, data, framing);
         }
     }
 

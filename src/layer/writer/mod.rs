@@ -38,12 +38,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::activity::AppActivity;
 use crate::key::{EntryName, PipelineKey};
+mod apart;
+
 use crate::replay::record::{pipeline_entries, AppState, DbEntry, PipelineRecord, RecordFile};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
-use crate::store::nvidia_cache::{self, DictionaryId, Framing, RECORD_HEAD};
+use crate::store::nvidia_cache::Framing;
 use crate::store::{Store, StoreError};
 use crate::sync::{Unpoisoned, UnpoisonedWait};
+use apart::{Dictionaries, Waiting};
 
 /// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
 /// holds while every core is busy and the idle-priority thread waits, besides the records of
@@ -94,87 +97,6 @@ impl Job {
             stamp,
             queued: Instant::now(),
         }
-    }
-}
-
-/// An entry's bytes while it waits. NVIDIA's cache data carries the driver's 1.78 MB dictionary
-/// in every pipeline it compiles after its first ~1,730: queued whole, 36 of them filled the
-/// queue, and while the application's threads held every core (ncnn at 16 threads on the H200)
-/// they then wrote each entry themselves, 8-11% of their creation time. Set apart, the record
-/// is held once for all the entries that carry it, and each entry queues only its own bytes.
-enum Waiting {
-    Whole(Vec<u8>),
-    Apart {
-        without: Vec<u8>,
-        framing: Framing,
-        record: Arc<[u8]>,
-    },
-}
-
-impl Waiting {
-    /// The bytes the queue's bound counts: what this entry holds of its own.
-    fn len(&self) -> usize {
-        match self {
-            Waiting::Whole(data) => data.len(),
-            Waiting::Apart { without, .. } => without.len(),
-        }
-    }
-
-    /// The data as the driver wrote it.
-    fn whole(&self) -> std::borrow::Cow<'_, [u8]> {
-        match self {
-            Waiting::Whole(data) => data.into(),
-            Waiting::Apart {
-                without,
-                framing,
-                record,
-            } => framing.put_back(without, record).into(),
-        }
-    }
-}
-
-/// The dictionaries' records entries waiting hold apart, each once: NVIDIA's driver holds one at
-/// a time, so a run sees one or two; the last [`Dictionaries::KEPT`] new ones are kept, for the
-/// writer's life. A dictionary is known by its record's hash and length, as the driver names it
-/// (and as the layer hands it over: `dictionary.rs`); its record's head is compared too.
-#[derive(Default)]
-struct Dictionaries(Mutex<VecDeque<(DictionaryId, Arc<[u8]>)>>);
-
-impl Dictionaries {
-    const KEPT: usize = 4;
-
-    /// `data`, to wait in the queue with its dictionary's record set apart, where it carries one.
-    fn set_apart(&self, kind: PayloadKind, data: &[u8]) -> Option<Waiting> {
-        if kind != PayloadKind::Cache {
-            return None;
-        }
-        let framing = nvidia_cache::frame_bytes(data).ok()?;
-        let fresh = framing.dictionary_record(data);
-        let held = |all: &VecDeque<(DictionaryId, Arc<[u8]>)>| {
-            all.iter()
-                .find(|(id, record)| {
-                    *id == framing.dictionary && record[..RECORD_HEAD] == fresh[..RECORD_HEAD]
-                })
-                .map(|(_, record)| record.clone())
-        };
-        let found = held(&self.0.locked());
-        let record = found.unwrap_or_else(|| {
-            // Copied outside the lock: the other application threads never wait on 1.78 MB.
-            let record: Arc<[u8]> = fresh.into();
-            let mut all = self.0.locked();
-            held(&all).unwrap_or_else(|| {
-                if all.len() == Self::KEPT {
-                    all.pop_front();
-                }
-                all.push_back((framing.dictionary, record.clone()));
-                record
-            })
-        });
-        Some(Waiting::Apart {
-            without: framing.without_dictionary_in(data),
-            framing,
-            record,
-        })
     }
 }
 
@@ -287,10 +209,19 @@ impl Writer {
 
     /// Queues an entry, stamped now and announced to the store (lookups open it from now on);
     /// written on the caller's thread when the queue is full or no thread can be started.
-    pub fn write(&self, store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Vec<u8>) {
+    /// `framing`: NVIDIA's framing of cache data that carries its dictionary, which then waits
+    /// apart ([`Dictionaries`]).
+    pub fn write(
+        &self,
+        store: Arc<Store>,
+        key: PipelineKey,
+        kind: PayloadKind,
+        data: Vec<u8>,
+        framing: Option<Framing>,
+    ) {
         // The data stays whole until the queue takes the job: one written here is written as it is.
-        let (waiting, whole) = match self.dictionaries.set_apart(kind, &data) {
-            Some(apart) => (apart, Some(data)),
+        let (waiting, whole) = match framing {
+            Some(framing) => (self.dictionaries.set_apart(&data, framing), Some(data)),
             None => (Waiting::Whole(data), None),
         };
         let job = Job::announced(store, key, kind, waiting);
@@ -610,262 +541,4 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::envelope::tests::{cache_data, identity};
-    use std::sync::mpsc;
-    use std::time::Duration;
-
-    fn open_store(dir: &std::path::Path) -> Arc<Store> {
-        Arc::new(
-            Store::open(dir, "t", identity(), 1 << 30, SystemTime::now())
-                .unwrap()
-                .0,
-        )
-    }
-
-    #[test]
-    fn the_thread_waits_for_a_pause_only_while_the_queue_has_room_and_is_open() {
-        let building = Some(Duration::from_millis(5));
-        let mut q = Queue::default();
-        assert_eq!(
-            q.waits_for_a_pause(building),
-            Some(NAP),
-            "building: it waits"
-        );
-        assert_eq!(
-            q.waits_for_a_pause(Some(QUIET - Duration::from_millis(2))),
-            Some(Duration::from_millis(2)),
-            "no longer than the pause it needs"
-        );
-        assert_eq!(q.waits_for_a_pause(Some(QUIET)), None, "a pause: it works");
-        assert_eq!(q.waits_for_a_pause(None), None, "not watched: it works");
-        q.bytes = PAUSE_LIMIT;
-        assert_eq!(
-            q.waits_for_a_pause(building),
-            None,
-            "past its limit: it works"
-        );
-        q.bytes = 0;
-        let dir = tempfile::tempdir().unwrap();
-        let queued_ago = |ago: Duration| Job {
-            queued: Instant::now().checked_sub(ago).unwrap(),
-            ..Job::announced(
-                open_store(dir.path()),
-                PipelineKey {
-                    spirv: [5; 16],
-                    state: [6; 16],
-                },
-                PayloadKind::Cache,
-                Waiting::Whole(Vec::new()),
-            )
-        };
-        q.jobs.push_back(queued_ago(LONGEST_WAIT));
-        assert_eq!(
-            q.waits_for_a_pause(building),
-            None,
-            "an entry waited its longest: it works"
-        );
-        q.jobs[0] = queued_ago(LONGEST_WAIT - Duration::from_millis(500));
-        let nap = q.waits_for_a_pause(building).expect("waited half a second");
-        assert!(nap <= NAP, "{nap:?}");
-        q.jobs.clear();
-        q.closing = true;
-        assert_eq!(q.waits_for_a_pause(building), None, "closing: it works");
-    }
-
-    /// While the application builds without a pause, an entry is still written once it has
-    /// waited its longest, not at the device's end only (a process that dies while it builds
-    /// loses at most that long of compiles).
-    #[test]
-    fn an_entry_waits_for_a_pause_no_longer_than_its_longest() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open_store(dir.path());
-        let building = Arc::new(AppActivity::default());
-        let writer = Writer::new(Arc::new(|r| assert!(r.is_ok())), Some(building.clone()));
-        let key = PipelineKey {
-            spirv: [3; 16],
-            state: [4; 16],
-        };
-        building.touch();
-        let queued = Instant::now();
-        writer.write(
-            store.clone(),
-            key,
-            PayloadKind::Cache,
-            cache_data(&identity(), &[3; 64]),
-        );
-        // The application keeps building; the entry is on disk well before the device's end.
-        let deadline = queued + LONGEST_WAIT * 20;
-        while !store.entry_path(&key).exists() && Instant::now() < deadline {
-            building.touch();
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(
-            store.entry_path(&key).exists(),
-            "still waiting after {:?} of building",
-            queued.elapsed()
-        );
-        writer.finish();
-    }
-
-    /// While the application builds, the device's end still writes everything queued.
-    #[test]
-    fn the_end_writes_what_waited_for_a_pause() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open_store(dir.path());
-        let building = Arc::new(AppActivity::default());
-        let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = written.clone();
-        let writer = Writer::new(
-            Arc::new(move |r| {
-                assert!(r.is_ok());
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }),
-            Some(building.clone()),
-        );
-        let key_of = |n: u8| PipelineKey {
-            spirv: [n; 16],
-            state: [n; 16],
-        };
-        for n in 0..3u8 {
-            building.touch();
-            writer.write(
-                store.clone(),
-                key_of(n),
-                PayloadKind::Cache,
-                cache_data(&identity(), &[n; 64]),
-            );
-        }
-        writer.finish();
-        assert_eq!(written.load(std::sync::atomic::Ordering::SeqCst), 3);
-        for n in 0..3u8 {
-            let found = store.lookup(&key_of(n));
-            assert!(matches!(found, Ok(crate::store::Lookup::Found(_))));
-        }
-    }
-
-    /// Many entries waiting at the device's end (helpers beside the finishing thread) are all
-    /// written.
-    #[test]
-    fn the_end_writes_many_waiting_entries_on_several_threads() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open_store(dir.path());
-        let building = Arc::new(AppActivity::default());
-        let writer = Writer::new(Arc::new(|r| assert!(r.is_ok())), Some(building.clone()));
-        let key_of = |n: u16| PipelineKey {
-            spirv: [(n >> 8) as u8; 16],
-            state: [n as u8; 16],
-        };
-        let count = (ENTRIES_A_HELPER * 3) as u16;
-        for n in 0..count {
-            building.touch();
-            writer.write(
-                store.clone(),
-                key_of(n),
-                PayloadKind::Cache,
-                cache_data(&identity(), &[n as u8; 64]),
-            );
-        }
-        assert!(finishing_helpers(count.into()) >= 1);
-        writer.finish();
-        for n in 0..count {
-            let found = store.lookup(&key_of(n));
-            assert!(matches!(found, Ok(crate::store::Lookup::Found(_))), "{n}");
-        }
-    }
-
-    #[test]
-    fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open_store(dir.path());
-        let writer = Arc::new(Writer::new(Arc::new(|_| {}), None));
-        let key = PipelineKey {
-            spirv: [1; 16],
-            state: [2; 16],
-        };
-        // As the idle-priority writer would, preempted while it holds the queue's lock.
-        let held = writer.shared.0.lock().unwrap();
-        let (done, finished) = mpsc::channel();
-        {
-            let (writer, store) = (writer.clone(), store.clone());
-            std::thread::spawn(move || {
-                let data = cache_data(&identity(), &[7; 64]);
-                writer.write(store.clone(), key, PayloadKind::Cache, data);
-                writer.stamp(store, key.file_name());
-                done.send(()).unwrap();
-            });
-        }
-        let returned = finished.recv_timeout(Duration::from_secs(20));
-        drop(held);
-        assert!(
-            returned.is_ok(),
-            "the application's thread waited for the lock"
-        );
-        assert!(
-            store.entry_path(&key).exists(),
-            "written on the application's thread instead"
-        );
-    }
-
-    /// NVIDIA's cache data waits with its dictionary's record set apart, held once for every
-    /// entry carrying it, and is written as the driver gave it, byte for byte.
-    #[test]
-    fn a_dictionary_waits_once_and_every_entry_is_written_whole() {
-        use crate::store::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
-        let dictionary = record(dictionary_key(), 42, &[9; 50_000]);
-        let data =
-            |n: u8| nvidia_cache(&[record([n; 16], n.into(), &[n; 300]), dictionary.clone()]);
-        let dictionaries = Dictionaries::default();
-        let waiting: Vec<Waiting> = (1..=3)
-            .map(|n| {
-                dictionaries
-                    .set_apart(PayloadKind::Cache, &data(n))
-                    .unwrap()
-            })
-            .collect();
-        for (n, w) in (1..=3).zip(&waiting) {
-            assert!(w.len() < 1_000, "only its own bytes wait: {}", w.len());
-            assert_eq!(&*w.whole(), &data(n)[..]);
-        }
-        let records: Vec<&Arc<[u8]>> = waiting
-            .iter()
-            .map(|w| match w {
-                Waiting::Apart { record, .. } => record,
-                Waiting::Whole(_) => unreachable!(),
-            })
-            .collect();
-        assert!(
-            Arc::ptr_eq(records[0], records[2]),
-            "the record is held once"
-        );
-        assert_eq!(dictionaries.0.locked().len(), 1);
-        // Another dictionary of the same name and length but another head is its own.
-        let mut other = dictionary.clone();
-        other[0] ^= 1; // the driver's build, in both copies of the key
-        other[28] ^= 1;
-        let other_data = nvidia_cache(&[record([5; 16], 5, &[5; 300]), other]);
-        let w = dictionaries
-            .set_apart(PayloadKind::Cache, &other_data)
-            .unwrap();
-        assert_eq!(&*w.whole(), &other_data[..]);
-        for new in 6..=9u64 {
-            let d = record(dictionary_key(), new, &[1; 100]);
-            dictionaries.set_apart(
-                PayloadKind::Cache,
-                &nvidia_cache(&[record([1; 16], 1, &[1; 30]), d]),
-            );
-        }
-        assert_eq!(
-            dictionaries.0.locked().len(),
-            Dictionaries::KEPT,
-            "the last few new ones"
-        );
-        assert!(dictionaries
-            .set_apart(PayloadKind::Binaries, &data(4))
-            .is_none());
-        assert!(dictionaries
-            .set_apart(PayloadKind::Cache, &cache_data(&identity(), &[7; 100]))
-            .is_none());
-    }
-}
+mod tests;

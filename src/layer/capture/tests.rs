@@ -1,0 +1,217 @@
+//! Reading create infos into keys: the effective flags, the chains, and what makes a pipeline unkeyable.
+
+use super::*;
+use crate::layer::objects::Objects;
+
+const NO_DEVICE: Digest = Digest([0; 32]);
+
+/// The key as the layer takes it: the effective flags read from the create info.
+unsafe fn compute_of(
+    ci: &vk::ComputePipelineCreateInfo,
+    objects: &Objects,
+) -> Result<PipelineKey, Unkeyable> {
+    // SAFETY: create infos built by the tests.
+    unsafe { compute(ci, objects, &NO_DEVICE, Flags::of(ci.flags, ci.p_next)) }
+}
+
+unsafe fn graphics_of(
+    ci: &vk::GraphicsPipelineCreateInfo,
+    objects: &Objects,
+) -> Result<PipelineKey, Unkeyable> {
+    // SAFETY: create infos built by the tests.
+    unsafe { graphics(ci, objects, &NO_DEVICE, Flags::of(ci.flags, ci.p_next)) }
+}
+
+fn stage() -> vk::PipelineShaderStageCreateInfo<'static> {
+    vk::PipelineShaderStageCreateInfo::default()
+        .stage(vk::ShaderStageFlags::COMPUTE)
+        .name(c"main")
+}
+
+#[test]
+fn a_module_the_layer_never_saw_is_unkeyable() {
+    let ci = vk::ComputePipelineCreateInfo::default().stage(stage());
+    // SAFETY: a valid create info built here.
+    let r = unsafe { compute_of(&ci, &Objects::default()) };
+    assert_eq!(r, Err(Unkeyable::UnknownObject("shader module")));
+}
+
+#[test]
+fn a_module_identifier_is_unkeyable() {
+    let id = [1u8; 16];
+    let mut ident = vk::PipelineShaderStageModuleIdentifierCreateInfoEXT::default().identifier(&id);
+    let ci = vk::ComputePipelineCreateInfo::default().stage(stage().push_next(&mut ident));
+    // SAFETY: a valid create info built here.
+    assert_eq!(
+        unsafe { compute_of(&ci, &Objects::default()) },
+        Err(Unkeyable::ModuleIdentifier)
+    );
+}
+
+#[test]
+fn a_library_own_binaries_unknown_flags_and_unknown_structures_are_unkeyable() {
+    let ci = vk::ComputePipelineCreateInfo::default()
+        .stage(stage())
+        .flags(vk::PipelineCreateFlags::LIBRARY_KHR);
+    // SAFETY: valid create infos built here.
+    assert_eq!(
+        unsafe { compute_of(&ci, &Objects::default()) },
+        Err(Unkeyable::Library)
+    );
+    // flags2's flags are the effective flags: a library there is a library, whatever the
+    // legacy flags say.
+    let mut flags2 = vk::PipelineCreateFlags2CreateInfoKHR::default()
+        .flags(vk::PipelineCreateFlags2KHR::LIBRARY);
+    let ci = vk::ComputePipelineCreateInfo::default()
+        .stage(stage())
+        .push_next(&mut flags2);
+    assert_eq!(
+        unsafe { compute_of(&ci, &Objects::default()) },
+        Err(Unkeyable::Library)
+    );
+    let mut capture = vk::PipelineCreateFlags2CreateInfoKHR::default()
+        .flags(vk::PipelineCreateFlags2KHR::from_raw(CAPTURE_DATA));
+    let ci = vk::ComputePipelineCreateInfo::default()
+        .stage(stage())
+        .push_next(&mut capture);
+    assert_eq!(
+        unsafe { compute_of(&ci, &Objects::default()) },
+        Err(Unkeyable::OwnBinaries)
+    );
+    let mut high = vk::PipelineCreateFlags2CreateInfoKHR::default()
+        .flags(vk::PipelineCreateFlags2KHR::from_raw(1 << 34));
+    let ci = vk::ComputePipelineCreateInfo::default()
+        .stage(stage())
+        .push_next(&mut high);
+    assert_eq!(
+        unsafe { compute_of(&ci, &Objects::default()) },
+        Err(Unkeyable::UnknownFlags(1 << 34))
+    );
+    let mut unknown = vk::PipelineCacheCreateInfo::default();
+    let mut ci = vk::ComputePipelineCreateInfo::default().stage(stage());
+    ci.p_next = (&mut unknown as *mut vk::PipelineCacheCreateInfo).cast();
+    assert!(matches!(
+        unsafe { compute_of(&ci, &Objects::default()) },
+        Err(Unkeyable::UnknownStructure {
+            place: "a pipeline",
+            ..
+        })
+    ));
+    let mut libs = vk::PipelineLibraryCreateInfoKHR::default();
+    let g = vk::GraphicsPipelineCreateInfo::default().push_next(&mut libs);
+    assert_eq!(
+        unsafe { graphics_of(&g, &Objects::default()) },
+        Err(Unkeyable::Library)
+    );
+}
+
+/// Objects holding module 1 and pipeline layout 2, so that a create info naming them keys.
+fn known_objects() -> Objects {
+    let objects = Objects::default();
+    objects.modules.insert(1, Some(crate::key::Digest([1; 32])));
+    objects
+        .pipeline_layouts
+        .insert(2, Some(crate::key::Digest([2; 32])));
+    objects
+}
+
+#[test]
+fn a_blend_state_the_spec_ignores_is_never_read() {
+    let objects = known_objects();
+    let module = vk::ShaderModule::from_raw(1);
+    let stages = [
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::VERTEX)
+            .module(module)
+            .name(c"main"),
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::FRAGMENT)
+            .module(module)
+            .name(c"main"),
+    ];
+    let vertex_input = vk::PipelineVertexInputStateCreateInfo::default();
+    let assembly = vk::PipelineInputAssemblyStateCreateInfo::default()
+        .topology(vk::PrimitiveTopology::TRIANGLE_LIST);
+    let viewport = vk::PipelineViewportStateCreateInfo::default()
+        .viewport_count(1)
+        .scissor_count(1);
+    let dynamic = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
+    let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic);
+    let raster = vk::PipelineRasterizationStateCreateInfo::default().line_width(1.0);
+    let multisample = vk::PipelineMultisampleStateCreateInfo::default()
+        .rasterization_samples(vk::SampleCountFlags::TYPE_1);
+    // The only colour attachment is unused: the blend state is ignored, and may be garbage.
+    let formats = [vk::Format::UNDEFINED];
+    let mut rendering =
+        vk::PipelineRenderingCreateInfo::default().color_attachment_formats(&formats);
+    let mut ci = vk::GraphicsPipelineCreateInfo::default()
+        .stages(&stages)
+        .vertex_input_state(&vertex_input)
+        .input_assembly_state(&assembly)
+        .viewport_state(&viewport)
+        .rasterization_state(&raster)
+        .multisample_state(&multisample)
+        .dynamic_state(&dynamic)
+        .layout(vk::PipelineLayout::from_raw(2))
+        .push_next(&mut rendering);
+    // SAFETY: a valid create info; the blend state it names must not be read.
+    let without = unsafe { graphics_of(&ci, &objects) }.expect("keyable");
+    ci.p_color_blend_state = std::ptr::dangling();
+    let with_garbage = unsafe { graphics_of(&ci, &objects) }.expect("keyable");
+    assert_eq!(without, with_garbage);
+}
+
+#[test]
+fn legacy_flags_and_the_same_flags2_key_alike_and_a_stage_chain_in_any_order_keys_alike() {
+    let objects = known_objects();
+    let stage = || {
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(vk::ShaderModule::from_raw(1))
+            .name(c"main")
+    };
+    let layout = vk::PipelineLayout::from_raw(2);
+    let flags = vk::PipelineCreateFlags::DISABLE_OPTIMIZATION;
+    let legacy = vk::ComputePipelineCreateInfo::default()
+        .stage(stage())
+        .layout(layout)
+        .flags(flags);
+    let mut flags2 = vk::PipelineCreateFlags2CreateInfoKHR::default()
+        .flags(vk::PipelineCreateFlags2KHR::DISABLE_OPTIMIZATION);
+    // The legacy flags are ignored where flags2 is chained.
+    let modern = vk::ComputePipelineCreateInfo::default()
+        .stage(stage())
+        .layout(layout)
+        .flags(vk::PipelineCreateFlags::DERIVATIVE | vk::PipelineCreateFlags::LIBRARY_KHR)
+        .push_next(&mut flags2);
+    // SAFETY: valid create infos built here.
+    let (a, b) = unsafe { (compute_of(&legacy, &objects), compute_of(&modern, &objects)) };
+    assert_eq!(a.unwrap(), b.unwrap());
+
+    let mut size =
+        vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default().required_subgroup_size(32);
+    let mut robust = vk::PipelineRobustnessCreateInfoEXT::default();
+    let one = stage().push_next(&mut size).push_next(&mut robust);
+    let one = vk::ComputePipelineCreateInfo::default()
+        .stage(one)
+        .layout(layout);
+    let first = unsafe { compute_of(&one, &objects) }.unwrap();
+    let mut size =
+        vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default().required_subgroup_size(32);
+    let mut robust = vk::PipelineRobustnessCreateInfoEXT::default();
+    let other = stage().push_next(&mut robust).push_next(&mut size);
+    let other = vk::ComputePipelineCreateInfo::default()
+        .stage(other)
+        .layout(layout);
+    assert_eq!(first, unsafe { compute_of(&other, &objects) }.unwrap());
+    // A structure twice is not valid Vulkan, and never keyed by whichever came last.
+    let mut size2 =
+        vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default().required_subgroup_size(64);
+    let mut size =
+        vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default().required_subgroup_size(32);
+    let twice = stage().push_next(&mut size).push_next(&mut size2);
+    let twice = vk::ComputePipelineCreateInfo::default()
+        .stage(twice)
+        .layout(layout);
+    assert!(unsafe { compute_of(&twice, &objects) }.is_err());
+}

@@ -1,0 +1,92 @@
+//! NVIDIA's cache data held in the writer's queue with its dictionary's record set apart: the
+//! record once for every entry waiting that carries it, each entry's own bytes beside it, and the
+//! data put back together, byte for byte, when it is written.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use crate::store::nvidia_cache::{DictionaryId, Framing, RECORD_HEAD};
+use crate::sync::Unpoisoned;
+
+/// An entry's bytes while it waits. NVIDIA's cache data carries the driver's 1.78 MB dictionary
+/// in every pipeline it compiles after its first ~1,730: queued whole, 36 of them filled the
+/// queue, and while the application's threads held every core (ncnn at 16 threads on the H200)
+/// they then wrote each entry themselves, 8-11% of their creation time. Set apart, the record
+/// is held once for all the entries that carry it, and each entry queues only its own bytes.
+pub(super) enum Waiting {
+    Whole(Vec<u8>),
+    Apart {
+        without: Vec<u8>,
+        framing: Framing,
+        record: Arc<[u8]>,
+    },
+}
+
+impl Waiting {
+    /// The bytes the queue's bound counts: what this entry holds of its own.
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Waiting::Whole(data) => data.len(),
+            Waiting::Apart { without, .. } => without.len(),
+        }
+    }
+
+    /// The data as the driver wrote it.
+    pub(super) fn whole(&self) -> std::borrow::Cow<'_, [u8]> {
+        match self {
+            Waiting::Whole(data) => data.into(),
+            Waiting::Apart {
+                without,
+                framing,
+                record,
+            } => framing.put_back(without, record).into(),
+        }
+    }
+}
+
+/// The dictionaries' records entries waiting hold apart, each once: NVIDIA's driver holds one at
+/// a time, so a run sees one or two; the last [`Dictionaries::KEPT`] new ones are kept, for the
+/// writer's life. A dictionary is known by its record's hash and length, as the driver names it
+/// (and as the layer hands it over: `dictionary.rs`); its record's head is compared too.
+#[derive(Default)]
+pub(super) struct Dictionaries(Mutex<VecDeque<(DictionaryId, Arc<[u8]>)>>);
+
+impl Dictionaries {
+    pub(super) const KEPT: usize = 4;
+
+    /// How many records are held.
+    #[cfg(test)]
+    pub(super) fn held(&self) -> usize {
+        self.0.locked().len()
+    }
+
+    /// `data`, which `framing` frames, to wait in the queue with its dictionary's record set apart.
+    pub(super) fn set_apart(&self, data: &[u8], framing: Framing) -> Waiting {
+        let fresh = framing.dictionary_record(data);
+        let held = |all: &VecDeque<(DictionaryId, Arc<[u8]>)>| {
+            all.iter()
+                .find(|(id, record)| {
+                    *id == framing.dictionary && record[..RECORD_HEAD] == fresh[..RECORD_HEAD]
+                })
+                .map(|(_, record)| record.clone())
+        };
+        let found = held(&self.0.locked());
+        let record = found.unwrap_or_else(|| {
+            // Copied outside the lock: the other application threads never wait on 1.78 MB.
+            let record: Arc<[u8]> = fresh.into();
+            let mut all = self.0.locked();
+            held(&all).unwrap_or_else(|| {
+                if all.len() == Self::KEPT {
+                    all.pop_front();
+                }
+                all.push_back((framing.dictionary, record.clone()));
+                record
+            })
+        });
+        Waiting::Apart {
+            without: framing.without_dictionary_in(data),
+            framing,
+            record,
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The writer's queue, thread and end, with real stores in temporary directories.
+
+use super::*;
+use crate::store::envelope::tests::{cache_data, identity};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn open_store(dir: &std::path::Path) -> Arc<Store> {
+    Arc::new(
+        Store::open(dir, "t", identity(), 1 << 30, SystemTime::now())
+            .unwrap()
+            .0,
+    )
+}
+
+#[test]
+fn the_thread_waits_for_a_pause_only_while_the_queue_has_room_and_is_open() {
+    let building = Some(Duration::from_millis(5));
+    let mut q = Queue::default();
+    assert_eq!(
+        q.waits_for_a_pause(building),
+        Some(NAP),
+        "building: it waits"
+    );
+    assert_eq!(
+        q.waits_for_a_pause(Some(QUIET - Duration::from_millis(2))),
+        Some(Duration::from_millis(2)),
+        "no longer than the pause it needs"
+    );
+    assert_eq!(q.waits_for_a_pause(Some(QUIET)), None, "a pause: it works");
+    assert_eq!(q.waits_for_a_pause(None), None, "not watched: it works");
+    q.bytes = PAUSE_LIMIT;
+    assert_eq!(
+        q.waits_for_a_pause(building),
+        None,
+        "past its limit: it works"
+    );
+    q.bytes = 0;
+    let dir = tempfile::tempdir().unwrap();
+    let queued_ago = |ago: Duration| Job {
+        queued: Instant::now().checked_sub(ago).unwrap(),
+        ..Job::announced(
+            open_store(dir.path()),
+            PipelineKey {
+                spirv: [5; 16],
+                state: [6; 16],
+            },
+            PayloadKind::Cache,
+            Waiting::Whole(Vec::new()),
+        )
+    };
+    q.jobs.push_back(queued_ago(LONGEST_WAIT));
+    assert_eq!(
+        q.waits_for_a_pause(building),
+        None,
+        "an entry waited its longest: it works"
+    );
+    q.jobs[0] = queued_ago(LONGEST_WAIT - Duration::from_millis(500));
+    let nap = q.waits_for_a_pause(building).expect("waited half a second");
+    assert!(nap <= NAP, "{nap:?}");
+    q.jobs.clear();
+    q.closing = true;
+    assert_eq!(q.waits_for_a_pause(building), None, "closing: it works");
+}
+
+/// While the application builds without a pause, an entry is still written once it has
+/// waited its longest, not at the device's end only (a process that dies while it builds
+/// loses at most that long of compiles).
+#[test]
+fn an_entry_waits_for_a_pause_no_longer_than_its_longest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let building = Arc::new(AppActivity::default());
+    let writer = Writer::new(Arc::new(|r| assert!(r.is_ok())), Some(building.clone()));
+    let key = PipelineKey {
+        spirv: [3; 16],
+        state: [4; 16],
+    };
+    building.touch();
+    let queued = Instant::now();
+    writer.write(
+        store.clone(),
+        key,
+        PayloadKind::Cache,
+        cache_data(&identity(), &[3; 64]),
+        None,
+    );
+    // The application keeps building; the entry is on disk well before the device's end.
+    let deadline = queued + LONGEST_WAIT * 20;
+    while !store.entry_path(&key).exists() && Instant::now() < deadline {
+        building.touch();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        store.entry_path(&key).exists(),
+        "still waiting after {:?} of building",
+        queued.elapsed()
+    );
+    writer.finish();
+}
+
+/// While the application builds, the device's end still writes everything queued.
+#[test]
+fn the_end_writes_what_waited_for_a_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let building = Arc::new(AppActivity::default());
+    let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = written.clone();
+    let writer = Writer::new(
+        Arc::new(move |r| {
+            assert!(r.is_ok());
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }),
+        Some(building.clone()),
+    );
+    let key_of = |n: u8| PipelineKey {
+        spirv: [n; 16],
+        state: [n; 16],
+    };
+    for n in 0..3u8 {
+        building.touch();
+        writer.write(
+            store.clone(),
+            key_of(n),
+            PayloadKind::Cache,
+            cache_data(&identity(), &[n; 64]),
+            None,
+        );
+    }
+    writer.finish();
+    assert_eq!(written.load(std::sync::atomic::Ordering::SeqCst), 3);
+    for n in 0..3u8 {
+        let found = store.lookup(&key_of(n));
+        assert!(matches!(found, Ok(crate::store::Lookup::Found(_))));
+    }
+}
+
+/// Many entries waiting at the device's end (helpers beside the finishing thread) are all
+/// written.
+#[test]
+fn the_end_writes_many_waiting_entries_on_several_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let building = Arc::new(AppActivity::default());
+    let writer = Writer::new(Arc::new(|r| assert!(r.is_ok())), Some(building.clone()));
+    let key_of = |n: u16| PipelineKey {
+        spirv: [(n >> 8) as u8; 16],
+        state: [n as u8; 16],
+    };
+    let count = (ENTRIES_A_HELPER * 3) as u16;
+    for n in 0..count {
+        building.touch();
+        writer.write(
+            store.clone(),
+            key_of(n),
+            PayloadKind::Cache,
+            cache_data(&identity(), &[n as u8; 64]),
+            None,
+        );
+    }
+    assert!(finishing_helpers(count.into()) >= 1);
+    writer.finish();
+    for n in 0..count {
+        let found = store.lookup(&key_of(n));
+        assert!(matches!(found, Ok(crate::store::Lookup::Found(_))), "{n}");
+    }
+}
+
+#[test]
+fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let writer = Arc::new(Writer::new(Arc::new(|_| {}), None));
+    let key = PipelineKey {
+        spirv: [1; 16],
+        state: [2; 16],
+    };
+    // As the idle-priority writer would, preempted while it holds the queue's lock.
+    let held = writer.shared.0.lock().unwrap();
+    let (done, finished) = mpsc::channel();
+    {
+        let (writer, store) = (writer.clone(), store.clone());
+        std::thread::spawn(move || {
+            let data = cache_data(&identity(), &[7; 64]);
+            writer.write(store.clone(), key, PayloadKind::Cache, data, None);
+            writer.stamp(store, key.file_name());
+            done.send(()).unwrap();
+        });
+    }
+    let returned = finished.recv_timeout(Duration::from_secs(20));
+    drop(held);
+    assert!(
+        returned.is_ok(),
+        "the application's thread waited for the lock"
+    );
+    assert!(
+        store.entry_path(&key).exists(),
+        "written on the application's thread instead"
+    );
+}
+
+/// NVIDIA's cache data waits with its dictionary's record set apart, held once for every
+/// entry carrying it, and is written as the driver gave it, byte for byte.
+#[test]
+fn a_dictionary_waits_once_and_every_entry_is_written_whole() {
+    use crate::store::nvidia_cache::frame_bytes;
+    use crate::store::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
+    let dictionaries = Dictionaries::default();
+    let apart = |d: &[u8]| dictionaries.set_apart(d, frame_bytes(d).unwrap());
+    let dictionary = record(dictionary_key(), 42, &[9; 50_000]);
+    let data = |n: u8| nvidia_cache(&[record([n; 16], n.into(), &[n; 300]), dictionary.clone()]);
+    let waiting: Vec<Waiting> = (1..=3).map(|n| apart(&data(n))).collect();
+    for (n, w) in (1..=3).zip(&waiting) {
+        assert!(w.len() < 1_000, "only its own bytes wait: {}", w.len());
+        assert_eq!(&*w.whole(), &data(n)[..]);
+    }
+    let records: Vec<&Arc<[u8]>> = waiting
+        .iter()
+        .map(|w| match w {
+            Waiting::Apart { record, .. } => record,
+            Waiting::Whole(_) => unreachable!(),
+        })
+        .collect();
+    assert!(
+        Arc::ptr_eq(records[0], records[2]),
+        "the record is held once"
+    );
+    assert_eq!(dictionaries.held(), 1);
+    // Another dictionary of the same name and length but another head is its own.
+    let mut other = dictionary.clone();
+    other[0] ^= 1; // the driver's build, in both copies of the key
+    other[28] ^= 1;
+    let other_data = nvidia_cache(&[record([5; 16], 5, &[5; 300]), other]);
+    let w = apart(&other_data);
+    assert_eq!(&*w.whole(), &other_data[..]);
+    for new in 6..=9u64 {
+        let d = record(dictionary_key(), new, &[1; 100]);
+        apart(&nvidia_cache(&[record([1; 16], 1, &[1; 30]), d]));
+    }
+    assert_eq!(
+        dictionaries.held(),
+        Dictionaries::KEPT,
+        "the last few new ones"
+    );
+    // Another driver's cache data is not framed, so it waits whole.
+    assert!(frame_bytes(&cache_data(&identity(), &[7; 100])).is_err());
+}
