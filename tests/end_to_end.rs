@@ -367,6 +367,44 @@ fn fail_on_compile_required_is_made_only_when_the_store_has_it() {
     assert_eq!(kept.watch().found, 10);
 }
 
+/// An application that builds a pipeline and at once asks for it again with the fail-on-compile
+/// flag (asynchronous pre-compilers, vkd3d-proton) gets it made, as without the layer: the
+/// entry still waiting in the writer's queue is found.
+#[test]
+fn a_pipeline_asked_again_with_fail_on_compile_right_after_its_build_is_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "--compute",
+        "6",
+        "--graphics",
+        "4",
+        "--threads",
+        "1",
+        "--app-cache",
+        "--again-fail-on-compile",
+    ];
+    let without = App::new(Driver::Radv, tmp.path()).args(&args).run();
+    assert_eq!(
+        (
+            &without.summary["again_made"],
+            &without.summary["again_compile_required"]
+        ),
+        (&serde_json::json!(10), &serde_json::json!(0)),
+        "without the layer: {}",
+        without.all()
+    );
+    let run = app(Driver::Radv, tmp.path(), &args);
+    assert_eq!(run.summary["again_compile_required"], 0, "{}", run.all());
+    assert_eq!(run.summary["again_made"], 10, "{}", run.all());
+    let w = run.watch();
+    assert_eq!(
+        (w.built, w.compiled, w.found),
+        (20, 10, 10),
+        "{}",
+        run.all()
+    );
+}
+
 #[test]
 fn an_application_that_never_destroys_its_device_still_gets_the_final_line_and_its_run() {
     let tmp = tempfile::tempdir().unwrap();

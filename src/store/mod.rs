@@ -28,6 +28,7 @@ mod open;
 pub mod order;
 pub mod payload;
 pub mod pieces;
+mod queued;
 pub mod recipe;
 mod stamps;
 mod write;
@@ -52,6 +53,7 @@ pub use notes::{
 };
 pub use open::{drop_directory, drop_set_aside, OpenReport, SET_ASIDE_SUFFIX};
 pub use payload::Checked;
+pub use queued::QueuedData;
 
 /// An I/O failure of the store, with the path and what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +124,8 @@ pub struct Store {
     no_atime: AtomicBool,
     ahead: ahead::ReadAhead,
     known: KnownEntries,
+    /// Entries announced whose files are not written yet (`queued.rs`).
+    queued: queued::QueuedEntries,
     pieces: pieces::Pieces,
     /// How `cache` payloads are cut into pieces.
     chunking: Mutex<recipe::Chunking>,
@@ -286,6 +290,7 @@ impl Store {
             no_atime: AtomicBool::new(true),
             ahead: ahead::ReadAhead::default(),
             known: KnownEntries::default(),
+            queued: queued::QueuedEntries::default(),
             chunking: Mutex::default(),
             pieces: pieces::Pieces::new(&dir),
             named_pieces: Mutex::default(),
@@ -370,14 +375,19 @@ impl Store {
         self.dir.join(key.file_name())
     }
 
-    /// Looks an entry up: taken from what was read ahead, else by opening its file unless it is
-    /// known to be missing; a damaged entry is dropped and logged.
+    /// Looks an entry up: taken from what was read ahead, else from the writer's queue where this
+    /// process announced it and its file is not written yet, else by opening its file unless it
+    /// is known to be missing; a damaged entry is dropped and logged.
     pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
         if let Some(ahead::Ready::Bytes(checked)) = self.ahead.claim(key) {
             return Ok(Lookup::Found(FoundEntry::new(key.file_name(), checked)));
         }
         if !self.known.may_hold(key) {
             return Ok(Lookup::Missing);
+        }
+        // Asked before the file: a queued entry leaves the queue only once its file is in place.
+        if let Some(checked) = self.queued.get(key) {
+            return Ok(Lookup::Found(FoundEntry::new(key.file_name(), checked)));
         }
         self.read_entry(key)
     }

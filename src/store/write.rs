@@ -46,8 +46,35 @@ impl Store {
         }
     }
 
+    /// [`Store::will_write`] for an entry whose data waits in a queue meanwhile: until its file is
+    /// written, a lookup in this process finds it from `data`.
+    pub fn will_write_queued(
+        &self,
+        key: &PipelineKey,
+        kind: envelope::PayloadKind,
+        data: std::sync::Arc<dyn super::QueuedData>,
+    ) {
+        if self.max_bytes > 0 {
+            self.queued.hold(*key, kind, data);
+            self.known.wrote(key);
+        }
+    }
+
     /// [`Store::write_stamped`] for a key already given to [`Store::will_write`].
     pub fn write_announced(
+        &self,
+        key: &PipelineKey,
+        kind: envelope::PayloadKind,
+        data: &[u8],
+        stamp: SystemTime,
+    ) -> Result<files::Written, StoreError> {
+        let written = self.write_announced_now(key, kind, data, stamp);
+        // In place or failed: either way no longer waiting (a failed one is compiled again).
+        self.queued.written(key);
+        written
+    }
+
+    fn write_announced_now(
         &self,
         key: &PipelineKey,
         kind: envelope::PayloadKind,

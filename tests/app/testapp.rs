@@ -54,6 +54,11 @@ struct Args {
     /// Chain VkPipelineCreationFeedbackCreateInfo and count the cache hits the driver reports.
     #[arg(long)]
     feedback: bool,
+    /// Once every pipeline is made, ask each again at once with
+    /// VK_PIPELINE_CREATE_FAIL_ON_PIPELINE_COMPILE_REQUIRED_BIT, as asynchronous pre-compilers
+    /// do (`again_made`, `again_compile_required`).
+    #[arg(long, conflicts_with = "fail_on_compile")]
+    again_fail_on_compile: bool,
     /// pApplicationName.
     #[arg(long, default_value = "pipekeep-testapp")]
     app_name: String,
@@ -179,6 +184,9 @@ struct Tally {
     failed: u32,
     feedback_hits: u32,
     creation: Duration,
+    /// `--again-fail-on-compile`: made, and answered `VK_PIPELINE_COMPILE_REQUIRED`.
+    again_made: u32,
+    again_compile_required: u32,
 }
 
 impl Tally {
@@ -190,6 +198,8 @@ impl Tally {
         self.failed += o.failed;
         self.feedback_hits += o.feedback_hits;
         self.creation += o.creation;
+        self.again_made += o.again_made;
+        self.again_compile_required += o.again_compile_required;
     }
 }
 
@@ -427,6 +437,7 @@ fn run(args: &Args) -> Result<bool, String> {
             "device": name, "made": tally.made, "expected": expected, "compute": tally.compute,
             "graphics": tally.graphics, "compile_required": tally.compile_required, "failed": tally.failed,
             "feedback_hits": tally.feedback_hits, "creation_ms": tally.creation.as_secs_f64() * 1e3,
+            "again_made": tally.again_made, "again_compile_required": tally.again_compile_required,
             "wall_ms": wall.as_secs_f64() * 1e3, "dispatch": dispatch,
             "alloc_calls": ALLOC_CALLS.load(std::sync::atomic::Ordering::Relaxed),
             "app_cache_bytes": app_cache_bytes(&shared),
@@ -702,6 +713,18 @@ fn make_pipelines(s: &Shared, jobs: &[Job], args: &Args) -> (Tally, Vec<vk::Pipe
     for batch in graphics.chunks(args.batch.max(1) as usize) {
         let t = create_graphics_batch(s, batch, flags, args.feedback, &mut made);
         tally.add(&t);
+    }
+    if args.again_fail_on_compile {
+        let again = flags | vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED;
+        let mut twice = Tally::default();
+        for batch in computes.chunks(args.batch.max(1) as usize) {
+            twice.add(&create_compute_batch(s, batch, again, false, &mut made));
+        }
+        for batch in graphics.chunks(args.batch.max(1) as usize) {
+            twice.add(&create_graphics_batch(s, batch, again, false, &mut made));
+        }
+        tally.again_made = twice.made;
+        tally.again_compile_required = twice.compile_required;
     }
     (tally, made)
 }

@@ -44,6 +44,12 @@ impl Waiting {
     }
 }
 
+impl crate::store::QueuedData for Waiting {
+    fn bytes(&self) -> Vec<u8> {
+        self.whole().into_owned()
+    }
+}
+
 /// The dictionaries' records entries waiting hold apart, each once: NVIDIA's driver holds one at
 /// a time, so a run sees one or two; the last [`Dictionaries::KEPT`] new ones are kept, for the
 /// writer's life. A dictionary is known by its record's hash and length, as the driver names it

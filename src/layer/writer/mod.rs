@@ -78,17 +78,19 @@ struct Job {
     store: Arc<Store>,
     key: PipelineKey,
     kind: PayloadKind,
-    data: Waiting,
+    /// Shared with the store, where a lookup finds the entry until its file is written.
+    data: Arc<Waiting>,
     stamp: SystemTime,
     /// When it was made: the queue's first job says how long an entry has waited for a pause.
     queued: Instant,
 }
 
 impl Job {
-    /// An entry stamped now and announced to the store (lookups open it from now on).
+    /// An entry stamped now and announced to the store (lookups find it from now on).
     fn announced(store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Waiting) -> Job {
         let stamp = store.next_stamp();
-        store.will_write(&key);
+        let data = Arc::new(data);
+        store.will_write_queued(&key, kind, data.clone());
         Job {
             store,
             key,
@@ -237,7 +239,7 @@ impl Writer {
         );
         if let Some(mut job) = queued {
             if let Some(whole) = whole {
-                job.data = Waiting::Whole(whole);
+                job.data = Arc::new(Waiting::Whole(whole));
             }
             (self.on_written)(run(&job));
         }
