@@ -233,6 +233,44 @@ fn pipelines_given_their_flags_through_flags2_are_keyed_and_found() {
     assert_eq!((w.built, w.found), (12, 12), "{}", warm.all());
 }
 
+/// A derivative whose base, earlier in the same call, the driver did not make (here every one
+/// answers `VK_PIPELINE_COMPILE_REQUIRED`) reaches the driver as a valid create info: the
+/// validation layer below pipekeep sees no base named by neither handle nor index.
+#[test]
+fn a_derivative_whose_base_failed_in_its_call_reaches_the_driver_valid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = App::new(Driver::Radv, tmp.path())
+        .cache_backend()
+        .env("VK_LOADER_DEBUG", "layer")
+        .args(&[
+            "--compute",
+            "8",
+            "--graphics",
+            "0",
+            "--batch",
+            "4",
+            "--derivatives",
+            "--fail-on-compile",
+            "--layers",
+            &[LAYER, VALIDATION].join(","),
+        ])
+        .run_within(LIMIT);
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(
+        run.device_layer_stack(),
+        [LAYER, VALIDATION],
+        "{}",
+        run.all()
+    );
+    assert_eq!(run.summary["compile_required"], 8, "{}", run.all());
+    assert_eq!(
+        run.validation_messages(),
+        Vec::<String>::new(),
+        "{}",
+        run.all()
+    );
+}
+
 #[test]
 fn by_default_the_layer_is_quiet_and_a_device_that_keeps_nothing_leaves_nothing() {
     let tmp = tempfile::tempdir().unwrap();

@@ -85,6 +85,10 @@ struct Args {
     /// (enabling VK_KHR_maintenance5), every one after the first of a call a derivative of it.
     #[arg(long)]
     flags2: bool,
+    /// Every compute pipeline after the first of a call a derivative of it, through the legacy
+    /// flags.
+    #[arg(long, conflicts_with_all = ["flags2", "cache_each"])]
+    derivatives: bool,
     /// Pass allocation callbacks that fail every allocation to the pipeline calls, and report
     /// how often the driver asked for memory (`alloc_calls`): how often it was asked to build.
     #[arg(long)]
@@ -170,6 +174,7 @@ struct Shared {
     dynamic_rendering: bool,
     depth_clip: bool,
     flags2: bool,
+    derivatives: bool,
     pipeline_robustness: bool,
     allocator: Option<vk::AllocationCallbacks<'static>>,
 }
@@ -635,6 +640,7 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             dynamic_rendering,
             depth_clip: false,
             flags2: args.flags2,
+            derivatives: args.derivatives,
             pipeline_robustness: args.pipeline_robustness,
             allocator: args.failing_allocator.then(failing_allocator),
         })
@@ -941,6 +947,16 @@ fn create_compute_batch(
                     .flags(vk::PipelineCreateFlags::empty())
                     .base_pipeline_index(if i == 0 { -1 } else { 0 })
                     .push_next(f2);
+            }
+            if s.derivatives {
+                let own = if i == 0 {
+                    vk::PipelineCreateFlags::ALLOW_DERIVATIVES
+                } else {
+                    vk::PipelineCreateFlags::DERIVATIVE
+                };
+                ci = ci
+                    .flags(flags | own)
+                    .base_pipeline_index(if i == 0 { -1 } else { 0 });
             }
             if with_feedback {
                 ci.push_next(fb)

@@ -7,6 +7,7 @@
 
 mod binary;
 mod cache;
+mod derivatives;
 mod feedback;
 mod keep;
 
@@ -51,10 +52,12 @@ trait PipelineInfo: Copy {
     /// The Vulkan command that creates this kind of pipeline.
     const COMMAND: &'static std::ffi::CStr;
     fn legacy_flags(&self) -> vk::PipelineCreateFlags;
+    fn set_legacy_flags(&mut self, flags: vk::PipelineCreateFlags);
     fn p_next(&self) -> *const c_void;
     fn set_p_next(&mut self, p: *const c_void);
     fn base_index(&self) -> i32;
     fn set_base(&mut self, base: vk::Pipeline);
+    fn set_base_index(&mut self, index: i32);
     fn stage_count(&self) -> u32;
     /// # Safety
     /// `self` must be a valid create info; `flags` its effective flags.
@@ -82,6 +85,9 @@ macro_rules! pipeline_info {
             fn legacy_flags(&self) -> vk::PipelineCreateFlags {
                 self.flags
             }
+            fn set_legacy_flags(&mut self, flags: vk::PipelineCreateFlags) {
+                self.flags = flags;
+            }
             fn p_next(&self) -> *const c_void {
                 self.p_next
             }
@@ -94,6 +100,10 @@ macro_rules! pipeline_info {
             fn set_base(&mut self, base: vk::Pipeline) {
                 self.base_pipeline_handle = base;
                 self.base_pipeline_index = -1;
+            }
+            fn set_base_index(&mut self, index: i32) {
+                self.base_pipeline_handle = vk::Pipeline::null();
+                self.base_pipeline_index = index;
             }
             fn stage_count(&self) -> u32 {
                 let count: fn(&Self) -> u32 = $stages;
@@ -215,19 +225,30 @@ unsafe fn create_pipelines<T: PipelineInfo>(
             let out = unsafe { std::slice::from_raw_parts_mut(out_ptr, infos.len()) };
             out.fill(vk::Pipeline::null());
             let mut result = vk::Result::SUCCESS;
+            // Each pipeline's create info as it went to the driver.
+            let mut sent: Vec<T> = Vec::with_capacity(infos.len());
             for (i, original) in infos.iter().enumerate() {
                 let mut info = *original;
                 // SAFETY: the application's valid chain. Read once a pipeline, for all below.
-                let flags = unsafe { Flags::of(info.legacy_flags(), info.p_next()) };
-                if flags.has(vk::PipelineCreateFlags::DERIVATIVE) && info.base_index() >= 0 {
-                    let base = out
-                        .get(info.base_index() as usize)
-                        .filter(|_| (info.base_index() as usize) < i);
-                    info.set_base(base.copied().unwrap_or_default());
-                }
-                let r = unsafe {
-                    build_one(dev, app_cache, &info, flags, allocator, next, &mut out[i])
+                let mut flags = unsafe { Flags::of(info.legacy_flags(), info.p_next()) };
+                let base = derivatives::resolve_base(&mut info, &mut flags, i, out);
+                let r = match base {
+                    derivatives::Base::Resolved => unsafe {
+                        build_one(dev, app_cache, &info, flags, allocator, next, &mut out[i])
+                    },
+                    derivatives::Base::FailedInThisCall => unsafe {
+                        derivatives::build_with_its_bases(
+                            dev,
+                            app_cache,
+                            &sent,
+                            info,
+                            allocator,
+                            next,
+                            &mut out[i],
+                        )
+                    },
                 };
+                sent.push(info);
                 if worse(r, result) {
                     result = r;
                 }
