@@ -30,10 +30,13 @@ impl QueuedData for Vec<u8> {
     }
 }
 
+/// One entry waiting: its kind and its data.
+type Waiting = (PayloadKind, Arc<dyn QueuedData>);
+
 /// The entries waiting to be written, by key.
 #[derive(Default)]
 pub(super) struct QueuedEntries {
-    waiting: Mutex<HashMap<PipelineKey, (PayloadKind, Arc<dyn QueuedData>)>>,
+    waiting: Mutex<HashMap<PipelineKey, Waiting>>,
     /// How many wait: a warm run, which writes nothing, never takes the lock.
     count: AtomicUsize,
 }
