@@ -122,6 +122,7 @@ pub struct Watch {
     refused: AtomicU64,
     shared: AtomicU64,
     rebuilt: AtomicU64,
+    rebuild_written: AtomicU64,
     longest_ns: AtomicU64,
     /// The longest pipeline's ordinal (its `built` count), outcome and split.
     longest: std::sync::Mutex<Option<(u64, Outcome, [u64; PHASES])>>,
@@ -144,6 +145,9 @@ pub struct Tally {
     /// does not end in `built`, which tools read as the application's count).
     #[serde(default)]
     pub rebuild_made: u64,
+    /// Entries the background rebuild wrote (counted apart from `written`, the application's).
+    #[serde(default)]
+    pub rebuild_written: u64,
     /// Of `compiled`, those made from binaries another pipeline of the run compiled.
     #[serde(default)]
     pub shared: u64,
@@ -157,9 +161,9 @@ impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} rebuild_made={} shared={}",
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} rebuild_made={} shared={} rebuild_written={}",
             self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused,
-            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.rebuild_made, self.shared
+            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.rebuild_made, self.shared, self.rebuild_written
         )
     }
 }
@@ -206,9 +210,15 @@ impl Watch {
         self.rebuilt.fetch_add(1, Relaxed);
     }
 
-    /// Counts one entry written (the writer thread calls it when the file is in place).
-    pub fn written(&self) {
-        self.written.fetch_add(1, Relaxed);
+    /// Counts one entry written (the writer thread calls it when the file is in place): the
+    /// application's pipeline's, or the background rebuild's.
+    pub fn written(&self, by_rebuild: bool) {
+        let counter = if by_rebuild {
+            &self.rebuild_written
+        } else {
+            &self.written
+        };
+        counter.fetch_add(1, Relaxed);
     }
 
     /// The longest pipeline of the run: which it was (its ordinal among those built), how it was
@@ -232,6 +242,7 @@ impl Watch {
             passed: self.passed.load(Relaxed),
             refused: self.refused.load(Relaxed),
             rebuild_made: self.rebuilt.load(Relaxed),
+            rebuild_written: self.rebuild_written.load(Relaxed),
             shared: self.shared.load(Relaxed),
             // The phases partition each pipeline's time: their sums are the total.
             total_ms: self.phase_ns.iter().map(|p| p.load(Relaxed)).sum::<u64>() as f64 / 1e6,
@@ -380,7 +391,7 @@ mod tests {
         let lap = |took| Lap::charged(Phase::Driver, took);
         w.record(Outcome::Found, &lap(Duration::from_micros(10)));
         w.record(Outcome::Compiled, &lap(Duration::from_millis(3)));
-        w.written();
+        w.written(false);
         w.record(Outcome::Unkeyed, &lap(Duration::from_millis(1)));
         let line = w.tally().line();
         assert!(

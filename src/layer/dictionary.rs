@@ -374,7 +374,7 @@ mod tests {
         let run1 = Arc::new(open());
         let first = DeviceDictionaries::new(true);
         first.prime(&run1, |_, _| panic!("nothing is noted yet"));
-        let writer = Writer::new(Arc::new(|_| {}), None);
+        let writer = Writer::new(Arc::new(|_, _| {}), None);
         let carried = |d: &[u8]| frame_bytes(d).ok().map(|f| f.dictionary);
         first.note_written(&writer, &run1, k1.file_name(), carried(&d1));
         writer.finish(); // the note is the writer's to write
@@ -418,7 +418,7 @@ mod tests {
         assert_eq!(handed, [k2.file_name()]);
         let (name, id) = stand_in.expect("a stand-in");
         assert_eq!(name, k2.file_name());
-        let writer = Writer::new(Arc::new(|_| {}), None);
+        let writer = Writer::new(Arc::new(|_, _| {}), None);
         device.note(&writer, &run3, name, id);
         writer.finish();
         assert_eq!(run3.dictionary_entry(), Some(k2), "the stand-in is noted");

@@ -38,7 +38,7 @@ use super::instance::{instance_data, instance_link, load};
 use super::intercepted_device_command;
 use super::objects::Objects;
 use super::registry::{dispatch_key, Link, Registry};
-use super::writer::{OnWritten, Writer};
+use super::writer::{OnWritten, Writer, WrittenFor};
 use crate::key::Digest;
 use crate::settings::{BackendSetting, OpeningLate};
 use crate::store::files::Written;
@@ -171,11 +171,11 @@ const FAILED_WRITES_TO_STOP: u32 = 8;
 fn count_writes(watch: Arc<Watch>, failing: Arc<AtomicBool>) -> OnWritten {
     let failure_logged = AtomicBool::new(false);
     let failed_in_a_row = AtomicU32::new(0);
-    Arc::new(move |result| match result {
+    Arc::new(move |result, written_for| match result {
         Ok(written) => {
             failed_in_a_row.store(0, Ordering::Relaxed);
             if let Written::Whole(_) = written {
-                watch.written();
+                watch.written(written_for == WrittenFor::Rebuild);
             }
         }
         Err(e) => {
@@ -604,15 +604,27 @@ mod tests {
         let failing = Arc::new(AtomicBool::new(false));
         let written = count_writes(watch.clone(), failing.clone());
         for _ in 1..FAILED_WRITES_TO_STOP {
-            written(failure());
+            written(failure(), WrittenFor::Application);
         }
-        written(Ok(Written::Whole(10)));
+        written(Ok(Written::Whole(10)), WrittenFor::Application);
         for _ in 1..FAILED_WRITES_TO_STOP {
-            written(failure());
+            written(failure(), WrittenFor::Application);
         }
         assert!(!failing.load(Ordering::Acquire));
-        written(failure());
+        written(failure(), WrittenFor::Application);
         assert!(failing.load(Ordering::Acquire));
         assert_eq!(watch.tally().written, 1);
+    }
+
+    #[test]
+    fn the_background_rebuilds_writes_are_counted_apart_from_the_applications() {
+        let watch = Arc::new(Watch::default());
+        let written = count_writes(watch.clone(), Arc::new(AtomicBool::new(false)));
+        written(Ok(Written::Whole(10)), WrittenFor::Application);
+        written(Ok(Written::Whole(10)), WrittenFor::Rebuild);
+        written(Ok(Written::Whole(10)), WrittenFor::Rebuild);
+        let tally = watch.tally();
+        assert_eq!((tally.written, tally.rebuild_written), (1, 2));
+        assert!(tally.line().contains(" written=1 "), "{}", tally.line());
     }
 }

@@ -186,8 +186,18 @@ enum Work {
 /// off the pipeline's path as they are.
 pub type Chore = Box<dyn FnOnce() + Send>;
 
-/// What becomes of each write: counted by the caller (the compile watch's `written`).
-pub type OnWritten = Arc<dyn Fn(Result<Written, StoreError>) + Send + Sync>;
+/// What becomes of each write: counted by the caller (the compile watch's `written`, or
+/// `rebuild_written` for the background rebuild's).
+pub type OnWritten = Arc<dyn Fn(Result<Written, StoreError>, WrittenFor) + Send + Sync>;
+
+/// Whose pipeline an entry written keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WrittenFor {
+    /// The application's: queued from its threads.
+    Application,
+    /// The background rebuild's, written on its own threads ([`Writer::write_here`]).
+    Rebuild,
+}
 
 pub struct Writer {
     shared: Arc<(Mutex<Queue>, Condvar)>,
@@ -241,12 +251,12 @@ impl Writer {
             if let Some(whole) = whole {
                 job.data = Arc::new(Waiting::Whole(whole));
             }
-            (self.on_written)(run(&job));
+            (self.on_written)(run(&job), WrittenFor::Application);
         }
     }
 
-    /// Writes an entry on the caller's thread (a background thread of the layer's own), stamped
-    /// now.
+    /// Writes an entry on the caller's thread (the background rebuild's, a thread of the layer's
+    /// own), stamped now, counted as the rebuild's.
     pub fn write_here(
         &self,
         store: Arc<Store>,
@@ -254,7 +264,8 @@ impl Writer {
         kind: PayloadKind,
         data: Vec<u8>,
     ) {
-        (self.on_written)(run(&Job::announced(store, key, kind, Waiting::Whole(data))));
+        let job = Job::announced(store, key, kind, Waiting::Whole(data));
+        (self.on_written)(run(&job), WrittenFor::Rebuild);
     }
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
@@ -533,7 +544,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
             }
         };
         match work {
-            Some(Work::Write(job)) => on_written(run(&job)),
+            Some(Work::Write(job)) => on_written(run(&job), WrittenFor::Application),
             Some(Work::Stamps(stamps)) => stamps.into_iter().for_each(Stamp::give),
             Some(Work::Records(records)) => append_records(records),
             Some(Work::Chores(chores)) => chores.into_iter().for_each(|chore| chore()),

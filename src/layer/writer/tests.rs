@@ -71,7 +71,7 @@ fn an_entry_waits_for_a_pause_no_longer_than_its_longest() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
     let building = Arc::new(AppActivity::default());
-    let writer = Writer::new(Arc::new(|r| assert!(r.is_ok())), Some(building.clone()));
+    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
     let key = PipelineKey {
         spirv: [3; 16],
         state: [4; 16],
@@ -108,7 +108,7 @@ fn the_end_writes_what_waited_for_a_pause() {
     let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = written.clone();
     let writer = Writer::new(
-        Arc::new(move |r| {
+        Arc::new(move |r, _| {
             assert!(r.is_ok());
             counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }),
@@ -143,7 +143,7 @@ fn the_end_writes_many_waiting_entries_on_several_threads() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
     let building = Arc::new(AppActivity::default());
-    let writer = Writer::new(Arc::new(|r| assert!(r.is_ok())), Some(building.clone()));
+    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
     let key_of = |n: u16| PipelineKey {
         spirv: [(n >> 8) as u8; 16],
         state: [n as u8; 16],
@@ -171,7 +171,7 @@ fn the_end_writes_many_waiting_entries_on_several_threads() {
 fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
-    let writer = Arc::new(Writer::new(Arc::new(|_| {}), None));
+    let writer = Arc::new(Writer::new(Arc::new(|_, _| {}), None));
     let key = PipelineKey {
         spirv: [1; 16],
         state: [2; 16],
