@@ -71,13 +71,13 @@ pub unsafe fn read(ci: &vk::DeviceCreateInfo) -> DeviceChain {
                 .push((s_type.as_raw(), vec![f.pipeline_binaries]));
             continue;
         }
-        match features::known(s_type) {
+        match features::known(s_type.as_raw()) {
             Some(known) => {
                 let values = unsafe { bools_after_head(s, known.bools) };
                 if s_type == vk::StructureType::PHYSICAL_DEVICE_MAINTENANCE_5_FEATURES_KHR {
                     out.maintenance5 = Some(values[0] != 0);
                 }
-                if s_type == features::VULKAN_1_4.s_type {
+                if s_type.as_raw() == features::VULKAN_1_4.s_type {
                     out.maintenance5 = Some(values[features::VULKAN_1_4_MAINTENANCE5] != 0);
                 }
                 out.state.features.push((s_type.as_raw(), values));

@@ -2,14 +2,14 @@
 //! test app's and `pipekeep replay`'s `--every-extension`). Every instance extension the loader offers and every device extension
 //! the device offers are enabled (but for the few that may not stand beside others), and every
 //! feature structure the device reports anything on is chained with the features it reports on,
-//! through `VkPhysicalDeviceFeatures2`. The structures are those of the Vulkan definitions the
-//! crate builds with (pipekeep's generated table), each promoted one named alone: the
-//! `VkPhysicalDeviceVulkan1xFeatures` aggregates may not stand beside them.
+//! through `VkPhysicalDeviceFeatures2`. The structures are those of pipekeep's generated table
+//! (the Vulkan registry's), each promoted one named alone: the `VkPhysicalDeviceVulkan1xFeatures`
+//! aggregates may not stand beside them.
 
 use std::ffi::{c_char, CStr, CString};
 
 use super::feature_chain::FeatureChain;
-use crate::key::features::KNOWN_FEATURES;
+use crate::key::features::{KNOWN_FEATURES, VULKAN_1_4};
 use ash::vk;
 
 /// Extensions left out: each may not be enabled beside another this mode enables.
@@ -31,6 +31,8 @@ const LEFT_OUT_STRUCTURES: &[vk::StructureType] = &[
     vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
     vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
     vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+    // Vulkan 1.4's, which ash predates.
+    vk::StructureType::from_raw(VULKAN_1_4.s_type),
     vk::StructureType::PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES_EXT,
     // Their features may not stand beside fragment shading rate's
     // (VUID-VkDeviceCreateInfo-shadingRateImage-04478 to fragmentDensityMap-04483).
@@ -81,8 +83,8 @@ impl EveryExtension {
         let names = names_of(&props);
         let zeroed: Vec<(i32, Vec<u32>)> = KNOWN_FEATURES
             .iter()
-            .filter(|f| !LEFT_OUT_STRUCTURES.contains(&f.s_type))
-            .map(|f| (f.s_type.as_raw(), vec![0; f.bools]))
+            .filter(|f| !LEFT_OUT_STRUCTURES.contains(&vk::StructureType::from_raw(f.s_type)))
+            .map(|f| (f.s_type, vec![0; f.bools]))
             .collect();
         let asked = FeatureChain::new(&zeroed);
         let mut features2 = Box::new(vk::PhysicalDeviceFeatures2 {

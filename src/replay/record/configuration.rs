@@ -156,12 +156,7 @@ pub(super) fn device_json(d: &crate::key::desc::DeviceState) -> Value {
 /// rebuild makes each structure from them for the driver to read (and to write, when it asks what
 /// the device offers), so a damaged or foreign record must never size one shorter.
 fn as_long_as_its_structure(stype: i32, count: usize) -> bool {
-    /// `VkPhysicalDevicePipelineBinaryFeaturesKHR`, which ash predates: one `VkBool32`.
-    const PIPELINE_BINARY_FEATURES: i32 = 1_000_483_000;
-    match crate::key::features::known(ash::vk::StructureType::from_raw(stype)) {
-        Some(row) => row.bools == count,
-        None => stype == PIPELINE_BINARY_FEATURES && count == 1,
-    }
+    crate::key::features::known(stype).is_some_and(|row| row.bools == count)
 }
 
 /// A device's state as a record holds it (the member [`DEVICE_KEY`]).
