@@ -93,21 +93,35 @@ fn pipelines_with_pipeline_robustness_are_recorded_and_rebuilt() {
 /// record, and asserts that the rebuild wrote every pipeline and the next run finds them all.
 fn record_rebuild_and_find_all(extra: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
+    record_rebuild_and_find_all_in(tmp.path(), extra, &[]);
+}
+
+/// [`record_rebuild_and_find_all`] in `tmp`, the application's runs and the rebuild with the
+/// variables `env` (the user's environment, which both share).
+fn record_rebuild_and_find_all_in(tmp: &Path, extra: &[&str], env: &[(&str, &str)]) {
     let mut args = vec!["--compute", "24", "--graphics", "16", "--threads", "2"];
     args.extend_from_slice(extra);
     let app = || {
-        App::new(Driver::Radv, tmp.path())
-            .with_layer()
+        env.iter()
+            .fold(App::new(Driver::Radv, tmp).with_layer(), |app, (k, v)| {
+                app.env(k, v)
+            })
             .args(&args)
             .run()
     };
     let cold = app();
     assert_eq!(cold.watch().written, 40, "{}", cold.all());
-    let title = tmp.path().join("store/pipekeep-testapp");
+    let title = tmp.join("store/pipekeep-testapp");
     std::fs::remove_dir_all(title.join("host-pipelines")).unwrap();
     // The replay makes its device exactly as the test app made its own (extensions and every
     // feature structure, from the record), so the pipelines key as they did.
-    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    let rebuilt = env
+        .iter()
+        .fold(App::tool(Driver::Radv, tmp).with_layer(), |app, (k, v)| {
+            app.env(k, v)
+        })
+        .args(&["rebuild", "--json"])
+        .run();
     assert!(rebuilt.ok, "{}", rebuilt.all());
     assert_eq!(
         json(&rebuilt)["titles"][0]["written"],
@@ -116,6 +130,50 @@ fn record_rebuild_and_find_all(extra: &[&str]) {
         rebuilt.all()
     );
     assert_finds_all(app(), 40);
+}
+
+/// An application built with headers newer than any registry the layer knows chains a structure
+/// the rebuild cannot make again: it does not enter the key (the driver's keys decide what it
+/// changes), so the rebuild's entries are the ones the application finds.
+#[test]
+fn a_device_chaining_a_structure_no_registry_has_is_rebuilt_and_found() {
+    record_rebuild_and_find_all(&["--unknown-structure"]);
+}
+
+/// Recorded with the validation layer below pipekeep (no pipeline binaries, so no global key of
+/// the driver in the keys), rebuilt without it: the rebuild plans the device as it was.
+#[test]
+fn recorded_under_a_layer_below_the_rebuilt_entries_are_found() {
+    record_rebuild_and_find_all(&["--layers", &[LAYER, VALIDATION].join(",")]);
+}
+
+/// Recorded under a driconf option Mesa matches by the executable's name (`~/.drirc`), which
+/// changes RADV's global key: the rebuild, another executable, compiles under the application's.
+#[test]
+fn recorded_under_a_driconf_option_for_the_executable_the_rebuilt_entries_are_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".drirc"),
+        r#"<driconf>
+  <device driver="radv">
+    <application name="pipekeep test app" executable="pipekeep-testapp">
+      <option name="radv_disable_trunc_coord" value="true" />
+    </application>
+  </device>
+</driconf>
+"#,
+    )
+    .unwrap();
+    let home = home.to_str().unwrap();
+    record_rebuild_and_find_all_in(tmp.path(), &[], &[("HOME", home)]);
+    // ... and the option was in force: without it, the application finds nothing kept under it.
+    let plain = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .args(&["--compute", "24", "--graphics", "16", "--threads", "2"])
+        .run();
+    assert_eq!(plain.watch().found, 0, "{}", plain.all());
 }
 
 /// Renames a title's identity directory to another driver version of the same device: the next
@@ -426,10 +484,11 @@ fn write_behind_keeps_the_pipelines_in_the_same_run_once_the_application_pauses(
         .env("PIPEKEEP_WRITE_BEHIND", "on")
         .env("PIPEKEEP_TEST_REBUILD_FIRST", "1")
         .run();
+    // Built as asked, each miss is kept by the rebuild, whose writes are counted as its own.
     let w = cold.watch();
     assert_eq!(
-        (w.built, w.compiled, w.written),
-        (50, 50, 50),
+        (w.built, w.compiled, w.written, w.rebuild_written),
+        (50, 50, 0, 50),
         "{}",
         cold.all()
     );
@@ -981,4 +1040,52 @@ fn a_record_whose_configuration_entry_is_damaged_leaves_its_pipelines_to_the_app
     );
     assert!(title.join("record.pending").is_file(), "{}", rebuilt.all());
     assert!(recorded_pipelines(&title) >= 36);
+}
+
+/// The rebuild's instance enables the instance extensions the application did (a device
+/// extension such as `VK_KHR_swapchain` needs `VK_KHR_surface`): the validation layer below the
+/// rebuild's device reports nothing but the structures Debian 12's validation layer (1.3.239)
+/// does not know, its own limit. (The application: every extension offered, at API 1.3.)
+#[test]
+fn validation_below_the_rebuilds_device_reports_nothing() {
+    for api in ["1.3"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let cold = App::new(Driver::Radv, tmp.path())
+            .with_layer()
+            .args(&[
+                "--compute",
+                "4",
+                "--graphics",
+                "4",
+                "--every-extension",
+                "--api",
+                api,
+            ])
+            .run();
+        assert!(cold.ok, "{}", cold.all());
+        std::fs::remove_dir_all(tmp.path().join("store/pipekeep-testapp/host-pipelines")).unwrap();
+        let rebuilt = App::tool(Driver::Radv, tmp.path())
+            .env("VK_INSTANCE_LAYERS", format!("{LAYER}:{VALIDATION}"))
+            .env("VK_LOADER_DEBUG", "layer")
+            .args(&["rebuild"])
+            .run();
+        assert!(rebuilt.ok, "{}", rebuilt.all());
+        assert_eq!(
+            rebuilt.device_layer_stack(),
+            [LAYER, VALIDATION],
+            "{}",
+            rebuilt.all()
+        );
+        let messages: Vec<String> = rebuilt
+            .validation_messages()
+            .into_iter()
+            .filter(|m| !m.contains("-pNext-pNext"))
+            .collect();
+        assert_eq!(
+            messages,
+            Vec::<String>::new(),
+            "API {api}: {}",
+            rebuilt.all()
+        );
+    }
 }

@@ -171,6 +171,15 @@ fn spirv_key(stages: &[&StageDesc]) -> [u8; 16] {
 
 /// The device's own state as one digest, in an order of its own (extensions sorted, features
 /// by `sType`): two devices enabling the same things in another order share their entries.
+///
+/// A structure the layer does not know (newer than the registry it builds with) does not enter
+/// it: a rebuild cannot make it again, so a digest holding it would be one the rebuild never
+/// writes and the application's next run never finds. Which state such a structure sets is the
+/// driver's keys' to say: a `cache` entry is checked by the driver's own cache key (a mismatch
+/// is a compile, never a wrong pipeline), and a `binary` entry is kept under the driver's global
+/// key ([`device_digest_under_global_key`]), which the spec defines as covering every device
+/// state its binaries depend on (docs/FORMAT.md). The digest still counts an empty list where
+/// the unknown structures' types stood, so that no key of a device without them moved.
 pub fn device_digest(d: &DeviceState) -> Digest {
     let mut w = writer("pipekeep device");
     let mut extensions: Vec<&Vec<u8>> = d.extensions.iter().collect();
@@ -200,12 +209,7 @@ pub fn device_digest(d: &DeviceState) -> Digest {
             }
         }
     }
-    let mut unknown = d.unknown.clone();
-    unknown.sort_unstable();
-    w.u64(unknown.len() as u64);
-    for u in unknown {
-        w.u32(u as u32);
-    }
+    w.u64(0);
     w.finish()
 }
 

@@ -2,7 +2,8 @@
 //! extensions the application enabled, its `pEnabledFeatures`, and every feature structure it
 //! chained that the generated table (`key::features`) knows, read as the `VkBool32`s it holds (up
 //! to its last field, never its padding). A structure the table does not know is named by its
-//! `sType` only: the driver's global key decides what a binary fits (docs/FORMAT.md). Also what
+//! `sType` only (the record keeps it; the key does not: the driver's keys decide what it changes,
+//! docs/FORMAT.md). Also what
 //! the `binary` backend needs to know of the chain: whether the application itself chained the
 //! maintenance5 or pipeline-binary features.
 
@@ -145,7 +146,14 @@ mod tests {
         let ci = vk::DeviceCreateInfo::default().push_next(&mut unknown);
         // SAFETY: a create info built here.
         let state = unsafe { read(&ci) }.state;
-        assert_eq!(state.unknown, vec![unknown.s_type.as_raw()]);
+        assert_eq!(
+            state.unknown,
+            vec![vk::StructureType::DEVICE_PRIVATE_DATA_CREATE_INFO.as_raw()]
+        );
+        // ... but it does not enter the digest: the rebuild could never make a device whose key
+        // held it, and the driver's keys say what it changes.
+        let bare = vk::DeviceCreateInfo::default();
+        assert_eq!(digest(&ci), digest(&bare));
         // Ray tracing's structures, as DXVK and vkd3d-proton chain them, are read by content.
         let mut rt = vk::PhysicalDeviceRayTracingPipelineFeaturesKHR::default();
         let off = vk::DeviceCreateInfo::default().push_next(&mut rt);

@@ -24,6 +24,8 @@ pub struct InstanceData {
     pub title: String,
     /// The application's `VkApplicationInfo`, as the record keeps it for a rebuild.
     pub application: crate::replay::record::ApplicationInfo,
+    /// The instance extensions the application enabled, sorted (the record keeps them).
+    pub extensions: Vec<String>,
 }
 
 pub static INSTANCES: Registry<InstanceData> = Registry::new();
@@ -186,9 +188,29 @@ unsafe fn register_instance(
         api_version,
         title: title_of(app),
         application: application_of(app),
+        // SAFETY: the application's array of NUL-terminated names, per the spec.
+        extensions: unsafe { extension_names(ci) },
     };
     tracing::debug!(title = %data.title, api_version, disabled = SETTINGS.disabled, "instance created");
     INSTANCES.insert(unsafe { dispatch_key(handle) }, Arc::new(data));
+}
+
+/// The names of the instance extensions a create info enables, sorted.
+///
+/// # Safety
+/// `ci` must be a valid `VkInstanceCreateInfo`.
+unsafe fn extension_names(ci: &vk::InstanceCreateInfo) -> Vec<String> {
+    // SAFETY: as the caller vouches.
+    let names =
+        unsafe { super::objects::slice(ci.pp_enabled_extension_names, ci.enabled_extension_count) };
+    let mut names: Vec<String> = names
+        .iter()
+        .filter(|n| !n.is_null())
+        .map(|n| unsafe { CStr::from_ptr(*n) }.to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 pub unsafe extern "system" fn destroy_instance(

@@ -44,6 +44,8 @@ pub struct AppInfo {
     /// The driver ABI (pointer size) of the process that recorded it; 0 where the database does
     /// not say (records before it did, other databases): taken as the replaying process's.
     pub abi: u32,
+    /// What else of the recording process decides the driver's keys (pipekeep's record).
+    pub launch: super::record::Launch,
 }
 
 /// One device configuration of a database and its pipelines (with every object).
@@ -178,6 +180,7 @@ impl Catalog {
                         .get(super::record::ABI_KEY)
                         .and_then(Value::as_u64)
                         .map_or(0, |a| a as u32),
+                    launch: super::record::Launch::from_json(doc.get(super::record::LAUNCH_KEY)),
                 };
                 if self.app.is_none() {
                     self.app = Some(app.clone());

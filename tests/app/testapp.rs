@@ -108,10 +108,28 @@ struct Args {
     /// graphics pipeline, and on each compute pipeline or (odd variants) its stage.
     #[arg(long)]
     pipeline_robustness: bool,
+    /// Chain a structure into the device's create info whose sType no Vulkan registry has (as an
+    /// application built with headers newer than any the layer knows; drivers skip structures
+    /// they do not know).
+    #[arg(long)]
+    unknown_structure: bool,
     /// A layer setting for pipekeep, NAME=VALUE (a string value), chained on the instance's
     /// create info through VK_EXT_layer_settings; repeatable.
     #[arg(long)]
     layer_setting: Vec<String>,
+}
+
+/// A structure of a kind no Vulkan registry defines (`--unknown-structure`).
+#[repr(C)]
+struct UnknownStructure {
+    s_type: vk::StructureType,
+    p_next: *const std::ffi::c_void,
+    value: vk::Bool32,
+}
+
+impl UnknownStructure {
+    /// Extension numbers stand below a thousand: this one is no extension's.
+    const S_TYPE: vk::StructureType = vk::StructureType::from_raw(1_999_999_000);
 }
 
 /// Allocations asked of the failing allocator.
@@ -380,6 +398,14 @@ fn run(args: &Args) -> Result<bool, String> {
         device_ci = every.apply(vk::DeviceCreateInfo::default().queue_create_infos(&queue_ci));
         let (extensions, structures) = every.counts();
         eprintln!("testapp: every extension: {extensions} device extensions, {structures} feature structures");
+    }
+    let mut unknown = UnknownStructure {
+        s_type: UnknownStructure::S_TYPE,
+        p_next: device_ci.p_next,
+        value: vk::TRUE,
+    };
+    if args.unknown_structure {
+        device_ci.p_next = (&mut unknown as *mut UnknownStructure).cast();
     }
     // SAFETY: the create info's names, alive with it.
     let enabled: Vec<CString> = unsafe {

@@ -326,9 +326,10 @@ pub struct WatchLine {
     pub unkeyed: u64,
     /// Keyed, but built as the application asked.
     pub passed: u64,
-    /// Of `found`, those served through the merged cache.
     /// Of `compiled`, those made from the binaries of a pipeline the driver builds alike.
     pub shared: u64,
+    /// Entries the background rebuild wrote (apart from `written`).
+    pub rebuild_written: u64,
 }
 
 impl Run {
@@ -370,6 +371,7 @@ impl Run {
             unkeyed: field("unkeyed"),
             passed: field("passed"),
             shared: field("shared"),
+            rebuild_written: field("rebuild_written"),
         }
     }
 

@@ -247,7 +247,7 @@ pub unsafe extern "system" fn create_device(
     // pipekeep may not know an extension pipekeep adds (Debian 12's validation layer wraps
     // handles and passes unknown commands straight to the driver: a crash at the first kept
     // pipeline), so where one is there pipekeep adds no command-bearing extension.
-    let layers_below = !link_info.layer_info.is_null();
+    let layers_below = !link_info.layer_info.is_null() || crate::settings::as_if_layers_below_now();
     // The next vkCreateDevice, asked with the real instance handle.
     let Some(next_create) =
         (unsafe { load::<vk::PFN_vkCreateDevice>(gipa, instance, c"vkCreateDevice") })
@@ -403,6 +403,11 @@ unsafe fn register_device(
             .map(|r| Arc::new(crate::replay::record::RecordFile::new(&r.join(&inst.title)))),
         app_state: crate::replay::record::AppState {
             application: inst.application.clone(),
+            launch: crate::replay::record::Launch {
+                instance_extensions: inst.extensions.clone(),
+                executable: crate::settings::driconf_executable(),
+                layers_below: plan.layers_below,
+            },
             ..plan.app_features.clone()
         },
         store,

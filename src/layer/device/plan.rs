@@ -77,6 +77,8 @@ pub(super) struct DevicePlan {
     pub(super) app_enabled_all_binaries_need: bool,
     /// The application chained feature structures the layer reads by `sType` alone.
     pub(super) unknown_structures: bool,
+    /// A layer sits below pipekeep: it adds no command-bearing extension.
+    pub(super) layers_below: bool,
     /// The commands of the extensions the layer added: `vkGetDeviceProcAddr` hides them from the
     /// application, which did not enable them.
     pub(super) hidden_commands: Vec<&'static CStr>,
@@ -318,6 +320,7 @@ pub(super) unsafe fn plan_device(
             && chain.maintenance5 == Some(true)
             && (maintenance5_core || app_enabled(bin::MAINTENANCE5)),
         unknown_structures: !chain.state.unknown.is_empty(),
+        layers_below,
         hidden_commands,
         _added_features: added_features,
         chain_head,

@@ -30,8 +30,68 @@ pub struct AppState {
     /// Everything the device was made with that enters the key (extensions, every feature
     /// structure as its `VkBool32`s, `pEnabledFeatures`, the `sType` of each structure the layer
     /// does not know): a replay that reads it makes its device exactly so, and keys its pipelines
-    /// as the application did (one with a structure the layer does not know it cannot make).
+    /// as the application did (a structure the layer does not know it leaves out, as the key
+    /// does).
     pub device: Option<crate::key::desc::DeviceState>,
+    /// What else of the application's process decides the driver's keys.
+    pub launch: Launch,
+}
+
+/// What of the application's process, besides its create infos, decides the keys the driver
+/// gives (so the keys pipekeep files entries under): a rebuild reproduces it, or leaves the
+/// configuration to the application's own background rebuild.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Launch {
+    /// The instance extensions the application enabled, sorted: the device extensions it enabled
+    /// may need them (`VK_KHR_swapchain` needs `VK_KHR_surface`), and an API 1.0 application's
+    /// feature structures need `VK_KHR_get_physical_device_properties2`.
+    pub instance_extensions: Vec<String>,
+    /// The executable's name as Mesa's driconf matches it (`MESA_DRICONF_EXECUTABLE_OVERRIDE`
+    /// where set, else the invoked program's file name): a `.drirc` option for it changes the
+    /// driver's global key. None in records made before it.
+    pub executable: Option<String>,
+    /// A layer sat below pipekeep: pipekeep then enabled no pipeline binaries, so its keys hold
+    /// no global key of the driver.
+    pub layers_below: bool,
+}
+
+impl Launch {
+    fn is_default(&self) -> bool {
+        *self == Launch::default()
+    }
+
+    fn to_json(&self) -> Value {
+        let mut v = json!({ "instanceExtensions": self.instance_extensions });
+        if let Some(exe) = &self.executable {
+            v["executable"] = json!(exe);
+        }
+        if self.layers_below {
+            v["layersBelow"] = json!(true);
+        }
+        v
+    }
+
+    /// The member [`LAUNCH_KEY`] as a record holds it (absent: the default).
+    pub fn from_json(v: Option<&Value>) -> Launch {
+        let Some(v) = v else {
+            return Launch::default();
+        };
+        let mut instance_extensions: Vec<String> = v["instanceExtensions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        instance_extensions.sort();
+        instance_extensions.dedup();
+        Launch {
+            instance_extensions,
+            executable: v["executable"].as_str().map(str::to_owned),
+            layers_below: v["layersBelow"].as_bool().unwrap_or(false),
+        }
+    }
 }
 
 impl AppState {
@@ -68,6 +128,7 @@ impl AppState {
                 || features(53).is_some_and(|f| on(&f, 0)),
             mesh_task_shader: features(1_000_328_000).map(|f| on(&f, 0)),
             device: Some(device),
+            launch: Launch::default(),
         }
     }
 }
@@ -120,6 +181,9 @@ pub(super) fn application(app: &AppState) -> Vec<u8> {
     if let Some(device) = &app.device {
         doc[DEVICE_KEY] = device_json(device);
     }
+    if !app.launch.is_default() {
+        doc[LAUNCH_KEY] = app.launch.to_json();
+    }
     // The process's pointer size enters every key: a 32-bit build's configuration is its own.
     doc[ABI_KEY] = json!(crate::store::identity::HOST_ABI);
     serde_json::to_vec(&doc).expect("JSON of plain values")
@@ -132,6 +196,9 @@ pub const ABI_KEY: &str = "pipekeepAbi";
 /// The application-info member (pipekeep's own; Fossilize's readers pass over it) that holds the
 /// device's state whole.
 pub const DEVICE_KEY: &str = "pipekeepDevice";
+
+/// The application-info member (pipekeep's own) that holds the configuration's [`Launch`].
+pub const LAUNCH_KEY: &str = "pipekeepLaunch";
 
 pub(super) fn device_json(d: &crate::key::desc::DeviceState) -> Value {
     let extensions: Vec<String> = d

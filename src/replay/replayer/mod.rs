@@ -17,6 +17,7 @@ use crate::replay::objects::{AppInfo, Catalog};
 mod device;
 mod fields;
 mod jobs;
+mod launch;
 mod objects;
 mod options;
 mod pipelines;
@@ -203,12 +204,6 @@ unsafe fn replay_group(
     options: &Options,
 ) -> Result<Summary, String> {
     let recorded = &group.app;
-    if let Some(state) = recorded.device.as_ref().filter(|d| !d.unknown.is_empty()) {
-        return Err(format!(
-            "the application chained structures pipekeep cannot make again (sType {:?})",
-            state.unknown
-        ));
-    }
     let exact = recorded.device.is_some();
     // pipekeep's record: the application's own VkApplicationInfo, names and versions as they
     // were (none where it gave none). Another database: its name, at API 1.3.
@@ -247,10 +242,13 @@ unsafe fn replay_group(
     let instance_extensions = if options.every_extension {
         crate::replay::every_extension::instance_extensions(entry)
     } else {
-        Vec::new()
+        launch::instance_extensions(entry, recorded)
     };
     let instance_extension_ptrs: Vec<*const std::ffi::c_char> =
         instance_extensions.iter().map(|e| e.as_ptr()).collect();
+    // What else decides the driver's keys, as the application's process had it, for this
+    // instance and device only.
+    let _as_launched = exact.then(|| launch::AsLaunched::enter(&recorded.launch));
     // SAFETY (whole function): valid Vulkan usage; every object is destroyed before returning.
     let instance = unsafe {
         entry.create_instance(
