@@ -1048,7 +1048,8 @@ fn a_record_whose_configuration_entry_is_damaged_leaves_its_pipelines_to_the_app
 /// does not know, its own limit. (The application: every extension offered, at API 1.3.)
 #[test]
 fn validation_below_the_rebuilds_device_reports_nothing() {
-    for api in ["1.3"] {
+    {
+        let api = "1.3";
         let tmp = tempfile::tempdir().unwrap();
         let cold = App::new(Driver::Radv, tmp.path())
             .with_layer()
