@@ -26,6 +26,7 @@ mod capture;
 mod device;
 mod device_state;
 mod dictionary;
+mod driver_gate;
 mod found_gate;
 mod guard;
 mod idle;

@@ -60,6 +60,12 @@ impl<T: Clone> Tracked<T> {
         self.0.writing().remove(&handle);
     }
 
+    /// How many live objects it holds (the application's and the background rebuild's; objects
+    /// of one content may share a handle on some drivers, and count once).
+    pub fn len(&self) -> usize {
+        self.0.reading().len()
+    }
+
     /// The content of a live object, or why there is none.
     pub fn get(&self, handle: u64, what: &'static str) -> Result<T, Unkeyable> {
         self.0

@@ -3,7 +3,8 @@
 
 use super::*;
 
-/// How long the exit handler gives the opening thread to see the stop.
+/// How long the exit handler gives the opening thread to see the stop. One left after it never
+/// calls into the driver again: the handler shuts the device's driver gate.
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl DeviceData {
@@ -121,6 +122,11 @@ impl DeviceData {
         // calls the driver through this device.
         self.join_the_rebuild();
         if at_exit {
+            // The application may destroy its device in a static destructor once this handler
+            // returns: an opening thread left to end with the process (reading an entry for
+            // NVIDIA's dictionary, say) never calls into the driver from now on, and one inside
+            // it is waited for (its call ends).
+            self.driver_gate.shut();
             if let Some(store) = self.opened_store() {
                 store.stop_reading_ahead();
             }

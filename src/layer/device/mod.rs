@@ -125,6 +125,12 @@ pub struct DeviceData {
     /// How many found pipelines may be inside the driver at once (`PIPEKEEP_FOUND_CALLS`); none:
     /// no bound.
     pub found_gate: Option<super::found_gate::FoundGate>,
+    /// Whether the layer's own threads may still call into the driver: shut at the device's end
+    /// (`vkDestroyDevice`, or the exit handler), which waits for those inside.
+    pub driver_gate: Arc<super::driver_gate::DriverGate>,
+    /// The device's `maxSamplerAllocationCount`: the background rebuild's immutable samplers
+    /// count against it beside the application's.
+    pub max_samplers: u32,
 }
 
 /// Test settings only: waits until `done`, polling each millisecond, at most ten seconds.
@@ -424,6 +430,8 @@ unsafe fn register_device(
         dictionaries: super::dictionary::DeviceDictionaries::in_process(cuts_dictionary, identity),
         app_activity,
         found_gate,
+        driver_gate: Arc::default(),
+        max_samplers: properties.limits.max_sampler_allocation_count,
         write_behind: active
             && SETTINGS.root.is_some()
             && SETTINGS.rebuild == crate::settings::RebuildSetting::Background
@@ -470,6 +478,10 @@ pub unsafe extern "system" fn destroy_device(
     let data = DEVICES.get(key);
     if let Some(data) = &data {
         guarded("vkDestroyDevice", || data.finish(false), || ());
+        // Whatever `finish` did (nothing, where the exit handler came first, even on another
+        // thread still at it): no thread of the layer's is inside the driver when the device
+        // goes, and none enters after.
+        data.driver_gate.shut();
     }
     let link = DEVICE_LINKS.remove(key);
     DEVICES.remove(key);
@@ -533,6 +545,9 @@ unsafe fn command_of(dev: &DeviceData, name: &CStr) -> vk::PFN_vkVoidFunction {
         _ => next,
     }
 }
+
+#[cfg(test)]
+mod end_tests;
 
 #[cfg(test)]
 mod tests {

@@ -143,9 +143,15 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
         catalog.into_configuration(crate::replay::record::configuration_hash(&dev.app_state));
     let pipelines = catalog.compute.len() + catalog.graphics.len();
     tracing::info!(record = %record.display(), pipelines, "the driver changed (or a rebuild is owed): rebuilding the title's record in the background");
+    // Loading asks the driver for its commands: only while the device lets this thread in.
+    let Some(inside) = dev.driver_gate.enter() else {
+        tracing::info!("background rebuild ended: the device went before it began");
+        return Pass::Done;
+    };
     // SAFETY: this layer's own commands for the application's device (taken from its data, not
     // from the device map, which `vkDestroyDevice` empties before it joins this thread), and the
-    // next layer's for the rest; the device lives until that join.
+    // next layer's for the rest; the device lives until that join, and the rebuild calls them
+    // only through its driver gate.
     let mut missing = Vec::new();
     let device = unsafe {
         ash::Device::load_with(
@@ -159,6 +165,7 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
             dev.handle,
         )
     };
+    drop(inside);
     // What the replay calls must be there (the rest of a 1.3 table may be absent).
     const NEEDED: [&str; 12] = [
         "vkCreateShaderModule",
@@ -211,18 +218,48 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
                 wait_for_a_quiet_application(&dev)
             }))
         }),
+        // Each pipeline's calls (its objects, the pipeline, their destruction) while the device
+        // lets the rebuild in: none once it ended, and its end waits for the one being made.
+        enter_device: Some({
+            let gate = dev.driver_gate.clone();
+            crate::replay::replayer::EnterDevice(Arc::new(move || {
+                gate.enter()
+                    .map(|inside| Box::new(inside) as Box<dyn std::any::Any + Send>)
+            }))
+        }),
+        samplers: Some(sampler_budget(dev)),
         ..Default::default()
     };
     let started = std::time::Instant::now();
     // SAFETY: as above.
     let summary = unsafe { crate::replay::replayer::replay_on_device(device, &catalog, &options) };
+    let no_room = summary
+        .skipped
+        .get(crate::replay::replayer::NO_ROOM_FOR_SAMPLERS)
+        .copied()
+        .unwrap_or(0);
+    let too_many = summary
+        .skipped
+        .get(crate::replay::replayer::MORE_SAMPLERS_THAN_ALLOWED)
+        .copied()
+        .unwrap_or(0);
+    if no_room + too_many > 0 {
+        // Once a pass, whatever the count.
+        tracing::warn!(
+            no_room,
+            too_many,
+            max_samplers = dev.max_samplers,
+            "the background rebuild skipped pipelines whose immutable samplers the device has no room for beside the application's"
+        );
+    }
     // The application's owed pipelines queued for the record land first: a mark removed
     // before them would be written again.
     wait_for_owed_appends(dev, file);
     // Other configurations' pipelines are their own devices' to rebuild: the mark stays until
     // they have entries here too.
     let others_kept = others.is_empty() || kept_here(dev, &others);
-    if others_kept && !dev.rebuild_stop.load(Ordering::Acquire) {
+    // Pipelines left for the device's lack of samplers may find room in a later run.
+    if others_kept && no_room == 0 && !dev.rebuild_stop.load(Ordering::Acquire) {
         // Every pipeline of the record as read went through the layer (found, or compiled and
         // written; one the driver fails stays failed): nothing is left for the next run, unless
         // the record grew meanwhile.
@@ -232,6 +269,26 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
     }
     tracing::info!(made = summary.made, of = pipelines, skipped = summary.skipped_total(), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "background rebuild ended");
     Pass::Done
+}
+
+/// The share of `maxSamplerAllocationCount` the rebuild may hold at once, and left free for the
+/// application beyond what the device holds when the rebuild makes more: a sixteenth each (250 of
+/// NVIDIA's 4,000; the spec's least is 4,000). A pipeline names a few at most, and the rebuild
+/// holds only those of the pipelines it is building.
+pub(super) const SAMPLER_SHARE: u32 = 16;
+
+/// The rebuild's budget of immutable samplers on the application's device: at most
+/// [`SAMPLER_SHARE`]'s part of the limit at once, and more only where the device, with every
+/// sampler it holds (the application's and the rebuild's, which the layer tracks as each is made
+/// and destroyed), keeps another such part free for the application.
+pub(super) fn sampler_budget(dev: &Arc<DeviceData>) -> crate::replay::replayer::SamplerBudget {
+    let limit = dev.max_samplers as usize;
+    let share = limit / SAMPLER_SHARE as usize;
+    let dev = Arc::clone(dev);
+    crate::replay::replayer::SamplerBudget {
+        most: share,
+        room: Arc::new(move |more| dev.objects.samplers.len() + more + share <= limit),
+    }
 }
 
 /// How many of this run's owed pipelines have landed in the record: the ones a pass that reads

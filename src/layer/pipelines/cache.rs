@@ -81,6 +81,13 @@ pub(super) unsafe fn hand_over(
     seed: &Seed,
 ) -> bool {
     let marker = store.hold_marker(entry);
+    // The opening thread may come here after the device's end gave up waiting for it (the
+    // lookup and the marker before this are file I/O): then it makes no call into a device that
+    // may be gone. Inside, the end waits for it until its cache is destroyed.
+    let Some(inside) = dev.driver_gate.enter() else {
+        tracing::debug!(entry = %entry.name(), "the device ended; NVIDIA's dictionary is not handed over");
+        return false;
+    };
     // SAFETY: checked data, handed to the device's own driver.
     let made = seed.with_data(entry, |data| {
         // SAFETY: checked data, handed to the device's own driver.
@@ -94,6 +101,7 @@ pub(super) unsafe fn hand_over(
             // SAFETY: the layer's own cache, just made.
             let holds = unsafe { cache_size(dev, cache) };
             drop(OwnCache { dev, cache });
+            drop(inside);
             let taken = holds >= given / 2;
             if !taken {
                 tracing::debug!(entry = %entry.name(), given, holds, "the driver made a cache without the entry naming its dictionary");

@@ -19,6 +19,8 @@ pub(super) struct Job<'a> {
     hash: u64,
     info: Option<&'a Value>,
     graphics: bool,
+    /// Where its objects are (each pipeline makes its own on someone else's device).
+    catalog: &'a Catalog,
 }
 
 impl<'a> Job<'a> {
@@ -29,6 +31,7 @@ impl<'a> Job<'a> {
                 hash: *hash,
                 info: info.as_ref(),
                 graphics,
+                catalog,
             }
         };
         (catalog.compute.iter().map(job(false))).chain(catalog.graphics.iter().map(job(true)))
@@ -106,13 +109,24 @@ impl Replay {
         summary.times_ms = times;
     }
 
-    /// One pipeline: its create info from JSON (untimed), the creation (timed), then destroyed.
+    /// One pipeline: its create info from JSON (untimed), the creation (timed), then destroyed;
+    /// on someone else's device, between the objects it names, made for it and destroyed after.
     unsafe fn make_pipeline(&self, job: &Job) -> Result<Duration, String> {
         let info = job.info.ok_or("malformed entry")?;
-        if job.graphics {
-            unsafe { self.graphics(info) }
-        } else {
-            unsafe { self.compute(info) }
+        let build = |made: &super::objects::Made| {
+            if job.graphics {
+                unsafe { self.graphics(made, info) }
+            } else {
+                unsafe { self.compute(made, info) }
+            }
+        };
+        match self.own.as_ref() {
+            None => build(&self.made),
+            Some(own) => {
+                let wanted = super::objects::Wanted::of(job.catalog, info, job.graphics);
+                // SAFETY: the replay's device, as its caller vouches.
+                unsafe { self.around(own, job.catalog, &wanted, build) }
+            }
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Replays a catalog on a Vulkan device through the loader (so pipekeep, when enabled, sees an
 //! ordinary application): samplers, set layouts, pipeline layouts, shader modules and render
 //! passes first, then every compute and graphics pipeline from N threads, each creation timed on
-//! its own. What cannot be made (a missing object, a malformed entry, a feature or limit the
-//! device lacks) is skipped with its reason, never turned into an invalid Vulkan call.
+//! its own. On someone else's device (pipekeep's background rebuild) each pipeline makes only the
+//! objects it names, around it ([`own`]). What cannot be made (a missing object, a malformed
+//! entry, a feature or limit the device lacks) is skipped with its reason, never turned into an
+//! invalid Vulkan call.
 
-use std::collections::HashMap;
 use std::ffi::CString;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -20,9 +21,15 @@ mod jobs;
 mod launch;
 mod objects;
 mod options;
+mod own;
 mod pipelines;
+#[cfg(test)]
+mod tests;
 
-pub use options::{AppCache, BeforeEach, OnProgress, Options, Progress, Summary, WorkerStart};
+pub use options::{
+    AppCache, BeforeEach, EnterDevice, OnProgress, Options, Progress, SamplerBudget, Summary,
+    WorkerStart, DEVICE_ENDED, MORE_SAMPLERS_THAN_ALLOWED, NO_ROOM_FOR_SAMPLERS,
+};
 
 use device::{chosen_device, every_extension_device, exact_device, strip};
 use jobs::Job;
@@ -30,13 +37,10 @@ use jobs::Job;
 /// Everything the pipelines need: the device, the objects by hash, and what the device can do.
 struct Replay {
     device: ash::Device,
-    samplers: HashMap<u64, vk::Sampler>,
-    set_layouts: HashMap<u64, vk::DescriptorSetLayout>,
-    pipeline_layouts: HashMap<u64, vk::PipelineLayout>,
-    modules: HashMap<u64, vk::ShaderModule>,
-    render_passes: HashMap<u64, vk::RenderPass>,
-    /// Why an object could not be made, by hash.
-    failed: HashMap<u64, String>,
+    /// The objects made before the pipelines (on a device of the replay's own).
+    made: objects::Made,
+    /// On someone else's device: each pipeline makes its own objects instead.
+    own: Option<own::OwnObjects>,
     subgroup: vk::PhysicalDeviceSubgroupSizeControlProperties<'static>,
     subgroup_size_control: bool,
     mesh_shaders: bool,
@@ -58,12 +62,8 @@ impl Replay {
     ) -> Replay {
         Replay {
             device,
-            samplers: HashMap::new(),
-            set_layouts: HashMap::new(),
-            pipeline_layouts: HashMap::new(),
-            modules: HashMap::new(),
-            render_passes: HashMap::new(),
-            failed: HashMap::new(),
+            made: Default::default(),
+            own: None,
             subgroup,
             subgroup_size_control,
             mesh_shaders,
@@ -337,7 +337,9 @@ unsafe fn replay_on(
                 .iter()
                 .map(|p| format!("{}: {}", p.entry, p.reason)),
         );
-        unsafe { r.make_objects(c) };
+        let mut made = std::mem::take(&mut r.made);
+        unsafe { r.make_objects(c, &mut made, None) };
+        r.made = made;
     }
     let jobs: Vec<Job> = catalogs.iter().flat_map(Job::all_of).collect();
     summary.pipelines = jobs.len() + catalogs.iter().map(|c| c.ray_tracing).sum::<usize>();
@@ -364,9 +366,10 @@ unsafe fn replay_on(
 }
 
 /// Replays a catalog's pipelines on a device someone else made and keeps (pipekeep's background
-/// rebuild, on the application's device, through pipekeep's own commands): the objects it makes
-/// are destroyed after, the device is left as it was. Subgroup sizes are passed as recorded (the
-/// driver checks them).
+/// rebuild, on the application's device, through pipekeep's own commands): each pipeline makes
+/// the objects it names just before it and destroys them just after ([`own`]), within
+/// `options.samplers` and while `options.enter_device` lets it in; the device is left as it was.
+/// Subgroup sizes are passed as recorded (the driver checks them).
 ///
 /// # Safety
 /// `device` must be a live device that outlives the call, its commands loaded.
@@ -382,16 +385,18 @@ pub unsafe fn replay_on_device(
         ..Default::default()
     };
     let mut r = Replay::new(device, subgroup, (true, true), vk::PipelineCache::null());
+    r.own = Some(own::OwnObjects::new(
+        options.enter_device.clone(),
+        options.samplers.clone(),
+    ));
     let mut summary = Summary {
         threads: options.threads.max(1),
         ..Default::default()
     };
-    // SAFETY: as the caller vouches; every object is destroyed below.
-    unsafe { r.make_objects(catalog) };
     let jobs: Vec<Job> = Job::all_of(catalog).collect();
     summary.pipelines = jobs.len();
+    // SAFETY: as the caller vouches; each pipeline destroys what it made.
     unsafe { r.run_jobs(&jobs, options, &mut summary) };
-    unsafe { r.destroy() };
     summary
 }
 

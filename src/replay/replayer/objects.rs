@@ -1,7 +1,9 @@
 //! The objects pipelines name (samplers, set layouts, pipeline layouts, shader modules, render
-//! passes), made from their JSON before the pipelines and destroyed after.
+//! passes), made from their JSON before the pipelines and destroyed after: every one first on a
+//! device of the replay's own; on someone else's device (pipekeep's background rebuild, on the
+//! application's), only those one pipeline names, around it ([`Wanted`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ash::vk;
 use ash::vk::Handle;
@@ -12,22 +14,32 @@ use super::Replay;
 use crate::replay::objects::{parse_ref, Catalog};
 use crate::replay::record::stype;
 
-/// Makes every object of one kind; a malformed one is an error with that reason.
-fn made_all<V, T>(
-    objects: &BTreeMap<u64, Option<V>>,
+/// Makes each of `chosen` (one kind's objects); a malformed one is an error with that reason.
+fn made_all<'a, V: 'a, T>(
+    chosen: impl Iterator<Item = (u64, &'a Option<V>)>,
     create: impl Fn(&V) -> Result<T, String>,
 ) -> Vec<(u64, Result<T, String>)> {
-    objects
-        .iter()
+    chosen
         .map(|(h, v)| {
             (
-                *h,
+                h,
                 v.as_ref()
                     .ok_or_else(|| "malformed entry".to_string())
                     .and_then(&create),
             )
         })
         .collect()
+}
+
+/// One kind's objects of `all` to make: every one, or those `wanted` names that `all` holds.
+fn chosen<'a, V>(
+    all: &'a BTreeMap<u64, Option<V>>,
+    wanted: Option<&'a BTreeSet<u64>>,
+) -> Box<dyn Iterator<Item = (u64, &'a Option<V>)> + 'a> {
+    match wanted {
+        None => Box::new(all.iter().map(|(h, v)| (*h, v))),
+        Some(w) => Box::new(w.iter().filter_map(|h| all.get(h).map(|v| (*h, v)))),
+    }
 }
 
 /// Files a made object by hash, or why it could not be made.
@@ -47,37 +59,132 @@ fn keep<T>(
     }
 }
 
-impl Replay {
+/// The objects made for the pipelines, by hash, and why those that could not be made were not.
+#[derive(Debug, Default)]
+pub(super) struct Made {
+    pub samplers: HashMap<u64, vk::Sampler>,
+    pub set_layouts: HashMap<u64, vk::DescriptorSetLayout>,
+    pub pipeline_layouts: HashMap<u64, vk::PipelineLayout>,
+    pub modules: HashMap<u64, vk::ShaderModule>,
+    pub render_passes: HashMap<u64, vk::RenderPass>,
+    /// Why an object could not be made, by hash.
+    pub failed: HashMap<u64, String>,
+}
+
+impl Made {
     pub(super) fn missing(&self, kind: &str, hash: Option<u64>) -> String {
         match hash.and_then(|h| self.failed.get(&h)) {
             Some(why) => format!("its {kind} could not be made ({why})"),
             None => format!("missing {kind}"),
         }
     }
+}
 
-    pub(super) unsafe fn make_objects(&mut self, c: &Catalog) {
+/// The objects one pipeline names, by hash, through its layout down to the immutable samplers
+/// of its set layouts.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Wanted {
+    pub samplers: BTreeSet<u64>,
+    pub set_layouts: BTreeSet<u64>,
+    pub pipeline_layouts: BTreeSet<u64>,
+    pub modules: BTreeSet<u64>,
+    pub render_passes: BTreeSet<u64>,
+}
+
+impl Wanted {
+    /// What the pipeline `info` (graphics or compute) names in the catalog `c`.
+    pub(super) fn of(c: &Catalog, info: &Value, graphics: bool) -> Wanted {
+        let mut w = Wanted::default();
+        let named = |v: &Value| parse_ref(v).filter(|h| *h != 0);
+        if let Some(layout) = info.get("layout").and_then(named) {
+            w.pipeline_layouts.insert(layout);
+            let sets = c.pipeline_layouts.get(&layout).and_then(Option::as_ref);
+            for set in sets
+                .map_or(&[][..], |l| arr(l, "setLayouts"))
+                .iter()
+                .filter_map(named)
+            {
+                w.set_layouts.insert(set);
+                let bindings = c.set_layouts.get(&set).and_then(Option::as_ref);
+                for b in bindings.map_or(&[][..], |s| arr(s, "bindings")) {
+                    w.samplers
+                        .extend(arr(b, "immutableSamplers").iter().filter_map(named));
+                }
+            }
+        }
+        let stages: Vec<&Value> = if graphics {
+            arr(info, "stages").iter().collect()
+        } else {
+            info.get("stage").into_iter().collect()
+        };
+        w.modules.extend(
+            stages
+                .iter()
+                .filter_map(|s| s.get("module").and_then(named)),
+        );
+        if graphics {
+            w.render_passes
+                .extend(info.get("renderPass").and_then(named));
+        }
+        w
+    }
+
+    /// How many samplers making these objects creates (those the catalog holds whole).
+    pub(super) fn samplers_made(&self, c: &Catalog) -> usize {
+        self.samplers
+            .iter()
+            .filter(|h| matches!(c.samplers.get(h), Some(Some(_))))
+            .count()
+    }
+}
+
+impl Replay {
+    /// Makes the catalog's objects into `made`: every one, or only those `wanted` names.
+    pub(super) unsafe fn make_objects(
+        &self,
+        c: &Catalog,
+        made: &mut Made,
+        wanted: Option<&Wanted>,
+    ) {
         // In dependency order: set layouts need samplers, pipeline layouts need set layouts.
-        for (h, r) in made_all(&c.samplers, |v| unsafe { self.sampler(v) }) {
-            keep(&mut self.samplers, &mut self.failed, h, r);
+        let samplers = made_all(
+            chosen(&c.samplers, wanted.map(|w| &w.samplers)),
+            |v| unsafe { self.sampler(v) },
+        );
+        for (h, r) in samplers {
+            keep(&mut made.samplers, &mut made.failed, h, r);
         }
-        for (h, r) in made_all(&c.set_layouts, |v| unsafe { self.set_layout(v) }) {
-            keep(&mut self.set_layouts, &mut self.failed, h, r);
+        let set_layouts = made_all(
+            chosen(&c.set_layouts, wanted.map(|w| &w.set_layouts)),
+            |v| unsafe { self.set_layout(made, v) },
+        );
+        for (h, r) in set_layouts {
+            keep(&mut made.set_layouts, &mut made.failed, h, r);
         }
-        for (h, r) in made_all(&c.pipeline_layouts, |v| unsafe { self.pipeline_layout(v) }) {
-            keep(&mut self.pipeline_layouts, &mut self.failed, h, r);
+        let pipeline_layouts = made_all(
+            chosen(&c.pipeline_layouts, wanted.map(|w| &w.pipeline_layouts)),
+            |v| unsafe { self.pipeline_layout(made, v) },
+        );
+        for (h, r) in pipeline_layouts {
+            keep(&mut made.pipeline_layouts, &mut made.failed, h, r);
         }
         let module = |code: &Vec<u32>| unsafe {
             self.device
                 .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(code), None)
                 .map_err(|e| format!("driver error {e}"))
         };
-        for (h, r) in made_all(&c.shader_modules, module) {
-            keep(&mut self.modules, &mut self.failed, h, r);
+        for (h, r) in made_all(
+            chosen(&c.shader_modules, wanted.map(|w| &w.modules)),
+            module,
+        ) {
+            keep(&mut made.modules, &mut made.failed, h, r);
         }
-        for (h, r) in made_all(&c.render_passes, |(version, v)| unsafe {
-            self.render_pass(*version, v)
-        }) {
-            keep(&mut self.render_passes, &mut self.failed, h, r);
+        let render_passes = made_all(
+            chosen(&c.render_passes, wanted.map(|w| &w.render_passes)),
+            |(version, v)| unsafe { self.render_pass(*version, v) },
+        );
+        for (h, r) in render_passes {
+            keep(&mut made.render_passes, &mut made.failed, h, r);
         }
     }
 
@@ -111,7 +218,7 @@ impl Replay {
         unsafe { self.device.create_sampler(&ci, None) }.map_err(|e| format!("driver error {e}"))
     }
 
-    unsafe fn set_layout(&self, v: &Value) -> Result<vk::DescriptorSetLayout, String> {
+    unsafe fn set_layout(&self, made: &Made, v: &Value) -> Result<vk::DescriptorSetLayout, String> {
         only(v, &[stype::BINDING_FLAGS], "a set layout")?;
         let mut sampler_lists: Vec<Vec<vk::Sampler>> = Vec::new();
         for b in arr(v, "bindings") {
@@ -119,8 +226,8 @@ impl Replay {
                 .iter()
                 .map(|s| {
                     parse_ref(s)
-                        .and_then(|h| self.samplers.get(&h).copied())
-                        .ok_or_else(|| self.missing("immutable sampler", parse_ref(s)))
+                        .and_then(|h| made.samplers.get(&h).copied())
+                        .ok_or_else(|| made.missing("immutable sampler", parse_ref(s)))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             sampler_lists.push(list);
@@ -161,15 +268,15 @@ impl Replay {
             .map_err(|e| format!("driver error {e}"))
     }
 
-    unsafe fn pipeline_layout(&self, v: &Value) -> Result<vk::PipelineLayout, String> {
+    unsafe fn pipeline_layout(&self, made: &Made, v: &Value) -> Result<vk::PipelineLayout, String> {
         only(v, &[], "a pipeline layout")?;
         let sets = arr(v, "setLayouts")
             .iter()
             .map(|s| match parse_ref(s) {
                 Some(0) => Ok(vk::DescriptorSetLayout::null()),
                 h => h
-                    .and_then(|h| self.set_layouts.get(&h).copied())
-                    .ok_or_else(|| self.missing("set layout", h)),
+                    .and_then(|h| made.set_layouts.get(&h).copied())
+                    .ok_or_else(|| made.missing("set layout", h)),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let ranges: Vec<vk::PushConstantRange> = arr(v, "pushConstantRanges")
@@ -366,28 +473,38 @@ impl Replay {
             .map_err(|e| format!("driver error {e}"))
     }
 
-    /// Destroys every object the replay made (not the device).
+    /// Destroys the objects in `made`: each after every object made from it (immutable samplers
+    /// last, after the set layouts and pipeline layouts naming them).
+    pub(super) unsafe fn destroy_made(&self, made: &Made) {
+        // SAFETY: nothing uses these objects any more (the pipelines made with them are built
+        // and destroyed).
+        unsafe {
+            let d = &self.device;
+            made.modules
+                .values()
+                .for_each(|x| d.destroy_shader_module(*x, None));
+            made.render_passes
+                .values()
+                .for_each(|x| d.destroy_render_pass(*x, None));
+            made.pipeline_layouts
+                .values()
+                .for_each(|x| d.destroy_pipeline_layout(*x, None));
+            made.set_layouts
+                .values()
+                .for_each(|x| d.destroy_descriptor_set_layout(*x, None));
+            made.samplers
+                .values()
+                .for_each(|x| d.destroy_sampler(*x, None));
+        }
+    }
+
+    /// Destroys every object the replay made first, and its cache (not the device).
     pub(super) unsafe fn destroy(&self) {
         // SAFETY: every thread has joined; nothing uses these objects any more.
         unsafe {
-            let d = &self.device;
-            self.modules
-                .values()
-                .for_each(|x| d.destroy_shader_module(*x, None));
-            self.render_passes
-                .values()
-                .for_each(|x| d.destroy_render_pass(*x, None));
-            self.pipeline_layouts
-                .values()
-                .for_each(|x| d.destroy_pipeline_layout(*x, None));
-            self.set_layouts
-                .values()
-                .for_each(|x| d.destroy_descriptor_set_layout(*x, None));
-            self.samplers
-                .values()
-                .for_each(|x| d.destroy_sampler(*x, None));
+            self.destroy_made(&self.made);
             if !self.app_cache.is_null() {
-                d.destroy_pipeline_cache(self.app_cache, None);
+                self.device.destroy_pipeline_cache(self.app_cache, None);
             }
         }
     }

@@ -61,7 +61,59 @@ pub struct Options {
     /// Make the instance and device as translation layers and emulators do: every extension
     /// offered, every feature structure reported ([`crate::replay::every_extension`]).
     pub every_extension: bool,
+    /// A replay on someone else's device ([`super::replay_on_device`]): asked before each
+    /// pipeline's calls into the device, and what it gives is held until they are done (pipekeep's
+    /// background rebuild, on the application's device, whose end shuts the way in).
+    pub enter_device: Option<EnterDevice>,
+    /// A replay on someone else's device: the immutable samplers it may hold at once (none: no
+    /// bound).
+    pub samplers: Option<SamplerBudget>,
 }
+
+/// What [`Options::enter_device`] runs: `None` when the device has ended, and the pipeline is
+/// then skipped without a call into it; else a guard, held across the pipeline's calls.
+#[derive(Clone)]
+#[allow(clippy::type_complexity)]
+pub struct EnterDevice(pub Arc<dyn Fn() -> Option<Box<dyn std::any::Any + Send>> + Send + Sync>);
+
+impl std::fmt::Debug for EnterDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnterDevice")
+    }
+}
+
+/// How many immutable samplers a replay on someone else's device may hold at once
+/// ([`Options::samplers`]): `VkPhysicalDeviceLimits::maxSamplerAllocationCount` counts every
+/// sampler on the device, the application's too.
+#[derive(Clone)]
+pub struct SamplerBudget {
+    /// The most the replay holds at once; a pipeline naming more is skipped
+    /// ([`MORE_SAMPLERS_THAN_ALLOWED`]).
+    pub most: usize,
+    /// Whether the device has room for this many samplers more, beside all it holds now; a
+    /// pipeline whose samplers it has no room for is skipped ([`NO_ROOM_FOR_SAMPLERS`]).
+    pub room: Arc<dyn Fn(usize) -> bool + Send + Sync>,
+}
+
+impl std::fmt::Debug for SamplerBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SamplerBudget")
+            .field("most", &self.most)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a pipeline is skipped: it names more immutable samplers than [`SamplerBudget::most`].
+pub const MORE_SAMPLERS_THAN_ALLOWED: &str =
+    "it names more immutable samplers than the replay may hold at once";
+
+/// Why a pipeline is skipped: the device had no room for its immutable samplers beside the
+/// application's ([`SamplerBudget::room`]).
+pub const NO_ROOM_FOR_SAMPLERS: &str =
+    "the device holds too many samplers to make its immutable samplers beside the application's";
+
+/// Why a pipeline is skipped: the device ended first ([`Options::enter_device`]).
+pub const DEVICE_ENDED: &str = "the device ended";
 
 /// What [`Options::progress`] is told, from every thread that makes pipelines.
 #[derive(Clone)]

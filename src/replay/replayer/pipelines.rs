@@ -9,6 +9,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::fields::{arr, f, find_next, i, only, robustness, u};
+use super::objects::Made;
 use super::Replay;
 use crate::replay::objects::parse_ref;
 use crate::replay::record::stype;
@@ -24,10 +25,10 @@ type CreatePipelines<T> = unsafe extern "system" fn(
 ) -> vk::Result;
 
 impl Replay {
-    fn layout(&self, v: &Value) -> Result<vk::PipelineLayout, String> {
+    fn layout(made: &Made, v: &Value) -> Result<vk::PipelineLayout, String> {
         let h = v.get("layout").and_then(parse_ref);
-        h.and_then(|h| self.pipeline_layouts.get(&h).copied())
-            .ok_or_else(|| self.missing("pipeline layout", h))
+        h.and_then(|h| made.pipeline_layouts.get(&h).copied())
+            .ok_or_else(|| made.missing("pipeline layout", h))
     }
 
     /// Creates one pipeline through `create`, timing only the call, and destroys what it made.
@@ -77,10 +78,11 @@ impl Replay {
         }
     }
 
-    pub(super) unsafe fn compute(&self, v: &Value) -> Result<Duration, String> {
+    /// A compute pipeline, of the objects in `made`.
+    pub(super) unsafe fn compute(&self, made: &Made, v: &Value) -> Result<Duration, String> {
         only(v, &[stype::PIPELINE_ROBUSTNESS], "a compute pipeline")?;
         let stage_json = v.get("stage").ok_or("no stage")?;
-        let stage = StageData::read(self, stage_json)?;
+        let stage = StageData::read(self, made, stage_json)?;
         let mut stage_next = stage.next();
         let mut ci = vk::ComputePipelineCreateInfo::default()
             .flags(
@@ -88,7 +90,7 @@ impl Replay {
                     & !vk::PipelineCreateFlags::DERIVATIVE,
             )
             .stage(stage.info(&mut stage_next))
-            .layout(self.layout(v)?)
+            .layout(Self::layout(made, v)?)
             .base_pipeline_index(-1);
         let mut robustness = robustness(v);
         if let Some(r) = robustness.as_mut() {
@@ -97,7 +99,8 @@ impl Replay {
         self.timed(self.device.fp_v1_0().create_compute_pipelines, &ci)
     }
 
-    pub(super) unsafe fn graphics(&self, v: &Value) -> Result<Duration, String> {
+    /// A graphics pipeline, of the objects in `made`.
+    pub(super) unsafe fn graphics(&self, made: &Made, v: &Value) -> Result<Duration, String> {
         only(
             v,
             &[stype::RENDERING, stype::PIPELINE_ROBUSTNESS],
@@ -106,7 +109,7 @@ impl Replay {
         let stages_json = arr(v, "stages");
         let stages = stages_json
             .iter()
-            .map(|s| StageData::read(self, s))
+            .map(|s| StageData::read(self, made, s))
             .collect::<Result<Vec<_>, _>>()?;
         let mut stage_nexts: Vec<_> = stages.iter().map(StageData::next).collect();
         let stage_infos: Vec<_> = stages
@@ -151,8 +154,8 @@ impl Replay {
         let render_pass = match v.get("renderPass").and_then(parse_ref) {
             None | Some(0) => vk::RenderPass::null(),
             h => h
-                .and_then(|h| self.render_passes.get(&h).copied())
-                .ok_or_else(|| self.missing("render pass", h))?,
+                .and_then(|h| made.render_passes.get(&h).copied())
+                .ok_or_else(|| made.missing("render pass", h))?,
         };
         let mesh = stages.iter().any(|s| {
             s.stage
@@ -172,7 +175,7 @@ impl Replay {
             .multisample_state(&multisample)
             .color_blend_state(&blend)
             .dynamic_state(&dynamic)
-            .layout(self.layout(v)?)
+            .layout(Self::layout(made, v)?)
             .render_pass(render_pass)
             .subpass(u(v, "subpass"))
             .base_pipeline_index(-1);
@@ -222,7 +225,7 @@ struct StageNext {
 unsafe impl Send for StageData {}
 
 impl StageData {
-    fn read(r: &Replay, s: &Value) -> Result<StageData, String> {
+    fn read(r: &Replay, made: &Made, s: &Value) -> Result<StageData, String> {
         only(
             s,
             &[stype::REQUIRED_SUBGROUP_SIZE, stype::PIPELINE_ROBUSTNESS],
@@ -230,8 +233,8 @@ impl StageData {
         )?;
         let h = s.get("module").and_then(parse_ref);
         let module = h
-            .and_then(|h| r.modules.get(&h).copied())
-            .ok_or_else(|| r.missing("shader module", h))?;
+            .and_then(|h| made.modules.get(&h).copied())
+            .ok_or_else(|| made.missing("shader module", h))?;
         let stage = vk::ShaderStageFlags::from_raw(u(s, "stage"));
         let spec = s.get("specializationInfo");
         let data = match spec.and_then(|x| x.get("data")).and_then(Value::as_str) {
