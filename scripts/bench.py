@@ -112,10 +112,26 @@ def run(cmd, env, timeout):
     for line in proc.stderr.splitlines():
         if " built=" in line:
             watch = {k: v for k, v in (tok.split("=", 1) for tok in line.split() if "=" in tok)}
+    if not summary:
+        summary = external_summary(proc.stdout + "\n" + proc.stderr)
     if proc.returncode not in (0, 1) or not summary:
         sys.stderr.write(f"bench: {' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-3000:]}\n")
     return {"summary": summary, "open_ms": opened[0] if opened else None, "watch": watch,
             "process_wall_s": wall, "exit": proc.returncode}
+
+
+def external_summary(output):
+    """What an external replay tool (Valve's fossilize-replay, --replayer) said of its run: the
+    pipelines' creation time, summed over its "Playing back N ... pipelines took S s (accumulated
+    time)" lines, each timed around its vkCreate*Pipelines call as `pipekeep replay` times them."""
+    made, seconds = 0, 0.0
+    for line in output.splitlines():
+        words = line.split()
+        if "Playing back" in line and "pipelines took" in line and "accumulated" in line:
+            at = words.index("back")
+            made += int(words[at + 1])
+            seconds += float(words[words.index("took") + 1])
+    return {"made": made, "creation_ms": seconds * 1e3} if made else {}
 
 
 def base_env(drv, scratch):
@@ -264,6 +280,10 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     layer = dict(base, VK_ADD_LAYER_PATH=manifest, VK_INSTANCE_LAYERS=LAYER)
     alone = dict(base, PIPEKEEP_DISABLE="1")
     modes = {"no layer": (alone, "memory"), "pipekeep (default)": (layer, "memory")}
+    if args.replayer and name in ("ncnn", "pygfx", "synth"):
+        # The two replays' own baselines side by side: pipekeep replay (hash order, one shared
+        # cache) is judged against the real replay tool.
+        modes["no layer, pipekeep replay"] = (alone, "pipekeep replay")
     if not args.no_write_behind:
         modes["pipekeep, write-behind on"] = (dict(layer, PIPEKEEP_WRITE_BEHIND="on"), "memory")
     if args.driver_floor:
@@ -506,6 +526,10 @@ def main():
     ap.add_argument("--linger-ms", type=int, default=0,
                     help="every launch keeps its device this long after its last pipeline, as an application that "
                          "goes on after its loading (pipekeep's background work goes on meanwhile)")
+    ap.add_argument("--replayer", default=None,
+                    help="a real replay tool as the application of the replay workloads in the headline (Valve's "
+                         "fossilize-replay, built by the caller: the project does not need it); `pipekeep replay` "
+                         "runs beside it without the layer, to show both baselines")
     ap.add_argument("--driver-change", action="store_true",
                     help="instead of the modes above: the first launch after a driver change, with the background "
                          "rebuild and with `pipekeep rebuild` run first, against a cold one (issue 18), --rounds rounds")
@@ -534,6 +558,11 @@ def main():
                 db = os.path.join(args.corpus, dbs[wl])
 
                 def cmd_for(th, cache, db=db):
+                    if args.replayer and cache == "memory":
+                        # The real replay tool, with the one in-memory cache it passes every call.
+                        return [args.replayer, "--num-threads", str(th), db]
+                    if cache == "pipekeep replay":
+                        cache = "memory"
                     c = [tool, "replay", "--json", "--times", "--threads", str(th), db]
                     c += ["--every-extension"] if args.every_extension else []
                     c += ["--linger-ms", str(args.linger_ms)] if args.linger_ms else []

@@ -351,3 +351,34 @@ fn the_drivers_own_floor_makes_every_pipeline_through_a_cache_of_its_own() {
     assert_eq!(run.summary["failed"], 0, "{}", run.all());
     assert!(run.validation_messages().is_empty(), "{}", run.all());
 }
+
+/// What a shared cache would serve, the `cache` backend serves too: pygfx's near-twins (256
+/// pipelines right after one that differs only in `cullMode`) are built through a cache seeded
+/// with their twin's data, and RADV serves them from it; the next run finds every one.
+#[test]
+fn through_the_cache_backend_near_twins_are_served_from_their_twins_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = corpus("pygfx-1008variants.foz");
+    let run = || {
+        App::tool(Driver::Radv, tmp.path())
+            .cache_backend()
+            .with_layer()
+            .args(&[
+                "replay",
+                "--json",
+                "--threads",
+                "1",
+                "--app-cache",
+                "memory",
+            ])
+            .args(&[db.to_str().unwrap()])
+            .run()
+    };
+    let cold = run();
+    assert!(cold.ok, "{}", cold.all());
+    let w = cold.watch();
+    assert_eq!((w.built, w.compiled), (641, 641), "{}", cold.all());
+    assert!(w.shared >= 200, "{}", cold.all());
+    let warm = run().watch();
+    assert_eq!((warm.found, warm.compiled), (641, 0));
+}

@@ -36,6 +36,7 @@ mod objects;
 mod pipelines;
 mod registry;
 mod sharing;
+mod twins;
 mod writer;
 
 use std::ffi::CStr;

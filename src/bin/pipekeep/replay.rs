@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use pipekeep::replay::foz;
 use pipekeep::replay::objects::Catalog;
-use pipekeep::replay::replayer::{self, AppCache, Options};
+use pipekeep::replay::replayer::{self, AppCache, Options, Order};
 
 /// Replay every pipeline of Fossilize databases (.foz) through the Vulkan loader.
 ///
@@ -50,6 +50,26 @@ pub struct Args {
     /// offered, every feature structure the device reports chained with what it reports.
     #[arg(long)]
     every_extension: bool,
+    /// The order pipelines are taken in: hash (as Valve's replayer: graphics, then compute, each
+    /// sorted by hash) or file (as the application made them).
+    #[arg(long, value_enum, default_value_t = ReplayOrder::Hash)]
+    order: ReplayOrder,
+}
+
+/// `--order`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReplayOrder {
+    Hash,
+    File,
+}
+
+impl From<ReplayOrder> for Order {
+    fn from(o: ReplayOrder) -> Order {
+        match o {
+            ReplayOrder::Hash => Order::Hash,
+            ReplayOrder::File => Order::File,
+        }
+    }
 }
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
@@ -68,6 +88,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         progress: crate::progress::replay_progress(args.progress),
         linger: std::time::Duration::from_millis(args.linger_ms),
         every_extension: args.every_extension,
+        order: args.order.into(),
         ..Options::default()
     };
     let mut summary = replayer::replay(&catalogs, &options)?;

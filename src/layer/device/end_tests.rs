@@ -226,6 +226,7 @@ fn nvidia_device_with_a_noted_dictionary(
         binary_fns: None,
         binary_refusals: Default::default(),
         shared_builds: Default::default(),
+        twins: Default::default(),
         write_behind: false,
         dictionaries: super::super::dictionary::DeviceDictionaries::new(true),
         app_activity: Arc::default(),

@@ -113,6 +113,9 @@ pub struct DeviceData {
     binary_refusals: AtomicU32,
     /// This run's compiled binaries, by the driver's key: pipelines it builds alike share them.
     pub shared_builds: super::sharing::SharedBuilds,
+    /// This run's compiled cache data, by SPIR-V: a `cache` miss is built through a cache seeded
+    /// with its twin's (`PIPEKEEP_SHARE_BUILDS`).
+    pub twins: super::twins::Twins,
     /// Misses are built as the application asked and recorded; their entries are left to the
     /// background rebuild (`PIPEKEEP_WRITE_BEHIND`).
     pub write_behind: bool,
@@ -427,6 +430,7 @@ unsafe fn register_device(
         binary_fns,
         binary_refusals: Default::default(),
         shared_builds: Default::default(),
+        twins: Default::default(),
         dictionaries: super::dictionary::DeviceDictionaries::in_process(cuts_dictionary, identity),
         app_activity,
         found_gate,

@@ -194,10 +194,18 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     if attempt.is_none() {
         prime_dictionary(dev);
     }
+    // A miss goes through its twin's data where this run compiled one ([`super::super::twins`]).
+    let twin = (attempt.is_none() && seeded.is_none() && SETTINGS.share_builds)
+        .then(|| dev.twins.seed_for(&key.spirv))
+        .flatten();
     let built = match attempt {
         Some(built) => built,
-        None => match through(None, lap, slot) {
+        None => match through(twin.as_deref().map(Vec::as_slice), lap, slot) {
             Ok(built) => built,
+            Err(_) if twin.is_some() => match through(None, lap, slot) {
+                Ok(built) => built,
+                Err(_) => return Kept::AskAsAsked,
+            },
             Err(_) => return Kept::AskAsAsked, // no cache of our own: nothing was built
         },
     };
@@ -232,17 +240,27 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         seeded => {
             let data = unsafe { cache_data(dev, built.cache.cache) };
             if holds_more_than_header(&data) {
-                // Framed once, for the identity's note and for the writer's queue.
+                // Framed once, for the identity's note, the twins' seed and the writer's queue.
                 let framing = nvidia_cache::frame_bytes(&data).ok();
                 let dictionary = framing.as_ref().map(|f| f.dictionary);
                 dev.dictionaries
                     .note_written(&dev.writer, store, key.file_name(), dictionary);
+                if SETTINGS.share_builds {
+                    let seed = match &framing {
+                        Some(f) => f.without_dictionary_in(&data),
+                        None => data.clone(),
+                    };
+                    dev.twins.keep(key.spirv, seed);
+                }
                 b.write_entry(PayloadKind::Cache, data, framing);
                 record_compiled(b, false);
             }
             if seeded.is_some() || already_asked {
                 tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");
                 Outcome::Refused
+            } else if twin.is_some() && hit {
+                // Served from its twin's data, as a shared cache would have served it.
+                Outcome::Shared
             } else {
                 Outcome::Compiled
             }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::options::percentiles;
-use super::{Options, Progress, Replay, Summary};
+use super::{Options, Order, Progress, Replay, Summary};
 use crate::replay::objects::Catalog;
 use crate::sync::Unpoisoned;
 
@@ -36,6 +36,16 @@ impl<'a> Job<'a> {
         };
         (catalog.compute.iter().map(job(false))).chain(catalog.graphics.iter().map(job(true)))
     }
+}
+
+/// Every pipeline of `catalogs` in `order` ([`Order`]).
+pub(super) fn in_order(catalogs: &[Catalog], order: Order) -> Vec<Job<'_>> {
+    let mut jobs: Vec<Job> = catalogs.iter().flat_map(Job::all_of).collect();
+    if order == Order::Hash {
+        // Graphics before compute, each by hash (a stable sort keeps equal hashes in file order).
+        jobs.sort_by_key(|j| (!j.graphics, j.hash));
+    }
+    jobs
 }
 
 impl Replay {

@@ -27,8 +27,8 @@ mod pipelines;
 mod tests;
 
 pub use options::{
-    AppCache, BeforeEach, EnterDevice, OnProgress, Options, Progress, SamplerBudget, Summary,
-    WorkerStart, DEVICE_ENDED, MORE_SAMPLERS_THAN_ALLOWED, NO_ROOM_FOR_SAMPLERS,
+    AppCache, BeforeEach, EnterDevice, OnProgress, Options, Order, Progress, SamplerBudget,
+    Summary, WorkerStart, DEVICE_ENDED, MORE_SAMPLERS_THAN_ALLOWED, NO_ROOM_FOR_SAMPLERS,
 };
 
 use device::{chosen_device, every_extension_device, exact_device, strip};
@@ -341,7 +341,7 @@ unsafe fn replay_on(
         unsafe { r.make_objects(c, &mut made, None) };
         r.made = made;
     }
-    let jobs: Vec<Job> = catalogs.iter().flat_map(Job::all_of).collect();
+    let jobs = jobs::in_order(catalogs, options.order);
     summary.pipelines = jobs.len() + catalogs.iter().map(|c| c.ray_tracing).sum::<usize>();
     for c in catalogs.iter().filter(|c| c.ray_tracing > 0) {
         *summary

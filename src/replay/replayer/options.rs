@@ -68,6 +68,21 @@ pub struct Options {
     /// A replay on someone else's device: the immutable samplers it may hold at once (none: no
     /// bound).
     pub samplers: Option<SamplerBudget>,
+    /// The order pipelines are taken in.
+    pub order: Order,
+}
+
+/// The order a replay takes pipelines in. It changes what a shared cache serves: a pipeline right
+/// after a near-twin (pygfx's pairs differing only in `cullMode`) is a hit when the twin went
+/// first, and two threads building both halves of a pair at once both compile.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Order {
+    /// As the database holds them: compute, then graphics, each in the order the application
+    /// made them (the record's, which a rebuild follows: a boot's pipelines first).
+    #[default]
+    File,
+    /// As Valve's replayer takes them: graphics, then compute, each sorted by hash.
+    Hash,
 }
 
 /// What [`Options::enter_device`] runs: `None` when the device has ended, and the pipeline is
