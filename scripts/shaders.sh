@@ -6,3 +6,7 @@ cd "$(dirname "$0")/../tests/app/shaders"
 for s in compute.comp triangle.vert triangle.frag; do
   glslangValidator -V --target-env vulkan1.0 -o "$s.spv" "$s"
 done
+# The ray-tracing mode's shaders (SPIR-V 1.4 rules: Vulkan 1.2).
+for s in raygen.rgen miss.rmiss hit.rchit; do
+  glslangValidator -V --target-env vulkan1.2 -o "$s.spv" "$s"
+done

@@ -9,6 +9,9 @@
 use std::ffi::{CStr, CString};
 use std::time::{Duration, Instant};
 
+mod gpl;
+mod rt;
+
 use ash::vk;
 use clap::Parser;
 
@@ -108,6 +111,18 @@ struct Args {
     /// graphics pipeline, and on each compute pipeline or (odd variants) its stage.
     #[arg(long)]
     pipeline_robustness: bool,
+    /// Build N graphics pipeline variants as DXVK does (`VK_EXT_graphics_pipeline_library`):
+    /// 11 library parts first, then each variant linked fast and optimized (at most 48; needs
+    /// API 1.3).
+    #[arg(long, default_value_t = 0)]
+    gpl: u32,
+    /// Build N ray-tracing pipelines (`VK_KHR_ray_tracing_pipeline`), the odd ones linked from a
+    /// pipeline library holding their hit group (needs API 1.2).
+    #[arg(long, default_value_t = 0)]
+    rt: u32,
+    /// With --rt: every call through a deferred operation (`VK_KHR_deferred_host_operations`).
+    #[arg(long)]
+    deferred: bool,
     /// Chain a structure into the device's create info whose sType no Vulkan registry has (as an
     /// application built with headers newer than any the layer knows; drivers skip structures
     /// they do not know).
@@ -370,7 +385,7 @@ fn run(args: &Args) -> Result<bool, String> {
     if args.robust_buffer_access {
         device_ci = device_ci.enabled_features(&robust);
     }
-    if args.flags2 {
+    if args.flags2 || args.gpl > 0 {
         extensions.push(ash::khr::maintenance5::NAME.as_ptr());
         device_ci = device_ci.push_next(&mut maintenance5);
     }
@@ -381,6 +396,34 @@ fn run(args: &Args) -> Result<bool, String> {
     if args.pipeline_robustness {
         extensions.push(ash::ext::pipeline_robustness::NAME.as_ptr());
         device_ci = device_ci.push_next(&mut pipeline_robustness);
+    }
+    let mut rt_features =
+        vk::PhysicalDeviceRayTracingPipelineFeaturesKHR::default().ray_tracing_pipeline(true);
+    let mut as_features =
+        vk::PhysicalDeviceAccelerationStructureFeaturesKHR::default().acceleration_structure(true);
+    let mut features12 = vk::PhysicalDeviceVulkan12Features::default().buffer_device_address(true);
+    if args.rt > 0 {
+        for e in rt::EXTENSIONS {
+            let named = |n: &*const std::ffi::c_char| unsafe { CStr::from_ptr(*n) } == e;
+            if !extensions.iter().any(named) {
+                extensions.push(e.as_ptr());
+            }
+        }
+        device_ci = device_ci
+            .push_next(&mut rt_features)
+            .push_next(&mut as_features)
+            .push_next(&mut features12);
+    }
+    let mut gpl_features = vk::PhysicalDeviceGraphicsPipelineLibraryFeaturesEXT::default()
+        .graphics_pipeline_library(true);
+    if args.gpl > 0 {
+        for e in gpl::EXTENSIONS {
+            let named = |n: &*const std::ffi::c_char| unsafe { CStr::from_ptr(*n) } == e;
+            if !extensions.iter().any(named) {
+                extensions.push(e.as_ptr());
+            }
+        }
+        device_ci = device_ci.push_next(&mut gpl_features);
     }
     device_ci = device_ci.enabled_extension_names(&extensions);
     if dynamic_rendering {
@@ -440,8 +483,65 @@ fn run(args: &Args) -> Result<bool, String> {
         }
         (total, all)
     });
+    let gpl_made = (args.gpl > 0).then(|| {
+        let (layout, set) = gpl::layout(&device, shared.sampler).expect("the GPL layout");
+        let (vert, frag) = (words(VERT_SPV), words(FRAG_SPV));
+        let g = gpl::Gpl {
+            device: &device,
+            layout,
+            cache: shared.app_cache,
+            vert: &vert,
+            frag: &frag,
+            fail_on_compile: args.fail_on_compile,
+        };
+        let made = gpl::make(&g, args.gpl as usize, args.threads as usize);
+        // SAFETY: objects of this device, no longer used (the pipelines keep what they need).
+        unsafe {
+            device.destroy_pipeline_layout(layout, None);
+            device.destroy_descriptor_set_layout(set, None);
+        }
+        made
+    });
+    let rt_made = (args.rt > 0).then(|| {
+        // SAFETY: the device was made with the mode's extensions and features.
+        let made = unsafe {
+            let rt = rt::Rt::new(
+                &instance,
+                physical,
+                &device,
+                shared.app_cache,
+                args.deferred,
+                args.fail_on_compile,
+            )
+            .expect("the ray-tracing objects");
+            let made = rt::make(&rt, args.rt, args.threads as usize);
+            rt.destroy();
+            made
+        };
+        made
+    });
     let wall = started.elapsed();
-    let expected = args.compute + args.graphics;
+    let gpl_expected = args.gpl.min(gpl::VARIANTS as u32);
+    let gpl_expected = (gpl_expected > 0)
+        .then(|| gpl::KINDS.iter().sum::<usize>() as u32 + 2 * gpl_expected)
+        .unwrap_or(0);
+    // Each odd ray-tracing variant is a library and a pipeline linked from it.
+    let rt_expected = args.rt + args.rt / 2;
+    let expected = args.compute + args.graphics + gpl_expected + rt_expected;
+    let mut tally = tally;
+    if let Some(g) = &gpl_made {
+        tally.made += g.made();
+        tally.graphics += g.made();
+        tally.failed += g.failed;
+        tally.compile_required += g.compile_required;
+        tally.creation += g.parts_time + g.fast_time + g.optimized_time;
+    }
+    if let Some(r) = &rt_made {
+        tally.made += r.pipelines + r.libraries;
+        tally.failed += r.failed;
+        tally.compile_required += r.compile_required;
+        tally.creation += r.time;
+    }
     let fork_child = if args.fork {
         make_in_a_forked_child(&shared, args, dynamic_rendering)
     } else {
@@ -474,6 +574,15 @@ fn run(args: &Args) -> Result<bool, String> {
             "app_cache_bytes": app_cache_bytes(&shared),
             "fork_child": fork_child,
             "commands_not_enabled": commands_not_enabled(&instance, &shared.device, &enabled, !dynamic_rendering),
+            "rt": rt_made.as_ref().map(|r| serde_json::json!({
+                "pipelines": r.pipelines, "libraries": r.libraries, "handles_ok": r.handles_ok,
+                "ms": r.time.as_secs_f64() * 1e3,
+            })),
+            "gpl": gpl_made.as_ref().map(|g| serde_json::json!({
+                "parts": g.parts, "fast_links": g.fast_links, "optimized_links": g.optimized_links,
+                "parts_ms": g.parts_time.as_secs_f64() * 1e3, "fast_ms": g.fast_time.as_secs_f64() * 1e3,
+                "optimized_ms": g.optimized_time.as_secs_f64() * 1e3,
+            })),
         })
     );
 
@@ -481,7 +590,15 @@ fn run(args: &Args) -> Result<bool, String> {
     if !args.no_destroy {
         // SAFETY: every object below was made on this device and nothing uses it any more.
         unsafe {
-            for p in pipelines {
+            let gpl_pipelines = gpl_made.map(|g| g.pipelines).unwrap_or_default();
+            let rt_pipelines = rt_made.map(|r| r.made).unwrap_or_default();
+            // Linked pipelines before the libraries they link (each made after its libraries).
+            let later: Vec<vk::Pipeline> = gpl_pipelines
+                .into_iter()
+                .chain(rt_pipelines)
+                .rev()
+                .collect();
+            for p in pipelines.into_iter().chain(later) {
                 device.destroy_pipeline(p, None);
             }
             teardown(&shared);
