@@ -504,7 +504,7 @@ fn run(args: &Args) -> Result<bool, String> {
     });
     let rt_made = (args.rt > 0).then(|| {
         // SAFETY: the device was made with the mode's extensions and features.
-        let made = unsafe {
+        unsafe {
             let rt = rt::Rt::new(
                 &instance,
                 physical,
@@ -517,8 +517,7 @@ fn run(args: &Args) -> Result<bool, String> {
             let made = rt::make(&rt, args.rt, args.threads as usize);
             rt.destroy();
             made
-        };
-        made
+        }
     });
     let wall = started.elapsed();
     let gpl_expected = args.gpl.min(gpl::VARIANTS as u32);
