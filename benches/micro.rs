@@ -1,7 +1,9 @@
 //! Micro-benchmarks of the store and the keys, as ratios measured in one run (never asserted):
 //! keys a second for a typical compute and graphics pipeline; opening a store of 10,000 and
 //! 100,000 entries; reading and verifying a 6 KB and a 3 MB entry against the raw read of the
-//! same bytes. Prints a Markdown table. `cargo bench --bench micro` (scripts/bench.sh runs it).
+//! same bytes; a bound pass over a store of 3,000 entries naming pieces. Prints a Markdown table.
+//! `cargo bench --bench micro` (scripts/bench.sh runs it); `cargo bench --bench micro -- bound`
+//! runs the bound's measure alone.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use pipekeep::key::desc::*;
 use pipekeep::key::{compute_key, graphics_key, Digest};
-use pipekeep::store::{Lookup, Store};
+use pipekeep::store::{bound, recipe::Chunking, Lookup, Store};
 
 /// The median of `rounds` timings of `f`, each over `iters` calls.
 fn median_per_call(rounds: usize, iters: u32, mut f: impl FnMut()) -> Duration {
@@ -161,7 +163,48 @@ fn read_verify(payload: usize) -> (Duration, Duration) {
     (raw, checked)
 }
 
+/// A bound pass over a store of `entries` entries naming pieces (each payload a head of its own
+/// and a block all of them share, chunked finely: about 30 parts an entry, as NVIDIA's are),
+/// the bound a tenth below the store: the tool's plan (the listing, and in it every entry's
+/// names, nothing removed); then the pass itself, the bound a byte below the store (one file
+/// removed: the listing and the order, not the file system's removals). Returns both times and
+/// the files listed.
+fn bound_pass(entries: u32) -> (Duration, Duration, usize) {
+    let root = tempfile::tempdir().unwrap();
+    let (store, _) =
+        Store::open(root.path(), "t", identity(), u64::MAX, SystemTime::now()).unwrap();
+    store.set_chunking(Chunking::fine_from(1024));
+    let block = cache_data(3, 6 << 10);
+    for n in 0..entries {
+        let mut data = cache_data(n | 1, 2 << 10);
+        data.extend_from_slice(&block);
+        store.write(&key(n), &data).unwrap();
+    }
+    drop(store);
+    let host = root.path().join("t/host-pipelines");
+    let listed = bound::entries_of_title(&host).unwrap();
+    let total: u64 = listed.iter().map(|e| e.bytes).sum();
+    let max = total - total / 10;
+    let t = Instant::now();
+    black_box(bound::plan_eviction(
+        bound::entries_of_title(&host).unwrap(),
+        0,
+        max,
+    ));
+    let plan = t.elapsed();
+    let t = Instant::now();
+    black_box(bound::keep_within(&host, total - 1, &|_| false).unwrap());
+    (plan, t.elapsed(), listed.len())
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "bound") {
+        for _ in 0..5 {
+            let (plan, pass, files) = bound_pass(3_000);
+            println!("| a bound pass over 3000 entries naming pieces ({files} files): the plan a tenth over, the pass a byte over | plan {:.1} ms, pass {:.1} ms | |", plan.as_secs_f64() * 1e3, pass.as_secs_f64() * 1e3);
+        }
+        return;
+    }
     let compute = ComputeDesc {
         device: Digest([9; 32]),
         flags: 0,
@@ -184,6 +227,8 @@ fn main() {
         let (open, bounded) = opening(n);
         println!("| opening a store of {n} entries (median of 3; once more with a bound to keep) | {:.1} ms ({:.1} ms bounded) | {} |", open.as_secs_f64() * 1e3, bounded.as_secs_f64() * 1e3, if n == 10_000 { "< 100 ms" } else { "< 1 s" });
     }
+    let (plan, pass, files) = bound_pass(3_000);
+    println!("| a bound pass over 3000 entries naming pieces ({files} files): the plan a tenth over, the pass a byte over | plan {:.1} ms, pass {:.1} ms | < 100 ms |", plan.as_secs_f64() * 1e3, pass.as_secs_f64() * 1e3);
     for (label, payload) in [("6 KB", 6 * 1024), ("3 MB", 3 << 20)] {
         // A 3 MB payload is kept in pieces: the entry names them, and a lookup takes them from memory.
         let (raw, checked) = read_verify(payload);

@@ -1,9 +1,11 @@
 //! The size bound: the sizes (`st_size`) of all `*.entry` and `*.piece` files under one title's
 //! `host-pipelines/` (each piece once, however many entries name it; those of other drivers'
 //! directories set aside, `*.dropped`, too) and of the title's record (`record.foz`) are kept
-//! within `PIPEKEEP_MAX_BYTES`, dropping the set-aside directories first, then the oldest stamp
-//! first. The stamp is the file's modification time (see `Store::next_stamp`; a piece carries its run's
-//! newest stamp, so it goes after the entries using it). The record is never dropped by the
+//! within `PIPEKEEP_MAX_BYTES`, dropping the set-aside directories first, then a piece that no
+//! kept entry names, then the oldest stamp first, the pieces only a dropped entry named going
+//! right after it ([`super::eviction`]). The stamp is the file's modification time (see
+//! `Store::next_stamp`; a piece carries its run's newest stamp, so it never goes before an entry
+//! using it). The record is never dropped by the
 //! bound, and takes at most its share of it ([`record_share`], a quarter): it never crowds out
 //! the entries it backs. A record past its share is compacted to it at the layer's opening (or
 //! by `pipekeep prune` and `verify --fix`), dropping pipelines in the entries' order of use
@@ -14,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
+use super::eviction::Eviction;
 use super::files::{is_entry_name, names_in};
 use super::identity::DirName;
 use super::{Store, StoreError};
@@ -162,9 +165,9 @@ pub fn record_counted(record_bytes: u64, max_bytes: u64) -> u64 {
     record_bytes.min(record_share(max_bytes))
 }
 
-/// The entries to drop to bring `entries` and `record_bytes` (at most the record's share)
-/// within `max_bytes`, oldest stamp first. Ties are broken by path so that every tool agrees on
-/// the order.
+/// The entries and pieces to drop to bring `entries` and `record_bytes` (at most the record's
+/// share) within `max_bytes`, in the layer's order: a piece no kept entry names first, then the
+/// oldest stamp first (ties broken by path, so that every tool agrees on the order).
 pub fn plan_eviction(
     entries: Vec<StampedEntry>,
     record_bytes: u64,
@@ -182,35 +185,29 @@ pub fn plan_eviction_past_share(
     record_floor: u64,
 ) -> Vec<StampedEntry> {
     let counted = record_counted(record_bytes, max_bytes).max(record_floor.min(record_bytes));
-    split_at_bound(entries, max_bytes.saturating_sub(counted)).0
+    dropped_to_fit(entries, max_bytes.saturating_sub(counted))
 }
 
-/// `entries` split into those to drop (oldest stamp first) and those kept.
-fn split_at_bound(
-    mut entries: Vec<StampedEntry>,
-    max_bytes: u64,
-) -> (Vec<StampedEntry>, Vec<StampedEntry>) {
+/// The files of `entries` to drop to bring them within `max_bytes`, in the order the pass drops
+/// them ([`Eviction`]), and every piece no kept entry names after them.
+fn dropped_to_fit(entries: Vec<StampedEntry>, max_bytes: u64) -> Vec<StampedEntry> {
     let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
     if total <= max_bytes {
-        return (Vec::new(), entries);
+        return Vec::new();
     }
-    sort_oldest_first(&mut entries);
-    let mut dropped = 0;
-    for e in &entries {
-        if total <= max_bytes {
-            break;
-        }
-        total -= e.bytes;
-        dropped += 1;
+    let mut order = Eviction::new(entries);
+    let mut plan = Vec::new();
+    while total > max_bytes {
+        let Some(i) = order.next() else { break };
+        total -= order.file(i).bytes;
+        order.gone(i);
+        plan.push(order.file(i).clone());
     }
-    let kept = entries.split_off(dropped);
-    (entries, kept)
-}
-
-/// Oldest stamp first; at an equal stamp by path (an entry before the pieces beside it), so that
-/// every tool agrees on the order.
-fn sort_oldest_first(entries: &mut [StampedEntry]) {
-    entries.sort_by(|a, b| a.stamp.cmp(&b.stamp).then_with(|| a.path.cmp(&b.path)));
+    // Then every piece no kept entry names, as the pass drops them.
+    while let Some(i) = order.next_unnamed() {
+        plan.push(order.file(i).clone());
+    }
+    plan
 }
 
 /// A title brought within its bound: what was done, and the entries kept (each with its
@@ -245,7 +242,7 @@ pub fn keep_within_past_share(
     record_floor: u64,
     in_use: &dyn Fn(&Path) -> bool,
 ) -> Result<Bounded, StoreError> {
-    let mut entries = entries_of_title(host_dir)?;
+    let entries = entries_of_title(host_dir)?;
     let record_bytes = record_bytes(host_dir);
     let set_aside = set_aside_of_title(host_dir);
     let mut report = BoundReport {
@@ -286,36 +283,9 @@ pub fn keep_within_past_share(
             kept: entries,
         });
     }
-    sort_oldest_first(&mut entries);
-    let mut kept = Vec::new();
-    for e in entries {
-        let piece_in_use = is_piece(&e.path) && (in_use(&e.path) || stamped_since(&e));
-        if report.bytes <= max_bytes || piece_in_use {
-            kept.push(e);
-            continue;
-        }
-        match super::files::remove_if_present(&e.path) {
-            Ok(true) => {
-                report.evicted += 1;
-                report.evicted_bytes += e.bytes;
-                report.entries -= 1;
-                report.bytes -= e.bytes;
-                tracing::debug!(
-                    stamp = ?e.stamp,
-                    "dropped entry={} reason=evicted",
-                    e.path.file_name().unwrap_or_default().to_string_lossy()
-                );
-            }
-            // Gone since the listing: another pass at once (another process, or the command
-            // beside a running application) removed it by the same order. It counts as removed,
-            // so that the two remove together no more than the excess, not each all of it.
-            Ok(false) => {
-                report.entries -= 1;
-                report.bytes -= e.bytes;
-            }
-            Err(_) => kept.push(e),
-        }
-    }
+    let mut order = Eviction::new(entries);
+    let unnamed = order.unnamed_now();
+    let (dropped, in_flight) = drop_in_order(&mut order, max_bytes, in_use, &mut report);
     if report.evicted > 0 {
         tracing::info!(
             evicted = report.evicted,
@@ -323,10 +293,96 @@ pub fn keep_within_past_share(
             kept_bytes = report.bytes,
             record_bytes,
             max_bytes,
+            unnamed_pieces = unnamed,
+            in_flight_bytes = in_flight,
             "store brought within its bound"
         );
     }
-    Ok(Bounded { report, kept })
+    Ok(Bounded {
+        report,
+        kept: order.kept(&dropped),
+    })
+}
+
+/// Drops files in `order` until the rest is within `max_bytes`, then every piece no kept entry
+/// names (what they hold is no entry's: past the excess, only those go). Returns which files
+/// went, and the bytes of pieces left in flight.
+fn drop_in_order(
+    order: &mut Eviction,
+    max_bytes: u64,
+    in_use: &dyn Fn(&Path) -> bool,
+    report: &mut BoundReport,
+) -> (Vec<bool>, u64) {
+    let mut dropped = vec![false; order.len()];
+    // Pieces of entries this process is writing now are left to a later pass, and the store may
+    // end above the bound by them: their entries, built last, carry this run's oldest stamps,
+    // and dropping newer files in their place dropped the boot's entries (issue 38, item 7).
+    let mut in_flight = 0;
+    let mut take = |order: &mut Eviction, i: usize, in_flight: &mut u64| {
+        match drop_one(order.file(i), in_use, report) {
+            Dropped::Gone => {
+                dropped[i] = true;
+                order.gone(i);
+            }
+            Dropped::InFlight => *in_flight += order.file(i).bytes,
+            Dropped::Kept => {}
+        }
+        report.bytes.saturating_sub(*in_flight) > max_bytes
+    };
+    while let Some(i) = order.next() {
+        if !take(order, i, &mut in_flight) {
+            break;
+        }
+    }
+    while let Some(i) = order.next_unnamed() {
+        take(order, i, &mut in_flight);
+    }
+    (dropped, in_flight)
+}
+
+/// What became of a file the order gave.
+enum Dropped {
+    /// Removed now, or by another pass first.
+    Gone,
+    /// A piece named by an entry this process is writing now: left to a later pass.
+    InFlight,
+    /// Stamped again since the listing, or it cannot be removed.
+    Kept,
+}
+
+/// Drops one file the order gave, and counts it in `report`. A piece named by an entry this
+/// process is writing (`in_use`), or stamped again since the listing, stays, and so does a file
+/// that cannot be removed.
+fn drop_one(e: &StampedEntry, in_use: &dyn Fn(&Path) -> bool, report: &mut BoundReport) -> Dropped {
+    if is_piece(&e.path) && in_use(&e.path) {
+        return Dropped::InFlight;
+    }
+    if is_piece(&e.path) && stamped_since(e) {
+        return Dropped::Kept;
+    }
+    match super::files::remove_if_present(&e.path) {
+        Ok(true) => {
+            report.evicted += 1;
+            report.evicted_bytes += e.bytes;
+            report.entries -= 1;
+            report.bytes -= e.bytes;
+            tracing::debug!(
+                stamp = ?e.stamp,
+                "dropped entry={} reason=evicted",
+                e.path.file_name().unwrap_or_default().to_string_lossy()
+            );
+            Dropped::Gone
+        }
+        // Gone since the listing: another pass at once (another process, or the command beside
+        // a running application) removed it by the same order. It counts as removed, so that
+        // the two remove together no more than the excess, not each all of it.
+        Ok(false) => {
+            report.entries -= 1;
+            report.bytes -= e.bytes;
+            Dropped::Gone
+        }
+        Err(_) => Dropped::Kept,
+    }
 }
 
 /// A piece stamped again since it was listed is named by an entry a run (of any process) is

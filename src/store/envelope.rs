@@ -196,6 +196,17 @@ pub fn declared_file_len(start: &[u8]) -> Option<u64> {
         .then(|| (ENVELOPE_LEN as u64).saturating_add(u64_at(start, offset::DATA_LEN)))
 }
 
+/// The format and the body's length an envelope at the start of a file gives (`None` where it
+/// is too short or not an envelope), for readers that take the body's parts without the rest.
+pub fn format_and_body_len(start: &[u8]) -> Option<(u32, u64)> {
+    (start.len() >= ENVELOPE_LEN && start[offset::MAGIC..offset::MAGIC + 8] == MAGIC).then(|| {
+        (
+            u32_at(start, offset::FORMAT),
+            u64_at(start, offset::DATA_LEN),
+        )
+    })
+}
+
 /// What an entry lists, read without knowing its identity or key: its payload's length and the
 /// pieces and lists it names. `None` for a file that is not a whole entry. For the entry a
 /// stale loading marker names (the driver stopped while loading it, maybe on a piece other

@@ -221,6 +221,76 @@ pub fn parse(body: &[u8]) -> Result<(u64, Vec<Part<'_>>), EntryError> {
     Ok((payload_len, parts))
 }
 
+/// The pieces and lists (`true`) a body of `body_len` bytes names, in order, read through
+/// `read(at, buf)` (fills `buf` with the body's bytes from `at`; false where it cannot) without
+/// its inline bytes: only the heads of its parts and the names are read, each count, kind and
+/// length checked as [`parse`] checks them. For the bound, which asks what every entry names and
+/// never needs a payload.
+pub fn names_in(
+    body_len: u64,
+    read: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+) -> Result<Vec<(PieceName, bool)>, EntryError> {
+    let mut head = [0u8; HEAD_LEN];
+    if !read(0, &mut head) {
+        return Err(BAD("parts cut short"));
+    }
+    let payload_len = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+    let count = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes")) as usize;
+    if count == 0 || count > MAX_PARTS {
+        return Err(BAD("part count"));
+    }
+    if head[12..] != [0; 4] {
+        return Err(BAD("reserved word"));
+    }
+    let (mut at, mut sum) = (HEAD_LEN as u64, 0u64);
+    let mut names = Vec::new();
+    for _ in 0..count {
+        let mut part = [0u8; PART_HEAD_LEN];
+        if !read(at, &mut part) {
+            return Err(BAD("parts cut short"));
+        }
+        let (kind, len) = part_head(&part)?;
+        sum = sum.saturating_add(len);
+        at += PART_HEAD_LEN as u64;
+        if kind == INLINE {
+            at = at.saturating_add(len);
+        } else {
+            let mut name = [0u8; 32];
+            if !read(at, &mut name) {
+                return Err(BAD("parts cut short"));
+            }
+            names.push((name, kind == LIST));
+            at += 32;
+        }
+        if at > body_len {
+            return Err(BAD("parts cut short"));
+        }
+    }
+    if at != body_len {
+        return Err(BAD("bytes after the last part"));
+    }
+    if sum != payload_len {
+        return Err(BAD("parts' lengths"));
+    }
+    Ok(names)
+}
+
+/// A part's kind and length from its head, checked.
+fn part_head(part: &[u8; PART_HEAD_LEN]) -> Result<(u32, u64), EntryError> {
+    let kind = u32::from_le_bytes(part[..4].try_into().expect("4 bytes"));
+    if part[4..8] != [0; 4] {
+        return Err(BAD("reserved word"));
+    }
+    let len = u64::from_le_bytes(part[8..].try_into().expect("8 bytes"));
+    if len == 0 || len > super::files::ENTRY_FILE_LIMIT {
+        return Err(BAD("part length"));
+    }
+    if ![INLINE, PIECE, LIST].contains(&kind) {
+        return Err(BAD("part kind"));
+    }
+    Ok((kind, len))
+}
+
 /// A list's bytes: the pieces it names, in order.
 pub fn encode_list(refs: &[(PieceName, u64)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(LIST_HEAD_LEN + refs.len() * LIST_REF_LEN);
@@ -491,6 +561,53 @@ pub(crate) mod tests {
         let mut zero_count = body.clone();
         zero_count[8] = 0;
         assert!(parse(&zero_count).is_err());
+    }
+
+    /// `names_in` over a body in memory.
+    fn names_of(body: &[u8]) -> Result<Vec<(PieceName, bool)>, EntryError> {
+        names_in(body.len() as u64, &mut |at, buf| {
+            let at = at as usize;
+            body.get(at..at + buf.len())
+                .map(|b| buf.copy_from_slice(b))
+                .is_some()
+        })
+    }
+
+    #[test]
+    fn the_names_a_body_lists_are_read_from_its_heads_as_parse_reads_them() {
+        let body = encode(&[
+            Part::Inline(&[1; 20]),
+            Part::Piece {
+                name: [3; 32],
+                len: 9,
+            },
+            Part::Inline(&[2; 7]),
+            Part::List {
+                name: [4; 32],
+                len: 90,
+            },
+        ]);
+        assert_eq!(
+            names_of(&body).unwrap(),
+            vec![([3; 32], false), ([4; 32], true)]
+        );
+        assert_eq!(
+            names_of(&encode(&[Part::Inline(&[5; 300])])).unwrap(),
+            vec![]
+        );
+        // Whatever `parse` refuses, so does the walk over the heads.
+        for cut in 0..body.len() {
+            assert!(names_of(&body[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = body.clone();
+        long.push(0);
+        assert!(names_of(&long).is_err());
+        for at in [0usize, 8, 12, 16, 20, 24] {
+            let mut bad = body.clone();
+            bad[at] ^= 0x40;
+            assert!(names_of(&bad).is_err(), "field at {at}");
+            assert!(parse(&bad).is_err(), "field at {at}");
+        }
     }
 
     #[test]

@@ -1240,6 +1240,179 @@ fn the_bound_drops_pieces_last() {
     );
 }
 
+/// Pipeline-cache data of a head of its own (`head`) and an 8 KB block of `block`'s, for a store
+/// chunking finely ([`finely`]): entries of one block share its pieces.
+fn data_with_block(block: u8, head: u8) -> Vec<u8> {
+    let shared: Vec<u8> = (0..8_000u32)
+        .map(|i| ((i ^ u32::from(block) << 16).wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    let own: Vec<u8> = (0..1_500u32)
+        .map(|i| (i.wrapping_mul(u32::from(head) * 2 + 1) >> 3) as u8)
+        .collect();
+    cache_data(&identity(), &[&own[..], &shared[..]].concat())
+}
+
+/// A store chunking as the tests of pieces on RADV do: pieces of a few hundred bytes.
+fn finely(store: Store) -> Store {
+    store.set_chunking(recipe::Chunking::fine_from(1024));
+    store
+}
+
+fn bytes_of(paths: &[std::path::PathBuf]) -> u64 {
+    paths.iter().map(|p| fs::metadata(p).unwrap().len()).sum()
+}
+
+fn title_bytes(root: &Path) -> u64 {
+    bound::entries_of_title(&root.join("title/host-pipelines"))
+        .unwrap()
+        .iter()
+        .map(|e| e.bytes)
+        .sum()
+}
+
+/// Issue 38, item 7: a piece no kept entry names goes before any entry. A piece carries the
+/// newest stamp of the entries naming it: once they are gone it outlived older entries, which
+/// the bound dropped in its place.
+#[test]
+fn an_unnamed_piece_goes_before_the_oldest_entry() {
+    let root = tempfile::tempdir().unwrap();
+    let run1 = open(root.path(), 1 << 30, at(0));
+    run1.write(&key(1), &cache_data(&identity(), &[1; 200]))
+        .unwrap();
+    let run2 = finely(open(root.path(), 1 << 30, at(10)));
+    run2.write(&key(2), &data_with_block(2, 2)).unwrap();
+    // Entry 2 gone (as another run's bound, between its entry and its pieces, leaves it): its
+    // pieces, stamped after entry 1, are named by no entry.
+    fs::remove_file(run2.entry_path(&key(2))).unwrap();
+    let orphans = piece_files(&run2);
+    assert!(orphans.len() > 5, "{} pieces", orphans.len());
+    let bound = title_bytes(root.path()) - bytes_of(&orphans);
+    let after = open(root.path(), bound, at(20));
+    assert!(
+        found(&after, &key(1)),
+        "the oldest entry went before pieces no entry names"
+    );
+    assert_eq!(piece_files(&after), Vec::<std::path::PathBuf>::new());
+}
+
+/// Issue 38, item 7: once the bound drops an entry, the pieces only it named go before the next
+/// entry, even where a later run stamped them newer; a piece another kept entry names stays,
+/// and an entry that cannot be read names nothing (it keeps no piece, and drops none).
+#[test]
+fn the_pieces_only_a_dropped_entry_named_go_before_the_next_entry() {
+    let root = tempfile::tempdir().unwrap();
+    let run1 = finely(open(root.path(), 1 << 30, at(0)));
+    run1.write(&key(1), &data_with_block(1, 1)).unwrap();
+    let run2 = finely(open(root.path(), 1 << 30, at(10)));
+    // Entry 5 shares entry 1's block: its pieces carry run 2's newest stamp. Then it goes
+    // (by hand), and entry 1 alone names them.
+    run2.write(&key(5), &data_with_block(1, 5)).unwrap();
+    run2.write(&key(2), &cache_data(&identity(), &[2; 200]))
+        .unwrap();
+    run2.write(&key(3), &data_with_block(3, 3)).unwrap();
+    run2.write(&key(4), &cache_data(&identity(), &[4; 200]))
+        .unwrap();
+    fs::remove_file(run2.entry_path(&key(5))).unwrap();
+    let entry = fs::read(run2.entry_path(&key(3))).unwrap();
+    let named: Vec<recipe::PieceName> = envelope::listed_parts(&entry)
+        .unwrap()
+        .1
+        .into_iter()
+        .flat_map(|n| run2.pieces.listed_by(&n).into_iter().chain([n]))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let named_by_three: Vec<_> = named.iter().map(|n| run2.pieces.path(n)).collect();
+    assert!(!named_by_three.is_empty());
+    // An entry cut short, stamped newest: it names nothing.
+    let cut = run2.entry_path(&key(6));
+    let three = fs::read(run2.entry_path(&key(3))).unwrap();
+    fs::write(&cut, &three[..three.len() - 40]).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&cut)
+        .unwrap()
+        .set_modified(at(11))
+        .unwrap();
+    let kept = bytes_of(&named_by_three)
+        + [2, 3, 4, 6]
+            .map(|n| fs::metadata(run2.entry_path(&key(n))).unwrap().len())
+            .iter()
+            .sum::<u64>();
+    let after = open(root.path(), kept, at(20));
+    assert!(!found(&after, &key(1)), "the oldest entry went");
+    for n in [2, 3, 4] {
+        assert!(
+            found(&after, &key(n)),
+            "entry {n} went before pieces no kept entry names"
+        );
+    }
+    assert_eq!(title_bytes(root.path()), kept);
+}
+
+/// Three runs of 12 entries naming pieces (each run's entries sharing three blocks), and pieces
+/// no entry names (entries removed by hand): the same files and stamps at every call.
+fn three_runs_naming_pieces(root: &Path) -> std::path::PathBuf {
+    for run in 0..3u8 {
+        let store = finely(open(root, 1 << 30, at(u64::from(run) * 10)));
+        for n in 0..12u8 {
+            store
+                .write(&key(run * 12 + n + 1), &data_with_block(run * 3 + n % 3, n))
+                .unwrap();
+        }
+    }
+    let host = root.join("title/host-pipelines");
+    let dir = open(root, 1 << 30, at(40)).dir().to_path_buf();
+    for n in [5u8, 18, 31] {
+        fs::remove_file(dir.join(key(n).file_name().as_str())).unwrap();
+    }
+    host
+}
+
+fn entries_kept(host: &Path) -> std::collections::BTreeSet<std::path::PathBuf> {
+    bound::entries_of_title(host)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.path)
+        .filter(|p| p.extension().is_some_and(|x| x == "entry"))
+        .map(|p| p.strip_prefix(host).unwrap().to_path_buf())
+        .collect()
+}
+
+/// Two passes at once (two processes, or the command beside a running application) remove
+/// together no more than the excess where entries name pieces: they keep every entry one pass
+/// alone keeps, but at most one, and the title within its bound.
+#[test]
+fn two_passes_at_once_over_entries_naming_pieces_drop_no_more_entries_than_one() {
+    for round in 0..3 {
+        let alone = tempfile::tempdir().unwrap();
+        let host = three_runs_naming_pieces(alone.path());
+        let bound = title_bytes(alone.path()) / 2;
+        bound::keep_within(&host, bound, &|_| false).unwrap();
+        let one_keeps = entries_kept(&host);
+
+        let both = tempfile::tempdir().unwrap();
+        let host = three_runs_naming_pieces(both.path());
+        assert_eq!(title_bytes(both.path()) / 2, bound);
+        let start = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    start.wait();
+                    bound::keep_within(&host, bound, &|_| false).unwrap();
+                });
+            }
+        });
+        let two_keep = entries_kept(&host);
+        assert!(title_bytes(both.path()) <= bound, "round {round}");
+        let lost = one_keeps.difference(&two_keep).count();
+        assert!(
+            lost <= 1,
+            "round {round}: {lost} entries lost more than one pass loses"
+        );
+    }
+}
+
 #[test]
 fn a_block_of_many_chunks_is_named_through_lists_and_a_lost_list_is_a_miss() {
     let mut x = 0x2545_f491_4f6c_dd1du64;

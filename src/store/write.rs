@@ -127,6 +127,15 @@ impl Store {
         self.pieces.writing(&names);
         let written = self.write_planned(key, kind, &planned, stamp);
         self.pieces.written(&names);
+        // Checked once the entry's pieces are no longer in flight: the entry is on disk, so the
+        // bound reads what it names, and its pieces go right after it if it goes (kept as in
+        // flight, they outlived it and crowded out newer entries).
+        let written = written.map(|(written, bound_due)| {
+            if bound_due {
+                self.keep_within_bound();
+            }
+            written
+        });
         if written.is_ok() {
             let mut first_holders = first_holders.into_inner();
             // Another thread may have made a stage this entry keeps inline a piece while this
@@ -159,14 +168,15 @@ impl Store {
         }
     }
 
-    /// Keeps a planned payload's pieces and lists, then its entry.
+    /// Keeps a planned payload's pieces and lists, then its entry. Says too whether the bytes
+    /// written make a check of the bound due.
     fn write_planned(
         &self,
         key: &PipelineKey,
         kind: envelope::PayloadKind,
         planned: &[recipe::Planned<'_>],
         stamp: SystemTime,
-    ) -> Result<files::Written, StoreError> {
+    ) -> Result<(files::Written, bool), StoreError> {
         // Every piece and list is kept before the entry naming it is; a list's pieces before it.
         let mut pieces_written = 0;
         for p in planned {
@@ -193,14 +203,13 @@ impl Store {
         // Skipped means another writer holds it, and renames it in place soon.
         let written = files::write_atomically(&self.entry_path(key), &bytes, stamp)?;
         self.used(*key, stamp);
+        let mut bound_due = false;
         if let files::Written::Whole(n) = written {
             let n = n + pieces_written;
             let before = self.written_bytes.fetch_add(n, Ordering::Relaxed);
             let step = bound_step(self.max_bytes);
-            if before / step != (before + n) / step {
-                self.keep_within_bound();
-            }
+            bound_due = before / step != (before + n) / step;
         }
-        Ok(written)
+        Ok((written, bound_due))
     }
 }

@@ -521,9 +521,11 @@ fn run(args: &Args) -> Result<bool, String> {
     });
     let wall = started.elapsed();
     let gpl_expected = args.gpl.min(gpl::VARIANTS as u32);
-    let gpl_expected = (gpl_expected > 0)
-        .then(|| gpl::KINDS.iter().sum::<usize>() as u32 + 2 * gpl_expected)
-        .unwrap_or(0);
+    let gpl_expected = if gpl_expected > 0 {
+        gpl::KINDS.iter().sum::<usize>() as u32 + 2 * gpl_expected
+    } else {
+        0
+    };
     // Each odd ray-tracing variant is a library and a pipeline linked from it.
     let rt_expected = args.rt + args.rt / 2;
     let expected = args.compute + args.graphics + gpl_expected + rt_expected;

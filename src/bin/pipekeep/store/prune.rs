@@ -13,8 +13,9 @@ use pipekeep::store::bound::{
     record_counted, record_share,
 };
 
-/// Bring a title's store within N bytes, dropping the oldest stamps first (the layer's order); the
-/// title's record takes at most its share (a quarter), and is compacted to it in the same order.
+/// Bring a title's store within N bytes, in the layer's order: pieces no kept entry names first,
+/// then the oldest stamps, an entry's own pieces right after it; the title's record takes at most
+/// its share (a quarter), and is compacted to it in the same order.
 #[derive(clap::Args)]
 pub struct PruneArgs {
     #[command(flatten)]
