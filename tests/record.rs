@@ -1089,6 +1089,7 @@ fn validation_below_the_rebuilds_device_reports_nothing() {
             rebuilt.all()
         );
     }
+}
 
 /// The pieces under a store root that no entry names (directly, or through a list it names).
 fn pieces_no_entry_names(store: &Path) -> Vec<PathBuf> {
