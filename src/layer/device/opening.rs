@@ -100,9 +100,11 @@ pub(super) fn tidy_after_opening(
             // Compacted as far as it goes and still past its share (its configurations alone, in
             // a bound of a few KiB): the entries make room for the rest.
             let bytes = std::fs::metadata(record.path()).map_or(0, |m| m.len());
-            // (A record owed a rebuild is not compacted yet: it does not take the entries' room.)
-            if bytes > crate::store::bound::record_share(store.max_bytes()) && !record.is_pending()
-            {
+            // (A record owed a rebuild is not compacted yet, nor one this process appended to
+            // before the opening's pass: neither takes the entries' room, or the bound would
+            // count it whole and evict every entry for it.)
+            let not_compacted = record.is_pending() || record.appended_here();
+            if bytes > crate::store::bound::record_share(store.max_bytes()) && !not_compacted {
                 store.record_past_its_share(bytes);
                 return store.keep_within_bound().map(|b| b.kept).or(listed);
             }

@@ -58,6 +58,12 @@ impl RecordFile {
         self.path.with_file_name(PENDING_FILE_NAME)
     }
 
+    /// Whether this process appended to the record (it is then not compacted:
+    /// [`RecordFile::compact_to_share`]).
+    pub fn appended_here(&self) -> bool {
+        self.held.locked().len > 0
+    }
+
     /// Whether recorded pipelines wait for their entries (see [`PENDING_FILE_NAME`]).
     pub fn is_pending(&self) -> bool {
         self.pending_path().is_file()

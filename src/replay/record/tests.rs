@@ -323,6 +323,8 @@ fn a_record_within_its_share_waiting_for_a_rebuild_or_appended_to_is_not_compact
         None,
         "this process appended"
     );
+    assert!(appender.appended_here());
+    assert!(!file.appended_here());
     assert!(RecordFile::new(dir.path())
         .compact_to_share(len / 2, false, &none)
         .unwrap()
