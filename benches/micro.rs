@@ -111,6 +111,7 @@ fn graphics() -> GraphicsDesc {
             subpass: 0,
         },
         robustness: None,
+        library: None,
     }
 }
 

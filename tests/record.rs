@@ -1157,3 +1157,54 @@ fn under_a_bound_of_half_a_run_pieces_no_entry_names_go_before_the_boots_entries
     );
     assert_eq!(unnamed, Vec::<PathBuf>::new(), "{}", boot.all());
 }
+
+/// A DXVK-style workload (graphics pipeline library parts, fast and optimized links): the parts
+/// and the optimized links are recorded (fast links are built as asked and not kept), `pipekeep
+/// rebuild` makes the libraries before the pipelines linking them, and the next run finds every
+/// part and every optimized link.
+#[test]
+fn graphics_pipeline_libraries_are_recorded_rebuilt_and_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "--compute",
+        "0",
+        "--graphics",
+        "0",
+        "--gpl",
+        "16",
+        "--threads",
+        "2",
+    ];
+    let app = || {
+        App::new(Driver::Radv, tmp.path())
+            .with_layer()
+            .args(&args)
+            .run()
+    };
+    let cold = app();
+    assert!(cold.ok, "{}", cold.all());
+    let w = cold.watch();
+    // 11 parts and 16 optimized links compiled and kept; 16 fast links built as asked.
+    assert_eq!(
+        (w.built, w.compiled, w.written, w.passed, w.unkeyed),
+        (43, 27, 27, 16, 0),
+        "{}",
+        cold.all()
+    );
+    let title = tmp.path().join("store/pipekeep-testapp");
+    std::fs::remove_dir_all(title.join("host-pipelines")).unwrap();
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let r = &json(&rebuilt)["titles"][0];
+    assert_eq!(
+        (r["pipelines"].as_u64(), r["written"].as_u64()),
+        (Some(27), Some(27)),
+        "{}",
+        rebuilt.all()
+    );
+    let warm = app().watch();
+    assert_eq!(
+        (warm.found, warm.compiled, warm.passed, warm.unkeyed),
+        (27, 0, 16, 0)
+    );
+}

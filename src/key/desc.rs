@@ -500,6 +500,18 @@ pub enum RenderTarget {
     },
 }
 
+impl RenderTarget {
+    /// The render pass it names, where it names one (a vertex input part names none: its
+    /// digest is zero).
+    pub fn filter_pass(self) -> Option<RenderTarget> {
+        match self {
+            RenderTarget::Pass { pass, .. } if pass == Digest([0; 32]) => None,
+            RenderTarget::Pass { .. } => Some(self),
+            RenderTarget::Dynamic { .. } => None,
+        }
+    }
+}
+
 impl Feed for RenderTarget {
     fn feed(&self, w: &mut KeyWriter) {
         match self {
@@ -545,6 +557,34 @@ pub struct GraphicsDesc {
     pub layout: Digest,
     pub target: RenderTarget,
     pub robustness: Option<Robustness>,
+    /// A graphics pipeline library part, or a pipeline linked from libraries: what it defines
+    /// itself and what it links. `None` for a complete pipeline made whole (its key is as it was
+    /// before libraries were keyed).
+    pub library: Option<LibraryDesc>,
+}
+
+/// What a graphics pipeline library part, or a pipeline linked from libraries, adds to its key.
+/// The state blocks of [`GraphicsDesc`] then hold only what its own subsets consume (the spec:
+/// "any state not explicitly listed for a particular library part will be ignored").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LibraryDesc {
+    /// The `VkGraphicsPipelineLibraryFlagsEXT` it defines itself (0 for a pure link).
+    pub subsets: u32,
+    /// The keys of the libraries it links, in `pLibraries` order (each key holds its library's
+    /// own subsets, state and libraries).
+    pub libraries: Vec<super::PipelineKey>,
+}
+
+impl Feed for LibraryDesc {
+    fn feed(&self, w: &mut KeyWriter) {
+        w.u32(0x4c49_4231); // "LIB1": never the start of what a complete pipeline feeds here
+        self.subsets.feed(w);
+        w.u64(self.libraries.len() as u64);
+        for k in &self.libraries {
+            w.bytes(&k.spirv);
+            w.bytes(&k.state);
+        }
+    }
 }
 
 /// What a device was made with that changes what its driver compiles: the extensions the

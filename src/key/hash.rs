@@ -266,6 +266,9 @@ pub fn graphics_key(d: &GraphicsDesc) -> PipelineKey {
     d.layout.feed(&mut w);
     d.target.feed(&mut w);
     d.robustness.feed(&mut w);
+    if let Some(library) = &d.library {
+        library.feed(&mut w);
+    }
     PipelineKey {
         spirv: spirv_key(&stages),
         state: w.finish().half(),

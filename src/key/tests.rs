@@ -119,6 +119,7 @@ fn graphics() -> GraphicsDesc {
             subpass: 0,
         },
         robustness: None,
+        library: None,
     }
 }
 

@@ -118,6 +118,7 @@ fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
         b"vkDestroyRenderPass" => {
             void_fn!(objects::destroy_render_pass, vk::PFN_vkDestroyRenderPass)
         }
+        b"vkDestroyPipeline" => void_fn!(objects::destroy_pipeline, vk::PFN_vkDestroyPipeline),
         _ => None,
     }
 }

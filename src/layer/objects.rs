@@ -52,11 +52,11 @@ impl<T: Clone> Tracked<T> {
         Tracked(RwLock::new(HashMap::default()))
     }
 
-    pub(super) fn insert(&self, handle: u64, content: Option<T>) {
+    pub(in crate::layer) fn insert(&self, handle: u64, content: Option<T>) {
         self.0.writing().insert(handle, content);
     }
 
-    fn remove(&self, handle: u64) {
+    pub(in crate::layer) fn remove(&self, handle: u64) {
         self.0.writing().remove(&handle);
     }
 
@@ -87,6 +87,10 @@ pub struct Objects {
     pub set_layouts: Tracked<Digest>,
     pub pipeline_layouts: Tracked<Digest>,
     pub render_passes: Tracked<Arc<RenderPassInfo>>,
+    /// Pipeline libraries (graphics and ray tracing) made through the layer, with their keys:
+    /// the pipelines that link them are keyed by them. `None`: a library the layer made but
+    /// could not key (a pipeline linking it is unkeyable).
+    pub libraries: Tracked<super::capture::KnownLibrary>,
 }
 
 impl Objects {
@@ -113,6 +117,7 @@ impl Default for Objects {
             set_layouts: Tracked::new(),
             pipeline_layouts: Tracked::new(),
             render_passes: Tracked::new(),
+            libraries: Tracked::new(),
         }
     }
 }
@@ -690,6 +695,29 @@ render_pass2_entry!(
     create_render_pass2_khr,
     c"vkCreateRenderPass2KHR"
 );
+
+/// `vkDestroyPipeline`: a library is forgotten before the driver frees it (its handle may be
+/// reused at once by another thread), then the call goes on as asked.
+pub unsafe extern "system" fn destroy_pipeline(
+    device: vk::Device,
+    pipeline: vk::Pipeline,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    // SAFETY: a device the loader handed us, created through this layer.
+    let Some(dev) = (unsafe { device_data(device) }) else {
+        if let Some(next) =
+            unsafe { unrecorded_next::<vk::PFN_vkDestroyPipeline>(device, c"vkDestroyPipeline") }
+        {
+            unsafe { next(device, pipeline, allocator) };
+        }
+        return;
+    };
+    if pipeline != vk::Pipeline::null() {
+        dev.objects.libraries.remove(pipeline.as_raw());
+    }
+    // SAFETY: the application's arguments, passed on unchanged.
+    unsafe { (dev.fns.destroy_pipeline)(device, pipeline, allocator) }
+}
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,11 @@ use std::ffi::CStr;
 use ash::vk;
 use ash::vk::Handle;
 
+mod library;
+
+pub use library::KnownLibrary;
+use library::Subsets;
+
 use super::abi::chain;
 use super::objects::{module_content, only_known, slice, Objects};
 use crate::key::desc::*;
@@ -40,19 +45,23 @@ unsafe fn unique_chain(
     Ok(seen)
 }
 
+/// What a pipeline's own chain carries that the key reads.
+#[derive(Default)]
+struct PipelineChain {
+    robustness: Option<Robustness>,
+    rendering: Option<*const vk::PipelineRenderingCreateInfo<'static>>,
+    /// `VkGraphicsPipelineLibraryCreateInfoEXT::flags`, where chained.
+    library_subsets: Option<u32>,
+    libraries: Option<*const vk::PipelineLibraryCreateInfoKHR<'static>>,
+}
+
 /// Structures a pipeline's own chain may carry: feedback (an output, not hashed), robustness, and
-/// for graphics the dynamic-rendering formats.
+/// for graphics the dynamic-rendering formats and what makes it a library part or a link.
 fn pipeline_chain(
     p_next: *const std::ffi::c_void,
     graphics: bool,
-) -> Result<
-    (
-        Option<Robustness>,
-        Option<*const vk::PipelineRenderingCreateInfo<'static>>,
-    ),
-    Unkeyable,
-> {
-    let (mut robustness, mut rendering) = (None, None);
+) -> Result<PipelineChain, Unkeyable> {
+    let mut out = PipelineChain::default();
     // SAFETY: the application's chain.
     for s in unsafe { unique_chain(p_next, "a pipeline, twice")? } {
         match unsafe { (*s).s_type } {
@@ -61,10 +70,17 @@ fn pipeline_chain(
             | S::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR => {}
             super::binary_abi::PIPELINE_BINARY_INFO => return Err(Unkeyable::OwnBinaries),
             S::PIPELINE_ROBUSTNESS_CREATE_INFO_EXT => {
-                robustness = Some(unsafe { read_robustness(s) })
+                out.robustness = Some(unsafe { read_robustness(s) })
             }
             S::PIPELINE_RENDERING_CREATE_INFO if graphics => {
-                rendering = Some(s as *const vk::PipelineRenderingCreateInfo)
+                out.rendering = Some(s as *const vk::PipelineRenderingCreateInfo)
+            }
+            S::GRAPHICS_PIPELINE_LIBRARY_CREATE_INFO_EXT if graphics => {
+                let info = unsafe { &*(s as *const vk::GraphicsPipelineLibraryCreateInfoEXT) };
+                out.library_subsets = Some(info.flags.as_raw());
+            }
+            S::PIPELINE_LIBRARY_CREATE_INFO_KHR if graphics => {
+                out.libraries = Some(s as *const vk::PipelineLibraryCreateInfoKHR)
             }
             S::PIPELINE_LIBRARY_CREATE_INFO_KHR | S::GRAPHICS_PIPELINE_LIBRARY_CREATE_INFO_EXT => {
                 return Err(Unkeyable::Library)
@@ -77,7 +93,7 @@ fn pipeline_chain(
             }
         }
     }
-    Ok((robustness, rendering))
+    Ok(out)
 }
 
 unsafe fn read_robustness(s: *const vk::BaseInStructure) -> Robustness {
@@ -128,10 +144,11 @@ impl Flags {
     }
 }
 
-/// The effective flags as the key hashes them (by the same rule, legacy or flags2): a library,
-/// the application's own binary capture, or a bit past the 32 the legacy flags hold is unkeyable.
-fn check_flags(flags: u64) -> Result<u32, Unkeyable> {
-    if flags & u64::from(vk::PipelineCreateFlags::LIBRARY_KHR.as_raw()) != 0 {
+/// The effective flags as the key hashes them (by the same rule, legacy or flags2): a library
+/// where the kind of pipeline has none (`libraries`: it has), the application's own binary
+/// capture, or a bit past the 32 the legacy flags hold is unkeyable.
+fn check_flags(flags: u64, libraries: bool) -> Result<u32, Unkeyable> {
+    if !libraries && flags & u64::from(vk::PipelineCreateFlags::LIBRARY_KHR.as_raw()) != 0 {
         return Err(Unkeyable::Library);
     }
     if flags & CAPTURE_DATA != 0 {
@@ -241,8 +258,8 @@ pub unsafe fn compute_desc(
     device: &Digest,
     flags: Flags,
 ) -> Result<ComputeDesc, Unkeyable> {
-    let flags = check_flags(flags.bits)?;
-    let (robustness, _) = pipeline_chain(ci.p_next, false)?;
+    let flags = check_flags(flags.bits, false)?;
+    let robustness = pipeline_chain(ci.p_next, false)?.robustness;
     Ok(ComputeDesc {
         device: *device,
         flags,
@@ -285,10 +302,21 @@ pub unsafe fn graphics_desc(
     device: &Digest,
     flags: Flags,
 ) -> Result<GraphicsDesc, Unkeyable> {
-    let flags = check_flags(flags.bits)?;
-    let (robustness, rendering) = pipeline_chain(ci.p_next, true)?;
-    // SAFETY (whole body): the application's create info, read only where the spec says it is read.
-    let raw_stages = unsafe { slice(ci.p_stages, ci.stage_count) };
+    let is_library = flags.has(vk::PipelineCreateFlags::LIBRARY_KHR);
+    let flags = check_flags(flags.bits, true)?;
+    let chain = pipeline_chain(ci.p_next, true)?;
+    // SAFETY (whole body): the application's create info, read only where the spec says a
+    // subset it defines reads it.
+    let libraries = match chain.libraries.and_then(|l| unsafe { l.as_ref() }) {
+        Some(info) => unsafe { library::linked_keys(info, objects)? },
+        None => Vec::new(),
+    };
+    let own = Subsets::of(chain.library_subsets, is_library, libraries.len());
+    let raw_stages = if own.shaders() {
+        unsafe { slice(ci.p_stages, ci.stage_count) }
+    } else {
+        &[]
+    };
     let stages = raw_stages
         .iter()
         .map(|s| unsafe { stage(s, objects) })
@@ -302,19 +330,33 @@ pub unsafe fn graphics_desc(
         vk::ShaderStageFlags::TESSELLATION_CONTROL | vk::ShaderStageFlags::TESSELLATION_EVALUATION,
     );
 
-    let dynamic_states: Vec<u32> = match unsafe { ci.p_dynamic_state.as_ref() } {
-        Some(d) => {
-            unsafe { only_known(d.p_next, &[], "the dynamic state")? };
-            unsafe { slice(d.p_dynamic_states, d.dynamic_state_count) }
-                .iter()
-                .map(|s| s.as_raw() as u32)
-                .collect()
-        }
-        None => Vec::new(),
-    };
+    // A pure link defines no state of its own: its dynamic state is ignored.
+    let dynamic_states: Vec<u32> =
+        match unsafe { ci.p_dynamic_state.as_ref() }.filter(|_| own.0 != 0) {
+            Some(d) => {
+                unsafe { only_known(d.p_next, &[], "the dynamic state")? };
+                unsafe { slice(d.p_dynamic_states, d.dynamic_state_count) }
+                    .iter()
+                    .map(|s| s.as_raw() as u32)
+                    .collect()
+            }
+            None => Vec::new(),
+        };
     let dy = Dynamic::from_states(&dynamic_states)?;
 
-    let (target, color_count, uses_depth_stencil) = if ci.render_pass != vk::RenderPass::null() {
+    // The render target: the render pass and subpass, or dynamic rendering's view mask (read by
+    // pre-rasterization and fragment shader state) and formats (by fragment output state).
+    // `color_count` and `uses_depth_stencil`: `None` where the subsets defined do not say.
+    let (target, color_count, uses_depth_stencil) = if !own.render_target() {
+        (
+            RenderTarget::Pass {
+                pass: Digest([0; 32]),
+                subpass: 0,
+            },
+            Some(0),
+            Some(false),
+        )
+    } else if ci.render_pass != vk::RenderPass::null() {
         let pass = objects
             .render_passes
             .get(ci.render_pass.as_raw(), "render pass")?;
@@ -327,64 +369,81 @@ pub unsafe fn graphics_desc(
                 pass: pass.digest,
                 subpass: ci.subpass,
             },
-            colors,
-            depth,
+            Some(colors),
+            Some(depth),
         )
     } else {
-        let r = rendering.and_then(|r| unsafe { r.as_ref() });
-        let formats: Vec<u32> = r.map_or(Vec::new(), |r| {
-            unsafe { slice(r.p_color_attachment_formats, r.color_attachment_count) }
+        let r = chain.rendering.and_then(|r| unsafe { r.as_ref() });
+        let formats: Vec<u32> = match r.filter(|_| own.fragment_output()) {
+            Some(r) => unsafe { slice(r.p_color_attachment_formats, r.color_attachment_count) }
                 .iter()
                 .map(|f| f.as_raw() as u32)
-                .collect()
-        });
-        let (depth, stencil) = r.map_or((0, 0), |r| {
-            (
+                .collect(),
+            None => Vec::new(),
+        };
+        let (depth, stencil) = match r.filter(|_| own.fragment_output()) {
+            Some(r) => (
                 r.depth_attachment_format.as_raw() as u32,
                 r.stencil_attachment_format.as_raw() as u32,
-            )
-        });
+            ),
+            None => (0, 0),
+        };
         // An attachment of format UNDEFINED is unused: with none used, blending is ignored.
         let count = formats.iter().filter(|f| **f != 0).count() as u32;
+        let view_mask = r.filter(|_| own.shaders()).map_or(0, |r| r.view_mask);
+        let known = own.fragment_output();
         (
             RenderTarget::Dynamic {
-                view_mask: r.map_or(0, |r| r.view_mask),
+                view_mask,
                 color_formats: formats,
                 depth_format: depth,
                 stencil_format: stencil,
             },
-            count,
-            depth != 0 || stencil != 0,
+            known.then_some(count),
+            known.then_some(depth != 0 || stencil != 0),
         )
     };
 
-    let raster = unsafe { ci.p_rasterization_state.as_ref() }
-        .ok_or(Unkeyable::MissingState("rasterization state"))?;
-    unsafe { only_known(raster.p_next, &[], "the rasterization state")? };
-    let discard = bool32(raster.rasterizer_discard_enable) && !dy.has(D::RASTERIZER_DISCARD_ENABLE);
-    let rasterization = RasterizationDesc {
-        flags: raster.flags.as_raw(),
-        depth_clamp_enable: bool32(raster.depth_clamp_enable),
-        rasterizer_discard_enable: dy.unless(
-            D::RASTERIZER_DISCARD_ENABLE,
-            bool32(raster.rasterizer_discard_enable),
-        ),
-        polygon_mode: raster.polygon_mode.as_raw() as u32,
-        cull_mode: dy.unless(D::CULL_MODE, raster.cull_mode.as_raw()),
-        front_face: dy.unless(D::FRONT_FACE, raster.front_face.as_raw() as u32),
-        depth_bias_enable: dy.unless(D::DEPTH_BIAS_ENABLE, bool32(raster.depth_bias_enable)),
-        depth_bias: dy.unless(
-            D::DEPTH_BIAS,
-            [
-                raster.depth_bias_constant_factor,
-                raster.depth_bias_clamp,
-                raster.depth_bias_slope_factor,
-            ],
-        ),
-        line_width: dy.unless(D::LINE_WIDTH, raster.line_width),
+    // Rasterization is pre-rasterization state: a part without it reads its own blocks as a
+    // pipeline that rasterizes would (its discard is the pre-rasterization part's to say).
+    let raster = if own.pre_rasterization() {
+        Some(
+            unsafe { ci.p_rasterization_state.as_ref() }
+                .ok_or(Unkeyable::MissingState("rasterization state"))?,
+        )
+    } else {
+        None
     };
+    if let Some(raster) = raster {
+        unsafe { only_known(raster.p_next, &[], "the rasterization state")? };
+    }
+    let discard = raster.is_some_and(|r| {
+        bool32(r.rasterizer_discard_enable) && !dy.has(D::RASTERIZER_DISCARD_ENABLE)
+    });
+    let rasterization =
+        raster.map_or_else(RasterizationDesc::default, |raster| RasterizationDesc {
+            flags: raster.flags.as_raw(),
+            depth_clamp_enable: bool32(raster.depth_clamp_enable),
+            rasterizer_discard_enable: dy.unless(
+                D::RASTERIZER_DISCARD_ENABLE,
+                bool32(raster.rasterizer_discard_enable),
+            ),
+            polygon_mode: raster.polygon_mode.as_raw() as u32,
+            cull_mode: dy.unless(D::CULL_MODE, raster.cull_mode.as_raw()),
+            front_face: dy.unless(D::FRONT_FACE, raster.front_face.as_raw() as u32),
+            depth_bias_enable: dy.unless(D::DEPTH_BIAS_ENABLE, bool32(raster.depth_bias_enable)),
+            depth_bias: dy.unless(
+                D::DEPTH_BIAS,
+                [
+                    raster.depth_bias_constant_factor,
+                    raster.depth_bias_clamp,
+                    raster.depth_bias_slope_factor,
+                ],
+            ),
+            line_width: dy.unless(D::LINE_WIDTH, raster.line_width),
+        });
 
-    let vertex_input = if mesh {
+    let vertex_input = if mesh || !own.vertex_input() {
         None
     } else {
         let v = unsafe { ci.p_vertex_input_state.as_ref() }
@@ -425,7 +484,7 @@ pub unsafe fn graphics_desc(
             attributes,
         })
     };
-    let input_assembly = if mesh {
+    let input_assembly = if mesh || !own.vertex_input() {
         None
     } else {
         let ia = unsafe { ci.p_input_assembly_state.as_ref() }
@@ -440,7 +499,7 @@ pub unsafe fn graphics_desc(
             ),
         })
     };
-    let tessellation_patch_control_points = if tessellated {
+    let tessellation_patch_control_points = if tessellated && own.pre_rasterization() {
         let t = unsafe { ci.p_tessellation_state.as_ref() }
             .ok_or(Unkeyable::MissingState("tessellation state"))?;
         unsafe { only_known(t.p_next, &[], "the tessellation state")? };
@@ -449,7 +508,7 @@ pub unsafe fn graphics_desc(
         None
     };
 
-    let viewport = if discard {
+    let viewport = if discard || !own.pre_rasterization() {
         None
     } else {
         let v = unsafe { ci.p_viewport_state.as_ref() }
@@ -487,11 +546,16 @@ pub unsafe fn graphics_desc(
         })
     };
 
-    let multisample = if discard {
+    // Multisample state: fragment output state always reads it; fragment shader state where
+    // it is given (the spec: with sample shading or a render pass; where both subsets read it,
+    // it must be identical).
+    let multisample_state = unsafe { ci.p_multisample_state.as_ref() };
+    let reads_multisample =
+        own.fragment_output() || (own.fragment_shader() && multisample_state.is_some());
+    let multisample = if discard || !reads_multisample {
         None
     } else {
-        let m = unsafe { ci.p_multisample_state.as_ref() }
-            .ok_or(Unkeyable::MissingState("multisample state"))?;
+        let m = multisample_state.ok_or(Unkeyable::MissingState("multisample state"))?;
         unsafe { only_known(m.p_next, &[], "the multisample state")? };
         let words = m.rasterization_samples.as_raw().div_ceil(32);
         Some(MultisampleDesc {
@@ -506,11 +570,18 @@ pub unsafe fn graphics_desc(
         })
     };
 
-    let depth_stencil = if discard || !uses_depth_stencil {
+    // Depth-stencil state is fragment shader state: read where the render target uses depth or
+    // stencil, and, where the subsets defined do not say (a fragment shader part of dynamic
+    // rendering, whose formats are the output part's), wherever it is given.
+    let depth_stencil_state = unsafe { ci.p_depth_stencil_state.as_ref() };
+    let reads_depth_stencil = match uses_depth_stencil {
+        Some(uses) => uses,
+        None => depth_stencil_state.is_some(),
+    };
+    let depth_stencil = if discard || !own.fragment_shader() || !reads_depth_stencil {
         None
     } else {
-        let d = unsafe { ci.p_depth_stencil_state.as_ref() }
-            .ok_or(Unkeyable::MissingState("depth-stencil state"))?;
+        let d = depth_stencil_state.ok_or(Unkeyable::MissingState("depth-stencil state"))?;
         unsafe { only_known(d.p_next, &[], "the depth-stencil state")? };
         let stencil = |s: &vk::StencilOpState| StencilDesc {
             ops: dy
@@ -539,7 +610,7 @@ pub unsafe fn graphics_desc(
         })
     };
 
-    let color_blend = if discard || color_count == 0 {
+    let color_blend = if discard || !own.fragment_output() || color_count == Some(0) {
         None
     } else {
         let b = unsafe { ci.p_color_blend_state.as_ref() }
@@ -567,6 +638,20 @@ pub unsafe fn graphics_desc(
         })
     };
 
+    // The layout: read by pre-rasterization and fragment shader state, and by a link (whose
+    // layout may override its libraries'). NULL where a link gives none.
+    let layout = if own.shaders() || !libraries.is_empty() {
+        if ci.layout == vk::PipelineLayout::null() && !own.shaders() {
+            Digest([0; 32])
+        } else {
+            objects
+                .pipeline_layouts
+                .get(ci.layout.as_raw(), "pipeline layout")?
+        }
+    } else {
+        Digest([0; 32])
+    };
+
     Ok(GraphicsDesc {
         device: *device,
         flags,
@@ -580,11 +665,10 @@ pub unsafe fn graphics_desc(
         depth_stencil,
         color_blend,
         dynamic_states,
-        layout: objects
-            .pipeline_layouts
-            .get(ci.layout.as_raw(), "pipeline layout")?,
+        layout,
         target,
-        robustness,
+        robustness: chain.robustness,
+        library: library::desc(own, libraries),
     })
 }
 

@@ -97,12 +97,97 @@ fn a_library_own_binaries_unknown_flags_and_unknown_structures_are_unkeyable() {
             ..
         })
     ));
-    let mut libs = vk::PipelineLibraryCreateInfoKHR::default();
+    // A link naming a library the layer never saw made is unkeyable.
+    let unseen = [vk::Pipeline::from_raw(77)];
+    let mut libs = vk::PipelineLibraryCreateInfoKHR::default().libraries(&unseen);
     let g = vk::GraphicsPipelineCreateInfo::default().push_next(&mut libs);
     assert_eq!(
         unsafe { graphics_of(&g, &Objects::default()) },
-        Err(Unkeyable::Library)
+        Err(Unkeyable::UnknownObject("pipeline library"))
     );
+}
+
+/// A pointer the spec says a subset ignores, garbage here: never followed.
+fn garbage<T>() -> *const T {
+    8 as *const T
+}
+
+#[test]
+fn a_library_part_reads_only_what_its_subsets_consume() {
+    let objects = known_objects();
+    let bindings = [vk::VertexInputBindingDescription::default().stride(16)];
+    let vertex_input =
+        vk::PipelineVertexInputStateCreateInfo::default().vertex_binding_descriptions(&bindings);
+    let assembly = vk::PipelineInputAssemblyStateCreateInfo::default()
+        .topology(vk::PrimitiveTopology::TRIANGLE_LIST);
+    let vi = |stride: u32| {
+        let mut part = vk::GraphicsPipelineLibraryCreateInfoEXT::default()
+            .flags(vk::GraphicsPipelineLibraryFlagsEXT::VERTEX_INPUT_INTERFACE);
+        let bindings = [vk::VertexInputBindingDescription::default().stride(stride)];
+        let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
+            .vertex_binding_descriptions(&bindings);
+        let mut ci = vk::GraphicsPipelineCreateInfo::default()
+            .flags(vk::PipelineCreateFlags::LIBRARY_KHR)
+            .vertex_input_state(&vertex_input)
+            .input_assembly_state(&assembly)
+            .push_next(&mut part);
+        // Everything a vertex input part ignores: garbage.
+        ci.p_stages = garbage();
+        ci.stage_count = 3;
+        ci.p_rasterization_state = garbage();
+        ci.p_color_blend_state = garbage();
+        ci.p_multisample_state = garbage();
+        ci.p_viewport_state = garbage();
+        ci.layout = vk::PipelineLayout::from_raw(99);
+        ci.render_pass = vk::RenderPass::from_raw(98);
+        // SAFETY: every pointer the part reads is valid.
+        unsafe { graphics_of(&ci, &objects) }
+    };
+    let a = vi(16).expect("keyed without reading what it ignores");
+    assert_ne!(a, vi(20).unwrap(), "its own state is keyed");
+    let _ = vertex_input;
+    // The same state as a complete pipeline's is another key: the subsets enter it.
+    assert_eq!(a, vi(16).unwrap());
+}
+
+#[test]
+fn a_link_is_keyed_by_its_libraries_in_their_order() {
+    let objects = known_objects();
+    let key = |n: u8| crate::key::PipelineKey {
+        spirv: [n; 16],
+        state: [n; 16],
+    };
+    objects
+        .libraries
+        .insert(10, Some(super::KnownLibrary { key: key(1) }));
+    objects
+        .libraries
+        .insert(11, Some(super::KnownLibrary { key: key(2) }));
+    let link = |handles: &[u64], flags: vk::PipelineCreateFlags| {
+        let handles: Vec<vk::Pipeline> =
+            handles.iter().map(|h| vk::Pipeline::from_raw(*h)).collect();
+        let mut libs = vk::PipelineLibraryCreateInfoKHR::default().libraries(&handles);
+        let mut ci = vk::GraphicsPipelineCreateInfo::default()
+            .flags(flags)
+            .layout(vk::PipelineLayout::from_raw(2))
+            .push_next(&mut libs);
+        // A pure link's own state and dynamic state are ignored.
+        ci.p_rasterization_state = garbage();
+        ci.p_dynamic_state = garbage();
+        // SAFETY: every pointer a link reads is valid.
+        unsafe { graphics_of(&ci, &objects) }.unwrap()
+    };
+    let fast = link(&[10, 11], vk::PipelineCreateFlags::empty());
+    assert_ne!(fast, link(&[11, 10], vk::PipelineCreateFlags::empty()));
+    assert_ne!(
+        fast,
+        link(
+            &[10, 11],
+            vk::PipelineCreateFlags::LINK_TIME_OPTIMIZATION_EXT
+        ),
+        "an optimized link is another pipeline"
+    );
+    assert_eq!(fast, link(&[10, 11], vk::PipelineCreateFlags::empty()));
 }
 
 /// Objects holding module 1 and pipeline layout 2, so that a create info naming them keys.

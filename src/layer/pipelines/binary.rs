@@ -181,6 +181,12 @@ pub(super) unsafe fn build_with_in_front<T: PipelineInfo, S>(
 ) -> vk::Result {
     let mut with = *b.info;
     with.set_p_next((front as *const S).cast());
+    // Made from binaries nothing is compiled, and the spec forbids asking otherwise
+    // (VUID-vkCreateGraphicsPipelines-binaryCount-09622); in front of a capture the flags are
+    // the layer's flags2 structure's, and the legacy ones are ignored.
+    with.set_legacy_flags(
+        with.legacy_flags() & !vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED,
+    );
     // SAFETY: as the caller vouches; the application's create info otherwise.
     let r = unsafe {
         (b.next)(

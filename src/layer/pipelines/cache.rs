@@ -195,7 +195,10 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         prime_dictionary(dev);
     }
     // A miss goes through its twin's data where this run compiled one ([`super::super::twins`]).
-    let twin = (attempt.is_none() && seeded.is_none() && SETTINGS.share_builds)
+    // (Not for what has no stages of its own, a link or an interface part: all of them share one
+    // SPIR-V key, and none another's data.)
+    let twins_apply = SETTINGS.share_builds && info.stage_count() > 0;
+    let twin = (attempt.is_none() && seeded.is_none() && twins_apply)
         .then(|| dev.twins.seed_for(&key.spirv))
         .flatten();
     let built = match attempt {
@@ -245,7 +248,9 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 let dictionary = framing.as_ref().map(|f| f.dictionary);
                 dev.dictionaries
                     .note_written(&dev.writer, store, key.file_name(), dictionary);
-                if SETTINGS.share_builds {
+                // A build seeded with its twin's data holds it too: only a first compile seeds,
+                // or each twin's entry would carry every earlier one's.
+                if twins_apply && twin.is_none() {
                     let seed = match &framing {
                         Some(f) => f.without_dictionary_in(&data),
                         None => data.clone(),

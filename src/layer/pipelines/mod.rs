@@ -18,6 +18,8 @@ use feedback::*;
 use keep::*;
 
 use std::ffi::c_void;
+
+use ash::vk::Handle;
 use std::sync::Arc;
 
 use ash::vk;
@@ -25,7 +27,7 @@ use ash::vk;
 use super::abi::find_in_chain;
 use super::binaries;
 use super::binary_abi as bin;
-use super::capture::{self, Flags};
+use super::capture::{self, Flags, KnownLibrary};
 use super::device::{device_data, unrecorded_next, Backend, BinaryFns, DeviceData};
 use super::dictionary::Seed;
 use super::found_gate::FoundGate;
@@ -59,6 +61,10 @@ trait PipelineInfo: Copy {
     fn set_base(&mut self, base: vk::Pipeline);
     fn set_base_index(&mut self, index: i32);
     fn stage_count(&self) -> u32;
+    /// Whether it links pipeline libraries.
+    /// # Safety
+    /// `self` must be a valid create info.
+    unsafe fn links_libraries(&self) -> bool;
     /// # Safety
     /// `self` must be a valid create info; `flags` its effective flags.
     unsafe fn key(
@@ -108,6 +114,16 @@ macro_rules! pipeline_info {
             fn stage_count(&self) -> u32 {
                 let count: fn(&Self) -> u32 = $stages;
                 count(self)
+            }
+            unsafe fn links_libraries(&self) -> bool {
+                // SAFETY: as the caller vouches; the sType matched.
+                let libraries = unsafe {
+                    find_in_chain(
+                        self.p_next,
+                        vk::StructureType::PIPELINE_LIBRARY_CREATE_INFO_KHR,
+                    )
+                } as *const vk::PipelineLibraryCreateInfoKHR;
+                unsafe { libraries.as_ref() }.is_some_and(|l| l.library_count > 0)
             }
             unsafe fn key(
                 &self,
@@ -311,7 +327,7 @@ unsafe fn build_one<T: PipelineInfo>(
     // SAFETY: the application's create info.
     let keyed = unsafe { info.key(&dev.objects, &dev.device_state, flags) };
     lap.to(Phase::Key);
-    let (r, outcome) = match keyed {
+    let (r, outcome) = match &keyed {
         Err(why) => {
             tracing::debug!(%why, "pipeline not keyed; built as asked and not kept");
             as_asked(Outcome::Unkeyed, &mut lap, slot)
@@ -322,12 +338,14 @@ unsafe fn build_one<T: PipelineInfo>(
                 let b = Build {
                     dev,
                     store,
-                    key: &key,
+                    key,
                     info,
                     flags,
                     allocator,
                     next,
                     rebuilding,
+                    library_related: flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
+                        || unsafe { info.links_libraries() },
                 };
                 match unsafe { build_kept(&b, &mut lap, slot) } {
                     Kept::Made(r, outcome) => (r, outcome),
@@ -343,6 +361,11 @@ unsafe fn build_one<T: PipelineInfo>(
             }
         },
     };
+    if flags.has(vk::PipelineCreateFlags::LIBRARY_KHR) && *slot != vk::Pipeline::null() {
+        // Remembered until destroyed: the pipelines linking it are keyed by it.
+        let known = keyed.as_ref().ok().map(|key| KnownLibrary { key: *key });
+        dev.objects.libraries.insert(slot.as_raw(), known);
+    }
     if SETTINGS.test_panic_after_build && *slot != vk::Pipeline::null() {
         panic!("PIPEKEEP_TEST_PANIC_AFTER_BUILD is set: a forced panic after the driver built");
     }
@@ -435,6 +458,8 @@ struct Build<'a, T> {
     next: CreateFn<T>,
     /// Built by the background rebuild (never left to it: no write-behind).
     rebuilding: bool,
+    /// A graphics pipeline library part, or a pipeline linked from libraries.
+    library_related: bool,
 }
 
 impl<T> Build<'_, T> {
@@ -450,6 +475,16 @@ impl<T> Build<'_, T> {
         } else {
             writer.write(store, *self.key, kind, data, framing);
         }
+    }
+
+    /// It links libraries, without link-time optimization, into a pipeline that is not itself a
+    /// library.
+    fn fast_link(&self) -> bool {
+        self.library_related
+            && !self.flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
+            && !self
+                .flags
+                .has(vk::PipelineCreateFlags::LINK_TIME_OPTIMIZATION_EXT)
     }
 
     /// The application asked with `FAIL_ON_PIPELINE_COMPILE_REQUIRED`.
@@ -483,6 +518,12 @@ unsafe fn build_kept<T: PipelineInfo>(
         }
     };
     if b.must_be_found() && found.is_none() {
+        return Kept::AskAsAsked;
+    }
+    // A fast link (libraries linked without link-time optimization) copies its libraries' code:
+    // cheaper than any lookup (RADV: about 3 us, and its cache keeps none of it), so it is built
+    // as asked, and its libraries are what is kept.
+    if b.fast_link() {
         return Kept::AskAsAsked;
     }
     // An entry of binaries, on a device building from binaries (not one that switched to caches
@@ -526,9 +567,11 @@ unsafe fn build_kept<T: PipelineInfo>(
     match (dev.backend(), dev.binary_fns.as_ref()) {
         // The capture flag goes in a flags2 structure of the layer's, so not where the application
         // chained its own (its flags would then be ignored).
-        (Backend::Binary, Some(fns)) if found.is_none() && !refused && !b.flags.chained => unsafe {
-            build_capturing(b, fns, lap, slot)
-        },
+        // Library parts and links are kept the cache way (the spec allows binaries for them; the
+        // layer keeps to what it has measured).
+        (Backend::Binary, Some(fns))
+            if found.is_none() && !refused && !b.flags.chained && !b.library_related =>
+        unsafe { build_capturing(b, fns, lap, slot) },
         _ => unsafe { build_cached(b, found, refused, lap, slot) },
     }
 }

@@ -50,10 +50,20 @@ pub fn pipeline_entries(
         Recorded::Compute(d) => (d.layout, std::slice::from_ref(&d.stage)),
         Recorded::Graphics(d) => (d.layout, &d.stages[..]),
     };
-    let Content::PipelineLayout(layout) = &*content(&layout_digest)? else {
-        return Err(NotRecorded::MissingContent);
+    // A library part of vertex input or fragment output state, or a link naming none, has no
+    // layout of its own: it is written as NULL.
+    let no_layout = layout_digest == Digest([0; 32]);
+    let layout_content = if no_layout {
+        None
+    } else {
+        Some(content(&layout_digest)?)
     };
-    for set in &layout.set_layouts {
+    let set_layouts = match layout_content.as_deref() {
+        Some(Content::PipelineLayout(layout)) => &layout.set_layouts[..],
+        Some(_) => return Err(NotRecorded::MissingContent),
+        None => &[],
+    };
+    for set in set_layouts {
         let Content::SetLayout(set_layout) = &*content(set)? else {
             return Err(NotRecorded::MissingContent);
         };
@@ -71,11 +81,13 @@ pub fn pipeline_entries(
             set_layout_doc(set, set_layout),
         ));
     }
-    out.push((
-        TAG_PIPELINE_LAYOUT,
-        object_hash(&layout_digest),
-        pipeline_layout_doc(&layout_digest, layout),
-    ));
+    if let Some(Content::PipelineLayout(layout)) = layout_content.as_deref() {
+        out.push((
+            TAG_PIPELINE_LAYOUT,
+            object_hash(&layout_digest),
+            pipeline_layout_doc(&layout_digest, layout),
+        ));
+    }
     for stage in stages {
         let Content::Module(code) = &*content(&stage.module)? else {
             return Err(NotRecorded::MissingContent);
@@ -90,14 +102,14 @@ pub fn pipeline_entries(
     match &record.desc {
         Recorded::Compute(d) => out.push((TAG_COMPUTE, hash, compute_doc(hash, d)?)),
         Recorded::Graphics(d) => {
-            if let RenderTarget::Pass { pass, .. } = &d.target {
-                let Content::RenderPass(rp) = &*content(pass)? else {
+            if let Some(RenderTarget::Pass { pass, .. }) = d.target.clone().filter_pass() {
+                let Content::RenderPass(rp) = &*content(&pass)? else {
                     return Err(NotRecorded::MissingContent);
                 };
                 out.push((
                     TAG_RENDER_PASS,
-                    object_hash(pass),
-                    render_pass_doc(pass, rp),
+                    object_hash(&pass),
+                    render_pass_doc(&pass, rp),
                 ));
             }
             out.push((TAG_GRAPHICS, hash, graphics_doc(hash, d)?));
@@ -250,8 +262,14 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
         .iter()
         .map(stage_json)
         .collect::<Result<Vec<_>, _>>()?;
+    let null = "0000000000000000";
+    let layout = if d.layout == Digest([0; 32]) {
+        null.to_owned()
+    } else {
+        hash_ref(&d.layout)
+    };
     let mut v = json!({
-        "flags": d.flags, "stages": stages, "layout": hash_ref(&d.layout),
+        "flags": d.flags, "stages": stages, "layout": layout,
         "basePipelineHandle": "0000000000000000", "basePipelineIndex": -1,
         "dynamicState": { "flags": 0, "dynamicState": d.dynamic_states },
     });
@@ -297,6 +315,10 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
     }
     let r = &d.rasterization;
     let [bias_constant, bias_clamp, bias_slope] = r.depth_bias.unwrap_or_default();
+    // Pre-rasterization state's (a complete pipeline has it).
+    let subsets = d.library.as_ref().map_or(u32::MAX, |l| l.subsets);
+    let pre_rasterization =
+        subsets & ash::vk::GraphicsPipelineLibraryFlagsEXT::PRE_RASTERIZATION_SHADERS.as_raw() != 0;
     v["rasterizationState"] = json!({
         "flags": r.flags, "depthClampEnable": b(r.depth_clamp_enable),
         "rasterizerDiscardEnable": b(r.rasterizer_discard_enable.unwrap_or(false)),
@@ -306,6 +328,9 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
         "depthBiasConstantFactor": bias_constant, "depthBiasClamp": bias_clamp,
         "depthBiasSlopeFactor": bias_slope, "lineWidth": r.line_width.unwrap_or(1.0),
     });
+    if !pre_rasterization {
+        v.as_object_mut().map(|o| o.remove("rasterizationState"));
+    }
     if let Some(m) = &d.multisample {
         v["multisampleState"] = json!({
             "flags": m.flags, "rasterizationSamples": m.rasterization_samples,
@@ -352,7 +377,12 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
     let mut next = Vec::new();
     match &d.target {
         RenderTarget::Pass { pass, subpass } => {
-            v["renderPass"] = json!(hash_ref(pass));
+            let none = *pass == Digest([0; 32]);
+            v["renderPass"] = json!(if none {
+                null.to_owned()
+            } else {
+                hash_ref(pass)
+            });
             v["subpass"] = json!(subpass);
         }
         RenderTarget::Dynamic {
@@ -370,6 +400,19 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
         }
     }
     next.extend(d.robustness.as_ref().map(robustness_json));
+    // A library part says its subsets; a link names its libraries by their pipelines' hashes,
+    // as Fossilize writes both (the flags, LIBRARY_BIT among them, stand in `flags`).
+    if let Some(library) = &d.library {
+        next.push(json!({ "sType": stype::GRAPHICS_PIPELINE_LIBRARY, "flags": library.subsets }));
+        if !library.libraries.is_empty() {
+            let names: Vec<String> = library
+                .libraries
+                .iter()
+                .map(|k| format!("{:016x}", pipeline_hash(k)))
+                .collect();
+            next.push(json!({ "libraries": names, "sType": stype::PIPELINE_LIBRARY }));
+        }
+    }
     if !next.is_empty() {
         v["pNext"] = Value::Array(next);
     }

@@ -38,14 +38,73 @@ impl<'a> Job<'a> {
     }
 }
 
-/// Every pipeline of `catalogs` in `order` ([`Order`]).
+/// Every pipeline of `catalogs` in `order` ([`Order`]), pipeline libraries before the pipelines
+/// linking them (the deepest first, as Valve's replayer takes them).
 pub(super) fn in_order(catalogs: &[Catalog], order: Order) -> Vec<Job<'_>> {
     let mut jobs: Vec<Job> = catalogs.iter().flat_map(Job::all_of).collect();
     if order == Order::Hash {
         // Graphics before compute, each by hash (a stable sort keeps equal hashes in file order).
         jobs.sort_by_key(|j| (!j.graphics, j.hash));
     }
-    jobs
+    let depths = link_depths(&jobs);
+    let mut numbered: Vec<(usize, Job)> = depths.into_iter().zip(jobs).collect();
+    numbered.sort_by_key(|(depth, _)| *depth);
+    numbered.into_iter().map(|(_, j)| j).collect()
+}
+
+/// The hashes of the libraries a graphics pipeline's JSON links.
+fn linked_hashes(info: Option<&Value>) -> Vec<u64> {
+    let Some(info) = info else {
+        return Vec::new();
+    };
+    super::fields::find_next(info, crate::replay::record::stype::PIPELINE_LIBRARY)
+        .map(|l| {
+            super::fields::arr(l, "libraries")
+                .iter()
+                .filter_map(crate::replay::objects::parse_ref)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each job's depth in the links between graphics pipelines: 0 for one that links nothing,
+/// else one more than the deepest library it links (a library the database lacks, or a cycle,
+/// counts as 0: that pipeline is skipped when made).
+fn link_depths(jobs: &[Job]) -> Vec<usize> {
+    let index: std::collections::HashMap<u64, usize> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| j.graphics)
+        .map(|(n, j)| (j.hash, n))
+        .collect();
+    let mut depth: Vec<Option<usize>> = vec![None; jobs.len()];
+    fn visit(
+        n: usize,
+        jobs: &[Job],
+        index: &std::collections::HashMap<u64, usize>,
+        depth: &mut Vec<Option<usize>>,
+        on_path: &mut Vec<usize>,
+    ) -> usize {
+        if let Some(d) = depth[n] {
+            return d;
+        }
+        if on_path.contains(&n) || !jobs[n].graphics {
+            return 0;
+        }
+        on_path.push(n);
+        let d = linked_hashes(jobs[n].info)
+            .iter()
+            .filter_map(|h| index.get(h))
+            .map(|&l| 1 + visit(l, jobs, index, depth, on_path))
+            .max()
+            .unwrap_or(0);
+        on_path.pop();
+        depth[n] = Some(d);
+        d
+    }
+    (0..jobs.len())
+        .map(|n| visit(n, jobs, &index, &mut depth, &mut Vec::new()))
+        .collect()
 }
 
 impl Replay {
@@ -61,37 +120,52 @@ impl Replay {
             }
         };
         progress(Progress::Started(jobs.len()));
-        std::thread::scope(|s| {
-            for _ in 0..options.threads.max(1) {
-                s.spawn(crate::sync::logging_as_here(|| {
-                    if let Some(start) = &options.worker_start {
-                        (start.0)();
-                    }
-                    loop {
-                        if options
-                            .stop
-                            .as_ref()
-                            .is_some_and(|stop| stop.load(Ordering::Acquire))
-                        {
-                            break;
+        // One pass a depth of links: every library of a pass was made by an earlier one.
+        let depths = link_depths(jobs);
+        let mut phases: Vec<usize> = (1..jobs.len())
+            .filter(|&n| depths[n] != depths[n - 1])
+            .collect();
+        phases.push(jobs.len());
+        let mut start = 0;
+        for end in phases {
+            // Between two passes no thread runs: the next pass starts where this one ended.
+            next.store(start, Ordering::Relaxed);
+            start = end;
+            std::thread::scope(|s| {
+                for _ in 0..options.threads.max(1) {
+                    s.spawn(crate::sync::logging_as_here(|| {
+                        if let Some(start) = &options.worker_start {
+                            (start.0)();
                         }
-                        if options
-                            .before_each
-                            .as_ref()
-                            .is_some_and(|go_on| !(go_on.0)())
-                        {
-                            break;
+                        loop {
+                            if options
+                                .stop
+                                .as_ref()
+                                .is_some_and(|stop| stop.load(Ordering::Acquire))
+                            {
+                                break;
+                            }
+                            if options
+                                .before_each
+                                .as_ref()
+                                .is_some_and(|go_on| !(go_on.0)())
+                            {
+                                break;
+                            }
+                            let n = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(job) = jobs[..end].get(n) else {
+                                next.fetch_min(end, Ordering::Relaxed);
+                                break;
+                            };
+                            // SAFETY: objects made above live until every thread has joined.
+                            let outcome = unsafe { self.make_pipeline(job) };
+                            results.locked().push((n, outcome, job.graphics));
+                            progress(Progress::Made(done.fetch_add(1, Ordering::Relaxed) + 1));
                         }
-                        let n = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(job) = jobs.get(n) else { break };
-                        // SAFETY: objects made above live until every thread has joined.
-                        let outcome = unsafe { self.make_pipeline(job) };
-                        results.locked().push((n, outcome, job.graphics));
-                        progress(Progress::Made(done.fetch_add(1, Ordering::Relaxed) + 1));
-                    }
-                }));
-            }
-        });
+                    }));
+                }
+            });
+        }
         progress(Progress::Finished);
         summary.wall_ms = started.elapsed().as_secs_f64() * 1e3;
         let mut times = Vec::new();
@@ -125,7 +199,7 @@ impl Replay {
         let info = job.info.ok_or("malformed entry")?;
         let build = |made: &super::objects::Made| {
             if job.graphics {
-                unsafe { self.graphics(made, info) }
+                unsafe { self.graphics(made, job.hash, info) }
             } else {
                 unsafe { self.compute(made, info) }
             }

@@ -32,7 +32,6 @@ pub use options::{
 };
 
 use device::{chosen_device, every_extension_device, exact_device, strip};
-use jobs::Job;
 
 /// Everything the pipelines need: the device, the objects by hash, and what the device can do.
 struct Replay {
@@ -47,6 +46,9 @@ struct Replay {
     app_cache: vk::PipelineCache,
     /// [`AppCache::Each`]: every pipeline through a fresh cache of its own.
     cache_each: bool,
+    /// Pipeline libraries made so far, by hash: kept for the pipelines linking them, destroyed
+    /// with the replay.
+    libraries: std::sync::Mutex<std::collections::HashMap<u64, vk::Pipeline>>,
 }
 
 // SAFETY: the handles are plain identifiers, and ash::Device's function table is immutable.
@@ -69,6 +71,7 @@ impl Replay {
             mesh_shaders,
             app_cache,
             cache_each: false,
+            libraries: Default::default(),
         }
     }
 }
@@ -393,7 +396,7 @@ pub unsafe fn replay_on_device(
         threads: options.threads.max(1),
         ..Default::default()
     };
-    let jobs: Vec<Job> = Job::all_of(catalog).collect();
+    let jobs = jobs::in_order(std::slice::from_ref(catalog), options.order);
     summary.pipelines = jobs.len();
     // SAFETY: as the caller vouches; each pipeline destroys what it made.
     unsafe { r.run_jobs(&jobs, options, &mut summary) };

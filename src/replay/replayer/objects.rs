@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ash::vk;
+
+use crate::sync::Unpoisoned;
 use ash::vk::Handle;
 use serde_json::Value;
 
@@ -502,6 +504,9 @@ impl Replay {
     pub(super) unsafe fn destroy(&self) {
         // SAFETY: every thread has joined; nothing uses these objects any more.
         unsafe {
+            for (_, library) in self.libraries.locked().drain() {
+                self.device.destroy_pipeline(library, None);
+            }
             self.destroy_made(&self.made);
             if !self.app_cache.is_null() {
                 self.device.destroy_pipeline_cache(self.app_cache, None);

@@ -13,6 +13,7 @@ use super::objects::Made;
 use super::Replay;
 use crate::replay::objects::parse_ref;
 use crate::replay::record::stype;
+use crate::sync::Unpoisoned;
 
 /// `vkCreate*Pipelines` as a raw function pointer.
 type CreatePipelines<T> = unsafe extern "system" fn(
@@ -31,9 +32,46 @@ impl Replay {
             .ok_or_else(|| made.missing("pipeline layout", h))
     }
 
+    /// A graphics pipeline's layout, where its subsets name one (a vertex input or fragment
+    /// output part, or a link, may name none: NULL).
+    fn layout_or_none(made: &Made, v: &Value) -> Result<vk::PipelineLayout, String> {
+        match v.get("layout").and_then(parse_ref) {
+            Some(0) => Ok(vk::PipelineLayout::null()),
+            _ => Self::layout(made, v),
+        }
+    }
+
+    /// The libraries a graphics create info links (`VkPipelineLibraryCreateInfoKHR`, by their
+    /// pipelines' hashes), as this replay made and kept them.
+    fn linked(&self, v: &Value) -> Result<Vec<vk::Pipeline>, String> {
+        let Some(info) = find_next(v, stype::PIPELINE_LIBRARY) else {
+            return Ok(Vec::new());
+        };
+        let kept = self.libraries.locked();
+        arr(info, "libraries")
+            .iter()
+            .map(|l| {
+                parse_ref(l)
+                    .and_then(|h| kept.get(&h).copied())
+                    .ok_or_else(|| "a pipeline library it links was not made".to_owned())
+            })
+            .collect()
+    }
+
     /// Creates one pipeline through `create`, timing only the call, and destroys what it made.
     /// The raw entry point, so that every result is seen as the driver returns it.
     fn timed<T>(&self, create: CreatePipelines<T>, info: &T) -> Result<Duration, String> {
+        self.timed_keeping(create, info, None)
+    }
+
+    /// [`Replay::timed`]; `keep`: a library's hash, under which the pipeline is kept (for the
+    /// pipelines linking it) instead of destroyed.
+    fn timed_keeping<T>(
+        &self,
+        create: CreatePipelines<T>,
+        info: &T,
+        keep: Option<u64>,
+    ) -> Result<Duration, String> {
         let mut pipeline = vk::Pipeline::null();
         let started = Instant::now();
         let own_cache = self.cache_each.then(|| {
@@ -69,8 +107,18 @@ impl Replay {
         }
         let took = started.elapsed();
         if pipeline != vk::Pipeline::null() {
-            // SAFETY: a pipeline this replay made and nothing uses.
-            unsafe { self.device.destroy_pipeline(pipeline, None) };
+            match keep {
+                Some(hash) => {
+                    let old = self.libraries.locked().insert(hash, pipeline);
+                    // SAFETY: a library this replay made before under the same hash (a
+                    // database may hold it twice), no longer named.
+                    if let Some(old) = old {
+                        unsafe { self.device.destroy_pipeline(old, None) };
+                    }
+                }
+                // SAFETY: a pipeline this replay made and nothing uses.
+                None => unsafe { self.device.destroy_pipeline(pipeline, None) },
+            }
         }
         match r {
             vk::Result::SUCCESS => Ok(took),
@@ -100,12 +148,24 @@ impl Replay {
     }
 
     /// A graphics pipeline, of the objects in `made`.
-    pub(super) unsafe fn graphics(&self, made: &Made, v: &Value) -> Result<Duration, String> {
+    pub(super) unsafe fn graphics(
+        &self,
+        made: &Made,
+        hash: u64,
+        v: &Value,
+    ) -> Result<Duration, String> {
         only(
             v,
-            &[stype::RENDERING, stype::PIPELINE_ROBUSTNESS],
+            &[
+                stype::RENDERING,
+                stype::PIPELINE_ROBUSTNESS,
+                stype::GRAPHICS_PIPELINE_LIBRARY,
+                stype::PIPELINE_LIBRARY,
+                stype::CREATE_FLAGS_2,
+            ],
             "a graphics pipeline",
         )?;
+        let libraries = self.linked(v)?;
         let stages_json = arr(v, "stages");
         let stages = stages_json
             .iter()
@@ -164,18 +224,34 @@ impl Replay {
         if mesh && !self.mesh_shaders {
             return Err("mesh shaders: the device lacks the feature".into());
         }
+        let flags =
+            vk::PipelineCreateFlags::from_raw(u(v, "flags")) & !vk::PipelineCreateFlags::DERIVATIVE;
+        let flags2 = find_next(v, stype::CREATE_FLAGS_2).map(|f| {
+            let bits = f.get("flags").and_then(Value::as_u64).unwrap_or(0);
+            let derivative = u64::from(vk::PipelineCreateFlags::DERIVATIVE.as_raw());
+            vk::PipelineCreateFlags2CreateInfoKHR::default()
+                .flags(vk::PipelineCreateFlags2KHR::from_raw(bits & !derivative))
+        });
+        let library_bit = u64::from(vk::PipelineCreateFlags::LIBRARY_KHR.as_raw());
+        let is_library = match &flags2 {
+            Some(f) => f.flags.as_raw() & library_bit != 0,
+            None => flags.contains(vk::PipelineCreateFlags::LIBRARY_KHR),
+        };
+        let mut flags2 = flags2;
+        let mut part = find_next(v, stype::GRAPHICS_PIPELINE_LIBRARY).map(|p| {
+            vk::GraphicsPipelineLibraryCreateInfoEXT::default()
+                .flags(vk::GraphicsPipelineLibraryFlagsEXT::from_raw(u(p, "flags")))
+        });
+        let mut linking = vk::PipelineLibraryCreateInfoKHR::default().libraries(&libraries);
         let mut ci = vk::GraphicsPipelineCreateInfo::default()
-            .flags(
-                vk::PipelineCreateFlags::from_raw(u(v, "flags"))
-                    & !vk::PipelineCreateFlags::DERIVATIVE,
-            )
+            .flags(flags)
             .stages(&stage_infos)
             .rasterization_state(&g.rasterization)
             .viewport_state(&viewport)
             .multisample_state(&multisample)
             .color_blend_state(&blend)
             .dynamic_state(&dynamic)
-            .layout(Self::layout(made, v)?)
+            .layout(Self::layout_or_none(made, v)?)
             .render_pass(render_pass)
             .subpass(u(v, "subpass"))
             .base_pipeline_index(-1);
@@ -197,7 +273,17 @@ impl Replay {
         if let Some(r) = robustness.as_mut() {
             ci = ci.push_next(r);
         }
-        self.timed(self.device.fp_v1_0().create_graphics_pipelines, &ci)
+        if let Some(p) = part.as_mut() {
+            ci = ci.push_next(p);
+        }
+        if !libraries.is_empty() {
+            ci = ci.push_next(&mut linking);
+        }
+        if let Some(f) = flags2.as_mut() {
+            ci = ci.push_next(f);
+        }
+        let create = self.device.fp_v1_0().create_graphics_pipelines;
+        self.timed_keeping(create, &ci, is_library.then_some(hash))
     }
 }
 
