@@ -27,6 +27,8 @@ pub enum Unkeyable {
     UnknownFlags(u64),
     #[error("a pipeline that uses pipeline binaries itself")]
     OwnBinaries,
+    #[error("ray-tracing shader groups with capture and replay handles")]
+    CaptureReplay,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -562,6 +564,42 @@ pub struct GraphicsDesc {
     /// before libraries were keyed).
     pub library: Option<LibraryDesc>,
 }
+
+/// A ray-tracing pipeline (`VkRayTracingPipelineCreateInfoKHR`) as its key sees it: its stages,
+/// groups, recursion depth, library interface, dynamic states, layout and the libraries it links
+/// in order (their shaders and groups are appended in that order: the order is meaning).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RayTracingDesc {
+    pub device: Digest,
+    pub flags: u32,
+    pub stages: Vec<StageDesc>,
+    pub groups: Vec<RayTracingGroup>,
+    pub max_recursion_depth: u32,
+    /// `maxPipelineRayPayloadSize`, `maxPipelineRayHitAttributeSize`, where given.
+    pub library_interface: Option<[u32; 2]>,
+    pub dynamic_states: Vec<u32>,
+    pub layout: Digest,
+    pub libraries: Vec<super::PipelineKey>,
+    pub robustness: Option<Robustness>,
+}
+
+/// One shader group of a ray-tracing pipeline: its type and its four shader indices
+/// (`VK_SHADER_UNUSED_KHR` where unused).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RayTracingGroup {
+    pub group_type: u32,
+    pub general: u32,
+    pub closest_hit: u32,
+    pub any_hit: u32,
+    pub intersection: u32,
+}
+feed_fields!(RayTracingGroup {
+    group_type,
+    general,
+    closest_hit,
+    any_hit,
+    intersection
+});
 
 /// What a graphics pipeline library part, or a pipeline linked from libraries, adds to its key.
 /// The state blocks of [`GraphicsDesc`] then hold only what its own subsets consume (the spec:

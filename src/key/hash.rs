@@ -247,6 +247,30 @@ pub fn compute_key(d: &ComputeDesc) -> PipelineKey {
     }
 }
 
+pub fn ray_tracing_key(d: &RayTracingDesc) -> PipelineKey {
+    // Stages in their order: group indices name them by place.
+    let stages: Vec<&StageDesc> = d.stages.iter().collect();
+    let mut w = state_writer("pipekeep ray-tracing state", &d.device, d.flags, &stages);
+    d.groups.feed(&mut w);
+    d.max_recursion_depth.feed(&mut w);
+    d.library_interface.feed(&mut w);
+    let mut dynamic = d.dynamic_states.clone();
+    dynamic.sort_unstable();
+    dynamic.dedup();
+    dynamic.feed(&mut w);
+    d.layout.feed(&mut w);
+    w.u64(d.libraries.len() as u64);
+    for k in &d.libraries {
+        w.bytes(&k.spirv);
+        w.bytes(&k.state);
+    }
+    d.robustness.feed(&mut w);
+    PipelineKey {
+        spirv: spirv_key(&stages),
+        state: w.finish().half(),
+    }
+}
+
 pub fn graphics_key(d: &GraphicsDesc) -> PipelineKey {
     let mut stages: Vec<&StageDesc> = d.stages.iter().collect();
     stages.sort_by_key(|s| s.stage);

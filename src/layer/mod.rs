@@ -82,6 +82,10 @@ fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
             pipelines::create_graphics_pipelines,
             vk::PFN_vkCreateGraphicsPipelines
         ),
+        b"vkCreateRayTracingPipelinesKHR" => void_fn!(
+            pipelines::create_ray_tracing_pipelines,
+            vk::PFN_vkCreateRayTracingPipelinesKHR
+        ),
         b"vkCreateShaderModule" => {
             void_fn!(objects::create_shader_module, vk::PFN_vkCreateShaderModule)
         }

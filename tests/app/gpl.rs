@@ -55,6 +55,9 @@ pub struct Gpl<'a> {
     pub frag: &'a [u32],
     /// Asked with `FAIL_ON_PIPELINE_COMPILE_REQUIRED` too (`--fail-on-compile`).
     pub fail_on_compile: bool,
+    /// The flags in the legacy `flags` member, as zink gives them, instead of flags2 as DXVK
+    /// does (`--gpl-legacy-flags`).
+    pub legacy_flags: bool,
 }
 
 const COLOR_FORMATS: [vk::Format; 1] = [vk::Format::R8G8B8A8_UNORM];
@@ -67,6 +70,21 @@ impl Gpl<'_> {
             F2::empty()
         };
         vk::PipelineCreateFlags2CreateInfoKHR::default().flags(own | fail)
+    }
+
+    /// `ci` with `flags2`'s flags: chained, or in the legacy member.
+    fn with_flags<'a>(
+        &self,
+        ci: vk::GraphicsPipelineCreateInfo<'a>,
+        flags2: &'a mut vk::PipelineCreateFlags2CreateInfoKHR<'static>,
+    ) -> vk::GraphicsPipelineCreateInfo<'a> {
+        if self.legacy_flags {
+            ci.flags(vk::PipelineCreateFlags::from_raw(
+                flags2.flags.as_raw() as u32
+            ))
+        } else {
+            ci.push_next(flags2)
+        }
     }
 
     /// One part of kind `kind` (0..4), variant `v` of its kind.
@@ -161,9 +179,8 @@ impl Gpl<'_> {
             .color_write_mask(vk::ColorComponentFlags::RGBA)];
         let color_blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(&blend);
 
-        let mut ci = vk::GraphicsPipelineCreateInfo::default()
-            .push_next(&mut library)
-            .push_next(&mut flags2);
+        let mut ci = vk::GraphicsPipelineCreateInfo::default().push_next(&mut library);
+        ci = self.with_flags(ci, &mut flags2);
         match kind {
             0 => {
                 ci = ci
@@ -214,8 +231,8 @@ impl Gpl<'_> {
         let mut flags2 = self.flags(own);
         let ci = vk::GraphicsPipelineCreateInfo::default()
             .layout(self.layout)
-            .push_next(&mut libraries)
-            .push_next(&mut flags2);
+            .push_next(&mut libraries);
+        let ci = self.with_flags(ci, &mut flags2);
         let started = Instant::now();
         let made = self.create(&ci, out);
         let took = started.elapsed();

@@ -116,6 +116,9 @@ struct Args {
     /// API 1.3).
     #[arg(long, default_value_t = 0)]
     gpl: u32,
+    /// With --gpl: the flags in the legacy member, as zink gives them (DXVK chains flags2).
+    #[arg(long)]
+    gpl_legacy_flags: bool,
     /// Build N ray-tracing pipelines (`VK_KHR_ray_tracing_pipeline`), the odd ones linked from a
     /// pipeline library holding their hit group (needs API 1.2).
     #[arg(long, default_value_t = 0)]
@@ -493,6 +496,7 @@ fn run(args: &Args) -> Result<bool, String> {
             vert: &vert,
             frag: &frag,
             fail_on_compile: args.fail_on_compile,
+            legacy_flags: args.gpl_legacy_flags,
         };
         let made = gpl::make(&g, args.gpl as usize, args.threads as usize);
         // SAFETY: objects of this device, no longer used (the pipelines keep what they need).

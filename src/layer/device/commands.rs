@@ -25,6 +25,8 @@ pub struct DeviceFns {
     pub destroy_render_pass: vk::PFN_vkDestroyRenderPass,
     pub create_render_pass2: Option<vk::PFN_vkCreateRenderPass2>,
     pub create_render_pass2_khr: Option<vk::PFN_vkCreateRenderPass2>,
+    /// Where `VK_KHR_ray_tracing_pipeline` is enabled.
+    pub create_ray_tracing_pipelines: Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
 }
 
 /// Loads a device command through the next layer.
@@ -70,6 +72,11 @@ impl DeviceFns {
                 destroy_render_pass: load_device(gdpa, d, c"vkDestroyRenderPass")?,
                 create_render_pass2: load_device(gdpa, d, c"vkCreateRenderPass2"),
                 create_render_pass2_khr: load_device(gdpa, d, c"vkCreateRenderPass2KHR"),
+                create_ray_tracing_pipelines: load_device(
+                    gdpa,
+                    d,
+                    c"vkCreateRayTracingPipelinesKHR",
+                ),
             })
         }
     }

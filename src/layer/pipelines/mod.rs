@@ -8,6 +8,9 @@
 mod binary;
 mod cache;
 mod derivatives;
+mod ray_tracing;
+
+pub use ray_tracing::create_ray_tracing_pipelines;
 mod feedback;
 mod keep;
 
@@ -85,7 +88,7 @@ trait PipelineInfo: Copy {
 }
 
 macro_rules! pipeline_info {
-    ($ty:ty, $command:literal, $stages:expr, $capture:path, $record:expr) => {
+    ($ty:ty, $command:literal, $stages:expr, $links:expr, $capture:path, $record:expr) => {
         impl PipelineInfo for $ty {
             const COMMAND: &'static std::ffi::CStr = $command;
             fn legacy_flags(&self) -> vk::PipelineCreateFlags {
@@ -116,14 +119,9 @@ macro_rules! pipeline_info {
                 count(self)
             }
             unsafe fn links_libraries(&self) -> bool {
-                // SAFETY: as the caller vouches; the sType matched.
-                let libraries = unsafe {
-                    find_in_chain(
-                        self.p_next,
-                        vk::StructureType::PIPELINE_LIBRARY_CREATE_INFO_KHR,
-                    )
-                } as *const vk::PipelineLibraryCreateInfoKHR;
-                unsafe { libraries.as_ref() }.is_some_and(|l| l.library_count > 0)
+                let links: unsafe fn(&Self) -> bool = $links;
+                // SAFETY: as the caller vouches.
+                unsafe { links(self) }
             }
             unsafe fn key(
                 &self,
@@ -153,10 +151,23 @@ macro_rules! pipeline_info {
     };
 }
 
+/// Whether a graphics create info's chain links libraries (`VkPipelineLibraryCreateInfoKHR`).
+///
+/// # Safety
+/// `p_next` must be a valid chain.
+unsafe fn chain_links_libraries(p_next: *const c_void) -> bool {
+    // SAFETY: as the caller vouches; the sType matched.
+    let libraries =
+        unsafe { find_in_chain(p_next, vk::StructureType::PIPELINE_LIBRARY_CREATE_INFO_KHR) }
+            as *const vk::PipelineLibraryCreateInfoKHR;
+    unsafe { libraries.as_ref() }.is_some_and(|l| l.library_count > 0)
+}
+
 pipeline_info!(
     vk::ComputePipelineCreateInfo<'static>,
     c"vkCreateComputePipelines",
     |_| 1,
+    |_| false,
     capture::compute,
     |ci, objects, device, flags| unsafe { capture::compute_desc(ci, objects, device, flags) }
         .ok()
@@ -166,10 +177,21 @@ pipeline_info!(
     vk::GraphicsPipelineCreateInfo<'static>,
     c"vkCreateGraphicsPipelines",
     |g| g.stage_count,
+    |g| unsafe { chain_links_libraries(g.p_next) },
     capture::graphics,
     |ci, objects, device, flags| unsafe { capture::graphics_desc(ci, objects, device, flags) }
         .ok()
         .map(|d| crate::replay::record::Recorded::Graphics(Box::new(d)))
+);
+
+pipeline_info!(
+    vk::RayTracingPipelineCreateInfoKHR<'static>,
+    c"vkCreateRayTracingPipelinesKHR",
+    |r| r.stage_count,
+    // SAFETY: pLibraryInfo is NULL or valid, per the spec.
+    |r| unsafe { r.p_library_info.as_ref() }.is_some_and(|l| l.library_count > 0),
+    capture::ray_tracing,
+    |_, _, _, _| None
 );
 
 pub unsafe extern "system" fn create_compute_pipelines(
@@ -346,6 +368,7 @@ unsafe fn build_one<T: PipelineInfo>(
                     rebuilding,
                     library_related: flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
                         || unsafe { info.links_libraries() },
+                    ray_tracing: T::COMMAND == c"vkCreateRayTracingPipelinesKHR",
                 };
                 match unsafe { build_kept(&b, &mut lap, slot) } {
                     Kept::Made(r, outcome) => (r, outcome),
@@ -460,6 +483,8 @@ struct Build<'a, T> {
     rebuilding: bool,
     /// A graphics pipeline library part, or a pipeline linked from libraries.
     library_related: bool,
+    /// A ray-tracing pipeline (kept the cache way).
+    ray_tracing: bool,
 }
 
 impl<T> Build<'_, T> {
@@ -481,6 +506,7 @@ impl<T> Build<'_, T> {
     /// library.
     fn fast_link(&self) -> bool {
         self.library_related
+            && !self.ray_tracing
             && !self.flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
             && !self
                 .flags
@@ -570,7 +596,11 @@ unsafe fn build_kept<T: PipelineInfo>(
         // Library parts and links are kept the cache way (the spec allows binaries for them; the
         // layer keeps to what it has measured).
         (Backend::Binary, Some(fns))
-            if found.is_none() && !refused && !b.flags.chained && !b.library_related =>
+            if found.is_none()
+                && !refused
+                && !b.flags.chained
+                && !b.library_related
+                && !b.ray_tracing =>
         unsafe { build_capturing(b, fns, lap, slot) },
         _ => unsafe { build_cached(b, found, refused, lap, slot) },
     }
