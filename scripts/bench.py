@@ -290,6 +290,10 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
         # The driver's own cost of keeping per pipeline, no layer: a fresh cache a pipeline, its
         # data read after (as the `cache` backend builds a miss).
         modes["no layer, a cache a pipeline"] = (alone, "each")
+    if args.compare_share_builds:
+        # What sharing builds gives: each miss through an empty cache (`cache`) or compiled
+        # (`binary`), none served from its twin's data.
+        modes["pipekeep, share builds off"] = (dict(layer, PIPEKEEP_SHARE_BUILDS="off"), "memory")
     launches = args.launches
     t = args.timeout
     runs = {m: [[] for _ in range(launches)] for m in modes}
@@ -309,6 +313,10 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
                 # The whole process, its exit included: what waits for the writer at the device's
                 # end shows here, not in the creation time.
                 s["process_wall_s"] = res["process_wall_s"]
+                # What is on disk after the launch: pipekeep's store (entries, pieces and the
+                # record) and what the driver's own disk cache holds beside it.
+                s["store_bytes"] = dir_bytes(os.path.join(place, "store"))
+                s["driver_cache_bytes"] = dir_bytes(os.path.join(place, "driver"))
                 runs[mode][i].append(s)
             shutil.rmtree(place, ignore_errors=True)
     plot_launches(f"{name}, {threads} thread(s)", runs, os.path.join(args.out, f"{args.driver}-users-{name}-{threads}t.svg"))
@@ -327,6 +335,17 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
             med = median(x / y for x, y in zip(c, base_c) if x and y)
             wall = ", ".join(fmt(x.get("process_wall_s"), 2) for x in runs[mode][i])
             lines.append(f"| {mode} | {i + 1} | {', '.join(fmt(x) for x in c)} | {ratio} (median {fmt(med, 3)}) | {found} | {kib} | {wall} |")
+    # Bytes on disk after the last launch: the store plus what the driver's disk cache holds, over
+    # the driver's disk cache alone (no layer).
+    last = launches - 1
+    alone_bytes = [x.get("driver_cache_bytes") or 0 for x in alone[last]]
+    lines += ["", "| mode | store MiB + driver's disk cache MiB, after the last launch (each round) | / no layer's disk cache |",
+              "| --- | --- | --- |"]
+    for mode in modes:
+        cells = [(x.get("store_bytes") or 0, x.get("driver_cache_bytes") or 0) for x in runs[mode][last]]
+        text = ", ".join(f"{a / 2**20:.1f} + {b / 2**20:.1f}" for a, b in cells)
+        ratio = ", ".join(f"{(a + b) / y:.2f}" for (a, b), y in zip(cells, alone_bytes) if y)
+        lines.append(f"| {mode} | {text} | {ratio or '-'} |")
     totals = {m: [sum(runs[m][i][r].get("creation_ms") or 0 for i in range(launches)) for r in range(args.rounds)] for m in modes}
     lines += ["", f"The {launches} launch(es) together, creation ms (each round): " + "; ".join(
         f"{m} {', '.join(fmt(x) for x in v)}" for m, v in totals.items())]
@@ -526,6 +545,8 @@ def main():
     ap.add_argument("--linger-ms", type=int, default=0,
                     help="every launch keeps its device this long after its last pipeline, as an application that "
                          "goes on after its loading (pipekeep's background work goes on meanwhile)")
+    ap.add_argument("--compare-share-builds", action="store_true",
+                    help="the headline adds pipekeep with PIPEKEEP_SHARE_BUILDS=off (misses not served from a twin's data)")
     ap.add_argument("--replayer", default=None,
                     help="a real replay tool as the application of the replay workloads in the headline (Valve's "
                          "fossilize-replay, built by the caller: the project does not need it); `pipekeep replay` "
