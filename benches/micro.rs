@@ -112,6 +112,7 @@ fn graphics() -> GraphicsDesc {
         },
         robustness: None,
         library: None,
+        extensions: Default::default(),
     }
 }
 

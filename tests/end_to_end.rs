@@ -490,7 +490,7 @@ fn two_instances_with_a_device_each_keep_their_own_data_and_share_one_opening() 
 #[test]
 fn a_structure_the_key_does_not_understand_is_built_as_asked_and_not_kept() {
     let tmp = tempfile::tempdir().unwrap();
-    let args = ["--compute", "4", "--graphics", "6", "--depth-clip"];
+    let args = ["--compute", "4", "--graphics", "6", "--line-state"];
     for _ in 0..2 {
         let run = app(Driver::Radv, tmp.path(), &args);
         assert_eq!(run.made(), 10, "{}", run.all());
@@ -498,7 +498,7 @@ fn a_structure_the_key_does_not_understand_is_built_as_asked_and_not_kept() {
         assert_eq!(
             w.unkeyed,
             6,
-            "the graphics pipelines chain depth-clip state\n{}",
+            "the graphics pipelines chain line rasterization state\n{}",
             run.all()
         );
         assert_eq!(w.built, 10);
@@ -508,6 +508,18 @@ fn a_structure_the_key_does_not_understand_is_built_as_asked_and_not_kept() {
         4,
         "only the compute pipelines are kept"
     );
+}
+
+/// Depth-clip state (`VkPipelineRasterizationDepthClipStateCreateInfoEXT`, which DXVK chains) is
+/// keyed: the graphics pipelines are kept and found.
+#[test]
+fn depth_clip_state_is_keyed_and_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["--compute", "0", "--graphics", "6", "--depth-clip"];
+    let cold = app(Driver::Radv, tmp.path(), &args).watch();
+    assert_eq!((cold.unkeyed, cold.compiled), (0, 6));
+    let warm = app(Driver::Radv, tmp.path(), &args).watch();
+    assert_eq!((warm.found, warm.compiled), (6, 0));
 }
 
 /// A run leaves its order of use beside its entries (`use-order`), and the next run reads ahead

@@ -89,6 +89,12 @@ fn pipelines_with_pipeline_robustness_are_recorded_and_rebuilt() {
     record_rebuild_and_find_all(&["--pipeline-robustness"]);
 }
 
+/// Depth-clip state, as DXVK chains it, is recorded on the rasterization state and replayed.
+#[test]
+fn pipelines_with_depth_clip_state_are_recorded_and_rebuilt() {
+    record_rebuild_and_find_all(&["--depth-clip"]);
+}
+
 /// Runs the test app cold (with `extra` arguments), empties its store, rebuilds it from the
 /// record, and asserts that the rebuild wrote every pipeline and the next run finds them all.
 fn record_rebuild_and_find_all(extra: &[&str]) {

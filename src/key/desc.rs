@@ -563,6 +563,45 @@ pub struct GraphicsDesc {
     /// itself and what it links. `None` for a complete pipeline made whole (its key is as it was
     /// before libraries were keyed).
     pub library: Option<LibraryDesc>,
+    /// State structures chained to the state blocks (empty: the key is as it was before they
+    /// were read).
+    pub extensions: StateExtensions,
+}
+
+/// The structures chained to a graphics pipeline's state blocks that the key reads, as DXVK
+/// chains them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StateExtensions {
+    /// `VkPipelineRasterizationDepthClipStateCreateInfoEXT`: its flags, and `depthClipEnable`
+    /// unless dynamic.
+    pub depth_clip: Option<(u32, Option<bool>)>,
+    /// `VkPipelineVertexInputDivisorStateCreateInfo`: `(binding, divisor)`, sorted.
+    pub divisors: Option<Vec<(u32, u32)>>,
+}
+
+impl Feed for StateExtensions {
+    fn feed(&self, w: &mut KeyWriter) {
+        w.u32(0x4558_5431); // "EXT1"
+        match self.depth_clip {
+            None => w.u32(0),
+            Some((flags, enable)) => {
+                w.u32(1);
+                flags.feed(w);
+                enable.feed(w);
+            }
+        }
+        match &self.divisors {
+            None => w.u32(0),
+            Some(d) => {
+                w.u32(1);
+                w.u64(d.len() as u64);
+                for (binding, divisor) in d {
+                    binding.feed(w);
+                    divisor.feed(w);
+                }
+            }
+        }
+    }
 }
 
 /// A ray-tracing pipeline (`VkRayTracingPipelineCreateInfoKHR`) as its key sees it: its stages,

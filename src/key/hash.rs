@@ -69,9 +69,10 @@ pub fn render_pass_info(r: &RenderPassDesc) -> RenderPassInfo {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dynamic(u64);
 
-/// The dynamic states the key knows (core 1.0, extended dynamic state 1 and 2), each with its
-/// bit. A pipeline naming any other is unkeyable: the key cannot know what it makes ignored.
-const KNOWN_DYNAMIC: [vk::DynamicState; 26] = [
+/// The dynamic states the key knows (core 1.0, extended dynamic state 1 and 2, and the four of
+/// extended dynamic state 3 DXVK names), each with its bit. A pipeline naming any other is
+/// unkeyable: the key cannot know what it makes ignored.
+const KNOWN_DYNAMIC: [vk::DynamicState; 30] = [
     vk::DynamicState::VIEWPORT,
     vk::DynamicState::SCISSOR,
     vk::DynamicState::LINE_WIDTH,
@@ -98,6 +99,11 @@ const KNOWN_DYNAMIC: [vk::DynamicState; 26] = [
     vk::DynamicState::DEPTH_BIAS_ENABLE,
     vk::DynamicState::LOGIC_OP_EXT,
     vk::DynamicState::PRIMITIVE_RESTART_ENABLE,
+    // Extended dynamic state 3's, as DXVK's library parts name them.
+    vk::DynamicState::DEPTH_CLIP_ENABLE_EXT,
+    vk::DynamicState::RASTERIZATION_SAMPLES_EXT,
+    vk::DynamicState::SAMPLE_MASK_EXT,
+    vk::DynamicState::ALPHA_TO_COVERAGE_ENABLE_EXT,
 ];
 
 impl Dynamic {
@@ -292,6 +298,9 @@ pub fn graphics_key(d: &GraphicsDesc) -> PipelineKey {
     d.robustness.feed(&mut w);
     if let Some(library) = &d.library {
         library.feed(&mut w);
+    }
+    if d.extensions != StateExtensions::default() {
+        d.extensions.feed(&mut w);
     }
     PipelineKey {
         spirv: spirv_key(&stages),

@@ -120,6 +120,7 @@ fn graphics() -> GraphicsDesc {
         },
         robustness: None,
         library: None,
+        extensions: Default::default(),
     }
 }
 

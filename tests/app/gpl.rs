@@ -58,6 +58,9 @@ pub struct Gpl<'a> {
     /// The flags in the legacy `flags` member, as zink gives them, instead of flags2 as DXVK
     /// does (`--gpl-legacy-flags`).
     pub legacy_flags: bool,
+    /// Depth-clip state chained to the pre-rasterization parts' rasterization state, as DXVK
+    /// chains it where depth clip is not dynamic (`--depth-clip`).
+    pub depth_clip: bool,
 }
 
 const COLOR_FORMATS: [vk::Format; 1] = [vk::Format::R8G8B8A8_UNORM];
@@ -145,21 +148,45 @@ impl Gpl<'_> {
             .name(c"main")
             .specialization_info(&spec)
             .push_next(&mut frag_code)];
-        let viewport = vk::PipelineViewportStateCreateInfo::default()
-            .viewport_count(1)
-            .scissor_count(1);
+        // Viewports, scissors and depth bias dynamic, as DXVK has them.
+        let viewport = vk::PipelineViewportStateCreateInfo::default();
         let cull = [
             vk::CullModeFlags::NONE,
             vk::CullModeFlags::BACK,
             vk::CullModeFlags::FRONT,
         ][v % 3];
-        let raster = vk::PipelineRasterizationStateCreateInfo::default()
+        let mut clip =
+            vk::PipelineRasterizationDepthClipStateCreateInfoEXT::default().depth_clip_enable(true);
+        let mut raster = vk::PipelineRasterizationStateCreateInfo::default();
+        if self.depth_clip {
+            raster = raster.push_next(&mut clip);
+        }
+        let raster = raster
             .polygon_mode(vk::PolygonMode::FILL)
             .cull_mode(cull)
             .front_face(vk::FrontFace::COUNTER_CLOCKWISE)
             .line_width(1.0);
-        let dynamic = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
-        let dynamic_state = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic);
+        let dynamic: &[vk::DynamicState] = match kind {
+            1 => &[
+                vk::DynamicState::VIEWPORT_WITH_COUNT,
+                vk::DynamicState::SCISSOR_WITH_COUNT,
+                vk::DynamicState::DEPTH_BIAS,
+                vk::DynamicState::DEPTH_BIAS_ENABLE,
+            ],
+            2 => &[
+                vk::DynamicState::DEPTH_TEST_ENABLE,
+                vk::DynamicState::DEPTH_WRITE_ENABLE,
+                vk::DynamicState::DEPTH_COMPARE_OP,
+                vk::DynamicState::STENCIL_TEST_ENABLE,
+                vk::DynamicState::STENCIL_OP,
+                vk::DynamicState::STENCIL_COMPARE_MASK,
+                vk::DynamicState::STENCIL_WRITE_MASK,
+                vk::DynamicState::STENCIL_REFERENCE,
+            ],
+            3 => &[vk::DynamicState::BLEND_CONSTANTS],
+            _ => &[],
+        };
+        let dynamic_state = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(dynamic);
         // Fragment shader: the scale varies; depth test on.
         let depth = vk::PipelineDepthStencilStateCreateInfo::default()
             .depth_test_enable(true)
@@ -201,6 +228,7 @@ impl Gpl<'_> {
                     .stages(&fragment_stage)
                     .depth_stencil_state(&depth)
                     .multisample_state(&multisample)
+                    .dynamic_state(&dynamic_state)
                     .layout(self.layout)
                     .push_next(&mut rendering)
             }
@@ -208,6 +236,7 @@ impl Gpl<'_> {
                 ci = ci
                     .color_blend_state(&color_blend)
                     .multisample_state(&multisample)
+                    .dynamic_state(&dynamic_state)
                     .push_next(&mut rendering)
             }
         }

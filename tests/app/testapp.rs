@@ -71,10 +71,14 @@ struct Args {
     /// engineVersion.
     #[arg(long, default_value_t = 0)]
     engine_version: u32,
-    /// Chain VkPipelineRasterizationDepthClipStateCreateInfoEXT into graphics pipelines (a
-    /// structure pipekeep's key does not understand), enabling VK_EXT_depth_clip_enable.
+    /// Chain VkPipelineRasterizationDepthClipStateCreateInfoEXT into graphics pipelines (as DXVK
+    /// does; the key reads it), enabling VK_EXT_depth_clip_enable.
     #[arg(long)]
     depth_clip: bool,
+    /// Chain VkPipelineRasterizationLineStateCreateInfoEXT into graphics pipelines (a structure
+    /// pipekeep's key does not understand), enabling VK_EXT_line_rasterization.
+    #[arg(long)]
+    line_state: bool,
     /// Layers to enable through ppEnabledLayerNames, closest to the application first.
     #[arg(long, value_delimiter = ',')]
     layers: Vec<String>,
@@ -209,6 +213,7 @@ struct Shared {
     cache_each: bool,
     dynamic_rendering: bool,
     depth_clip: bool,
+    line_state: bool,
     flags2: bool,
     derivatives: bool,
     pipeline_robustness: bool,
@@ -396,6 +401,9 @@ fn run(args: &Args) -> Result<bool, String> {
         extensions.push(ash::ext::depth_clip_enable::NAME.as_ptr());
         device_ci = device_ci.push_next(&mut depth_clip);
     }
+    if args.line_state {
+        extensions.push(ash::ext::line_rasterization::NAME.as_ptr());
+    }
     if args.pipeline_robustness {
         extensions.push(ash::ext::pipeline_robustness::NAME.as_ptr());
         device_ci = device_ci.push_next(&mut pipeline_robustness);
@@ -468,6 +476,7 @@ fn run(args: &Args) -> Result<bool, String> {
         .map_err(|e| format!("vkCreateDevice: {e}"))?;
     let mut shared = setup(&device, args, dynamic_rendering)?;
     shared.depth_clip = args.depth_clip;
+    shared.line_state = args.line_state;
 
     let started = Instant::now();
     let jobs = jobs(args, dynamic_rendering);
@@ -497,6 +506,7 @@ fn run(args: &Args) -> Result<bool, String> {
             frag: &frag,
             fail_on_compile: args.fail_on_compile,
             legacy_flags: args.gpl_legacy_flags,
+            depth_clip: args.depth_clip,
         };
         let made = gpl::make(&g, args.gpl as usize, args.threads as usize);
         // SAFETY: objects of this device, no longer used (the pipelines keep what they need).
@@ -787,6 +797,7 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             cache_each: args.cache_each,
             dynamic_rendering,
             depth_clip: false,
+            line_state: false,
             flags2: args.flags2,
             derivatives: args.derivatives,
             pipeline_robustness: args.pipeline_robustness,
@@ -1223,16 +1234,21 @@ fn create_graphics_batch(
             vk::PipelineRasterizationDepthClipStateCreateInfoEXT::default().depth_clip_enable(true)
         })
         .collect();
+    let mut lines: Vec<vk::PipelineRasterizationLineStateCreateInfoEXT> = variants
+        .iter()
+        .map(|_| vk::PipelineRasterizationLineStateCreateInfoEXT::default())
+        .collect();
     let rasters: Vec<vk::PipelineRasterizationStateCreateInfo> = variants
         .iter()
-        .zip(clips.iter_mut())
-        .map(|((v, _), clip)| {
-            let raster = vk::PipelineRasterizationStateCreateInfo::default();
-            let raster = if s.depth_clip {
-                raster.push_next(clip)
-            } else {
-                raster
-            };
+        .zip(clips.iter_mut().zip(lines.iter_mut()))
+        .map(|((v, _), (clip, line))| {
+            let mut raster = vk::PipelineRasterizationStateCreateInfo::default();
+            if s.depth_clip {
+                raster = raster.push_next(clip);
+            }
+            if s.line_state {
+                raster = raster.push_next(line);
+            }
             raster
                 .polygon_mode(vk::PolygonMode::FILL)
                 .cull_mode(if v % 2 == 0 {

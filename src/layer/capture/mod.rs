@@ -414,8 +414,27 @@ pub unsafe fn graphics_desc(
     } else {
         None
     };
+    let mut extensions = StateExtensions::default();
     if let Some(raster) = raster {
-        unsafe { only_known(raster.p_next, &[], "the rasterization state")? };
+        for p in unsafe { unique_chain(raster.p_next, "the rasterization state, twice")? } {
+            match unsafe { (*p).s_type } {
+                S::PIPELINE_RASTERIZATION_DEPTH_CLIP_STATE_CREATE_INFO_EXT => {
+                    let c = unsafe {
+                        &*(p as *const vk::PipelineRasterizationDepthClipStateCreateInfoEXT)
+                    };
+                    extensions.depth_clip = Some((
+                        c.flags.as_raw(),
+                        dy.unless(D::DEPTH_CLIP_ENABLE_EXT, bool32(c.depth_clip_enable)),
+                    ));
+                }
+                other => {
+                    return Err(Unkeyable::UnknownStructure {
+                        stype: other.as_raw(),
+                        place: "the rasterization state",
+                    })
+                }
+            }
+        }
     }
     let discard = raster.is_some_and(|r| {
         bool32(r.rasterizer_discard_enable) && !dy.has(D::RASTERIZER_DISCARD_ENABLE)
@@ -448,7 +467,28 @@ pub unsafe fn graphics_desc(
     } else {
         let v = unsafe { ci.p_vertex_input_state.as_ref() }
             .ok_or(Unkeyable::MissingState("vertex input state"))?;
-        unsafe { only_known(v.p_next, &[], "the vertex input state")? };
+        for p in unsafe { unique_chain(v.p_next, "the vertex input state, twice")? } {
+            match unsafe { (*p).s_type } {
+                S::PIPELINE_VERTEX_INPUT_DIVISOR_STATE_CREATE_INFO_KHR => {
+                    let d =
+                        unsafe { &*(p as *const vk::PipelineVertexInputDivisorStateCreateInfoKHR) };
+                    let mut divisors: Vec<(u32, u32)> = unsafe {
+                        slice(d.p_vertex_binding_divisors, d.vertex_binding_divisor_count)
+                    }
+                    .iter()
+                    .map(|x| (x.binding, x.divisor))
+                    .collect();
+                    divisors.sort_unstable();
+                    extensions.divisors = Some(divisors);
+                }
+                other => {
+                    return Err(Unkeyable::UnknownStructure {
+                        stype: other.as_raw(),
+                        place: "the vertex input state",
+                    })
+                }
+            }
+        }
         let mut bindings: Vec<VertexBinding> = unsafe {
             slice(
                 v.p_vertex_binding_descriptions,
@@ -558,14 +598,32 @@ pub unsafe fn graphics_desc(
         let m = multisample_state.ok_or(Unkeyable::MissingState("multisample state"))?;
         unsafe { only_known(m.p_next, &[], "the multisample state")? };
         let words = m.rasterization_samples.as_raw().div_ceil(32);
+        // Dynamic, a field is ignored: 0 (never a static sample count) or false stands in its
+        // place, and the dynamic state itself enters the key. A dynamic sample mask's array is
+        // never read.
+        let samples = dy
+            .unless(
+                D::RASTERIZATION_SAMPLES_EXT,
+                m.rasterization_samples.as_raw(),
+            )
+            .unwrap_or(0);
+        let mask_read = !m.p_sample_mask.is_null() && !dy.has(D::SAMPLE_MASK_EXT);
+        // The mask's length comes from the sample count, which a dynamic one leaves unsaid.
+        if mask_read && dy.has(D::RASTERIZATION_SAMPLES_EXT) {
+            return Err(Unkeyable::MissingState("the sample mask's length"));
+        }
         Some(MultisampleDesc {
             flags: m.flags.as_raw(),
-            rasterization_samples: m.rasterization_samples.as_raw(),
+            rasterization_samples: samples,
             sample_shading_enable: bool32(m.sample_shading_enable),
             min_sample_shading: m.min_sample_shading,
-            sample_mask: (!m.p_sample_mask.is_null())
-                .then(|| unsafe { slice(m.p_sample_mask, words) }.to_vec()),
-            alpha_to_coverage_enable: bool32(m.alpha_to_coverage_enable),
+            sample_mask: mask_read.then(|| unsafe { slice(m.p_sample_mask, words) }.to_vec()),
+            alpha_to_coverage_enable: dy
+                .unless(
+                    D::ALPHA_TO_COVERAGE_ENABLE_EXT,
+                    bool32(m.alpha_to_coverage_enable),
+                )
+                .unwrap_or(false),
             alpha_to_one_enable: bool32(m.alpha_to_one_enable),
         })
     };
@@ -669,6 +727,7 @@ pub unsafe fn graphics_desc(
         target,
         robustness: chain.robustness,
         library: library::desc(own, libraries),
+        extensions,
     })
 }
 

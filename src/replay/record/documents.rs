@@ -284,6 +284,14 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
             })).collect::<Vec<_>>(),
         });
     }
+    if let (Some(divisors), Some(vi)) = (&d.extensions.divisors, v.get_mut("vertexInputState")) {
+        vi["pNext"] = json!([{
+            "sType": stype::VERTEX_INPUT_DIVISOR, "vertexBindingDivisorCount": divisors.len(),
+            "vertexBindingDivisors": divisors.iter().map(|(binding, divisor)| json!({
+                "binding": binding, "divisor": divisor,
+            })).collect::<Vec<_>>(),
+        }]);
+    }
     if let Some(ia) = &d.input_assembly {
         v["inputAssemblyState"] = json!({
             "flags": ia.flags, "topology": ia.topology,
@@ -328,6 +336,12 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
         "depthBiasConstantFactor": bias_constant, "depthBiasClamp": bias_clamp,
         "depthBiasSlopeFactor": bias_slope, "lineWidth": r.line_width.unwrap_or(1.0),
     });
+    if let Some((flags, enable)) = d.extensions.depth_clip {
+        v["rasterizationState"]["pNext"] = json!([{
+            "sType": stype::DEPTH_CLIP, "flags": flags,
+            "depthClipEnable": b(enable.unwrap_or(true)),
+        }]);
+    }
     if !pre_rasterization {
         v.as_object_mut().map(|o| o.remove("rasterizationState"));
     }

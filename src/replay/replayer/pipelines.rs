@@ -183,9 +183,20 @@ impl Replay {
             .color_attachment_formats(&g.color_formats)
             .depth_attachment_format(g.depth_format)
             .stencil_attachment_format(g.stencil_format);
-        let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
+        let mut divisors = g.divisors.as_ref().map(|d| {
+            vk::PipelineVertexInputDivisorStateCreateInfoKHR::default().vertex_binding_divisors(d)
+        });
+        let mut vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
             .vertex_binding_descriptions(&g.bindings)
             .vertex_attribute_descriptions(&g.attributes);
+        if let Some(d) = divisors.as_mut() {
+            vertex_input = vertex_input.push_next(d);
+        }
+        let mut depth_clip = g.depth_clip;
+        let mut rasterization = g.rasterization;
+        if let Some(c) = depth_clip.as_mut() {
+            rasterization = rasterization.push_next(c);
+        }
         let viewport = {
             let mut vp = vk::PipelineViewportStateCreateInfo {
                 viewport_count: g.viewport_count,
@@ -246,7 +257,7 @@ impl Replay {
         let mut ci = vk::GraphicsPipelineCreateInfo::default()
             .flags(flags)
             .stages(&stage_infos)
-            .rasterization_state(&g.rasterization)
+            .rasterization_state(&rasterization)
             .viewport_state(&viewport)
             .multisample_state(&multisample)
             .color_blend_state(&blend)
@@ -430,6 +441,10 @@ struct GraphicsData {
     color_formats: Vec<vk::Format>,
     depth_format: vk::Format,
     stencil_format: vk::Format,
+    /// The rasterization state's `VkPipelineRasterizationDepthClipStateCreateInfoEXT`.
+    depth_clip: Option<vk::PipelineRasterizationDepthClipStateCreateInfoEXT<'static>>,
+    /// The vertex input state's divisors (`VkPipelineVertexInputDivisorStateCreateInfo`).
+    divisors: Option<Vec<vk::VertexInputBindingDivisorDescriptionKHR>>,
 }
 
 impl GraphicsData {
@@ -437,7 +452,12 @@ impl GraphicsData {
         let null = Value::Null;
         let block = |k: &str| -> Result<&Value, String> {
             let b = v.get(k).unwrap_or(&null);
-            only(b, &[], k)?;
+            let allowed: &[i32] = match k {
+                "rasterizationState" => &[stype::DEPTH_CLIP],
+                "vertexInputState" => &[stype::VERTEX_INPUT_DIVISOR],
+                _ => &[],
+            };
+            only(b, allowed, k)?;
             Ok(b)
         };
         let (vi, ia, ts, vp, rs, ms, ds, cb, dy) = (
@@ -466,7 +486,25 @@ impl GraphicsData {
             .iter()
             .map(|x| x.as_f64().unwrap_or(0.0) as f32)
             .collect();
+        let depth_clip = find_next(rs, stype::DEPTH_CLIP).map(|c| {
+            vk::PipelineRasterizationDepthClipStateCreateInfoEXT::default()
+                .flags(
+                    vk::PipelineRasterizationDepthClipStateCreateFlagsEXT::from_raw(u(c, "flags")),
+                )
+                .depth_clip_enable(u(c, "depthClipEnable") != 0)
+        });
+        let divisors = find_next(vi, stype::VERTEX_INPUT_DIVISOR).map(|d| {
+            arr(d, "vertexBindingDivisors")
+                .iter()
+                .map(|x| vk::VertexInputBindingDivisorDescriptionKHR {
+                    binding: u(x, "binding"),
+                    divisor: u(x, "divisor"),
+                })
+                .collect()
+        });
         Ok(GraphicsData {
+            depth_clip,
+            divisors,
             bindings: arr(vi, "bindings")
                 .iter()
                 .map(|b| vk::VertexInputBindingDescription {
