@@ -576,7 +576,7 @@ fn record_held(title: &Path) -> RecordHeld {
                 held.applications
                     .push(serde_json::from_slice(json).unwrap());
             }
-            6 | 7 => held.pipelines += 1,
+            6 | 7 | 9 => held.pipelines += 1,
             8 => held.links += 1,
             _ => {}
         }
@@ -901,7 +901,7 @@ fn recorded_pipelines(title: &Path) -> usize {
     pipekeep::replay::foz::read_entries(&bytes)
         .unwrap()
         .iter()
-        .filter(|e| (e.tag == 6 || e.tag == 7) && e.payload.is_ok())
+        .filter(|e| matches!(e.tag, 6 | 7 | 9) && e.payload.is_ok())
         .count()
 }
 
@@ -1213,4 +1213,138 @@ fn graphics_pipeline_libraries_are_recorded_rebuilt_and_found() {
         (warm.found, warm.compiled, warm.passed, warm.unkeyed),
         (27, 0, 16, 0)
     );
+}
+
+/// Issue 39: ray-tracing pipelines, half of them linked from a library of their own: each
+/// pipeline and library is recorded (tag 9, the links naming their libraries), `pipekeep
+/// rebuild` makes the libraries before the pipelines linking them on the application's device as
+/// it made it (ray-tracing pipeline, acceleration structure and buffer device address features
+/// on), and the next run finds every one; `pipekeep replay` of the record makes them all.
+#[test]
+fn ray_tracing_pipelines_and_libraries_are_recorded_rebuilt_and_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "--compute",
+        "0",
+        "--graphics",
+        "0",
+        "--rt",
+        "8",
+        "--threads",
+        "2",
+    ];
+    let app = || {
+        App::new(Driver::Radv, tmp.path())
+            .with_layer()
+            .args(&args)
+            .run()
+    };
+    let cold = app();
+    assert!(cold.ok, "{}", cold.all());
+    let w = cold.watch();
+    // 8 pipelines and the 4 libraries the odd ones link, compiled and kept.
+    assert_eq!(
+        (w.built, w.compiled, w.written, w.unkeyed),
+        (12, 12, 12, 0),
+        "{}",
+        cold.all()
+    );
+    let title = tmp.path().join("store/pipekeep-testapp");
+    let record = title.join("record.foz");
+    let bytes = std::fs::read(&record).unwrap();
+    let entries = pipekeep::replay::foz::read_entries(&bytes).unwrap();
+    assert_eq!(entries.iter().filter(|e| e.tag == 9).count(), 12);
+    assert_eq!(entries.iter().filter(|e| e.tag == 8).count(), 12);
+    let device = &record_held(&title).applications[0]["pipekeepDevice"];
+    for feature in [1_000_347_000, 1_000_150_013] {
+        assert!(
+            device["features"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["sType"] == feature),
+            "{device}"
+        );
+    }
+
+    remove_identities(&title);
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let r = &json(&rebuilt)["titles"][0];
+    assert_eq!(
+        (r["pipelines"].as_u64(), r["written"].as_u64()),
+        (Some(12), Some(12)),
+        "{}",
+        rebuilt.all()
+    );
+    let warm = app();
+    let w = warm.watch();
+    assert_eq!(
+        (w.found, w.compiled, w.unkeyed),
+        (12, 0, 0),
+        "{}",
+        warm.all()
+    );
+    assert_eq!(warm.summary["rt"]["handles_ok"], 8, "{}", warm.all());
+
+    let replayed = tool(
+        tmp.path(),
+        &[
+            "replay",
+            "--json",
+            "--order",
+            "hash",
+            record.to_str().unwrap(),
+        ],
+    );
+    assert!(replayed.ok, "{}", replayed.all());
+    let s = json(&replayed);
+    assert_eq!(
+        (s["pipelines"].as_u64(), s["made_ray_tracing"].as_u64()),
+        (Some(12), Some(12)),
+        "{s}"
+    );
+}
+
+/// Issue 39: after a driver change the background rebuild, on the application's own device
+/// (each pipeline's layout and modules made around it), makes the recorded ray-tracing libraries
+/// before the pipelines linking them, and the next run finds every one.
+#[test]
+fn after_a_driver_change_ray_tracing_pipelines_are_rebuilt_in_the_background() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = |n: &'static str| {
+        [
+            "--compute",
+            "0",
+            "--graphics",
+            "0",
+            "--rt",
+            n,
+            "--threads",
+            "2",
+        ]
+    };
+    let cold = test_app(tmp.path(), &rt("8")).run();
+    assert_eq!(cold.watch().written, 12, "{}", cold.all());
+    let title = tmp.path().join("store/pipekeep-testapp");
+    simulate_a_driver_change(&title);
+    // A short run of the same device (its configuration's pipelines are the rebuild's).
+    let short = test_app(
+        tmp.path(),
+        &[&rt("2")[..], &["--linger-ms", "200"]].concat(),
+    )
+    .env("PIPEKEEP_TEST_REBUILD_FIRST", "1")
+    .run_within(std::time::Duration::from_secs(120));
+    assert!(short.ok, "{}", short.all());
+    assert!(
+        short
+            .stderr
+            .contains("background rebuild ended made=12 of=12 skipped=0"),
+        "{}",
+        short.all()
+    );
+    assert!(!title.join("record.pending").exists(), "{}", short.all());
+    let warm = test_app(tmp.path(), &rt("8")).run();
+    let w = warm.watch();
+    assert_eq!((w.found, w.compiled), (12, 0), "{}", warm.all());
 }

@@ -20,6 +20,11 @@ pub const TAG_COMPUTE: u32 = 7;
 pub const TAG_LINK: u32 = 8;
 pub const TAG_RAY_TRACING: u32 = 9;
 
+/// Whether entries of `tag` are pipelines (compute, graphics or ray tracing).
+pub fn is_pipeline_tag(tag: u32) -> bool {
+    matches!(tag, TAG_COMPUTE | TAG_GRAPHICS | TAG_RAY_TRACING)
+}
+
 /// Pipelines by `(tag, hash)`.
 type PipelineSet = std::collections::HashSet<(u32, u64)>;
 
@@ -74,7 +79,7 @@ pub struct Catalog {
     pub render_passes: BTreeMap<u64, Option<(u32, Value)>>,
     pub compute: Vec<(u64, Option<Value>)>,
     pub graphics: Vec<(u64, Option<Value>)>,
-    pub ray_tracing: usize,
+    pub ray_tracing: Vec<(u64, Option<Value>)>,
     pub problems: Vec<Problem>,
 }
 
@@ -223,17 +228,39 @@ impl Catalog {
             TAG_GRAPHICS => self
                 .graphics
                 .push((hash, Some(object(&doc, &["graphicsPipelines"])?.1.clone()))),
-            TAG_RAY_TRACING => self.ray_tracing += 1,
+            TAG_RAY_TRACING => self.ray_tracing.push((
+                hash,
+                Some(object(&doc, &["raytracingPipelines"])?.1.clone()),
+            )),
             _ => {} // kinds that make no pipeline
         }
         Ok(())
     }
 
+    /// How many pipelines it holds, of every kind (malformed ones too).
+    pub fn pipelines(&self) -> usize {
+        self.compute.len() + self.graphics.len() + self.ray_tracing.len()
+    }
+
+    /// Every pipeline as `(tag, hash)`.
+    fn pipeline_names(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let of = |tag: u32| move |(h, _): &(u64, Option<Value>)| (tag, *h);
+        (self.compute.iter().map(of(TAG_COMPUTE)))
+            .chain(self.graphics.iter().map(of(TAG_GRAPHICS)))
+            .chain(self.ray_tracing.iter().map(of(TAG_RAY_TRACING)))
+    }
+
+    /// The pipelines `keep` takes (`(tag, hash)`), of every kind.
+    fn retain_pipelines(&mut self, mut keep: impl FnMut(u32, u64) -> bool) {
+        self.compute.retain(|(h, _)| keep(TAG_COMPUTE, *h));
+        self.graphics.retain(|(h, _)| keep(TAG_GRAPHICS, *h));
+        self.ray_tracing.retain(|(h, _)| keep(TAG_RAY_TRACING, *h));
+    }
+
     /// The catalog with only the pipelines `keep` takes (`(tag, hash)`), every object kept.
     pub fn with_pipelines(&self, keep: impl Fn(u32, u64) -> bool) -> Catalog {
         let mut c = self.clone();
-        c.compute.retain(|(h, _)| keep(TAG_COMPUTE, *h));
-        c.graphics.retain(|(h, _)| keep(TAG_GRAPHICS, *h));
+        c.retain_pipelines(keep);
         c
     }
 
@@ -242,16 +269,13 @@ impl Catalog {
     /// record) is one configuration, its first application; a pipeline linked to no application
     /// entry of the database goes with the first (with none whole: every pipeline goes under an
     /// unknown configuration, as in a database of none). A configuration with no pipeline is left
-    /// out; malformed entries and ray-tracing pipelines are counted in the first one given.
+    /// out; malformed entries are counted in the first one given.
     /// Pipelines linked only to application entries the database does not hold whole (damaged):
     /// their device configuration is not known, so no configuration of [`Catalog::configurations`]
     /// takes them (the application's own background rebuild, which knows its device, does).
     pub fn orphans(&self) -> usize {
         let (linked, under_known) = self.linked_pipelines();
-        self.compute
-            .iter()
-            .map(|(h, _)| (TAG_COMPUTE, *h))
-            .chain(self.graphics.iter().map(|(h, _)| (TAG_GRAPHICS, *h)))
+        self.pipeline_names()
             .filter(|p| linked.contains(p) && !under_known.contains(p))
             .count()
     }
@@ -310,9 +334,8 @@ impl Catalog {
                 None => is_first && !linked.contains(&(tag, hash)),
             });
             catalog.problems.clear();
-            catalog.ray_tracing = 0;
             // A configuration whose pipelines all went (compacted away) is not made for nothing.
-            if catalog.compute.is_empty() && catalog.graphics.is_empty() {
+            if catalog.pipelines() == 0 {
                 continue;
             }
             out.push(Configuration {
@@ -330,7 +353,6 @@ impl Catalog {
             });
         }
         out[0].catalog.problems = self.problems.clone();
-        out[0].catalog.ray_tracing = self.ray_tracing;
         out
     }
 
@@ -346,15 +368,14 @@ impl Catalog {
             *under.entry((*tag, *h)).or_default() |= *app == hash;
         }
         let mut left_out = Vec::new();
-        let mut keep = |tag: u32, h: u64| {
+        let keep = |tag: u32, h: u64| {
             let mine = under.get(&(tag, h)).copied().unwrap_or(true);
             if !mine {
                 left_out.push(h);
             }
             mine
         };
-        self.compute.retain(|(h, _)| keep(TAG_COMPUTE, *h));
-        self.graphics.retain(|(h, _)| keep(TAG_GRAPHICS, *h));
+        self.retain_pipelines(keep);
         (self, left_out)
     }
 
@@ -367,6 +388,7 @@ impl Catalog {
             TAG_RENDER_PASS => drop(self.render_passes.insert(hash, None)),
             TAG_COMPUTE => self.compute.push((hash, None)),
             TAG_GRAPHICS => self.graphics.push((hash, None)),
+            TAG_RAY_TRACING => self.ray_tracing.push((hash, None)),
             _ => {}
         }
     }

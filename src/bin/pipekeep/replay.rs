@@ -50,8 +50,8 @@ pub struct Args {
     /// offered, every feature structure the device reports chained with what it reports.
     #[arg(long)]
     every_extension: bool,
-    /// The order pipelines are taken in: hash (as Valve's replayer: graphics, then compute, each
-    /// sorted by hash) or file (as the application made them).
+    /// The order pipelines are taken in: hash (as Valve's replayer: graphics, compute, then ray
+    /// tracing, each sorted by hash) or file (as the application made them).
     #[arg(long, value_enum, default_value_t = ReplayOrder::Hash)]
     order: ReplayOrder,
 }
@@ -116,8 +116,8 @@ fn print_summary(s: &replayer::Summary) {
         s.device, s.application, s.threads
     );
     println!(
-        "  made {} of {} pipelines ({} compute, {} graphics)",
-        s.made, s.pipelines, s.made_compute, s.made_graphics
+        "  made {} of {} pipelines ({} compute, {} graphics, {} ray tracing)",
+        s.made, s.pipelines, s.made_compute, s.made_graphics, s.made_ray_tracing
     );
     if let Some(ms) = s.app_cache_load_ms {
         println!("  the monolithic cache loaded in {ms:.1} ms, before the first pipeline");

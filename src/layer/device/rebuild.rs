@@ -141,7 +141,7 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
     // device's (entries no run looks up, and recorded again under this configuration).
     let (catalog, others) =
         catalog.into_configuration(crate::replay::record::configuration_hash(&dev.app_state));
-    let pipelines = catalog.compute.len() + catalog.graphics.len();
+    let pipelines = catalog.pipelines();
     tracing::info!(record = %record.display(), pipelines, "the driver changed (or a rebuild is owed): rebuilding the title's record in the background");
     // Loading asks the driver for its commands: only while the device lets this thread in.
     let Some(inside) = dev.driver_gate.enter() else {
@@ -165,6 +165,14 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
             dev.handle,
         )
     };
+    // Ray-tracing pipelines through this layer's own intercept, where the device has the
+    // command (the application enabled VK_KHR_ray_tracing_pipeline); else they are skipped.
+    // SAFETY: as above; the command of that name has that signature.
+    let ray_tracing = unsafe { command_of(dev, c"vkCreateRayTracingPipelinesKHR") }.map(|f| unsafe {
+        std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkCreateRayTracingPipelinesKHR>(
+            f,
+        )
+    });
     drop(inside);
     // What the replay calls must be there (the rest of a 1.3 table may be absent).
     const NEEDED: [&str; 12] = [
@@ -232,7 +240,9 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
     };
     let started = std::time::Instant::now();
     // SAFETY: as above.
-    let summary = unsafe { crate::replay::replayer::replay_on_device(device, &catalog, &options) };
+    let summary = unsafe {
+        crate::replay::replayer::replay_on_device(device, ray_tracing, &catalog, &options)
+    };
     let no_room = summary
         .skipped
         .get(crate::replay::replayer::NO_ROOM_FOR_SAMPLERS)
@@ -349,10 +359,7 @@ impl DeviceData {
         let recorded = match crate::replay::record::read(record.path()) {
             Ok((entries, _)) => entries
                 .iter()
-                .filter(|e| {
-                    e.tag == crate::replay::objects::TAG_COMPUTE
-                        || e.tag == crate::replay::objects::TAG_GRAPHICS
-                })
+                .filter(|e| crate::replay::objects::is_pipeline_tag(e.tag))
                 .map(|e| e.hash)
                 .collect(),
             Err(e) => {

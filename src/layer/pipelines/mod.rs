@@ -193,7 +193,10 @@ pipeline_info!(
     // SAFETY: pLibraryInfo is NULL or valid, per the spec.
     |r| unsafe { r.p_library_info.as_ref() }.is_some_and(|l| l.library_count > 0),
     capture::ray_tracing,
-    |_, _, _, _| None
+    // SAFETY: the application's create info, valid for the call, as the flow vouches.
+    |ci, objects, device, flags| unsafe { capture::ray_tracing_desc(ci, objects, device, flags) }
+        .ok()
+        .map(|d| crate::replay::record::Recorded::RayTracing(Box::new(d)))
 );
 
 pub unsafe extern "system" fn create_compute_pipelines(

@@ -1,5 +1,5 @@
 //! What a record past its share keeps: its pipelines in their entries' order of use, each with
-//! its links and every object it names.
+//! its links, every object it names and the pipeline libraries it links.
 
 use std::collections::HashSet;
 use std::time::SystemTime;
@@ -9,9 +9,7 @@ use serde_json::Value;
 use super::file::HEADER_LEN;
 use super::links::linked_pipeline;
 use super::{pipeline_hash, DbEntry};
-use crate::replay::objects::{
-    TAG_APPLICATION, TAG_COMPUTE, TAG_GRAPHICS, TAG_LINK, TAG_SHADER_MODULE,
-};
+use crate::replay::objects::{is_pipeline_tag, TAG_APPLICATION, TAG_LINK, TAG_SHADER_MODULE};
 
 /// The stamp of each recorded pipeline's newest entry (by its database hash), from a listing of
 /// a title's entries and pieces: the order of use a compaction keeps ([`within_share`]).
@@ -32,7 +30,7 @@ pub fn stamps_of(
 enum Part {
     /// A configuration: always kept.
     Application,
-    /// A pipeline, with the names in its JSON.
+    /// A pipeline, with the names in its JSON (its objects, and the libraries it links).
     Pipeline(u64, Vec<u64>),
     /// A link to the pipeline it names (`None`: unreadable, dropped).
     Link(Option<u64>),
@@ -44,8 +42,11 @@ enum Part {
 struct Parts {
     whole: Vec<DbEntry>,
     parts: Vec<Part>,
-    /// Entry indices from the highest tag down: names point to objects of a lower tag only,
-    /// so one pass from the pipelines down finds every object a kept entry names.
+    /// Entry indices in the order a pass decides them: the pipelines, last recorded first (a
+    /// link is recorded after the libraries it names, so it is decided before them), then the
+    /// links (after every pipeline they may name), then the objects from the highest tag down
+    /// (an object names objects of a lower tag only). One pass finds every entry a kept one
+    /// names.
     by_tag: Vec<usize>,
 }
 
@@ -64,18 +65,25 @@ impl Parts {
             }
             names.into_iter().collect()
         };
-        let parts = whole
+        let parts: Vec<Part> = whole
             .iter()
             .map(|(tag, hash, payload)| match *tag {
                 TAG_APPLICATION => Part::Application,
-                TAG_COMPUTE | TAG_GRAPHICS => Part::Pipeline(*hash, names_in(payload)),
+                t if is_pipeline_tag(t) => Part::Pipeline(*hash, names_in(payload)),
                 TAG_LINK => Part::Link(linked_pipeline(payload).map(|(_, _, p)| p)),
                 TAG_SHADER_MODULE => Part::Object(Vec::new()),
                 _ => Part::Object(names_in(payload)),
             })
             .collect();
         let mut by_tag: Vec<usize> = (0..whole.len()).collect();
-        by_tag.sort_by_key(|i| std::cmp::Reverse(whole[*i].0));
+        by_tag.sort_by_key(|&i| {
+            use std::cmp::Reverse;
+            match parts[i] {
+                Part::Pipeline(..) => (0, Reverse(0), Reverse(i)),
+                Part::Link(_) => (1, Reverse(0), Reverse(0)),
+                _ => (2, Reverse(whole[i].0), Reverse(0)),
+            }
+        });
         Parts {
             whole,
             parts,
@@ -84,19 +92,27 @@ impl Parts {
     }
 
     /// Which entries a record keeping the pipelines `keep` says keeps: every application entry,
-    /// those pipelines, their links, and every object a kept entry names, as far down as names
-    /// go (a pipeline names its modules, layout and render pass; a layout its set layouts; a set
+    /// those pipelines and the pipeline libraries they link (a link without them cannot be made
+    /// again), their links, and every object a kept entry names, as far down as names go (a
+    /// pipeline names its modules, layout and render pass; a layout its set layouts; a set
     /// layout its samplers). A name is any 16-hex-digit string in an object's JSON: one that is
     /// not a name keeps nothing it should not (it would have to equal another object's hash).
     fn kept(&self, keep: &dyn Fn(u64) -> bool) -> Vec<bool> {
         let mut named: HashSet<u64> = HashSet::new();
+        let mut pipelines: HashSet<u64> = HashSet::new();
         let mut kept = vec![false; self.whole.len()];
         for &i in &self.by_tag {
             let (keep_it, names): (bool, &[u64]) = match &self.parts[i] {
                 Part::Application => (true, &[]),
-                Part::Pipeline(h, names) => (keep(*h), names),
+                Part::Pipeline(h, names) => {
+                    let keep_it = keep(*h) || named.contains(h);
+                    if keep_it {
+                        pipelines.insert(*h);
+                    }
+                    (keep_it, names)
+                }
                 // A link goes with the pipeline it links.
-                Part::Link(p) => (p.is_some_and(keep), &[]),
+                Part::Link(p) => (p.is_some_and(|p| keep(p) || pipelines.contains(&p)), &[]),
                 Part::Object(names) => (named.contains(&self.whole[i].1), names),
             };
             kept[i] = keep_it;

@@ -11,13 +11,13 @@ use super::links::{link_doc, link_hash};
 use super::{object_hash, pipeline_hash, stype, AppState, Content, DbEntry, NotRecorded};
 use super::{PipelineRecord, Recorded};
 use crate::key::desc::{
-    ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RenderPassDesc, RenderTarget, Robustness,
-    SamplerDesc, SetLayoutDesc, StageDesc,
+    ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RayTracingDesc, RenderPassDesc, RenderTarget,
+    Robustness, SamplerDesc, SetLayoutDesc, StageDesc,
 };
 use crate::key::Digest;
 use crate::replay::objects::{
-    TAG_APPLICATION, TAG_COMPUTE, TAG_GRAPHICS, TAG_LINK, TAG_PIPELINE_LAYOUT, TAG_RENDER_PASS,
-    TAG_SAMPLER, TAG_SET_LAYOUT, TAG_SHADER_MODULE,
+    TAG_APPLICATION, TAG_LINK, TAG_PIPELINE_LAYOUT, TAG_RENDER_PASS, TAG_SAMPLER, TAG_SET_LAYOUT,
+    TAG_SHADER_MODULE,
 };
 
 fn hash_ref(d: &Digest) -> String {
@@ -49,6 +49,7 @@ pub fn pipeline_entries(
     let (layout_digest, stages) = match &record.desc {
         Recorded::Compute(d) => (d.layout, std::slice::from_ref(&d.stage)),
         Recorded::Graphics(d) => (d.layout, &d.stages[..]),
+        Recorded::RayTracing(d) => (d.layout, &d.stages[..]),
     };
     // A library part of vertex input or fragment output state, or a link naming none, has no
     // layout of its own: it is written as NULL.
@@ -99,8 +100,9 @@ pub fn pipeline_entries(
         ));
     }
     let hash = pipeline_hash(&record.key);
+    let tag = record.desc.tag();
     match &record.desc {
-        Recorded::Compute(d) => out.push((TAG_COMPUTE, hash, compute_doc(hash, d)?)),
+        Recorded::Compute(d) => out.push((tag, hash, compute_doc(hash, d)?)),
         Recorded::Graphics(d) => {
             if let Some(RenderTarget::Pass { pass, .. }) = d.target.clone().filter_pass() {
                 let Content::RenderPass(rp) = &*content(&pass)? else {
@@ -112,14 +114,11 @@ pub fn pipeline_entries(
                     render_pass_doc(&pass, rp),
                 ));
             }
-            out.push((TAG_GRAPHICS, hash, graphics_doc(hash, d)?));
+            out.push((tag, hash, graphics_doc(hash, d)?));
         }
+        Recorded::RayTracing(d) => out.push((tag, hash, ray_tracing_doc(hash, d)?)),
     }
     // The pipeline under its configuration, as Fossilize links a blob to its application.
-    let tag = match &record.desc {
-        Recorded::Compute(_) => TAG_COMPUTE,
-        Recorded::Graphics(_) => TAG_GRAPHICS,
-    };
     out.push((
         TAG_LINK,
         link_hash(app_hash, tag, hash),
@@ -419,11 +418,7 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
     if let Some(library) = &d.library {
         next.push(json!({ "sType": stype::GRAPHICS_PIPELINE_LIBRARY, "flags": library.subsets }));
         if !library.libraries.is_empty() {
-            let names: Vec<String> = library
-                .libraries
-                .iter()
-                .map(|k| format!("{:016x}", pipeline_hash(k)))
-                .collect();
+            let names = library_names(&library.libraries);
             next.push(json!({ "libraries": names, "sType": stype::PIPELINE_LIBRARY }));
         }
     }
@@ -431,6 +426,60 @@ fn graphics_doc(hash: u64, d: &GraphicsDesc) -> Result<Vec<u8>, NotRecorded> {
         v["pNext"] = Value::Array(next);
     }
     Ok(document("graphicsPipelines", hash, v))
+}
+
+/// The database name of each library a link names (by its key, as graphics links name theirs).
+fn library_names(libraries: &[crate::key::PipelineKey]) -> Vec<String> {
+    libraries
+        .iter()
+        .map(|k| format!("{:016x}", pipeline_hash(k)))
+        .collect()
+}
+
+/// A ray-tracing pipeline under Fossilize's field names (`json_value(const
+/// VkRayTracingPipelineCreateInfoKHR&)`), which its replayer reads by name. What the key did not
+/// read is not written: no dynamic state where there is none, no library interface where none
+/// was given, no library info where it links none (the key takes a NULL `pLibraryInfo` and one of
+/// no libraries alike, so a replay of either keys the same).
+pub(super) fn ray_tracing_doc(hash: u64, d: &RayTracingDesc) -> Result<Vec<u8>, NotRecorded> {
+    let stages = d
+        .stages
+        .iter()
+        .map(stage_json)
+        .collect::<Result<Vec<_>, _>>()?;
+    let groups: Vec<Value> = d
+        .groups
+        .iter()
+        .map(|g| {
+            json!({
+                "anyHitShader": g.any_hit, "intersectionShader": g.intersection,
+                "generalShader": g.general, "closestHitShader": g.closest_hit,
+                "type": g.group_type,
+            })
+        })
+        .collect();
+    let mut v = json!({
+        "flags": d.flags, "layout": hash_ref(&d.layout),
+        "basePipelineHandle": "0000000000000000", "basePipelineIndex": -1,
+        "maxPipelineRayRecursionDepth": d.max_recursion_depth, "stages": stages,
+        "groups": groups,
+    });
+    if !d.dynamic_states.is_empty() {
+        v["dynamicState"] = json!({ "flags": 0, "dynamicState": d.dynamic_states });
+    }
+    if let Some([payload, hit_attribute]) = d.library_interface {
+        v["libraryInterface"] = json!({
+            "maxPipelineRayPayloadSize": payload, "maxPipelineRayHitAttributeSize": hit_attribute,
+        });
+    }
+    // A member of the create info, not a pNext structure: no sType, as Fossilize writes it.
+    if !d.libraries.is_empty() {
+        v["libraryInfo"] = json!({ "libraries": library_names(&d.libraries) });
+    }
+    if let Some(r) = &d.robustness {
+        v["pNext"] = json!([robustness_json(r)]);
+    }
+    Ok(document("raytracingPipelines", hash, v))
 }
 
 fn render_pass_doc(digest: &Digest, rp: &RenderPassDesc) -> Vec<u8> {

@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use super::compaction::within_share;
 use super::{DbEntry, FILE_NAME, PENDING_FILE_NAME};
-use crate::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS};
+use crate::replay::objects::is_pipeline_tag;
 use crate::sync::Unpoisoned;
 
 /// A title's record file: appended to by the layer's writer thread, each object once.
@@ -246,13 +246,15 @@ impl RecordFile {
         if bytes.len() as u64 <= share && !(rewrite_damaged && damaged) {
             return Ok(None);
         }
-        let is_pipeline = |tag: u32| tag == TAG_COMPUTE || tag == TAG_GRAPHICS;
         let pipelines_before = entries
             .iter()
-            .filter(|e| is_pipeline(e.tag) && e.payload.is_ok())
+            .filter(|e| is_pipeline_tag(e.tag) && e.payload.is_ok())
             .count();
         let kept = within_share(entries, share, used);
-        let pipelines_kept = kept.iter().filter(|(tag, _, _)| is_pipeline(*tag)).count();
+        let pipelines_kept = kept
+            .iter()
+            .filter(|(tag, _, _)| is_pipeline_tag(*tag))
+            .count();
         if pipelines_kept == pipelines_before && !damaged {
             // Past its share with no pipeline to drop (its configurations alone): as it is.
             return Ok(None);

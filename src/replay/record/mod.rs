@@ -7,7 +7,9 @@
 //! here the first 8 bytes of the object's content digest, so equal content is one object). The
 //! objects come from what the layer's keys already captured: a pipeline is recorded exactly as
 //! it was keyed, and replaying it gives the same key on the same device (the record keeps the
-//! device's state too: [`DEVICE_KEY`]). Compute and graphics pipelines are recorded.
+//! device's state too: [`DEVICE_KEY`]). Compute, graphics and ray-tracing pipelines are
+//! recorded, pipeline libraries among them (a link names its libraries by their pipelines'
+//! hashes, as Fossilize does).
 //!
 //! Appending is crash-safe as the database format makes it: an entry cut short by a stopped
 //! process is ignored by readers (and the next append goes after it, as Fossilize's own writer
@@ -16,8 +18,8 @@
 use std::sync::Arc;
 
 use crate::key::desc::{
-    ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RenderPassDesc, RenderTarget, SamplerDesc,
-    SetLayoutDesc,
+    ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RayTracingDesc, RenderPassDesc, RenderTarget,
+    SamplerDesc, SetLayoutDesc,
 };
 use crate::key::{Digest, PipelineKey};
 
@@ -64,6 +66,7 @@ pub enum Content {
 pub enum Recorded {
     Compute(ComputeDesc),
     Graphics(Box<GraphicsDesc>),
+    RayTracing(Box<RayTracingDesc>),
 }
 
 impl Recorded {
@@ -72,6 +75,7 @@ impl Recorded {
         match self {
             Recorded::Compute(d) => &d.layout,
             Recorded::Graphics(d) => &d.layout,
+            Recorded::RayTracing(d) => &d.layout,
         }
     }
 
@@ -87,6 +91,21 @@ impl Recorded {
                 }
                 out
             }
+            Recorded::RayTracing(d) => {
+                let mut out: Vec<Digest> = d.stages.iter().map(|s| s.module).collect();
+                out.push(d.layout);
+                out
+            }
+        }
+    }
+
+    /// The database tag it is written under (Fossilize's: 7 compute, 6 graphics, 9 ray tracing).
+    pub fn tag(&self) -> u32 {
+        use crate::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS, TAG_RAY_TRACING};
+        match self {
+            Recorded::Compute(_) => TAG_COMPUTE,
+            Recorded::Graphics(_) => TAG_GRAPHICS,
+            Recorded::RayTracing(_) => TAG_RAY_TRACING,
         }
     }
 }

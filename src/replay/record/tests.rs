@@ -9,7 +9,9 @@ use serde_json::json;
 
 use super::configuration::{application, device_json, payload_hash};
 use super::*;
-use crate::key::desc::{BindingDesc, PushRange, Robustness, SpecConstant, StageDesc};
+use crate::key::desc::{
+    BindingDesc, PushRange, RayTracingDesc, Robustness, SpecConstant, StageDesc,
+};
 use crate::replay::objects::{Catalog, TAG_APPLICATION, TAG_COMPUTE, TAG_LINK};
 
 fn record() -> PipelineRecord {
@@ -764,4 +766,199 @@ fn a_configuration_says_the_abi_that_recorded_it() {
         payload_hash(&serde_json::to_vec(&doc).unwrap()),
         configuration_hash(&AppState::default())
     );
+}
+
+/// A ray-tracing pipeline of the test record's module and layout: a ray-generation stage
+/// (specialized) and a miss stage, their two general groups, a library interface and the stack
+/// size dynamic; linking `libraries` (a library, with `library`, instead: the LIBRARY flag, its
+/// one closest-hit stage and hit group).
+fn ray_tracing_desc(library: bool, libraries: Vec<PipelineKey>) -> RayTracingDesc {
+    let module = Digest([1; 32]);
+    let stage = |stage: u32, specialization: Vec<SpecConstant>| StageDesc {
+        stage,
+        flags: 0,
+        module,
+        entry_point: b"main".to_vec(),
+        specialization,
+        required_subgroup_size: None,
+        robustness: None,
+    };
+    let unused = ash::vk::SHADER_UNUSED_KHR;
+    let general = |index: u32| crate::key::desc::RayTracingGroup {
+        group_type: 0,
+        general: index,
+        closest_hit: unused,
+        any_hit: unused,
+        intersection: unused,
+    };
+    let (flags, stages, groups) = if library {
+        let hit = crate::key::desc::RayTracingGroup {
+            group_type: 1,
+            general: unused,
+            closest_hit: 0,
+            any_hit: unused,
+            intersection: unused,
+        };
+        (0x800, vec![stage(0x400, Vec::new())], vec![hit])
+    } else {
+        let spec = vec![SpecConstant {
+            constant_id: 0,
+            value: 1.5f32.to_le_bytes().to_vec(),
+        }];
+        (
+            0,
+            vec![stage(0x100, spec), stage(0x800, Vec::new())],
+            vec![general(0), general(1)],
+        )
+    };
+    RayTracingDesc {
+        device: Digest([9; 32]),
+        flags,
+        stages,
+        groups,
+        max_recursion_depth: 1,
+        library_interface: Some([12, 8]),
+        dynamic_states: vec![1_000_347_000],
+        layout: Digest([3; 32]),
+        libraries,
+        robustness: None,
+    }
+}
+
+/// [`ray_tracing_desc`] as a record with the test record's objects, under `key`.
+fn ray_tracing_record(key: PipelineKey, desc: RayTracingDesc) -> PipelineRecord {
+    PipelineRecord {
+        key,
+        desc: Recorded::RayTracing(Box::new(desc)),
+        contents: record().contents,
+    }
+}
+
+const LIBRARY_KEY: PipelineKey = PipelineKey {
+    spirv: [0x11; 16],
+    state: [0x22; 16],
+};
+
+/// Issue 39: a ray-tracing pipeline is written as Fossilize writes one (`json_value(const
+/// VkRayTracingPipelineCreateInfoKHR&)`, whose replayer reads the members by these names): the
+/// document of tag 9, its libraries named by their pipelines' hashes in `libraryInfo` (a
+/// member, no sType). If this fails, the record's format changed.
+#[test]
+fn golden_ray_tracing_document_in_fossilizes_field_names() {
+    let d = ray_tracing_desc(false, vec![LIBRARY_KEY]);
+    let doc = super::documents::ray_tracing_doc(0x0123_4567_89ab_cdef, &d).unwrap();
+    let library = format!("{:016x}", pipeline_hash(&LIBRARY_KEY));
+    let module = format!("{:016x}", object_hash(&Digest([1; 32])));
+    let layout = format!("{:016x}", object_hash(&Digest([3; 32])));
+    // serde_json writes members sorted by name (Fossilize's reader takes them in any order).
+    let expected = format!(
+        concat!(
+            r#"{{"raytracingPipelines":{{"0123456789abcdef":{{"#,
+            r#""basePipelineHandle":"0000000000000000","basePipelineIndex":-1,"#,
+            r#""dynamicState":{{"dynamicState":[1000347000],"flags":0}},"flags":0,"#,
+            r#""groups":[{{"anyHitShader":4294967295,"closestHitShader":4294967295,"#,
+            r#""generalShader":0,"intersectionShader":4294967295,"type":0}},"#,
+            r#"{{"anyHitShader":4294967295,"closestHitShader":4294967295,"#,
+            r#""generalShader":1,"intersectionShader":4294967295,"type":0}}],"#,
+            r#""layout":"{layout}","libraryInfo":{{"libraries":["{library}"]}},"#,
+            r#""libraryInterface":{{"maxPipelineRayHitAttributeSize":8,"#,
+            r#""maxPipelineRayPayloadSize":12}},"maxPipelineRayRecursionDepth":1,"#,
+            r#""stages":[{{"flags":0,"module":"{module}","name":"main","#,
+            r#""specializationInfo":{{"data":"AADAPw==","dataSize":4,"#,
+            r#""mapEntries":[{{"constantID":0,"offset":0,"size":4}}]}},"stage":256}},"#,
+            r#"{{"flags":0,"module":"{module}","name":"main","stage":2048}}]}}}},"#,
+            r#""version":6}}"#
+        ),
+        layout = layout,
+        library = library,
+        module = module,
+    );
+    assert_eq!(std::str::from_utf8(&doc).unwrap(), expected);
+
+    // A library links none: no libraryInfo; no dynamic state where it has none.
+    let mut lib = ray_tracing_desc(true, Vec::new());
+    lib.dynamic_states.clear();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&super::documents::ray_tracing_doc(1, &lib).unwrap()).unwrap();
+    let v = &doc["raytracingPipelines"]["0000000000000001"];
+    assert_eq!(v["flags"], 0x800);
+    assert!(v.get("libraryInfo").is_none() && v.get("dynamicState").is_none());
+    assert_eq!(v["groups"][0]["closestHitShader"], 0);
+}
+
+/// A ray-tracing pipeline's entries: its objects, its tag-9 document and its link to its
+/// configuration under tag 9; read back, the catalog holds it with its objects.
+#[test]
+fn a_recorded_ray_tracing_pipeline_reads_back_with_its_objects_and_its_link() {
+    let key = PipelineKey {
+        spirv: [0x33; 16],
+        state: [0x44; 16],
+    };
+    let r = ray_tracing_record(key, ray_tracing_desc(false, vec![LIBRARY_KEY]));
+    let entries = pipeline_entries(&r, &AppState::default()).unwrap();
+    let hash = pipeline_hash(&key);
+    let app = configuration_hash(&AppState::default());
+    assert!(entries.iter().any(|(t, h, _)| (*t, *h) == (9, hash)));
+    let link = link_hash(app, 9, hash);
+    assert!(entries.iter().any(|(t, h, _)| (*t, *h) == (TAG_LINK, link)));
+    let catalog = written_and_read_back(&r);
+    assert_eq!(catalog.ray_tracing.len(), 1);
+    assert_eq!(catalog.links, vec![(app, 9, hash)]);
+    assert_eq!(
+        (catalog.shader_modules.len(), catalog.pipeline_layouts.len()),
+        (1, 1)
+    );
+    let v = catalog.ray_tracing[0].1.as_ref().unwrap();
+    assert_eq!(
+        v["libraryInfo"]["libraries"][0],
+        format!("{:016x}", pipeline_hash(&LIBRARY_KEY))
+    );
+    assert_eq!(catalog.pipelines(), 1);
+    let configs = catalog.configurations();
+    assert_eq!(configs.len(), 1);
+    assert_eq!(configs[0].catalog.ray_tracing.len(), 1);
+}
+
+/// A damaged ray-tracing entry is reported and filed as malformed, as the other kinds' are.
+#[test]
+fn a_ray_tracing_entry_without_its_pipeline_is_reported_and_filed_as_malformed() {
+    let entries = vec![(9, 5, br#"{"version":6}"#.to_vec())];
+    let bytes = crate::replay::foz::write_entries(&entries);
+    let catalog = Catalog::from_entries(crate::replay::foz::read_entries(&bytes).unwrap());
+    assert_eq!(catalog.problems.len(), 1, "{:?}", catalog.problems);
+    assert!(catalog.problems[0].reason.contains("raytracingPipelines"));
+    assert_eq!(catalog.ray_tracing.len(), 1);
+    assert!(catalog.ray_tracing[0].1.is_none());
+}
+
+/// A compaction that keeps a link keeps the libraries it links, with their links: without them
+/// it could not be made again.
+#[test]
+fn a_compaction_keeping_a_link_keeps_its_libraries() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = RecordFile::new(dir.path());
+    let link_key = PipelineKey {
+        spirv: [0x55; 16],
+        state: [0x66; 16],
+    };
+    let library = ray_tracing_record(LIBRARY_KEY, ray_tracing_desc(true, Vec::new()));
+    let link = ray_tracing_record(link_key, ray_tracing_desc(false, vec![LIBRARY_KEY]));
+    for r in [&library, &link] {
+        file.append(pipeline_entries(r, &AppState::default()).unwrap(), 0)
+            .unwrap();
+    }
+    let entries = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();
+    let (link_hash_, library_hash) = (pipeline_hash(&link_key), pipeline_hash(&LIBRARY_KEY));
+    let kept = live_part(entries.clone(), &|h| h == link_hash_);
+    let pipelines: HashSet<u64> = kept
+        .iter()
+        .filter(|(t, _, _)| *t == 9)
+        .map(|(_, h, _)| *h)
+        .collect();
+    assert_eq!(pipelines, HashSet::from([link_hash_, library_hash]));
+    let links = kept.iter().filter(|(t, _, _)| *t == TAG_LINK).count();
+    assert_eq!(links, 2, "each kept pipeline with its link");
+    // The library alone keeps no link of it.
+    let kept = live_part(entries, &|h| h == library_hash);
+    assert_eq!(kept.iter().filter(|(t, _, _)| *t == 9).count(), 1);
 }

@@ -8,6 +8,15 @@ use serde_json::Value;
 
 use super::fields::{find_next, u};
 
+/// What a replay's device has on, of what some pipelines need.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Enabled {
+    pub subgroup_size_control: bool,
+    pub mesh_shaders: bool,
+    /// `VK_KHR_ray_tracing_pipeline` with its `rayTracingPipeline` feature.
+    pub ray_tracing: bool,
+}
+
 /// The features the recorded application enabled, where this device has them.
 struct Features {
     core: vk::PhysicalDeviceFeatures,
@@ -102,12 +111,13 @@ fn choose_features(
 }
 
 /// A device with every core feature the physical device has, and the recorded robustness and
-/// extension features. Returns it with whether subgroup size control and mesh shaders are on.
+/// extension features. Returns it with what it has on (never ray tracing: Fossilize's
+/// application entry does not say it was on).
 pub(super) unsafe fn chosen_device(
     instance: &ash::Instance,
     physical: vk::PhysicalDevice,
     recorded: &Value,
-) -> Result<(ash::Device, bool, bool), String> {
+) -> Result<(ash::Device, Enabled), String> {
     let mut features = choose_features(instance, physical, recorded);
     let priorities = [1.0f32];
     let queues = [vk::DeviceQueueCreateInfo::default()
@@ -131,19 +141,20 @@ pub(super) unsafe fn chosen_device(
     // SAFETY: a valid create info whose chain outlives the call.
     let device = unsafe { instance.create_device(physical, &device_ci, None) }
         .map_err(|e| format!("vkCreateDevice: {e}"))?;
-    Ok((
-        device,
-        features.v13.subgroup_size_control != 0,
-        features.mesh.is_some(),
-    ))
+    let enabled = Enabled {
+        subgroup_size_control: features.v13.subgroup_size_control != 0,
+        mesh_shaders: features.mesh.is_some(),
+        ray_tracing: false,
+    };
+    Ok((device, enabled))
 }
 
 /// A device with every extension offered and every feature structure reported on. Returns it
-/// with whether subgroup size control and mesh shaders are on.
+/// with what it has on.
 pub(super) unsafe fn every_extension_device(
     instance: &ash::Instance,
     physical: vk::PhysicalDevice,
-) -> Result<(ash::Device, bool, bool), String> {
+) -> Result<(ash::Device, Enabled), String> {
     // SAFETY: a physical device of this instance.
     let every = unsafe { crate::replay::every_extension::EveryExtension::of(instance, physical) };
     let priorities = [1.0f32];
@@ -162,7 +173,16 @@ pub(super) unsafe fn every_extension_device(
         vk::StructureType::PHYSICAL_DEVICE_MESH_SHADER_FEATURES_EXT,
         1,
     );
-    Ok((device, subgroup_size_control, mesh_shaders))
+    let ray_tracing = every.enables_feature(
+        vk::StructureType::PHYSICAL_DEVICE_RAY_TRACING_PIPELINE_FEATURES_KHR,
+        0,
+    );
+    let enabled = Enabled {
+        subgroup_size_control,
+        mesh_shaders,
+        ray_tracing,
+    };
+    Ok((device, enabled))
 }
 
 /// Why this physical device does not offer a feature the record enables: the first such, by
@@ -225,13 +245,14 @@ fn feature_not_offered(
 
 /// A device made with exactly the extensions and feature structures a record names (each
 /// feature structure rebuilt from its `sType` and `VkBool32`s), where this physical device
-/// offers them all. Returns it with whether subgroup size control and mesh shaders are on.
+/// offers them all. Returns it with what it has on: what the application's device had (its
+/// ray-tracing pipelines' extension and features among them, as it chained them).
 pub(super) unsafe fn exact_device(
     instance: &ash::Instance,
     physical: vk::PhysicalDevice,
     state: &crate::key::desc::DeviceState,
     instance_11: bool,
-) -> Result<(ash::Device, bool, bool), String> {
+) -> Result<(ash::Device, Enabled), String> {
     let offered = device_extensions(instance, physical);
     let mut extensions = Vec::new();
     for e in &state.extensions {
@@ -295,7 +316,21 @@ pub(super) unsafe fn exact_device(
             0,
         );
     let mesh_shaders = feature(1_000_328_000, 1);
-    Ok((device, subgroup_size_control, mesh_shaders))
+    // VK_KHR_ray_tracing_pipeline with its first feature, rayTracingPipeline.
+    let ray_tracing = state
+        .extensions
+        .iter()
+        .any(|e| e.as_slice() == ash::khr::ray_tracing_pipeline::NAME.to_bytes())
+        && feature(
+            vk::StructureType::PHYSICAL_DEVICE_RAY_TRACING_PIPELINE_FEATURES_KHR.as_raw(),
+            0,
+        );
+    let enabled = Enabled {
+        subgroup_size_control,
+        mesh_shaders,
+        ray_tracing,
+    };
+    Ok((device, enabled))
 }
 
 /// A features struct with its chain pointer cleared, ready to be chained again.

@@ -11,30 +11,55 @@ use super::{Options, Order, Progress, Replay, Summary};
 use crate::replay::objects::Catalog;
 use crate::sync::Unpoisoned;
 
-/// A job's index, how long its creation took or why it was skipped, and whether it is graphics.
-type JobResult = (usize, Result<Duration, String>, bool);
+/// A job's index, how long its creation took or why it was skipped, and its kind.
+type JobResult = (usize, Result<Duration, String>, Kind);
+
+/// A pipeline's kind, in the order Valve's replayer takes them (graphics, compute, then ray
+/// tracing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Kind {
+    Graphics,
+    Compute,
+    RayTracing,
+}
+
+impl Kind {
+    /// Its database tag: a library is kept under it, so that a link of one kind never takes a
+    /// library of the other.
+    pub(super) fn tag(self) -> u32 {
+        use crate::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS, TAG_RAY_TRACING};
+        match self {
+            Kind::Graphics => TAG_GRAPHICS,
+            Kind::Compute => TAG_COMPUTE,
+            Kind::RayTracing => TAG_RAY_TRACING,
+        }
+    }
+}
 
 /// One pipeline to make.
 pub(super) struct Job<'a> {
     hash: u64,
     info: Option<&'a Value>,
-    graphics: bool,
+    kind: Kind,
     /// Where its objects are (each pipeline makes its own on someone else's device).
     catalog: &'a Catalog,
 }
 
 impl<'a> Job<'a> {
-    /// Every pipeline of a catalog: its compute pipelines, then its graphics pipelines.
+    /// Every pipeline of a catalog: its compute pipelines, then its graphics pipelines, then
+    /// its ray-tracing pipelines.
     pub(super) fn all_of(catalog: &'a Catalog) -> impl Iterator<Item = Job<'a>> {
-        let job = |graphics| {
+        let job = |kind| {
             move |(hash, info): &'a (u64, Option<Value>)| Job {
                 hash: *hash,
                 info: info.as_ref(),
-                graphics,
+                kind,
                 catalog,
             }
         };
-        (catalog.compute.iter().map(job(false))).chain(catalog.graphics.iter().map(job(true)))
+        (catalog.compute.iter().map(job(Kind::Compute)))
+            .chain(catalog.graphics.iter().map(job(Kind::Graphics)))
+            .chain(catalog.ray_tracing.iter().map(job(Kind::RayTracing)))
     }
 }
 
@@ -43,8 +68,9 @@ impl<'a> Job<'a> {
 pub(super) fn in_order(catalogs: &[Catalog], order: Order) -> Vec<Job<'_>> {
     let mut jobs: Vec<Job> = catalogs.iter().flat_map(Job::all_of).collect();
     if order == Order::Hash {
-        // Graphics before compute, each by hash (a stable sort keeps equal hashes in file order).
-        jobs.sort_by_key(|j| (!j.graphics, j.hash));
+        // Graphics, compute, then ray tracing, each by hash (a stable sort keeps equal hashes in
+        // file order).
+        jobs.sort_by_key(|j| (j.kind, j.hash));
     }
     let depths = link_depths(&jobs);
     let mut numbered: Vec<(usize, Job)> = depths.into_iter().zip(jobs).collect();
@@ -52,12 +78,22 @@ pub(super) fn in_order(catalogs: &[Catalog], order: Order) -> Vec<Job<'_>> {
     numbered.into_iter().map(|(_, j)| j).collect()
 }
 
-/// The hashes of the libraries a graphics pipeline's JSON links.
-fn linked_hashes(info: Option<&Value>) -> Vec<u64> {
-    let Some(info) = info else {
-        return Vec::new();
-    };
-    super::fields::find_next(info, crate::replay::record::stype::PIPELINE_LIBRARY)
+/// What a pipeline's JSON says it links: a graphics pipeline's `VkPipelineLibraryCreateInfoKHR`
+/// in `pNext`, a ray-tracing pipeline's `libraryInfo` (a member of its create info), each
+/// naming its libraries by their pipelines' hashes (none for compute).
+pub(super) fn library_info(info: &Value, kind: Kind) -> Option<&Value> {
+    match kind {
+        Kind::Graphics => {
+            super::fields::find_next(info, crate::replay::record::stype::PIPELINE_LIBRARY)
+        }
+        Kind::RayTracing => info.get("libraryInfo"),
+        Kind::Compute => None,
+    }
+}
+
+/// The hashes of the libraries a pipeline's JSON links.
+fn linked_hashes(info: Option<&Value>, kind: Kind) -> Vec<u64> {
+    info.and_then(|i| library_info(i, kind))
         .map(|l| {
             super::fields::arr(l, "libraries")
                 .iter()
@@ -67,34 +103,36 @@ fn linked_hashes(info: Option<&Value>) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// Each job's depth in the links between graphics pipelines: 0 for one that links nothing,
-/// else one more than the deepest library it links (a library the database lacks, or a cycle,
-/// counts as 0: that pipeline is skipped when made).
+/// Each job's depth in the links between pipelines (a graphics pipeline links graphics
+/// libraries, a ray-tracing pipeline ray-tracing ones): 0 for one that links nothing, else one
+/// more than the deepest library it links (a library the database lacks, or a cycle, counts as
+/// 0: that pipeline is skipped when made).
 fn link_depths(jobs: &[Job]) -> Vec<usize> {
-    let index: std::collections::HashMap<u64, usize> = jobs
+    let index: std::collections::HashMap<(Kind, u64), usize> = jobs
         .iter()
         .enumerate()
-        .filter(|(_, j)| j.graphics)
-        .map(|(n, j)| (j.hash, n))
+        .filter(|(_, j)| j.kind != Kind::Compute)
+        .map(|(n, j)| ((j.kind, j.hash), n))
         .collect();
     let mut depth: Vec<Option<usize>> = vec![None; jobs.len()];
     fn visit(
         n: usize,
         jobs: &[Job],
-        index: &std::collections::HashMap<u64, usize>,
+        index: &std::collections::HashMap<(Kind, u64), usize>,
         depth: &mut Vec<Option<usize>>,
         on_path: &mut Vec<usize>,
     ) -> usize {
         if let Some(d) = depth[n] {
             return d;
         }
-        if on_path.contains(&n) || !jobs[n].graphics {
+        let kind = jobs[n].kind;
+        if on_path.contains(&n) || kind == Kind::Compute {
             return 0;
         }
         on_path.push(n);
-        let d = linked_hashes(jobs[n].info)
+        let d = linked_hashes(jobs[n].info, kind)
             .iter()
-            .filter_map(|h| index.get(h))
+            .filter_map(|h| index.get(&(kind, *h)))
             .map(|&l| 1 + visit(l, jobs, index, depth, on_path))
             .max()
             .unwrap_or(0);
@@ -159,7 +197,7 @@ impl Replay {
                             };
                             // SAFETY: objects made above live until every thread has joined.
                             let outcome = unsafe { self.make_pipeline(job) };
-                            results.locked().push((n, outcome, job.graphics));
+                            results.locked().push((n, outcome, job.kind));
                             progress(Progress::Made(done.fetch_add(1, Ordering::Relaxed) + 1));
                         }
                     }));
@@ -169,16 +207,16 @@ impl Replay {
         progress(Progress::Finished);
         summary.wall_ms = started.elapsed().as_secs_f64() * 1e3;
         let mut times = Vec::new();
-        for (n, outcome, graphics) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        for (n, outcome, kind) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
             match outcome {
                 Ok(took) => {
                     let ms = took.as_secs_f64() * 1e3;
                     summary.made += 1;
-                    if graphics {
-                        summary.made_graphics += 1
-                    } else {
-                        summary.made_compute += 1
-                    }
+                    *match kind {
+                        Kind::Graphics => &mut summary.made_graphics,
+                        Kind::Compute => &mut summary.made_compute,
+                        Kind::RayTracing => &mut summary.made_ray_tracing,
+                    } += 1;
                     if ms > summary.slowest_ms {
                         summary.slowest_ms = ms;
                         summary.slowest = format!("{:016x}", jobs[n].hash);
@@ -197,20 +235,63 @@ impl Replay {
     /// on someone else's device, between the objects it names, made for it and destroyed after.
     unsafe fn make_pipeline(&self, job: &Job) -> Result<Duration, String> {
         let info = job.info.ok_or("malformed entry")?;
-        let build = |made: &super::objects::Made| {
-            if job.graphics {
-                unsafe { self.graphics(made, job.hash, info) }
-            } else {
-                unsafe { self.compute(made, info) }
-            }
+        // SAFETY (each arm): `made`'s objects live through the call, on the replay's device.
+        let build = |made: &super::objects::Made| match job.kind {
+            Kind::Graphics => unsafe { self.graphics(made, job.hash, info) },
+            Kind::Compute => unsafe { self.compute(made, info) },
+            Kind::RayTracing => unsafe { self.ray_tracing(made, job.hash, info) },
         };
         match self.own.as_ref() {
             None => build(&self.made),
             Some(own) => {
-                let wanted = super::objects::Wanted::of(job.catalog, info, job.graphics);
+                let wanted = super::objects::Wanted::of(job.catalog, info, job.kind);
                 // SAFETY: the replay's device, as its caller vouches.
                 unsafe { self.around(own, job.catalog, &wanted, build) }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn named(h: u64) -> Value {
+        json!(format!("{h:016x}"))
+    }
+
+    /// Under `--order hash`: graphics, compute, then ray tracing, each by hash; a link after
+    /// the libraries of its own kind it links, and a hash of the other kind's is no library of
+    /// it (a graphics link naming a ray-tracing pipeline's hash is not deferred for it).
+    #[test]
+    fn links_follow_their_own_kinds_libraries_and_kinds_go_in_valves_order() {
+        let mut c = Catalog::default();
+        c.ray_tracing.push((
+            0x10,
+            Some(json!({"libraryInfo": {"libraries": [named(0x30)]}})),
+        ));
+        c.ray_tracing.push((0x30, Some(json!({"flags": 0x800}))));
+        c.graphics.push((
+            0x20,
+            Some(json!({"pNext": [{"sType": 1_000_290_000, "libraries": [named(0x30)]}]})),
+        ));
+        c.compute.push((0x05, Some(json!({}))));
+        let catalogs = [c];
+        let order: Vec<(Kind, u64)> = in_order(&catalogs, Order::Hash)
+            .iter()
+            .map(|j| (j.kind, j.hash))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (Kind::Graphics, 0x20),
+                (Kind::Compute, 0x05),
+                (Kind::RayTracing, 0x30),
+                (Kind::RayTracing, 0x10),
+            ]
+        );
+        let jobs = in_order(&catalogs, Order::File);
+        assert_eq!(link_depths(&jobs), [0, 0, 0, 1]);
     }
 }

@@ -1,10 +1,11 @@
 //! Replays a catalog on a Vulkan device through the loader (so pipekeep, when enabled, sees an
 //! ordinary application): samplers, set layouts, pipeline layouts, shader modules and render
-//! passes first, then every compute and graphics pipeline from N threads, each creation timed on
-//! its own. On someone else's device (pipekeep's background rebuild) each pipeline makes only the
-//! objects it names, around it ([`own`]). What cannot be made (a missing object, a malformed
-//! entry, a feature or limit the device lacks) is skipped with its reason, never turned into an
-//! invalid Vulkan call.
+//! passes first, then every compute, graphics and ray-tracing pipeline from N threads, each
+//! creation timed on its own, pipeline libraries before the pipelines linking them. On someone
+//! else's device (pipekeep's background rebuild) each pipeline makes only the objects it names,
+//! around it ([`own`]). What cannot be made (a missing object, a malformed entry, a feature or
+//! limit the device lacks) is skipped with its reason, never turned into an invalid Vulkan
+//! call.
 
 use std::ffi::CString;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use ash::vk;
 use serde_json::Value;
 
 use crate::replay::objects::{AppInfo, Catalog};
+use crate::sync::Unpoisoned;
 
 mod device;
 mod fields;
@@ -28,10 +30,11 @@ mod tests;
 
 pub use options::{
     AppCache, BeforeEach, EnterDevice, OnProgress, Options, Order, Progress, SamplerBudget,
-    Summary, WorkerStart, DEVICE_ENDED, MORE_SAMPLERS_THAN_ALLOWED, NO_ROOM_FOR_SAMPLERS,
+    Summary, WorkerStart, DEVICE_ENDED, MORE_SAMPLERS_THAN_ALLOWED, NO_RAY_TRACING,
+    NO_ROOM_FOR_SAMPLERS,
 };
 
-use device::{chosen_device, every_extension_device, exact_device, strip};
+use device::{chosen_device, every_extension_device, exact_device, strip, Enabled};
 
 /// Everything the pipelines need: the device, the objects by hash, and what the device can do.
 struct Replay {
@@ -43,23 +46,28 @@ struct Replay {
     subgroup: vk::PhysicalDeviceSubgroupSizeControlProperties<'static>,
     subgroup_size_control: bool,
     mesh_shaders: bool,
+    /// The device's `vkCreateRayTracingPipelinesKHR`, where it makes ray-tracing pipelines.
+    ray_tracing: Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
     app_cache: vk::PipelineCache,
     /// [`AppCache::Each`]: every pipeline through a fresh cache of its own.
     cache_each: bool,
-    /// Pipeline libraries made so far, by hash: kept for the pipelines linking them, destroyed
-    /// with the replay.
-    libraries: std::sync::Mutex<std::collections::HashMap<u64, vk::Pipeline>>,
+    /// Pipeline libraries made so far, by their kind's tag and hash (a graphics link takes only
+    /// graphics libraries, a ray-tracing one only ray-tracing ones): kept for the pipelines
+    /// linking them, destroyed with the replay.
+    libraries: std::sync::Mutex<std::collections::HashMap<(u32, u64), vk::Pipeline>>,
 }
 
 // SAFETY: the handles are plain identifiers, and ash::Device's function table is immutable.
 unsafe impl Sync for Replay {}
 
 impl Replay {
-    /// A replay on `device`, no object made yet; `(subgroup size control, mesh shaders)` on.
+    /// A replay on `device`, no object made yet, with what `enabled` says is on (ray tracing
+    /// through `ray_tracing`).
     fn new(
         device: ash::Device,
         subgroup: vk::PhysicalDeviceSubgroupSizeControlProperties<'static>,
-        (subgroup_size_control, mesh_shaders): (bool, bool),
+        enabled: Enabled,
+        ray_tracing: Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
         app_cache: vk::PipelineCache,
     ) -> Replay {
         Replay {
@@ -67,8 +75,9 @@ impl Replay {
             made: Default::default(),
             own: None,
             subgroup,
-            subgroup_size_control,
-            mesh_shaders,
+            subgroup_size_control: enabled.subgroup_size_control,
+            mesh_shaders: enabled.mesh_shaders,
+            ray_tracing: ray_tracing.filter(|_| enabled.ray_tracing),
             app_cache,
             cache_each: false,
             libraries: Default::default(),
@@ -167,11 +176,7 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
         match made {
             Ok(summary) => total.add(summary),
             Err(why) if group.app.device.is_some() || other_abi => {
-                let left: usize = group
-                    .catalogs
-                    .iter()
-                    .map(|c| c.compute.len() + c.graphics.len() + c.ray_tracing)
-                    .sum();
+                let left: usize = group.catalogs.iter().map(Catalog::pipelines).sum();
                 total.pipelines += left;
                 total.pipelines_left += left;
                 total.configurations_skipped.push(format!(
@@ -307,7 +312,7 @@ unsafe fn replay_on(
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default();
 
-    let (device, subgroup_size_control, mesh_shaders) = match exact {
+    let (device, enabled) = match exact {
         _ if options.every_extension => unsafe { every_extension_device(instance, physical) }?,
         // pipekeep's record: the device exactly as the application made it, so that every
         // pipeline keys as it did.
@@ -318,12 +323,22 @@ unsafe fn replay_on(
     let app_cache = make_app_cache(&device, &options.app_cache)?;
     let app_cache_load_ms = matches!(options.app_cache, AppCache::File(_))
         .then(|| loading.elapsed().as_secs_f64() * 1e3);
-    let mut r = Replay::new(
-        device,
-        subgroup,
-        (subgroup_size_control, mesh_shaders),
-        app_cache,
-    );
+    // SAFETY: this instance's device, asked for a command by its name.
+    let ray_tracing =
+        unsafe {
+            instance
+                .get_device_proc_addr(device.handle(), c"vkCreateRayTracingPipelinesKHR".as_ptr())
+        }
+        .map(|f| {
+            // SAFETY: the command of that name has that signature (vkGetDeviceProcAddr's contract).
+            unsafe {
+                std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkCreateRayTracingPipelinesKHR,
+                >(f)
+            }
+        });
+    let mut r = Replay::new(device, subgroup, enabled, ray_tracing, app_cache);
     r.cache_each = options.app_cache == AppCache::Each;
     let mut summary = Summary {
         device: device_name,
@@ -345,13 +360,7 @@ unsafe fn replay_on(
         r.made = made;
     }
     let jobs = jobs::in_order(catalogs, options.order);
-    summary.pipelines = jobs.len() + catalogs.iter().map(|c| c.ray_tracing).sum::<usize>();
-    for c in catalogs.iter().filter(|c| c.ray_tracing > 0) {
-        *summary
-            .skipped
-            .entry("ray-tracing pipelines are not replayed".into())
-            .or_default() += c.ray_tracing;
-    }
+    summary.pipelines = jobs.len();
     unsafe { r.run_jobs(&jobs, options, &mut summary) };
     std::thread::sleep(options.linger);
     if r.app_cache != vk::PipelineCache::null() {
@@ -372,12 +381,16 @@ unsafe fn replay_on(
 /// rebuild, on the application's device, through pipekeep's own commands): each pipeline makes
 /// the objects it names just before it and destroys them just after ([`own`]), within
 /// `options.samplers` and while `options.enter_device` lets it in; the device is left as it was.
-/// Subgroup sizes are passed as recorded (the driver checks them).
+/// Subgroup sizes are passed as recorded (the driver checks them). Ray-tracing pipelines are
+/// made through `ray_tracing`, the device's `vkCreateRayTracingPipelinesKHR` (`None`: it has
+/// none, and they are skipped).
 ///
 /// # Safety
-/// `device` must be a live device that outlives the call, its commands loaded.
+/// `device` must be a live device that outlives the call, its commands loaded; `ray_tracing`
+/// that device's command.
 pub unsafe fn replay_on_device(
     device: ash::Device,
+    ray_tracing: Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
     catalog: &Catalog,
     options: &Options,
 ) -> Summary {
@@ -387,7 +400,19 @@ pub unsafe fn replay_on_device(
         required_subgroup_size_stages: vk::ShaderStageFlags::ALL,
         ..Default::default()
     };
-    let mut r = Replay::new(device, subgroup, (true, true), vk::PipelineCache::null());
+    // What the application's device has on is its own: the driver checks each pipeline.
+    let enabled = Enabled {
+        subgroup_size_control: true,
+        mesh_shaders: true,
+        ray_tracing: true,
+    };
+    let mut r = Replay::new(
+        device,
+        subgroup,
+        enabled,
+        ray_tracing,
+        vk::PipelineCache::null(),
+    );
     r.own = Some(own::OwnObjects::new(
         options.enter_device.clone(),
         options.samplers.clone(),
@@ -400,6 +425,20 @@ pub unsafe fn replay_on_device(
     summary.pipelines = jobs.len();
     // SAFETY: as the caller vouches; each pipeline destroys what it made.
     unsafe { r.run_jobs(&jobs, options, &mut summary) };
+    // The libraries kept for their links go with the replay, while the device lets it in (the
+    // layer joins its rebuild before it shuts the way in, so they go before the device does).
+    let libraries: Vec<vk::Pipeline> = r.libraries.locked().drain().map(|(_, p)| p).collect();
+    let inside = match options.enter_device.as_ref() {
+        Some(enter) => (enter.0)().map(Some),
+        None => Some(None),
+    };
+    if inside.is_some() {
+        for library in libraries {
+            // SAFETY: a library this replay made on the caller's device; every pipeline linking
+            // it is made and destroyed.
+            unsafe { r.device.destroy_pipeline(library, None) };
+        }
+    }
     summary
 }
 

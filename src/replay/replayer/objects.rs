@@ -12,6 +12,7 @@ use ash::vk::Handle;
 use serde_json::Value;
 
 use super::fields::{arr, f, find_next, i, only, u};
+use super::jobs::Kind;
 use super::Replay;
 use crate::replay::objects::{parse_ref, Catalog};
 use crate::replay::record::stype;
@@ -94,8 +95,8 @@ pub(super) struct Wanted {
 }
 
 impl Wanted {
-    /// What the pipeline `info` (graphics or compute) names in the catalog `c`.
-    pub(super) fn of(c: &Catalog, info: &Value, graphics: bool) -> Wanted {
+    /// What the pipeline `info` (of `kind`) names in the catalog `c`.
+    pub(super) fn of(c: &Catalog, info: &Value, kind: Kind) -> Wanted {
         let mut w = Wanted::default();
         let named = |v: &Value| parse_ref(v).filter(|h| *h != 0);
         if let Some(layout) = info.get("layout").and_then(named) {
@@ -114,17 +115,16 @@ impl Wanted {
                 }
             }
         }
-        let stages: Vec<&Value> = if graphics {
-            arr(info, "stages").iter().collect()
-        } else {
-            info.get("stage").into_iter().collect()
+        let stages: Vec<&Value> = match kind {
+            Kind::Graphics | Kind::RayTracing => arr(info, "stages").iter().collect(),
+            Kind::Compute => info.get("stage").into_iter().collect(),
         };
         w.modules.extend(
             stages
                 .iter()
                 .filter_map(|s| s.get("module").and_then(named)),
         );
-        if graphics {
+        if kind == Kind::Graphics {
             w.render_passes
                 .extend(info.get("renderPass").and_then(named));
         }

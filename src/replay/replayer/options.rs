@@ -77,11 +77,13 @@ pub struct Options {
 /// first, and two threads building both halves of a pair at once both compile.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Order {
-    /// As the database holds them: compute, then graphics, each in the order the application
-    /// made them (the record's, which a rebuild follows: a boot's pipelines first).
+    /// As the database holds them: compute, then graphics, then ray tracing, each in the order
+    /// the application made them (the record's, which a rebuild follows: a boot's pipelines
+    /// first).
     #[default]
     File,
-    /// As Valve's replayer takes them: graphics, then compute, each sorted by hash.
+    /// As Valve's replayer takes them: graphics, then compute, then ray tracing, each sorted by
+    /// hash.
     Hash,
 }
 
@@ -126,6 +128,11 @@ pub const MORE_SAMPLERS_THAN_ALLOWED: &str =
 /// application's ([`SamplerBudget::room`]).
 pub const NO_ROOM_FOR_SAMPLERS: &str =
     "the device holds too many samplers to make its immutable samplers beside the application's";
+
+/// Why a ray-tracing pipeline is skipped: the replay's device cannot make one (it has no
+/// `vkCreateRayTracingPipelinesKHR`, or the `rayTracingPipeline` feature is off).
+pub const NO_RAY_TRACING: &str =
+    "ray-tracing pipelines: the device lacks VK_KHR_ray_tracing_pipeline";
 
 /// Why a pipeline is skipped: the device ended first ([`Options::enter_device`]).
 pub const DEVICE_ENDED: &str = "the device ended";
@@ -188,6 +195,7 @@ pub struct Summary {
     pub made: usize,
     pub made_compute: usize,
     pub made_graphics: usize,
+    pub made_ray_tracing: usize,
     /// Skipped pipelines by reason.
     pub skipped: BTreeMap<String, usize>,
     /// Malformed entries, each with its name and why.
@@ -229,6 +237,7 @@ impl Summary {
         self.made += o.made;
         self.made_compute += o.made_compute;
         self.made_graphics += o.made_graphics;
+        self.made_ray_tracing += o.made_ray_tracing;
         for (why, n) in o.skipped {
             *self.skipped.entry(why).or_default() += n;
         }

@@ -1,5 +1,6 @@
-//! A pipeline's create info built from its JSON (compute or graphics, with its stages and
-//! state blocks), then created through the raw entry point, the call alone timed.
+//! A pipeline's create info built from its JSON (compute, graphics with its state blocks, or ray
+//! tracing with its groups; each with its stages), then created through the raw entry point, the
+//! call alone timed. A library is kept for the pipelines linking it.
 
 use std::ffi::CString;
 use std::time::{Duration, Instant};
@@ -9,8 +10,9 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::fields::{arr, f, find_next, i, only, robustness, u};
+use super::jobs::{library_info, Kind};
 use super::objects::Made;
-use super::Replay;
+use super::{Replay, NO_RAY_TRACING};
 use crate::replay::objects::parse_ref;
 use crate::replay::record::stype;
 use crate::sync::Unpoisoned;
@@ -41,10 +43,11 @@ impl Replay {
         }
     }
 
-    /// The libraries a graphics create info links (`VkPipelineLibraryCreateInfoKHR`, by their
-    /// pipelines' hashes), as this replay made and kept them.
-    fn linked(&self, v: &Value) -> Result<Vec<vk::Pipeline>, String> {
-        let Some(info) = find_next(v, stype::PIPELINE_LIBRARY) else {
+    /// The libraries a create info of `kind` links (by their pipelines' hashes: a graphics
+    /// pipeline's `VkPipelineLibraryCreateInfoKHR`, a ray-tracing pipeline's `libraryInfo`), as
+    /// this replay made and kept them: libraries of that kind only.
+    fn linked(&self, v: &Value, kind: Kind) -> Result<Vec<vk::Pipeline>, String> {
+        let Some(info) = library_info(v, kind) else {
             return Ok(Vec::new());
         };
         let kept = self.libraries.locked();
@@ -52,7 +55,7 @@ impl Replay {
             .iter()
             .map(|l| {
                 parse_ref(l)
-                    .and_then(|h| kept.get(&h).copied())
+                    .and_then(|h| kept.get(&(kind.tag(), h)).copied())
                     .ok_or_else(|| "a pipeline library it links was not made".to_owned())
             })
             .collect()
@@ -64,13 +67,29 @@ impl Replay {
         self.timed_keeping(create, info, None)
     }
 
-    /// [`Replay::timed`]; `keep`: a library's hash, under which the pipeline is kept (for the
-    /// pipelines linking it) instead of destroyed.
+    /// [`Replay::timed`]; `keep`: a library's kind tag and hash, under which the pipeline is kept
+    /// (for the pipelines linking it) instead of destroyed.
     fn timed_keeping<T>(
         &self,
         create: CreatePipelines<T>,
         info: &T,
-        keep: Option<u64>,
+        keep: Option<(u32, u64)>,
+    ) -> Result<Duration, String> {
+        // SAFETY: a valid create info whose data lives to the end of the caller.
+        self.timed_call(
+            |cache, out| unsafe {
+                create(self.device.handle(), cache, 1, info, std::ptr::null(), out)
+            },
+            keep,
+        )
+    }
+
+    /// [`Replay::timed_keeping`] of one pipeline `create` makes into its second argument, with
+    /// the cache it is given.
+    fn timed_call(
+        &self,
+        create: impl FnOnce(vk::PipelineCache, &mut vk::Pipeline) -> vk::Result,
+        keep: Option<(u32, u64)>,
     ) -> Result<Duration, String> {
         let mut pipeline = vk::Pipeline::null();
         let started = Instant::now();
@@ -86,17 +105,7 @@ impl Replay {
             Some(Err(e)) => return Err(format!("vkCreatePipelineCache: {e}")),
             None => self.app_cache,
         };
-        // SAFETY: a valid create info whose data lives to the end of the caller.
-        let r = unsafe {
-            create(
-                self.device.handle(),
-                cache,
-                1,
-                info,
-                std::ptr::null(),
-                &mut pipeline,
-            )
-        };
+        let r = create(cache, &mut pipeline);
         if own_cache.is_some() {
             // SAFETY: this replay's own cache, read once (as a layer keeping it would) and
             // destroyed; nothing else uses it.
@@ -108,8 +117,8 @@ impl Replay {
         let took = started.elapsed();
         if pipeline != vk::Pipeline::null() {
             match keep {
-                Some(hash) => {
-                    let old = self.libraries.locked().insert(hash, pipeline);
+                Some(name) => {
+                    let old = self.libraries.locked().insert(name, pipeline);
                     // SAFETY: a library this replay made before under the same hash (a
                     // database may hold it twice), no longer named.
                     if let Some(old) = old {
@@ -165,12 +174,8 @@ impl Replay {
             ],
             "a graphics pipeline",
         )?;
-        let libraries = self.linked(v)?;
-        let stages_json = arr(v, "stages");
-        let stages = stages_json
-            .iter()
-            .map(|s| StageData::read(self, made, s))
-            .collect::<Result<Vec<_>, _>>()?;
+        let libraries = self.linked(v, Kind::Graphics)?;
+        let stages = StageData::read_all(self, made, v)?;
         let mut stage_nexts: Vec<_> = stages.iter().map(StageData::next).collect();
         let stage_infos: Vec<_> = stages
             .iter()
@@ -235,20 +240,7 @@ impl Replay {
         if mesh && !self.mesh_shaders {
             return Err("mesh shaders: the device lacks the feature".into());
         }
-        let flags =
-            vk::PipelineCreateFlags::from_raw(u(v, "flags")) & !vk::PipelineCreateFlags::DERIVATIVE;
-        let flags2 = find_next(v, stype::CREATE_FLAGS_2).map(|f| {
-            let bits = f.get("flags").and_then(Value::as_u64).unwrap_or(0);
-            let derivative = u64::from(vk::PipelineCreateFlags::DERIVATIVE.as_raw());
-            vk::PipelineCreateFlags2CreateInfoKHR::default()
-                .flags(vk::PipelineCreateFlags2KHR::from_raw(bits & !derivative))
-        });
-        let library_bit = u64::from(vk::PipelineCreateFlags::LIBRARY_KHR.as_raw());
-        let is_library = match &flags2 {
-            Some(f) => f.flags.as_raw() & library_bit != 0,
-            None => flags.contains(vk::PipelineCreateFlags::LIBRARY_KHR),
-        };
-        let mut flags2 = flags2;
+        let (flags, mut flags2, is_library) = read_flags(v);
         let mut part = find_next(v, stype::GRAPHICS_PIPELINE_LIBRARY).map(|p| {
             vk::GraphicsPipelineLibraryCreateInfoEXT::default()
                 .flags(vk::GraphicsPipelineLibraryFlagsEXT::from_raw(u(p, "flags")))
@@ -294,8 +286,146 @@ impl Replay {
             ci = ci.push_next(f);
         }
         let create = self.device.fp_v1_0().create_graphics_pipelines;
-        self.timed_keeping(create, &ci, is_library.then_some(hash))
+        self.timed_keeping(
+            create,
+            &ci,
+            is_library.then_some((Kind::Graphics.tag(), hash)),
+        )
     }
+
+    /// A ray-tracing pipeline, of the objects in `made` and the ray-tracing libraries it links
+    /// (made before it and kept), through the device's `vkCreateRayTracingPipelinesKHR` with no
+    /// deferred operation. What the JSON does not hold (a dynamic state, a library interface,
+    /// library info) is not chained: the application gave none, or none its key tells apart.
+    pub(super) unsafe fn ray_tracing(
+        &self,
+        made: &Made,
+        hash: u64,
+        v: &Value,
+    ) -> Result<Duration, String> {
+        let create = self.ray_tracing.ok_or(NO_RAY_TRACING)?;
+        only(
+            v,
+            &[stype::PIPELINE_ROBUSTNESS, stype::CREATE_FLAGS_2],
+            "a ray-tracing pipeline",
+        )?;
+        let libraries = self.linked(v, Kind::RayTracing)?;
+        let stages = StageData::read_all(self, made, v)?;
+        let mut stage_nexts: Vec<_> = stages.iter().map(StageData::next).collect();
+        let stage_infos: Vec<_> = stages
+            .iter()
+            .zip(stage_nexts.iter_mut())
+            .map(|(s, n)| s.info(n))
+            .collect();
+        let groups = arr(v, "groups")
+            .iter()
+            .map(|g| {
+                only(g, &[], "a ray-tracing shader group")?;
+                Ok(vk::RayTracingShaderGroupCreateInfoKHR::default()
+                    .ty(vk::RayTracingShaderGroupTypeKHR::from_raw(i(g, "type")))
+                    .general_shader(u(g, "generalShader"))
+                    .closest_hit_shader(u(g, "closestHitShader"))
+                    .any_hit_shader(u(g, "anyHitShader"))
+                    .intersection_shader(u(g, "intersectionShader")))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let interface = v
+            .get("libraryInterface")
+            .map(|l| {
+                only(l, &[], "a ray-tracing library interface")?;
+                Ok::<_, String>(
+                    vk::RayTracingPipelineInterfaceCreateInfoKHR::default()
+                        .max_pipeline_ray_payload_size(u(l, "maxPipelineRayPayloadSize"))
+                        .max_pipeline_ray_hit_attribute_size(u(
+                            l,
+                            "maxPipelineRayHitAttributeSize",
+                        )),
+                )
+            })
+            .transpose()?;
+        if let Some(l) = v.get("libraryInfo") {
+            only(l, &[], "a ray-tracing library info")?;
+        }
+        let dynamic_json = v.get("dynamicState");
+        if let Some(d) = dynamic_json {
+            only(d, &[], "the dynamic state")?;
+        }
+        let dynamic_states: Vec<vk::DynamicState> = dynamic_json
+            .map_or(&[][..], |d| arr(d, "dynamicState"))
+            .iter()
+            .map(|x| vk::DynamicState::from_raw(x.as_i64().unwrap_or(0) as i32))
+            .collect();
+        let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic_states);
+        let linking = vk::PipelineLibraryCreateInfoKHR::default().libraries(&libraries);
+        let (flags, mut flags2, is_library) = read_flags(v);
+        let mut ci = vk::RayTracingPipelineCreateInfoKHR::default()
+            .flags(flags)
+            .stages(&stage_infos)
+            .groups(&groups)
+            .max_pipeline_ray_recursion_depth(u(v, "maxPipelineRayRecursionDepth"))
+            .layout(Self::layout(made, v)?)
+            .base_pipeline_index(-1);
+        if let Some(interface) = interface.as_ref() {
+            ci = ci.library_interface(interface);
+        }
+        if v.get("libraryInfo").is_some() {
+            ci = ci.library_info(&linking);
+        }
+        if dynamic_json.is_some() {
+            ci = ci.dynamic_state(&dynamic);
+        }
+        let mut robustness = robustness(v);
+        if let Some(r) = robustness.as_mut() {
+            ci = ci.push_next(r);
+        }
+        if let Some(f) = flags2.as_mut() {
+            ci = ci.push_next(f);
+        }
+        let keep = is_library.then_some((Kind::RayTracing.tag(), hash));
+        // SAFETY: the device's own command; a valid create info whose data lives to the end of
+        // this function; no deferred operation (the call completes before it returns).
+        self.timed_call(
+            |cache, out| unsafe {
+                create(
+                    self.device.handle(),
+                    vk::DeferredOperationKHR::null(),
+                    cache,
+                    1,
+                    &ci,
+                    std::ptr::null(),
+                    out,
+                )
+            },
+            keep,
+        )
+    }
+}
+
+/// A pipeline's create flags from its JSON: the legacy `flags`, and the
+/// `VkPipelineCreateFlags2CreateInfoKHR` in its `pNext` where there is one (which then stands in
+/// for them), each without `DERIVATIVE` (the replay makes no base pipeline), and whether it is
+/// a library (`LIBRARY_KHR` in whichever is in force).
+fn read_flags(
+    v: &Value,
+) -> (
+    vk::PipelineCreateFlags,
+    Option<vk::PipelineCreateFlags2CreateInfoKHR<'static>>,
+    bool,
+) {
+    let flags =
+        vk::PipelineCreateFlags::from_raw(u(v, "flags")) & !vk::PipelineCreateFlags::DERIVATIVE;
+    let flags2 = find_next(v, stype::CREATE_FLAGS_2).map(|f| {
+        let bits = f.get("flags").and_then(Value::as_u64).unwrap_or(0);
+        let derivative = u64::from(vk::PipelineCreateFlags::DERIVATIVE.as_raw());
+        vk::PipelineCreateFlags2CreateInfoKHR::default()
+            .flags(vk::PipelineCreateFlags2KHR::from_raw(bits & !derivative))
+    });
+    let library_bit = u64::from(vk::PipelineCreateFlags::LIBRARY_KHR.as_raw());
+    let is_library = match &flags2 {
+        Some(f) => f.flags.as_raw() & library_bit != 0,
+        None => flags.contains(vk::PipelineCreateFlags::LIBRARY_KHR),
+    };
+    (flags, flags2, is_library)
 }
 
 /// A stage's owned data, from which its create info is built.
@@ -322,6 +452,15 @@ struct StageNext {
 unsafe impl Send for StageData {}
 
 impl StageData {
+    /// Every stage of a pipeline's `stages` array, in its order (a ray-tracing pipeline's groups
+    /// name them by place).
+    fn read_all(r: &Replay, made: &Made, v: &Value) -> Result<Vec<StageData>, String> {
+        arr(v, "stages")
+            .iter()
+            .map(|s| StageData::read(r, made, s))
+            .collect()
+    }
+
     fn read(r: &Replay, made: &Made, s: &Value) -> Result<StageData, String> {
         only(
             s,

@@ -26,6 +26,10 @@ struct Fake {
     pipeline_layouts: Mutex<HashMap<u64, Vec<u64>>>,
     modules: Mutex<HashSet<u64>>,
     pipelines: AtomicUsize,
+    /// Pipelines alive, each with whether it is a library.
+    live_pipelines: Mutex<HashMap<u64, bool>>,
+    /// Ray-tracing pipelines made, in order: their handle and the libraries they linked.
+    ray_tracing: Mutex<Vec<(u64, Vec<u64>)>>,
     /// What an application could not have done.
     wrong: Mutex<Vec<String>>,
 }
@@ -234,12 +238,80 @@ unsafe extern "system" fn create_compute(
             f.wrong("pipeline built with a module not alive".into());
         }
         f.pipelines.fetch_add(1, Ordering::SeqCst);
-        unsafe { *out.add(n) = vk::Pipeline::from_raw(f.handle_out()) };
+        let h = f.handle_out();
+        f.live_pipelines.lock().unwrap().insert(h, false);
+        unsafe { *out.add(n) = vk::Pipeline::from_raw(h) };
     }
     vk::Result::SUCCESS
 }
 
-unsafe extern "system" fn destroy_pipeline(_: vk::Device, _: vk::Pipeline, _: Alloc<'_>) {}
+unsafe extern "system" fn create_ray_tracing(
+    d: vk::Device,
+    deferred: vk::DeferredOperationKHR,
+    _: vk::PipelineCache,
+    count: u32,
+    infos: *const vk::RayTracingPipelineCreateInfoKHR<'_>,
+    _: Alloc<'_>,
+    out: *mut vk::Pipeline,
+) -> vk::Result {
+    // SAFETY: as above.
+    let f = unsafe { Fake::of(d) };
+    if deferred != vk::DeferredOperationKHR::null() {
+        f.wrong("a deferred operation".into());
+    }
+    let infos = unsafe { std::slice::from_raw_parts(infos, count as usize) };
+    for (n, info) in infos.iter().enumerate() {
+        if !f
+            .pipeline_layouts
+            .lock()
+            .unwrap()
+            .contains_key(&info.layout.as_raw())
+        {
+            f.wrong("ray-tracing pipeline built with a layout not alive".into());
+        }
+        let stages =
+            unsafe { std::slice::from_raw_parts(info.p_stages, info.stage_count as usize) };
+        if stages
+            .iter()
+            .any(|s| !f.modules.lock().unwrap().contains(&s.module.as_raw()))
+        {
+            f.wrong("ray-tracing pipeline built with a module not alive".into());
+        }
+        let libraries: Vec<u64> = match unsafe { info.p_library_info.as_ref() } {
+            Some(l) => {
+                unsafe { std::slice::from_raw_parts(l.p_libraries, l.library_count as usize) }
+                    .iter()
+                    .map(|p| p.as_raw())
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        let live = f.live_pipelines.lock().unwrap().clone();
+        if libraries.iter().any(|l| live.get(l) != Some(&true)) {
+            f.wrong("linked a pipeline that is not a live library".into());
+        }
+        f.pipelines.fetch_add(1, Ordering::SeqCst);
+        let h = f.handle_out();
+        let library = info.flags.contains(vk::PipelineCreateFlags::LIBRARY_KHR);
+        f.live_pipelines.lock().unwrap().insert(h, library);
+        f.ray_tracing.lock().unwrap().push((h, libraries));
+        unsafe { *out.add(n) = vk::Pipeline::from_raw(h) };
+    }
+    vk::Result::SUCCESS
+}
+
+unsafe extern "system" fn destroy_pipeline(d: vk::Device, p: vk::Pipeline, _: Alloc<'_>) {
+    // SAFETY: as above.
+    let f = unsafe { Fake::of(d) };
+    if f.live_pipelines
+        .lock()
+        .unwrap()
+        .remove(&p.as_raw())
+        .is_none()
+    {
+        f.wrong(format!("pipeline {} destroyed but not alive", p.as_raw()));
+    }
+}
 
 /// The fake driver's commands, as `vkGetDeviceProcAddr` would give them.
 fn command(name: &CStr) -> *const c_void {
@@ -316,7 +388,7 @@ fn a_replay_on_someone_elses_device_makes_each_pipelines_objects_around_it_alone
         ..Default::default()
     };
     // SAFETY: the fake device lives for the process.
-    let summary = unsafe { replay_on_device(device(fake), &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
     assert_eq!(summary.made, 40, "{:?}", summary.skipped);
     assert_eq!(fake.pipelines.load(Ordering::SeqCst), 40);
     assert_eq!(fake.wrong.lock().unwrap().as_slice(), &[] as &[String]);
@@ -365,7 +437,7 @@ fn the_samplers_a_replay_holds_at_once_stay_within_its_budget_and_the_devices_ro
         ..Default::default()
     };
     // SAFETY: as above.
-    let summary = unsafe { replay_on_device(device(fake), &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
     assert_eq!(summary.made, 24, "{:?}", summary.skipped);
     assert_eq!(summary.skipped.get(MORE_SAMPLERS_THAN_ALLOWED), Some(&1));
     assert!(
@@ -380,7 +452,7 @@ fn the_samplers_a_replay_holds_at_once_stay_within_its_budget_and_the_devices_ro
     let fake = Fake::new();
     let c = catalog(5, 1);
     // SAFETY: as above.
-    let summary = unsafe { replay_on_device(device(fake), &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
     assert_eq!(summary.made, 0);
     assert_eq!(summary.skipped.get(NO_ROOM_FOR_SAMPLERS), Some(&5));
     assert_eq!(fake.next.load(Ordering::SeqCst), 0, "nothing made");
@@ -397,7 +469,7 @@ fn a_replay_makes_no_call_into_a_device_that_ended() {
         ..Default::default()
     };
     // SAFETY: as above.
-    let summary = unsafe { replay_on_device(device(fake), &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
     assert_eq!(summary.skipped.get(DEVICE_ENDED), Some(&6));
     assert_eq!(fake.next.load(Ordering::SeqCst), 0, "no call");
 }
@@ -406,7 +478,7 @@ fn a_replay_makes_no_call_into_a_device_that_ended() {
 fn a_pipeline_wants_what_its_layout_and_stages_name() {
     let c = catalog(2, 2);
     let (_, info) = &c.compute[1];
-    let w = objects::Wanted::of(&c, info.as_ref().unwrap(), false);
+    let w = objects::Wanted::of(&c, info.as_ref().unwrap(), jobs::Kind::Compute);
     assert_eq!(
         w.pipeline_layouts.iter().copied().collect::<Vec<_>>(),
         [0x3001]
@@ -419,4 +491,92 @@ fn a_pipeline_wants_what_its_layout_and_stages_name() {
     assert_eq!(w.modules.iter().copied().collect::<Vec<_>>(), [MODULE]);
     assert!(w.render_passes.is_empty());
     assert_eq!(w.samplers_made(&c), 2);
+}
+
+/// The background rebuild's ray-tracing pipelines on the application's device: a library made
+/// before the pipeline linking it (the link first in the record), linked by the handle made, and
+/// destroyed at the end; each pipeline's objects around it. Without the device's command they
+/// are skipped, and said why.
+#[test]
+fn a_ray_tracing_library_is_made_before_its_link_and_destroyed_after() {
+    let mut c = catalog(1, 0);
+    let layout = reference(0x3000);
+    let stage = |stage: u32| json!({"stage": stage, "module": reference(MODULE), "name": "main"});
+    let unused = vk::SHADER_UNUSED_KHR;
+    let interface = json!({"maxPipelineRayPayloadSize": 12, "maxPipelineRayHitAttributeSize": 8});
+    c.compute.clear();
+    c.ray_tracing.push((
+        0x9002,
+        Some(json!({
+            "flags": 0, "layout": layout, "maxPipelineRayRecursionDepth": 1,
+            "stages": [stage(0x100), stage(0x800)],
+            "groups": [
+                {"type": 0, "generalShader": 0, "closestHitShader": unused,
+                 "anyHitShader": unused, "intersectionShader": unused},
+                {"type": 0, "generalShader": 1, "closestHitShader": unused,
+                 "anyHitShader": unused, "intersectionShader": unused},
+            ],
+            "libraryInterface": interface,
+            "libraryInfo": {"libraries": [reference(0x9001)]},
+        })),
+    ));
+    c.ray_tracing.push((
+        0x9001,
+        Some(json!({
+            "flags": 0x800, "layout": layout, "maxPipelineRayRecursionDepth": 1,
+            "stages": [stage(0x400)],
+            "groups": [{"type": 1, "generalShader": unused, "closestHitShader": 0,
+                        "anyHitShader": unused, "intersectionShader": unused}],
+            "libraryInterface": interface,
+        })),
+    ));
+    let fake = Fake::new();
+    let options = Options {
+        threads: 2,
+        ..Default::default()
+    };
+    let rt: vk::PFN_vkCreateRayTracingPipelinesKHR = create_ray_tracing;
+    // SAFETY: the fake device lives for the process; its own command.
+    let summary = unsafe { replay_on_device(device(fake), Some(rt), &c, &options) };
+    assert_eq!(
+        (summary.made, summary.made_ray_tracing),
+        (2, 2),
+        "{:?}",
+        summary.skipped
+    );
+    assert_eq!(fake.wrong.lock().unwrap().as_slice(), &[] as &[String]);
+    let made = fake.ray_tracing.lock().unwrap().clone();
+    assert_eq!(made.len(), 2);
+    assert_eq!(
+        made[1].1,
+        vec![made[0].0],
+        "the link takes the library made first"
+    );
+    assert!(
+        fake.live_pipelines.lock().unwrap().is_empty(),
+        "every pipeline destroyed"
+    );
+    assert_eq!(fake.alive(), 0);
+
+    let fake = Fake::new();
+    // SAFETY: as above.
+    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
+    assert_eq!(summary.made, 0);
+    assert_eq!(summary.skipped.get(NO_RAY_TRACING), Some(&2));
+}
+
+/// What a ray-tracing pipeline names: its layout (and down from it) and its stages' modules.
+#[test]
+fn a_ray_tracing_pipeline_wants_its_layout_and_its_stages_modules() {
+    let c = catalog(1, 1);
+    let info = json!({
+        "layout": reference(0x3000),
+        "stages": [{"module": reference(MODULE)}, {"module": reference(0x7777)}],
+    });
+    let w = objects::Wanted::of(&c, &info, jobs::Kind::RayTracing);
+    assert_eq!(w.pipeline_layouts, [0x3000].into());
+    assert_eq!(w.set_layouts, [0x2000].into());
+    assert_eq!(w.samplers, [0x1000].into());
+    assert_eq!(w.modules, [MODULE, 0x7777].into());
+    assert!(w.render_passes.is_empty());
 }

@@ -11,7 +11,7 @@ use pipekeep::store::bound::{entries_of_title, record_share};
 /// A title's record: its bytes, the pipelines it holds and the entries that fail their check
 /// (`null` where the title has none).
 pub(super) fn record_of(title_dir: &Path) -> serde_json::Value {
-    use pipekeep::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS};
+    use pipekeep::replay::objects::is_pipeline_tag;
     let path = title_dir.join(pipekeep::replay::record::FILE_NAME);
     let Ok(bytes) = std::fs::metadata(&path).map(|m| m.len()) else {
         return serde_json::Value::Null;
@@ -21,7 +21,7 @@ pub(super) fn record_of(title_dir: &Path) -> serde_json::Value {
     match pipekeep::replay::record::read(&path) {
         Ok((entries, bytes)) => json!({
             "path": path, "bytes": bytes, "share": share, "over_share": bytes > share,
-            "pipelines": entries.iter().filter(|e| e.payload.is_ok() && (e.tag == TAG_COMPUTE || e.tag == TAG_GRAPHICS)).count(),
+            "pipelines": entries.iter().filter(|e| e.payload.is_ok() && is_pipeline_tag(e.tag)).count(),
             "damaged": entries.iter().filter(|e| e.payload.is_err()).count(),
         }),
         Err(e) => {
