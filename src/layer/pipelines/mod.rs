@@ -124,7 +124,6 @@ macro_rules! pipeline_info {
                 // SAFETY: as the caller vouches.
                 unsafe { links(self) }
             }
-            }
             unsafe fn key(
                 &self,
                 objects: &Objects,
