@@ -233,7 +233,6 @@ fn nvidia_device_with_a_noted_dictionary(
         found_gate: None,
         driver_gate: Arc::default(),
         max_samplers: 4000,
-        optimized_links_as_asked: false,
     });
     // SAFETY: the fake handle's first word is its dispatch key.
     DEVICES.insert(unsafe { dispatch_key(fake.handle()) }, data.clone());

@@ -134,9 +134,6 @@ pub struct DeviceData {
     /// The device's `maxSamplerAllocationCount`: the background rebuild's immutable samplers
     /// count against it beside the application's.
     pub max_samplers: u32,
-    /// Optimized links of graphics pipeline libraries are built as asked, not kept (NVIDIA's
-    /// driver: through a cache they cost more than a kept one saves).
-    pub optimized_links_as_asked: bool,
 }
 
 /// Test settings only: waits until `done`, polling each millisecond, at most ten seconds.
@@ -439,7 +436,6 @@ unsafe fn register_device(
         found_gate,
         driver_gate: Arc::default(),
         max_samplers: properties.limits.max_sampler_allocation_count,
-        optimized_links_as_asked: identity.vendor_id == NVIDIA,
         write_behind: active
             && SETTINGS.root.is_some()
             && SETTINGS.rebuild == crate::settings::RebuildSetting::Background

@@ -508,18 +508,12 @@ impl<T> Build<'_, T> {
 
     /// It links libraries, without link-time optimization, into a pipeline that is not itself a
     /// library.
-    /// A link built as asked: a fast link (libraries linked without link-time optimization) into
-    /// a pipeline that is not itself a library, and on a driver whose optimized links cost more
-    /// through a cache than they save (NVIDIA's, `DeviceData::optimized_links_as_asked`) an
-    /// optimized one too.
+    /// A graphics pipeline linked from libraries into one that is not itself a library: built
+    /// as asked, its libraries being what is kept.
     fn link_as_asked(&self) -> bool {
-        let optimized = self
-            .flags
-            .has(vk::PipelineCreateFlags::LINK_TIME_OPTIMIZATION_EXT);
         self.library_related
             && !self.ray_tracing
             && !self.flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
-            && (!optimized || self.dev.optimized_links_as_asked)
     }
 
     /// The application asked with `FAIL_ON_PIPELINE_COMPILE_REQUIRED`.
@@ -555,11 +549,12 @@ unsafe fn build_kept<T: PipelineInfo>(
     if b.must_be_found() && found.is_none() {
         return Kept::AskAsAsked;
     }
-    // A fast link copies its libraries' code: cheaper than any lookup (RADV: about 3 us, and its
-    // cache keeps none of it), so it is built as asked, and its libraries are what is kept. On
-    // NVIDIA an optimized link too: through a cache of the layer's own it took 4-5x as long as
-    // without one (48 links at 16 threads on the H200, the driver's disk cache on: 612-730 ms
-    // against 107-111 ms; seeded with its libraries' data, 390-477 ms), more than a kept one saves.
+    // A link is built as asked, fast or optimized. A fast link copies its libraries' code,
+    // cheaper than any lookup (RADV: about 3 us; its cache keeps none of it). An optimized one
+    // built through a cache of the layer's own took 2-5x as long as without (48 links at 16
+    // threads on the H200, its disk cache on and fresh: 642-764 ms against 141-151 ms, and
+    // 424-511 ms seeded with its libraries' data; RADV null, 2 threads: 188-225 ms against
+    // 52-95 ms), more than a kept one saves where the driver's own disk cache serves it after.
     if b.link_as_asked() {
         return Kept::AskAsAsked;
     }
