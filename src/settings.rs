@@ -392,45 +392,10 @@ pub fn executable_title() -> String {
     )
 }
 
-/// The executable's name as Mesa's driconf matches an application by it (its `.drirc` options
-/// for an executable change what the driver compiles, and the driver's global key with it):
-/// `MESA_DRICONF_EXECUTABLE_OVERRIDE` where set, else `MESA_PROCESS_NAME`, else the invoked
-/// program's file name (argv[0] after its last `/`, or its last `\\` for a Windows path under
-/// Wine), as Mesa's `xmlconfig.c` and `util_get_process_name` take it.
-pub fn driconf_executable() -> Option<String> {
-    let set = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    set("MESA_DRICONF_EXECUTABLE_OVERRIDE")
-        .or_else(|| set("MESA_PROCESS_NAME"))
-        .or_else(|| {
-            let invoked = std::env::args_os().next()?.to_string_lossy().into_owned();
-            program_name(&invoked).map(str::to_owned)
-        })
-}
-
-/// A program's name from how it was invoked, as Mesa takes it.
-fn program_name(invoked: &str) -> Option<&str> {
-    let name = match invoked.rsplit_once('/') {
-        Some((_, name)) => name,
-        None => invoked.rsplit_once('\\').map_or(invoked, |(_, name)| name),
-    };
-    (!name.is_empty()).then_some(name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashMap;
-
-    #[test]
-    fn a_program_is_named_as_mesa_names_it() {
-        assert_eq!(
-            program_name("/usr/bin/fossilize-replay"),
-            Some("fossilize-replay")
-        );
-        assert_eq!(program_name("game.exe"), Some("game.exe"));
-        assert_eq!(program_name("C:\\Games\\game.exe"), Some("game.exe"));
-        assert_eq!(program_name("/opt/"), None);
-    }
 
     fn with(vars: &[(&str, &str)]) -> Settings {
         let map: HashMap<String, String> = vars

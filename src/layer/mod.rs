@@ -34,6 +34,7 @@ mod instance;
 mod marker_map;
 mod objects;
 mod pipelines;
+mod process_name;
 mod registry;
 mod sharing;
 mod twins;

@@ -224,10 +224,10 @@ impl Gpl<'_> {
                     .push_next(&mut rendering)
             }
             2 => {
+                // No multisample state: DXVK gives one only for sample-rate shading.
                 ci = ci
                     .stages(&fragment_stage)
                     .depth_stencil_state(&depth)
-                    .multisample_state(&multisample)
                     .dynamic_state(&dynamic_state)
                     .layout(self.layout)
                     .push_next(&mut rendering)

@@ -590,8 +590,14 @@ pub unsafe fn graphics_desc(
     // it is given (the spec: with sample shading or a render pass; where both subsets read it,
     // it must be identical).
     let multisample_state = unsafe { ci.p_multisample_state.as_ref() };
-    let reads_multisample =
-        own.fragment_output() || (own.fragment_shader() && multisample_state.is_some());
+    // Fragment shader state alone reads it "if sample shading is enabled or renderpass is not
+    // VK_NULL_HANDLE" (a non-NULL pointer must be valid, so its sample shading can be read): DXVK
+    // passes none but for sample-rate shading, and a rebuild passing one of defaults keys alike.
+    let fragment_shader_reads = own.fragment_shader()
+        && multisample_state.is_some_and(|m| {
+            ci.render_pass != vk::RenderPass::null() || bool32(m.sample_shading_enable)
+        });
+    let reads_multisample = own.fragment_output() || fragment_shader_reads;
     let multisample = if discard || !reads_multisample {
         None
     } else {

@@ -414,7 +414,7 @@ unsafe fn register_device(
             application: inst.application.clone(),
             launch: crate::replay::record::Launch {
                 instance_extensions: inst.extensions.clone(),
-                executable: crate::settings::driconf_executable(),
+                executable: crate::layer::process_name::driconf_executable(),
                 layers_below: plan.layers_below,
             },
             ..plan.app_features.clone()

@@ -67,6 +67,8 @@ pub(super) unsafe fn build_from_objects<T: PipelineInfo>(
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
 ) -> Result<vk::Result, vk::Result> {
+    // SAFETY: the application's create info.
+    unsafe { clear_application_feedback(b.info) };
     let binary_info = binaries::info_for(&objects, b.info.p_next());
     // SAFETY: the layer's binaries, alive until after the build.
     let r = unsafe { build_with_in_front(b, &binary_info, lap, slot) };

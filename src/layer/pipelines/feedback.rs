@@ -109,3 +109,27 @@ pub(super) unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T) 
             | vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT;
     }
 }
+
+/// Clears the flags of the application's feedback records before a build from binaries: they
+/// are outputs, but the spec checks them going in (a cache hit set there is invalid with
+/// binaries, VUID-vkCreateGraphicsPipelines-binaryCount-09620), and the layer set one on an
+/// earlier found pipeline of a record the application may pass again.
+///
+/// # Safety
+/// `info` must be the application's valid create info.
+pub(super) unsafe fn clear_application_feedback<T: PipelineInfo>(info: &T) {
+    // SAFETY: as the caller vouches: the application's output records, writable.
+    let Some(app) = (unsafe { applications_feedback(info) }) else {
+        return;
+    };
+    if let Some(record) = unsafe { app.p_pipeline_creation_feedback.as_mut() } {
+        record.flags = vk::PipelineCreationFeedbackFlags::empty();
+    }
+    let stages = app.p_pipeline_stage_creation_feedbacks;
+    for i in 0..app.pipeline_stage_creation_feedback_count as usize {
+        // SAFETY: the application's array of that many output records.
+        if let Some(record) = unsafe { stages.add(i).as_mut() } {
+            record.flags = vk::PipelineCreationFeedbackFlags::empty();
+        }
+    }
+}

@@ -307,6 +307,8 @@ unsafe fn create_pipelines<T: PipelineInfo>(
             // from the moment the driver made it), and the call is asked again, as asked.
             let out = unsafe { std::slice::from_raw_parts_mut(out_ptr, infos.len()) };
             for pipeline in out.iter_mut().filter(|p| **p != vk::Pipeline::null()) {
+                // A library remembered already is forgotten first: its handle may come again.
+                dev.objects.libraries.remove(pipeline.as_raw());
                 // SAFETY: a pipeline this call made and nobody has seen.
                 unsafe { (dev.fns.destroy_pipeline)(dev.handle, *pipeline, allocator) };
                 *pipeline = vk::Pipeline::null();
@@ -350,15 +352,27 @@ unsafe fn build_one<T: PipelineInfo>(
     if SETTINGS.test_panic {
         panic!("PIPEKEEP_TEST_PANIC is set: a forced panic inside the pipeline intercept");
     }
+    // A graphics pipeline linked from libraries into one that is not itself a library is built
+    // as asked, decided before any key or lookup: a fast link copies its libraries' code, cheaper
+    // than a lookup (RADV: about 3 us; its cache keeps none of it), and an optimized one built
+    // through a cache of the layer's own took 2-5x as long as without (48 links at 16 threads on
+    // the H200, its disk cache on and fresh: 642-764 ms against 141-151 ms, and 424-511 ms seeded
+    // with its libraries' data; RADV null, 2 threads: 188-225 ms against 52-95 ms), more than a
+    // kept one saves where the driver's own disk cache serves it after. Its libraries are kept.
     // SAFETY: the application's create info.
-    let keyed = unsafe { info.key(&dev.objects, &dev.device_state, flags) };
+    let link = T::COMMAND == c"vkCreateGraphicsPipelines"
+        && !flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
+        && unsafe { info.links_libraries() };
+    // SAFETY: the application's create info.
+    let keyed = (!link).then(|| unsafe { info.key(&dev.objects, &dev.device_state, flags) });
     lap.to(Phase::Key);
     let (r, outcome) = match &keyed {
-        Err(why) => {
+        None => as_asked(Outcome::PassedThrough, &mut lap, slot),
+        Some(Err(why)) => {
             tracing::debug!(%why, "pipeline not keyed; built as asked and not kept");
             as_asked(Outcome::Unkeyed, &mut lap, slot)
         }
-        Ok(key) => match dev.store() {
+        Some(Ok(key)) => match dev.store() {
             None => as_asked(Outcome::PassedThrough, &mut lap, slot),
             Some(store) => {
                 let b = Build {
@@ -390,7 +404,10 @@ unsafe fn build_one<T: PipelineInfo>(
     };
     if flags.has(vk::PipelineCreateFlags::LIBRARY_KHR) && *slot != vk::Pipeline::null() {
         // Remembered until destroyed: the pipelines linking it are keyed by it.
-        let known = keyed.as_ref().ok().map(|key| KnownLibrary { key: *key });
+        let known = keyed
+            .as_ref()
+            .and_then(|k| k.as_ref().ok())
+            .map(|key| KnownLibrary { key: *key });
         dev.objects.libraries.insert(slot.as_raw(), known);
     }
     if SETTINGS.test_panic_after_build && *slot != vk::Pipeline::null() {
@@ -508,14 +525,6 @@ impl<T> Build<'_, T> {
 
     /// It links libraries, without link-time optimization, into a pipeline that is not itself a
     /// library.
-    /// A graphics pipeline linked from libraries into one that is not itself a library: built
-    /// as asked, its libraries being what is kept.
-    fn link_as_asked(&self) -> bool {
-        self.library_related
-            && !self.ray_tracing
-            && !self.flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
-    }
-
     /// The application asked with `FAIL_ON_PIPELINE_COMPILE_REQUIRED`.
     fn must_be_found(&self) -> bool {
         self.flags
@@ -549,24 +558,18 @@ unsafe fn build_kept<T: PipelineInfo>(
     if b.must_be_found() && found.is_none() {
         return Kept::AskAsAsked;
     }
-    // A link is built as asked, fast or optimized. A fast link copies its libraries' code,
-    // cheaper than any lookup (RADV: about 3 us; its cache keeps none of it). An optimized one
-    // built through a cache of the layer's own took 2-5x as long as without (48 links at 16
-    // threads on the H200, its disk cache on and fresh: 642-764 ms against 141-151 ms, and
-    // 424-511 ms seeded with its libraries' data; RADV null, 2 threads: 188-225 ms against
-    // 52-95 ms), more than a kept one saves where the driver's own disk cache serves it after.
-    if b.link_as_asked() {
-        return Kept::AskAsAsked;
-    }
     // An entry of binaries, on a device building from binaries (not one that switched to caches
     // because its driver refuses them: each refusal would cost a build more).
     let mut refused = false;
     let found = match found {
         Some(entry) if entry.kind() == PayloadKind::Binaries => {
+            // Binaries forbid FAIL_ON_PIPELINE_COMPILE_REQUIRED (VUID-...-binaryCount-09622),
+            // which the application's own flags2 structure, left as it is, then carries.
+            let flags2_fail = b.flags.chained && b.must_be_found();
             let fns = dev
                 .binary_fns
                 .as_ref()
-                .filter(|_| dev.backend() == Backend::Binary);
+                .filter(|_| dev.backend() == Backend::Binary && !flags2_fail);
             if let Some(fns) = fns {
                 match unsafe { build_from_binaries(b, fns, &entry, lap, slot) } {
                     Some(made) => return made,

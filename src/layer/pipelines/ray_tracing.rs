@@ -3,14 +3,15 @@
 //! it links, in their order), looked up, built the cache way and kept, as graphics and compute
 //! pipelines are.
 //!
-//! A deferred operation (`VK_KHR_deferred_host_operations`) keeps its meaning by not deferring:
-//! the pipelines are made before the call returns, through the layer's own caches (which then
-//! live no longer than the call), and the call answers `VK_OPERATION_NOT_DEFERRED_KHR`, as the
-//! spec has an implementation answer that "chooses not to defer any of the requested operations
-//! and instead executes all of them immediately"; the operation stays complete, so the
-//! application's join and its result read `VK_SUCCESS`. An error or `VK_PIPELINE_COMPILE_REQUIRED`
-//! is answered as it is. Where the layer does not work on the device, the call goes to the driver
-//! as asked, deferral and all.
+//! A deferred operation (`VK_KHR_deferred_host_operations`) keeps its meaning by being complete
+//! when the call returns: the pipelines are made before it returns, through the layer's own
+//! caches (which then live no longer than the call), with no deferral asked of the driver, so the
+//! operation stays complete and the application's join and its result read `VK_SUCCESS`. The call
+//! answers `VK_OPERATION_DEFERRED_KHR` where every pipeline was made, as RADV answers whenever an
+//! operation is given (its work-around for Portal RTX, which mishandles
+//! `VK_OPERATION_NOT_DEFERRED_KHR`), so an application sees what it sees without the layer; an
+//! error or `VK_PIPELINE_COMPILE_REQUIRED` is answered as it is. Where the layer does not work on
+//! the device, the call goes to the driver as asked, deferral and all.
 
 use ash::vk;
 
@@ -54,7 +55,7 @@ pub unsafe extern "system" fn create_ray_tracing_pipelines(
         })
     };
     if deferred != vk::DeferredOperationKHR::null() && r == vk::Result::SUCCESS {
-        vk::Result::OPERATION_NOT_DEFERRED_KHR
+        vk::Result::OPERATION_DEFERRED_KHR
     } else {
         r
     }

@@ -135,8 +135,17 @@ impl AppState {
 
 /// The hash of a configuration's application entry: from its content (the entry's bytes), so
 /// that each configuration is one entry, whichever process writes it.
+///
+/// The [`Launch`] stands in the entry but not in its hash: what the launch says of a
+/// configuration is what its first recording process saw, and a configuration recorded before
+/// launches were recorded, or launched under another name, is the same configuration (its
+/// history rebuilt with it, its pending mark cleared with it).
 pub fn configuration_hash(app: &AppState) -> u64 {
-    payload_hash(&application(app))
+    let unlaunched = AppState {
+        launch: Launch::default(),
+        ..app.clone()
+    };
+    payload_hash(&application(&unlaunched))
 }
 
 pub(super) fn payload_hash(payload: &[u8]) -> u64 {

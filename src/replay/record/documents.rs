@@ -6,7 +6,7 @@ use std::sync::Arc;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use super::configuration::{application, payload_hash};
+use super::configuration::application;
 use super::links::{link_doc, link_hash};
 use super::{object_hash, pipeline_hash, stype, AppState, Content, DbEntry, NotRecorded};
 use super::{PipelineRecord, Recorded};
@@ -44,7 +44,7 @@ pub fn pipeline_entries(
             .ok_or(NotRecorded::MissingContent)
     };
     let app_payload = application(app);
-    let app_hash = payload_hash(&app_payload);
+    let app_hash = super::configuration::configuration_hash(app);
     let mut out = vec![(TAG_APPLICATION, app_hash, app_payload)];
     let (layout_digest, stages) = match &record.desc {
         Recorded::Compute(d) => (d.layout, std::slice::from_ref(&d.stage)),

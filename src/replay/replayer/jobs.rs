@@ -158,6 +158,14 @@ impl Replay {
             }
         };
         progress(Progress::Started(jobs.len()));
+        *self.linked.locked() = jobs
+            .iter()
+            .flat_map(|j| {
+                linked_hashes(j.info, j.kind)
+                    .into_iter()
+                    .map(move |h| (j.kind.tag(), h))
+            })
+            .collect();
         // One pass a depth of links: every library of a pass was made by an earlier one.
         let depths = link_depths(jobs);
         let mut phases: Vec<usize> = (1..jobs.len())

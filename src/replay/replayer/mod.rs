@@ -55,6 +55,8 @@ struct Replay {
     /// graphics libraries, a ray-tracing one only ray-tracing ones): kept for the pipelines
     /// linking them, destroyed with the replay.
     libraries: std::sync::Mutex<std::collections::HashMap<(u32, u64), vk::Pipeline>>,
+    /// The libraries, by their kind's tag and hash, that some pipeline of the replay links.
+    linked: std::sync::Mutex<std::collections::HashSet<(u32, u64)>>,
 }
 
 // SAFETY: the handles are plain identifiers, and ash::Device's function table is immutable.
@@ -81,6 +83,7 @@ impl Replay {
             app_cache,
             cache_each: false,
             libraries: Default::default(),
+            linked: Default::default(),
         }
     }
 }

@@ -67,6 +67,13 @@ impl Replay {
         self.timed_keeping(create, info, None)
     }
 
+    /// Whether some pipeline of the replay links the library `(tag, hash)`: only such a library
+    /// is kept (a record holds graphics parts whose links were built as asked, and the
+    /// background rebuild would hold them all, in the application's process, for nothing).
+    fn is_linked(&self, library: &(u32, u64)) -> bool {
+        self.linked.locked().contains(library)
+    }
+
     /// [`Replay::timed`]; `keep`: a library's kind tag and hash, under which the pipeline is kept
     /// (for the pipelines linking it) instead of destroyed.
     fn timed_keeping<T>(
@@ -251,7 +258,6 @@ impl Replay {
             .stages(&stage_infos)
             .rasterization_state(&rasterization)
             .viewport_state(&viewport)
-            .multisample_state(&multisample)
             .color_blend_state(&blend)
             .dynamic_state(&dynamic)
             .layout(Self::layout_or_none(made, v)?)
@@ -265,6 +271,11 @@ impl Replay {
         }
         if let Some(t) = g.tessellation.as_ref() {
             ci = ci.tessellation_state(t);
+        }
+        // Where recorded: a fragment shader library part may have none (DXVK gives one only for
+        // sample-rate shading), and a default one would key otherwise.
+        if v.get("multisampleState").is_some() {
+            ci = ci.multisample_state(&multisample);
         }
         if let Some(d) = g.depth_stencil.as_ref() {
             ci = ci.depth_stencil_state(d);
@@ -289,7 +300,9 @@ impl Replay {
         self.timed_keeping(
             create,
             &ci,
-            is_library.then_some((Kind::Graphics.tag(), hash)),
+            is_library
+                .then_some((Kind::Graphics.tag(), hash))
+                .filter(|k| self.is_linked(k)),
         )
     }
 
@@ -381,7 +394,9 @@ impl Replay {
         if let Some(f) = flags2.as_mut() {
             ci = ci.push_next(f);
         }
-        let keep = is_library.then_some((Kind::RayTracing.tag(), hash));
+        let keep = is_library
+            .then_some((Kind::RayTracing.tag(), hash))
+            .filter(|k| self.is_linked(k));
         // SAFETY: the device's own command; a valid create info whose data lives to the end of
         // this function; no deferred operation (the call completes before it returns).
         self.timed_call(
