@@ -138,14 +138,16 @@ mod tests {
             spirv: [1; 16],
             state: [2; 16],
         };
-        let own = vec![7u8; 3 * WINDOW];
+        // Bytes that do not compress stand as they are, past a window; the others are packed.
+        let own = crate::store::recipe::tests::noise(3 * WINDOW);
+        let packable = vec![7u8; 3 * WINDOW];
         let parts = [
             Part::Inline(&own),
             Part::Piece {
                 name: [5; 32],
                 len: 100,
             },
-            Part::Inline(&own[..10]),
+            Part::Inline(&packable),
             Part::List {
                 name: [6; 32],
                 len: 300,
@@ -153,10 +155,13 @@ mod tests {
         ];
         let kind = envelope::PayloadKind::Cache;
         let entry = envelope::encode_parts(&identity(), &key, kind, &parts);
+        assert!(entry.len() < 4 * WINDOW, "the second part packed");
         assert_eq!(
             names_on_disk(&entry),
             vec![([5; 32], false), ([6; 32], true)]
         );
+        let two = envelope::encode_format_two(&identity(), &key, kind, &parts);
+        assert_eq!(names_on_disk(&two), vec![([5; 32], false), ([6; 32], true)]);
         // Cut, damaged in its parts, of the format before pieces, or not an entry: nothing.
         assert_eq!(names_on_disk(&entry[..entry.len() - 1]), vec![]);
         let mut bad = entry.clone();
