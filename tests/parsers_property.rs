@@ -1,13 +1,14 @@
 //! The parsers of bytes from disk under arbitrary input, on stable Rust in CI (the cargo-fuzz
 //! targets in fuzz/ explore the same functions further where nightly is available): the envelope
-//! decoder, the list of parts, the use order, the Fossilize container reader with the payload
-//! parser, and damaged corpus copies.
+//! decoder (packed entries of format 3 among them), the list of parts (packed parts too, and
+//! their expansion), a piece file's framing, the use order, the Fossilize container reader with
+//! the payload parser, and damaged corpus copies.
 
 mod common;
 use common::identity;
 use pipekeep::key::PipelineKey;
 use pipekeep::replay::{foz, objects::Catalog};
-use pipekeep::store::{envelope, order, recipe};
+use pipekeep::store::{envelope, order, pieces, recipe};
 use proptest::prelude::*;
 
 fn key() -> PipelineKey {
@@ -29,12 +30,75 @@ proptest! {
 
     #[test]
     fn the_envelope_decoder_never_panics_and_accepts_only_whole_entries(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-        if let Ok(Some(data)) = envelope::decode(&bytes, &identity(), &key()).map(|d| d.whole()) {
-            prop_assert!(
-                envelope::encode(&identity(), &key(), data) == bytes
-                    || envelope::encode_format_one(&identity(), &key(), envelope::PayloadKind::Cache, data) == bytes
-            );
+        if let Ok(decoded) = envelope::decode(&bytes, &identity(), &key()) {
+            if let Some(data) = decoded.whole() {
+                let kind = envelope::PayloadKind::Cache;
+                prop_assert!(
+                    envelope::encode(&identity(), &key(), data) == bytes
+                        || envelope::encode_format_one(&identity(), &key(), kind, data) == bytes
+                        || envelope::encode_format_two(&identity(), &key(), kind, &[recipe::Part::Inline(data)]) == bytes
+                );
+            }
         }
+    }
+
+    #[test]
+    fn the_packed_parts_parser_never_panics_and_accepts_only_whole_lists(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        if let Ok((len, parts)) = recipe::parse_as(&bytes, recipe::Parts::Packed) {
+            prop_assert_eq!(&recipe::encode(&parts), &bytes);
+            prop_assert_eq!(parts.iter().map(|p| p.len()).sum::<u64>(), len);
+            // Whatever the frames hold, expanding never panics, and what expands is as long
+            // as the parts say.
+            if let Ok(expanded) = recipe::expand(&parts) {
+                let (again, _) = recipe::parse(&expanded).unwrap();
+                prop_assert_eq!(again, len);
+            }
+        }
+    }
+
+    #[test]
+    fn any_damage_to_a_packed_entry_is_refused_or_reads_the_same_payload(seed in any::<u8>(), at in any::<usize>(), flip in 1u8..=255) {
+        // Bytes that compress, as a pipeline's code does.
+        let payload: Vec<u8> = (0..600u32).map(|i| [0x13, 0x00, seed, (i / 9) as u8][i as usize % 4]).collect();
+        let id = identity();
+        let mut data = envelope::cache_header(&id).to_vec();
+        data.extend_from_slice(&payload);
+        let mut bytes = envelope::encode(&id, &key(), &data);
+        prop_assert!(bytes.len() < 120 + 32 + data.len(), "packed");
+        let i = at % bytes.len();
+        bytes[i] ^= flip;
+        if let Ok(decoded) = envelope::decode(&bytes, &id, &key()) {
+            prop_assert_eq!(decoded.whole(), Some(&data[..]));
+        }
+    }
+
+    #[test]
+    fn a_piece_file_of_any_bytes_is_refused_or_read_as_long_as_its_entry_says(bytes in proptest::collection::vec(any::<u8>(), 0..200), len in 0u64..400, framed in any::<bool>()) {
+        let mut file = bytes;
+        if framed {
+            // A frame head of the right length in front, so the frame itself is reached.
+            let mut head = pieces::FRAMED_MAGIC.to_vec();
+            head.extend_from_slice(&len.to_le_bytes());
+            file.splice(0..0, head);
+        }
+        if let Ok(read) = pieces::unframe(file.clone(), len) {
+            prop_assert_eq!(read.len() as u64, len);
+        }
+        let name = *blake3::hash(&file).as_bytes();
+        prop_assert_eq!(pieces::content_of(file.clone(), &name), Some(file));
+    }
+
+    #[test]
+    fn any_damage_to_a_framed_piece_is_refused_or_reads_the_same_bytes(seed in any::<u8>(), at in any::<usize>(), flip in 1u8..=255) {
+        let bytes: Vec<u8> = (0..900u32).map(|i| [seed, 0x00, 0x8f, (i / 5) as u8][i as usize % 4]).collect();
+        let mut file = pieces::frame(&bytes).expect("code-like bytes compress");
+        let i = at % file.len();
+        file[i] ^= flip;
+        let name = *blake3::hash(&bytes).as_bytes();
+        if let Ok(read) = pieces::unframe(file.clone(), 900) {
+            prop_assert!(read == bytes || *blake3::hash(&read).as_bytes() != name);
+        }
+        prop_assert!(pieces::content_of(file, &name).is_none_or(|b| b == bytes));
     }
 
     #[test]

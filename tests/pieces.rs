@@ -1,7 +1,7 @@
 //! Shared pieces through the real loader on RADV (null hardware): bytes entries share are kept
 //! once, a warm run finds every pipeline from them, a missing or damaged piece costs its entries a
-//! compile (and is written again), the bound counts pieces, entries of the previous format are
-//! still found, four processes share one store, and processes killed while writing leave only
+//! compile (and is written again), the bound counts pieces, entries of the previous formats (and
+//! pieces stored before compression) are still found, four processes share one store, and processes killed while writing leave only
 //! whole entries. The `binary` backend makes a stage binary a piece once two entries carry it:
 //! the test app's pipelines share no stage, so these tests make every binary a piece
 //! (`PIPEKEEP_TEST_PIECES_ALWAYS`), and one test replays a database whose pipelines do share
@@ -178,8 +178,9 @@ fn the_bound_counts_every_piece_once_and_what_it_keeps_is_whole() {
 }
 
 #[test]
-fn entries_of_the_previous_format_are_still_found() {
+fn entries_of_the_previous_formats_are_still_found() {
     use pipekeep::store::envelope::{self, Body};
+    use pipekeep::store::recipe::Part;
 
     let tmp = tempfile::tempdir().unwrap();
     // The cache backend below the chunking threshold: every payload stands whole in its entry.
@@ -191,16 +192,29 @@ fn entries_of_the_previous_format_are_still_found() {
     assert!(cold.ok, "{}", cold.all());
     let files = entries(&store(tmp.path()));
     assert_eq!(files.len() as u64, PIPELINES);
-    for path in &files {
+    let mut packed = 0;
+    for (i, path) in files.iter().enumerate() {
         let (identity, key) = identity_and_key_of(path);
         let bytes = std::fs::read(path).unwrap();
         let decoded = envelope::decode(&bytes, &identity, &key).unwrap();
-        let Body::Whole(payload) = decoded.body else {
+        packed += usize::from(decoded.is_expanded());
+        let Body::Whole(payload) = decoded.body() else {
             panic!("a small payload stands whole")
         };
-        let old = envelope::encode_format_one(&identity, &key, decoded.kind, payload);
+        // Half as format 1 (the payload whole), half as format 2 (its parts, none packed).
+        let old = match i % 2 {
+            0 => envelope::encode_format_one(&identity, &key, decoded.kind, payload),
+            _ => {
+                envelope::encode_format_two(&identity, &key, decoded.kind, &[Part::Inline(payload)])
+            }
+        };
+        assert!(old.len() >= bytes.len());
         std::fs::write(path, old).unwrap();
     }
+    assert!(
+        packed > 0,
+        "no entry was packed: nothing read as it was before"
+    );
     let warm = App::new(Driver::Radv, tmp.path())
         .with_layer()
         .cache_backend()
@@ -208,6 +222,53 @@ fn entries_of_the_previous_format_are_still_found() {
         .run();
     let w = warm.watch();
     assert_eq!((w.found, w.compiled), (PIPELINES, 0), "{}", warm.all());
+}
+
+#[test]
+fn pieces_stored_as_they_were_before_compression_are_still_found() {
+    use pipekeep::store::envelope::{self, Body};
+
+    let tmp = tempfile::tempdir().unwrap();
+    run(tmp.path(), "binary", &[]);
+    let kept = bytes_kept(&store(tmp.path()));
+    // Each piece's file as it was written before compression: its bytes as they are.
+    let mut framed = 0;
+    for path in pieces(&store(tmp.path())) {
+        let file = std::fs::read(&path).unwrap();
+        let name =
+            pipekeep::store::pieces::name_of_file(path.file_name().unwrap().to_str().unwrap())
+                .unwrap();
+        let bytes = pipekeep::store::pieces::content_of(file.clone(), &name).unwrap();
+        framed += usize::from(bytes.len() > file.len());
+        std::fs::write(&path, bytes).unwrap();
+    }
+    assert!(framed > 0, "no piece was compressed");
+    // And each entry as format 2 wrote it: its parts, none packed.
+    for path in entries(&store(tmp.path())) {
+        let (identity, key) = identity_and_key_of(&path);
+        let bytes = std::fs::read(&path).unwrap();
+        let decoded = envelope::decode(&bytes, &identity, &key).unwrap();
+        let old = match decoded.body() {
+            Body::Whole(payload) => envelope::encode_format_two(
+                &identity,
+                &key,
+                decoded.kind,
+                &[pipekeep::store::recipe::Part::Inline(payload)],
+            ),
+            Body::Parts { parts, .. } => {
+                envelope::encode_format_two(&identity, &key, decoded.kind, &parts)
+            }
+        };
+        std::fs::write(&path, old).unwrap();
+    }
+    assert!(
+        bytes_kept(&store(tmp.path())) > kept,
+        "the store was smaller compressed"
+    );
+    let warm = run(tmp.path(), "binary", &[]);
+    let w = warm.watch();
+    assert_eq!((w.found, w.compiled), (PIPELINES, 0), "{}", warm.all());
+    assert_every_entry_and_piece_verifies(tmp.path());
 }
 
 fn assert_every_entry_and_piece_verifies(tmp: &Path) {

@@ -80,7 +80,16 @@ fn write_past_a_file_size_limit(root: &Path) {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
     let (store, _) = Store::open(root, "t", identity(), u64::MAX, SystemTime::now()).unwrap();
-    let written = store.write(&key(1), &cache_data(1, 100_000));
+    // Bytes that do not compress: the entry's pieces pass the limit as they are.
+    let mut data = cache_data(1, 0);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    data.extend((0..100_000).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 32) as u8
+    }));
+    let written = store.write(&key(1), &data);
     std::process::exit(if written.is_err() { 0 } else { 4 });
 }
 
@@ -236,9 +245,6 @@ fn a_full_disk_leaves_no_partial_temporary_file() {
     );
     assert_no_temporary_file_left(&dir);
     for (name, path) in pieces::listed(&dir) {
-        assert_eq!(
-            *blake3::hash(&std::fs::read(path).unwrap()).as_bytes(),
-            name
-        );
+        assert!(pieces::content_of(std::fs::read(path).unwrap(), &name).is_some());
     }
 }

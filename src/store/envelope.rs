@@ -3,19 +3,26 @@
 //!
 //! Decoding checks, in this order: the length of the envelope itself, the magic, the format, the
 //! payload's kind, the identity fields (ABI, vendor, device, driver version, UUID), the key, the
-//! file's exact length, the data hash, and the payload whole: for [`PayloadKind::Cache`] a
-//! version-one pipeline-cache header naming this vendor, device and UUID; for
-//! [`PayloadKind::Binaries`] every binary's count, key and length ([`super::binaries`]). Each
-//! failure is its own [`EntryError`].
+//! file's exact length, the list of parts (format 3: its packed parts decompressed, each to
+//! exactly its length), the data hash (of the body uncompressed), and the payload whole: for
+//! [`PayloadKind::Cache`] a version-one pipeline-cache header naming this vendor, device and
+//! UUID; for [`PayloadKind::Binaries`] every binary's count, key and length
+//! ([`super::binaries`]). Each failure is its own [`EntryError`].
+
+use std::borrow::Cow;
+use std::ops::Range;
 
 use super::identity::Identity;
 use super::recipe::{self, Part};
 use crate::key::PipelineKey;
 
 pub const MAGIC: [u8; 8] = *b"PIPEKEEP";
-/// Bump when the byte layout below changes; the golden tests pin it. Format 2: the body after
-/// the envelope lists the payload's parts ([`super::recipe`]); format 1 held the payload itself.
-pub const FORMAT_VERSION: u32 = 2;
+/// Bump when the byte layout below changes; the golden tests pin it. Format 3: the body lists
+/// the payload's parts ([`super::recipe`]), an inline part packed (zstd) where that pays, and the
+/// data hash is of the body as it reads uncompressed (the body format 2 held).
+pub const FORMAT_VERSION: u32 = 3;
+/// Format 2, before compression: the body lists the payload's parts, none packed. Still read.
+pub const FORMAT_PARTS: u32 = 2;
 /// Format 1, before pieces: the payload stands whole after the envelope. Still read.
 pub const FORMAT_WHOLE: u32 = 1;
 pub const ENVELOPE_LEN: usize = 120;
@@ -64,13 +71,6 @@ impl PayloadKind {
             PayloadKind::Binaries => "binary",
         }
     }
-}
-
-/// A decoded entry's payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Payload<'a> {
-    pub kind: PayloadKind,
-    pub bytes: &'a [u8],
 }
 
 /// Why an entry was refused. [`EntryError::reason`] is the word logged after `reason=`.
@@ -130,14 +130,57 @@ pub fn encode_payload(
     encode_parts(identity, key, kind, &[Part::Inline(data)])
 }
 
-/// Envelope and a payload of `kind` given as parts (inline bytes and pieces).
+/// Envelope and a payload of `kind` given as parts (inline bytes and pieces), each inline part
+/// packed where compressing it pays. The data hash is of the body as it reads uncompressed.
 pub fn encode_parts(
     identity: &Identity,
     key: &PipelineKey,
     kind: PayloadKind,
     parts: &[Part<'_>],
 ) -> Vec<u8> {
-    encode_body(identity, key, kind, FORMAT_VERSION, &recipe::encode(parts))
+    let as_is = recipe::encode(parts);
+    let hash = body_hash(FORMAT_VERSION, &as_is);
+    let stored = recipe::encode_packed(parts);
+    encode_body(
+        identity,
+        key,
+        kind,
+        FORMAT_VERSION,
+        stored.as_deref().unwrap_or(&as_is),
+        &hash,
+    )
+}
+
+/// [`encode_parts`] with no part packed (format 3 as written where nothing pays): for the tests
+/// and the fuzz targets, which re-encode what they decoded.
+pub fn encode_parts_as_is(
+    identity: &Identity,
+    key: &PipelineKey,
+    kind: PayloadKind,
+    parts: &[Part<'_>],
+) -> Vec<u8> {
+    let body = recipe::encode(parts);
+    let hash = body_hash(FORMAT_VERSION, &body);
+    encode_body(identity, key, kind, FORMAT_VERSION, &body, &hash)
+}
+
+/// An entry of format 2 (parts, none packed), as entries were written before compression; still
+/// read. For the tests of that migration.
+pub fn encode_format_two(
+    identity: &Identity,
+    key: &PipelineKey,
+    kind: PayloadKind,
+    parts: &[Part<'_>],
+) -> Vec<u8> {
+    let body = recipe::encode(parts);
+    encode_body(
+        identity,
+        key,
+        kind,
+        FORMAT_PARTS,
+        &body,
+        &blake3::hash(&body),
+    )
 }
 
 /// An entry of format 1 (the payload whole after the envelope), as entries were written before
@@ -148,7 +191,7 @@ pub fn encode_format_one(
     kind: PayloadKind,
     data: &[u8],
 ) -> Vec<u8> {
-    encode_body(identity, key, kind, FORMAT_WHOLE, data)
+    encode_body(identity, key, kind, FORMAT_WHOLE, data, &blake3::hash(data))
 }
 
 fn encode_body(
@@ -157,6 +200,7 @@ fn encode_body(
     kind: PayloadKind,
     format: u32,
     body: &[u8],
+    hash: &blake3::Hash,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(ENVELOPE_LEN + body.len());
     out.extend_from_slice(&MAGIC);
@@ -170,7 +214,7 @@ fn encode_body(
     out.extend_from_slice(&key.spirv);
     out.extend_from_slice(&key.state);
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(blake3::hash(body).as_bytes());
+    out.extend_from_slice(hash.as_bytes());
     debug_assert_eq!(out.len(), ENVELOPE_LEN);
     out.extend_from_slice(body);
     out
@@ -214,28 +258,65 @@ pub fn format_and_body_len(start: &[u8]) -> Option<(u32, u64)> {
 pub fn listed_parts(file: &[u8]) -> Option<(u64, Vec<recipe::PieceName>)> {
     // Every field is read only once the length is known to hold the envelope: a stale marker
     // may name an entry of a few bytes, and the tools list empty files.
-    let whole = declared_file_len(file) == Some(file.len() as u64)
-        && blake3::hash(&file[ENVELOPE_LEN..]).as_bytes()[..]
-            == file[offset::DATA_HASH..offset::DATA_HASH + 32];
-    if !whole {
+    if declared_file_len(file) != Some(file.len() as u64) {
         return None;
     }
-    match u32_at(file, offset::FORMAT) {
-        FORMAT_WHOLE => Some(((file.len() - ENVELOPE_LEN) as u64, Vec::new())),
-        FORMAT_VERSION => {
-            let (len, parts) = recipe::parse(&file[ENVELOPE_LEN..]).ok()?;
+    let format = u32_at(file, offset::FORMAT);
+    let image = checked_image(file, format).ok()?;
+    match format {
+        FORMAT_WHOLE => Some((image.len() as u64, Vec::new())),
+        _ => {
+            let (len, parts) = recipe::parse(&image).ok()?;
             let pieces = parts
                 .iter()
                 .filter_map(|p| match p {
                     Part::Piece { name, .. } | Part::List { name, .. } => Some(*name),
-                    Part::Inline(_) => None,
+                    Part::Inline(_) | Part::Packed { .. } => None,
                 })
                 .collect();
             Some((len, pieces))
         }
-        _ => None,
     }
 }
+
+/// The body of a file of `format` whose envelope's length is its own, as the data hash is of
+/// (format 3: each packed part decompressed, [`recipe::expand`]; the body itself where none is
+/// packed, and for the formats before), checked against that hash.
+fn checked_image(file: &[u8], format: u32) -> Result<Cow<'_, [u8]>, EntryError> {
+    let body = &file[ENVELOPE_LEN..];
+    let image = match format {
+        FORMAT_WHOLE | FORMAT_PARTS => Cow::Borrowed(body),
+        FORMAT_VERSION => {
+            let (_, parts) = recipe::parse_as(body, recipe::Parts::Packed)?;
+            match parts.iter().any(|p| matches!(p, Part::Packed { .. })) {
+                true => Cow::Owned(recipe::expand(&parts)?),
+                false => Cow::Borrowed(body),
+            }
+        }
+        _ => return Err(EntryError::Foreign { field: "format" }),
+    };
+    if body_hash(format, &image).as_bytes()[..] != file[offset::DATA_HASH..offset::DATA_HASH + 32] {
+        return Err(EntryError::Corrupt { what: "data hash" });
+    }
+    Ok(image)
+}
+
+/// The data hash of a body of `format` as it reads uncompressed: BLAKE3 of its bytes, and from
+/// format 3 on in BLAKE3's key-derivation mode under a context of that format's own, so that no
+/// entry of one format reads as another's (a format-3 entry with nothing packed holds the very
+/// body format 2 did: relabelled, it would pass format 2's hash).
+fn body_hash(format: u32, image: &[u8]) -> blake3::Hash {
+    match format {
+        FORMAT_WHOLE | FORMAT_PARTS => blake3::hash(image),
+        _ => blake3::Hasher::new_derive_key(FORMAT_3_CONTEXT)
+            .update(image)
+            .finalize(),
+    }
+}
+
+/// BLAKE3's context for the data hash of format 3 (a fixed string, never changed: another
+/// format gets another).
+const FORMAT_3_CONTEXT: &str = "pipekeep 2026-12-02 entry body, format 3";
 
 /// Where a checked entry's payload is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,24 +324,82 @@ pub enum Body<'a> {
     /// Whole in the entry, already checked whole.
     Whole(&'a [u8]),
     /// In parts, some of them pieces: the payload is checked ([`check_payload_start`], and for
-    /// binaries [`check_payload`]) once the pieces are read.
+    /// binaries [`check_payload`]) once the pieces are read. No part is packed: a packed part
+    /// stands here as the inline bytes it was decompressed to.
     Parts { len: u64, parts: Vec<Part<'a>> },
 }
 
-/// An entry checked for this identity and key.
+/// A part of a checked body, by where its bytes lie in the body's image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PartAt {
+    Inline(Range<usize>),
+    Piece { name: recipe::PieceName, len: u64 },
+    List { name: recipe::PieceName, len: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BodyAt {
+    Whole(Range<usize>),
+    Parts { len: u64, parts: Vec<PartAt> },
+}
+
+/// An entry checked for this identity and key: its payload's kind and where its bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded<'a> {
     pub kind: PayloadKind,
-    pub body: Body<'a>,
+    /// The body as it was checked: the entry's own bytes after the envelope, or (format 3 with
+    /// packed parts) those parts decompressed into a body of their own.
+    image: Cow<'a, [u8]>,
+    body: BodyAt,
 }
 
 impl<'a> Decoded<'a> {
-    /// The payload where it stands whole in the entry.
-    pub fn whole(&self) -> Option<&'a [u8]> {
-        match self.body {
-            Body::Whole(b) => Some(b),
-            Body::Parts { .. } => None,
+    /// The payload where it stands whole in the entry (decompressed, where it was packed).
+    pub fn whole(&self) -> Option<&[u8]> {
+        match &self.body {
+            BodyAt::Whole(r) => Some(&self.image[r.clone()]),
+            BodyAt::Parts { .. } => None,
         }
+    }
+
+    /// Where the payload is: whole, or its parts.
+    pub fn body(&self) -> Body<'_> {
+        match &self.body {
+            BodyAt::Whole(r) => Body::Whole(&self.image[r.clone()]),
+            BodyAt::Parts { len, parts } => Body::Parts {
+                len: *len,
+                parts: parts
+                    .iter()
+                    .map(|p| match p {
+                        PartAt::Inline(r) => Part::Inline(&self.image[r.clone()]),
+                        PartAt::Piece { name, len } => Part::Piece {
+                            name: *name,
+                            len: *len,
+                        },
+                        PartAt::List { name, len } => Part::List {
+                            name: *name,
+                            len: *len,
+                        },
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    /// Whether the body was decompressed into bytes of its own, apart from the file's.
+    pub fn is_expanded(&self) -> bool {
+        matches!(self.image, Cow::Owned(_))
+    }
+
+    /// The checked body's bytes, which [`Decoded::body`]'s inline parts lie in.
+    pub fn image(&self) -> &[u8] {
+        &self.image
+    }
+
+    /// The checked body's bytes: the file's own after the envelope ([`Cow::Borrowed`]), or the
+    /// body decompressed ([`Cow::Owned`]).
+    pub fn into_image(self) -> Cow<'a, [u8]> {
+        self.image
     }
 }
 
@@ -282,7 +421,7 @@ pub fn decode<'a>(
         return Err(EntryError::Corrupt { what: "magic" });
     }
     let format = u32_at(file, offset::FORMAT);
-    if format != FORMAT_VERSION && format != FORMAT_WHOLE {
+    if ![FORMAT_VERSION, FORMAT_PARTS, FORMAT_WHOLE].contains(&format) {
         return Err(EntryError::Foreign { field: "format" });
     }
     let kind = PayloadKind::from_raw(u32_at(file, offset::KIND)).ok_or(EntryError::Corrupt {
@@ -316,39 +455,39 @@ pub fn decode<'a>(
     if len > expected {
         return Err(EntryError::Long { len, expected });
     }
-    let body = &file[ENVELOPE_LEN..];
-    if blake3::hash(body).as_bytes()[..] != file[offset::DATA_HASH..offset::DATA_HASH + 32] {
-        return Err(EntryError::Corrupt { what: "data hash" });
-    }
+    let image = checked_image(file, format)?;
+    let at = |b: &[u8]| {
+        let start = b.as_ptr() as usize - image.as_ptr() as usize;
+        start..start + b.len()
+    };
     let body = match format {
-        FORMAT_WHOLE => Body::Whole(body),
-        _ => match recipe::parse(body)? {
+        FORMAT_WHOLE => BodyAt::Whole(0..image.len()),
+        _ => match recipe::parse(&image)? {
             (_, parts) if matches!(parts[..], [Part::Inline(_)]) => {
                 let [Part::Inline(bytes)] = parts[..] else {
                     unreachable!("matched above")
                 };
-                Body::Whole(bytes)
+                BodyAt::Whole(at(bytes))
             }
-            (len, parts) => Body::Parts { len, parts },
+            (len, parts) => BodyAt::Parts {
+                len,
+                parts: parts
+                    .iter()
+                    .map(|p| match *p {
+                        Part::Inline(b) => PartAt::Inline(at(b)),
+                        Part::Piece { name, len } => PartAt::Piece { name, len },
+                        Part::List { name, len } => PartAt::List { name, len },
+                        Part::Packed { .. } => unreachable!("an expanded body holds none"),
+                    })
+                    .collect(),
+            },
         },
     };
-    if let Body::Whole(bytes) = body {
+    let decoded = Decoded { kind, image, body };
+    if let Some(bytes) = decoded.whole() {
         check_payload(kind, bytes, identity)?;
     }
-    Ok(Decoded { kind, body })
-}
-
-/// [`decode`] for an entry whose payload stands whole in it (`None` for one made of pieces).
-pub fn decode_whole<'a>(
-    file: &'a [u8],
-    identity: &Identity,
-    key: &PipelineKey,
-) -> Result<Option<Payload<'a>>, EntryError> {
-    let decoded = decode(file, identity, key)?;
-    Ok(decoded.whole().map(|bytes| Payload {
-        kind: decoded.kind,
-        bytes,
-    }))
+    Ok(decoded)
 }
 
 /// The checks of a whole payload: for `cache` a version-one pipeline-cache header for this device;
@@ -467,7 +606,7 @@ pub(crate) mod tests {
         let bytes = encode(&id, &key(), &data);
         let mut want: Vec<u8> = Vec::new();
         want.extend_from_slice(b"PIPEKEEP");
-        want.extend_from_slice(&[2, 0, 0, 0]); // format
+        want.extend_from_slice(&[3, 0, 0, 0]); // format
         want.extend_from_slice(&[8, 0, 0, 0]); // ABI
         want.extend_from_slice(&[0x02, 0x10, 0, 0]); // vendor
         want.extend_from_slice(&[0xbf, 0x73, 0, 0]); // device
@@ -480,10 +619,10 @@ pub(crate) mod tests {
         assert_eq!(&bytes[..88], &want[..]);
         assert_eq!(
             crate::store::identity::hex(&bytes[88..120]),
-            "484d6429633d21f4e862661d442f067d516354093a2fd4b9420b03a781436914",
-            "BLAKE3 of the body, pinned"
+            "0574b2a17cc672524027d4def0ee8a9b4959726259592cc8157f4200e712eb64",
+            "BLAKE3 of the body (format 3's context), pinned"
         );
-        // The body: the payload's length, one part, standing inline.
+        // The body: the payload's length, one part, standing inline (40 bytes do not compress).
         assert_eq!(&bytes[120..128], &[40, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(&bytes[128..136], &[1, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(
@@ -492,7 +631,182 @@ pub(crate) mod tests {
         );
         assert_eq!(&bytes[152..], &data[..]);
         assert_eq!(ENVELOPE_LEN, 120);
-        assert_eq!(FORMAT_VERSION, 2);
+        assert_eq!(FORMAT_VERSION, 3);
+    }
+
+    /// The payload of the packed golden tests: a header, then "pipeline" 32 times (288 bytes).
+    fn packable(id: &Identity) -> Vec<u8> {
+        cache_data(id, &b"pipeline".repeat(32))
+    }
+
+    /// One zstd frame of [`packable`] (libzstd 1.5.7, level 1), as a format-3 entry holds it.
+    pub const PACKED_FRAME: [u8; 58] = [
+        0x28, 0xb5, 0x2f, 0xfd, 0x60, 0x20, 0x00, 0x85, 0x01, 0x00, 0x84, 0x02, 0x20, 0x00, 0x00,
+        0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x10, 0x00, 0x00, 0xbf, 0x73, 0x00, 0x00, 0xa0, 0xa1,
+        0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf, 0x70,
+        0x69, 0x70, 0x65, 0x6c, 0x69, 0x6e, 0x65, 0x01, 0x00, 0xa8, 0x8f, 0x2a, 0x65,
+    ];
+
+    /// The body listing `data` inline, as format 2 wrote it and format 3 reads expanded.
+    fn bytes_expanded(data: &[u8]) -> Vec<u8> {
+        recipe::encode(&[Part::Inline(data)])
+    }
+
+    /// The envelope's first 80 bytes as the golden tests' identity and key give them.
+    fn golden_head(format: u8) -> Vec<u8> {
+        let mut want: Vec<u8> = b"PIPEKEEP".to_vec();
+        want.extend_from_slice(&[format, 0, 0, 0, 8, 0, 0, 0]); // format, ABI
+        want.extend_from_slice(&[0x02, 0x10, 0, 0, 0xbf, 0x73, 0, 0]); // vendor, device
+        want.extend_from_slice(&[0x07, 0x00, 0x40, 0x06, 0, 0, 0, 0]); // driver, kind: cache
+        want.extend_from_slice(&identity().cache_uuid);
+        want.extend_from_slice(&[0x11; 16]);
+        want.extend_from_slice(&[0x22; 16]);
+        want
+    }
+
+    // If this golden test fails, the bytes on disk changed: bump FORMAT_VERSION. The frame's own
+    // bytes are the compressor's (another libzstd may write others of the same bytes): they are
+    // pinned where they are read (`a_packed_entry_of_these_bytes_is_read`), not here.
+    #[test]
+    fn golden_packed_entry_bytes_if_these_fail_bump_the_format() {
+        let id = identity();
+        let data = packable(&id);
+        let bytes = encode(&id, &key(), &data);
+        assert_eq!(&bytes[..80], &golden_head(3)[..]);
+        let stored = u32::from_le_bytes(bytes[140..144].try_into().unwrap()) as usize;
+        assert!(stored > 0 && stored < 288, "{stored} bytes stored");
+        assert_eq!(&bytes[80..88], &((32 + stored) as u64).to_le_bytes()); // body length
+        assert_eq!(
+            crate::store::identity::hex(&bytes[88..120]),
+            "e0e2fdb79f0a61d961daea160ccef5bd66fc80a16499f652f6603469b8b0148d",
+            "BLAKE3 (format 3's context) of the body as it reads uncompressed, pinned"
+        );
+        // The body: the payload's length, one part, packed: kind 3, its stored length, its length.
+        assert_eq!(
+            &bytes[120..136],
+            &[32, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(&bytes[136..140], &[3, 0, 0, 0]);
+        assert_eq!(&bytes[144..152], &[32, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(bytes.len(), 152 + stored);
+        let mut out = vec![0u8; 288];
+        crate::store::compress::decompress_into(&bytes[152..], &mut out).unwrap();
+        assert_eq!(out, data);
+        // Format 2 held the body expanded, under a plain BLAKE3.
+        let two = encode_format_two(&id, &key(), PayloadKind::Cache, &[Part::Inline(&data)]);
+        assert_eq!(&two[120..], &bytes_expanded(&data)[..]);
+        assert_eq!(&two[..80], &golden_head(2)[..]);
+        assert_eq!(
+            crate::store::identity::hex(&two[88..120]),
+            "ac75cd22f5a64e10003843c769a8ba8527b5640b6067be8cd731b59070898f10"
+        );
+    }
+
+    #[test]
+    fn a_packed_entry_of_these_bytes_is_read() {
+        let id = identity();
+        let mut file = golden_head(3);
+        file.extend_from_slice(&90u64.to_le_bytes());
+        file.extend_from_slice(
+            &crate::key::text::from_hex::<32>(
+                "e0e2fdb79f0a61d961daea160ccef5bd66fc80a16499f652f6603469b8b0148d",
+            )
+            .unwrap(),
+        );
+        file.extend_from_slice(&[32, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        file.extend_from_slice(&[3, 0, 0, 0, 58, 0, 0, 0, 32, 1, 0, 0, 0, 0, 0, 0]);
+        file.extend_from_slice(&PACKED_FRAME);
+        let decoded = decode(&file, &id, &key()).unwrap();
+        assert_eq!(decoded.whole(), Some(&packable(&id)[..]));
+        assert!(decoded.is_expanded());
+        assert_eq!(listed_parts(&file), Some((288, Vec::new())));
+        // A stored length other than the frame's, or a length other than the frame's: refused.
+        let mut short = file.clone();
+        short[140] = 57;
+        assert_eq!(decode(&short, &id, &key()).unwrap_err().reason(), "corrupt");
+        let mut other = file.clone();
+        other[144] = 33;
+        other[120] = 33;
+        assert_eq!(decode(&other, &id, &key()).unwrap_err().reason(), "corrupt");
+        // A frame's stored length as long as its bytes, or 0: refused as corrupt.
+        for stored in [0u8, 32] {
+            let mut bad = file.clone();
+            bad[140] = stored;
+            bad[141] = u8::from(stored == 32);
+            assert!(decode(&bad, &id, &key()).is_err());
+        }
+    }
+
+    #[test]
+    fn an_entry_of_format_two_is_still_read() {
+        let id = identity();
+        let data = packable(&id);
+        let bytes = encode_format_two(&id, &key(), PayloadKind::Cache, &[Part::Inline(&data)]);
+        assert_eq!(&bytes[8..12], &[2, 0, 0, 0]);
+        assert_eq!(bytes.len(), 120 + 32 + 288);
+        let decoded = decode(&bytes, &id, &key()).unwrap();
+        assert_eq!(decoded.whole(), Some(&data[..]));
+        assert!(!decoded.is_expanded());
+        // Format 2 holds no packed part: one written there is refused.
+        let packed = encode(&id, &key(), &data);
+        let mut relabelled = packed.clone();
+        relabelled[8] = 2;
+        assert_eq!(
+            decode(&relabelled, &id, &key()).unwrap_err().reason(),
+            "corrupt"
+        );
+        assert_eq!(listed_parts(&relabelled), None);
+    }
+
+    #[test]
+    fn every_byte_of_a_packed_entry_is_checked() {
+        let id = identity();
+        let data = packable(&id);
+        let good = encode(&id, &key(), &data);
+        assert!(good.len() < 120 + 32 + 288, "packed");
+        for i in 0..good.len() {
+            let mut damaged = good.clone();
+            damaged[i] ^= 0x01;
+            match decode(&damaged, &id, &key()) {
+                Err(_) => {}
+                // A bit of the frame that zstd does not read leaves the bytes the hash covers.
+                Ok(d) => assert!(i >= 152 && d.whole() == Some(&data[..]), "byte {i}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_entry_of_pieces_and_packed_parts_reads_back_as_written() {
+        let id = identity();
+        let head = packable(&id);
+        let tail = b"own bytes, more of them".repeat(20);
+        let parts = [
+            Part::Inline(&head),
+            Part::Piece {
+                name: [4; 32],
+                len: 1000,
+            },
+            Part::Inline(&tail),
+            Part::Inline(b"short"),
+        ];
+        let bytes = encode_parts(&id, &key(), PayloadKind::Cache, &parts);
+        let stored = recipe::parse_as(&bytes[120..], recipe::Parts::Packed)
+            .unwrap()
+            .1;
+        let kinds: Vec<bool> = stored
+            .iter()
+            .map(|p| matches!(p, Part::Packed { .. }))
+            .collect();
+        assert_eq!(kinds, [true, false, true, false]);
+        let decoded = decode(&bytes, &id, &key()).unwrap();
+        assert_eq!(
+            decoded.body(),
+            Body::Parts {
+                len: 288 + 1000 + tail.len() as u64 + 5,
+                parts: parts.to_vec()
+            }
+        );
+        assert_eq!(listed_parts(&bytes).unwrap().1, vec![[4; 32]]);
     }
 
     #[test]
@@ -542,7 +856,7 @@ pub(crate) mod tests {
         let bytes = encode_parts(&id, &key(), PayloadKind::Cache, &parts);
         let decoded = decode(&bytes, &id, &key()).unwrap();
         assert_eq!(
-            decoded.body,
+            decoded.body(),
             Body::Parts {
                 len: 1035,
                 parts: parts.to_vec()
@@ -650,7 +964,7 @@ pub(crate) mod tests {
         flipped[29] = 1;
         assert_eq!(reason(&flipped), "corrupt", "the payload kind");
         flipped = good.clone();
-        flipped[8] = 3;
+        flipped[8] = 4;
         assert_eq!(reason(&flipped), "foreign", "another format");
         flipped = good.clone();
         flipped[81] ^= 1;

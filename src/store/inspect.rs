@@ -121,7 +121,8 @@ pub fn check_entry_with(path: &Path, pieces: &Pieces) -> Result<u64, CheckError>
     Ok(checked.0.payload.len() as u64)
 }
 
-/// A piece file checked against its name: its length, or why it fails.
+/// A piece file checked against its name (stored as it is or compressed): its bytes' length, or
+/// why it fails.
 pub fn check_piece(path: &Path) -> Result<u64, CheckError> {
     let name = path
         .file_name()
@@ -141,10 +142,10 @@ pub fn check_piece(path: &Path) -> Result<u64, CheckError> {
     }
     let mut bytes = Vec::with_capacity(len as usize);
     std::io::Read::read_to_end(&mut file, &mut bytes)?;
-    if blake3::hash(&bytes).as_bytes() != &name {
-        return Err(EntryError::CorruptPiece.into());
+    match super::pieces::content_of(bytes, &name) {
+        Some(bytes) => Ok(bytes.len() as u64),
+        None => Err(EntryError::CorruptPiece.into()),
     }
-    Ok(bytes.len() as u64)
 }
 
 /// The bytes an identity directory keeps (its entries' and pieces' files) and the bytes its

@@ -16,6 +16,7 @@ pub mod ahead;
 pub mod binaries;
 mod blamed;
 pub mod bound;
+pub mod compress;
 pub mod envelope;
 mod eviction;
 pub mod files;

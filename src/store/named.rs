@@ -2,9 +2,10 @@
 //! of its parts ([`recipe::names_in`]), never its payload. An entry is read a window at a time
 //! ([`WINDOW`] bytes, relative to its directory, never through a link), and never past the
 //! body its envelope declares, itself within [`files::ENTRY_FILE_LIMIT`]: most entries' heads
-//! lie in their first window, and a part standing inline is passed over, not read. An entry
-//! that cannot be read so (gone, damaged, or of the format before pieces) names nothing: the
-//! bound counts no piece as named by it, and every other entry's names still count.
+//! lie in their first window, and a part standing inline is passed over, not read (a packed one
+//! too: its head gives its stored length). An entry that cannot be read so (gone, damaged, or of
+//! the format before pieces) names nothing: the bound counts no piece as named by it, and every
+//! other entry's names still count.
 
 use std::fs::File;
 use std::os::fd::OwnedFd;
@@ -12,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use super::envelope::{self, ENVELOPE_LEN, FORMAT_VERSION};
+use super::envelope::{self, ENVELOPE_LEN, FORMAT_PARTS, FORMAT_VERSION};
 use super::files;
 use super::recipe::{self, PieceName};
 
@@ -46,14 +47,16 @@ fn read_names(window: &mut Window<'_>) -> Result<Vec<(PieceName, bool)>, &'stati
         return Err("shorter than an envelope");
     }
     let (format, body_len) = envelope::format_and_body_len(&head).ok_or("not an envelope")?;
-    if format != FORMAT_VERSION {
+    let which = match format {
+        FORMAT_VERSION => recipe::Parts::Packed,
+        FORMAT_PARTS => recipe::Parts::AsIs,
         // Format 1 holds its payload whole; any other is not ours to read.
-        return Ok(Vec::new());
-    }
+        _ => return Ok(Vec::new()),
+    };
     if body_len > files::ENTRY_FILE_LIMIT - ENVELOPE_LEN as u64 {
         return Err("larger than an entry may be");
     }
-    recipe::names_in(body_len, &mut |at, buf| {
+    recipe::names_in(body_len, which, &mut |at, buf| {
         window.read(ENVELOPE_LEN as u64 + at, buf)
     })
     .map_err(|_| "its parts do not read")
@@ -135,14 +138,16 @@ mod tests {
             spirv: [1; 16],
             state: [2; 16],
         };
-        let own = vec![7u8; 3 * WINDOW];
+        // Bytes that do not compress stand as they are, past a window; the others are packed.
+        let own = crate::store::recipe::tests::noise(3 * WINDOW);
+        let packable = vec![7u8; 3 * WINDOW];
         let parts = [
             Part::Inline(&own),
             Part::Piece {
                 name: [5; 32],
                 len: 100,
             },
-            Part::Inline(&own[..10]),
+            Part::Inline(&packable),
             Part::List {
                 name: [6; 32],
                 len: 300,
@@ -150,10 +155,13 @@ mod tests {
         ];
         let kind = envelope::PayloadKind::Cache;
         let entry = envelope::encode_parts(&identity(), &key, kind, &parts);
+        assert!(entry.len() < 4 * WINDOW, "the second part packed");
         assert_eq!(
             names_on_disk(&entry),
             vec![([5; 32], false), ([6; 32], true)]
         );
+        let two = envelope::encode_format_two(&identity(), &key, kind, &parts);
+        assert_eq!(names_on_disk(&two), vec![([5; 32], false), ([6; 32], true)]);
         // Cut, damaged in its parts, of the format before pieces, or not an entry: nothing.
         assert_eq!(names_on_disk(&entry[..entry.len() - 1]), vec![]);
         let mut bad = entry.clone();

@@ -291,10 +291,11 @@ fn blame_pieces_of(dir: &Path, entry: &Path, blamed: &mut BlamedPieces) {
     }
 }
 
-/// Whether the piece file at `path` holds bytes whose BLAKE3 is `name` (a missing one does not).
+/// Whether the piece file at `path` holds bytes (as they are, or compressed) whose BLAKE3 is
+/// `name` (a missing one does not).
 fn piece_matches_its_name(path: &Path, name: &super::recipe::PieceName) -> bool {
     super::files::read_at_most(path, super::files::ENTRY_FILE_LIMIT + 1)
-        .is_ok_and(|bytes| blake3::hash(&bytes).as_bytes() == name)
+        .is_ok_and(|bytes| pieces::content_of(bytes, name).is_some())
 }
 
 /// Drops every file of ours in an identity directory (another driver's, or one `pipekeep clear`

@@ -46,23 +46,46 @@ pub fn check(
     pieces: &Pieces,
 ) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
     let decoded = envelope::decode(&file, identity, key)?;
-    let offset_in_file = |b: &[u8]| b.as_ptr() as usize - file.as_ptr() as usize;
-    let parts = match decoded.body {
-        Body::Whole(bytes) => {
-            let at = offset_in_file(bytes);
+    let kind = decoded.kind;
+    // The payload holds the bytes its inline parts lie in: the entry's file where they stand in
+    // it as they are, else (packed parts) the body they were decompressed into, alone.
+    let base = match decoded.is_expanded() {
+        true => 0,
+        false => envelope::ENVELOPE_LEN,
+    };
+    let image_start = decoded.image().as_ptr() as usize;
+    let at = |b: &[u8]| {
+        let start = base + (b.as_ptr() as usize - image_start);
+        start..start + b.len()
+    };
+    let listed = match decoded.body() {
+        Body::Whole(bytes) => Err(at(bytes)),
+        Body::Parts { parts, .. } => Ok(parts
+            .into_iter()
+            .map(|p| match p {
+                Part::Inline(bytes) => Listed::Inline(at(bytes)),
+                Part::Piece { name, len } => Listed::Piece(name, len),
+                Part::List { name, len } => Listed::List(name, len),
+                Part::Packed { .. } => unreachable!("a checked body holds no packed part"),
+            })
+            .collect::<Vec<Listed>>()),
+    };
+    let file = held_bytes(decoded, &file);
+    let parts = match listed {
+        Err(range) => {
             let checked = Checked {
-                kind: decoded.kind,
-                payload: Payload::whole(Arc::clone(&file), at..at + bytes.len()),
+                kind,
+                payload: Payload::whole(file, range),
             };
             return Ok((checked, Vec::new()));
         }
-        Body::Parts { parts, .. } => parts,
+        Ok(parts) => parts,
     };
     // The pieces the entry names itself, then each list (resolved once a process).
     let direct: Vec<(PieceName, Option<u64>)> = parts
         .iter()
         .filter_map(|p| match p {
-            Part::Piece { name, len } => Some((*name, Some(*len))),
+            Listed::Piece(name, len) => Some((*name, Some(*len))),
             _ => None,
         })
         .collect();
@@ -73,35 +96,45 @@ pub fn check(
     let mut found = pieces.get_all(&direct).map_err(unusable)?.into_iter();
     let mut sources = Vec::with_capacity(parts.len());
     let mut names = Vec::new();
-    for part in &parts {
+    for part in parts {
         match part {
-            Part::Inline(bytes) => {
-                let at = offset_in_file(bytes);
-                sources.push(Source::Inline(at..at + bytes.len()));
-            }
-            Part::Piece { name, .. } => {
+            Listed::Inline(range) => sources.push(Source::Inline(range)),
+            Listed::Piece(name, _) => {
                 sources.push(Source::Piece(found.next().expect("one a named piece")));
-                names.push((*name, false));
+                names.push((name, false));
             }
-            Part::List { name, len } => {
+            Listed::List(name, len) => {
                 sources.push(Source::List(
-                    pieces.resolve_list(name, *len).map_err(unusable)?,
+                    pieces.resolve_list(&name, len).map_err(unusable)?,
                 ));
-                names.push((*name, true));
+                names.push((name, true));
             }
         }
     }
-    let payload = Payload::from_parts(Arc::clone(&file), sources);
+    let payload = Payload::from_parts(file, sources);
     let start = payload.prefix(envelope::CACHE_HEADER_LEN);
-    envelope::check_payload_start(decoded.kind, &start, payload.len(), identity)?;
-    if decoded.kind == PayloadKind::Binaries {
-        payload.with_bytes(|b| envelope::check_payload(decoded.kind, b, identity))?;
+    envelope::check_payload_start(kind, &start, payload.len(), identity)?;
+    if kind == PayloadKind::Binaries {
+        payload.with_bytes(|b| envelope::check_payload(kind, b, identity))?;
     }
-    let checked = Checked {
-        kind: decoded.kind,
-        payload,
-    };
+    let checked = Checked { kind, payload };
     Ok((checked, names))
+}
+
+/// A part of a checked entry: inline bytes, by their range in the bytes the payload holds.
+enum Listed {
+    Inline(Range<usize>),
+    Piece(PieceName, u64),
+    List(PieceName, u64),
+}
+
+/// The bytes a payload of `decoded` holds its inline parts in: the entry's file, or the body its
+/// packed parts were decompressed into.
+fn held_bytes(decoded: envelope::Decoded<'_>, file: &Arc<Vec<u8>>) -> Arc<Vec<u8>> {
+    match decoded.into_image() {
+        std::borrow::Cow::Owned(image) => Arc::new(image),
+        std::borrow::Cow::Borrowed(_) => Arc::clone(file),
+    }
 }
 
 /// A payload larger than this is put together in a buffer of its own, not kept by the thread.
@@ -193,7 +226,8 @@ impl Payload {
         self.len == 0
     }
 
-    /// The bytes of the entry's own file (what reading ahead counts in its window).
+    /// The bytes held of the entry: its file's, or its body decompressed (what reading ahead
+    /// counts in its window).
     pub fn file_len(&self) -> usize {
         self.file.len()
     }

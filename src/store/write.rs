@@ -194,7 +194,7 @@ impl Store {
                     for (piece, piece_bytes) in pieces {
                         pieces_written += self.pieces.put_named(piece, piece_bytes, stamp)?;
                     }
-                    pieces_written += self.pieces.put_named(name, bytes, stamp)?;
+                    pieces_written += self.pieces.put_list(name, bytes, stamp)?;
                 }
             }
         }
