@@ -1,12 +1,12 @@
 //! NVIDIA's pipeline-cache framing on any bytes: never a panic; where it frames, the data without
 //! the dictionary frames as one record fewer, carries no dictionary, and is as long as the data
-//! less the dictionary's record; the framing of bytes fresh from the driver (`dictionary_in`)
-//! finds the same dictionary as the framing of a payload.
+//! less the dictionary's record; the framing of bytes fresh from the driver (`frame_bytes`)
+//! is the framing of a payload.
 #![no_main]
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use pipekeep::store::nvidia_cache::{dictionary_in, frame, FramingError};
+use pipekeep::store::nvidia_cache::{frame, frame_bytes, FramingError};
 use pipekeep::store::payload::Payload;
 
 fn whole(bytes: &[u8]) -> Payload {
@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let payload = whole(data);
     let framed = frame(&payload);
     assert_eq!(
-        dictionary_in(data),
+        frame_bytes(data).ok().map(|f| f.dictionary),
         framed.as_ref().ok().map(|f| f.dictionary)
     );
     if let Ok(framing) = framed {
