@@ -2,7 +2,8 @@
 # The Debian package, end to end, as root: builds it with cargo-deb (installed first where
 # missing), installs it with `dpkg -i`, runs the test app naming no layer (the implicit manifest
 # alone must bring the layer in) twice on RADV null hardware: the first run keeps its pipelines,
-# the second finds them; then `dpkg -r` and checks that nothing of the package is left but the
+# the second finds them; checks that `man pipekeep` shows the man page and that bash completes the
+# subcommands; then `dpkg -r` and checks that nothing of the package is left but the
 # store. With --i386, the 32-bit layer's package too (pipekeep-i386, beside pipekeep), built
 # with Debian's own Rust toolchain (scripts/setup-i386.sh installs it) and tested with the 32-bit
 # test app on 32-bit RADV: each process loads the layer of its own ABI, keeps and finds.
@@ -81,6 +82,9 @@ lib=/usr/lib/x86_64-linux-gnu/libpipekeep.so
 manifest=/usr/share/vulkan/implicit_layer.d/VK_LAYER_PIPEKEEP_pipeline_store.x86_64.json
 cmd=/usr/bin/pipekeep
 doc=/usr/share/doc/pipekeep
+man1=/usr/share/man/man1
+completions=(/usr/share/bash-completion/completions/pipekeep /usr/share/zsh/vendor-completions/_pipekeep
+  /usr/share/fish/vendor_completions.d/pipekeep.fish)
 lib32=/usr/lib/i386-linux-gnu/libpipekeep.so
 manifest32=/usr/share/vulkan/implicit_layer.d/VK_LAYER_PIPEKEEP_pipeline_store.i686.json
 
@@ -101,9 +105,21 @@ echo "package-test: installing ${debs[*]}"
 installed=1
 $SUDO dpkg -i "${debs[@]}"
 units=(/usr/lib/systemd/user/pipekeep-rebuild.path /usr/lib/systemd/user/pipekeep-rebuild.service)
-for f in "$lib" "$manifest" "$cmd" "$doc/README.md" "${units[@]}"; do
+for f in "$lib" "$manifest" "$cmd" "$doc/README.md" "${units[@]}" "${completions[@]}" \
+  "$man1/pipekeep.1.gz" "$man1/pipekeep-replay.1.gz" "$man1/pipekeep-stats.1.gz"; do
   [ -f "$f" ] || fail "$f is not installed"
 done
+# The man page as man finds and shows it (through files: `head` leaving early would break a pipe).
+[ "$(man -w pipekeep)" = "$man1/pipekeep.1.gz" ] || fail "man -w pipekeep does not find $man1/pipekeep.1.gz"
+MANWIDTH=80 man pipekeep > "$tmp/man.txt" 2>&1 || { cat "$tmp/man.txt"; fail "man pipekeep failed"; }
+head -n 5 "$tmp/man.txt" > "$tmp/man-head.txt"
+grep -q '^NAME' "$tmp/man-head.txt" && grep -Eq '^ +pipekeep +- ' "$tmp/man-head.txt" \
+  || { cat "$tmp/man-head.txt"; fail "man pipekeep shows no NAME section naming pipekeep"; }
+# The bash completion as bash-completion loads it: it completes the subcommands.
+words=$(bash -c 'source /usr/share/bash-completion/completions/pipekeep
+  COMP_WORDS=(pipekeep st); COMP_CWORD=1; _pipekeep pipekeep st pipekeep; echo "${COMPREPLY[*]}"') \
+  || fail "the bash completion does not load"
+[ "$words" = stats ] || fail "the bash completion of 'pipekeep st' is '$words', not 'stats'"
 # The user units (a driver update rebuilds the stores) as systemd reads them, where it is here.
 if command -v systemd-analyze >/dev/null; then
   mkdir -p "$tmp/units-runtime" && chmod 700 "$tmp/units-runtime"
@@ -177,7 +193,8 @@ fi
 
 $SUDO dpkg -r "${pkgs[@]}"
 installed=0
-for f in "$lib" "$manifest" "$cmd" "$doc" "$lib32" "$manifest32" "${units[@]}"; do
+for f in "$lib" "$manifest" "$cmd" "$doc" "$lib32" "$manifest32" "${units[@]}" "${completions[@]}" \
+  "$man1/pipekeep.1.gz"; do
   [ ! -e "$f" ] || fail "$f is left after dpkg -r"
 done
 for p in "${pkgs[@]}"; do

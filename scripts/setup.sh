@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs every system package pipekeep needs on a fresh Debian bookworm machine, idempotently:
 # Mesa 25 from bookworm-backports (RADV, run on null hardware, and lavapipe), the Vulkan loader and
-# headers, the Khronos validation layers, vulkaninfo and glslang (to rebuild the test shaders).
+# headers, the Khronos validation layers, vulkaninfo and glslang (to rebuild the test shaders), and
+# man-db (the package test reads the package's man page).
 set -euo pipefail
 
 need=()
 have() { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null | grep -q '^install ok installed'; }
 mesa_ok() { dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null | grep -q '^25\.'; }
 
-for p in libvulkan1 libvulkan-dev vulkan-validationlayers vulkan-tools glslang-tools; do
+# man-db: scripts/package-test.sh reads the package's man page through `man`.
+for p in libvulkan1 libvulkan-dev vulkan-validationlayers vulkan-tools glslang-tools man-db; do
   have "$p" || need+=("$p")
 done
 

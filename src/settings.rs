@@ -32,7 +32,7 @@ pub enum WriteBehindSetting {
     /// the layer, and keeps its pipelines once the application pauses; but with the driver's own
     /// disk cache on (as users run), pipekeep's default first launch on RADV is faster for every
     /// workload measured, and on NVIDIA write-behind's cheaper first launch is paid back by
-    /// dearer later ones (BENCHMARKS.md, eighth and ninth sessions).
+    /// dearer later ones (docs/bench/2026-11-30.md: three launches in a row, d5a7ae8 to d31dbd2).
     Auto,
     On,
     Off,

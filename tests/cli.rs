@@ -205,7 +205,96 @@ fn stats_shows_a_cold_then_a_warm_run_and_plots_it() {
     );
     let text = tool(tmp.path(), &["stats", "--plot", plot.to_str().unwrap()]);
     assert!(text.ok && text.stdout.contains("2 runs"), "{}", text.all());
-    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    // A bar a run, the warm run's found share over it, and what each found.
+    assert_eq!(bars(&svg, COMPILED).len(), 2, "{svg}");
+    assert_eq!(bars(&svg, FOUND).len(), 1, "{svg}");
+    assert!(
+        svg.contains("0/12 found") && svg.contains("12/12 found"),
+        "{svg}"
+    );
+    assert!(svg.contains("named by the entries: "), "{svg}");
+}
+
+/// The plot's colours of a run's compiled and found shares (as plotters' SVG writes them).
+const COMPILED: &str = "#E8913A";
+const FOUND: &str = "#3AA655";
+
+/// The heights of the plot's rectangles filled with `colour`, in the order drawn.
+fn bars(svg: &str, colour: &str) -> Vec<f64> {
+    svg.lines()
+        .filter(|l| l.starts_with("<rect") && l.contains(&format!("fill=\"{colour}\"")))
+        .map(|l| {
+            let h = l.split("height=\"").nth(1).unwrap();
+            h[..h.find('"').unwrap()].parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn stats_plots_every_run_of_the_history_with_its_found_share() {
+    use pipekeep::watch::{append_run, RunRecord, Tally};
+    let tmp = tempfile::tempdir().unwrap();
+    let title = tmp.path().join("store/game");
+    std::fs::create_dir_all(title.join("host-pipelines")).unwrap();
+    for (n, (found, total_ms)) in [(0, 40.0), (12, 4.0), (6, 20.0)].into_iter().enumerate() {
+        let tally = Tally {
+            built: 12,
+            found,
+            compiled: 12 - found,
+            total_ms,
+            ..Tally::default()
+        };
+        let run = RunRecord {
+            when: 1_764_633_600.0 + n as f64,
+            device: "a device".into(),
+            identity: "an identity".into(),
+            backend: "binary".into(),
+            tally,
+        };
+        append_run(&title.join("runs.jsonl"), &run).unwrap();
+    }
+    let plot = tmp.path().join("runs.svg");
+    let text = tool(tmp.path(), &["stats", "--plot", plot.to_str().unwrap()]);
+    assert!(text.ok && text.stdout.contains("3 runs"), "{}", text.all());
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+    assert!(svg.contains("pipeline creation per run (ms)"), "{svg}");
+    assert!(svg.contains("max 40.0 ms"), "{svg}");
+    // Each run's bar as tall as its time, and the found share of those that found any.
+    let compiled = bars(&svg, COMPILED);
+    assert_eq!(compiled.len(), 3, "{svg}");
+    assert!(
+        (compiled[0] / compiled[1] - 10.0).abs() < 0.5,
+        "{compiled:?}"
+    );
+    assert!(
+        (compiled[0] / compiled[2] - 2.0).abs() < 0.1,
+        "{compiled:?}"
+    );
+    let found = bars(&svg, FOUND);
+    assert_eq!(found.len(), 2, "{svg}");
+    assert!(
+        (found[0] - compiled[1]).abs() <= 1.0,
+        "{found:?} {compiled:?}"
+    );
+    assert!(
+        (found[1] * 2.0 - compiled[2]).abs() <= 1.0,
+        "{found:?} {compiled:?}"
+    );
+    for label in ["0/12 found", "12/12 found", "6/12 found"] {
+        assert!(svg.contains(label), "{label}: {svg}");
+    }
+    for run in 1..=3 {
+        assert!(
+            svg.contains(&format!("\n{run}\n</text>")),
+            "run {run}: {svg}"
+        );
+    }
 }
 
 #[test]

@@ -419,6 +419,58 @@ fn an_application_that_never_destroys_its_device_still_gets_the_final_line_and_i
     assert_eq!(runs.lines().count(), 1);
 }
 
+/// Whether `line` begins with the log's time stamp, RFC 3339 in UTC to the microsecond as
+/// tracing-subscriber writes it (`2026-12-02T02:30:00.123456Z`), then two spaces.
+fn stamped_rfc3339(line: &str) -> bool {
+    let b = line.as_bytes();
+    let digits = |r: std::ops::Range<usize>| {
+        r.into_iter()
+            .all(|i| b.get(i).is_some_and(u8::is_ascii_digit))
+    };
+    b.len() > 29
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19)
+        && b[19] == b'.'
+        && digits(20..26)
+        && &b[26..29] == b"Z  "
+}
+
+#[test]
+fn the_final_line_at_exit_is_stamped_as_every_other_line_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = app(
+        Driver::Radv,
+        tmp.path(),
+        &[&MIX[..], &["--no-destroy"]].concat(),
+    );
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("compile watch:"))
+        .collect();
+    // A line every fifty pipelines through tracing, then the exit handler's own.
+    assert!(lines.len() >= 2, "{}", run.all());
+    let last = lines.last().unwrap();
+    assert!(last.ends_with("(at exit)"), "{}", run.all());
+    for line in &lines {
+        assert!(
+            stamped_rfc3339(line),
+            "not stamped as RFC 3339: {line}\n{}",
+            run.all()
+        );
+    }
+    assert!(last[29..].starts_with("INFO compile watch:"), "{last}");
+}
+
 #[test]
 fn the_title_comes_from_pipekeep_title_or_the_application_name() {
     let tmp = tempfile::tempdir().unwrap();

@@ -3,11 +3,12 @@
 //! at once contend inside it until each takes ten times that: on the H200 (driver 580.159.04, 16
 //! cores), warm at 16 threads, ncnn's 3,115 found pipelines took 808-1,009 ms of wall time with
 //! every thread let in, 170-176 ms with two at a time, 214-238 ms with four, and 565-1,066 ms
-//! through the monolithic cache without the layer. Three is what `auto` takes (BENCHMARKS.md,
-//! thirteenth session, five interleaved rounds against four): ncnn 0.82x four's accumulated time
-//! at 16 threads and 0.77x at 8, the test app 0.6-0.7x at 4 and 16, ncnn at 4 threads level,
-//! pygfx (mostly graphics, each longer in the driver) 1.02x at 4 threads and 1.05-1.16x at 8 and
-//! 16; two at a time cost pygfx 1.2x at 4 threads (twelfth session).
+//! through the monolithic cache without the layer. Three is what `auto` takes (c8a8e73,
+//! docs/bench/2026-12-01.md, five interleaved rounds against four): ncnn 0.82x four's
+//! accumulated time at 16 threads and 0.77x at 8, the test app 0.6-0.7x at 4 and 16, ncnn at 4
+//! threads level, pygfx (mostly graphics, each longer in the driver) 1.02x at 4 threads and
+//! 1.05-1.16x at 8 and 16; two at a time cost pygfx 1.2x at 4 threads (8540d66,
+//! docs/bench/2026-11-30.md).
 //! A compile is never held back: only a build from a found entry passes the gate, and a thread
 //! that has waited [`WAIT_MOST`] goes in anyway, so an entry the driver compiles after all
 //! (refused) delays the others by no more than that.

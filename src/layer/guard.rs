@@ -112,11 +112,14 @@ pub fn fail_setup_for_tests(level: &str) {
 
 /// Writes one `info` line straight to the log's destination. For the exit handler only: glibc
 /// runs the main thread's thread-local destructors before `atexit` handlers, so the dispatcher's
-/// thread-local state is gone by then and a `tracing` event would be dropped silently.
+/// thread-local state is gone by then and a `tracing` event would be dropped silently. Its time
+/// stamp is the other lines' (RFC 3339 in UTC, from the subscriber's own timer).
 pub fn write_at_exit(line: &str) {
     use std::io::Write;
-    let secs = crate::watch::unix_secs(std::time::SystemTime::now());
-    let text = format!("{secs:.6}  INFO {line} (at exit)\n");
+    use tracing_subscriber::fmt::{format::Writer, time::FormatTime};
+    let mut stamp = String::new();
+    let _ = tracing_subscriber::fmt::time::SystemTime.format_time(&mut Writer::new(&mut stamp));
+    let text = format!("{stamp}  INFO {line} (at exit)\n");
     let to_file = SETTINGS
         .log_file
         .as_ref()

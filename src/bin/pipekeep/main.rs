@@ -2,6 +2,8 @@
 //! from its record, and see, check and tidy the pipeline store (list, verify, prune, clear,
 //! stats, where).
 
+#[cfg(test)]
+mod docs_tests;
 mod progress;
 mod rebuild;
 mod replay;
@@ -15,7 +17,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "pipekeep",
     version,
-    about = "pipekeep: replay pipelines into the store, and see, check and tidy it"
+    about = "Replay Vulkan pipelines into pipekeep's store, and see, check and tidy the store"
 )]
 struct Cli {
     #[command(subcommand)]

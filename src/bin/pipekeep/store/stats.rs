@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::json;
 
 use super::{human_bytes, human_time, readable, Scope};
@@ -38,7 +41,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode, String> {
             a.add(s);
             a
         });
-        std::fs::write(path, plot_svg(&all, &store))
+        std::fs::write(path, plot_svg(&all, &store)?)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if args.scope.json {
@@ -107,71 +110,125 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A bar a run: pipeline-creation time, the found share in green, the rest in orange.
-fn plot_svg(all: &[(String, Vec<pipekeep::watch::RunRecord>)], store: &Sharing) -> String {
+/// The plot's colours: a run's compiled share, its found share, and the store's split.
+const COMPILED: RGBColor = RGBColor(0xe8, 0x91, 0x3a);
+const FOUND: RGBColor = RGBColor(0x3a, 0xa6, 0x55);
+const NAMED: RGBColor = RGBColor(0xdd, 0xdd, 0xdd);
+const ENTRIES: RGBColor = RGBColor(0x4a, 0x78, 0xc2);
+const PIECES: RGBColor = RGBColor(0x9b, 0x59, 0xb6);
+/// Up to this many runs each is numbered, and up to [`LABELLED`] its bar says what it found.
+const NUMBERED: usize = 25;
+const LABELLED: usize = 10;
+
+/// A bar a run: pipeline-creation time, the found share in green, the rest in orange; under it
+/// the store's split: what its entries name, against what entries and pieces keep. Drawn by
+/// plotters' SVG backend (the command's dependency only: the layer links none of it).
+fn plot_svg(
+    all: &[(String, Vec<pipekeep::watch::RunRecord>)],
+    store: &Sharing,
+) -> Result<String, String> {
     let runs: Vec<&pipekeep::watch::RunRecord> = all.iter().flat_map(|(_, r)| r.iter()).collect();
-    let (w, h, left, bottom) = (800.0, 400.0, 70.0, 40.0);
+    let mut svg = String::new();
+    draw(&mut svg, &runs, store).map_err(|e| format!("cannot draw the plot: {e}"))?;
+    Ok(svg)
+}
+
+fn draw(
+    svg: &mut String,
+    runs: &[&pipekeep::watch::RunRecord],
+    store: &Sharing,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::with_string(svg, (800, 400)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (upper, lower) = root.split_vertically(360);
     let max = runs.iter().map(|r| r.tally.total_ms).fold(1e-9, f64::max);
-    let bar = (w - left - 20.0) / runs.len().max(1) as f64;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{left}\" y=\"18\">pipeline creation per run (ms): found share green, compiled orange; max {max:.1} ms</text>\n"
-    );
-    for (i, r) in runs.iter().enumerate() {
+    let n = runs.len().max(1) as u32;
+    let mut chart = ChartBuilder::on(&upper)
+        .caption(
+            format!(
+                "pipeline creation per run (ms): found share green, compiled orange; max {max:.1} ms"
+            ),
+            ("sans-serif", 14),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d((1..n).into_segmented(), 0.0..max * 1.1)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .max_light_lines(1)
+        .x_desc("run")
+        .y_desc("ms")
+        .x_labels(n.min(NUMBERED as u32) as usize)
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => i.to_string(),
+            _ => String::new(),
+        })
+        .draw()?;
+    // A run's bar spans its segment, a margin either side.
+    let bar = |i: usize, top: f64, colour: RGBColor| {
+        let i = i as u32 + 1;
+        let mut r = Rectangle::new(
+            [
+                (SegmentValue::Exact(i), 0.0),
+                (SegmentValue::Exact(i + 1), top),
+            ],
+            colour.filled(),
+        );
+        r.set_margin(0, 0, 2, 2);
+        r
+    };
+    chart.draw_series(
+        runs.iter()
+            .enumerate()
+            .map(|(i, r)| bar(i, r.tally.total_ms, COMPILED)),
+    )?;
+    chart.draw_series(runs.iter().enumerate().filter_map(|(i, r)| {
         let t = &r.tally;
-        let total = (h - bottom - 30.0) * t.total_ms / max;
-        let found_share = if t.built > 0 {
-            t.found as f64 / t.built as f64
-        } else {
-            0.0
-        };
-        let x = left + i as f64 * bar;
-        let y = h - bottom - total;
-        svg += &format!("<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{total:.1}\" fill=\"#e8913a\"><title>{} built, {} found, {:.1} ms</title></rect>\n", bar * 0.8, t.built, t.found, t.total_ms);
-        svg += &format!(
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#3aa655\"/>\n",
-            h - bottom - total * found_share,
-            bar * 0.8,
-            total * found_share
-        );
-        svg += &format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>\n",
-            x,
-            h - bottom + 15.0,
-            i + 1
-        );
+        (t.found > 0 && t.built > 0)
+            .then(|| bar(i, t.total_ms * t.found as f64 / t.built as f64, FOUND))
+    }))?;
+    // Where each bar has room: how many of its pipelines were found, of those built.
+    if runs.len() <= LABELLED {
+        chart.draw_series(runs.iter().enumerate().map(|(i, r)| {
+            let t = &r.tally;
+            Text::new(
+                format!("{}/{} found", t.found, t.built),
+                (SegmentValue::CenterOf(i as u32 + 1), t.total_ms),
+                ("sans-serif", 11)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Center, VPos::Bottom)),
+            )
+        }))?;
     }
+
     // The store's split: what its entries name, against what entries and pieces keep.
     let named = store.named_bytes.max(store.kept_bytes()).max(1) as f64;
-    let span = w - left - 20.0;
-    let y = h - 4.0;
-    for (x, width, fill, what) in [
-        (
-            left,
-            span,
-            "#dddddd",
-            format!("named by the entries: {}", human_bytes(store.named_bytes)),
+    let (label, strip) = lower.split_horizontally(70);
+    label.draw(&Text::new("store", (5, 27), ("sans-serif", 12)))?;
+    let (text, strip) = strip.split_vertically(22);
+    text.draw(&Text::new(
+        format!(
+            "named by the entries: {}; entries: {}; pieces: {}",
+            human_bytes(store.named_bytes),
+            human_bytes(store.entry_bytes),
+            human_bytes(store.piece_bytes)
         ),
-        (
-            left,
-            span * store.entry_bytes as f64 / named,
-            "#4a78c2",
-            format!("entries: {}", human_bytes(store.entry_bytes)),
-        ),
-        (
-            left + span * store.entry_bytes as f64 / named,
-            span * store.piece_bytes as f64 / named,
-            "#9b59b6",
-            format!("pieces: {}", human_bytes(store.piece_bytes)),
-        ),
-    ] {
-        svg += &format!("<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{width:.1}\" height=\"8\" fill=\"{fill}\"><title>{what}</title></rect>\n", y - 8.0);
-    }
-    svg += &format!("<text x=\"5\" y=\"{y:.1}\">store</text>\n");
-    svg += &format!(
-        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n</svg>\n",
-        h - bottom,
-        w - 10.0,
-        h - bottom
-    );
-    svg
+        (0, 4),
+        ("sans-serif", 12),
+    ))?;
+    let mut split = ChartBuilder::on(&strip)
+        .margin_right(20)
+        .build_cartesian_2d(0.0..named, 0.0..1.0)?;
+    let entries = store.entry_bytes as f64;
+    let pieces = store.piece_bytes as f64;
+    split.draw_series([
+        Rectangle::new([(0.0, 0.0), (named, 0.6)], NAMED.filled()),
+        Rectangle::new([(0.0, 0.0), (entries, 0.6)], ENTRIES.filled()),
+        Rectangle::new([(entries, 0.0), (entries + pieces, 0.6)], PIECES.filled()),
+    ])?;
+    root.present()?;
+    Ok(())
 }
