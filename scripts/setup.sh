@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs every system package pipekeep needs on a fresh Debian bookworm machine, idempotently:
 # Mesa 25 from bookworm-backports (RADV, run on null hardware, and lavapipe), the Vulkan loader and
-# headers, the Khronos validation layers, vulkaninfo and glslang (to rebuild the test shaders), and
-# man-db (the package test reads the package's man page).
+# headers, the Khronos validation layers, vulkaninfo and glslang (to rebuild the test shaders),
+# man-db (the package test reads the package's man page) and python3 (the import-circle check).
 set -euo pipefail
 
 need=()
@@ -13,6 +13,7 @@ mesa_ok() { dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null | grep
 for p in libvulkan1 libvulkan-dev vulkan-validationlayers vulkan-tools glslang-tools man-db; do
   have "$p" || need+=("$p")
 done
+command -v python3 >/dev/null || need+=(python3)
 
 if [ ${#need[@]} -eq 0 ] && mesa_ok; then
   echo "setup: all packages present"

@@ -9,8 +9,7 @@ use super::binary_abi as bin;
 use super::device::{BinaryFns, DeviceData};
 use crate::store::binaries::Binary;
 
-/// A pipeline's binaries as the driver gives them: (key, data) each, in the driver's order.
-pub type Captured = Vec<(Vec<u8>, Vec<u8>)>;
+pub use super::binary_abi::Captured;
 
 /// Binary objects of one build, destroyed when dropped.
 pub struct Objects<'a> {

@@ -14,6 +14,9 @@ pub const EXTENSION: &std::ffi::CStr = c"VK_KHR_pipeline_binary";
 /// `VK_KHR_maintenance5`, which it needs (core from Vulkan 1.4).
 pub const MAINTENANCE5: &std::ffi::CStr = c"VK_KHR_maintenance5";
 
+/// A pipeline's binaries as the driver gives them: (key, data) each, in the driver's order.
+pub type Captured = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// `VK_MAX_PIPELINE_BINARY_KEY_SIZE_KHR`.
 pub const MAX_KEY_SIZE: usize = 32;
 

@@ -1,13 +1,20 @@
 //! The unsafe FFI boundary: loader negotiation, dispatch tables, the intercepts. Nothing outside
-//! this module touches a raw Vulkan pointer. Each file is one level of dispatch or one job:
-//! `abi` (the loader's structs), `guard` (panics and logging), `registry` (per-handle data),
-//! `instance`, `device` (its plan, the store's opening, the background rebuild), `objects` (what
-//! keys need, captured at creation), `capture` (create infos into keys), `pipelines` (the
-//! kept-pipeline flow; each backend a file of its own), `dictionary` (NVIDIA's dictionary handed
-//! over once a process), `found_gate` (how many found pipelines enter the driver at once),
-//! `sharing` (one compile for pipelines the driver builds alike, within a run), `writer` (the
-//! writer thread), `idle` (the priority of the layer's own threads) and `marker_map` (the loading
-//! marker as mapped memory).
+//! this module touches a raw Vulkan pointer. The files stand in floors, as the data flows; each
+//! takes only from its own floor and those below (`scripts/import-circles.py` shows no circle):
+//!
+//! 1. The loader's dispatch and what the layer tracks: `abi` (the loader's structs), `binary_abi`
+//!    (`VK_KHR_pipeline_binary`), `guard` (panics and logging), `registry` (per-handle data),
+//!    `instance_data`, `objects` (what keys need, by content), `activity`, `idle` (the priority
+//!    of the layer's own threads), `driver_gate`, `found_gate`, `marker_map`, `process_name`.
+//! 2. The device's data: `device` (what every intercept reads, the next layer's commands, the
+//!    backend, the store shared per identity), with what it holds: `writer` (the writer thread),
+//!    `sharing` and `twins` (one compile for pipelines built alike, within a run), `dictionary`
+//!    (NVIDIA's dictionary handed over once a process).
+//! 3. The creation path: `capture` (create infos into keys), `device_state`, `binaries`,
+//!    `pipelines` (the kept-pipeline flow; each backend a file of its own), `tracking` (the
+//!    objects' intercepts), `intercepts` (the table of intercepted commands).
+//! 4. The top: `lifetime` (a device made, its own threads, its end) and `instance` (the
+//!    instance's commands), which the loader calls first.
 
 /// A function of the layer as the loader's opaque `PFN_vkVoidFunction`.
 macro_rules! void_fn {
@@ -31,12 +38,16 @@ mod found_gate;
 mod guard;
 mod idle;
 mod instance;
+mod instance_data;
+mod intercepts;
+mod lifetime;
 mod marker_map;
 mod objects;
 mod pipelines;
 mod process_name;
 mod registry;
 mod sharing;
+mod tracking;
 mod twins;
 mod writer;
 
@@ -45,8 +56,8 @@ use std::ffi::CStr;
 use ash::vk;
 
 pub use abi::NegotiateLayerInterface;
-pub use device::get_device_proc_addr;
 pub use instance::get_instance_proc_addr;
+pub use lifetime::get_device_proc_addr;
 
 /// The layer's name, as in its manifests.
 pub const LAYER_NAME: &CStr = c"VK_LAYER_PIPEKEEP_pipeline_store";
@@ -70,60 +81,4 @@ pub unsafe fn negotiate(negotiate: *mut NegotiateLayerInterface) -> vk::Result {
     n.get_device_proc_addr = Some(get_device_proc_addr);
     n.get_physical_device_proc_addr = None;
     vk::Result::SUCCESS
-}
-
-/// The layer's wrapper of a device command it intercepts, if it intercepts it.
-fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
-    match name.to_bytes() {
-        b"vkCreateComputePipelines" => void_fn!(
-            pipelines::create_compute_pipelines,
-            vk::PFN_vkCreateComputePipelines
-        ),
-        b"vkCreateGraphicsPipelines" => void_fn!(
-            pipelines::create_graphics_pipelines,
-            vk::PFN_vkCreateGraphicsPipelines
-        ),
-        b"vkCreateRayTracingPipelinesKHR" => void_fn!(
-            pipelines::create_ray_tracing_pipelines,
-            vk::PFN_vkCreateRayTracingPipelinesKHR
-        ),
-        b"vkCreateShaderModule" => {
-            void_fn!(objects::create_shader_module, vk::PFN_vkCreateShaderModule)
-        }
-        b"vkDestroyShaderModule" => void_fn!(
-            objects::destroy_shader_module,
-            vk::PFN_vkDestroyShaderModule
-        ),
-        b"vkCreateSampler" => void_fn!(objects::create_sampler, vk::PFN_vkCreateSampler),
-        b"vkDestroySampler" => void_fn!(objects::destroy_sampler, vk::PFN_vkDestroySampler),
-        b"vkCreateDescriptorSetLayout" => void_fn!(
-            objects::create_descriptor_set_layout,
-            vk::PFN_vkCreateDescriptorSetLayout
-        ),
-        b"vkDestroyDescriptorSetLayout" => void_fn!(
-            objects::destroy_descriptor_set_layout,
-            vk::PFN_vkDestroyDescriptorSetLayout
-        ),
-        b"vkCreatePipelineLayout" => void_fn!(
-            objects::create_pipeline_layout,
-            vk::PFN_vkCreatePipelineLayout
-        ),
-        b"vkDestroyPipelineLayout" => void_fn!(
-            objects::destroy_pipeline_layout,
-            vk::PFN_vkDestroyPipelineLayout
-        ),
-        b"vkCreateRenderPass" => void_fn!(objects::create_render_pass, vk::PFN_vkCreateRenderPass),
-        b"vkCreateRenderPass2" => {
-            void_fn!(objects::create_render_pass2, vk::PFN_vkCreateRenderPass2)
-        }
-        b"vkCreateRenderPass2KHR" => void_fn!(
-            objects::create_render_pass2_khr,
-            vk::PFN_vkCreateRenderPass2
-        ),
-        b"vkDestroyRenderPass" => {
-            void_fn!(objects::destroy_render_pass, vk::PFN_vkDestroyRenderPass)
-        }
-        b"vkDestroyPipeline" => void_fn!(objects::destroy_pipeline, vk::PFN_vkDestroyPipeline),
-        _ => None,
-    }
 }

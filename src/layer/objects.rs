@@ -1,10 +1,11 @@
 //! The objects a key needs, captured by content when they are created (applications destroy set
 //! layouts right after making the pipeline layout, and modules right after the pipeline) and
 //! forgotten when destroyed (handles are reused). `None` marks an object whose content the layer
-//! could not read whole: pipelines that use it are unkeyable.
+//! could not read whole: pipelines that use it are unkeyable. The intercepts that fill these
+//! tables are [`super::tracking`]'s.
 
 use std::collections::HashMap;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, RwLock};
 
@@ -12,10 +13,8 @@ use ash::vk;
 use ash::vk::Handle;
 
 use super::abi::chain;
-use super::device::{device_data, unrecorded_next, DeviceData};
-use super::guard::guarded;
 use crate::key::desc::*;
-use crate::key::{self, Digest, Unkeyable};
+use crate::key::{self, Digest, PipelineKey, Unkeyable};
 use crate::replay::record::Content;
 use crate::sync::UnpoisonedRw;
 
@@ -90,7 +89,13 @@ pub struct Objects {
     /// Pipeline libraries (graphics and ray tracing) made through the layer, with their keys:
     /// the pipelines that link them are keyed by them. `None`: a library the layer made but
     /// could not key (a pipeline linking it is unkeyable).
-    pub libraries: Tracked<super::capture::KnownLibrary>,
+    pub libraries: Tracked<KnownLibrary>,
+}
+
+/// What a library the layer saw made keeps for the pipelines that link it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KnownLibrary {
+    pub key: PipelineKey,
 }
 
 impl Objects {
@@ -191,7 +196,7 @@ pub unsafe fn module_content(
     Ok(digest)
 }
 
-unsafe fn sampler_content(
+pub unsafe fn sampler_content(
     ci: &vk::SamplerCreateInfo,
     objects: &Objects,
 ) -> Result<Digest, Unkeyable> {
@@ -234,7 +239,7 @@ unsafe fn sampler_content(
     Ok(digest)
 }
 
-unsafe fn set_layout_content(
+pub unsafe fn set_layout_content(
     ci: &vk::DescriptorSetLayoutCreateInfo,
     objects: &Objects,
 ) -> Result<Digest, Unkeyable> {
@@ -290,7 +295,7 @@ unsafe fn set_layout_content(
     Ok(digest)
 }
 
-unsafe fn pipeline_layout_content(
+pub unsafe fn pipeline_layout_content(
     ci: &vk::PipelineLayoutCreateInfo,
     objects: &Objects,
 ) -> Result<Digest, Unkeyable> {
@@ -370,7 +375,7 @@ fn reference(r: &vk::AttachmentReference) -> AttachmentRef {
     }
 }
 
-unsafe fn render_pass_content(
+pub unsafe fn render_pass_content(
     ci: &vk::RenderPassCreateInfo,
     objects: &Objects,
 ) -> Result<RenderPassInfo, Unkeyable> {
@@ -422,7 +427,7 @@ unsafe fn render_pass_content(
     ))
 }
 
-unsafe fn render_pass2_content(
+pub unsafe fn render_pass2_content(
     objects: &Objects,
     ci: &vk::RenderPassCreateInfo2,
 ) -> Result<RenderPassInfo, Unkeyable> {
@@ -485,238 +490,6 @@ unsafe fn render_pass2_content(
             .to_vec(),
         },
     ))
-}
-
-/// Records an object's content after the driver made it. A panic while reading leaves the
-/// object unknown (its pipelines are built unkept), never an error to the application.
-fn remember<T: Clone>(
-    what: &str,
-    table: &Tracked<T>,
-    handle: u64,
-    read: impl FnOnce() -> Result<T, Unkeyable>,
-) {
-    let content = guarded(
-        what,
-        || {
-            read()
-                .map_err(|why| tracing::debug!(what, %why, "content not kept"))
-                .ok()
-        },
-        || None,
-    );
-    table.insert(handle, content);
-}
-
-macro_rules! tracked_object {
-    ($create:ident, $destroy:ident, $create_fn:ident, $destroy_fn:ident, $vk_create:literal, $vk_destroy:literal,
-     $info:ty, $handle:ty, $table:ident, |$ci:ident, $dev:ident| $content:expr) => {
-        pub unsafe extern "system" fn $create(
-            device: vk::Device,
-            create_info: *const $info,
-            allocator: *const vk::AllocationCallbacks<'_>,
-            out: *mut $handle,
-        ) -> vk::Result {
-            // SAFETY: a device the loader handed us, created through this layer.
-            let Some($dev) = (unsafe { device_data(device) }) else {
-                // Its data could not be recorded: straight to the next layer.
-                type Create = unsafe extern "system" fn(
-                    vk::Device,
-                    *const $info,
-                    *const vk::AllocationCallbacks<'_>,
-                    *mut $handle,
-                ) -> vk::Result;
-                return match unsafe { unrecorded_next::<Create>(device, $vk_create) } {
-                    Some(next) => unsafe { next(device, create_info, allocator, out) },
-                    // A result every vkCreate* command may return.
-                    None => vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-                };
-            };
-            // SAFETY: the application's arguments, passed on unchanged.
-            let result = unsafe { ($dev.fns.$create_fn)(device, create_info, allocator, out) };
-            if result == vk::Result::SUCCESS && $dev.active {
-                let $ci = unsafe { &*create_info };
-                let handle = unsafe { *out }.as_raw();
-                remember(
-                    stringify!($create),
-                    &$dev.objects.$table,
-                    handle,
-                    || unsafe { $content },
-                );
-            }
-            result
-        }
-
-        pub unsafe extern "system" fn $destroy(
-            device: vk::Device,
-            handle: $handle,
-            allocator: *const vk::AllocationCallbacks<'_>,
-        ) {
-            // SAFETY: a device the loader handed us, created through this layer.
-            let Some(dev) = (unsafe { device_data(device) }) else {
-                type Destroy = unsafe extern "system" fn(
-                    vk::Device,
-                    $handle,
-                    *const vk::AllocationCallbacks<'_>,
-                );
-                if let Some(next) = unsafe { unrecorded_next::<Destroy>(device, $vk_destroy) } {
-                    unsafe { next(device, handle, allocator) };
-                }
-                return;
-            };
-            // Forget before the driver frees it: the handle may be reused at once by another thread.
-            dev.objects.$table.remove(handle.as_raw());
-            // SAFETY: the application's arguments, passed on unchanged.
-            unsafe { (dev.fns.$destroy_fn)(device, handle, allocator) }
-        }
-    };
-}
-
-tracked_object!(
-    create_shader_module,
-    destroy_shader_module,
-    create_shader_module,
-    destroy_shader_module,
-    c"vkCreateShaderModule",
-    c"vkDestroyShaderModule",
-    vk::ShaderModuleCreateInfo<'_>,
-    vk::ShaderModule,
-    modules,
-    |ci, dev| module_content(ci, Some(&dev.objects))
-);
-tracked_object!(
-    create_sampler,
-    destroy_sampler,
-    create_sampler,
-    destroy_sampler,
-    c"vkCreateSampler",
-    c"vkDestroySampler",
-    vk::SamplerCreateInfo<'_>,
-    vk::Sampler,
-    samplers,
-    |ci, dev| sampler_content(ci, &dev.objects)
-);
-tracked_object!(
-    create_descriptor_set_layout,
-    destroy_descriptor_set_layout,
-    create_descriptor_set_layout,
-    destroy_descriptor_set_layout,
-    c"vkCreateDescriptorSetLayout",
-    c"vkDestroyDescriptorSetLayout",
-    vk::DescriptorSetLayoutCreateInfo<'_>,
-    vk::DescriptorSetLayout,
-    set_layouts,
-    |ci, dev| set_layout_content(ci, &dev.objects)
-);
-tracked_object!(
-    create_pipeline_layout,
-    destroy_pipeline_layout,
-    create_pipeline_layout,
-    destroy_pipeline_layout,
-    c"vkCreatePipelineLayout",
-    c"vkDestroyPipelineLayout",
-    vk::PipelineLayoutCreateInfo<'_>,
-    vk::PipelineLayout,
-    pipeline_layouts,
-    |ci, dev| pipeline_layout_content(ci, &dev.objects)
-);
-tracked_object!(
-    create_render_pass,
-    destroy_render_pass,
-    create_render_pass,
-    destroy_render_pass,
-    c"vkCreateRenderPass",
-    c"vkDestroyRenderPass",
-    vk::RenderPassCreateInfo<'_>,
-    vk::RenderPass,
-    render_passes,
-    |ci, dev| render_pass_content(ci, &dev.objects).map(Arc::new)
-);
-
-/// `vkCreateRenderPass2` and `vkCreateRenderPass2KHR` share this; each calls its own next.
-unsafe fn create_render_pass2_with(
-    next: impl FnOnce(&DeviceData) -> Option<vk::PFN_vkCreateRenderPass2>,
-    name: &CStr,
-    device: vk::Device,
-    create_info: *const vk::RenderPassCreateInfo2<'_>,
-    allocator: *const vk::AllocationCallbacks<'_>,
-    out: *mut vk::RenderPass,
-) -> vk::Result {
-    // SAFETY: a device the loader handed us, created through this layer.
-    let Some(dev) = (unsafe { device_data(device) }) else {
-        return match unsafe { unrecorded_next::<vk::PFN_vkCreateRenderPass2>(device, name) } {
-            Some(next) => unsafe { next(device, create_info, allocator, out) },
-            None => vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        };
-    };
-    // Not reached: the layer hands out this command only where the next layer has it. Should it
-    // be, the answer is one vkCreateRenderPass2 may give.
-    let Some(next) = next(&dev) else {
-        return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
-    };
-    // SAFETY: the application's arguments, passed on unchanged.
-    let result = unsafe { next(device, create_info, allocator, out) };
-    if result == vk::Result::SUCCESS && dev.active {
-        let (ci, handle) = unsafe { (&*create_info, (*out).as_raw()) };
-        remember(
-            "vkCreateRenderPass2",
-            &dev.objects.render_passes,
-            handle,
-            || unsafe { render_pass2_content(&dev.objects, ci) }.map(Arc::new),
-        );
-    }
-    result
-}
-
-/// `vkCreateRenderPass2` and `vkCreateRenderPass2KHR`: the same intercept, each calling its own
-/// next command.
-macro_rules! render_pass2_entry {
-    ($name:ident, $next:ident, $vk:literal) => {
-        pub unsafe extern "system" fn $name(
-            device: vk::Device,
-            create_info: *const vk::RenderPassCreateInfo2<'_>,
-            allocator: *const vk::AllocationCallbacks<'_>,
-            out: *mut vk::RenderPass,
-        ) -> vk::Result {
-            // SAFETY: forwarded as received.
-            unsafe {
-                create_render_pass2_with(|d| d.fns.$next, $vk, device, create_info, allocator, out)
-            }
-        }
-    };
-}
-
-render_pass2_entry!(
-    create_render_pass2,
-    create_render_pass2,
-    c"vkCreateRenderPass2"
-);
-render_pass2_entry!(
-    create_render_pass2_khr,
-    create_render_pass2_khr,
-    c"vkCreateRenderPass2KHR"
-);
-
-/// `vkDestroyPipeline`: a library is forgotten before the driver frees it (its handle may be
-/// reused at once by another thread), then the call goes on as asked.
-pub unsafe extern "system" fn destroy_pipeline(
-    device: vk::Device,
-    pipeline: vk::Pipeline,
-    allocator: *const vk::AllocationCallbacks<'_>,
-) {
-    // SAFETY: a device the loader handed us, created through this layer.
-    let Some(dev) = (unsafe { device_data(device) }) else {
-        if let Some(next) =
-            unsafe { unrecorded_next::<vk::PFN_vkDestroyPipeline>(device, c"vkDestroyPipeline") }
-        {
-            unsafe { next(device, pipeline, allocator) };
-        }
-        return;
-    };
-    if pipeline != vk::Pipeline::null() {
-        dev.objects.libraries.remove(pipeline.as_raw());
-    }
-    // SAFETY: the application's arguments, passed on unchanged.
-    unsafe { (dev.fns.destroy_pipeline)(device, pipeline, allocator) }
 }
 
 #[cfg(test)]

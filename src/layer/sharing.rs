@@ -14,8 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
-use super::binaries::Captured;
-use super::binary_abi as bin;
+use super::binary_abi::{self as bin, Captured};
 use super::device::BinaryFns;
 use crate::store::held::OldestFirst;
 use crate::sync::Unpoisoned;

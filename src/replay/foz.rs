@@ -9,7 +9,7 @@ use std::io::Read;
 pub const MAGIC: [u8; 12] = *b"\x81FOSSILIZEDB";
 /// The format version this reader knows.
 pub const VERSION: u8 = 6;
-const HEADER_LEN: usize = 16;
+pub const HEADER_LEN: usize = MAGIC.len() + 4;
 const ENTRY_HEAD_LEN: usize = 40 + 16;
 /// A payload larger than this is refused rather than allocated.
 const MAX_PAYLOAD: u32 = 1 << 30;

@@ -7,7 +7,7 @@
 //! ```
 //! Little-endian; the payload ends exactly where the last binary's data does.
 
-use super::envelope::EntryError;
+use super::layout::EntryError;
 
 /// The most binaries one pipeline may carry (NVIDIA gives two, RADV one a pipeline).
 pub const MAX_BINARIES: usize = 64;

@@ -20,23 +20,9 @@ use super::eviction::Eviction;
 use super::files::{is_entry_name, names_in};
 use super::identity::DirName;
 use super::{Store, StoreError};
-use crate::key::PipelineKey;
 use crate::sync::Unpoisoned;
 
-/// One entry or piece as the bound sees it.
-#[derive(Debug, Clone)]
-pub struct StampedEntry {
-    pub path: PathBuf,
-    pub bytes: u64,
-    pub stamp: SystemTime,
-}
-
-impl StampedEntry {
-    /// The key an entry's file name says (`None` for a piece or any other file).
-    pub fn key(&self) -> Option<PipelineKey> {
-        PipelineKey::from_file_name(self.path.file_name()?.to_str()?)
-    }
-}
+pub use super::eviction::StampedEntry;
 
 /// What bringing a title within its bound did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -271,7 +257,11 @@ pub fn keep_within_past_share(
         if report.bytes <= max_bytes {
             break;
         }
-        super::open::drop_directory(&dir, "foreign", &std::sync::atomic::AtomicBool::new(false));
+        super::dropping::drop_directory(
+            &dir,
+            "foreign",
+            &std::sync::atomic::AtomicBool::new(false),
+        );
         let left = files_bytes(&dir);
         report.bytes -= bytes.saturating_sub(left);
         report.set_aside_dropped_bytes += bytes.saturating_sub(left);

@@ -12,11 +12,27 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::time::SystemTime;
 
-use super::bound::StampedEntry;
 use super::files::HeldDir;
 use super::pieces::{self, LIST_FILE_MAX};
 use super::recipe::{self, PieceName};
+use crate::key::PipelineKey;
+
+/// One entry or piece as the bound sees it.
+#[derive(Debug, Clone)]
+pub struct StampedEntry {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub stamp: SystemTime,
+}
+
+impl StampedEntry {
+    /// The key an entry's file name says (`None` for a piece or any other file).
+    pub fn key(&self) -> Option<PipelineKey> {
+        PipelineKey::from_file_name(self.path.file_name()?.to_str()?)
+    }
+}
 
 /// A title's entries and pieces in the order the bound drops them.
 pub struct Eviction {

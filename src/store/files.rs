@@ -9,10 +9,13 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::envelope::EntryError;
+use super::layout::EntryError;
 use super::StoreError;
 
 /// What became of a try at an exclusive lock on a path.
+/// The suffix of another driver's directory set aside at opening, its files still to drop.
+pub const SET_ASIDE_SUFFIX: &str = ".dropped";
+
 pub enum Locked {
     /// Held, and the path still names the locked file.
     Held(File),
@@ -289,7 +292,7 @@ pub fn read_whole(file: &mut File) -> Result<Vec<u8>, ReadRefused> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        if let Some(expected) = super::envelope::declared_file_len(&first[..n]) {
+        if let Some(expected) = super::layout::declared_file_len(&first[..n]) {
             if expected != len {
                 return Err(ReadRefused::WrongLength { len, expected });
             }

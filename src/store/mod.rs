@@ -17,12 +17,14 @@ pub mod binaries;
 mod blamed;
 pub mod bound;
 pub mod compress;
+mod dropping;
 pub mod envelope;
 mod eviction;
 pub mod files;
 pub mod held;
 pub mod identity;
 pub mod inspect;
+mod layout;
 pub mod marker;
 mod named;
 mod notes;
@@ -48,13 +50,15 @@ use std::time::SystemTime;
 use crate::key::{EntryName, PipelineKey};
 use crate::sync::Unpoisoned;
 pub use ahead::AheadOrder;
+pub use dropping::drop_directory;
 pub use envelope::EntryError;
+pub use files::SET_ASIDE_SUFFIX;
 pub use identity::Identity;
 pub use marker::LoadingMarker;
 pub use notes::{
     entry_in_note, refuses_binaries, BLAMED_PIECES, DICTIONARY_ENTRY, NOTES, REFUSES_BINARIES,
 };
-pub use open::{drop_directory, drop_set_aside, OpenReport, SET_ASIDE_SUFFIX};
+pub use open::{drop_set_aside, OpenReport};
 pub use payload::Checked;
 pub use queued::QueuedData;
 
@@ -347,7 +351,7 @@ impl Store {
         let dirs = std::mem::take(&mut *self.other_drivers.locked());
         let dropped: u64 = dirs
             .iter()
-            .map(|d| open::drop_directory(d, "foreign", stop))
+            .map(|d| dropping::drop_directory(d, "foreign", stop))
             .sum();
         if dropped > 0 {
             tracing::info!(

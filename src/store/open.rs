@@ -9,12 +9,17 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use super::blamed::BlamedPieces;
 use super::bound::BoundReport;
-use super::files::{is_entry_name, lock_path, names_in, remove_if_present, Locked};
+use super::dropping::{
+    drop_directory, drop_partial_writes, drop_partial_writes_among, is_write_or_load,
+};
+use super::files::{
+    is_entry_name, lock_path, names_in, remove_if_present, Locked, SET_ASIDE_SUFFIX,
+};
 use super::identity::DirName;
 use super::marker::{inspect, MarkerState};
 use super::pieces;
@@ -140,9 +145,6 @@ fn abi_of_dir(dir: &Path) -> Option<u32> {
         })
 }
 
-/// The suffix of another driver's directory set aside at opening, its files still to drop.
-pub const SET_ASIDE_SUFFIX: &str = ".dropped";
-
 /// Drops every directory of the title's an opening set aside and a device's end left undropped
 /// (`host-pipelines/*.dropped`): for `pipekeep rebuild`, which replays a title's record through a
 /// device that never pauses, so that the application's launch after the command has nothing of
@@ -176,34 +178,6 @@ fn set_aside(dir: &Path) -> Option<PathBuf> {
     ]
     .into_iter()
     .find(|aside| fs::rename(dir, aside).is_ok())
-}
-
-/// A write in progress or a loading marker: a file a live process holds locked while it works.
-fn is_write_or_load(name: &str) -> bool {
-    name.ends_with(".tmp") || name.ends_with(".loading")
-}
-
-/// Drops every `*.tmp` in `dir` whose lock can be taken (a stopped write). Returns how many.
-fn drop_partial_writes(dir: &Path) -> u64 {
-    drop_partial_writes_among(dir, &names_in(dir).unwrap_or_default())
-}
-
-/// As [`drop_partial_writes`], among `names`: `dir`'s listing, taken already.
-fn drop_partial_writes_among(dir: &Path, names: &[String]) -> u64 {
-    let mut dropped = 0;
-    for name in names {
-        if !name.ends_with(".tmp") {
-            continue;
-        }
-        let path = dir.join(name);
-        if let Ok(Locked::Held(_) | Locked::NotAFile) = lock_path(&path, false) {
-            if remove_if_present(&path).unwrap_or(false) {
-                dropped += 1;
-                tracing::debug!(path = %path.display(), "dropped a partial write");
-            }
-        }
-    }
-    dropped
 }
 
 /// The temporary files of the title's own files (`record.foz.tmp` of a compaction,
@@ -296,66 +270,4 @@ fn blame_pieces_of(dir: &Path, entry: &Path, blamed: &mut BlamedPieces) {
 fn piece_matches_its_name(path: &Path, name: &super::recipe::PieceName) -> bool {
     super::files::read_at_most(path, super::files::ENTRY_FILE_LIMIT + 1)
         .is_ok_and(|bytes| pieces::content_of(bytes, name).is_some())
-}
-
-/// Drops every file of ours in an identity directory (another driver's, or one `pipekeep clear`
-/// empties), then the directory if nothing else is in it. A temporary file or marker that a live
-/// process holds locked stays (a second driver of the same GPU, or the application beside the
-/// command, may be writing or loading there now), and so does the entry a live marker names; the
-/// directory then stays until a later opening finds them let go. The one rule for removing a
-/// directory's files beside a live process, the layer's and the command's.
-pub fn drop_directory(dir: &Path, reason: &str, stop: &AtomicBool) -> u64 {
-    let names = names_in(dir).unwrap_or_default();
-    let mut held_by_the_living = std::collections::HashSet::new();
-    for name in names.iter().filter(|n| is_write_or_load(n)) {
-        let path = dir.join(name);
-        match lock_path(&path, false) {
-            Ok(Locked::Held(_) | Locked::NotAFile) => {
-                let _ = remove_if_present(&path);
-            }
-            Ok(Locked::Busy) => {
-                if let Some(entry) = name
-                    .strip_suffix(".tmp")
-                    .or_else(|| name.strip_suffix(".loading"))
-                {
-                    held_by_the_living.insert(entry.to_owned());
-                }
-                if let Ok(bytes) = fs::read(&path) {
-                    if let Ok(named) = std::str::from_utf8(&bytes) {
-                        held_by_the_living.insert(named.trim_end_matches('\0').to_owned());
-                    }
-                }
-            }
-            Ok(Locked::Gone) | Err(_) => {}
-        }
-    }
-    let mut dropped = 0;
-    for name in names.iter().filter(|n| is_entry_name(n)) {
-        if stop.load(Ordering::Acquire) {
-            // The device went: the rest is the next opening's.
-            return dropped;
-        }
-        if held_by_the_living.contains(name.as_str()) {
-            continue;
-        }
-        let path = dir.join(name);
-        if remove_if_present(&path).unwrap_or(false) {
-            dropped += 1;
-            log_drop(&path, reason);
-        }
-    }
-    let pieces_dir = dir.join(pieces::DIR);
-    drop_partial_writes(&pieces_dir);
-    for (_, path) in pieces::listed(dir) {
-        if stop.load(Ordering::Acquire) {
-            return dropped;
-        }
-        let _ = remove_if_present(&path);
-    }
-    let _ = fs::remove_dir(&pieces_dir);
-    for note in super::NOTES {
-        let _ = remove_if_present(&dir.join(note));
-    }
-    let _ = fs::remove_dir(dir);
-    dropped
 }

@@ -35,7 +35,7 @@
 //!   piece, so a block repeated at any offset (NVIDIA's zstd dictionary) is kept once. A smaller
 //!   payload stands inline whole.
 
-use super::envelope::{EntryError, PayloadKind};
+use super::layout::{EntryError, PayloadKind};
 
 /// The most parts one entry may list (a 16 MiB payload of 256-byte chunks).
 pub const MAX_PARTS: usize = 1 << 16;

@@ -65,12 +65,6 @@ impl Subsets {
     }
 }
 
-/// What a library the layer saw made keeps for the pipelines that link it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KnownLibrary {
-    pub key: PipelineKey,
-}
-
 /// The keys of the libraries `info` names, in its order; a library the layer did not see made
 /// (or could not key) makes the pipeline unkeyable.
 ///

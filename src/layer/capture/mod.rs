@@ -10,7 +10,7 @@ use ash::vk::Handle;
 
 mod library;
 
-pub use library::KnownLibrary;
+pub use super::objects::KnownLibrary;
 use library::Subsets;
 
 use super::abi::chain;

@@ -1,7 +1,11 @@
 //! The backend a device builds kept pipelines by (SPEC "Building a pipeline: two backends"), and
 //! its switch from binaries to caches for the rest of the run once the driver refuses them.
 
-use super::*;
+use std::sync::atomic::Ordering;
+
+use ash::vk;
+
+use super::DeviceData;
 
 /// How a device's kept pipelines are built (SPEC "Building a pipeline: two backends").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,11 @@
 //! The next layer's device commands the layer calls (the device's dispatch table), loaded
 //! through the next layer's `vkGetDeviceProcAddr` once the device is made.
 
-use super::*;
+use std::ffi::CStr;
+
+use ash::vk;
+
+use crate::store::identity::NVIDIA;
 
 /// The next layer's device commands the layer calls.
 pub struct DeviceFns {
@@ -30,7 +34,7 @@ pub struct DeviceFns {
 }
 
 /// Loads a device command through the next layer.
-pub(super) unsafe fn load_device<F: Copy>(
+pub unsafe fn load_device<F: Copy>(
     gdpa: vk::PFN_vkGetDeviceProcAddr,
     device: vk::Device,
     name: &CStr,
@@ -41,10 +45,7 @@ pub(super) unsafe fn load_device<F: Copy>(
 }
 
 impl DeviceFns {
-    pub(super) unsafe fn load(
-        gdpa: vk::PFN_vkGetDeviceProcAddr,
-        d: vk::Device,
-    ) -> Option<DeviceFns> {
+    pub unsafe fn load(gdpa: vk::PFN_vkGetDeviceProcAddr, d: vk::Device) -> Option<DeviceFns> {
         // SAFETY: each name loaded with its own function type.
         unsafe {
             Some(DeviceFns {
@@ -93,7 +94,7 @@ pub struct BinaryFns {
 }
 
 impl BinaryFns {
-    pub(super) unsafe fn load(
+    pub unsafe fn load(
         gdpa: vk::PFN_vkGetDeviceProcAddr,
         d: vk::Device,
         vendor_id: u32,

@@ -1,21 +1,29 @@
 //! The store shared by every device of one identity in the process: opened once, by the
-//! opening thread or by the first pipeline that comes before it.
+//! opening thread or by the first pipeline that comes before it, and what its opening finds
+//! owed (a driver change, or entries an earlier run left to the background rebuild).
 
-use super::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::time::SystemTime;
+
+use super::{test_wait_until, DeviceData};
+use crate::layer::guard::SETTINGS;
+use crate::store::{Identity, Store};
 
 /// Where a device's store is, shared by every device of one identity in the process, and how
 /// many live devices use it: what is read ahead is let go when the last of them ends.
 #[derive(Default)]
 pub struct SharedStore {
-    pub(super) cell: OnceLock<Option<Arc<Store>>>,
-    pub(super) devices: std::sync::atomic::AtomicUsize,
+    pub cell: OnceLock<Option<Arc<Store>>>,
+    pub devices: std::sync::atomic::AtomicUsize,
 }
-pub(super) type StoreCell = Arc<SharedStore>;
+pub type StoreCell = Arc<SharedStore>;
 /// Library root, title and identity: what makes two devices share one store.
 type StoreId = (PathBuf, String, Identity);
 
-pub(super) static STORES: LazyLock<Mutex<HashMap<StoreId, StoreCell>>> =
-    LazyLock::new(Default::default);
+pub static STORES: LazyLock<Mutex<HashMap<StoreId, StoreCell>>> = LazyLock::new(Default::default);
 
 impl DeviceData {
     /// The store, opened at the first call (threads that need it first wait for that opening).
@@ -37,7 +45,7 @@ impl DeviceData {
     /// whenever it came first: one launch in ten to twenty at two threads on RADV, each dropping
     /// the 600 entries an earlier driver change had set aside in 50 ms inside the application's
     /// first pipeline.)
-    pub(super) fn open_store(&self) -> Option<&Arc<Store>> {
+    pub fn open_store(&self) -> Option<&Arc<Store>> {
         let cell = self.store.as_ref()?;
         let store = cell.cell.get_or_init(|| {
             let bound_now = !self.opening_thread.load(Ordering::Acquire);
@@ -76,7 +84,54 @@ impl DeviceData {
     }
 
     /// The device's store, if it was opened.
-    pub(super) fn opened_store(&self) -> Option<&Arc<Store>> {
+    pub fn opened_store(&self) -> Option<&Arc<Store>> {
         self.store.as_ref()?.cell.get()?.as_ref()
+    }
+}
+
+impl DeviceData {
+    /// Write-behind, where earlier runs owe entries: the pipelines the record holds, so that a
+    /// miss among them is kept the keeping way this time instead of owed again. A process that
+    /// exits before it pauses (the rebuild waits for a pause) is then found whole by its third
+    /// launch: the first records, the second keeps what it asks again, the third finds it.
+    pub fn remember_what_was_owed(&self) {
+        let Some(record) = self.record.as_ref() else {
+            return;
+        };
+        let recorded = match crate::replay::record::read(record.path()) {
+            Ok((entries, _)) => entries
+                .iter()
+                .filter(|e| crate::replay::objects::is_pipeline_tag(e.tag))
+                .map(|e| e.hash)
+                .collect(),
+            Err(e) => {
+                tracing::debug!(record = %record.path().display(), error = %e, "the record cannot be read; what it owes stays owed");
+                Default::default()
+            }
+        };
+        let _ = self.owed_before.set(recorded);
+    }
+
+    /// Whether an earlier run recorded this pipeline and left its entry owed (write-behind): it
+    /// is kept the keeping way now.
+    pub fn was_owed_before(&self, key: &crate::key::PipelineKey) -> bool {
+        self.owed_before
+            .get()
+            .is_some_and(|owed| owed.contains(&crate::replay::record::pipeline_hash(key)))
+    }
+
+    /// After a driver change, marks the title's record as owing a rebuild at once (before any
+    /// thread can be stopped): a device gone before its rebuild began or ended leaves it to the
+    /// next run.
+    pub fn owe_a_rebuild(&self) {
+        let Some(record) = self.record.as_ref() else {
+            return;
+        };
+        if SETTINGS.rebuild == crate::settings::RebuildSetting::Off || !record.path().is_file() {
+            return;
+        }
+        if let Err(e) = record.mark_pending() {
+            tracing::debug!(record = %record.path().display(), error = %e, "the record is not marked as owing a rebuild");
+        }
     }
 }

@@ -6,9 +6,9 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use super::file::HEADER_LEN;
 use super::links::linked_pipeline;
 use super::{pipeline_hash, DbEntry};
+use crate::replay::foz::HEADER_LEN;
 use crate::replay::objects::{is_pipeline_tag, TAG_APPLICATION, TAG_LINK, TAG_SHADER_MODULE};
 
 /// The stamp of each recorded pipeline's newest entry (by its database hash), from a listing of

@@ -11,6 +11,7 @@ use std::time::SystemTime;
 
 use super::compaction::within_share;
 use super::{DbEntry, FILE_NAME, PENDING_FILE_NAME};
+use crate::replay::foz::HEADER_LEN;
 use crate::replay::objects::is_pipeline_tag;
 use crate::sync::Unpoisoned;
 
@@ -281,8 +282,6 @@ fn inode_of(m: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     (m.dev(), m.ino())
 }
-
-pub(super) const HEADER_LEN: usize = crate::replay::foz::MAGIC.len() + 4;
 
 /// A title's record as its file holds it now: its entries (a cut last one left out, a damaged
 /// one named), and the file's length.

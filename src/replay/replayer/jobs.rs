@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::objects::Kind;
 use super::options::percentiles;
 use super::{Options, Order, Progress, Replay, Summary};
 use crate::replay::objects::Catalog;
@@ -13,28 +14,6 @@ use crate::sync::Unpoisoned;
 
 /// A job's index, how long its creation took or why it was skipped, and its kind.
 type JobResult = (usize, Result<Duration, String>, Kind);
-
-/// A pipeline's kind, in the order Valve's replayer takes them (graphics, compute, then ray
-/// tracing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) enum Kind {
-    Graphics,
-    Compute,
-    RayTracing,
-}
-
-impl Kind {
-    /// Its database tag: a library is kept under it, so that a link of one kind never takes a
-    /// library of the other.
-    pub(super) fn tag(self) -> u32 {
-        use crate::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS, TAG_RAY_TRACING};
-        match self {
-            Kind::Graphics => TAG_GRAPHICS,
-            Kind::Compute => TAG_COMPUTE,
-            Kind::RayTracing => TAG_RAY_TRACING,
-        }
-    }
-}
 
 /// One pipeline to make.
 pub(super) struct Job<'a> {

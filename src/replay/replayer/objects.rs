@@ -12,7 +12,6 @@ use ash::vk::Handle;
 use serde_json::Value;
 
 use super::fields::{arr, f, find_next, i, only, u};
-use super::jobs::Kind;
 use super::Replay;
 use crate::replay::objects::{parse_ref, Catalog};
 use crate::replay::record::stype;
@@ -58,6 +57,28 @@ fn keep<T>(
         }
         Err(why) => {
             failed.insert(hash, why);
+        }
+    }
+}
+
+/// A pipeline's kind, in the order Valve's replayer takes them (graphics, compute, then ray
+/// tracing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Kind {
+    Graphics,
+    Compute,
+    RayTracing,
+}
+
+impl Kind {
+    /// Its database tag: a library is kept under it, so that a link of one kind never takes a
+    /// library of the other.
+    pub(super) fn tag(self) -> u32 {
+        use crate::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS, TAG_RAY_TRACING};
+        match self {
+            Kind::Graphics => TAG_GRAPHICS,
+            Kind::Compute => TAG_COMPUTE,
+            Kind::RayTracing => TAG_RAY_TRACING,
         }
     }
 }

@@ -10,7 +10,8 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::fields::{arr, f, find_next, i, only, robustness, u};
-use super::jobs::{library_info, Kind};
+use super::jobs::library_info;
+use super::objects::Kind;
 use super::objects::Made;
 use super::{Replay, NO_RAY_TRACING};
 use crate::replay::objects::parse_ref;

@@ -478,7 +478,7 @@ fn a_replay_makes_no_call_into_a_device_that_ended() {
 fn a_pipeline_wants_what_its_layout_and_stages_name() {
     let c = catalog(2, 2);
     let (_, info) = &c.compute[1];
-    let w = objects::Wanted::of(&c, info.as_ref().unwrap(), jobs::Kind::Compute);
+    let w = objects::Wanted::of(&c, info.as_ref().unwrap(), objects::Kind::Compute);
     assert_eq!(
         w.pipeline_layouts.iter().copied().collect::<Vec<_>>(),
         [0x3001]
@@ -573,7 +573,7 @@ fn a_ray_tracing_pipeline_wants_its_layout_and_its_stages_modules() {
         "layout": reference(0x3000),
         "stages": [{"module": reference(MODULE)}, {"module": reference(0x7777)}],
     });
-    let w = objects::Wanted::of(&c, &info, jobs::Kind::RayTracing);
+    let w = objects::Wanted::of(&c, &info, objects::Kind::RayTracing);
     assert_eq!(w.pipeline_layouts, [0x3000].into());
     assert_eq!(w.set_layouts, [0x2000].into());
     assert_eq!(w.samplers, [0x1000].into());

@@ -15,11 +15,6 @@ extern "C" fn at_exit() {
     );
 }
 
-/// How many `fork`s this process is from the one the layer was loaded in; each device records
-/// its own. Kept by a handler rather than asked of the kernel (`getpid` is a system call) in
-/// every pipeline intercept.
-pub(super) static FORK_GENERATION: AtomicU32 = AtomicU32::new(0);
-
 extern "C" fn in_forked_child() {
     FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
     crate::layer::marker_map::let_go_in_forked_child();

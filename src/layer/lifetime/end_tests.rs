@@ -5,8 +5,10 @@
 //! outlast the exit handler's wait for it).
 
 use super::*;
+use crate::layer::device::StoreCell;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Condvar;
+use std::time::SystemTime;
 
 /// A device handle of the fake driver: what its commands see.
 #[repr(C)]
@@ -187,7 +189,7 @@ fn nvidia_device_with_a_noted_dictionary(
     .concat();
     store.write(&key, &cache_data(&nvidia, &body)).unwrap();
     store.remember_dictionary_entry(&key.file_name()).unwrap();
-    let shared = SharedStore::default();
+    let shared = StoreCell::default();
     let _ = shared.cell.set(Some(Arc::new(store)));
     // SAFETY: the fake driver's own commands.
     let fns = unsafe { DeviceFns::load(fake_gdpa, fake.handle()) }.expect("every command");
@@ -204,7 +206,7 @@ fn nvidia_device_with_a_noted_dictionary(
         watch,
         root: Some(root.to_path_buf()),
         title: "title".into(),
-        store: Some(Arc::new(shared)),
+        store: Some(shared),
         opener: Default::default(),
         opening_thread: AtomicBool::new(true),
         stop: AtomicBool::new(false),

@@ -9,7 +9,7 @@ pub(super) const FEEDBACK_EXTENSION: &CStr = c"VK_EXT_pipeline_creation_feedback
 
 /// The names of the extensions a physical device offers.
 pub(super) unsafe fn offered_extensions(
-    inst: &crate::layer::instance::InstanceData,
+    inst: &crate::layer::instance_data::InstanceData,
     physical_device: vk::PhysicalDevice,
 ) -> Vec<Vec<u8>> {
     let mut count = 0u32;
@@ -196,7 +196,7 @@ pub(super) fn binary_extensions(
 }
 
 pub(super) unsafe fn plan_device(
-    inst: &crate::layer::instance::InstanceData,
+    inst: &crate::layer::instance_data::InstanceData,
     physical_device: vk::PhysicalDevice,
     ci: &vk::DeviceCreateInfo,
     layers_below: bool,
