@@ -527,6 +527,6 @@ pub fn bound_leaving(entries: u64, record: &Path) -> u64 {
     let floor =
         (pipekeep::replay::foz::write_entries_deflated(&bare).len() as u64).min(record_bytes);
     (entries..)
-        .find(|b| b - record_bytes.min(b / 4).max(floor) >= entries)
+        .find(|b| b.saturating_sub(record_bytes.min(b / 4).max(floor)) >= entries)
         .expect("a bound")
 }

@@ -331,17 +331,8 @@ pub unsafe fn graphics_desc(
     );
 
     // A pure link defines no state of its own: its dynamic state is ignored.
-    let dynamic_states: Vec<u32> =
-        match unsafe { ci.p_dynamic_state.as_ref() }.filter(|_| own.0 != 0) {
-            Some(d) => {
-                unsafe { only_known(d.p_next, &[], "the dynamic state")? };
-                unsafe { slice(d.p_dynamic_states, d.dynamic_state_count) }
-                    .iter()
-                    .map(|s| s.as_raw() as u32)
-                    .collect()
-            }
-            None => Vec::new(),
-        };
+    let dynamic_states =
+        unsafe { dynamic_states_of(ci.p_dynamic_state.as_ref().filter(|_| own.0 != 0))? };
     let dy = Dynamic::from_states(&dynamic_states)?;
 
     // The render target: the render pass and subpass, or dynamic rendering's view mask (read by
@@ -803,16 +794,7 @@ pub unsafe fn ray_tracing_desc(
             ])
         })
         .transpose()?;
-    let dynamic_states: Vec<u32> = match unsafe { ci.p_dynamic_state.as_ref() } {
-        Some(d) => {
-            unsafe { only_known(d.p_next, &[], "the dynamic state")? };
-            unsafe { slice(d.p_dynamic_states, d.dynamic_state_count) }
-                .iter()
-                .map(|s| s.as_raw() as u32)
-                .collect()
-        }
-        None => Vec::new(),
-    };
+    let dynamic_states = unsafe { dynamic_states_of(ci.p_dynamic_state.as_ref())? };
     let libraries = match unsafe { ci.p_library_info.as_ref() } {
         Some(info) => {
             unsafe { only_known(info.p_next, &[], "a ray-tracing library info")? };
@@ -834,6 +816,24 @@ pub unsafe fn ray_tracing_desc(
         libraries,
         robustness: chain.robustness,
     })
+}
+
+/// The dynamic states a create info names, as raw values in its order (none without the block).
+///
+/// # Safety
+/// `info` must be the application's valid `VkPipelineDynamicStateCreateInfo`, if any.
+unsafe fn dynamic_states_of(
+    info: Option<&vk::PipelineDynamicStateCreateInfo>,
+) -> Result<Vec<u32>, Unkeyable> {
+    let Some(d) = info else {
+        return Ok(Vec::new());
+    };
+    // SAFETY: as the caller vouches.
+    unsafe { only_known(d.p_next, &[], "the dynamic state")? };
+    Ok(unsafe { slice(d.p_dynamic_states, d.dynamic_state_count) }
+        .iter()
+        .map(|s| s.as_raw() as u32)
+        .collect())
 }
 
 #[cfg(test)]
