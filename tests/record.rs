@@ -153,6 +153,40 @@ fn recorded_under_a_layer_below_the_rebuilt_entries_are_found() {
     record_rebuild_and_find_all(&["--layers", &[LAYER, VALIDATION].join(",")]);
 }
 
+/// One title launched two ways, with a layer below pipekeep and without (their keys differ: no
+/// binaries, so no global key, under the layer): two configurations, each rebuilt as it was
+/// launched, so both launches find everything after the rebuild.
+#[test]
+fn a_title_launched_with_and_without_a_layer_below_is_rebuilt_for_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let below = [LAYER, VALIDATION].join(",");
+    let app = |layers: Option<&str>| {
+        let mut args = vec!["--compute", "24", "--graphics", "16", "--threads", "2"];
+        if let Some(layers) = layers {
+            args.extend_from_slice(&["--layers", layers]);
+        }
+        App::new(Driver::Radv, tmp.path())
+            .with_layer()
+            .args(&args)
+            .run()
+    };
+    assert_eq!(app(None).watch().written, 40);
+    let under = app(Some(&below));
+    assert_eq!(under.watch().written, 40, "{}", under.all());
+    let title = tmp.path().join("store/pipekeep-testapp");
+    std::fs::remove_dir_all(title.join("host-pipelines")).unwrap();
+    let rebuilt = tool(tmp.path(), &["rebuild", "--json"]);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    assert_eq!(
+        json(&rebuilt)["titles"][0]["written"],
+        80,
+        "{}",
+        rebuilt.all()
+    );
+    assert_finds_all(app(None), 40);
+    assert_finds_all(app(Some(&below)), 40);
+}
+
 /// Recorded under a driconf option Mesa matches by the executable's name (`~/.drirc`), which
 /// changes RADV's global key: the rebuild, another executable, compiles under the application's.
 #[test]

@@ -69,10 +69,10 @@ pub fn render_pass_info(r: &RenderPassDesc) -> RenderPassInfo {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dynamic(u64);
 
-/// The dynamic states the key knows (core 1.0, extended dynamic state 1 and 2, and the four of
-/// extended dynamic state 3 DXVK names), each with its bit. A pipeline naming any other is
-/// unkeyable: the key cannot know what it makes ignored.
-const KNOWN_DYNAMIC: [vk::DynamicState; 30] = [
+/// The dynamic states the key knows (core 1.0, extended dynamic state 1 and 2, the four of
+/// extended dynamic state 3 DXVK names, and the vertex input zink makes dynamic), each with its
+/// bit. A pipeline naming any other is unkeyable: the key cannot know what it makes ignored.
+const KNOWN_DYNAMIC: [vk::DynamicState; 31] = [
     vk::DynamicState::VIEWPORT,
     vk::DynamicState::SCISSOR,
     vk::DynamicState::LINE_WIDTH,
@@ -104,6 +104,8 @@ const KNOWN_DYNAMIC: [vk::DynamicState; 30] = [
     vk::DynamicState::RASTERIZATION_SAMPLES_EXT,
     vk::DynamicState::SAMPLE_MASK_EXT,
     vk::DynamicState::ALPHA_TO_COVERAGE_ENABLE_EXT,
+    // `VK_EXT_vertex_input_dynamic_state`: the vertex input state is ignored (zink's pipelines).
+    vk::DynamicState::VERTEX_INPUT_EXT,
 ];
 
 impl Dynamic {

@@ -73,7 +73,7 @@ pub enum FrameError {
 /// Checks that `frame` is exactly one zstd frame (nothing after it) stating exactly `len` bytes
 /// of content, from its head alone: before any memory is set aside for those bytes. The store
 /// writes every frame so; a frame that states no length, or another, is refused.
-fn check_frame(frame: &[u8], len: usize) -> Result<(), FrameError> {
+pub fn check_frame(frame: &[u8], len: usize) -> Result<(), FrameError> {
     match zstd::zstd_safe::find_frame_compressed_size(frame) {
         Ok(n) if n == frame.len() => {}
         _ => return Err(FrameError::NotOneFrame),

@@ -239,10 +239,24 @@ impl Pieces {
                 })
                 .collect()
         };
+        // A piece named again in the same payload is read once: its bytes are shared.
+        let mut read_here: HashMap<PieceName, Arc<[u8]>> = HashMap::new();
         for (slot, (name, len)) in found.iter_mut().zip(wanted) {
-            if slot.is_none() {
-                *slot = Some(self.read(name, *len)?);
+            if slot.is_some() {
+                continue;
             }
+            let bytes = match read_here
+                .get(name)
+                .filter(|b| len.is_none_or(|l| b.len() as u64 == l))
+            {
+                Some(bytes) => bytes.clone(),
+                None => {
+                    let bytes = self.read(name, *len)?;
+                    read_here.insert(*name, bytes.clone());
+                    bytes
+                }
+            };
+            *slot = Some(bytes);
         }
         Ok(found.into_iter().flatten().collect())
     }

@@ -237,8 +237,14 @@ pub fn parse(body: &[u8]) -> Result<(u64, Vec<Part<'_>>), EntryError> {
     parse_as(body, Parts::AsIs)
 }
 
+/// The most bytes a payload may hold, whatever parts make it up: what an entry standing whole may
+/// hold. An entry naming one piece many times (each part up to 256 MiB) could otherwise claim
+/// terabytes from a few bytes on disk, and its reading exhaust memory.
+pub const PAYLOAD_LIMIT: u64 = super::files::ENTRY_FILE_LIMIT;
+
 /// [`parse`] for a body holding `which` parts: packed parts are read (their frames not yet
-/// decompressed: [`expand`]) only in a body of format 3.
+/// decompressed: [`expand`]) only in a body of format 3. A payload past [`PAYLOAD_LIMIT`] is
+/// refused as soon as its parts' lengths pass it.
 pub fn parse_as(body: &[u8], which: Parts) -> Result<(u64, Vec<Part<'_>>), EntryError> {
     let mut at = 0usize;
     let mut take = |n: usize| -> Result<&[u8], EntryError> {
@@ -263,6 +269,9 @@ pub fn parse_as(body: &[u8], which: Parts) -> Result<(u64, Vec<Part<'_>>), Entry
         let head: &[u8; PART_HEAD_LEN] = take(PART_HEAD_LEN)?.try_into().expect("16 bytes");
         let (kind, stored, len) = part_head(head, which)?;
         sum = sum.saturating_add(len);
+        if sum > PAYLOAD_LIMIT {
+            return Err(BAD("payload length"));
+        }
         parts.push(match kind {
             INLINE => Part::Inline(take(len as usize)?),
             PACKED => Part::Packed {
@@ -320,6 +329,9 @@ pub fn names_in(
         }
         let (kind, stored, len) = part_head(&part, which)?;
         sum = sum.saturating_add(len);
+        if sum > PAYLOAD_LIMIT {
+            return Err(BAD("payload length"));
+        }
         at += PART_HEAD_LEN as u64;
         if kind == INLINE {
             at = at.saturating_add(len);
@@ -378,7 +390,8 @@ fn part_head(part: &[u8; PART_HEAD_LEN], which: Parts) -> Result<(u32, u32, u64)
 /// into exactly its length. This is the body format 2 wrote for the same payload, and the bytes
 /// the entry's data hash is of. Its length is known from the parts' heads before anything is
 /// decompressed, and refused past [`super::files::ENTRY_FILE_LIMIT`]: a few bytes of frame never
-/// make more than an entry may hold.
+/// make more than an entry may hold. Room for it is taken only once every frame's own head
+/// states its part's length.
 pub fn expand(parts: &[Part<'_>]) -> Result<Vec<u8>, EntryError> {
     let expanded = parts.iter().try_fold(HEAD_LEN as u64, |n, p| {
         let bytes = match p {
@@ -388,6 +401,13 @@ pub fn expand(parts: &[Part<'_>]) -> Result<Vec<u8>, EntryError> {
         Some(n + PART_HEAD_LEN as u64 + bytes).filter(|n| *n <= super::files::ENTRY_FILE_LIMIT)
     });
     let expanded = expanded.ok_or(BAD("expands past an entry's limit"))?;
+    // Every frame's head states its part's length before any room is taken for them.
+    for part in parts {
+        if let Part::Packed { frame, len } = part {
+            super::compress::check_frame(frame, *len as usize)
+                .map_err(|_| BAD("a packed part does not decompress to its length"))?;
+        }
+    }
     let mut out = Vec::with_capacity(expanded as usize);
     encode_head(parts, &mut out);
     for part in parts {
@@ -725,6 +745,21 @@ pub(crate) mod tests {
             assert!(names_of(&bad).is_err(), "field at {at}");
             assert!(parse(&bad).is_err(), "field at {at}");
         }
+    }
+
+    #[test]
+    fn a_payload_naming_one_piece_past_the_payload_limit_is_refused_from_its_heads() {
+        // Each part within its own limit; together past what an entry may hold.
+        let piece = Part::Piece {
+            name: [7; 32],
+            len: PAYLOAD_LIMIT,
+        };
+        let at_the_limit = encode(&[piece]);
+        assert_eq!(parse(&at_the_limit).unwrap().0, PAYLOAD_LIMIT);
+        assert_eq!(names_of(&at_the_limit).unwrap(), vec![([7; 32], false)]);
+        let past = encode(&[piece, piece, piece]);
+        assert_eq!(parse(&past), Err(BAD("payload length")));
+        assert_eq!(names_of(&past), Err(BAD("payload length")));
     }
 
     // If this golden test fails, the bytes on disk changed: bump the envelope's FORMAT_VERSION.

@@ -453,7 +453,8 @@ pub unsafe fn graphics_desc(
             line_width: dy.unless(D::LINE_WIDTH, raster.line_width),
         });
 
-    let vertex_input = if mesh || !own.vertex_input() {
+    // Dynamic vertex input: `pVertexInputState` is ignored (it may be NULL, or garbage).
+    let vertex_input = if mesh || !own.vertex_input() || dy.has(D::VERTEX_INPUT_EXT) {
         None
     } else {
         let v = unsafe { ci.p_vertex_input_state.as_ref() }
@@ -582,12 +583,11 @@ pub unsafe fn graphics_desc(
     // it must be identical).
     let multisample_state = unsafe { ci.p_multisample_state.as_ref() };
     // Fragment shader state alone reads it "if sample shading is enabled or renderpass is not
-    // VK_NULL_HANDLE" (a non-NULL pointer must be valid, so its sample shading can be read): DXVK
-    // passes none but for sample-rate shading, and a rebuild passing one of defaults keys alike.
-    let fragment_shader_reads = own.fragment_shader()
-        && multisample_state.is_some_and(|m| {
-            ci.render_pass != vk::RenderPass::null() || bool32(m.sample_shading_enable)
-        });
+    // VK_NULL_HANDLE", and a shader using SampleId, SamplePosition or Sample inputs enables sample
+    // shading of its own: where it is given (a non-NULL pointer must be valid, VUID-09027) it is
+    // keyed. DXVK passes none but for sample-rate shading; the record keeps it where the key read
+    // it, and a rebuild passes none where none was recorded, so both key alike.
+    let fragment_shader_reads = own.fragment_shader() && multisample_state.is_some();
     let reads_multisample = own.fragment_output() || fragment_shader_reads;
     let multisample = if discard || !reads_multisample {
         None

@@ -136,16 +136,20 @@ impl AppState {
 /// The hash of a configuration's application entry: from its content (the entry's bytes), so
 /// that each configuration is one entry, whichever process writes it.
 ///
-/// The [`Launch`] stands in the entry but not in its hash: what the launch says of a
-/// configuration is what its first recording process saw, and a configuration recorded before
-/// launches were recorded, or launched under another name, is the same configuration (its
-/// history rebuilt with it, its pending mark cleared with it).
+/// Of the [`Launch`], what decides the driver's keys enters the hash (the executable's name, which
+/// driconf matches, and a layer below, which keeps binaries and the global key out): one title
+/// launched two such ways is two configurations, each rebuilt as it was launched. The instance's
+/// extensions stand in the entry but not in its hash: they decide nothing of a key, and the
+/// first recording process's are enough to make the device again.
 pub fn configuration_hash(app: &AppState) -> u64 {
-    let unlaunched = AppState {
-        launch: Launch::default(),
+    let keyed = AppState {
+        launch: Launch {
+            instance_extensions: Vec::new(),
+            ..app.launch.clone()
+        },
         ..app.clone()
     };
-    payload_hash(&application(&unlaunched))
+    payload_hash(&application(&keyed))
 }
 
 pub(super) fn payload_hash(payload: &[u8]) -> u64 {

@@ -153,7 +153,9 @@ fn draw(
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(60)
-        .build_cartesian_2d((1..n).into_segmented(), 0.0..max * 1.1)?;
+        // Segments 0 to n-1 hold the runs (`0..n - 1` has n values; a range of one value has no
+        // width, so one run takes the first of two).
+        .build_cartesian_2d((0..(n.max(2) - 1)).into_segmented(), 0.0..max * 1.1)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -162,13 +164,13 @@ fn draw(
         .y_desc("ms")
         .x_labels(n.min(NUMBERED as u32) as usize)
         .x_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) => i.to_string(),
+            SegmentValue::CenterOf(i) if *i < n => (i + 1).to_string(),
             _ => String::new(),
         })
         .draw()?;
     // A run's bar spans its segment, a margin either side.
     let bar = |i: usize, top: f64, colour: RGBColor| {
-        let i = i as u32 + 1;
+        let i = i as u32;
         let mut r = Rectangle::new(
             [
                 (SegmentValue::Exact(i), 0.0),
@@ -195,7 +197,7 @@ fn draw(
             let t = &r.tally;
             Text::new(
                 format!("{}/{} found", t.found, t.built),
-                (SegmentValue::CenterOf(i as u32 + 1), t.total_ms),
+                (SegmentValue::CenterOf(i as u32), t.total_ms),
                 ("sans-serif", 11)
                     .into_font()
                     .color(&BLACK)
