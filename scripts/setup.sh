@@ -2,18 +2,31 @@
 # Installs every system package pipekeep needs on a fresh Debian bookworm machine, idempotently:
 # Mesa 25 from bookworm-backports (RADV, run on null hardware, and lavapipe), the Vulkan loader and
 # headers, the Khronos validation layers, vulkaninfo and glslang (to rebuild the test shaders),
-# man-db (the package test reads the package's man page) and python3 (the import-circle check).
+# man-db (the package test reads the package's man page), python3 (the import-circle check), and
+# for tests/zink.rs a C compiler, the EGL and GL ES headers and Mesa's own GL drivers (zink) from
+# the same backports release as its Vulkan drivers.
 set -euo pipefail
 
 need=()
 have() { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null | grep -q '^install ok installed'; }
-mesa_ok() { dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null | grep -q '^25\.'; }
 
 # man-db: scripts/package-test.sh reads the package's man page through `man`.
 for p in libvulkan1 libvulkan-dev vulkan-validationlayers vulkan-tools glslang-tools man-db; do
   have "$p" || need+=("$p")
 done
 command -v python3 >/dev/null || need+=(python3)
+for p in libegl-dev libgles-dev; do
+  have "$p" || need+=("$p")
+done
+command -v cc >/dev/null || need+=(gcc libc6-dev)
+# Mesa's packages of one release: the Vulkan drivers, and zink with the EGL it loads through.
+mesa_packages=(mesa-vulkan-drivers libgl1-mesa-dri libegl-mesa0)
+mesa_ok() {
+  local p
+  for p in "${mesa_packages[@]}"; do
+    dpkg-query -W -f='${Version}' "$p" 2>/dev/null | grep -q '^25\.' || return 1
+  done
+}
 
 if [ ${#need[@]} -eq 0 ] && mesa_ok; then
   echo "setup: all packages present"
@@ -52,5 +65,5 @@ if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.
 fi
 $SUDO apt-get update -q
 [ ${#need[@]} -eq 0 ] || $SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
-mesa_ok || $SUDO apt-get install -y -q --no-install-recommends -t bookworm-backports mesa-vulkan-drivers
+mesa_ok || $SUDO apt-get install -y -q --no-install-recommends -t bookworm-backports "${mesa_packages[@]}"
 echo "setup: mesa-vulkan-drivers $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers)"

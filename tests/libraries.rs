@@ -31,6 +31,19 @@ const RT: [&str; 8] = [
     "2",
 ];
 
+/// Graphics pipelines as zink makes them (nearly all state dynamic; tests/zink.rs runs zink
+/// itself on lavapipe, which keeps nothing).
+const ZINK: [&str; 8] = [
+    "--compute",
+    "0",
+    "--graphics",
+    "12",
+    "--threads",
+    "2",
+    "--every-extension",
+    "--zink-dynamic",
+];
+
 fn run(tmp: &Path, args: &[&str], layers: Option<[&str; 2]>) -> Run {
     let app = App::new(Driver::Radv, tmp).env("VK_LOADER_DEBUG", "layer");
     let app = match layers {
@@ -74,6 +87,26 @@ fn library_parts_are_found_warm_and_links_built_as_asked() {
 }
 
 #[test]
+fn pipelines_with_zink_s_dynamic_states_are_kept_and_found_warm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cold = run(tmp.path(), &ZINK, None);
+    assert!(
+        cold.stderr.contains("testapp: zink dynamic states: 42"),
+        "RADV enables every state zink names: {}",
+        cold.all()
+    );
+    let w = cold.watch();
+    assert_eq!(
+        (w.built, w.compiled, w.written, w.unkeyed),
+        (12, 12, 12, 0),
+        "{}",
+        cold.all()
+    );
+    let w = run(tmp.path(), &ZINK, None).watch();
+    assert_eq!((w.found, w.compiled, w.unkeyed), (12, 0, 0));
+}
+
+#[test]
 fn ray_tracing_pipelines_and_libraries_are_found_warm_with_valid_group_handles() {
     for deferred in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
@@ -101,7 +134,7 @@ fn ray_tracing_pipelines_and_libraries_are_found_warm_with_valid_group_handles()
 #[test]
 fn the_validation_layer_above_and_below_reports_nothing_pipekeep_adds() {
     let zink = [&GPL[..], &["--gpl-legacy-flags"]].concat();
-    for mode in [&zink[..], &RT[..]] {
+    for mode in [&zink[..], &RT[..], &ZINK[..]] {
         let tmp = tempfile::tempdir().unwrap();
         let alone = App::new(Driver::Radv, tmp.path())
             .args(&["--layers", VALIDATION])

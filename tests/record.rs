@@ -146,6 +146,14 @@ fn a_device_chaining_a_structure_no_registry_has_is_rebuilt_and_found() {
     record_rebuild_and_find_all(&["--unknown-structure"]);
 }
 
+/// zink's pipelines (nearly all state dynamic, vertex input among it, with the structures it
+/// makes ignored chained): the record holds what the key read, and the rebuild's entries are the
+/// ones the application finds.
+#[test]
+fn pipelines_with_zink_s_dynamic_states_are_rebuilt_and_found() {
+    record_rebuild_and_find_all(&["--every-extension", "--zink-dynamic"]);
+}
+
 /// Recorded with the validation layer below pipekeep (no pipeline binaries, so no global key of
 /// the driver in the keys), rebuilt without it: the rebuild plans the device as it was.
 #[test]

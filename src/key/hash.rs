@@ -69,10 +69,11 @@ pub fn render_pass_info(r: &RenderPassDesc) -> RenderPassInfo {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dynamic(u64);
 
-/// The dynamic states the key knows (core 1.0, extended dynamic state 1 and 2, the four of
-/// extended dynamic state 3 DXVK names, and the vertex input zink makes dynamic), each with its
-/// bit. A pipeline naming any other is unkeyable: the key cannot know what it makes ignored.
-const KNOWN_DYNAMIC: [vk::DynamicState; 31] = [
+/// The dynamic states the key knows (core 1.0, extended dynamic state 1 and 2, those of extended
+/// dynamic state 3 DXVK and zink name, and the vertex input, line stipple, colour write enable and
+/// feedback loop states zink makes dynamic), each with its bit. A pipeline naming any other is
+/// unkeyable: the key cannot know what it makes ignored.
+const KNOWN_DYNAMIC: [vk::DynamicState; 45] = [
     vk::DynamicState::VIEWPORT,
     vk::DynamicState::SCISSOR,
     vk::DynamicState::LINE_WIDTH,
@@ -106,6 +107,21 @@ const KNOWN_DYNAMIC: [vk::DynamicState; 31] = [
     vk::DynamicState::ALPHA_TO_COVERAGE_ENABLE_EXT,
     // `VK_EXT_vertex_input_dynamic_state`: the vertex input state is ignored (zink's pipelines).
     vk::DynamicState::VERTEX_INPUT_EXT,
+    // The rest of extended dynamic state 3 that zink names.
+    vk::DynamicState::DEPTH_CLAMP_ENABLE_EXT,
+    vk::DynamicState::POLYGON_MODE_EXT,
+    vk::DynamicState::ALPHA_TO_ONE_ENABLE_EXT,
+    vk::DynamicState::LOGIC_OP_ENABLE_EXT,
+    vk::DynamicState::COLOR_BLEND_ENABLE_EXT,
+    vk::DynamicState::COLOR_BLEND_EQUATION_EXT,
+    vk::DynamicState::COLOR_WRITE_MASK_EXT,
+    vk::DynamicState::PROVOKING_VERTEX_MODE_EXT,
+    vk::DynamicState::LINE_RASTERIZATION_MODE_EXT,
+    vk::DynamicState::LINE_STIPPLE_ENABLE_EXT,
+    vk::DynamicState::DEPTH_CLIP_NEGATIVE_ONE_TO_ONE_EXT,
+    vk::DynamicState::LINE_STIPPLE_KHR,
+    vk::DynamicState::COLOR_WRITE_ENABLE_EXT,
+    vk::DynamicState::ATTACHMENT_FEEDBACK_LOOP_ENABLE_EXT,
 ];
 
 impl Dynamic {

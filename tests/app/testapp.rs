@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 mod gpl;
 mod rt;
+mod zink;
 
 use ash::vk;
 use clap::Parser;
@@ -79,6 +80,10 @@ struct Args {
     /// pipekeep's key does not understand), enabling VK_EXT_line_rasterization.
     #[arg(long)]
     line_state: bool,
+    /// Graphics pipelines with nearly all their state dynamic and the structures chained that
+    /// it makes ignored, as zink makes them (each state only where the device enables it).
+    #[arg(long, requires = "every_extension")]
+    zink_dynamic: bool,
     /// Layers to enable through ppEnabledLayerNames, closest to the application first.
     #[arg(long, value_delimiter = ',')]
     layers: Vec<String>,
@@ -214,6 +219,9 @@ struct Shared {
     dynamic_rendering: bool,
     depth_clip: bool,
     line_state: bool,
+    /// `--zink-dynamic`: the dynamic states of every graphics pipeline (empty: viewport and
+    /// scissor).
+    zink_states: Vec<vk::DynamicState>,
     flags2: bool,
     derivatives: bool,
     pipeline_robustness: bool,
@@ -477,6 +485,10 @@ fn run(args: &Args) -> Result<bool, String> {
     let mut shared = setup(&device, args, dynamic_rendering)?;
     shared.depth_clip = args.depth_clip;
     shared.line_state = args.line_state;
+    if let Some(every) = every.as_ref().filter(|_| args.zink_dynamic) {
+        shared.zink_states = zink::states(every);
+        eprintln!("testapp: zink dynamic states: {}", shared.zink_states.len());
+    }
 
     let started = Instant::now();
     let jobs = jobs(args, dynamic_rendering);
@@ -798,6 +810,7 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             dynamic_rendering,
             depth_clip: false,
             line_state: false,
+            zink_states: Vec::new(),
             flags2: args.flags2,
             derivatives: args.derivatives,
             pipeline_robustness: args.pipeline_robustness,
@@ -1284,8 +1297,22 @@ fn create_graphics_batch(
         .iter()
         .map(|a| vk::PipelineColorBlendStateCreateInfo::default().attachments(a))
         .collect();
-    let dynamic_states = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
-    let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic_states);
+    let plain_dynamic = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
+    let zink = !s.zink_states.is_empty();
+    let dynamic_states = if zink {
+        &s.zink_states[..]
+    } else {
+        &plain_dynamic
+    };
+    let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(dynamic_states);
+    // zink's: counts dynamic, the structures its dynamic states ignore chained.
+    let zink_viewport = vk::PipelineViewportStateCreateInfo::default();
+    let mut ignored: Vec<zink::Ignored> = variants.iter().map(|_| Default::default()).collect();
+    let zink_blocks: Vec<_> = ignored
+        .iter_mut()
+        .zip(rasters.iter().zip(&blends))
+        .map(|(ig, (r, b))| ig.chain(&s.zink_states, *r, zink_viewport, *b))
+        .collect();
     let color_formats = [vk::Format::R8G8B8A8_UNORM];
     let mut renderings: Vec<vk::PipelineRenderingCreateInfo> = variants
         .iter()
@@ -1318,6 +1345,17 @@ fn create_graphics_batch(
             .color_blend_state(&blends[i])
             .dynamic_state(&dynamic)
             .layout(s.graphics_layout);
+        if zink {
+            let (raster, viewport, blend) = &zink_blocks[i];
+            ci = ci
+                .rasterization_state(raster)
+                .viewport_state(viewport)
+                .color_blend_state(blend);
+            if s.zink_states.contains(&vk::DynamicState::VERTEX_INPUT_EXT) {
+                // Ignored, and so may be NULL.
+                ci.p_vertex_input_state = std::ptr::null();
+            }
+        }
         if *dynamic_rendering && s.dynamic_rendering {
             ci = ci.push_next(rendering);
         } else {

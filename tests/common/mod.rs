@@ -180,7 +180,8 @@ impl App {
         App::program(env!("CARGO_BIN_EXE_pipekeep"), driver, tmp)
     }
 
-    fn program(path: &str, driver: Driver, tmp: &Path) -> App {
+    /// Any program, in the environment the test app runs in (a real application's).
+    pub fn program(path: impl AsRef<std::ffi::OsStr>, driver: Driver, tmp: &Path) -> App {
         let mut cmd = Command::new(path);
         cmd.env_clear();
         for keep in ["PATH", "HOME", "LD_LIBRARY_PATH"] {

@@ -21,6 +21,9 @@ use crate::key::{compute_key, graphics_key, Digest, Dynamic, PipelineKey, Unkeya
 use vk::DynamicState as D;
 use vk::StructureType as S;
 
+/// More colour attachments than any device has (`maxColorAttachments` is 8 on every driver known).
+const MAX_COLOR_ATTACHMENTS: u32 = 32;
+
 /// The structures of a chain, each at most once (the spec's rule): a chain naming one twice is
 /// never keyed by whichever came last.
 ///
@@ -418,6 +421,13 @@ pub unsafe fn graphics_desc(
                         dy.unless(D::DEPTH_CLIP_ENABLE_EXT, bool32(c.depth_clip_enable)),
                     ));
                 }
+                // Structures every field of which is dynamic are ignored (zink chains them so).
+                S::PIPELINE_RASTERIZATION_PROVOKING_VERTEX_STATE_CREATE_INFO_EXT
+                    if dy.has(D::PROVOKING_VERTEX_MODE_EXT) => {}
+                S::PIPELINE_RASTERIZATION_LINE_STATE_CREATE_INFO_KHR
+                    if dy.has(D::LINE_RASTERIZATION_MODE_EXT)
+                        && dy.has(D::LINE_STIPPLE_ENABLE_EXT)
+                        && dy.has(D::LINE_STIPPLE_KHR) => {}
                 other => {
                     return Err(Unkeyable::UnknownStructure {
                         stype: other.as_raw(),
@@ -433,12 +443,18 @@ pub unsafe fn graphics_desc(
     let rasterization =
         raster.map_or_else(RasterizationDesc::default, |raster| RasterizationDesc {
             flags: raster.flags.as_raw(),
-            depth_clamp_enable: bool32(raster.depth_clamp_enable),
+            // Dynamic, a field the key's type holds as a plain value is ignored: false or 0
+            // stands in its place (the dynamic state itself enters the key).
+            depth_clamp_enable: dy
+                .unless(D::DEPTH_CLAMP_ENABLE_EXT, bool32(raster.depth_clamp_enable))
+                .unwrap_or(false),
             rasterizer_discard_enable: dy.unless(
                 D::RASTERIZER_DISCARD_ENABLE,
                 bool32(raster.rasterizer_discard_enable),
             ),
-            polygon_mode: raster.polygon_mode.as_raw() as u32,
+            polygon_mode: dy
+                .unless(D::POLYGON_MODE_EXT, raster.polygon_mode.as_raw() as u32)
+                .unwrap_or(0),
             cull_mode: dy.unless(D::CULL_MODE, raster.cull_mode.as_raw()),
             front_face: dy.unless(D::FRONT_FACE, raster.front_face.as_raw() as u32),
             depth_bias_enable: dy.unless(D::DEPTH_BIAS_ENABLE, bool32(raster.depth_bias_enable)),
@@ -545,7 +561,13 @@ pub unsafe fn graphics_desc(
     } else {
         let v = unsafe { ci.p_viewport_state.as_ref() }
             .ok_or(Unkeyable::MissingState("viewport state"))?;
-        unsafe { only_known(v.p_next, &[], "the viewport state")? };
+        // Depth clip control's one field is dynamic where zink chains it.
+        let ignored: &[S] = if dy.has(D::DEPTH_CLIP_NEGATIVE_ONE_TO_ONE_EXT) {
+            &[S::PIPELINE_VIEWPORT_DEPTH_CLIP_CONTROL_CREATE_INFO_EXT]
+        } else {
+            &[]
+        };
+        unsafe { only_known(v.p_next, ignored, "the viewport state")? };
         let with_count_v = dy.has(D::VIEWPORT_WITH_COUNT);
         let with_count_s = dy.has(D::SCISSOR_WITH_COUNT);
         let viewports =
@@ -621,7 +643,9 @@ pub unsafe fn graphics_desc(
                     bool32(m.alpha_to_coverage_enable),
                 )
                 .unwrap_or(false),
-            alpha_to_one_enable: bool32(m.alpha_to_one_enable),
+            alpha_to_one_enable: dy
+                .unless(D::ALPHA_TO_ONE_ENABLE_EXT, bool32(m.alpha_to_one_enable))
+                .unwrap_or(false),
         })
     };
 
@@ -670,23 +694,76 @@ pub unsafe fn graphics_desc(
     } else {
         let b = unsafe { ci.p_color_blend_state.as_ref() }
             .ok_or(Unkeyable::MissingState("colour blend state"))?;
-        unsafe { only_known(b.p_next, &[], "the colour blend state")? };
+        // Colour write enables dynamic: their array is ignored.
+        let ignored: &[S] = if dy.has(D::COLOR_WRITE_ENABLE_EXT) {
+            &[S::PIPELINE_COLOR_WRITE_CREATE_INFO_EXT]
+        } else {
+            &[]
+        };
+        unsafe { only_known(b.p_next, ignored, "the colour blend state")? };
+        let logic_op_enable = dy
+            .unless(D::LOGIC_OP_ENABLE_EXT, bool32(b.logic_op_enable))
+            .unwrap_or(false);
+        // Enable, equation and write mask all dynamic, every field of `pAttachments` is
+        // ignored, and the array with it (the spec: unless advanced blend is coherent and not
+        // dynamic, when only the count still matters): the attachments are counted, not read, and
+        // a rebuild passes as many as the colour attachments. A count past any device's colour
+        // attachments is one the spec says is ignored: none are counted.
+        let attachments_ignored = dy.has(D::COLOR_BLEND_ENABLE_EXT)
+            && dy.has(D::COLOR_BLEND_EQUATION_EXT)
+            && dy.has(D::COLOR_WRITE_MASK_EXT);
+        let counted;
+        let attachments = if attachments_ignored {
+            let count = match b.attachment_count {
+                n @ 0..=MAX_COLOR_ATTACHMENTS => n,
+                _ => 0,
+            };
+            counted = vec![vk::PipelineColorBlendAttachmentState::default(); count as usize];
+            &counted[..]
+        } else {
+            unsafe { slice(b.p_attachments, b.attachment_count) }
+        };
+        let equation = |a: &vk::PipelineColorBlendAttachmentState| {
+            dy.unless(
+                D::COLOR_BLEND_EQUATION_EXT,
+                [
+                    a.src_color_blend_factor.as_raw(),
+                    a.dst_color_blend_factor.as_raw(),
+                    a.color_blend_op.as_raw(),
+                    a.src_alpha_blend_factor.as_raw(),
+                    a.dst_alpha_blend_factor.as_raw(),
+                    a.alpha_blend_op.as_raw(),
+                ]
+                .map(|x| x as u32),
+            )
+            .unwrap_or_default()
+        };
         Some(ColorBlendDesc {
             flags: b.flags.as_raw(),
-            logic_op_enable: bool32(b.logic_op_enable),
-            logic_op: (bool32(b.logic_op_enable) && !dy.has(D::LOGIC_OP_EXT))
-                .then_some(b.logic_op.as_raw() as u32),
-            attachments: unsafe { slice(b.p_attachments, b.attachment_count) }
+            logic_op_enable,
+            // The static logic op is read wherever the enable may be true at draw time.
+            logic_op: ((logic_op_enable || dy.has(D::LOGIC_OP_ENABLE_EXT))
+                && !dy.has(D::LOGIC_OP_EXT))
+            .then_some(b.logic_op.as_raw() as u32),
+            attachments: attachments
                 .iter()
-                .map(|a| BlendAttachment {
-                    blend_enable: bool32(a.blend_enable),
-                    src_color_factor: a.src_color_blend_factor.as_raw() as u32,
-                    dst_color_factor: a.dst_color_blend_factor.as_raw() as u32,
-                    color_op: a.color_blend_op.as_raw() as u32,
-                    src_alpha_factor: a.src_alpha_blend_factor.as_raw() as u32,
-                    dst_alpha_factor: a.dst_alpha_blend_factor.as_raw() as u32,
-                    alpha_op: a.alpha_blend_op.as_raw() as u32,
-                    color_write_mask: a.color_write_mask.as_raw(),
+                .map(|a| {
+                    let [src_color, dst_color, color_op, src_alpha, dst_alpha, alpha_op] =
+                        equation(a);
+                    BlendAttachment {
+                        blend_enable: dy
+                            .unless(D::COLOR_BLEND_ENABLE_EXT, bool32(a.blend_enable))
+                            .unwrap_or(false),
+                        src_color_factor: src_color,
+                        dst_color_factor: dst_color,
+                        color_op,
+                        src_alpha_factor: src_alpha,
+                        dst_alpha_factor: dst_alpha,
+                        alpha_op,
+                        color_write_mask: dy
+                            .unless(D::COLOR_WRITE_MASK_EXT, a.color_write_mask.as_raw())
+                            .unwrap_or(0),
+                    }
                 })
                 .collect(),
             blend_constants: dy.unless(D::BLEND_CONSTANTS, b.blend_constants),

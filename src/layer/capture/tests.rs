@@ -246,6 +246,124 @@ fn a_blend_state_the_spec_ignores_is_never_read() {
     assert_eq!(without, with_garbage);
 }
 
+/// zink's pipelines: what its dynamic states cover is ignored (never read, never keyed), the
+/// structures every field of which they cover are ignored, and what they do not cover is keyed.
+#[test]
+fn what_extended_dynamic_state_3_covers_is_never_read_and_what_it_does_not_is_keyed() {
+    use vk::DynamicState as D;
+    let objects = known_objects();
+    let module = vk::ShaderModule::from_raw(1);
+    let stages = [
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::VERTEX)
+            .module(module)
+            .name(c"main"),
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::FRAGMENT)
+            .module(module)
+            .name(c"main"),
+    ];
+    let assembly = vk::PipelineInputAssemblyStateCreateInfo::default()
+        .topology(vk::PrimitiveTopology::TRIANGLE_LIST);
+    let viewport = vk::PipelineViewportStateCreateInfo::default();
+    let zink = [
+        D::VIEWPORT_WITH_COUNT,
+        D::SCISSOR_WITH_COUNT,
+        D::VERTEX_INPUT_EXT,
+        D::DEPTH_CLAMP_ENABLE_EXT,
+        D::POLYGON_MODE_EXT,
+        D::ALPHA_TO_ONE_ENABLE_EXT,
+        D::LOGIC_OP_ENABLE_EXT,
+        D::COLOR_BLEND_ENABLE_EXT,
+        D::COLOR_BLEND_EQUATION_EXT,
+        D::COLOR_WRITE_MASK_EXT,
+        D::PROVOKING_VERTEX_MODE_EXT,
+        D::LINE_RASTERIZATION_MODE_EXT,
+        D::LINE_STIPPLE_ENABLE_EXT,
+        D::LINE_STIPPLE_KHR,
+        D::DEPTH_CLIP_NEGATIVE_ONE_TO_ONE_EXT,
+        D::COLOR_WRITE_ENABLE_EXT,
+        D::ATTACHMENT_FEEDBACK_LOOP_ENABLE_EXT,
+    ];
+    let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&zink);
+    let raster = vk::PipelineRasterizationStateCreateInfo::default().line_width(1.0);
+    let multisample = vk::PipelineMultisampleStateCreateInfo::default()
+        .rasterization_samples(vk::SampleCountFlags::TYPE_1);
+    let attachment = [vk::PipelineColorBlendAttachmentState::default()];
+    let blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(&attachment);
+    let formats = [vk::Format::R8G8B8A8_UNORM];
+    let mut rendering =
+        vk::PipelineRenderingCreateInfo::default().color_attachment_formats(&formats);
+    let mut ci = vk::GraphicsPipelineCreateInfo::default()
+        .stages(&stages)
+        .input_assembly_state(&assembly)
+        .viewport_state(&viewport)
+        .rasterization_state(&raster)
+        .multisample_state(&multisample)
+        .color_blend_state(&blend)
+        .dynamic_state(&dynamic)
+        .layout(vk::PipelineLayout::from_raw(2))
+        .push_next(&mut rendering);
+    // SAFETY (whole test): valid create infos; what the dynamic states cover must not be read.
+    let plain = unsafe { graphics_of(&ci, &objects) }.expect("keyable");
+    ci.p_vertex_input_state = garbage();
+    let mut blend_garbage = blend;
+    blend_garbage.p_attachments = garbage();
+    ci.p_color_blend_state = &blend_garbage;
+    let mut provoking = vk::PipelineRasterizationProvokingVertexStateCreateInfoEXT::default()
+        .provoking_vertex_mode(vk::ProvokingVertexModeEXT::LAST_VERTEX);
+    let mut line = vk::PipelineRasterizationLineStateCreateInfoKHR::default()
+        .stippled_line_enable(true)
+        .line_stipple_factor(3);
+    let covered = vk::PipelineRasterizationStateCreateInfo::default()
+        .line_width(1.0)
+        .polygon_mode(vk::PolygonMode::LINE)
+        .depth_clamp_enable(true)
+        .push_next(&mut provoking)
+        .push_next(&mut line);
+    ci.p_rasterization_state = &covered;
+    let mut clip_control =
+        vk::PipelineViewportDepthClipControlCreateInfoEXT::default().negative_one_to_one(true);
+    let viewport_chained = viewport.push_next(&mut clip_control);
+    ci.p_viewport_state = &viewport_chained;
+    let covered_multisample = multisample.alpha_to_one_enable(true);
+    ci.p_multisample_state = &covered_multisample;
+    assert_eq!(unsafe { graphics_of(&ci, &objects) }, Ok(plain));
+
+    // Not covered: the blend attachments read, and their write mask keyed.
+    let fewer = [D::COLOR_WRITE_MASK_EXT, D::VERTEX_INPUT_EXT];
+    let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&fewer);
+    let (raster, viewport) = (
+        vk::PipelineRasterizationStateCreateInfo::default().line_width(1.0),
+        vk::PipelineViewportStateCreateInfo::default()
+            .viewport_count(1)
+            .scissor_count(1),
+    );
+    ci = ci
+        .dynamic_state(&dynamic)
+        .rasterization_state(&raster)
+        .viewport_state(&viewport)
+        .multisample_state(&multisample)
+        .color_blend_state(&blend);
+    let read = unsafe { graphics_of(&ci, &objects) }.expect("keyable");
+    let enabled = [attachment[0].blend_enable(true)];
+    let blend_enabled = blend.attachments(&enabled);
+    ci.p_color_blend_state = &blend_enabled;
+    assert_ne!(unsafe { graphics_of(&ci, &objects) }, Ok(read));
+    let masked = [attachment[0].color_write_mask(vk::ColorComponentFlags::R)];
+    let blend_masked = blend.attachments(&masked);
+    ci.p_color_blend_state = &blend_masked;
+    assert_eq!(unsafe { graphics_of(&ci, &objects) }, Ok(read));
+    // A structure whose fields are not all dynamic: unkeyable (its meaning is not read).
+    let mut provoking = vk::PipelineRasterizationProvokingVertexStateCreateInfoEXT::default();
+    let chained = raster.push_next(&mut provoking);
+    ci.p_rasterization_state = &chained;
+    assert!(matches!(
+        unsafe { graphics_of(&ci, &objects) },
+        Err(Unkeyable::UnknownStructure { .. })
+    ));
+}
+
 #[test]
 fn legacy_flags_and_the_same_flags2_key_alike_and_a_stage_chain_in_any_order_keys_alike() {
     let objects = known_objects();
