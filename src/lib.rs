@@ -16,7 +16,7 @@ pub mod store;
 mod sync;
 pub mod watch;
 
-pub use layer::LAYER_NAME;
+pub use settings::LAYER_NAME;
 
 /// Loader-layer interface negotiation (interface version 2).
 ///

@@ -6,8 +6,13 @@
 
 pub mod sources;
 
+use std::ffi::CStr;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
+
+/// The layer's name, as in its manifests: the name its settings are read under
+/// (`VK_EXT_layer_settings`, `vk_layer_settings.txt`).
+pub const LAYER_NAME: &CStr = c"VK_LAYER_PIPEKEEP_pipeline_store";
 
 /// The default size bound: 4 GiB.
 pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;

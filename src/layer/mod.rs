@@ -51,16 +51,13 @@ mod tracking;
 mod twins;
 mod writer;
 
-use std::ffi::CStr;
-
 use ash::vk;
 
 pub use abi::NegotiateLayerInterface;
 pub use instance::get_instance_proc_addr;
 pub use lifetime::get_device_proc_addr;
 
-/// The layer's name, as in its manifests.
-pub const LAYER_NAME: &CStr = c"VK_LAYER_PIPEKEEP_pipeline_store";
+pub use crate::settings::LAYER_NAME;
 
 /// `vkNegotiateLoaderLayerInterfaceVersion`: interface 2.
 ///

@@ -188,7 +188,7 @@ impl Sources {
             match setting(name) {
                 None => sources.problems.push(format!(
                     "VK_EXT_layer_settings: {LAYER}.{name} is not a pipekeep setting; ignored",
-                    LAYER = crate::LAYER_NAME.to_string_lossy()
+                    LAYER = crate::settings::LAYER_NAME.to_string_lossy()
                 )),
                 Some(s) => {
                     if let Some(v) = read_as(s.kind, value) {
@@ -384,7 +384,7 @@ pub unsafe fn application_settings(p_next: *const c_void) -> Vec<(String, String
                 if s.p_layer_name.is_null() || s.p_setting_name.is_null() {
                     continue;
                 }
-                if unsafe { CStr::from_ptr(s.p_layer_name) } != crate::LAYER_NAME {
+                if unsafe { CStr::from_ptr(s.p_layer_name) } != crate::settings::LAYER_NAME {
                     continue;
                 }
                 let name = unsafe { CStr::from_ptr(s.p_setting_name) }
@@ -617,7 +617,7 @@ mod tests {
         let title = [c"from-app".as_ptr()];
         let settings = [
             vk::LayerSettingEXT::default()
-                .layer_name(crate::LAYER_NAME)
+                .layer_name(crate::settings::LAYER_NAME)
                 .setting_name(c"max_bytes")
                 .ty(vk::LayerSettingTypeEXT::UINT64)
                 .values(unsafe { std::slice::from_raw_parts(bound.as_ptr() as *const u8, 8) }),
@@ -627,12 +627,12 @@ mod tests {
                 .ty(vk::LayerSettingTypeEXT::STRING)
                 .values(unsafe { std::slice::from_raw_parts(title.as_ptr() as *const u8, 8) }),
             vk::LayerSettingEXT::default()
-                .layer_name(crate::LAYER_NAME)
+                .layer_name(crate::settings::LAYER_NAME)
                 .setting_name(c"share_builds")
                 .ty(vk::LayerSettingTypeEXT::BOOL32)
                 .values(unsafe { std::slice::from_raw_parts(off.as_ptr() as *const u8, 4) }),
             vk::LayerSettingEXT::default()
-                .layer_name(crate::LAYER_NAME)
+                .layer_name(crate::settings::LAYER_NAME)
                 .setting_name(c"title")
                 .ty(vk::LayerSettingTypeEXT::STRING)
                 .values(unsafe { std::slice::from_raw_parts(title.as_ptr() as *const u8, 8) }),

@@ -13,16 +13,22 @@ use clap_complete::Shell;
 
 use super::Cli;
 
+/// The day the man pages last changed, in `.TH`'s date field.
+const PAGES_DATE: &str = "2026-12-02";
+
 /// Every generated file, by its path under the repository's root.
 fn generated() -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
-    // As clap_mangen::generate_to makes them, each page naming the command's version.
+    // As clap_mangen::generate_to makes them, each page naming the command's version (its
+    // source) and the day the pages last changed (`.TH`'s date, which a page without one
+    // takes the source for).
     fn pages(cmd: clap::Command, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
             pages(sub.clone(), out);
         }
-        let man =
-            clap_mangen::Man::new(cmd).source(concat!("pipekeep ", env!("CARGO_PKG_VERSION")));
+        let man = clap_mangen::Man::new(cmd)
+            .date(PAGES_DATE)
+            .source(concat!("pipekeep ", env!("CARGO_PKG_VERSION")));
         let mut text = Vec::new();
         man.render(&mut text).unwrap();
         out.insert(Path::new("packaging/man").join(man.get_filename()), text);
