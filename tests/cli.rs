@@ -223,64 +223,31 @@ const FOUND: &str = "#3AA655";
 
 /// The heights of the plot's rectangles filled with `colour`, in the order drawn.
 fn bars(svg: &str, colour: &str) -> Vec<f64> {
-    svg.lines()
-        .filter(|l| l.starts_with("<rect") && l.contains(&format!("fill=\"{colour}\"")))
-        .map(|l| {
-            let h = l.split("height=\"").nth(1).unwrap();
-            h[..h.find('"').unwrap()].parse().unwrap()
-        })
-        .collect()
+    rect_attribute(svg, colour, "height")
 }
 
 /// The widths of the plot's rectangles filled with `colour`, in the order drawn.
 fn bar_widths(svg: &str, colour: &str) -> Vec<f64> {
+    rect_attribute(svg, colour, "width")
+}
+
+fn rect_attribute(svg: &str, colour: &str, attribute: &str) -> Vec<f64> {
     svg.lines()
         .filter(|l| l.starts_with("<rect") && l.contains(&format!("fill=\"{colour}\"")))
         .map(|l| {
-            let w = l.split("width=\"").nth(1).unwrap();
-            w[..w.find('"').unwrap()].parse().unwrap()
+            let v = l.split(&format!(" {attribute}=\"")).nth(1).unwrap();
+            v[..v.find('"').unwrap()].parse().unwrap()
         })
         .collect()
 }
 
-/// A user's first plot, after one run: its bar drawn, as wide as the plot allows.
-#[test]
-fn stats_plots_a_single_run_as_one_bar() {
+/// A history of runs of 12 pipelines for the title `game` under `tmp`: each `(found, total_ms)`,
+/// a second apart.
+fn history(tmp: &Path, runs: &[(u64, f64)]) {
     use pipekeep::watch::{append_run, RunRecord, Tally};
-    let tmp = tempfile::tempdir().unwrap();
-    let title = tmp.path().join("store/game");
+    let title = tmp.join("store/game");
     std::fs::create_dir_all(title.join("host-pipelines")).unwrap();
-    let tally = Tally {
-        built: 12,
-        compiled: 12,
-        total_ms: 40.0,
-        ..Tally::default()
-    };
-    let run = RunRecord {
-        when: 1_764_633_600.0,
-        device: "a device".into(),
-        identity: "an identity".into(),
-        backend: "binary".into(),
-        tally,
-    };
-    append_run(&title.join("runs.jsonl"), &run).unwrap();
-    let plot = tmp.path().join("runs.svg");
-    let text = tool(tmp.path(), &["stats", "--plot", plot.to_str().unwrap()]);
-    assert!(text.ok && text.stdout.contains("1 runs"), "{}", text.all());
-    let svg = std::fs::read_to_string(&plot).unwrap();
-    let widths = bar_widths(&svg, COMPILED);
-    assert_eq!(widths.len(), 1, "{svg}");
-    assert!(widths[0] > 100.0, "{widths:?}\n{svg}");
-    assert!(svg.contains("0/12 found"), "{svg}");
-}
-
-#[test]
-fn stats_plots_every_run_of_the_history_with_its_found_share() {
-    use pipekeep::watch::{append_run, RunRecord, Tally};
-    let tmp = tempfile::tempdir().unwrap();
-    let title = tmp.path().join("store/game");
-    std::fs::create_dir_all(title.join("host-pipelines")).unwrap();
-    for (n, (found, total_ms)) in [(0, 40.0), (12, 4.0), (6, 20.0)].into_iter().enumerate() {
+    for (n, &(found, total_ms)) in runs.iter().enumerate() {
         let tally = Tally {
             built: 12,
             found,
@@ -297,6 +264,27 @@ fn stats_plots_every_run_of_the_history_with_its_found_share() {
         };
         append_run(&title.join("runs.jsonl"), &run).unwrap();
     }
+}
+
+/// A user's first plot, after one run: its bar drawn, as wide as the plot allows.
+#[test]
+fn stats_plots_a_single_run_as_one_bar() {
+    let tmp = tempfile::tempdir().unwrap();
+    history(tmp.path(), &[(0, 40.0)]);
+    let plot = tmp.path().join("runs.svg");
+    let text = tool(tmp.path(), &["stats", "--plot", plot.to_str().unwrap()]);
+    assert!(text.ok && text.stdout.contains("1 runs"), "{}", text.all());
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    let widths = bar_widths(&svg, COMPILED);
+    assert_eq!(widths.len(), 1, "{svg}");
+    assert!(widths[0] > 100.0, "{widths:?}\n{svg}");
+    assert!(svg.contains("0/12 found"), "{svg}");
+}
+
+#[test]
+fn stats_plots_every_run_of_the_history_with_its_found_share() {
+    let tmp = tempfile::tempdir().unwrap();
+    history(tmp.path(), &[(0, 40.0), (12, 4.0), (6, 20.0)]);
     let plot = tmp.path().join("runs.svg");
     let text = tool(tmp.path(), &["stats", "--plot", plot.to_str().unwrap()]);
     assert!(text.ok && text.stdout.contains("3 runs"), "{}", text.all());

@@ -200,20 +200,21 @@ fn known_objects() -> Objects {
     objects
 }
 
+/// A vertex and a fragment stage of module 1 (of [`known_objects`]).
+fn vertex_and_fragment_stages() -> [vk::PipelineShaderStageCreateInfo<'static>; 2] {
+    let module = vk::ShaderModule::from_raw(1);
+    [vk::ShaderStageFlags::VERTEX, vk::ShaderStageFlags::FRAGMENT].map(|stage| {
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(stage)
+            .module(module)
+            .name(c"main")
+    })
+}
+
 #[test]
 fn a_blend_state_the_spec_ignores_is_never_read() {
     let objects = known_objects();
-    let module = vk::ShaderModule::from_raw(1);
-    let stages = [
-        vk::PipelineShaderStageCreateInfo::default()
-            .stage(vk::ShaderStageFlags::VERTEX)
-            .module(module)
-            .name(c"main"),
-        vk::PipelineShaderStageCreateInfo::default()
-            .stage(vk::ShaderStageFlags::FRAGMENT)
-            .module(module)
-            .name(c"main"),
-    ];
+    let stages = vertex_and_fragment_stages();
     let vertex_input = vk::PipelineVertexInputStateCreateInfo::default();
     let assembly = vk::PipelineInputAssemblyStateCreateInfo::default()
         .topology(vk::PrimitiveTopology::TRIANGLE_LIST);
@@ -252,17 +253,7 @@ fn a_blend_state_the_spec_ignores_is_never_read() {
 fn what_extended_dynamic_state_3_covers_is_never_read_and_what_it_does_not_is_keyed() {
     use vk::DynamicState as D;
     let objects = known_objects();
-    let module = vk::ShaderModule::from_raw(1);
-    let stages = [
-        vk::PipelineShaderStageCreateInfo::default()
-            .stage(vk::ShaderStageFlags::VERTEX)
-            .module(module)
-            .name(c"main"),
-        vk::PipelineShaderStageCreateInfo::default()
-            .stage(vk::ShaderStageFlags::FRAGMENT)
-            .module(module)
-            .name(c"main"),
-    ];
+    let stages = vertex_and_fragment_stages();
     let assembly = vk::PipelineInputAssemblyStateCreateInfo::default()
         .topology(vk::PrimitiveTopology::TRIANGLE_LIST);
     let viewport = vk::PipelineViewportStateCreateInfo::default();
