@@ -124,6 +124,9 @@ const KNOWN_DYNAMIC: [vk::DynamicState; 45] = [
     vk::DynamicState::ATTACHMENT_FEEDBACK_LOOP_ENABLE_EXT,
 ];
 
+// Each known state has a bit of the `u64`.
+const _: () = assert!(KNOWN_DYNAMIC.len() <= 64);
+
 impl Dynamic {
     pub fn from_states(states: &[u32]) -> Result<Dynamic, Unkeyable> {
         let mut bits = 0u64;

@@ -356,16 +356,16 @@ impl Catalog {
         out
     }
 
-    /// The catalog with the pipelines of the configuration `hash` only (and those linked to no
-    /// configuration; all where it has no links), and the hashes of those it left out (other
+    /// The catalog with the pipelines of the configuration `hashes` name only (and those linked to
+    /// no configuration; all where it has no links), and the hashes of those it left out (other
     /// configurations').
-    pub fn into_configuration(mut self, hash: u64) -> (Catalog, Vec<u64>) {
+    pub fn into_configuration(mut self, hashes: &[u64]) -> (Catalog, Vec<u64>) {
         if self.links.is_empty() {
             return (self, Vec::new());
         }
         let mut under: std::collections::HashMap<(u32, u64), bool> = Default::default();
         for (app, tag, h) in &self.links {
-            *under.entry((*tag, *h)).or_default() |= *app == hash;
+            *under.entry((*tag, *h)).or_default() |= hashes.contains(app);
         }
         let mut left_out = Vec::new();
         let keep = |tag: u32, h: u64| {

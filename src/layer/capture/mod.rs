@@ -704,11 +704,12 @@ pub unsafe fn graphics_desc(
         let logic_op_enable = dy
             .unless(D::LOGIC_OP_ENABLE_EXT, bool32(b.logic_op_enable))
             .unwrap_or(false);
-        // Enable, equation and write mask all dynamic, every field of `pAttachments` is
-        // ignored, and the array with it (the spec: unless advanced blend is coherent and not
-        // dynamic, when only the count still matters): the attachments are counted, not read, and
-        // a rebuild passes as many as the colour attachments. A count past any device's colour
-        // attachments is one the spec says is ignored: none are counted.
+        // Enable, equation and write mask all dynamic, every field of `pAttachments` is ignored
+        // (each is one of the three states'): the attachments are counted, not read, and the
+        // record writes as many zeroed ones, which a rebuild passes. The count itself is ignored
+        // too unless coherent advanced blending is on without its dynamic state; then it may
+        // not pass `maxColorAttachments`, so a count past any device's is one the spec ignores,
+        // and none are counted.
         let attachments_ignored = dy.has(D::COLOR_BLEND_ENABLE_EXT)
             && dy.has(D::COLOR_BLEND_EQUATION_EXT)
             && dy.has(D::COLOR_WRITE_MASK_EXT);

@@ -152,6 +152,20 @@ pub fn configuration_hash(app: &AppState) -> u64 {
     payload_hash(&application(&keyed))
 }
 
+/// The hashes a record may hold this configuration's pipelines under: [`configuration_hash`], and
+/// the one records written before the launch entered it gave (over the entry with no launch).
+/// A pipeline found in the store is never recorded again, so its link keeps the hash it was
+/// written under; read under both, the background rebuild still makes it.
+pub fn configuration_hashes(app: &AppState) -> Vec<u64> {
+    let legacy = payload_hash(&application(&AppState {
+        launch: Launch::default(),
+        ..app.clone()
+    }));
+    let mut hashes = vec![configuration_hash(app), legacy];
+    hashes.dedup();
+    hashes
+}
+
 pub(super) fn payload_hash(payload: &[u8]) -> u64 {
     let digest = blake3::hash(payload);
     u64::from_le_bytes(digest.as_bytes()[..8].try_into().expect("8 bytes"))

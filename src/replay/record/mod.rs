@@ -34,8 +34,8 @@ mod tests;
 
 pub use compaction::{live_part, stamps_of, within_share};
 pub use configuration::{
-    configuration_hash, device_from_json, AppState, ApplicationInfo, Launch, ABI_KEY, DEVICE_KEY,
-    LAUNCH_KEY,
+    configuration_hash, configuration_hashes, device_from_json, AppState, ApplicationInfo, Launch,
+    ABI_KEY, DEVICE_KEY, LAUNCH_KEY,
 };
 pub use documents::pipeline_entries;
 pub use file::{read, Compacted, RecordFile};

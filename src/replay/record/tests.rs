@@ -603,7 +603,7 @@ fn each_configuration_is_one_entry_and_a_pipeline_is_linked_once_to_each() {
     // The background rebuild of a device takes its own configuration's pipelines only.
     let (mine, others) = catalog
         .clone()
-        .into_configuration(configuration_hash(&second));
+        .into_configuration(&[configuration_hash(&second)]);
     assert_eq!(
         (mine.compute.len(), others),
         (1, vec![pipeline_hash(&other.key)])
@@ -689,7 +689,7 @@ fn an_older_record_of_one_application_and_no_links_still_reads_as_one_configurat
     let device = app.device.as_ref().unwrap();
     assert!(device.unknown.is_empty());
     assert_eq!(device.features[0].0, 53);
-    let (all, others) = catalog.clone().into_configuration(12345);
+    let (all, others) = catalog.clone().into_configuration(&[12345]);
     assert_eq!((all.compute.len(), others), (2, vec![]));
     // A new run appends under its configuration: the older pipelines stay under the first.
     let dir = tempfile::tempdir().unwrap();
@@ -961,4 +961,31 @@ fn a_compaction_keeping_a_link_keeps_its_libraries() {
     // The library alone keeps no link of it.
     let kept = live_part(entries, &|h| h == library_hash);
     assert_eq!(kept.iter().filter(|(t, _, _)| *t == 9).count(), 1);
+}
+
+/// A record written before the launch entered the configuration's hash links its pipelines under
+/// the hash of the entry with no launch: the background rebuild of the same device, launched
+/// from an executable, still takes them as its own (found pipelines are never linked again).
+#[test]
+fn pipelines_linked_under_the_hash_before_the_launch_entered_it_are_this_configuration_s() {
+    let mut app = configuration("a game", false);
+    app.launch.executable = Some("game".into());
+    let legacy = AppState {
+        launch: Launch::default(),
+        ..app.clone()
+    };
+    let entries = pipeline_entries(&record(), &legacy).unwrap();
+    let catalog = crate::replay::objects::Catalog::from_entries(
+        crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&entries)).unwrap(),
+    );
+    let (mine, others) = catalog
+        .clone()
+        .into_configuration(&[configuration_hash(&app)]);
+    assert_eq!(
+        (mine.compute.len(), others.len()),
+        (0, 1),
+        "the new hash alone"
+    );
+    let (mine, others) = catalog.into_configuration(&configuration_hashes(&app));
+    assert_eq!((mine.compute.len(), others.len()), (1, 0));
 }

@@ -229,6 +229,7 @@ impl Replay {
             multisample.p_sample_mask = g.sample_mask.as_ptr();
         }
         let blend = vk::PipelineColorBlendStateCreateInfo::default()
+            .flags(g.blend_flags)
             .logic_op_enable(g.logic_op_enable)
             .logic_op(g.logic_op)
             .attachments(&g.blend_attachments)
@@ -587,6 +588,8 @@ struct GraphicsData {
     multisample: vk::PipelineMultisampleStateCreateInfo<'static>,
     sample_mask: Vec<u32>,
     depth_stencil: Option<vk::PipelineDepthStencilStateCreateInfo<'static>>,
+    /// The colour blend state's flags (rasterization-order attachment access).
+    blend_flags: vk::PipelineColorBlendStateCreateFlags,
     logic_op_enable: bool,
     logic_op: vk::LogicOp,
     blend_attachments: Vec<vk::PipelineColorBlendAttachmentState>,
@@ -752,6 +755,7 @@ impl GraphicsData {
                     .min_depth_bounds(f(ds, "minDepthBounds"))
                     .max_depth_bounds(f(ds, "maxDepthBounds"))
             }),
+            blend_flags: vk::PipelineColorBlendStateCreateFlags::from_raw(u(cb, "flags")),
             logic_op_enable: u(cb, "logicOpEnable") != 0,
             logic_op: vk::LogicOp::from_raw(i(cb, "logicOp")),
             blend_attachments: arr(cb, "attachments")
@@ -786,5 +790,24 @@ impl GraphicsData {
                 rendering.map_or(0, |r| i(r, "stencilAttachmentFormat")),
             ),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GraphicsData;
+
+    /// Every state block's flags the key reads are passed again: the colour blend state's
+    /// (rasterization-order attachment access) were dropped, and the rebuild keyed another
+    /// pipeline.
+    #[test]
+    fn the_colour_blend_state_s_flags_are_read_back() {
+        let v = serde_json::json!({
+            "colorBlendState": {"flags": 1, "logicOpEnable": 0, "logicOp": 0, "attachments": []},
+            "depthStencilState": {"flags": 2},
+        });
+        let g = GraphicsData::read(&v).unwrap();
+        assert_eq!(g.blend_flags.as_raw(), 1);
+        assert_eq!(g.depth_stencil.unwrap().flags.as_raw(), 2);
     }
 }
