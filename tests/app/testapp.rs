@@ -487,7 +487,6 @@ fn run(args: &Args) -> Result<bool, String> {
     shared.line_state = args.line_state;
     if let Some(every) = every.as_ref().filter(|_| args.zink_dynamic) {
         shared.zink_states = zink::states(every);
-        eprintln!("testapp: zink dynamic states: {}", shared.zink_states.len());
     }
 
     let started = Instant::now();
@@ -600,6 +599,7 @@ fn run(args: &Args) -> Result<bool, String> {
             "alloc_calls": ALLOC_CALLS.load(std::sync::atomic::Ordering::Relaxed),
             "app_cache_bytes": app_cache_bytes(&shared),
             "fork_child": fork_child,
+            "zink_dynamic_states": shared.zink_states.len(),
             "commands_not_enabled": commands_not_enabled(&instance, &shared.device, &enabled, !dynamic_rendering),
             "rt": rt_made.as_ref().map(|r| serde_json::json!({
                 "pipelines": r.pipelines, "libraries": r.libraries, "handles_ok": r.handles_ok,
