@@ -656,11 +656,7 @@ impl Feed for LibraryDesc {
     fn feed(&self, w: &mut KeyWriter) {
         w.u32(0x4c49_4231); // "LIB1": never the start of what a complete pipeline feeds here
         self.subsets.feed(w);
-        w.u64(self.libraries.len() as u64);
-        for k in &self.libraries {
-            w.bytes(&k.spirv);
-            w.bytes(&k.state);
-        }
+        self.libraries.feed(w);
     }
 }
 

@@ -274,6 +274,23 @@ pub fn compute_key(d: &ComputeDesc) -> PipelineKey {
     }
 }
 
+/// A pipeline's dynamic states in an order of their own, each once: the application's order and
+/// repeats change nothing the driver builds.
+fn feed_dynamic_states(states: &[u32], w: &mut KeyWriter) {
+    let mut dynamic = states.to_vec();
+    dynamic.sort_unstable();
+    dynamic.dedup();
+    dynamic.feed(w);
+}
+
+/// A linked library's key, as the pipelines linking it are keyed by it.
+impl Feed for PipelineKey {
+    fn feed(&self, w: &mut KeyWriter) {
+        w.bytes(&self.spirv);
+        w.bytes(&self.state);
+    }
+}
+
 pub fn ray_tracing_key(d: &RayTracingDesc) -> PipelineKey {
     // Stages in their order: group indices name them by place.
     let stages: Vec<&StageDesc> = d.stages.iter().collect();
@@ -281,16 +298,9 @@ pub fn ray_tracing_key(d: &RayTracingDesc) -> PipelineKey {
     d.groups.feed(&mut w);
     d.max_recursion_depth.feed(&mut w);
     d.library_interface.feed(&mut w);
-    let mut dynamic = d.dynamic_states.clone();
-    dynamic.sort_unstable();
-    dynamic.dedup();
-    dynamic.feed(&mut w);
+    feed_dynamic_states(&d.dynamic_states, &mut w);
     d.layout.feed(&mut w);
-    w.u64(d.libraries.len() as u64);
-    for k in &d.libraries {
-        w.bytes(&k.spirv);
-        w.bytes(&k.state);
-    }
+    d.libraries.feed(&mut w);
     d.robustness.feed(&mut w);
     PipelineKey {
         spirv: spirv_key(&stages),
@@ -310,10 +320,7 @@ pub fn graphics_key(d: &GraphicsDesc) -> PipelineKey {
     d.multisample.feed(&mut w);
     d.depth_stencil.feed(&mut w);
     d.color_blend.feed(&mut w);
-    let mut dynamic = d.dynamic_states.clone();
-    dynamic.sort_unstable();
-    dynamic.dedup();
-    dynamic.feed(&mut w);
+    feed_dynamic_states(&d.dynamic_states, &mut w);
     d.layout.feed(&mut w);
     d.target.feed(&mut w);
     d.robustness.feed(&mut w);

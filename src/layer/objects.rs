@@ -59,6 +59,15 @@ impl<T: Clone> Tracked<T> {
         self.0.writing().remove(&handle);
     }
 
+    /// [`Tracked::remove`] for a registry most handles asked of are not in (pipeline libraries,
+    /// asked at every `vkDestroyPipeline`): a shared look first, the exclusive lock only for one
+    /// it holds. A handle is never made and destroyed at once, so it cannot come in between.
+    pub(in crate::layer) fn remove_if_held(&self, handle: u64) {
+        if self.0.reading().contains_key(&handle) {
+            self.remove(handle);
+        }
+    }
+
     /// How many live objects it holds (the application's and the background rebuild's; objects
     /// of one content may share a handle on some drivers, and count once).
     pub fn len(&self) -> usize {

@@ -242,7 +242,7 @@ pub unsafe extern "system" fn destroy_pipeline(
         return;
     };
     if pipeline != vk::Pipeline::null() {
-        dev.objects.libraries.remove(pipeline.as_raw());
+        dev.objects.libraries.remove_if_held(pipeline.as_raw());
     }
     // SAFETY: the application's arguments, passed on unchanged.
     unsafe { (dev.fns.destroy_pipeline)(device, pipeline, allocator) }

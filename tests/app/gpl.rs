@@ -104,21 +104,7 @@ impl Gpl<'_> {
             .color_attachment_formats(&COLOR_FORMATS)
             .depth_attachment_format(vk::Format::D32_SFLOAT);
         // Vertex input: the stride and topology vary.
-        let bindings = [vk::VertexInputBindingDescription::default()
-            .binding(0)
-            .stride(20 + 4 * v as u32)
-            .input_rate(vk::VertexInputRate::VERTEX)];
-        let attributes = [
-            vk::VertexInputAttributeDescription::default()
-                .location(0)
-                .binding(0)
-                .format(vk::Format::R32G32_SFLOAT),
-            vk::VertexInputAttributeDescription::default()
-                .location(1)
-                .binding(0)
-                .format(vk::Format::R32G32B32_SFLOAT)
-                .offset(8),
-        ];
+        let (bindings, attributes) = super::triangle_vertex_input(20 + 4 * v as u32);
         let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
             .vertex_binding_descriptions(&bindings)
             .vertex_attribute_descriptions(&attributes);

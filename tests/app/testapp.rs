@@ -1168,6 +1168,33 @@ fn robustness(v: u32) -> vk::PipelineRobustnessCreateInfoEXT<'static> {
         .images(vk::PipelineRobustnessImageBehaviorEXT::DEVICE_DEFAULT)
 }
 
+/// The triangle vertex shader's inputs: a vec2 and a vec3 from binding 0, `stride` bytes apart.
+fn triangle_vertex_input(
+    stride: u32,
+) -> (
+    [vk::VertexInputBindingDescription; 1],
+    [vk::VertexInputAttributeDescription; 2],
+) {
+    let binding = vk::VertexInputBindingDescription::default()
+        .binding(0)
+        .stride(stride)
+        .input_rate(vk::VertexInputRate::VERTEX);
+    let attribute = |location, format, offset| {
+        vk::VertexInputAttributeDescription::default()
+            .location(location)
+            .binding(0)
+            .format(format)
+            .offset(offset)
+    };
+    (
+        [binding],
+        [
+            attribute(0, vk::Format::R32G32_SFLOAT, 0),
+            attribute(1, vk::Format::R32G32B32_SFLOAT, 8),
+        ],
+    )
+}
+
 fn create_graphics_batch(
     s: &Shared,
     variants: &[(u32, bool)],
@@ -1207,22 +1234,7 @@ fn create_graphics_batch(
             ]
         })
         .collect();
-    let bindings = [vk::VertexInputBindingDescription::default()
-        .binding(0)
-        .stride(20)
-        .input_rate(vk::VertexInputRate::VERTEX)];
-    let attributes = [
-        vk::VertexInputAttributeDescription::default()
-            .location(0)
-            .binding(0)
-            .format(vk::Format::R32G32_SFLOAT)
-            .offset(0),
-        vk::VertexInputAttributeDescription::default()
-            .location(1)
-            .binding(0)
-            .format(vk::Format::R32G32B32_SFLOAT)
-            .offset(8),
-    ];
+    let (bindings, attributes) = triangle_vertex_input(20);
     let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
         .vertex_binding_descriptions(&bindings)
         .vertex_attribute_descriptions(&attributes);

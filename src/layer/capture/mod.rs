@@ -8,6 +8,7 @@ use std::ffi::CStr;
 use ash::vk;
 use ash::vk::Handle;
 
+mod blend;
 mod library;
 
 pub use super::objects::KnownLibrary;
@@ -16,13 +17,10 @@ use library::Subsets;
 use super::abi::chain;
 use super::objects::{module_content, only_known, slice, Objects};
 use crate::key::desc::*;
-use crate::key::{compute_key, graphics_key, Digest, Dynamic, PipelineKey, Unkeyable};
+use crate::key::{Digest, Dynamic, Unkeyable};
 
 use vk::DynamicState as D;
 use vk::StructureType as S;
-
-/// More colour attachments than any device has (`maxColorAttachments` is 8 on every driver known).
-const MAX_COLOR_ATTACHMENTS: u32 = 32;
 
 /// The structures of a chain, each at most once (the spec's rule): a chain naming one twice is
 /// never keyed by whichever came last.
@@ -235,22 +233,6 @@ unsafe fn stage(
     })
 }
 
-/// The key of a compute pipeline, with its effective `flags` ([`Flags::of`]).
-///
-/// # Safety
-/// `ci` must be a valid create info.
-pub unsafe fn compute(
-    ci: &vk::ComputePipelineCreateInfo,
-    objects: &Objects,
-    device: &Digest,
-    flags: Flags,
-) -> Result<PipelineKey, Unkeyable> {
-    // SAFETY: as the caller vouches.
-    Ok(compute_key(&unsafe {
-        compute_desc(ci, objects, device, flags)
-    }?))
-}
-
 /// A compute pipeline as its key sees it (and the record writes it).
 ///
 /// # Safety
@@ -275,24 +257,8 @@ pub unsafe fn compute_desc(
     })
 }
 
-fn bool32(b: vk::Bool32) -> bool {
+pub(super) fn bool32(b: vk::Bool32) -> bool {
     b != 0
-}
-
-/// The key of a graphics pipeline (its shape key), with its effective `flags`.
-///
-/// # Safety
-/// `ci` must be a valid create info.
-pub unsafe fn graphics(
-    ci: &vk::GraphicsPipelineCreateInfo,
-    objects: &Objects,
-    device: &Digest,
-    flags: Flags,
-) -> Result<PipelineKey, Unkeyable> {
-    // SAFETY: as the caller vouches.
-    Ok(graphics_key(&unsafe {
-        graphics_desc(ci, objects, device, flags)
-    }?))
 }
 
 /// A graphics pipeline as its key sees it (and the record writes it).
@@ -694,81 +660,8 @@ pub unsafe fn graphics_desc(
     } else {
         let b = unsafe { ci.p_color_blend_state.as_ref() }
             .ok_or(Unkeyable::MissingState("colour blend state"))?;
-        // Colour write enables dynamic: their array is ignored.
-        let ignored: &[S] = if dy.has(D::COLOR_WRITE_ENABLE_EXT) {
-            &[S::PIPELINE_COLOR_WRITE_CREATE_INFO_EXT]
-        } else {
-            &[]
-        };
-        unsafe { only_known(b.p_next, ignored, "the colour blend state")? };
-        let logic_op_enable = dy
-            .unless(D::LOGIC_OP_ENABLE_EXT, bool32(b.logic_op_enable))
-            .unwrap_or(false);
-        // Enable, equation and write mask all dynamic, every field of `pAttachments` is ignored
-        // (each is one of the three states'): the attachments are counted, not read, and the
-        // record writes as many zeroed ones, which a rebuild passes. The count itself is ignored
-        // too unless coherent advanced blending is on without its dynamic state; then it may
-        // not pass `maxColorAttachments`, so a count past any device's is one the spec ignores,
-        // and none are counted.
-        let attachments_ignored = dy.has(D::COLOR_BLEND_ENABLE_EXT)
-            && dy.has(D::COLOR_BLEND_EQUATION_EXT)
-            && dy.has(D::COLOR_WRITE_MASK_EXT);
-        let counted;
-        let attachments = if attachments_ignored {
-            let count = match b.attachment_count {
-                n @ 0..=MAX_COLOR_ATTACHMENTS => n,
-                _ => 0,
-            };
-            counted = vec![vk::PipelineColorBlendAttachmentState::default(); count as usize];
-            &counted[..]
-        } else {
-            unsafe { slice(b.p_attachments, b.attachment_count) }
-        };
-        let equation = |a: &vk::PipelineColorBlendAttachmentState| {
-            dy.unless(
-                D::COLOR_BLEND_EQUATION_EXT,
-                [
-                    a.src_color_blend_factor.as_raw(),
-                    a.dst_color_blend_factor.as_raw(),
-                    a.color_blend_op.as_raw(),
-                    a.src_alpha_blend_factor.as_raw(),
-                    a.dst_alpha_blend_factor.as_raw(),
-                    a.alpha_blend_op.as_raw(),
-                ]
-                .map(|x| x as u32),
-            )
-            .unwrap_or_default()
-        };
-        Some(ColorBlendDesc {
-            flags: b.flags.as_raw(),
-            logic_op_enable,
-            // The static logic op is read wherever the enable may be true at draw time.
-            logic_op: ((logic_op_enable || dy.has(D::LOGIC_OP_ENABLE_EXT))
-                && !dy.has(D::LOGIC_OP_EXT))
-            .then_some(b.logic_op.as_raw() as u32),
-            attachments: attachments
-                .iter()
-                .map(|a| {
-                    let [src_color, dst_color, color_op, src_alpha, dst_alpha, alpha_op] =
-                        equation(a);
-                    BlendAttachment {
-                        blend_enable: dy
-                            .unless(D::COLOR_BLEND_ENABLE_EXT, bool32(a.blend_enable))
-                            .unwrap_or(false),
-                        src_color_factor: src_color,
-                        dst_color_factor: dst_color,
-                        color_op,
-                        src_alpha_factor: src_alpha,
-                        dst_alpha_factor: dst_alpha,
-                        alpha_op,
-                        color_write_mask: dy
-                            .unless(D::COLOR_WRITE_MASK_EXT, a.color_write_mask.as_raw())
-                            .unwrap_or(0),
-                    }
-                })
-                .collect(),
-            blend_constants: dy.unless(D::BLEND_CONSTANTS, b.blend_constants),
-        })
+        // SAFETY: a colour blend state of a valid create info.
+        Some(unsafe { blend::color_blend_desc(b, dy) }?)
     };
 
     // The layout: read by pre-rasterization and fragment shader state, and by a link (whose
@@ -806,25 +699,10 @@ pub unsafe fn graphics_desc(
     })
 }
 
-/// The key of a ray-tracing pipeline, with its effective `flags`.
-///
-/// # Safety
-/// `ci` must be a valid create info.
-pub unsafe fn ray_tracing(
-    ci: &vk::RayTracingPipelineCreateInfoKHR,
-    objects: &Objects,
-    device: &Digest,
-    flags: Flags,
-) -> Result<PipelineKey, Unkeyable> {
-    // SAFETY: as the caller vouches.
-    Ok(crate::key::ray_tracing_key(&unsafe {
-        ray_tracing_desc(ci, objects, device, flags)
-    }?))
-}
-
 /// `VK_PIPELINE_CREATE_RAY_TRACING_SHADER_GROUP_HANDLE_CAPTURE_REPLAY_BIT_KHR`: the groups'
 /// handles are the application's own to replay; such a pipeline is built as asked.
-const CAPTURE_REPLAY: u64 = 0x0008_0000;
+const CAPTURE_REPLAY: u64 =
+    vk::PipelineCreateFlags::RAY_TRACING_SHADER_GROUP_HANDLE_CAPTURE_REPLAY_KHR.as_raw() as u64;
 
 /// A ray-tracing pipeline as its key sees it (and the record writes it). Its groups' capture and
 /// replay handles make it unkeyable: it is built as asked (the driver skips its cache for them).

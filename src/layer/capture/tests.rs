@@ -1,6 +1,7 @@
 //! Reading create infos into keys: the effective flags, the chains, and what makes a pipeline unkeyable.
 
 use super::*;
+use crate::key::{compute_key, graphics_key, PipelineKey};
 use crate::layer::objects::Objects;
 
 const NO_DEVICE: Digest = Digest([0; 32]);
@@ -11,7 +12,8 @@ unsafe fn compute_of(
     objects: &Objects,
 ) -> Result<PipelineKey, Unkeyable> {
     // SAFETY: create infos built by the tests.
-    unsafe { compute(ci, objects, &NO_DEVICE, Flags::of(ci.flags, ci.p_next)) }
+    unsafe { compute_desc(ci, objects, &NO_DEVICE, Flags::of(ci.flags, ci.p_next)) }
+        .map(|d| compute_key(&d))
 }
 
 unsafe fn graphics_of(
@@ -19,7 +21,8 @@ unsafe fn graphics_of(
     objects: &Objects,
 ) -> Result<PipelineKey, Unkeyable> {
     // SAFETY: create infos built by the tests.
-    unsafe { graphics(ci, objects, &NO_DEVICE, Flags::of(ci.flags, ci.p_next)) }
+    unsafe { graphics_desc(ci, objects, &NO_DEVICE, Flags::of(ci.flags, ci.p_next)) }
+        .map(|d| graphics_key(&d))
 }
 
 fn stage() -> vk::PipelineShaderStageCreateInfo<'static> {

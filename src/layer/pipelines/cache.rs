@@ -149,7 +149,8 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     // Library parts, links and ray-tracing pipelines: NVIDIA's driver (580) serves them from the
     // layer's cache without the feedback's cache-hit bit (a warm run took 19 ms of optimized links
     // against 625 ms cold, and was counted compiled), so their cache's size says too.
-    let size_says_too = (b.library_related || b.ray_tracing)
+    // A library part (a link is never built here) or a ray-tracing pipeline.
+    let size_says_too = (b.flags.has(vk::PipelineCreateFlags::LIBRARY_KHR) || T::RAY_TRACING)
         && store.identity().vendor_id == crate::store::identity::NVIDIA;
     let measure_size = feedback.is_none() || size_says_too;
     let through = |seed: Option<&[u8]>, lap: &mut Lap, slot: &mut vk::Pipeline| unsafe {

@@ -11,8 +11,8 @@ pub(super) fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) 
     let Some(file) = dev.record.as_ref() else {
         return;
     };
-    // SAFETY: the application's create info, valid for the call.
-    let Some(desc) = (unsafe { b.info.recorded(&dev.objects, &dev.device_state, b.flags) }) else {
+    // Taken once: a pipeline is recorded once.
+    let Some(desc) = b.desc.take() else {
         return;
     };
     let mut contents = Vec::new();

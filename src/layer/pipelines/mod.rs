@@ -27,6 +27,8 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use crate::replay::record::Recorded;
+
 use super::abi::find_in_chain;
 use super::binaries;
 use super::binary_abi as bin;
@@ -56,6 +58,8 @@ type CreateFn<T> = unsafe extern "system" fn(
 trait PipelineInfo: Copy {
     /// The Vulkan command that creates this kind of pipeline.
     const COMMAND: &'static std::ffi::CStr;
+    /// Ray-tracing pipelines (kept the cache way).
+    const RAY_TRACING: bool;
     fn legacy_flags(&self) -> vk::PipelineCreateFlags;
     fn set_legacy_flags(&mut self, flags: vk::PipelineCreateFlags);
     fn p_next(&self) -> *const c_void;
@@ -69,29 +73,22 @@ trait PipelineInfo: Copy {
     /// `self` must be a valid create info.
     unsafe fn links_libraries(&self) -> bool;
 
+    /// The pipeline as its key sees it and the record writes it, read once a pipeline.
     /// # Safety
     /// `self` must be a valid create info; `flags` its effective flags.
-    unsafe fn key(
+    unsafe fn describe(
         &self,
         objects: &Objects,
         device: &Digest,
         flags: Flags,
-    ) -> Result<PipelineKey, Unkeyable>;
-    /// The pipeline as the record writes it (`None`: not recorded).
-    /// # Safety
-    /// As for [`PipelineInfo::key`].
-    unsafe fn recorded(
-        &self,
-        objects: &Objects,
-        device: &Digest,
-        flags: Flags,
-    ) -> Option<crate::replay::record::Recorded>;
+    ) -> Result<Recorded, Unkeyable>;
 }
 
 macro_rules! pipeline_info {
-    ($ty:ty, $command:literal, $stages:expr, $links:expr, $capture:path, $record:expr) => {
+    ($ty:ty, $command:literal, $ray_tracing:literal, $stages:expr, $links:expr, $describe:expr) => {
         impl PipelineInfo for $ty {
             const COMMAND: &'static std::ffi::CStr = $command;
+            const RAY_TRACING: bool = $ray_tracing;
             fn legacy_flags(&self) -> vk::PipelineCreateFlags {
                 self.flags
             }
@@ -124,29 +121,20 @@ macro_rules! pipeline_info {
                 // SAFETY: as the caller vouches.
                 unsafe { links(self) }
             }
-            unsafe fn key(
+            unsafe fn describe(
                 &self,
                 objects: &Objects,
                 device: &Digest,
                 flags: Flags,
-            ) -> Result<PipelineKey, Unkeyable> {
-                // SAFETY: as the caller vouches.
-                unsafe { $capture(self, objects, device, flags) }
-            }
-            unsafe fn recorded(
-                &self,
-                objects: &Objects,
-                device: &Digest,
-                flags: Flags,
-            ) -> Option<crate::replay::record::Recorded> {
-                let record: unsafe fn(
+            ) -> Result<Recorded, Unkeyable> {
+                let describe: unsafe fn(
                     &Self,
                     &Objects,
                     &Digest,
                     Flags,
-                ) -> Option<crate::replay::record::Recorded> = $record;
+                ) -> Result<Recorded, Unkeyable> = $describe;
                 // SAFETY: as the caller vouches.
-                unsafe { record(self, objects, device, flags) }
+                unsafe { describe(self, objects, device, flags) }
             }
         }
     };
@@ -167,35 +155,32 @@ unsafe fn chain_links_libraries(p_next: *const c_void) -> bool {
 pipeline_info!(
     vk::ComputePipelineCreateInfo<'static>,
     c"vkCreateComputePipelines",
+    false,
     |_| 1,
     |_| false,
-    capture::compute,
     |ci, objects, device, flags| unsafe { capture::compute_desc(ci, objects, device, flags) }
-        .ok()
-        .map(crate::replay::record::Recorded::Compute)
+        .map(Recorded::Compute)
 );
 pipeline_info!(
     vk::GraphicsPipelineCreateInfo<'static>,
     c"vkCreateGraphicsPipelines",
+    false,
     |g| g.stage_count,
     |g| unsafe { chain_links_libraries(g.p_next) },
-    capture::graphics,
     |ci, objects, device, flags| unsafe { capture::graphics_desc(ci, objects, device, flags) }
-        .ok()
-        .map(|d| crate::replay::record::Recorded::Graphics(Box::new(d)))
+        .map(|d| Recorded::Graphics(Box::new(d)))
 );
 
 pipeline_info!(
     vk::RayTracingPipelineCreateInfoKHR<'static>,
     c"vkCreateRayTracingPipelinesKHR",
+    true,
     |r| r.stage_count,
     // SAFETY: pLibraryInfo is NULL or valid, per the spec.
     |r| unsafe { r.p_library_info.as_ref() }.is_some_and(|l| l.library_count > 0),
-    capture::ray_tracing,
     // SAFETY: the application's create info, valid for the call, as the flow vouches.
     |ci, objects, device, flags| unsafe { capture::ray_tracing_desc(ci, objects, device, flags) }
-        .ok()
-        .map(|d| crate::replay::record::Recorded::RayTracing(Box::new(d)))
+        .map(|d| Recorded::RayTracing(Box::new(d)))
 );
 
 pub unsafe extern "system" fn create_compute_pipelines(
@@ -308,7 +293,7 @@ unsafe fn create_pipelines<T: PipelineInfo>(
             let out = unsafe { std::slice::from_raw_parts_mut(out_ptr, infos.len()) };
             for pipeline in out.iter_mut().filter(|p| **p != vk::Pipeline::null()) {
                 // A library remembered already is forgotten first: its handle may come again.
-                dev.objects.libraries.remove(pipeline.as_raw());
+                dev.objects.libraries.remove_if_held(pipeline.as_raw());
                 // SAFETY: a pipeline this call made and nobody has seen.
                 unsafe { (dev.fns.destroy_pipeline)(dev.handle, *pipeline, allocator) };
                 *pipeline = vk::Pipeline::null();
@@ -364,29 +349,36 @@ unsafe fn build_one<T: PipelineInfo>(
         && !flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
         && unsafe { info.links_libraries() };
     // SAFETY: the application's create info.
-    let keyed = (!link).then(|| unsafe { info.key(&dev.objects, &dev.device_state, flags) });
+    let described = (!link).then(|| {
+        unsafe { info.describe(&dev.objects, &dev.device_state, flags) }.map(|desc| {
+            let key = desc.key();
+            (key, desc)
+        })
+    });
     lap.to(Phase::Key);
-    let (r, outcome) = match &keyed {
+    let library_key = described
+        .as_ref()
+        .and_then(|d| d.as_ref().ok())
+        .map(|(key, _)| *key);
+    let (r, outcome) = match described {
         None => as_asked(Outcome::PassedThrough, &mut lap, slot),
         Some(Err(why)) => {
             tracing::debug!(%why, "pipeline not keyed; built as asked and not kept");
             as_asked(Outcome::Unkeyed, &mut lap, slot)
         }
-        Some(Ok(key)) => match dev.store() {
+        Some(Ok((key, desc))) => match dev.store() {
             None => as_asked(Outcome::PassedThrough, &mut lap, slot),
             Some(store) => {
                 let b = Build {
                     dev,
                     store,
-                    key,
+                    key: &key,
                     info,
                     flags,
                     allocator,
                     next,
                     rebuilding,
-                    library_related: flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
-                        || unsafe { info.links_libraries() },
-                    ray_tracing: T::COMMAND == c"vkCreateRayTracingPipelinesKHR",
+                    desc: std::cell::Cell::new(Some(desc)),
                 };
                 match unsafe { build_kept(&b, &mut lap, slot) } {
                     Kept::Made(r, outcome) => (r, outcome),
@@ -404,10 +396,7 @@ unsafe fn build_one<T: PipelineInfo>(
     };
     if flags.has(vk::PipelineCreateFlags::LIBRARY_KHR) && *slot != vk::Pipeline::null() {
         // Remembered until destroyed: the pipelines linking it are keyed by it.
-        let known = keyed
-            .as_ref()
-            .and_then(|k| k.as_ref().ok())
-            .map(|key| KnownLibrary { key: *key });
+        let known = library_key.map(|key| KnownLibrary { key });
         dev.objects.libraries.insert(slot.as_raw(), known);
     }
     if SETTINGS.test_panic_after_build && *slot != vk::Pipeline::null() {
@@ -502,10 +491,8 @@ struct Build<'a, T> {
     next: CreateFn<T>,
     /// Built by the background rebuild (never left to it: no write-behind).
     rebuilding: bool,
-    /// A graphics pipeline library part, or a pipeline linked from libraries.
-    library_related: bool,
-    /// A ray-tracing pipeline (kept the cache way).
-    ray_tracing: bool,
+    /// The pipeline as it was keyed, until the record takes it (a compiled pipeline's).
+    desc: std::cell::Cell<Option<Recorded>>,
 }
 
 impl<T> Build<'_, T> {
@@ -608,8 +595,8 @@ unsafe fn build_kept<T: PipelineInfo>(
             if found.is_none()
                 && !refused
                 && !b.flags.chained
-                && !b.library_related
-                && !b.ray_tracing =>
+                && !b.flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
+                && !T::RAY_TRACING =>
         unsafe { build_capturing(b, fns, lap, slot) },
         _ => unsafe { build_cached(b, found, refused, lap, slot) },
     }

@@ -70,6 +70,16 @@ pub enum Recorded {
 }
 
 impl Recorded {
+    /// The pipeline's key: the one its description gives, so that what is recorded is what was
+    /// keyed.
+    pub fn key(&self) -> crate::key::PipelineKey {
+        match self {
+            Recorded::Compute(d) => crate::key::compute_key(d),
+            Recorded::Graphics(d) => crate::key::graphics_key(d),
+            Recorded::RayTracing(d) => crate::key::ray_tracing_key(d),
+        }
+    }
+
     /// The pipeline layout's digest.
     pub fn layout(&self) -> &Digest {
         match self {

@@ -19,6 +19,7 @@ use crate::sync::Unpoisoned;
 
 mod device;
 mod fields;
+mod graphics_data;
 mod jobs;
 mod launch;
 mod objects;
