@@ -89,6 +89,11 @@ pub fn check_frame(frame: &[u8], len: usize) -> Result<(), FrameError> {
 /// holds: a frame holding more fails here.
 pub fn decompress_into(frame: &[u8], out: &mut [u8]) -> Result<(), FrameError> {
     check_frame(frame, out.len())?;
+    decompress_checked(frame, out)
+}
+
+/// [`decompress_into`] of a frame [`check_frame`] has passed for `out`'s length.
+fn decompress_checked(frame: &[u8], out: &mut [u8]) -> Result<(), FrameError> {
     DECOMPRESSOR.with_borrow_mut(|held| {
         if held.is_none() {
             *held = zstd::bulk::Decompressor::new().ok();
@@ -108,7 +113,7 @@ pub fn decompress_onto(frame: &[u8], len: usize, out: &mut Vec<u8>) -> Result<()
     check_frame(frame, len)?;
     let start = out.len();
     out.resize(start + len, 0);
-    let read = decompress_into(frame, &mut out[start..]);
+    let read = decompress_checked(frame, &mut out[start..]);
     if read.is_err() {
         out.truncate(start);
     }
