@@ -99,7 +99,8 @@ pub struct Settings {
     pub write_behind: WriteBehindSetting,
     /// `PIPEKEEP_SHARE_BUILDS` (`on`, the default, or `off`): a `binary` miss the driver would
     /// build as it built a pipeline earlier in the run is made from that pipeline's binaries
-    /// (never on NVIDIA, whose driver is not asked for its keys).
+    /// (never on NVIDIA, whose driver is not asked for its keys); a `cache` miss is built through
+    /// a cache seeded with the data of earlier pipelines with its SPIR-V or its stages.
     pub share_builds: bool,
     /// `PIPEKEEP_DICTIONARY_ONCE` (`on`, the default, or `off`): a found entry whose NVIDIA cache
     /// data carries the driver's dictionary goes to the driver without it once the device holds

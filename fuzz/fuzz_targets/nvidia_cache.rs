@@ -1,12 +1,15 @@
 //! NVIDIA's pipeline-cache framing on any bytes: never a panic; where it frames, the data without
 //! the dictionary frames as one record fewer, carries no dictionary, and is as long as the data
 //! less the dictionary's record; the framing of bytes fresh from the driver (`frame_bytes`)
-//! is the framing of a payload.
+//! is the framing of a payload; data put together with itself frames, and is no longer than itself
+//! (each record once).
 #![no_main]
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use pipekeep::store::nvidia_cache::{frame, frame_bytes, FramingError};
+use pipekeep::store::nvidia_cache::{
+    frame, frame_bytes, frames, merged, FramingError,
+};
 use pipekeep::store::payload::Payload;
 
 fn whole(bytes: &[u8]) -> Payload {
@@ -20,6 +23,11 @@ fuzz_target!(|data: &[u8]| {
         frame_bytes(data).ok().map(|f| f.dictionary),
         framed.as_ref().ok().map(|f| f.dictionary)
     );
+    let together = merged(&[data, data]);
+    assert_eq!(together.is_some(), frames(data));
+    if let Some(together) = together {
+        assert!(frames(&together) && together.len() <= data.len());
+    }
     if let Ok(framing) = framed {
         let without = framing.without_dictionary(&payload);
         assert!(without.len() < data.len());

@@ -97,7 +97,7 @@ pub const TABLE: &[Setting] = &[
     Setting { name: "dictionary_once", label: "NVIDIA dictionary once", kind: Kind::Switch, default: "true",
         description: "On NVIDIA, hand the driver's zstd dictionary over once a device instead of with every entry." },
     Setting { name: "share_builds", label: "Share builds", kind: Kind::Switch, default: "true",
-        description: "With the binary backend, make a miss the driver would build as an earlier pipeline from that pipeline's binaries." },
+        description: "Build a miss from what this run compiled: with the binary backend, from the binaries of a pipeline the driver builds alike; with the cache backend, through the data of pipelines with its SPIR-V or its stages." },
     Setting { name: "rebuild", label: "Rebuild", kind: Kind::Enum(&[
             ("background", "In the background after a driver change"),
             ("off", "Never (pipekeep rebuild does it)"),

@@ -99,6 +99,38 @@ fn frame_with(
     len: usize,
     copy: impl Fn(Range<usize>, &mut Vec<u8>),
 ) -> Result<Framing, FramingError> {
+    let mut dictionary = None;
+    let records = walk(len, copy, |_, at, record, head| {
+        if &head[8..16] == DICTIONARY_NAME {
+            if dictionary.is_some() {
+                return Err(FramingError::TwoDictionaries);
+            }
+            let hash = u64::from_le_bytes(head[44..52].try_into().expect("eight bytes"));
+            let n = u32_at(head, 16);
+            dictionary = Some((DictionaryId { hash, len: n }, at..record.end));
+        }
+        Ok(())
+    })?;
+    let (dictionary, dictionary_record) = dictionary.ok_or(FramingError::NoDictionary)?;
+    if records < 2 {
+        return Err(FramingError::OnlyTheDictionary);
+    }
+    Ok(Framing {
+        dictionary,
+        dictionary_record,
+        records,
+        len,
+    })
+}
+
+/// Walks the records of `len` bytes that `copy` appends a range of to a buffer, checking each
+/// head as the driver frames it; `each` is given a record's index, where it starts, its whole
+/// range and its head. The number of records.
+fn walk(
+    len: usize,
+    copy: impl Fn(Range<usize>, &mut Vec<u8>),
+    mut each: impl FnMut(u32, usize, Range<usize>, &[u8]) -> Result<(), FramingError>,
+) -> Result<u32, FramingError> {
     let read = |range: Range<usize>, out: &mut Vec<u8>| {
         out.clear();
         copy(range, out);
@@ -117,7 +149,6 @@ fn frame_with(
         return Err(FramingError::TooManyRecords { records });
     }
     let mut at = RECORDS_AT;
-    let mut dictionary = None;
     for index in 0..records {
         read(at..at + RECORD_HEAD, &mut head);
         if head.len() < RECORD_HEAD {
@@ -137,36 +168,66 @@ fn frame_with(
             .checked_add(n as usize)
             .filter(|&end| end <= len)
             .ok_or(FramingError::CutShort { index, at })?;
-        if &head[8..16] == DICTIONARY_NAME {
-            if dictionary.is_some() {
-                return Err(FramingError::TwoDictionaries);
-            }
-            let hash = u64::from_le_bytes(head[44..52].try_into().expect("eight bytes"));
-            dictionary = Some((DictionaryId { hash, len: n }, at..end));
-        }
+        each(index, at, at..end, &head)?;
         at = end;
     }
     if at != len {
         return Err(FramingError::TrailingBytes { extra: len - at });
     }
-    let (dictionary, dictionary_record) = dictionary.ok_or(FramingError::NoDictionary)?;
-    if records < 2 {
-        return Err(FramingError::OnlyTheDictionary);
+    Ok(records)
+}
+
+/// Every record's range in whole data fresh from the driver, the dictionary's too.
+fn record_ranges(data: &[u8]) -> Result<Vec<Range<usize>>, FramingError> {
+    let mut ranges = Vec::new();
+    walk(data.len(), copy_of(data), |_, _, range, _| {
+        ranges.push(range);
+        Ok(())
+    })?;
+    Ok(ranges)
+}
+
+/// Whether `data` frames as NVIDIA's records.
+pub fn frames(data: &[u8]) -> bool {
+    record_ranges(data).is_ok()
+}
+
+/// One cache's data holding every record of `datas` once (the first's header): what a shared
+/// cache the driver had filled with them would hand it. `None` where one does not frame.
+pub fn merged(datas: &[&[u8]]) -> Option<Vec<u8>> {
+    let first = datas.first()?;
+    let mut seen = std::collections::HashSet::new();
+    let mut records: Vec<&[u8]> = Vec::new();
+    for data in datas {
+        for range in record_ranges(data).ok()? {
+            let record = &data[range];
+            if seen.insert(record) {
+                records.push(record);
+            }
+        }
     }
-    Ok(Framing {
-        dictionary,
-        dictionary_record,
-        records,
-        len,
-    })
+    Some(with_records(first, &records))
+}
+
+/// `header`'s Vulkan header, then `records` counted and back to back.
+fn with_records(header: &[u8], records: &[&[u8]]) -> Vec<u8> {
+    let len = records.iter().map(|r| r.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(RECORDS_AT + len);
+    out.extend_from_slice(&header[..VULKAN_HEADER]);
+    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    records.iter().for_each(|r| out.extend_from_slice(r));
+    out
 }
 
 /// Frames cache data fresh from the driver (see [`frame`]).
 pub fn frame_bytes(data: &[u8]) -> Result<Framing, FramingError> {
+    frame_with(data.len(), copy_of(data))
+}
+
+/// What appends a range of whole `data` (cut at its end) to a buffer.
+fn copy_of(data: &[u8]) -> impl Fn(Range<usize>, &mut Vec<u8>) + '_ {
     let within = |range: Range<usize>| range.start.min(data.len())..range.end.min(data.len());
-    frame_with(data.len(), |range, out| {
-        out.extend_from_slice(&data[within(range)])
-    })
+    move |range, out| out.extend_from_slice(&data[within(range)])
 }
 
 impl Framing {
@@ -394,5 +455,21 @@ pub(crate) mod tests {
             frame(&whole(&nvidia_cache(&[dict]))),
             Err(FramingError::OnlyTheDictionary)
         );
+    }
+
+    #[test]
+    fn caches_put_together_hold_each_record_once_after_the_first_header() {
+        let (a, b, c) = (
+            record([1; 16], 1, b"a"),
+            record([2; 16], 2, b"bb"),
+            record([3; 16], 3, b"ccc"),
+        );
+        let mut second = nvidia_cache(&[b.clone(), c.clone()]);
+        second[16] ^= 0xff; // another UUID: the first's header stands
+        let together = merged(&[&nvidia_cache(&[a.clone(), b.clone()]), &second]).unwrap();
+        assert_eq!(together, nvidia_cache(&[a.clone(), b, c]));
+        assert_eq!(frame_bytes(&together), Err(FramingError::NoDictionary));
+        assert!(merged(&[&nvidia_cache(&[a]), &[7; 40]]).is_none());
+        assert!(merged(&[]).is_none());
     }
 }

@@ -200,16 +200,21 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     if attempt.is_none() {
         prime_dictionary(dev);
     }
-    // A miss goes through its twin's data where this run compiled one ([`super::super::twins`]).
-    // (Not for what has no stages of its own, a link or an interface part: all of them share one
-    // SPIR-V key, and none another's data.)
+    // A miss goes through its twin's data, or that of pipelines sharing its stages, where this
+    // run compiled one ([`super::super::twins`]). (Not for what has no stages of its own, a link
+    // or an interface part: all of them share one SPIR-V key, and none another's data.)
     let twins_apply = SETTINGS.share_builds && info.stage_count() > 0;
+    let stages = if twins_apply {
+        b.stage_codes()
+    } else {
+        Vec::new()
+    };
     let twin = (attempt.is_none() && seeded.is_none() && twins_apply)
-        .then(|| dev.twins.seed_for(&key.spirv))
+        .then(|| dev.twins.seed_for(&key.spirv, &stages))
         .flatten();
     let built = match attempt {
         Some(built) => built,
-        None => match through(twin.as_deref().map(Vec::as_slice), lap, slot) {
+        None => match through(twin.as_ref().map(|t| t.data.as_slice()), lap, slot) {
             Ok(built) => built,
             Err(_) if twin.is_some() => match through(None, lap, slot) {
                 Ok(built) => built,
@@ -254,14 +259,17 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 let dictionary = framing.as_ref().map(|f| f.dictionary);
                 dev.dictionaries
                     .note_written(&dev.writer, store, key.file_name(), dictionary);
-                // A build seeded with its twin's data holds it too: only a first compile seeds,
-                // or each twin's entry would carry every earlier one's.
-                if twins_apply && twin.is_none() {
+                // A build seeded with its twin's data holds it: only what another seed built
+                // seeds, or each twin's entry would carry every earlier one's. (A build seeded by
+                // its stages holds their data too, and its entry needs it: on the H200, entries
+                // cut to the records such builds added left 111-131 of pygfx's 641 compiling
+                // again at the next launch.)
+                if twins_apply && !twin.as_ref().is_some_and(|t| t.whole) {
                     let seed = match &framing {
                         Some(f) => f.without_dictionary_in(&data),
                         None => data.clone(),
                     };
-                    dev.twins.keep(key.spirv, seed);
+                    dev.twins.keep(key.spirv, &stages, seed);
                 }
                 b.write_entry(PayloadKind::Cache, data, framing);
                 record_compiled(b, false);
@@ -270,7 +278,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");
                 Outcome::Refused
             } else if twin.is_some() && hit {
-                // Served from its twin's data, as a shared cache would have served it.
+                // Served from its twin's data (or its stages'), as a shared cache would have.
                 Outcome::Shared
             } else {
                 Outcome::Compiled

@@ -510,8 +510,14 @@ impl<T> Build<'_, T> {
         }
     }
 
-    /// It links libraries, without link-time optimization, into a pipeline that is not itself a
-    /// library.
+    /// Each stage's code digest, from the pipeline as it was keyed (none once the record took it).
+    fn stage_codes(&self) -> Vec<[u8; 16]> {
+        let desc = self.desc.take();
+        let codes = desc.as_ref().map(Recorded::stage_codes).unwrap_or_default();
+        self.desc.set(desc);
+        codes
+    }
+
     /// The application asked with `FAIL_ON_PIPELINE_COMPILE_REQUIRED`.
     fn must_be_found(&self) -> bool {
         self.flags

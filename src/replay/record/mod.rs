@@ -80,6 +80,19 @@ impl Recorded {
         }
     }
 
+    /// Each stage's code digest ([`crate::key::stage_code_key`]), each once.
+    pub fn stage_codes(&self) -> Vec<[u8; 16]> {
+        let stages: Vec<&crate::key::desc::StageDesc> = match self {
+            Recorded::Compute(d) => vec![&d.stage],
+            Recorded::Graphics(d) => d.stages.iter().collect(),
+            Recorded::RayTracing(d) => d.stages.iter().collect(),
+        };
+        let mut codes: Vec<[u8; 16]> = stages.into_iter().map(crate::key::stage_code_key).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        codes
+    }
+
     /// The pipeline layout's digest.
     pub fn layout(&self) -> &Digest {
         match self {
