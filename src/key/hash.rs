@@ -187,8 +187,8 @@ fn feed_stage_state(s: &StageDesc, w: &mut KeyWriter) {
     s.robustness.feed(w);
 }
 
-/// One stage's code as the SPIR-V key takes it (its module, entry point and specialization): what
-/// pipelines sharing that stage have in common, whatever their other stages.
+/// One stage's code as the SPIR-V key takes it (its stage, module, entry point and
+/// specialization): what pipelines sharing that stage have in common, whatever their others.
 pub fn stage_code_key(s: &StageDesc) -> [u8; 16] {
     let mut w = writer("pipekeep stage code");
     feed_stage_code(s, &mut w);

@@ -3,9 +3,9 @@
 //! whole where one had the same shaders (pygfx's database holds 256 pipelines right after a
 //! near-twin that differs only in `cullMode`, which RADV, 255 of 639 in Valve's replayer, and
 //! NVIDIA, 266 at one thread and 248 at 16, serve as hits), and in part where one shared a stage
-//! (NVIDIA 580, pygfx at 16 threads without the layer or the disk cache: its pipelines each
-//! through a fresh cache cost the driver 2.2-2.5x one shared cache; seeded with their twin's data,
-//! 1.4-1.6x; seeded also with the data of pipelines sharing a stage, 1.0-1.2x). The `cache`
+//! (NVIDIA 580, pygfx at 16 threads in an experiment without the layer or the disk cache: its
+//! pipelines each through a fresh cache cost the driver 2.2-2.5x one shared cache; seeded with the
+//! last data of their twin, 1.4-1.6x; with that and the last of each stage's, 1.0-1.2x). The `cache`
 //! backend builds each pipeline through a cache of its own, so a miss is built through a fresh
 //! cache seeded so: with the data of the first pipeline this run compiled with the same SPIR-V
 //! (the key's `spirv` half: every stage's code, entry point and specialization), else with the
@@ -16,8 +16,9 @@
 //! held without the dictionary its driver already holds (it makes a cache of the rest, as for a
 //! found entry without it). Seeds of several stages are put together record by record, which
 //! only NVIDIA's framing lets the layer do; another driver's data seeds its twins alone. Held
-//! within [`MOST_BYTES`], the oldest let go first: twins follow one another in the order
-//! applications make them.
+//! within [`MOST_BYTES`] (whatever the driver), the oldest let go first: a database's twins
+//! follow one another in its file, but replay tools take pipelines in hash order, where a
+//! pipeline's twin comes long after it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -25,9 +26,8 @@ use std::sync::{Arc, Mutex};
 use crate::store::nvidia_cache;
 use crate::sync::Unpoisoned;
 
-/// The most bytes of seeds held at once: about a run's worth of NVIDIA's data for pygfx's 641
-/// pipelines (a database's twins come apart in the hash order replay tools take), less in a
-/// 32-bit process.
+/// The most bytes of seeds held at once, whatever the driver: about a run's worth of NVIDIA's
+/// data for pygfx's 641 pipelines, less in a 32-bit process.
 const MOST_BYTES: usize = if cfg!(target_pointer_width = "64") {
     64 << 20
 } else {
@@ -38,8 +38,9 @@ const MOST_BYTES: usize = if cfg!(target_pointer_width = "64") {
 /// too, and may seed another stage in turn: the bound ends such chains.
 const MOST_STAGE_SEED_BYTES: usize = 128 << 10;
 
-/// The most stages whose seeds one build is given: a graphics pipeline has two or three, and a
-/// ray-tracing pipeline's many would make each of its builds hand over a run's worth of data.
+/// The most stages whose seeds one build is given: a graphics pipeline mostly has two or three
+/// (at most five), and a ray-tracing pipeline's many would make each of its builds hand over a
+/// run's worth of data.
 const MOST_STAGE_SEEDS: usize = 4;
 
 /// The first compiled data of each SPIR-V and of each stage this run, oldest first.
@@ -71,20 +72,24 @@ struct Held {
 impl Twins {
     /// The seed for a pipeline with this SPIR-V key and these stage codes, if one is held.
     pub fn seed_for(&self, spirv: &[u8; 16], stages: &[[u8; 16]]) -> Option<TwinSeed> {
-        let held = self.held.locked();
-        if let Some(data) = held.by_digest.get(spirv) {
-            return Some(TwinSeed {
-                data: data.clone(),
-                whole: true,
-            });
-        }
-        let mut datas: Vec<&Arc<Vec<u8>>> = Vec::new();
-        let stages = if stages.len() > 1 { stages } else { &[] };
-        for data in stages.iter().filter_map(|s| held.by_digest.get(s)) {
-            if !datas.iter().any(|d| Arc::ptr_eq(d, data)) && datas.len() < MOST_STAGE_SEEDS {
-                datas.push(data);
+        let datas: Vec<Arc<Vec<u8>>> = {
+            let held = self.held.locked();
+            if let Some(data) = held.by_digest.get(spirv) {
+                return Some(TwinSeed {
+                    data: data.clone(),
+                    whole: true,
+                });
             }
-        }
+            let mut datas: Vec<Arc<Vec<u8>>> = Vec::new();
+            let stages = if stages.len() > 1 { stages } else { &[] };
+            for data in stages.iter().filter_map(|s| held.by_digest.get(s)) {
+                if !datas.iter().any(|d| Arc::ptr_eq(d, data)) && datas.len() < MOST_STAGE_SEEDS {
+                    datas.push(Arc::clone(data));
+                }
+            }
+            datas
+        };
+        // Put together outside the lock: every other miss of the device looks up or holds here.
         let data = match datas.as_slice() {
             [] => return None,
             [one] => Arc::clone(one),

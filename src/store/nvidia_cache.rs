@@ -100,7 +100,7 @@ fn frame_with(
     copy: impl Fn(Range<usize>, &mut Vec<u8>),
 ) -> Result<Framing, FramingError> {
     let mut dictionary = None;
-    let records = walk(len, copy, |_, at, record, head| {
+    let records = walk(len, copy, |at, record, head| {
         if &head[8..16] == DICTIONARY_NAME {
             if dictionary.is_some() {
                 return Err(FramingError::TwoDictionaries);
@@ -124,12 +124,12 @@ fn frame_with(
 }
 
 /// Walks the records of `len` bytes that `copy` appends a range of to a buffer, checking each
-/// head as the driver frames it; `each` is given a record's index, where it starts, its whole
-/// range and its head. The number of records.
+/// head as the driver frames it; `each` is given where a record starts, its whole range and its
+/// head. The number of records.
 fn walk(
     len: usize,
     copy: impl Fn(Range<usize>, &mut Vec<u8>),
-    mut each: impl FnMut(u32, usize, Range<usize>, &[u8]) -> Result<(), FramingError>,
+    mut each: impl FnMut(usize, Range<usize>, &[u8]) -> Result<(), FramingError>,
 ) -> Result<u32, FramingError> {
     let read = |range: Range<usize>, out: &mut Vec<u8>| {
         out.clear();
@@ -168,7 +168,7 @@ fn walk(
             .checked_add(n as usize)
             .filter(|&end| end <= len)
             .ok_or(FramingError::CutShort { index, at })?;
-        each(index, at, at..end, &head)?;
+        each(at, at..end, &head)?;
         at = end;
     }
     if at != len {
@@ -180,7 +180,7 @@ fn walk(
 /// Every record's range in whole data fresh from the driver, the dictionary's too.
 fn record_ranges(data: &[u8]) -> Result<Vec<Range<usize>>, FramingError> {
     let mut ranges = Vec::new();
-    walk(data.len(), copy_of(data), |_, _, range, _| {
+    walk(data.len(), copy_of(data), |_, range, _| {
         ranges.push(range);
         Ok(())
     })?;
@@ -196,16 +196,18 @@ pub fn frames(data: &[u8]) -> bool {
 /// cache the driver had filled with them would hand it. `None` where one does not frame.
 pub fn merged(datas: &[&[u8]]) -> Option<Vec<u8>> {
     let first = datas.first()?;
+    // A record is known by its head: its key, its data's hash and length.
     let mut seen = std::collections::HashSet::new();
     let mut records: Vec<&[u8]> = Vec::new();
     for data in datas {
         for range in record_ranges(data).ok()? {
             let record = &data[range];
-            if seen.insert(record) {
+            if seen.insert(&record[..RECORD_HEAD]) {
                 records.push(record);
             }
         }
     }
+    u32::try_from(records.len()).ok()?;
     Some(with_records(first, &records))
 }
 

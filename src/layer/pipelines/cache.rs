@@ -204,20 +204,21 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     // run compiled one ([`super::super::twins`]). (Not for what has no stages of its own, a link
     // or an interface part: all of them share one SPIR-V key, and none another's data.)
     let twins_apply = SETTINGS.share_builds && info.stage_count() > 0;
-    let stages = if twins_apply {
-        b.stage_codes()
-    } else {
-        Vec::new()
-    };
-    let twin = (attempt.is_none() && seeded.is_none() && twins_apply)
-        .then(|| dev.twins.seed_for(&key.spirv, &stages))
+    // Read only where a seed is looked up or held (never on a found pipeline's path).
+    let stages = std::cell::OnceCell::new();
+    let stages = || stages.get_or_init(|| b.stage_codes()).as_slice();
+    let mut twin = (attempt.is_none() && seeded.is_none() && twins_apply)
+        .then(|| dev.twins.seed_for(&key.spirv, stages()))
         .flatten();
     let built = match attempt {
         Some(built) => built,
         None => match through(twin.as_ref().map(|t| t.data.as_slice()), lap, slot) {
             Ok(built) => built,
             Err(_) if twin.is_some() => match through(None, lap, slot) {
-                Ok(built) => built,
+                Ok(built) => {
+                    twin = None; // built without it: neither served by it nor holding it
+                    built
+                }
                 Err(_) => return Kept::AskAsAsked,
             },
             Err(_) => return Kept::AskAsAsked, // no cache of our own: nothing was built
@@ -269,7 +270,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                         Some(f) => f.without_dictionary_in(&data),
                         None => data.clone(),
                     };
-                    dev.twins.keep(key.spirv, &stages, seed);
+                    dev.twins.keep(key.spirv, stages(), seed);
                 }
                 b.write_entry(PayloadKind::Cache, data, framing);
                 record_compiled(b, false);
