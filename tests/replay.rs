@@ -352,6 +352,44 @@ fn the_drivers_own_floor_makes_every_pipeline_through_a_cache_of_its_own() {
     assert!(run.validation_messages().is_empty(), "{}", run.all());
 }
 
+/// The driver's own found path (`--app-cache each=DIR`): the first run keeps each pipeline's
+/// data in a file of its own; the next builds each pipeline through a cache made of it, keeping
+/// nothing new, and the validation layer finds nothing wrong with either.
+#[test]
+fn the_drivers_own_found_path_builds_each_pipeline_from_the_data_kept_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = corpus("pygfx-1008variants.foz");
+    let kept = tmp.path().join("each");
+    let each = format!("each={}", kept.display());
+    let run = || {
+        let run = App::tool(Driver::Radv, tmp.path())
+            .env("VK_INSTANCE_LAYERS", VALIDATION)
+            .args(&["replay", "--json", "--threads", "2", "--app-cache", &each])
+            .args(&[db.to_str().unwrap()])
+            .run();
+        assert!(run.ok, "{}", run.all());
+        assert_eq!(run.summary["made"], 641, "{}", run.all());
+        assert!(run.validation_messages().is_empty(), "{}", run.all());
+    };
+    let files = || {
+        let mut files: Vec<_> = std::fs::read_dir(&kept)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), e.metadata().unwrap().modified().unwrap())
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    run();
+    let first = files();
+    // pygfx's 641 pipelines: 639 graphics and 2 compute, each hash once.
+    assert_eq!(first.len(), 641);
+    run();
+    assert_eq!(files(), first, "the second run kept nothing new");
+}
+
 /// What a shared cache would serve, the `cache` backend serves too: pygfx's near-twins (256
 /// pipelines right after one that differs only in `cullMode`) are built through a cache seeded
 /// with their twin's data, and RADV serves them from it; the next run finds every one.

@@ -23,8 +23,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     threads: usize,
     /// The application's own cache: none, memory (one shared in-memory cache), file=PATH (one
-    /// monolithic cache loaded whole at start and saved at exit), or each (a fresh cache a
-    /// pipeline, its data read after: what keeping per pipeline costs the driver alone).
+    /// monolithic cache loaded whole at start and saved at exit), each (a fresh cache a
+    /// pipeline, its data read after: what keeping per pipeline costs the driver alone), or
+    /// each=DIR (the same, each pipeline's data kept in DIR, and a pipeline whose data is there
+    /// built through a cache made of it: the driver's own found path, a cache a pipeline).
     #[arg(long, default_value = "none")]
     app_cache: AppCache,
     /// Which physical device, in the loader's order.

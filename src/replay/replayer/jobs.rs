@@ -225,7 +225,7 @@ impl Replay {
         // SAFETY (each arm): `made`'s objects live through the call, on the replay's device.
         let build = |made: &super::objects::Made| match job.kind {
             Kind::Graphics => unsafe { self.graphics(made, job.hash, info) },
-            Kind::Compute => unsafe { self.compute(made, info) },
+            Kind::Compute => unsafe { self.compute(made, job.hash, info) },
             Kind::RayTracing => unsafe { self.ray_tracing(made, job.hash, info) },
         };
         match self.own.as_ref() {

@@ -51,7 +51,7 @@ struct Replay {
     ray_tracing: Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
     app_cache: vk::PipelineCache,
     /// [`AppCache::Each`]: every pipeline through a fresh cache of its own.
-    cache_each: bool,
+    cache_each: Option<pipelines::EachCache>,
     /// Pipeline libraries made so far, by their kind's tag and hash (a graphics link takes only
     /// graphics libraries, a ray-tracing one only ray-tracing ones): kept for the pipelines
     /// linking them, destroyed with the replay.
@@ -82,7 +82,7 @@ impl Replay {
             mesh_shaders: enabled.mesh_shaders,
             ray_tracing: ray_tracing.filter(|_| enabled.ray_tracing),
             app_cache,
-            cache_each: false,
+            cache_each: None,
             libraries: Default::default(),
             linked: Default::default(),
         }
@@ -343,7 +343,9 @@ unsafe fn replay_on(
             }
         });
     let mut r = Replay::new(device, subgroup, enabled, ray_tracing, app_cache);
-    r.cache_each = options.app_cache == AppCache::Each;
+    if let AppCache::Each { kept } = &options.app_cache {
+        r.cache_each = Some(pipelines::EachCache::new(kept.clone())?);
+    }
     let mut summary = Summary {
         device: device_name,
         driver_version: props.driver_version,
@@ -448,7 +450,7 @@ pub unsafe fn replay_on_device(
 
 fn make_app_cache(device: &ash::Device, mode: &AppCache) -> Result<vk::PipelineCache, String> {
     let data = match mode {
-        AppCache::None | AppCache::Each => return Ok(vk::PipelineCache::null()),
+        AppCache::None | AppCache::Each { .. } => return Ok(vk::PipelineCache::null()),
         AppCache::Memory => Vec::new(),
         AppCache::File(p) => std::fs::read(p).unwrap_or_default(),
     };

@@ -17,8 +17,11 @@ pub enum AppCache {
     File(PathBuf),
     /// A fresh cache for each pipeline, its data read after the build and the cache destroyed,
     /// all inside the timed call: what keeping per pipeline costs the driver itself, with no
-    /// layer (the `cache` backend builds a miss this way).
-    Each,
+    /// layer (the `cache` backend builds a miss this way). With a folder (`each=DIR`), a
+    /// pipeline whose data an earlier run kept there is built through a cache made of it (read
+    /// before the timed call, as the layer reads ahead), and a new one's data is kept there
+    /// after: a later run's figure is the driver's own found path, a cache a pipeline.
+    Each { kept: Option<PathBuf> },
 }
 
 impl std::str::FromStr for AppCache {
@@ -27,11 +30,19 @@ impl std::str::FromStr for AppCache {
         match s {
             "none" => Ok(AppCache::None),
             "memory" => Ok(AppCache::Memory),
-            "each" => Ok(AppCache::Each),
-            _ => s
-                .strip_prefix("file=")
-                .map(|p| AppCache::File(p.into()))
-                .ok_or_else(|| format!("{s:?}: expected none, memory, each or file=PATH")),
+            "each" => Ok(AppCache::Each { kept: None }),
+            _ => {
+                if let Some(dir) = s.strip_prefix("each=") {
+                    return Ok(AppCache::Each {
+                        kept: Some(dir.into()),
+                    });
+                }
+                s.strip_prefix("file=")
+                    .map(|p| AppCache::File(p.into()))
+                    .ok_or_else(|| {
+                        format!("{s:?}: expected none, memory, each, each=DIR or file=PATH")
+                    })
+            }
         }
     }
 }
@@ -269,4 +280,24 @@ pub(super) fn percentiles(times: &[f64]) -> (f64, f64) {
             .unwrap_or(0.0)
     };
     (pct(0.5), pct(0.99))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AppCache;
+
+    #[test]
+    fn an_application_cache_is_read_from_its_name() {
+        let parse = |s: &str| s.parse::<AppCache>();
+        assert_eq!(parse("memory"), Ok(AppCache::Memory));
+        assert_eq!(parse("each"), Ok(AppCache::Each { kept: None }));
+        assert_eq!(
+            parse("each=/tmp/kept"),
+            Ok(AppCache::Each {
+                kept: Some("/tmp/kept".into())
+            })
+        );
+        assert_eq!(parse("file=a.bin"), Ok(AppCache::File("a.bin".into())));
+        assert!(parse("eachx").unwrap_err().contains("each=DIR"));
+    }
 }

@@ -3,6 +3,7 @@
 //! call alone timed. A library is kept for the pipelines linking it.
 
 use std::ffi::CString;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -64,9 +65,15 @@ impl Replay {
     }
 
     /// Creates one pipeline through `create`, timing only the call, and destroys what it made.
-    /// The raw entry point, so that every result is seen as the driver returns it.
-    fn timed<T>(&self, create: CreatePipelines<T>, info: &T) -> Result<Duration, String> {
-        self.timed_keeping(create, info, None)
+    /// The raw entry point, so that every result is seen as the driver returns it. `id`: its
+    /// kind's tag and hash.
+    fn timed<T>(
+        &self,
+        create: CreatePipelines<T>,
+        info: &T,
+        id: (u32, u64),
+    ) -> Result<Duration, String> {
+        self.timed_keeping(create, info, id, None)
     }
 
     /// Whether some pipeline of the replay links the library `(tag, hash)`: only such a library
@@ -82,6 +89,7 @@ impl Replay {
         &self,
         create: CreatePipelines<T>,
         info: &T,
+        id: (u32, u64),
         keep: Option<(u32, u64)>,
     ) -> Result<Duration, String> {
         // SAFETY: a valid create info whose data lives to the end of the caller.
@@ -89,6 +97,7 @@ impl Replay {
             |cache, out| unsafe {
                 create(self.device.handle(), cache, 1, info, std::ptr::null(), out)
             },
+            id,
             keep,
         )
     }
@@ -98,16 +107,20 @@ impl Replay {
     fn timed_call(
         &self,
         create: impl FnOnce(vk::PipelineCache, &mut vk::Pipeline) -> vk::Result,
+        id: (u32, u64),
         keep: Option<(u32, u64)>,
     ) -> Result<Duration, String> {
         let mut pipeline = vk::Pipeline::null();
+        let kept = self.cache_each.as_ref().and_then(|each| each.read(id));
         let started = Instant::now();
-        let own_cache = self.cache_each.then(|| {
-            // SAFETY: an empty cache of this replay's, destroyed below.
-            unsafe {
-                self.device
-                    .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
-            }
+        let own_cache = self.cache_each.is_some().then(|| {
+            let info = vk::PipelineCacheCreateInfo::default();
+            let info = match &kept {
+                Some(data) => info.initial_data(data),
+                None => info,
+            };
+            // SAFETY: a cache of this replay's, destroyed below; its data outlives the call.
+            unsafe { self.device.create_pipeline_cache(&info, None) }
         });
         let cache = match own_cache {
             Some(Ok(c)) => c,
@@ -115,15 +128,23 @@ impl Replay {
             None => self.app_cache,
         };
         let r = create(cache, &mut pipeline);
+        let mut data = None;
         if own_cache.is_some() {
-            // SAFETY: this replay's own cache, read once (as a layer keeping it would) and
-            // destroyed; nothing else uses it.
+            // SAFETY: this replay's own cache, read once where it was made empty (as a layer
+            // keeping a miss would) and destroyed; nothing else uses it.
             unsafe {
-                let _ = self.device.get_pipeline_cache_data(cache);
+                if kept.is_none() {
+                    data = self.device.get_pipeline_cache_data(cache).ok();
+                }
                 self.device.destroy_pipeline_cache(cache, None);
             }
         }
         let took = started.elapsed();
+        if let (Some(each), Some(data)) = (&self.cache_each, data) {
+            if r == vk::Result::SUCCESS {
+                each.keep(id, &data);
+            }
+        }
         if pipeline != vk::Pipeline::null() {
             match keep {
                 Some(name) => {
@@ -145,7 +166,12 @@ impl Replay {
     }
 
     /// A compute pipeline, of the objects in `made`.
-    pub(super) unsafe fn compute(&self, made: &Made, v: &Value) -> Result<Duration, String> {
+    pub(super) unsafe fn compute(
+        &self,
+        made: &Made,
+        hash: u64,
+        v: &Value,
+    ) -> Result<Duration, String> {
         only(v, &[stype::PIPELINE_ROBUSTNESS], "a compute pipeline")?;
         let stage_json = v.get("stage").ok_or("no stage")?;
         let stage = StageData::read(self, made, stage_json)?;
@@ -162,7 +188,11 @@ impl Replay {
         if let Some(r) = robustness.as_mut() {
             ci = ci.push_next(r);
         }
-        self.timed(self.device.fp_v1_0().create_compute_pipelines, &ci)
+        self.timed(
+            self.device.fp_v1_0().create_compute_pipelines,
+            &ci,
+            (Kind::Compute.tag(), hash),
+        )
     }
 
     /// A graphics pipeline, of the objects in `made`.
@@ -299,6 +329,7 @@ impl Replay {
         self.timed_keeping(
             create,
             &ci,
+            (Kind::Graphics.tag(), hash),
             is_library
                 .then_some((Kind::Graphics.tag(), hash))
                 .filter(|k| self.is_linked(k)),
@@ -406,8 +437,47 @@ impl Replay {
                     out,
                 )
             },
+            (Kind::RayTracing.tag(), hash),
             keep,
         )
+    }
+}
+
+/// [`AppCache::Each`](super::AppCache::Each)'s caches: a fresh one a pipeline, made of the data
+/// kept in a folder under its kind's tag and hash, where one is named and holds it.
+pub(super) struct EachCache {
+    kept: Option<PathBuf>,
+}
+
+impl EachCache {
+    pub(super) fn new(kept: Option<PathBuf>) -> Result<EachCache, String> {
+        if let Some(dir) = &kept {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        Ok(EachCache { kept })
+    }
+
+    fn path(dir: &Path, (tag, hash): (u32, u64)) -> PathBuf {
+        dir.join(format!("{tag:x}-{hash:016x}"))
+    }
+
+    /// The data an earlier run kept for this pipeline.
+    fn read(&self, id: (u32, u64)) -> Option<Vec<u8>> {
+        std::fs::read(Self::path(self.kept.as_deref()?, id)).ok()
+    }
+
+    /// Keeps a new pipeline's data, whole or not at all (a file of its own, then renamed).
+    fn keep(&self, id: (u32, u64), data: &[u8]) {
+        let Some(dir) = &self.kept else { return };
+        let path = Self::path(dir, id);
+        let part = path
+            .with_extension(format!("{:?}", std::thread::current().id()).replace(['(', ')'], ""));
+        if std::fs::write(&part, data)
+            .and_then(|_| std::fs::rename(&part, &path))
+            .is_err()
+        {
+            let _ = std::fs::remove_file(&part);
+        }
     }
 }
 
