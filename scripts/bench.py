@@ -542,7 +542,8 @@ def main():
     ap.add_argument("--driver-floor", action="store_true",
                     help="the headline adds no layer with a fresh cache a pipeline, its data read after and "
                          "kept: what keeping per pipeline costs the driver itself, and at later launches its "
-                         "own found path, a cache a pipeline made of that data")
+                         "own found path, a cache a pipeline made of that data (the replay workloads; the "
+                         "test app's --cache-each keeps nothing)")
     ap.add_argument("--isolating-only", action="store_true",
                     help="only the modes with the driver's disk cache off (what pipekeep does alone)")
     ap.add_argument("--every-extension", action="store_true",

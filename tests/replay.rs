@@ -386,8 +386,26 @@ fn the_drivers_own_found_path_builds_each_pipeline_from_the_data_kept_for_it() {
     let first = files();
     // pygfx's 641 pipelines: 639 graphics and 2 compute, each hash once.
     assert_eq!(first.len(), 641);
+    // Data of no device (a damaged or foreign file) is built through an empty cache and kept
+    // again; the rest is taken as kept.
+    let foreign = kept.join(&first[0].0);
+    let whole = std::fs::read(&foreign).unwrap();
+    std::fs::write(&foreign, vec![0xa5; whole.len()]).unwrap();
+    let mut expected = files();
     run();
-    assert_eq!(files(), first, "the second run kept nothing new");
+    let second = files();
+    assert_eq!(second.len(), 641);
+    assert_eq!(
+        std::fs::read(&foreign).unwrap()[..32],
+        whole[..32],
+        "kept again, of this device"
+    );
+    expected.remove(0);
+    assert_eq!(
+        second[1..],
+        expected[..],
+        "the second run kept nothing else"
+    );
 }
 
 /// What a shared cache would serve, the `cache` backend serves too: pygfx's near-twins (256

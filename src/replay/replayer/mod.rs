@@ -316,6 +316,11 @@ unsafe fn replay_on(
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default();
 
+    // Before the device: a folder that cannot be made ends the replay with nothing to destroy.
+    let cache_each = match &options.app_cache {
+        AppCache::Each { dir } => Some(pipelines::EachCache::new(dir.clone(), &props)?),
+        _ => None,
+    };
     let (device, enabled) = match exact {
         _ if options.every_extension => unsafe { every_extension_device(instance, physical) }?,
         // pipekeep's record: the device exactly as the application made it, so that every
@@ -343,9 +348,7 @@ unsafe fn replay_on(
             }
         });
     let mut r = Replay::new(device, subgroup, enabled, ray_tracing, app_cache);
-    if let AppCache::Each { kept } = &options.app_cache {
-        r.cache_each = Some(pipelines::EachCache::new(kept.clone())?);
-    }
+    r.cache_each = cache_each;
     let mut summary = Summary {
         device: device_name,
         driver_version: props.driver_version,

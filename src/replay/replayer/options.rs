@@ -18,10 +18,11 @@ pub enum AppCache {
     /// A fresh cache for each pipeline, its data read after the build and the cache destroyed,
     /// all inside the timed call: what keeping per pipeline costs the driver itself, with no
     /// layer (the `cache` backend builds a miss this way). With a folder (`each=DIR`), a
-    /// pipeline whose data an earlier run kept there is built through a cache made of it (read
-    /// before the timed call, as the layer reads ahead), and a new one's data is kept there
-    /// after: a later run's figure is the driver's own found path, a cache a pipeline.
-    Each { kept: Option<PathBuf> },
+    /// pipeline whose data an earlier run on this device and driver kept there is built through
+    /// a cache made of it (read before the timed call, as the layer reads ahead), and a new
+    /// one's data is kept there after: a later run's figure is the driver's own found path, a
+    /// cache a pipeline.
+    Each { dir: Option<PathBuf> },
 }
 
 impl std::str::FromStr for AppCache {
@@ -30,11 +31,11 @@ impl std::str::FromStr for AppCache {
         match s {
             "none" => Ok(AppCache::None),
             "memory" => Ok(AppCache::Memory),
-            "each" => Ok(AppCache::Each { kept: None }),
+            "each" => Ok(AppCache::Each { dir: None }),
             _ => {
-                if let Some(dir) = s.strip_prefix("each=") {
+                if let Some(dir) = s.strip_prefix("each=").filter(|d| !d.is_empty()) {
                     return Ok(AppCache::Each {
-                        kept: Some(dir.into()),
+                        dir: Some(dir.into()),
                     });
                 }
                 s.strip_prefix("file=")
@@ -290,13 +291,14 @@ mod tests {
     fn an_application_cache_is_read_from_its_name() {
         let parse = |s: &str| s.parse::<AppCache>();
         assert_eq!(parse("memory"), Ok(AppCache::Memory));
-        assert_eq!(parse("each"), Ok(AppCache::Each { kept: None }));
+        assert_eq!(parse("each"), Ok(AppCache::Each { dir: None }));
         assert_eq!(
             parse("each=/tmp/kept"),
             Ok(AppCache::Each {
-                kept: Some("/tmp/kept".into())
+                dir: Some("/tmp/kept".into())
             })
         );
+        assert!(parse("each=").is_err(), "no folder named");
         assert_eq!(parse("file=a.bin"), Ok(AppCache::File("a.bin".into())));
         assert!(parse("eachx").unwrap_err().contains("each=DIR"));
     }

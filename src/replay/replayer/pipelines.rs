@@ -113,28 +113,39 @@ impl Replay {
         let mut pipeline = vk::Pipeline::null();
         let kept = self.cache_each.as_ref().and_then(|each| each.read(id));
         let started = Instant::now();
-        let own_cache = self.cache_each.is_some().then(|| {
-            let info = vk::PipelineCacheCreateInfo::default();
-            let info = match &kept {
-                Some(data) => info.initial_data(data),
-                None => info,
-            };
-            // SAFETY: a cache of this replay's, destroyed below; its data outlives the call.
-            unsafe { self.device.create_pipeline_cache(&info, None) }
+        let own_cache = self.cache_each.as_ref().map(|_| {
+            let empty = vk::PipelineCacheCreateInfo::default();
+            // SAFETY: caches of this replay's, destroyed below; the kept data outlives the call
+            // and is the whole of what this device's driver gave (its header checked).
+            unsafe {
+                match &kept {
+                    Some(data) => self
+                        .device
+                        .create_pipeline_cache(&empty.initial_data(data), None)
+                        .or_else(|_| self.device.create_pipeline_cache(&empty, None))
+                        .map(|c| (c, true)),
+                    None => self
+                        .device
+                        .create_pipeline_cache(&empty, None)
+                        .map(|c| (c, false)),
+                }
+            }
         });
-        let cache = match own_cache {
-            Some(Ok(c)) => c,
+        let (cache, from_kept) = match own_cache {
+            Some(Ok(made)) => made,
             Some(Err(e)) => return Err(format!("vkCreatePipelineCache: {e}")),
-            None => self.app_cache,
+            None => (self.app_cache, false),
         };
         let r = create(cache, &mut pipeline);
         let mut data = None;
-        if own_cache.is_some() {
+        if let Some(each) = &self.cache_each {
             // SAFETY: this replay's own cache, read once where it was made empty (as a layer
             // keeping a miss would) and destroyed; nothing else uses it.
             unsafe {
-                if kept.is_none() {
-                    data = self.device.get_pipeline_cache_data(cache).ok();
+                if !from_kept {
+                    let read = self.device.get_pipeline_cache_data(cache).ok();
+                    // Kept only where a folder is named: else dropped inside the timed call.
+                    data = read.filter(|_| each.dir.is_some());
                 }
                 self.device.destroy_pipeline_cache(cache, None);
             }
@@ -444,38 +455,61 @@ impl Replay {
 }
 
 /// [`AppCache::Each`](super::AppCache::Each)'s caches: a fresh one a pipeline, made of the data
-/// kept in a folder under its kind's tag and hash, where one is named and holds it.
+/// kept in a folder under its kind's tag and hash, where one is named and holds data of this
+/// device's driver (its header checked: another device's or driver's, or a short file, is
+/// built through an empty cache and kept again).
 pub(super) struct EachCache {
-    kept: Option<PathBuf>,
+    dir: Option<PathBuf>,
+    /// What a kept file's `VkPipelineCacheHeaderVersionOne` must say after its size and version:
+    /// the device's vendor and device IDs and its pipelineCacheUUID.
+    device: [u8; 24],
 }
 
+/// Files being written, each named apart within a process (the process's own ID apart from
+/// others').
+static PARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl EachCache {
-    pub(super) fn new(kept: Option<PathBuf>) -> Result<EachCache, String> {
-        if let Some(dir) = &kept {
+    pub(super) fn new(
+        dir: Option<PathBuf>,
+        props: &vk::PhysicalDeviceProperties,
+    ) -> Result<EachCache, String> {
+        if let Some(dir) = &dir {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        Ok(EachCache { kept })
+        let mut device = [0u8; 24];
+        device[..4].copy_from_slice(&props.vendor_id.to_le_bytes());
+        device[4..8].copy_from_slice(&props.device_id.to_le_bytes());
+        device[8..].copy_from_slice(&props.pipeline_cache_uuid);
+        Ok(EachCache { dir, device })
     }
 
     fn path(dir: &Path, (tag, hash): (u32, u64)) -> PathBuf {
         dir.join(format!("{tag:x}-{hash:016x}"))
     }
 
-    /// The data an earlier run kept for this pipeline.
+    /// The data an earlier run kept for this pipeline, where its header names this device.
     fn read(&self, id: (u32, u64)) -> Option<Vec<u8>> {
-        std::fs::read(Self::path(self.kept.as_deref()?, id)).ok()
+        let data = std::fs::read(Self::path(self.dir.as_deref()?, id)).ok()?;
+        self.is_of_this_device(&data).then_some(data)
+    }
+
+    fn is_of_this_device(&self, data: &[u8]) -> bool {
+        let word = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+        data.len() >= 32
+            && (32..=data.len()).contains(&(word(0) as usize))
+            && word(4) == vk::PipelineCacheHeaderVersion::ONE.as_raw() as u32
+            && data[8..32] == self.device
     }
 
     /// Keeps a new pipeline's data, whole or not at all (a file of its own, then renamed).
     fn keep(&self, id: (u32, u64), data: &[u8]) {
-        let Some(dir) = &self.kept else { return };
+        let Some(dir) = &self.dir else { return };
         let path = Self::path(dir, id);
-        let part = path
-            .with_extension(format!("{:?}", std::thread::current().id()).replace(['(', ')'], ""));
-        if std::fs::write(&part, data)
-            .and_then(|_| std::fs::rename(&part, &path))
-            .is_err()
-        {
+        let n = PARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let part = dir.join(format!(".part-{}-{n}", std::process::id()));
+        if let Err(e) = std::fs::write(&part, data).and_then(|_| std::fs::rename(&part, &path)) {
+            eprintln!("pipekeep: {}: not kept: {e}", path.display());
             let _ = std::fs::remove_file(&part);
         }
     }
@@ -642,5 +676,38 @@ impl StageData {
             info = info.push_next(r);
         }
         info
+    }
+}
+
+#[cfg(test)]
+mod each_tests {
+    use super::*;
+
+    #[test]
+    fn kept_data_is_taken_only_where_its_header_names_this_device() {
+        let props = vk::PhysicalDeviceProperties {
+            vendor_id: 0x10de,
+            device_id: 0x2335,
+            pipeline_cache_uuid: [7; 16],
+            ..Default::default()
+        };
+        let each = EachCache::new(None, &props).unwrap();
+        let mut data = Vec::new();
+        for word in [32u32, 1, 0x10de, 0x2335] {
+            data.extend_from_slice(&word.to_le_bytes());
+        }
+        data.extend_from_slice(&[7; 16]);
+        data.extend_from_slice(b"records");
+        assert!(each.is_of_this_device(&data));
+        assert!(!each.is_of_this_device(&data[..31]), "short");
+        let mut other = data.clone();
+        other[16] = 8;
+        assert!(!each.is_of_this_device(&other), "another driver's UUID");
+        let mut other = data.clone();
+        other[0] = 200;
+        assert!(
+            !each.is_of_this_device(&other),
+            "a header longer than the file"
+        );
     }
 }
