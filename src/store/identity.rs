@@ -24,6 +24,17 @@ pub use crate::key::text::{hex, hex_into, HOST_ABI};
 pub const NVIDIA: u32 = 0x10de;
 
 impl Identity {
+    /// A device's identity, from its properties, in this process's ABI.
+    pub fn of_device(properties: &ash::vk::PhysicalDeviceProperties) -> Identity {
+        Identity {
+            vendor_id: properties.vendor_id,
+            device_id: properties.device_id,
+            driver_version: properties.driver_version,
+            cache_uuid: properties.pipeline_cache_uuid,
+            abi: HOST_ABI,
+        }
+    }
+
     /// The identity directory's name, exactly as the SPEC gives it.
     pub fn dir_name(&self) -> String {
         format!(

@@ -35,7 +35,7 @@ use super::writer::{OnWritten, Writer, WrittenFor};
 use crate::key::Digest;
 use crate::settings::{BackendSetting, OpeningLate};
 use crate::store::files::Written;
-use crate::store::identity::{HOST_ABI, NVIDIA};
+use crate::store::identity::NVIDIA;
 use crate::store::{AheadOrder, Identity, Store};
 use crate::sync::Unpoisoned;
 use crate::watch::Watch;
@@ -189,7 +189,7 @@ unsafe fn register_device(
     register_process_handlers();
     let properties = &plan.properties;
     let active = plan.active;
-    let identity = identity_of(properties);
+    let identity = Identity::of_device(properties);
     // SAFETY: the device just made; loaded only where the extension is enabled on it.
     let binary_fns = plan
         .binaries_enabled

@@ -237,7 +237,7 @@ pub(super) unsafe fn plan_device(
     };
     let binaries_possible = binary_plan.is_ok();
     let refused_before = SETTINGS.root.as_ref().is_some_and(|root| {
-        let identity = identity_of(&properties);
+        let identity = Identity::of_device(&properties);
         crate::store::refuses_binaries(root, &inst.title, &identity)
     });
     let (backend, backend_why) = match SETTINGS.backend {
@@ -324,16 +324,5 @@ pub(super) unsafe fn plan_device(
         hidden_commands,
         _added_features: added_features,
         chain_head,
-    }
-}
-
-/// A device's identity, from its properties.
-pub(super) fn identity_of(properties: &vk::PhysicalDeviceProperties) -> Identity {
-    Identity {
-        vendor_id: properties.vendor_id,
-        device_id: properties.device_id,
-        driver_version: properties.driver_version,
-        cache_uuid: properties.pipeline_cache_uuid,
-        abi: HOST_ABI,
     }
 }

@@ -18,6 +18,9 @@ use super::objects::Made;
 use super::{Replay, NO_RAY_TRACING};
 use crate::replay::objects::parse_ref;
 use crate::replay::record::stype;
+use crate::store::envelope::check_cache_header;
+use crate::store::files::write_atomically;
+use crate::store::Identity;
 use crate::sync::Unpoisoned;
 
 /// `vkCreate*Pipelines` as a raw function pointer.
@@ -64,16 +67,17 @@ impl Replay {
             .collect()
     }
 
-    /// Creates one pipeline through `create`, timing only the call, and destroys what it made.
-    /// The raw entry point, so that every result is seen as the driver returns it. `id`: its
-    /// kind's tag and hash.
+    /// Creates one pipeline through `create`, timing only the call (with its own cache's making,
+    /// reading and destruction under [`AppCache::Each`](super::AppCache::Each)), and destroys
+    /// what it made. The raw entry point, so that every result is seen as the driver returns it.
+    /// `id`: its kind's tag and hash.
     fn timed<T>(
         &self,
         create: CreatePipelines<T>,
         info: &T,
         id: (u32, u64),
     ) -> Result<Duration, String> {
-        self.timed_keeping(create, info, id, None)
+        self.timed_keeping(create, info, id, false)
     }
 
     /// Whether some pipeline of the replay links the library `(tag, hash)`: only such a library
@@ -83,14 +87,14 @@ impl Replay {
         self.linked.locked().contains(library)
     }
 
-    /// [`Replay::timed`]; `keep`: a library's kind tag and hash, under which the pipeline is kept
-    /// (for the pipelines linking it) instead of destroyed.
+    /// [`Replay::timed`]; `keep`: the pipeline is a library some pipeline links, kept under `id`
+    /// for them instead of destroyed.
     fn timed_keeping<T>(
         &self,
         create: CreatePipelines<T>,
         info: &T,
         id: (u32, u64),
-        keep: Option<(u32, u64)>,
+        keep: bool,
     ) -> Result<Duration, String> {
         // SAFETY: a valid create info whose data lives to the end of the caller.
         self.timed_call(
@@ -108,58 +112,31 @@ impl Replay {
         &self,
         create: impl FnOnce(vk::PipelineCache, &mut vk::Pipeline) -> vk::Result,
         id: (u32, u64),
-        keep: Option<(u32, u64)>,
+        keep: bool,
     ) -> Result<Duration, String> {
         let mut pipeline = vk::Pipeline::null();
-        let kept = self.cache_each.as_ref().and_then(|each| each.read(id));
+        let each = self.cache_each.as_ref();
+        let kept = each.and_then(|each| each.read(id));
         let started = Instant::now();
-        let own_cache = self.cache_each.as_ref().map(|_| {
-            let empty = vk::PipelineCacheCreateInfo::default();
-            // SAFETY: caches of this replay's, destroyed below; the kept data outlives the call
-            // and is the whole of what this device's driver gave (its header checked).
-            unsafe {
-                match &kept {
-                    Some(data) => self
-                        .device
-                        .create_pipeline_cache(&empty.initial_data(data), None)
-                        .or_else(|_| self.device.create_pipeline_cache(&empty, None))
-                        .map(|c| (c, true)),
-                    None => self
-                        .device
-                        .create_pipeline_cache(&empty, None)
-                        .map(|c| (c, false)),
-                }
-            }
-        });
-        let (cache, from_kept) = match own_cache {
-            Some(Ok(made)) => made,
-            Some(Err(e)) => return Err(format!("vkCreatePipelineCache: {e}")),
+        let (cache, from_kept) = match each {
+            // SAFETY: this replay's device; the kept data outlives the call.
+            Some(each) => unsafe { each.make(&self.device, kept.as_deref()) }
+                .map_err(|e| format!("vkCreatePipelineCache: {e}"))?,
             None => (self.app_cache, false),
         };
         let r = create(cache, &mut pipeline);
-        let mut data = None;
-        if let Some(each) = &self.cache_each {
-            // SAFETY: this replay's own cache, read once where it was made empty (as a layer
-            // keeping a miss would) and destroyed; nothing else uses it.
-            unsafe {
-                if !from_kept {
-                    let read = self.device.get_pipeline_cache_data(cache).ok();
-                    // Kept only where a folder is named: else dropped inside the timed call.
-                    data = read.filter(|_| each.dir.is_some());
-                }
-                self.device.destroy_pipeline_cache(cache, None);
-            }
-        }
+        // SAFETY: the cache just made on this device, used by nothing else now.
+        let data = each.and_then(|each| unsafe { each.done(&self.device, cache, from_kept) });
         let took = started.elapsed();
-        if let (Some(each), Some(data)) = (&self.cache_each, data) {
+        if let (Some(each), Some(data)) = (each, data) {
             if r == vk::Result::SUCCESS {
                 each.keep(id, &data);
             }
         }
         if pipeline != vk::Pipeline::null() {
             match keep {
-                Some(name) => {
-                    let old = self.libraries.locked().insert(name, pipeline);
+                true => {
+                    let old = self.libraries.locked().insert(id, pipeline);
                     // SAFETY: a library this replay made before under the same hash (a
                     // database may hold it twice), no longer named.
                     if let Some(old) = old {
@@ -167,7 +144,7 @@ impl Replay {
                     }
                 }
                 // SAFETY: a pipeline this replay made and nothing uses.
-                None => unsafe { self.device.destroy_pipeline(pipeline, None) },
+                false => unsafe { self.device.destroy_pipeline(pipeline, None) },
             }
         }
         match r {
@@ -341,9 +318,7 @@ impl Replay {
             create,
             &ci,
             (Kind::Graphics.tag(), hash),
-            is_library
-                .then_some((Kind::Graphics.tag(), hash))
-                .filter(|k| self.is_linked(k)),
+            is_library && self.is_linked(&(Kind::Graphics.tag(), hash)),
         )
     }
 
@@ -431,9 +406,7 @@ impl Replay {
         if let Some(f) = flags2.as_mut() {
             ci = ci.push_next(f);
         }
-        let keep = is_library
-            .then_some((Kind::RayTracing.tag(), hash))
-            .filter(|k| self.is_linked(k));
+        let keep = is_library && self.is_linked(&(Kind::RayTracing.tag(), hash));
         // SAFETY: the device's own command; a valid create info whose data lives to the end of
         // this function; no deferred operation (the call completes before it returns).
         self.timed_call(
@@ -456,18 +429,12 @@ impl Replay {
 
 /// [`AppCache::Each`](super::AppCache::Each)'s caches: a fresh one a pipeline, made of the data
 /// kept in a folder under its kind's tag and hash, where one is named and holds data of this
-/// device's driver (its header checked: another device's or driver's, or a short file, is
+/// device's driver (the store's header check: another device's or driver's, or a short file, is
 /// built through an empty cache and kept again).
 pub(super) struct EachCache {
     dir: Option<PathBuf>,
-    /// What a kept file's `VkPipelineCacheHeaderVersionOne` must say after its size and version:
-    /// the device's vendor and device IDs and its pipelineCacheUUID.
-    device: [u8; 24],
+    identity: Identity,
 }
-
-/// Files being written, each named apart within a process (the process's own ID apart from
-/// others').
-static PARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl EachCache {
     pub(super) fn new(
@@ -477,11 +444,8 @@ impl EachCache {
         if let Some(dir) = &dir {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        let mut device = [0u8; 24];
-        device[..4].copy_from_slice(&props.vendor_id.to_le_bytes());
-        device[4..8].copy_from_slice(&props.device_id.to_le_bytes());
-        device[8..].copy_from_slice(&props.pipeline_cache_uuid);
-        Ok(EachCache { dir, device })
+        let identity = Identity::of_device(props);
+        Ok(EachCache { dir, identity })
     }
 
     fn path(dir: &Path, (tag, hash): (u32, u64)) -> PathBuf {
@@ -495,22 +459,57 @@ impl EachCache {
     }
 
     fn is_of_this_device(&self, data: &[u8]) -> bool {
-        let word = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
-        data.len() >= 32
-            && (32..=data.len()).contains(&(word(0) as usize))
-            && word(4) == vk::PipelineCacheHeaderVersion::ONE.as_raw() as u32
-            && data[8..32] == self.device
+        check_cache_header(data, &self.identity).is_ok()
     }
 
-    /// Keeps a new pipeline's data, whole or not at all (a file of its own, then renamed).
+    /// A pipeline's cache: made of `kept` where the driver takes it (`true`), else empty.
+    ///
+    /// # Safety
+    /// `device` is the replay's; `kept` is data of its driver (its header checked).
+    unsafe fn make(
+        &self,
+        device: &ash::Device,
+        kept: Option<&[u8]>,
+    ) -> Result<(vk::PipelineCache, bool), vk::Result> {
+        let empty = vk::PipelineCacheCreateInfo::default();
+        // SAFETY: as the caller vouches; the data outlives the call.
+        let from_kept = kept.and_then(|data| unsafe {
+            device
+                .create_pipeline_cache(&empty.initial_data(data), None)
+                .ok()
+        });
+        match from_kept {
+            Some(cache) => Ok((cache, true)),
+            // SAFETY: a valid create info.
+            None => unsafe { device.create_pipeline_cache(&empty, None) }.map(|c| (c, false)),
+        }
+    }
+
+    /// After the build: the cache's data where it was made empty (as a layer keeping a miss
+    /// reads it; kept only where a folder is named, else dropped inside the timed call), and the
+    /// cache destroyed.
+    ///
+    /// # Safety
+    /// `cache` is one [`EachCache::make`] made on `device`, used by nothing else.
+    unsafe fn done(
+        &self,
+        device: &ash::Device,
+        cache: vk::PipelineCache,
+        from_kept: bool,
+    ) -> Option<Vec<u8>> {
+        // SAFETY: as the caller vouches.
+        let data = (!from_kept)
+            .then(|| unsafe { device.get_pipeline_cache_data(cache) }.ok())
+            .flatten();
+        unsafe { device.destroy_pipeline_cache(cache, None) };
+        data.filter(|_| self.dir.is_some())
+    }
+
+    /// Keeps a new pipeline's data, whole or not at all (the store's atomic write).
     fn keep(&self, id: (u32, u64), data: &[u8]) {
         let Some(dir) = &self.dir else { return };
-        let path = Self::path(dir, id);
-        let n = PARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let part = dir.join(format!(".part-{}-{n}", std::process::id()));
-        if let Err(e) = std::fs::write(&part, data).and_then(|_| std::fs::rename(&part, &path)) {
-            eprintln!("pipekeep: {}: not kept: {e}", path.display());
-            let _ = std::fs::remove_file(&part);
+        if let Err(e) = write_atomically(&Self::path(dir, id), data, std::time::SystemTime::now()) {
+            eprintln!("pipekeep: a pipeline's data not kept: {e}");
         }
     }
 }

@@ -149,14 +149,7 @@ fn local_identities() -> Option<Vec<String>> {
             .into_iter()
             .map(|p| {
                 let props = instance.get_physical_device_properties(p);
-                pipekeep::store::Identity {
-                    vendor_id: props.vendor_id,
-                    device_id: props.device_id,
-                    driver_version: props.driver_version,
-                    cache_uuid: props.pipeline_cache_uuid,
-                    abi: pipekeep::store::identity::HOST_ABI,
-                }
-                .dir_name()
+                pipekeep::store::Identity::of_device(&props).dir_name()
             })
             .collect();
         instance.destroy_instance(None);
