@@ -438,3 +438,31 @@ fn through_the_cache_backend_near_twins_are_served_from_their_twins_data() {
     let warm = run().watch();
     assert_eq!((warm.found, warm.compiled), (641, 0));
 }
+
+/// `--app-cache memory` keeps caches as Valve's replayer does with no cache file: a fresh one
+/// each 1,024 pipelines, so ncnn's 3,115 compute pipelines go through four, the largest holding
+/// about a third of what one cache for all of them saves.
+#[test]
+fn the_memory_cache_is_fresh_each_1024_pipelines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = corpus("ncnn-35nets-radv-sg64.foz");
+    let whole = tmp.path().join("whole.bin");
+    let file = format!("file={}", whole.display());
+    let replay = |cache: &str| {
+        let run = App::tool(Driver::Radv, tmp.path())
+            .args(&["replay", "--json", "--threads", "2", "--app-cache", cache])
+            .args(&[db.to_str().unwrap()])
+            .run();
+        assert!(run.ok, "{}", run.all());
+        assert_eq!(run.summary["made"], 3115, "{}", run.all());
+        run
+    };
+    let memory = replay("memory");
+    let largest = memory.summary["app_cache_bytes"].as_u64().unwrap();
+    replay(&file);
+    let all = std::fs::metadata(&whole).unwrap().len();
+    assert!(
+        largest > 0 && largest * 2 < all,
+        "the largest run's cache {largest} bytes, one for all {all}"
+    );
+}

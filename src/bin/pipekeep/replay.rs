@@ -22,7 +22,8 @@ pub struct Args {
     /// Threads creating pipelines.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// The application's own cache: none, memory (one shared in-memory cache), file=PATH (one
+    /// The application's own cache: none, memory (in-memory caches shared by every thread, a
+    /// fresh one each 1,024 pipelines, as Valve's replayer keeps them), file=PATH (one
     /// monolithic cache loaded whole at start and saved at exit), each (a fresh cache a
     /// pipeline, its data read after: what keeping per pipeline costs the driver alone), or
     /// each=DIR (the same, each pipeline's data kept in DIR, and a pipeline whose data is there

@@ -4,11 +4,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use ash::vk;
 use serde_json::Value;
 
+use super::memory_cache::RunCaches;
 use super::objects::Kind;
 use super::options::percentiles;
-use super::{Options, Order, Progress, Replay, Summary};
+use super::{AppCache, Options, Order, Progress, Replay, Summary};
 use crate::replay::objects::Catalog;
 use crate::sync::Unpoisoned;
 
@@ -147,6 +149,9 @@ impl Replay {
             .collect();
         // One pass a depth of links: every library of a pass was made by an earlier one.
         let depths = link_depths(jobs);
+        // Only on the replay's own device: on an application's, the layer's rebuild passes none.
+        let runs = (options.app_cache == AppCache::Memory && self.own.is_none())
+            .then(|| RunCaches::new(jobs.iter().map(|j| j.kind).zip(depths.iter().copied())));
         let mut phases: Vec<usize> = (1..jobs.len())
             .filter(|&n| depths[n] != depths[n - 1])
             .collect();
@@ -182,8 +187,19 @@ impl Replay {
                                 next.fetch_min(end, Ordering::Relaxed);
                                 break;
                             };
-                            // SAFETY: objects made above live until every thread has joined.
-                            let outcome = unsafe { self.make_pipeline(job) };
+                            // SAFETY: objects made above live until every thread has joined;
+                            // a job is begun and ended once, its cache used between.
+                            let outcome = unsafe {
+                                match &runs {
+                                    None => self.make_pipeline(job, self.app_cache),
+                                    Some(runs) => {
+                                        let cache = runs.begin(&self.device, n);
+                                        let made = self.make_pipeline(job, cache);
+                                        runs.end(&self.device, n);
+                                        made
+                                    }
+                                }
+                            };
                             results.locked().push((n, outcome, job.kind));
                             progress(Progress::Made(done.fetch_add(1, Ordering::Relaxed) + 1));
                         }
@@ -192,6 +208,10 @@ impl Replay {
             });
         }
         progress(Progress::Finished);
+        if let Some(runs) = runs {
+            // SAFETY: every thread has joined.
+            summary.app_cache_bytes = Some(unsafe { runs.finish(&self.device) });
+        }
         summary.wall_ms = started.elapsed().as_secs_f64() * 1e3;
         let mut times = Vec::new();
         for (n, outcome, kind) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
@@ -220,13 +240,17 @@ impl Replay {
 
     /// One pipeline: its create info from JSON (untimed), the creation (timed), then destroyed;
     /// on someone else's device, between the objects it names, made for it and destroyed after.
-    unsafe fn make_pipeline(&self, job: &Job) -> Result<Duration, String> {
+    unsafe fn make_pipeline(
+        &self,
+        job: &Job,
+        cache: vk::PipelineCache,
+    ) -> Result<Duration, String> {
         let info = job.info.ok_or("malformed entry")?;
         // SAFETY (each arm): `made`'s objects live through the call, on the replay's device.
         let build = |made: &super::objects::Made| match job.kind {
-            Kind::Graphics => unsafe { self.graphics(made, job.hash, info) },
-            Kind::Compute => unsafe { self.compute(made, job.hash, info) },
-            Kind::RayTracing => unsafe { self.ray_tracing(made, job.hash, info) },
+            Kind::Graphics => unsafe { self.graphics(made, job.hash, cache, info) },
+            Kind::Compute => unsafe { self.compute(made, job.hash, cache, info) },
+            Kind::RayTracing => unsafe { self.ray_tracing(made, job.hash, cache, info) },
         };
         match self.own.as_ref() {
             None => build(&self.made),

@@ -22,6 +22,7 @@ mod fields;
 mod graphics_data;
 mod jobs;
 mod launch;
+mod memory_cache;
 mod objects;
 mod options;
 mod own;
@@ -453,8 +454,10 @@ pub unsafe fn replay_on_device(
 
 fn make_app_cache(device: &ash::Device, mode: &AppCache) -> Result<vk::PipelineCache, String> {
     let data = match mode {
-        AppCache::None | AppCache::Each { .. } => return Ok(vk::PipelineCache::null()),
-        AppCache::Memory => Vec::new(),
+        // A memory cache is made for each run of pipelines ([`memory_cache`]).
+        AppCache::None | AppCache::Memory | AppCache::Each { .. } => {
+            return Ok(vk::PipelineCache::null())
+        }
         AppCache::File(p) => std::fs::read(p).unwrap_or_default(),
     };
     // SAFETY: a valid create info; a driver refusing the data gets an empty cache instead.

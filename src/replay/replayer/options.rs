@@ -11,7 +11,8 @@ pub enum AppCache {
     /// No cache: every pipeline is built as an application without one would.
     #[default]
     None,
-    /// One in-memory cache shared by every thread.
+    /// In-memory caches shared by every thread, as Valve's replayer keeps them with no cache
+    /// file: a fresh one for each 1,024 pipelines in the replay's order ([`super::memory_cache`]).
     Memory,
     /// One monolithic cache loaded whole from a file at start and saved at exit (D744's way).
     File(PathBuf),
@@ -223,7 +224,8 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_cache_load_ms: Option<f64>,
     /// With an application cache: the size of the data it would save after the run (how whole
-    /// a layer below it left it).
+    /// a layer below it left it); with [`AppCache::Memory`], the largest size any run's cache
+    /// reported (the size-only query's, the most it would return) when its last pipeline was made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_cache_bytes: Option<usize>,
     /// Each made pipeline's creation time in ms, in the order they finished.
@@ -263,7 +265,10 @@ impl Summary {
         if let Some(ms) = o.app_cache_load_ms {
             *self.app_cache_load_ms.get_or_insert(0.0) += ms;
         }
-        self.app_cache_bytes = o.app_cache_bytes.or(self.app_cache_bytes);
+        self.app_cache_bytes = match (self.app_cache_bytes, o.app_cache_bytes) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         self.times_ms.extend(o.times_ms);
         let (p50, p99) = percentiles(&self.times_ms);
         (self.p50_ms, self.p99_ms) = (p50, p99);

@@ -70,14 +70,16 @@ impl Replay {
     /// Creates one pipeline through `create`, timing only the call (with its own cache's making,
     /// reading and destruction under [`AppCache::Each`](super::AppCache::Each)), and destroys
     /// what it made. The raw entry point, so that every result is seen as the driver returns it.
-    /// `id`: its kind's tag and hash.
+    /// `id`: its kind's tag and hash; `cache`: the application's (null: none), which
+    /// [`AppCache::Each`](super::AppCache::Each) replaces.
     fn timed<T>(
         &self,
         create: CreatePipelines<T>,
         info: &T,
         id: (u32, u64),
+        cache: vk::PipelineCache,
     ) -> Result<Duration, String> {
-        self.timed_keeping(create, info, id, false)
+        self.timed_keeping(create, info, id, cache, false)
     }
 
     /// Whether some pipeline of the replay links the library `(tag, hash)`: only such a library
@@ -94,6 +96,7 @@ impl Replay {
         create: CreatePipelines<T>,
         info: &T,
         id: (u32, u64),
+        cache: vk::PipelineCache,
         keep: bool,
     ) -> Result<Duration, String> {
         // SAFETY: a valid create info whose data lives to the end of the caller.
@@ -102,6 +105,7 @@ impl Replay {
                 create(self.device.handle(), cache, 1, info, std::ptr::null(), out)
             },
             id,
+            cache,
             keep,
         )
     }
@@ -112,6 +116,7 @@ impl Replay {
         &self,
         create: impl FnOnce(vk::PipelineCache, &mut vk::Pipeline) -> vk::Result,
         id: (u32, u64),
+        app_cache: vk::PipelineCache,
         keep: bool,
     ) -> Result<Duration, String> {
         let mut pipeline = vk::Pipeline::null();
@@ -122,7 +127,7 @@ impl Replay {
             // SAFETY: this replay's device; the kept data outlives the call.
             Some(each) => unsafe { each.make(&self.device, kept.as_deref()) }
                 .map_err(|e| format!("vkCreatePipelineCache: {e}"))?,
-            None => (self.app_cache, false),
+            None => (app_cache, false),
         };
         let r = create(cache, &mut pipeline);
         // SAFETY: the cache just made on this device, used by nothing else now.
@@ -158,6 +163,7 @@ impl Replay {
         &self,
         made: &Made,
         hash: u64,
+        cache: vk::PipelineCache,
         v: &Value,
     ) -> Result<Duration, String> {
         only(v, &[stype::PIPELINE_ROBUSTNESS], "a compute pipeline")?;
@@ -180,6 +186,7 @@ impl Replay {
             self.device.fp_v1_0().create_compute_pipelines,
             &ci,
             (Kind::Compute.tag(), hash),
+            cache,
         )
     }
 
@@ -188,6 +195,7 @@ impl Replay {
         &self,
         made: &Made,
         hash: u64,
+        cache: vk::PipelineCache,
         v: &Value,
     ) -> Result<Duration, String> {
         only(
@@ -318,6 +326,7 @@ impl Replay {
             create,
             &ci,
             (Kind::Graphics.tag(), hash),
+            cache,
             is_library && self.is_linked(&(Kind::Graphics.tag(), hash)),
         )
     }
@@ -330,6 +339,7 @@ impl Replay {
         &self,
         made: &Made,
         hash: u64,
+        cache: vk::PipelineCache,
         v: &Value,
     ) -> Result<Duration, String> {
         let create = self.ray_tracing.ok_or(NO_RAY_TRACING)?;
@@ -422,6 +432,7 @@ impl Replay {
                 )
             },
             (Kind::RayTracing.tag(), hash),
+            cache,
             keep,
         )
     }
