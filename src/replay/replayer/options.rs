@@ -226,6 +226,7 @@ pub struct Summary {
     /// With an application cache: the size of the data it would save after the run (how whole
     /// a layer below it left it); with [`AppCache::Memory`], the largest size any run's cache
     /// reported (the size-only query's, the most it would return) when its last pipeline was made.
+    /// Over several configurations, the largest of theirs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_cache_bytes: Option<usize>,
     /// Each made pipeline's creation time in ms, in the order they finished.
