@@ -21,7 +21,7 @@ pub(super) struct RunCaches {
     /// The run each job (by its index) is in.
     run_of: Vec<usize>,
     runs: Mutex<Vec<Run>>,
-    /// The most data one run's cache held (the size the driver reported before destroying it).
+    /// The most data one run's cache held (read before it was destroyed).
     largest: AtomicUsize,
 }
 
@@ -42,15 +42,15 @@ impl RunCaches {
         let mut runs: Vec<Run> = Vec::new();
         let mut last = None;
         for job in jobs {
-            let full = runs.last().is_some_and(|r| r.left == PIPELINES_PER_CACHE);
-            if last != Some(job) || full {
-                runs.push(Run::default());
+            match runs.last_mut() {
+                Some(run) if last == Some(job) && run.left < PIPELINES_PER_CACHE => run.left += 1,
+                _ => runs.push(Run {
+                    left: 1,
+                    ..Run::default()
+                }),
             }
             last = Some(job);
             run_of.push(runs.len() - 1);
-            if let Some(run) = runs.last_mut() {
-                run.left += 1;
-            }
         }
         RunCaches {
             run_of,
@@ -113,8 +113,7 @@ impl RunCaches {
         self.largest.load(Ordering::Relaxed)
     }
 
-    /// Destroys `cache` (if made), noting the size the driver reports for its data (the
-    /// size-only query: the most it would return).
+    /// Destroys `cache` (if made), noting the size of its data (read as a file cache's is).
     ///
     /// # Safety
     /// As [`RunCaches::begin`]; nothing uses `cache` any more.
@@ -122,18 +121,9 @@ impl RunCaches {
         if cache == vk::PipelineCache::null() {
             return;
         }
-        let mut size = 0;
-        // SAFETY: a live cache of this device; the size query of the two-call idiom.
-        let asked = unsafe {
-            (device.fp_v1_0().get_pipeline_cache_data)(
-                device.handle(),
-                cache,
-                &mut size,
-                std::ptr::null_mut(),
-            )
-        };
-        if asked == vk::Result::SUCCESS {
-            self.largest.fetch_max(size, Ordering::Relaxed);
+        // SAFETY: a live cache of this device, used by nothing else now.
+        if let Ok(data) = unsafe { device.get_pipeline_cache_data(cache) } {
+            self.largest.fetch_max(data.len(), Ordering::Relaxed);
         }
         // SAFETY: as the callers vouch, nothing uses the cache any more.
         unsafe { device.destroy_pipeline_cache(cache, None) };

@@ -224,9 +224,8 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_cache_load_ms: Option<f64>,
     /// With an application cache: the size of the data it would save after the run (how whole
-    /// a layer below it left it); with [`AppCache::Memory`], the largest size any run's cache
-    /// reported (the size-only query's, the most it would return) when its last pipeline was made.
-    /// Over several configurations, the largest of theirs.
+    /// a layer below it left it); with [`AppCache::Memory`], the largest of any run's cache once
+    /// its last pipeline was made. Over several configurations, the largest of theirs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_cache_bytes: Option<usize>,
     /// Each made pipeline's creation time in ms, in the order they finished.
