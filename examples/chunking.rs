@@ -2,7 +2,8 @@
 //! `recipe::Chunking::CHOSEN` (docs/FORMAT.md). Reads every entry of an identity directory,
 //! puts its payload together, cuts it again under each choice, and counts what would be kept:
 //! the entries' own bytes (envelope, list of parts, inline bytes) and each distinct piece and
-//! list once.
+//! list once. NVIDIA's data cut record by record is counted as the store keeps it once every
+//! entry is written: a record a piece where another entry carries it too.
 //!
 //!   cargo run --release --example chunking -- <identity dir> [monolithic cache file]
 
@@ -15,7 +16,7 @@ use pipekeep::store::envelope::{PayloadKind, ENVELOPE_LEN};
 use pipekeep::store::identity::{DirName, Identity};
 use pipekeep::store::inspect::entry_files;
 use pipekeep::store::pieces::Pieces;
-use pipekeep::store::recipe::{plan, Chunking, Planned};
+use pipekeep::store::recipe::{plan, plan_with, Chunking, Planned};
 
 /// One payload, as the store holds it now.
 struct Payload {
@@ -61,7 +62,34 @@ struct Kept {
     most_parts: u64,
 }
 
+/// How many payloads name each piece when every candidate is a piece.
+fn carriers(payloads: &[Payload], chunking: Chunking) -> HashMap<[u8; 32], u32> {
+    let mut count = HashMap::new();
+    for p in payloads {
+        let mut names: Vec<[u8; 32]> = plan(p.kind, &p.bytes, chunking)
+            .iter()
+            .flat_map(|c| match c {
+                Planned::Piece(name, _) => vec![*name],
+                Planned::List { pieces, .. } => pieces.iter().map(|(n, _)| *n).collect(),
+                Planned::Inline(_) => Vec::new(),
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .for_each(|n| *count.entry(n).or_insert(0) += 1);
+    }
+    count
+}
+
 fn keep(payloads: &[Payload], chunking: Chunking) -> Kept {
+    let carried = chunking.records_from.map(|_| carriers(payloads, chunking));
+    let shared = |name: &[u8; 32]| {
+        carried
+            .as_ref()
+            .is_none_or(|c| c.get(name).is_some_and(|&n| n > 1))
+    };
     let kept = Mutex::new(Kept::default());
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -69,7 +97,7 @@ fn keep(payloads: &[Payload], chunking: Chunking) -> Kept {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(p) = payloads.get(i) else { break };
-                let planned = plan(p.kind, &p.bytes, chunking);
+                let planned = plan_with(p.kind, &p.bytes, chunking, &shared);
                 let mut entry = (ENVELOPE_LEN + 16) as u64;
                 let mut named = Vec::new();
                 for c in &planned {
@@ -120,13 +148,20 @@ fn main() {
         named,
         monolithic.map_or(String::new(), |m| format!(", monolithic cache {m} bytes"))
     );
-    println!("| chunked from | min | avg | max | entries' bytes | pieces | pieces' bytes | kept bytes | kept / named | kept / monolithic | parts an entry (mean, most) |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| records from | chunked from | min | avg | max | entries' bytes | pieces | pieces' bytes | kept bytes | kept / named | kept / monolithic | parts an entry (mean, most) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let kib = |n: usize| n >> 10;
     let mut choices = vec![Chunking {
+        records_from: None,
         from: usize::MAX,
         ..Chunking::CHOSEN
     }];
+    for records_from in [256, 1 << 10, 4 << 10, 16 << 10] {
+        choices.push(Chunking {
+            records_from: Some(records_from),
+            ..Chunking::CHOSEN
+        });
+    }
     for from in [8 << 10, 16 << 10, 64 << 10] {
         for (min, avg, max) in [
             (256, 1 << 10, 8 << 10),
@@ -136,6 +171,7 @@ fn main() {
             (4 << 10, 16 << 10, 128 << 10),
         ] {
             choices.push(Chunking {
+                records_from: None,
                 from,
                 min,
                 avg,
@@ -148,7 +184,9 @@ fn main() {
         let piece_bytes: u64 = k.pieces.values().sum();
         let kept = k.entry_bytes + piece_bytes;
         println!(
-            "| {} | {} KiB | {} KiB | {} KiB | {} | {} | {} | {} | {:.3} | {} | {:.1}, {} |",
+            "| {} | {} | {} KiB | {} KiB | {} KiB | {} | {} | {} | {} | {:.3} | {} | {:.1}, {} |",
+            c.records_from
+                .map_or("never".to_string(), |r| format!("{r} B")),
             if c.from == usize::MAX {
                 "never".to_string()
             } else {

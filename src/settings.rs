@@ -87,7 +87,8 @@ pub struct Settings {
     /// nothing ahead.
     pub read_ahead: u64,
     /// `PIPEKEEP_PIECE_MEMORY`: the most bytes of checked pieces (payload bytes entries share)
-    /// a store holds in memory for reuse.
+    /// a store holds in memory for reuse. A piece larger than this is never held: below a few
+    /// MB, NVIDIA's 1.78 MB dictionary is read and checked again for every entry naming it.
     pub piece_memory: u64,
     /// `PIPEKEEP_BACKEND`.
     pub backend: BackendSetting,
@@ -142,8 +143,9 @@ pub struct Settings {
     /// finish instead of stopping it (a loaded machine may give an idle-priority thread no time
     /// before a short run ends).
     pub test_rebuild_first: bool,
-    /// Test only (`PIPEKEEP_TEST_CHUNKED_FROM`): cut `cache` payloads of this many bytes or more
-    /// into FastCDC's smallest chunks (RADV's are smaller than the threshold NVIDIA's data chose).
+    /// Test only (`PIPEKEEP_TEST_CHUNKED_FROM`): cut `cache` payloads (but NVIDIA's, cut by
+    /// records) of this many bytes or more into FastCDC's smallest chunks (RADV's are smaller
+    /// than the threshold chosen).
     pub test_chunked_from: Option<usize>,
     /// Test only (`PIPEKEEP_TEST_PIECES_ALWAYS`): every stage binary large enough is a piece,
     /// shared or not.

@@ -177,8 +177,9 @@ fn walk(
     Ok(records)
 }
 
-/// Every record's range in whole data fresh from the driver, the dictionary's too.
-fn record_ranges(data: &[u8]) -> Result<Vec<Range<usize>>, FramingError> {
+/// Every record's range in whole data (fresh from the driver, or an entry's read back), the
+/// dictionary's too.
+pub(super) fn record_ranges(data: &[u8]) -> Result<Vec<Range<usize>>, FramingError> {
     let mut ranges = Vec::new();
     walk(data.len(), copy_of(data), |_, range, _| {
         ranges.push(range);

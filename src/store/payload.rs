@@ -145,8 +145,8 @@ enum Held {
     /// A range of the entry file's bytes.
     Inline(Range<usize>),
     Piece(Arc<[u8]>),
-    /// A list's pieces, held once for every payload naming the list (NVIDIA's dictionary is
-    /// some 28 lists of 16 chunks: a payload holds 28 shared handles, not 440).
+    /// A list's pieces, held once for every payload naming the list (a block chunked into 440
+    /// pieces is some 28 lists of 16: a payload holds 28 shared handles, not 440).
     List(Arc<ListedPieces>),
 }
 

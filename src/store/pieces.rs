@@ -436,7 +436,7 @@ impl Pieces {
     /// newer one: an entry naming them was found and stamped `stamp`. A list stamped now has its
     /// pieces stamped with it; one this run stamped newer already had. So a piece carries the
     /// newest stamp of the entries using it, never older than any of them, and an entry that
-    /// names NVIDIA's dictionary through the lists earlier entries of the run stamped costs a
+    /// names a chunked block through the lists earlier entries of the run stamped costs a
     /// few lookups, not one a chunk. A piece another process dropped since is left to that
     /// entry's next lookup (`missing-piece`).
     pub fn stamp_first(&self, named: &[(PieceName, bool)], stamp: SystemTime) {

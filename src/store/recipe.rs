@@ -30,10 +30,14 @@
 //!   carries too (a stage shared by pipelines is kept once; the store says which, as it writes:
 //!   [`plan_with`]); the binaries' counts, keys and lengths stand inline, and so does a stage no
 //!   other entry carries. A pipeline's only binary stands inline.
-//! - `cache`: a payload of at least [`CHUNKED_FROM`] bytes is cut by FastCDC; its first chunk (the
-//!   pipeline's own head, which nothing else shares) stands inline and every later chunk is a
-//!   piece, so a block repeated at any offset (NVIDIA's zstd dictionary) is kept once. A smaller
-//!   payload stands inline whole.
+//! - `cache`, NVIDIA's data: cut at its records ([`super::nvidia_cache`]), each of at least
+//!   [`RECORD_PIECE_MIN`] bytes a piece by the rule of a stage binary (where another entry
+//!   carries it too: the driver's zstd dictionary, the data of a twin or of stages that seeded a
+//!   build); what pipelines share, NVIDIA's data shares as whole records.
+//! - `cache`, any other driver's: a payload of at least [`CHUNKED_FROM`] bytes is cut by FastCDC;
+//!   its first chunk (the pipeline's own head, which nothing else shares) stands inline and every
+//!   later chunk is a piece, so a block repeated at any offset is kept once. A smaller payload
+//!   stands inline whole.
 
 use super::layout::{EntryError, PayloadKind};
 
@@ -47,6 +51,8 @@ pub const CHUNK_AVG: usize = 4 << 10;
 pub const CHUNK_MAX: usize = 32 << 10;
 /// A binary's data this long or longer is a piece.
 pub const BINARY_PIECE_MIN: usize = 256;
+/// One of NVIDIA's cache records this long or longer (its head included) may be a piece.
+pub const RECORD_PIECE_MIN: usize = 1 << 10;
 /// The most pieces one list names.
 pub const LIST_MAX: usize = 64;
 const LIST_HEAD_LEN: usize = 8;
@@ -55,6 +61,9 @@ const LIST_REF_LEN: usize = 40;
 /// When and how finely `cache` payloads are chunked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunking {
+    /// NVIDIA's data cut record by record, a record this long or longer (its head included) a
+    /// piece where another entry carries it too; `None`: chunked as any other driver's.
+    pub records_from: Option<usize>,
     /// A payload this long or longer is chunked.
     pub from: usize,
     pub min: usize,
@@ -63,8 +72,10 @@ pub struct Chunking {
 }
 
 impl Chunking {
-    /// The sizes chosen on NVIDIA's data (FORMAT.md says why).
+    /// NVIDIA's data cut by records; any other driver's by the FastCDC sizes chosen on NVIDIA's
+    /// data before it was (FORMAT.md says why).
     pub const CHOSEN: Chunking = Chunking {
+        records_from: Some(RECORD_PIECE_MIN),
         from: CHUNKED_FROM,
         min: CHUNK_MIN,
         avg: CHUNK_AVG,
@@ -75,6 +86,7 @@ impl Chunking {
     /// payloads are a few KiB (RADV).
     pub fn fine_from(from: usize) -> Chunking {
         Chunking {
+            records_from: Some(RECORD_PIECE_MIN),
             from,
             min: fastcdc::v2020::MINIMUM_MIN,
             avg: fastcdc::v2020::AVERAGE_MIN,
@@ -513,9 +525,9 @@ pub fn plan(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Planne
     plan_with(kind, payload, chunking, &|_| true)
 }
 
-/// [`plan`], a `binary` payload's binary a piece only where `shared` says so of its name, or
-/// where the payload carries it twice (a stage no other pipeline has stands inline: a piece of
-/// its own would cost a lookup a file).
+/// [`plan`], a `binary` payload's binary (or a record of NVIDIA's cache data) a piece only where
+/// `shared` says so of its name, or where the payload carries it twice (a stage no other
+/// pipeline has stands inline: a piece of its own would cost a lookup a file).
 pub fn plan_with<'a>(
     kind: PayloadKind,
     payload: &'a [u8],
@@ -572,8 +584,8 @@ pub fn cut(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Cut<'_>
     cut_with(kind, payload, chunking, &|_| true)
 }
 
-/// [`cut`], a `binary` payload's binary a piece only where `shared` says so of its name, or
-/// where the payload carries it twice.
+/// [`cut`], a `binary` payload's binary (or a record of NVIDIA's data) a piece only where
+/// `shared` says so of its name, or where the payload carries it twice.
 fn cut_with<'a>(
     kind: PayloadKind,
     payload: &'a [u8],
@@ -582,53 +594,69 @@ fn cut_with<'a>(
 ) -> Vec<Cut<'a>> {
     let mut cuts = Vec::new();
     match kind {
-        PayloadKind::Cache if payload.len() >= chunking.from => {
-            let Chunking { min, avg, max, .. } = chunking;
-            let chunks = fastcdc::v2020::FastCDC::new(payload, min, avg, max);
-            for (i, chunk) in chunks.enumerate() {
-                let bytes = &payload[chunk.offset..chunk.offset + chunk.length];
-                cuts.push(if i == 0 {
-                    Cut::Inline(bytes)
-                } else {
-                    Cut::piece(bytes)
-                });
+        PayloadKind::Cache => match chunking
+            .records_from
+            .map(|min| (min, super::nvidia_cache::record_ranges(payload)))
+        {
+            // NVIDIA's data is cut where its driver cuts it, record by record: pipelines that
+            // share a stage, or hold a twin's data they were seeded with, carry the very record.
+            Some((min, Ok(ranges))) => cut_shared(&mut cuts, payload, ranges, min, shared),
+            _ if payload.len() >= chunking.from => {
+                let Chunking { min, avg, max, .. } = chunking;
+                let chunks = fastcdc::v2020::FastCDC::new(payload, min, avg, max);
+                for (i, chunk) in chunks.enumerate() {
+                    let bytes = &payload[chunk.offset..chunk.offset + chunk.length];
+                    cuts.push(if i == 0 {
+                        Cut::Inline(bytes)
+                    } else {
+                        Cut::piece(bytes)
+                    });
+                }
             }
-        }
+            _ => push_inline(&mut cuts, payload),
+        },
         PayloadKind::Binaries => match super::binaries::data_ranges(payload) {
             // A pipeline's only binary is the whole pipeline (RADV's compute pipelines): no other
             // pipeline shares it, and a piece of its own would cost every lookup a second file.
             Ok(ranges) if ranges.len() == 1 => push_inline(&mut cuts, payload),
-            Ok(ranges) => {
-                // Each binary large enough is named once; one the payload carries twice is a
-                // piece whatever `shared` says (it is kept once), any other as `shared` says.
-                let named: Vec<(std::ops::Range<usize>, PieceName)> = ranges
-                    .into_iter()
-                    .filter(|r| r.len() >= BINARY_PIECE_MIN)
-                    .map(|r| {
-                        let name = *blake3::hash(&payload[r.clone()]).as_bytes();
-                        (r, name)
-                    })
-                    .collect();
-                let carried_twice =
-                    |name: &PieceName| named.iter().filter(|(_, n)| n == name).count() > 1;
-                let mut at = 0;
-                for (r, name) in &named {
-                    if carried_twice(name) || shared(name) {
-                        push_inline(&mut cuts, &payload[at..r.start]);
-                        cuts.push(Cut::Piece {
-                            name: *name,
-                            bytes: &payload[r.clone()],
-                        });
-                        at = r.end;
-                    }
-                }
-                push_inline(&mut cuts, &payload[at..]);
-            }
+            Ok(ranges) => cut_shared(&mut cuts, payload, ranges, BINARY_PIECE_MIN, shared),
             Err(_) => push_inline(&mut cuts, payload),
         },
-        PayloadKind::Cache => push_inline(&mut cuts, payload),
     }
     cuts
+}
+
+/// Cuts `payload` at `ranges` (a binary each, or a record each): each range of at least `min`
+/// bytes is named once; one the payload carries twice is a piece whatever `shared` says (it is
+/// kept once), any other as `shared` says; every other byte stands inline.
+fn cut_shared<'a>(
+    cuts: &mut Vec<Cut<'a>>,
+    payload: &'a [u8],
+    ranges: Vec<std::ops::Range<usize>>,
+    min: usize,
+    shared: &dyn Fn(&PieceName) -> bool,
+) {
+    let named: Vec<(std::ops::Range<usize>, PieceName)> = ranges
+        .into_iter()
+        .filter(|r| r.len() >= min)
+        .map(|r| {
+            let name = *blake3::hash(&payload[r.clone()]).as_bytes();
+            (r, name)
+        })
+        .collect();
+    let carried_twice = |name: &PieceName| named.iter().filter(|(_, n)| n == name).count() > 1;
+    let mut at = 0;
+    for (r, name) in &named {
+        if carried_twice(name) || shared(name) {
+            push_inline(cuts, &payload[at..r.start]);
+            cuts.push(Cut::Piece {
+                name: *name,
+                bytes: &payload[r.clone()],
+            });
+            at = r.end;
+        }
+    }
+    push_inline(cuts, &payload[at..]);
 }
 
 fn push_inline<'a>(cuts: &mut Vec<Cut<'a>>, bytes: &'a [u8]) {
@@ -976,5 +1004,47 @@ pub(crate) mod tests {
         assert_eq!(cuts.len(), 3);
         assert_eq!(cuts[1], Cut::piece(&big[..]));
         assert!(matches!(cuts[2], Cut::Inline(b) if b.ends_with(&tiny)));
+    }
+
+    #[test]
+    fn nvidia_data_is_cut_record_by_record_a_record_a_piece_where_another_entry_carries_it() {
+        use super::super::nvidia_cache::tests::{nvidia_cache, record};
+        let (big, other, small) = (vec![7u8; 4000], vec![8u8; 3000], vec![9u8; 100]);
+        let records = [
+            record([1; 16], 1, &small),
+            record([2; 16], 2, &big),
+            record([3; 16], 3, &other),
+        ];
+        let data = nvidia_cache(&records);
+        let big_name = *blake3::hash(&records[1]).as_bytes();
+        // Only the record another entry carries is a piece, cut exactly at its frame; the small
+        // record, the one no other entry carries and the header stand inline.
+        let plan = plan_with(PayloadKind::Cache, &data, Chunking::CHOSEN, &|n| {
+            *n == big_name
+        });
+        let start = data.len() - records[2].len() - records[1].len();
+        assert_eq!(
+            plan,
+            vec![
+                Planned::Inline(&data[..start]),
+                Planned::Piece(big_name, &data[start..start + records[1].len()]),
+                Planned::Inline(&data[start + records[1].len()..]),
+            ]
+        );
+        // Shared by none: the data stands inline whole, however long.
+        let long = nvidia_cache(&[record([4; 16], 4, &vec![3u8; 64 << 10])]);
+        assert_eq!(
+            cut_with(PayloadKind::Cache, &long, Chunking::CHOSEN, &|_| false),
+            vec![Cut::Inline(&long[..])]
+        );
+        // Cut as any other driver's data where records are not asked for, or do not frame.
+        let by_content = Chunking {
+            records_from: None,
+            ..Chunking::CHOSEN
+        };
+        assert!(cut(PayloadKind::Cache, &long, by_content).len() > 1);
+        let mut unframed = long.clone();
+        unframed.push(0);
+        assert!(cut(PayloadKind::Cache, &unframed, Chunking::CHOSEN).len() > 1);
     }
 }

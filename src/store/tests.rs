@@ -1462,8 +1462,8 @@ fn a_block_of_many_chunks_is_named_through_lists_and_a_lost_list_is_a_miss() {
     ));
 }
 
-/// NVIDIA cache data carrying the driver's dictionary, kept with its dictionary cut into shared
-/// pieces: a lookup frames it from the pieces and hands the rest without it.
+/// NVIDIA cache data carrying the driver's dictionary, kept with its dictionary's record a shared
+/// piece: a lookup frames it from the pieces and hands the rest without it.
 #[test]
 fn an_entry_carrying_nvidias_dictionary_is_found_and_handed_over_without_it() {
     use super::nvidia_cache::tests::{dictionary_key, record};
@@ -1509,11 +1509,20 @@ fn an_entry_carrying_nvidias_dictionary_is_found_and_handed_over_without_it() {
         assert_eq!(framing.dictionary.hash, 0xd1c7);
         assert_eq!(found.without_dictionary(&framing), *without);
     }
-    let pieces = fs::read_dir(run2.dir().join("pieces")).unwrap().count();
-    assert!(
-        pieces > 1,
-        "the dictionary is kept in shared pieces ({pieces})"
-    );
+    // Cut record by record, the dictionary's record is one piece both entries name.
+    let pieces: Vec<_> = fs::read_dir(run2.dir().join("pieces"))
+        .unwrap()
+        .map(|p| p.unwrap().metadata().unwrap().len())
+        .collect();
+    assert_eq!(pieces.len(), 1, "the dictionary is kept once, as one piece");
+    assert!(pieces[0] >= dictionary.len() as u64 / 2);
+    for n in 0..entries.len() {
+        let entry = fs::metadata(run2.entry_path(&key(n as u8))).unwrap().len();
+        assert!(
+            entry < 16 << 10,
+            "entry {n} names the dictionary ({entry} bytes)"
+        );
+    }
 }
 
 /// The note naming the entry that carries NVIDIA's dictionary: written whole, read back, naming

@@ -14,8 +14,8 @@ fn bound_step(max_bytes: u64) -> u64 {
     (max_bytes / 4).clamp(1, 1 << 30)
 }
 
-/// The most stage binaries [`Store`] remembers as written inline once (~100 bytes each); past
-/// it the oldest are let go, and a later sharer of one stands inline too.
+/// The most stage binaries (and NVIDIA records) [`Store`] remembers as written inline once
+/// (~100 bytes each); past it the oldest are let go, and a later sharer of one stands inline too.
 const INLINE_ONCE_HELD: usize = 1 << 16;
 
 impl Store {
@@ -86,12 +86,12 @@ impl Store {
         }
         self.make_dir()?;
         let chunking = *self.chunking.locked();
-        // A stage binary is a piece once a second entry carries it (or it is kept already; one
-        // the entry carries twice the recipe makes a piece itself); the first entry to carry it,
-        // remembered as it is planned (one lock for the question and the answer), is then
-        // written again naming the piece, by whichever of the two writers finds the other's
-        // file done. A stage shared with an entry of an earlier run or another process stands
-        // inline once more: bytes twice, never wrong ones.
+        // A stage binary (or a record of NVIDIA's data) is a piece once a second entry carries
+        // it (or it is kept already; one the entry carries twice the recipe makes a piece
+        // itself); the first entry to carry it, remembered as it is planned (one lock for the
+        // question and the answer), is then written again naming the piece, by whichever of the
+        // two writers finds the other's file done. A stage shared with an entry of an earlier
+        // run or another process stands inline once more: bytes twice, never wrong ones.
         let first_holders = std::cell::RefCell::new(Vec::new());
         let kept_inline = std::cell::RefCell::new(Vec::new());
         let shared = |name: &recipe::PieceName| {
@@ -145,6 +145,9 @@ impl Store {
             if kept_inline.into_inner().iter().any(now_a_piece) {
                 first_holders.push(*key);
             }
+            // Once each: a twin's seeded build names every record of its twin's entry.
+            first_holders.sort_unstable();
+            first_holders.dedup();
             for holder in first_holders {
                 self.write_again_naming_pieces(&holder);
             }
@@ -153,8 +156,8 @@ impl Store {
     }
 
     /// Writes `key`'s entry again (read back whole, with the stamp its file has), now that a
-    /// stage binary it holds inline is a piece, so that the binary is kept once. An entry gone or
-    /// damaged meanwhile is left.
+    /// stage binary (or NVIDIA record) it holds inline is a piece, so that it is kept once. An
+    /// entry gone or damaged meanwhile is left.
     fn write_again_naming_pieces(&self, key: &PipelineKey) {
         let Ok(stamp) = fs::metadata(self.entry_path(key)).and_then(|m| m.modified()) else {
             return;
