@@ -237,13 +237,19 @@ impl FoundEntry {
     pub fn nvidia_dictionary(&self) -> Option<nvidia_cache::Framing> {
         let cache = self.kind() == envelope::PayloadKind::Cache;
         cache
-            .then(|| nvidia_cache::frame(&self.checked.payload).ok())
+            .then(|| {
+                let payload = &self.checked.payload;
+                nvidia_cache::frame_parts(payload.len(), |range, out| {
+                    payload.copy_range(range, out)
+                })
+                .ok()
+            })
             .flatten()
     }
 
     /// Its data without the dictionary `framing` found in it.
     pub fn without_dictionary(&self, framing: &nvidia_cache::Framing) -> Vec<u8> {
-        framing.without_dictionary(&self.checked.payload)
+        framing.without_dictionary_parts(|range, out| self.checked.payload.copy_range(range, out))
     }
 }
 

@@ -37,7 +37,6 @@
 use std::ops::Range;
 
 use super::identity::NVIDIA;
-use super::payload::Payload;
 
 const VULKAN_HEADER: usize = 32;
 const RECORDS_AT: usize = VULKAN_HEADER + 4;
@@ -88,10 +87,14 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
 }
 
-/// Frames NVIDIA cache data that carries a dictionary (reading only its headers; a payload held
-/// in parts is not put together for it).
-pub fn frame(data: &Payload) -> Result<Framing, FramingError> {
-    frame_with(data.len(), |range, out| data.copy_range(range, out))
+/// Frames NVIDIA cache data that carries a dictionary, `len` bytes that `copy` appends a range
+/// of (cut at their end) to a buffer: reading only its headers, so that a payload held in parts
+/// is not put together for it.
+pub fn frame_parts(
+    len: usize,
+    copy: impl Fn(Range<usize>, &mut Vec<u8>),
+) -> Result<Framing, FramingError> {
+    frame_with(len, copy)
 }
 
 /// [`frame`] over `len` bytes that `copy` appends a range of (cut at their end) to a buffer.
@@ -235,12 +238,13 @@ fn copy_of(data: &[u8]) -> impl Fn(Range<usize>, &mut Vec<u8>) + '_ {
 
 impl Framing {
     /// The data without the dictionary's record: the Vulkan header, one record fewer, and every
-    /// other record's bytes in their order.
-    pub fn without_dictionary(&self, data: &Payload) -> Vec<u8> {
-        self.without_dictionary_with(|range, out| data.copy_range(range, out))
+    /// other record's bytes in their order; `copy` appends a range of the data this framing was
+    /// made of ([`frame_parts`]) to a buffer.
+    pub fn without_dictionary_parts(&self, copy: impl Fn(Range<usize>, &mut Vec<u8>)) -> Vec<u8> {
+        self.without_dictionary_with(copy)
     }
 
-    /// [`Framing::without_dictionary`] of the data this framing was made of, held whole.
+    /// [`Framing::without_dictionary_parts`] of the data this framing was made of, held whole.
     pub fn without_dictionary_in(&self, data: &[u8]) -> Vec<u8> {
         self.without_dictionary_with(|range, out| out.extend_from_slice(&data[range]))
     }
@@ -278,7 +282,16 @@ impl Framing {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::store::payload::Payload;
     use std::sync::Arc;
+
+    fn frame(data: &Payload) -> Result<Framing, FramingError> {
+        frame_parts(data.len(), |range, out| data.copy_range(range, out))
+    }
+
+    fn without(framing: &Framing, data: &Payload) -> Vec<u8> {
+        framing.without_dictionary_parts(|range, out| data.copy_range(range, out))
+    }
 
     /// Bytes standing whole, as a payload.
     fn whole(bytes: &[u8]) -> Payload {
@@ -341,10 +354,7 @@ pub(crate) mod tests {
                 len: 1_776_799
             }
         );
-        assert_eq!(
-            framing.without_dictionary(&whole(&data)),
-            nvidia_cache(&[pipeline])
-        );
+        assert_eq!(without(&framing, &whole(&data)), nvidia_cache(&[pipeline]));
     }
 
     #[test]
@@ -362,7 +372,7 @@ pub(crate) mod tests {
             let data = nvidia_cache(&records);
             let framing = frame(&whole(&data)).unwrap();
             assert_eq!(framing.dictionary, DictionaryId { hash: 42, len: 500 });
-            let cut = framing.without_dictionary(&whole(&data));
+            let cut = without(&framing, &whole(&data));
             assert_eq!(cut, nvidia_cache(&rest));
             assert_eq!(frame(&whole(&cut)), Err(FramingError::NoDictionary));
             // Held apart and put back: the data as the driver wrote it, byte for byte.
@@ -404,7 +414,7 @@ pub(crate) mod tests {
         );
         let framing = frame(&payload).unwrap();
         assert_eq!(framing, frame(&whole(&bytes)).unwrap());
-        assert_eq!(framing.without_dictionary(&payload), nvidia_cache(&[a]));
+        assert_eq!(without(&framing, &payload), nvidia_cache(&[a]));
     }
 
     #[test]
