@@ -122,8 +122,8 @@ pub struct Store {
     /// The identity directory, held open once it exists: a lookup opens its entry relative to it.
     dir_fd: files::HeldDir,
     /// Stage binaries (and NVIDIA records) this process wrote inline, each with the entry that
-    /// holds it: the next
-    /// entry to carry one makes it a piece, and that entry is written again naming the piece.
+    /// holds it: the next entry to carry one makes it a piece, and that entry is written again
+    /// naming the piece.
     inline_once: Mutex<held::OldestFirst<recipe::PieceName, PipelineKey>>,
     /// Test only: every stage binary large enough is a piece, shared or not.
     pieces_always: AtomicBool,

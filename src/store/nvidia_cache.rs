@@ -94,14 +94,6 @@ pub fn frame_parts(
     len: usize,
     copy: impl Fn(Range<usize>, &mut Vec<u8>),
 ) -> Result<Framing, FramingError> {
-    frame_with(len, copy)
-}
-
-/// [`frame`] over `len` bytes that `copy` appends a range of (cut at their end) to a buffer.
-fn frame_with(
-    len: usize,
-    copy: impl Fn(Range<usize>, &mut Vec<u8>),
-) -> Result<Framing, FramingError> {
     let mut dictionary = None;
     let records = walk(len, copy, |at, record, head| {
         if &head[8..16] == DICTIONARY_NAME {
@@ -182,7 +174,7 @@ fn walk(
 
 /// Every record's range in whole data (fresh from the driver, or an entry's read back), the
 /// dictionary's too.
-pub(super) fn record_ranges(data: &[u8]) -> Result<Vec<Range<usize>>, FramingError> {
+pub(in crate::store) fn record_ranges(data: &[u8]) -> Result<Vec<Range<usize>>, FramingError> {
     let mut ranges = Vec::new();
     walk(data.len(), copy_of(data), |_, range, _| {
         ranges.push(range);
@@ -225,9 +217,9 @@ fn with_records(header: &[u8], records: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-/// Frames cache data fresh from the driver (see [`frame`]).
+/// Frames cache data fresh from the driver (see [`frame_parts`]).
 pub fn frame_bytes(data: &[u8]) -> Result<Framing, FramingError> {
-    frame_with(data.len(), copy_of(data))
+    frame_parts(data.len(), copy_of(data))
 }
 
 /// What appends a range of whole `data` (cut at its end) to a buffer.
@@ -237,19 +229,15 @@ fn copy_of(data: &[u8]) -> impl Fn(Range<usize>, &mut Vec<u8>) + '_ {
 }
 
 impl Framing {
+    /// [`Framing::without_dictionary_parts`] of the data this framing was made of, held whole.
+    pub fn without_dictionary_in(&self, data: &[u8]) -> Vec<u8> {
+        self.without_dictionary_parts(|range, out| out.extend_from_slice(&data[range]))
+    }
+
     /// The data without the dictionary's record: the Vulkan header, one record fewer, and every
     /// other record's bytes in their order; `copy` appends a range of the data this framing was
     /// made of ([`frame_parts`]) to a buffer.
     pub fn without_dictionary_parts(&self, copy: impl Fn(Range<usize>, &mut Vec<u8>)) -> Vec<u8> {
-        self.without_dictionary_with(copy)
-    }
-
-    /// [`Framing::without_dictionary_parts`] of the data this framing was made of, held whole.
-    pub fn without_dictionary_in(&self, data: &[u8]) -> Vec<u8> {
-        self.without_dictionary_with(|range, out| out.extend_from_slice(&data[range]))
-    }
-
-    fn without_dictionary_with(&self, copy: impl Fn(Range<usize>, &mut Vec<u8>)) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len - self.dictionary_record.len());
         copy(0..VULKAN_HEADER, &mut out);
         out.extend_from_slice(&(self.records - 1).to_le_bytes());
