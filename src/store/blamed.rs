@@ -23,8 +23,9 @@ use super::recipe::PieceName;
 
 /// The note's first line: its format.
 const HEADER: &str = "pipekeep blamed pieces 1\n";
-/// The most names the note keeps: the oldest go first past it. A load of NVIDIA's data names
-/// about 470 pieces and lists; 8,192 names are a few such crashes.
+/// The most names the note keeps: the oldest go first past it. A load of NVIDIA's data cut into
+/// chunks named about 470 pieces and lists (cut by records, a few); 8,192 names are a few such
+/// crashes.
 pub const MOST: usize = 8192;
 /// The most bytes read of the note.
 const LIMIT: u64 = (HEADER.len() + MOST * 65) as u64;
