@@ -6,6 +6,14 @@
 //! makes the device forget it, so the next ones go whole again (that pipeline is compiled and
 //! its entry written again, as for any entry the driver refuses).
 //!
+//! With its disk cache on, the driver refuses every entry compressed with a dictionary its disk
+//! cache does not hold (H200, 580.159.04: the disk cache cleared, or another one, as beside a
+//! `pipekeep rebuild`), and what it compiles through such an entry's cache it compresses with
+//! the same dictionary: written again so, the same entries were refused at every launch. So a
+//! dictionary the driver refuses more often than it serves through is not handed over again in
+//! the process ([`Seed::Refused`]: those entries are built as misses), and what was compiled
+//! through it is kept from a build through an empty cache: the next launch finds them.
+//!
 //! A driver that has compiled anything in a process refuses every entry carrying a dictionary it
 //! does not hold (H200, driver 580.159.04: a warm ncnn run with a tenth of its entries damaged
 //! found 1,583 of 3,115, the 1,220 carrying the dictionary refused and compiled, at 2.4 GB of
@@ -23,9 +31,31 @@ use crate::store::nvidia_cache::DictionaryId;
 use crate::store::{FoundEntry, Lookup, Store};
 use crate::sync::{Unpoisoned, UnpoisonedRw};
 
-/// The dictionaries a cache (or a device) holds.
+/// The dictionaries a cache (or a device) holds, and what the driver did with each in this
+/// process: pipelines served, and entries refused, through data carrying it.
 #[derive(Debug, Default)]
-pub struct Known(Vec<DictionaryId>);
+pub struct Known {
+    held: Vec<DictionaryId>,
+    /// For each dictionary: pipelines served, and entries refused, through data carrying it.
+    counts: Vec<(DictionaryId, Counts)>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    served: u32,
+    refused: u32,
+}
+
+/// How many entries carrying a dictionary the driver may refuse, more than it served through,
+/// before the device takes it that the driver refuses that dictionary in this process. With its
+/// disk cache on, NVIDIA's driver (580.159.04) refuses every entry compressed with a dictionary
+/// its disk cache does not hold (a cleared or other disk cache, or a `pipekeep rebuild` beside
+/// another), and compresses what it compiles through such a cache with the cache's dictionary:
+/// written again so, the same entries were refused at every launch (H200, ncnn: 1,373-1,381 of
+/// 3,115). An entry may carry the dictionary and not need it (its own record not compressed
+/// with it): served, it says nothing of the others, hence the comparison. Two, not one: a single
+/// entry the driver compiles all the same says nothing either.
+pub const REFUSALS_OF_A_DICTIONARY: u32 = 2;
 
 /// How many entries priming looks at for one carrying the dictionary when the noted one cannot
 /// serve. They are taken in the reverse of the last run's order of use: the driver trains its
@@ -42,21 +72,70 @@ pub enum Seed {
         dictionary: DictionaryId,
         data: Vec<u8>,
     },
+    /// Not at all: it carries a dictionary the driver refuses in this process
+    /// ([`REFUSALS_OF_A_DICTIONARY`]). The pipeline is built as a miss and its entry written
+    /// again from what the driver compiles through an empty cache.
+    Refused { dictionary: DictionaryId },
 }
 
 impl Known {
     pub fn holds(&self, id: &DictionaryId) -> bool {
-        self.0.contains(id)
+        self.held.contains(id)
+    }
+
+    fn counts(&self, id: &DictionaryId) -> Counts {
+        self.counts
+            .iter()
+            .find(|(d, _)| d == id)
+            .map_or_else(Counts::default, |(_, c)| *c)
+    }
+
+    /// Whether the driver has refused more entries carrying `id` than it served pipelines
+    /// through in this process: then what it compiled through one of them is kept from a build
+    /// through an empty cache.
+    pub fn doubts(&self, id: &DictionaryId) -> bool {
+        let c = self.counts(id);
+        c.refused > c.served
+    }
+
+    /// Whether the driver refuses `id` in this process ([`REFUSALS_OF_A_DICTIONARY`]): entries
+    /// carrying it then go to the driver not at all.
+    pub fn refuses(&self, id: &DictionaryId) -> bool {
+        let c = self.counts(id);
+        c.refused >= REFUSALS_OF_A_DICTIONARY && c.refused > c.served
+    }
+
+    /// Handed to the driver before any pipeline (priming): held, nothing served yet.
+    pub fn hold(&mut self, id: DictionaryId) {
+        if !self.held.contains(&id) {
+            self.held.push(id);
+        }
     }
 
     /// After a build from `seed`: `served` when the driver took it (found).
     pub fn after(&mut self, seed: &Seed, served: bool) {
+        let id = match seed {
+            Seed::Whole { teaches: Some(id) } => *id,
+            Seed::Without { dictionary, .. } => *dictionary,
+            Seed::Whole { teaches: None } | Seed::Refused { .. } => return,
+        };
         match seed {
-            Seed::Whole {
-                teaches: Some(id), ..
-            } if served && !self.0.contains(id) => self.0.push(*id),
-            Seed::Without { dictionary, .. } if !served => self.0.retain(|d| d != dictionary),
+            Seed::Whole { .. } if served => self.hold(id),
+            Seed::Without { .. } if !served => self.held.retain(|d| *d != id),
             _ => {}
+        }
+        let at = match self.counts.iter().position(|(d, _)| *d == id) {
+            Some(at) => at,
+            None => {
+                self.counts.push((id, Counts::default()));
+                self.counts.len() - 1
+            }
+        };
+        let counts = &mut self.counts[at].1;
+        if served {
+            counts.served = counts.served.saturating_add(1);
+        } else {
+            counts.refused = counts.refused.saturating_add(1);
         }
     }
 }
@@ -181,7 +260,8 @@ impl DeviceDictionaries {
             }
             let seed = Seed::Whole { teaches: Some(id) };
             if hand_over(&entry, &seed) {
-                self.after(&seed, true);
+                // Held, not served: a driver may make a cache of data it then refuses.
+                self.held.known.writing().hold(id);
                 tracing::info!(entry = %entry.name(), bytes = id.len, "NVIDIA's dictionary handed to the driver before the device's first compile");
             }
         });
@@ -239,7 +319,11 @@ impl DeviceDictionaries {
         let Some(framing) = framing else {
             return Seed::Whole { teaches: None };
         };
-        if holds(&framing.dictionary) {
+        if self.refuses(&framing.dictionary) {
+            Seed::Refused {
+                dictionary: framing.dictionary,
+            }
+        } else if holds(&framing.dictionary) {
             Seed::Without {
                 dictionary: framing.dictionary,
                 data: entry.without_dictionary(&framing),
@@ -251,21 +335,30 @@ impl DeviceDictionaries {
         }
     }
 
-    /// As [`Known::after`], for the device: the lock is written only when it learns or forgets.
-    /// The dictionary it learned, if it did.
+    /// As [`Known::after`], for the device: the lock is written only for a seed carrying a
+    /// dictionary. The dictionary it learned, if it did.
     pub fn after(&self, seed: &Seed, served: bool) -> Option<DictionaryId> {
-        let (learns, forgets) = match seed {
-            Seed::Whole { teaches } => (teaches.filter(|id| served && !self.holds(id)), false),
-            Seed::Without { .. } => (None, !served),
+        let learns = match seed {
+            Seed::Whole { teaches: Some(id) } if served => (!self.holds(id)).then_some(*id),
+            Seed::Whole { teaches: Some(_) } | Seed::Without { .. } => None,
+            Seed::Whole { teaches: None } | Seed::Refused { .. } => return None,
         };
-        if learns.is_some() || forgets {
-            self.held.known.writing().after(seed, served);
-        }
+        self.held.known.writing().after(seed, served);
         learns
     }
 
     pub fn holds(&self, id: &DictionaryId) -> bool {
         self.held.known.reading().holds(id)
+    }
+
+    /// As [`Known::doubts`].
+    pub fn doubts(&self, id: &DictionaryId) -> bool {
+        self.held.known.reading().doubts(id)
+    }
+
+    /// Whether the driver refuses `id` in this process ([`REFUSALS_OF_A_DICTIONARY`]).
+    pub fn refuses(&self, id: &DictionaryId) -> bool {
+        self.held.known.reading().refuses(id)
     }
 }
 
@@ -288,7 +381,8 @@ impl Seed {
     /// Calls `f` with the bytes to hand the driver.
     pub fn with_data<R>(&self, entry: &FoundEntry, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
-            Seed::Whole { .. } => entry.with_data(f),
+            // Refused is never handed over; were it asked for, the entry as it is kept.
+            Seed::Whole { .. } | Seed::Refused { .. } => entry.with_data(f),
             Seed::Without { data, .. } => f(data),
         }
     }
@@ -321,7 +415,7 @@ mod tests {
         known.after(&whole(D1), true);
         known.after(&whole(D1), true);
         assert!(known.holds(&D1) && !known.holds(&D2));
-        assert_eq!(known.0.len(), 1, "learned once");
+        assert_eq!(known.held.len(), 1, "learned once");
         known.after(&without(D1), true);
         assert!(known.holds(&D1), "served without it: still held");
         known.after(&whole(D2), true);
@@ -331,6 +425,91 @@ mod tests {
             "not served without it: the next ones go whole"
         );
         assert!(known.holds(&D2));
+    }
+
+    #[test]
+    fn a_dictionary_the_driver_refuses_more_often_than_it_serves_is_refused_after_two() {
+        let mut known = Known::default();
+        known.hold(D1); // handed over first: held, nothing served
+        assert!(!known.refuses(&D1) && !known.doubts(&D1));
+        known.after(&without(D1), false);
+        assert!(known.doubts(&D1), "refused more than served");
+        assert!(
+            !known.refuses(&D1),
+            "one refusal says nothing of the others"
+        );
+        assert!(
+            !known.holds(&D1),
+            "not served without it: the next ones go whole"
+        );
+        known.after(&whole(D1), false);
+        assert!(known.refuses(&D1), "two, none served");
+        assert!(
+            !known.refuses(&D2) && !known.doubts(&D2),
+            "another dictionary is its own"
+        );
+
+        // Entries carrying it but not needing it, served: the driver takes it after all.
+        for _ in 0..3 {
+            known.after(&whole(D1), true);
+        }
+        assert!(!known.refuses(&D1) && !known.doubts(&D1));
+        assert!(known.holds(&D1));
+        known.after(&without(D1), false);
+        assert!(!known.doubts(&D1), "as many served as refused");
+    }
+
+    #[test]
+    fn an_entry_carrying_a_dictionary_the_driver_refuses_is_not_handed_over() {
+        use crate::key::PipelineKey;
+        use crate::store::envelope::tests::{cache_data, identity};
+        use crate::store::nvidia_cache::tests::{dictionary_key, record};
+        let root = tempfile::tempdir().unwrap();
+        let nvidia = crate::store::Identity {
+            vendor_id: crate::store::identity::NVIDIA,
+            ..identity()
+        };
+        let store = Store::open(
+            root.path(),
+            "title",
+            nvidia,
+            1 << 30,
+            std::time::SystemTime::now(),
+        )
+        .unwrap()
+        .0;
+        let dictionary = record(dictionary_key(), 0xd1c7, &[5; 3000]);
+        let key = PipelineKey {
+            spirv: [1; 16],
+            state: [1; 16],
+        };
+        let own = record([1; 16], 1, &[1; 100]);
+        let body = [&2u32.to_le_bytes()[..], &own, &dictionary].concat();
+        store.write(&key, &cache_data(&nvidia, &body)).unwrap();
+        let Ok(Lookup::Found(found)) = store.lookup(&key) else {
+            panic!("the entry is found");
+        };
+        let device = DeviceDictionaries::new(true);
+        let Seed::Whole { teaches: Some(id) } = device.seed(&found) else {
+            panic!("whole, teaching its dictionary");
+        };
+        device.after(&whole(id), false);
+        assert!(
+            matches!(device.seed(&found), Seed::Whole { .. }),
+            "one refusal"
+        );
+        device.after(&whole(id), false);
+        assert!(
+            matches!(device.seed(&found), Seed::Refused { dictionary } if dictionary == id),
+            "refused twice, none served: not handed over"
+        );
+        assert!(
+            matches!(
+                DeviceDictionaries::new(false).seed(&found),
+                Seed::Whole { teaches: None }
+            ),
+            "a device that does not cut the dictionary hands every entry over whole"
+        );
     }
 
     /// The note through a real store: a device of a run that wrote an entry carrying the

@@ -169,12 +169,25 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     // Through the entry where the driver makes a cache of it; else through an empty cache.
     let mut seeded = None;
     let mut attempt = None;
-    if let Some(entry) = found {
+    // An entry carrying a dictionary the driver refuses in this process: built as a miss, its
+    // entry written again.
+    let mut refused_unseen = false;
+    let found = match found.map(|entry| (dev.dictionaries.seed(&entry), entry)) {
+        Some((Seed::Refused { dictionary }, entry)) => {
+            if b.must_be_found() {
+                return Kept::AskAsAsked;
+            }
+            tracing::debug!(entry = %entry.name(), dictionary = %format_args!("{:016x}", dictionary.hash), "the driver refuses this entry's dictionary in this process; compiled as a miss");
+            refused_unseen = true;
+            None
+        }
+        other => other,
+    };
+    if let Some((seed, entry)) = found {
         let marker = store.hold_marker(&entry);
         if aborts_in_this_load(store, &entry) {
             std::process::abort();
         }
-        let seed = dev.dictionaries.seed(&entry);
         let inside = enter_found_gate(dev);
         let tried = seed.with_data(&entry, |data| through(Some(data), lap, slot));
         drop(inside);
@@ -240,10 +253,40 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         Some(f) => f.cache_hit().unwrap_or(false) || (size_says_too && !built.grew),
         None => !built.grew,
     };
+    let mut built = built;
     if let Some((entry, seed)) = &seeded {
         if let Some(learned) = dev.dictionaries.after(seed, hit) {
             dev.dictionaries
                 .note(&dev.writer, store, entry.name(), learned);
+        }
+        // Compiled through data of a dictionary the driver refused more often than it served in
+        // this process (carrying it, or without it where it was handed over first): what it
+        // compiled went into that cache compressed with that dictionary, which it would refuse
+        // again at every launch. Built once more through an empty cache (the driver's disk cache,
+        // where on, has it now), whose data is what is kept.
+        let dictionary_refused = match seed {
+            Seed::Whole {
+                teaches: Some(dictionary),
+            }
+            | Seed::Without { dictionary, .. } => !hit && dev.dictionaries.doubts(dictionary),
+            _ => false,
+        };
+        if dictionary_refused {
+            // SAFETY: the pipeline the driver just made for this call, not yet the application's.
+            unsafe { (dev.fns.destroy_pipeline)(dev.handle, *slot, b.allocator) };
+            *slot = vk::Pipeline::null();
+            match through(None, lap, slot) {
+                Ok(again) if again.result == vk::Result::SUCCESS => built = again,
+                // The driver failed this build: as for any failed build below.
+                Ok(again) if already_asked => {
+                    *slot = vk::Pipeline::null();
+                    return Kept::Made(again.result, Outcome::PassedThrough);
+                }
+                _ => {
+                    *slot = vk::Pipeline::null();
+                    return Kept::AskAsAsked;
+                }
+            }
         }
     }
     let outcome = match seeded.map(|(entry, _)| entry) {
@@ -275,7 +318,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 b.write_entry(PayloadKind::Cache, data, framing);
                 record_compiled(b, false);
             }
-            if seeded.is_some() || already_asked {
+            if seeded.is_some() || already_asked || refused_unseen {
                 tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");
                 Outcome::Refused
             } else if twin.is_some() && hit {
