@@ -23,6 +23,7 @@
 //! opening thread once the store is open, or by the first compile if it comes first; found
 //! pipelines never wait for it.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Once, RwLock};
 
 use super::writer::Writer;
@@ -31,31 +32,89 @@ use crate::store::nvidia_cache::DictionaryId;
 use crate::store::{FoundEntry, Lookup, Store};
 use crate::sync::{Unpoisoned, UnpoisonedRw};
 
-/// The dictionaries a cache (or a device) holds, and what the driver did with each in this
-/// process: pipelines served, and entries refused, through data carrying it.
+/// The dictionaries a cache (or a device) holds.
 #[derive(Debug, Default)]
-pub struct Known {
-    held: Vec<DictionaryId>,
-    /// For each dictionary: pipelines served, and entries refused, through data carrying it.
-    counts: Vec<(DictionaryId, Counts)>,
-}
+pub struct Known(Vec<DictionaryId>);
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Counts {
-    served: u32,
-    refused: u32,
-}
-
-/// How many entries carrying a dictionary the driver may refuse, more than it served through,
-/// before the device takes it that the driver refuses that dictionary in this process. With its
-/// disk cache on, NVIDIA's driver (580.159.04) refuses every entry compressed with a dictionary
-/// its disk cache does not hold (a cleared or other disk cache, or a `pipekeep rebuild` beside
-/// another), and compresses what it compiles through such a cache with the cache's dictionary:
-/// written again so, the same entries were refused at every launch (H200, ncnn: 1,373-1,381 of
-/// 3,115). An entry may carry the dictionary and not need it (its own record not compressed
-/// with it): served, it says nothing of the others, hence the comparison. Two, not one: a single
-/// entry the driver compiles all the same says nothing either.
+/// How many entries carrying a dictionary the driver may refuse, more than it served pipelines
+/// through, before the device takes it that the driver refuses that dictionary in this process.
+/// With its disk cache on, NVIDIA's driver (580.159.04) refuses every entry compressed with a
+/// dictionary its disk cache does not hold (a cleared or other disk cache, or a `pipekeep
+/// rebuild` beside another), and compresses what it compiles through such a cache with the
+/// cache's dictionary: written again so, the same entries were refused at every launch (H200,
+/// ncnn: 1,373-1,381 of 3,115). An entry may carry the dictionary and not need it (its own
+/// records not compressed with it): served, it says little of the others, hence the comparison.
+/// Two, not one: a single entry the driver compiles all the same says nothing either.
 pub const REFUSALS_OF_A_DICTIONARY: u32 = 2;
+
+/// For each dictionary, the pipelines the driver served and the entries it refused through data
+/// carrying it, in this process: counted by every seeded build of such an entry, so each count
+/// is an atomic, and the list is written only the first time a dictionary is counted.
+#[derive(Debug, Default)]
+pub struct Tally(RwLock<Vec<(DictionaryId, Arc<Counts>)>>);
+
+#[derive(Debug, Default)]
+pub struct Counts {
+    served: AtomicU32,
+    refused: AtomicU32,
+}
+
+impl Counts {
+    fn doubted(served: u32, refused: u32) -> bool {
+        refused > served
+    }
+}
+
+impl Tally {
+    fn counts(&self, id: &DictionaryId) -> Option<Arc<Counts>> {
+        let all = self.0.reading();
+        all.iter().find(|(d, _)| d == id).map(|(_, c)| c.clone())
+    }
+
+    /// Counts a build through data carrying `id`: `served` when the driver took it. Whether the
+    /// driver has now refused more entries carrying it than it served pipelines through, as
+    /// this count left it.
+    pub fn count(&self, id: DictionaryId, served: bool) -> bool {
+        let counts = match self.counts(&id) {
+            Some(c) => c,
+            None => {
+                let mut all = self.0.writing();
+                match all.iter().find(|(d, _)| *d == id) {
+                    Some((_, c)) => c.clone(),
+                    None => {
+                        let c = Arc::<Counts>::default();
+                        all.push((id, c.clone()));
+                        c
+                    }
+                }
+            }
+        };
+        let (served_n, refused_n) = if served {
+            let n = counts
+                .served
+                .fetch_add(1, Ordering::AcqRel)
+                .saturating_add(1);
+            (n, counts.refused.load(Ordering::Acquire))
+        } else {
+            let n = counts
+                .refused
+                .fetch_add(1, Ordering::AcqRel)
+                .saturating_add(1);
+            (counts.served.load(Ordering::Acquire), n)
+        };
+        Counts::doubted(served_n, refused_n)
+    }
+
+    /// Whether the driver refuses `id` in this process: entries carrying it refused
+    /// [`REFUSALS_OF_A_DICTIONARY`] times and more often than it served pipelines through them.
+    pub fn refuses(&self, id: &DictionaryId) -> bool {
+        self.counts(id).is_some_and(|c| {
+            let refused = c.refused.load(Ordering::Acquire);
+            refused >= REFUSALS_OF_A_DICTIONARY
+                && Counts::doubted(c.served.load(Ordering::Acquire), refused)
+        })
+    }
+}
 
 /// How many entries priming looks at for one carrying the dictionary when the noted one cannot
 /// serve. They are taken in the reverse of the last run's order of use: the driver trains its
@@ -80,69 +139,32 @@ pub enum Seed {
 
 impl Known {
     pub fn holds(&self, id: &DictionaryId) -> bool {
-        self.held.contains(id)
+        self.0.contains(id)
     }
 
-    fn counts(&self, id: &DictionaryId) -> Counts {
-        self.counts
-            .iter()
-            .find(|(d, _)| d == id)
-            .map_or_else(Counts::default, |(_, c)| *c)
-    }
-
-    /// Whether the driver has refused more entries carrying `id` than it served pipelines
-    /// through in this process: then what it compiled through one of them is kept from a build
-    /// through an empty cache.
-    pub fn doubts(&self, id: &DictionaryId) -> bool {
-        let c = self.counts(id);
-        c.refused > c.served
-    }
-
-    /// Whether the driver refuses `id` in this process ([`REFUSALS_OF_A_DICTIONARY`]): entries
-    /// carrying it then go to the driver not at all.
-    pub fn refuses(&self, id: &DictionaryId) -> bool {
-        let c = self.counts(id);
-        c.refused >= REFUSALS_OF_A_DICTIONARY && c.refused > c.served
-    }
-
-    /// Handed to the driver before any pipeline (priming): held, nothing served yet.
+    /// Handed to the driver before any pipeline (priming).
     pub fn hold(&mut self, id: DictionaryId) {
-        if !self.held.contains(&id) {
-            self.held.push(id);
+        if !self.0.contains(&id) {
+            self.0.push(id);
         }
     }
 
     /// After a build from `seed`: `served` when the driver took it (found).
     pub fn after(&mut self, seed: &Seed, served: bool) {
-        let id = match seed {
-            Seed::Whole { teaches: Some(id) } => *id,
-            Seed::Without { dictionary, .. } => *dictionary,
-            Seed::Whole { teaches: None } | Seed::Refused { .. } => return,
-        };
         match seed {
-            Seed::Whole { .. } if served => self.hold(id),
-            Seed::Without { .. } if !served => self.held.retain(|d| *d != id),
+            Seed::Whole {
+                teaches: Some(id), ..
+            } if served => self.hold(*id),
+            Seed::Without { dictionary, .. } if !served => self.0.retain(|d| d != dictionary),
             _ => {}
-        }
-        let at = match self.counts.iter().position(|(d, _)| *d == id) {
-            Some(at) => at,
-            None => {
-                self.counts.push((id, Counts::default()));
-                self.counts.len() - 1
-            }
-        };
-        let counts = &mut self.counts[at].1;
-        if served {
-            counts.served = counts.served.saturating_add(1);
-        } else {
-            counts.refused = counts.refused.saturating_add(1);
         }
     }
 }
 
 /// What the driver holds, shared by the application threads of every device of one identity in
-/// the process (the driver's dictionary is the process's, not a device's): read by every found
-/// pipeline, written once a dictionary. Whether it cuts NVIDIA's dictionary at all
+/// the process (the driver's dictionary is the process's, not a device's): what it holds read by
+/// every found pipeline, written once a dictionary; what it did with each counted apart
+/// ([`Tally`]). Whether it cuts NVIDIA's dictionary at all
 /// (`PIPEKEEP_DICTIONARY_ONCE`, NVIDIA only) is each device's.
 #[derive(Debug)]
 pub struct DeviceDictionaries {
@@ -155,6 +177,8 @@ pub struct DeviceDictionaries {
 #[derive(Debug)]
 struct Held {
     known: RwLock<Known>,
+    /// What the driver did with each dictionary's entries in this process.
+    tally: Tally,
     /// Set once the dictionary the identity names was handed over, or found not to be there.
     primed: Once,
     /// The dictionary the identity's note names, as far as this process has read or written it:
@@ -166,6 +190,7 @@ impl Default for Held {
     fn default() -> Held {
         Held {
             known: Default::default(),
+            tally: Tally::default(),
             primed: Once::new(),
             noted: Mutex::new(None),
         }
@@ -335,30 +360,40 @@ impl DeviceDictionaries {
         }
     }
 
-    /// As [`Known::after`], for the device: the lock is written only for a seed carrying a
-    /// dictionary. The dictionary it learned, if it did.
+    /// As [`Known::after`], for the device: the lock is written only when it learns or forgets.
+    /// The dictionary it learned, if it did.
     pub fn after(&self, seed: &Seed, served: bool) -> Option<DictionaryId> {
-        let learns = match seed {
-            Seed::Whole { teaches: Some(id) } if served => (!self.holds(id)).then_some(*id),
-            Seed::Whole { teaches: Some(_) } | Seed::Without { .. } => None,
-            Seed::Whole { teaches: None } | Seed::Refused { .. } => return None,
+        let (learns, forgets) = match seed {
+            Seed::Whole { teaches } => (teaches.filter(|id| served && !self.holds(id)), false),
+            Seed::Without { .. } => (None, !served),
+            Seed::Refused { .. } => (None, false),
         };
-        self.held.known.writing().after(seed, served);
+        if learns.is_some() || forgets {
+            self.held.known.writing().after(seed, served);
+        }
         learns
+    }
+
+    /// Counts a build from `seed` whose outcome the driver made known ([`Tally::count`]): whether
+    /// the driver now refuses more entries carrying its dictionary than it serves through. A seed
+    /// carrying none says nothing.
+    pub fn count(&self, seed: &Seed, served: bool) -> bool {
+        match seed {
+            Seed::Whole {
+                teaches: Some(dictionary),
+            }
+            | Seed::Without { dictionary, .. } => self.held.tally.count(*dictionary, served),
+            Seed::Whole { teaches: None } | Seed::Refused { .. } => false,
+        }
     }
 
     pub fn holds(&self, id: &DictionaryId) -> bool {
         self.held.known.reading().holds(id)
     }
 
-    /// As [`Known::doubts`].
-    pub fn doubts(&self, id: &DictionaryId) -> bool {
-        self.held.known.reading().doubts(id)
-    }
-
-    /// Whether the driver refuses `id` in this process ([`REFUSALS_OF_A_DICTIONARY`]).
+    /// As [`Tally::refuses`].
     pub fn refuses(&self, id: &DictionaryId) -> bool {
-        self.held.known.reading().refuses(id)
+        self.held.tally.refuses(id)
     }
 }
 
@@ -395,6 +430,26 @@ mod tests {
     const D1: DictionaryId = DictionaryId { hash: 1, len: 10 };
     const D2: DictionaryId = DictionaryId { hash: 2, len: 10 };
 
+    /// An NVIDIA device's identity.
+    fn nvidia() -> crate::store::Identity {
+        crate::store::Identity {
+            vendor_id: crate::store::identity::NVIDIA,
+            ..crate::store::envelope::tests::identity()
+        }
+    }
+
+    /// A store under `root` for [`nvidia`].
+    fn nvidia_store(root: &std::path::Path) -> Store {
+        let store = Store::open(
+            root,
+            "title",
+            nvidia(),
+            1 << 30,
+            std::time::SystemTime::now(),
+        );
+        store.unwrap().0
+    }
+
     fn whole(id: DictionaryId) -> Seed {
         Seed::Whole { teaches: Some(id) }
     }
@@ -415,7 +470,7 @@ mod tests {
         known.after(&whole(D1), true);
         known.after(&whole(D1), true);
         assert!(known.holds(&D1) && !known.holds(&D2));
-        assert_eq!(known.held.len(), 1, "learned once");
+        assert_eq!(known.0.len(), 1, "learned once");
         known.after(&without(D1), true);
         assert!(known.holds(&D1), "served without it: still held");
         known.after(&whole(D2), true);
@@ -429,55 +484,47 @@ mod tests {
 
     #[test]
     fn a_dictionary_the_driver_refuses_more_often_than_it_serves_is_refused_after_two() {
-        let mut known = Known::default();
-        known.hold(D1); // handed over first: held, nothing served
-        assert!(!known.refuses(&D1) && !known.doubts(&D1));
-        known.after(&without(D1), false);
-        assert!(known.doubts(&D1), "refused more than served");
+        let tally = Tally::default();
+        assert!(!tally.refuses(&D1), "nothing counted");
+        assert!(tally.count(D1, false), "refused more than served");
         assert!(
-            !known.refuses(&D1),
+            !tally.refuses(&D1),
             "one refusal says nothing of the others"
         );
-        assert!(
-            !known.holds(&D1),
-            "not served without it: the next ones go whole"
-        );
-        known.after(&whole(D1), false);
-        assert!(known.refuses(&D1), "two, none served");
-        assert!(
-            !known.refuses(&D2) && !known.doubts(&D2),
-            "another dictionary is its own"
-        );
+        assert!(tally.count(D1, false));
+        assert!(tally.refuses(&D1), "two, none served");
+        assert!(!tally.refuses(&D2), "another dictionary is its own");
 
         // Entries carrying it but not needing it, served: the driver takes it after all.
-        for _ in 0..3 {
-            known.after(&whole(D1), true);
-        }
-        assert!(!known.refuses(&D1) && !known.doubts(&D1));
-        assert!(known.holds(&D1));
-        known.after(&without(D1), false);
-        assert!(!known.doubts(&D1), "as many served as refused");
+        assert!(tally.count(D1, true), "two refused, one served");
+        assert!(!tally.count(D1, true), "as many served as refused");
+        assert!(!tally.refuses(&D1));
+        assert!(tally.count(D1, false), "three refused, two served");
+        assert!(tally.refuses(&D1));
+    }
+
+    #[test]
+    fn priming_holds_a_dictionary_and_a_device_counts_only_seeds_carrying_one() {
+        let mut known = Known::default();
+        known.hold(D1);
+        known.hold(D1);
+        assert!(known.holds(&D1) && known.0.len() == 1);
+        let device = DeviceDictionaries::new(true);
+        assert!(!device.count(&Seed::Whole { teaches: None }, false));
+        assert!(!device.count(&Seed::Refused { dictionary: D1 }, false));
+        assert!(!device.refuses(&D1), "neither was counted");
+        assert!(device.count(&without(D1), false));
+        assert!(device.count(&whole(D1), false));
+        assert!(device.refuses(&D1));
     }
 
     #[test]
     fn an_entry_carrying_a_dictionary_the_driver_refuses_is_not_handed_over() {
         use crate::key::PipelineKey;
-        use crate::store::envelope::tests::{cache_data, identity};
+        use crate::store::envelope::tests::cache_data;
         use crate::store::nvidia_cache::tests::{dictionary_key, record};
         let root = tempfile::tempdir().unwrap();
-        let nvidia = crate::store::Identity {
-            vendor_id: crate::store::identity::NVIDIA,
-            ..identity()
-        };
-        let store = Store::open(
-            root.path(),
-            "title",
-            nvidia,
-            1 << 30,
-            std::time::SystemTime::now(),
-        )
-        .unwrap()
-        .0;
+        let (store, nvidia) = (nvidia_store(root.path()), nvidia());
         let dictionary = record(dictionary_key(), 0xd1c7, &[5; 3000]);
         let key = PipelineKey {
             spirv: [1; 16],
@@ -494,11 +541,13 @@ mod tests {
             panic!("whole, teaching its dictionary");
         };
         device.after(&whole(id), false);
+        assert!(!device.holds(&id), "not served: not learned");
+        device.count(&whole(id), false);
         assert!(
             matches!(device.seed(&found), Seed::Whole { .. }),
             "one refusal"
         );
-        device.after(&whole(id), false);
+        device.count(&whole(id), false);
         assert!(
             matches!(device.seed(&found), Seed::Refused { dictionary } if dictionary == id),
             "refused twice, none served: not handed over"
@@ -518,26 +567,12 @@ mod tests {
     #[test]
     fn a_device_hands_over_the_noted_dictionary_first_once_and_a_written_one_is_noted() {
         use crate::key::PipelineKey;
-        use crate::store::envelope::tests::{cache_data, identity};
-        use crate::store::identity::Identity;
+        use crate::store::envelope::tests::cache_data;
         use crate::store::nvidia_cache::frame_bytes;
         use crate::store::nvidia_cache::tests::{dictionary_key, record};
         let root = tempfile::tempdir().unwrap();
-        let nvidia = Identity {
-            vendor_id: crate::store::identity::NVIDIA,
-            ..identity()
-        };
-        let open = || {
-            Store::open(
-                root.path(),
-                "title",
-                nvidia,
-                1 << 30,
-                std::time::SystemTime::now(),
-            )
-            .unwrap()
-            .0
-        };
+        let nvidia = nvidia();
+        let open = || nvidia_store(root.path());
         let dictionary = record(dictionary_key(), 0xd1c7, &[5; 3000]);
         let entry = |n: u8| {
             let key = PipelineKey {

@@ -174,7 +174,9 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     let mut refused_unseen = false;
     let found = match found.map(|entry| (dev.dictionaries.seed(&entry), entry)) {
         Some((Seed::Refused { dictionary }, entry)) => {
-            if b.must_be_found() {
+            // Not found as the driver takes it: a miss the layer keeps, or as the application
+            // asked where it would keep nothing or the application asked for no compile.
+            if b.must_be_found() || dev.keeps_no_misses(store) {
                 return Kept::AskAsAsked;
             }
             tracing::debug!(entry = %entry.name(), dictionary = %format_args!("{:016x}", dictionary.hash), "the driver refuses this entry's dictionary in this process; compiled as a miss");
@@ -254,37 +256,50 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         None => !built.grew,
     };
     let mut built = built;
+    // The entry's data is not written again (the build that would replace it failed, or came out
+    // carrying the dictionary the driver doubts).
+    let mut keep_entry = true;
+    let mut doubted = None;
     if let Some((entry, seed)) = &seeded {
         if let Some(learned) = dev.dictionaries.after(seed, hit) {
             dev.dictionaries
                 .note(&dev.writer, store, entry.name(), learned);
         }
+        // Counted only where the driver made its answer known: feedback marked valid, or the
+        // cache's size; a success asked to fail where a compile was needed is served.
+        let served = hit || b.must_be_found();
+        let known = feedback.as_ref().is_none_or(|f| f.cache_hit().is_some()) || size_says_too;
+        let doubts = (known || b.must_be_found()) && dev.dictionaries.count(seed, served);
         // Compiled through data of a dictionary the driver refused more often than it served in
         // this process (carrying it, or without it where it was handed over first): what it
         // compiled went into that cache compressed with that dictionary, which it would refuse
         // again at every launch. Built once more through an empty cache (the driver's disk cache,
-        // where on, has it now), whose data is what is kept.
-        let dictionary_refused = match seed {
-            Seed::Whole {
-                teaches: Some(dictionary),
-            }
-            | Seed::Without { dictionary, .. } => !hit && dev.dictionaries.doubts(dictionary),
-            _ => false,
-        };
-        if dictionary_refused {
-            // SAFETY: the pipeline the driver just made for this call, not yet the application's.
-            unsafe { (dev.fns.destroy_pipeline)(dev.handle, *slot, b.allocator) };
-            *slot = vk::Pipeline::null();
-            match through(None, lap, slot) {
-                Ok(again) if again.result == vk::Result::SUCCESS => built = again,
-                // The driver failed this build: as for any failed build below.
-                Ok(again) if already_asked => {
-                    *slot = vk::Pipeline::null();
-                    return Kept::Made(again.result, Outcome::PassedThrough);
+        // where on, has it now), whose data is written instead; the first pipeline stays the
+        // application's unless the second is made.
+        if doubts && !served && !dev.keeps_no_misses(store) {
+            doubted = match seed {
+                Seed::Whole {
+                    teaches: Some(dictionary),
                 }
-                _ => {
-                    *slot = vk::Pipeline::null();
-                    return Kept::AskAsAsked;
+                | Seed::Without { dictionary, .. } => Some(*dictionary),
+                _ => None,
+            };
+            let mut again = vk::Pipeline::null();
+            match through(None, lap, &mut again) {
+                Ok(built_again) if built_again.result == vk::Result::SUCCESS => {
+                    // SAFETY: the pipeline the driver made first for this call, not yet the
+                    // application's; the second takes its place.
+                    unsafe { (dev.fns.destroy_pipeline)(dev.handle, *slot, b.allocator) };
+                    *slot = again;
+                    built = built_again;
+                }
+                failed => {
+                    if again != vk::Pipeline::null() {
+                        // SAFETY: a pipeline the driver made for this call, never handed out.
+                        unsafe { (dev.fns.destroy_pipeline)(dev.handle, again, b.allocator) };
+                    }
+                    tracing::debug!(entry = %key.file_name(), result = ?failed.map(|f| f.result), "no second build through an empty cache; the entry stays as it is");
+                    keep_entry = false;
                 }
             }
         }
@@ -315,7 +330,14 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                     };
                     dev.twins.keep(key.spirv, stages(), seed);
                 }
-                b.write_entry(PayloadKind::Cache, data, framing);
+                let carries_doubted =
+                    doubted.is_some() && framing.as_ref().map(|f| f.dictionary) == doubted;
+                if carries_doubted {
+                    tracing::debug!(entry = %key.file_name(), "built again, the data still carries the dictionary the driver doubts; the entry stays as it is");
+                }
+                if keep_entry && !carries_doubted {
+                    b.write_entry(PayloadKind::Cache, data, framing);
+                }
                 record_compiled(b, false);
             }
             if seeded.is_some() || already_asked || refused_unseen {
