@@ -257,9 +257,13 @@ impl DeviceDictionaries {
             let Some(noted) = store.dictionary_entry() else {
                 return;
             };
+            // An entry whose dictionary the driver refuses already carries it all the same: the
+            // note stays for later runs, and nothing is handed over in this one.
             let carrying = |key| match store.lookup(&key) {
                 Ok(Lookup::Found(entry)) => match self.seed(&entry) {
-                    Seed::Whole { teaches: Some(id) } => Some((entry, id)),
+                    Seed::Whole { teaches: Some(id) } | Seed::Refused { dictionary: id } => {
+                        Some((entry, id))
+                    }
                     _ => None,
                 },
                 _ => None,
@@ -282,6 +286,9 @@ impl DeviceDictionaries {
             if stand_in.is_none() {
                 // The note names it already; a stand-in is noted by the caller.
                 *self.held.noted.locked() = Some(id);
+            }
+            if self.refuses(&id) {
+                return;
             }
             let seed = Seed::Whole { teaches: Some(id) };
             if hand_over(&entry, &seed) {

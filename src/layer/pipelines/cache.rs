@@ -222,7 +222,8 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     // Read only where a seed is looked up or held (never on a found pipeline's path).
     let stages = std::cell::OnceCell::new();
     let stages = || stages.get_or_init(|| b.stage_codes()).as_slice();
-    let mut twin = (attempt.is_none() && seeded.is_none() && twins_apply)
+    // (A refused entry is built through an empty cache: a twin's data may carry its dictionary.)
+    let mut twin = (attempt.is_none() && seeded.is_none() && twins_apply && !refused_unseen)
         .then(|| dev.twins.seed_for(&key.spirv, stages()))
         .flatten();
     let built = match attempt {
@@ -267,8 +268,8 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         }
         // Counted only where the driver made its answer known: feedback marked valid, or the
         // cache's size; a success asked to fail where a compile was needed is served.
-        let served = hit || b.must_be_found();
         let known = feedback.as_ref().is_none_or(|f| f.cache_hit().is_some()) || size_says_too;
+        let served = if known { hit } else { b.must_be_found() };
         let doubts = (known || b.must_be_found()) && dev.dictionaries.count(seed, served);
         // Compiled through data of a dictionary the driver refused more often than it served in
         // this process (carrying it, or without it where it was handed over first): what it
@@ -316,32 +317,36 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 // Framed once, for the identity's note, the twins' seed and the writer's queue.
                 let framing = nvidia_cache::frame_bytes(&data).ok();
                 let dictionary = framing.as_ref().map(|f| f.dictionary);
-                dev.dictionaries
-                    .note_written(&dev.writer, store, key.file_name(), dictionary);
+                // Data still carrying the dictionary the driver doubts (built again, or the
+                // second build failed) is neither written, nor noted, nor a twin's seed.
+                let carries_doubted = doubted.is_some() && dictionary == doubted;
+                let write = keep_entry && !carries_doubted;
+                if !write {
+                    tracing::debug!(entry = %key.file_name(), "what the driver compiled still carries the dictionary it doubts; the entry stays as it is");
+                }
+                if write {
+                    dev.dictionaries
+                        .note_written(&dev.writer, store, key.file_name(), dictionary);
+                }
                 // A build seeded with its twin's data holds it: only what another seed built
                 // seeds, or each twin's entry would carry every earlier one's. (A build seeded by
                 // its stages holds their data too, and its entry needs it: on the H200, entries
                 // cut to the records such builds added left 111-131 of pygfx's 641 compiling
                 // again at the next launch.)
-                if twins_apply && !twin.as_ref().is_some_and(|t| t.whole) {
+                if write && twins_apply && !twin.as_ref().is_some_and(|t| t.whole) {
                     let seed = match &framing {
                         Some(f) => f.without_dictionary_in(&data),
                         None => data.clone(),
                     };
                     dev.twins.keep(key.spirv, stages(), seed);
                 }
-                let carries_doubted =
-                    doubted.is_some() && framing.as_ref().map(|f| f.dictionary) == doubted;
-                if carries_doubted {
-                    tracing::debug!(entry = %key.file_name(), "built again, the data still carries the dictionary the driver doubts; the entry stays as it is");
-                }
-                if keep_entry && !carries_doubted {
+                if write {
                     b.write_entry(PayloadKind::Cache, data, framing);
                 }
                 record_compiled(b, false);
             }
             if seeded.is_some() || already_asked || refused_unseen {
-                tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole; written again");
+                tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole");
                 Outcome::Refused
             } else if twin.is_some() && hit {
                 // Served from its twin's data (or its stages'), as a shared cache would have.
