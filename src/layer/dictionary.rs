@@ -385,13 +385,8 @@ impl DeviceDictionaries {
     /// the driver now refuses more entries carrying its dictionary than it serves through. A seed
     /// carrying none says nothing.
     pub fn count(&self, seed: &Seed, served: bool) -> bool {
-        match seed {
-            Seed::Whole {
-                teaches: Some(dictionary),
-            }
-            | Seed::Without { dictionary, .. } => self.held.tally.count(*dictionary, served),
-            Seed::Whole { teaches: None } | Seed::Refused { .. } => false,
-        }
+        seed.handed_dictionary()
+            .is_some_and(|dictionary| self.held.tally.count(dictionary, served))
     }
 
     pub fn holds(&self, id: &DictionaryId) -> bool {
@@ -420,6 +415,15 @@ impl Drop for DeviceDictionaries {
 }
 
 impl Seed {
+    /// The dictionary whose data goes to the driver: carried whole, or held and cut out.
+    pub fn handed_dictionary(&self) -> Option<DictionaryId> {
+        match self {
+            Seed::Whole { teaches } => *teaches,
+            Seed::Without { dictionary, .. } => Some(*dictionary),
+            Seed::Refused { .. } => None,
+        }
+    }
+
     /// Calls `f` with the bytes to hand the driver.
     pub fn with_data<R>(&self, entry: &FoundEntry, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {

@@ -278,13 +278,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         // where on, has it now), whose data is written instead; the first pipeline stays the
         // application's unless the second is made.
         if doubts && !served && !dev.keeps_no_misses(store) {
-            doubted = match seed {
-                Seed::Whole {
-                    teaches: Some(dictionary),
-                }
-                | Seed::Without { dictionary, .. } => Some(*dictionary),
-                _ => None,
-            };
+            doubted = seed.handed_dictionary();
             let mut again = vk::Pipeline::null();
             match through(None, lap, &mut again) {
                 Ok(built_again) if built_again.result == vk::Result::SUCCESS => {
@@ -320,28 +314,24 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 // Data still carrying the dictionary the driver doubts (built again, or the
                 // second build failed) is neither written, nor noted, nor a twin's seed.
                 let carries_doubted = doubted.is_some() && dictionary == doubted;
-                let write = keep_entry && !carries_doubted;
-                if !write {
-                    tracing::debug!(entry = %key.file_name(), "what the driver compiled still carries the dictionary it doubts; the entry stays as it is");
-                }
-                if write {
+                if keep_entry && !carries_doubted {
                     dev.dictionaries
                         .note_written(&dev.writer, store, key.file_name(), dictionary);
-                }
-                // A build seeded with its twin's data holds it: only what another seed built
-                // seeds, or each twin's entry would carry every earlier one's. (A build seeded by
-                // its stages holds their data too, and its entry needs it: on the H200, entries
-                // cut to the records such builds added left 111-131 of pygfx's 641 compiling
-                // again at the next launch.)
-                if write && twins_apply && !twin.as_ref().is_some_and(|t| t.whole) {
-                    let seed = match &framing {
-                        Some(f) => f.without_dictionary_in(&data),
-                        None => data.clone(),
-                    };
-                    dev.twins.keep(key.spirv, stages(), seed);
-                }
-                if write {
+                    // A build seeded with its twin's data holds it: only what another seed built
+                    // seeds, or each twin's entry would carry every earlier one's. (A build seeded
+                    // by its stages holds their data too, and its entry needs it: on the H200,
+                    // entries cut to the records such builds added left 111-131 of pygfx's 641
+                    // compiling again at the next launch.)
+                    if twins_apply && !twin.as_ref().is_some_and(|t| t.whole) {
+                        let seed = match &framing {
+                            Some(f) => f.without_dictionary_in(&data),
+                            None => data.clone(),
+                        };
+                        dev.twins.keep(key.spirv, stages(), seed);
+                    }
                     b.write_entry(PayloadKind::Cache, data, framing);
+                } else {
+                    tracing::debug!(entry = %key.file_name(), "what the driver compiled still carries the dictionary it doubts; the entry stays as it is");
                 }
                 record_compiled(b, false);
             }
