@@ -325,6 +325,10 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
                 # record) and what the driver's own disk cache holds beside it.
                 s["store_bytes"] = dir_bytes(os.path.join(place, "store")) + dir_bytes(os.path.join(place, "each"))
                 s["driver_cache_bytes"] = dir_bytes(os.path.join(place, "driver"))
+                if env.get("VK_INSTANCE_LAYERS") == LAYER and i == 0 and not os.path.isdir(os.path.join(place, "store")):
+                    # A layer that did not load leaves no store: its figures would be no layer's.
+                    sys.exit(f"bench: {mode} made no store at {place}: the layer did not load "
+                             f"(is {os.path.join(args.bin_dir, 'libpipekeep.so')} there?)")
                 runs[mode][i].append(s)
             shutil.rmtree(place, ignore_errors=True)
     plot_launches(f"{name}, {threads} thread(s)", runs, os.path.join(args.out, f"{args.driver}-users-{name}-{threads}t.svg"))
@@ -567,6 +571,9 @@ def main():
     args = ap.parse_args()
     drv = DRIVERS[args.driver]
     os.makedirs(args.out, exist_ok=True)
+    for needed in ("libpipekeep.so", "pipekeep"):
+        if not os.path.isfile(os.path.join(args.bin_dir, needed)):
+            sys.exit(f"bench: no {needed} in --bin-dir {args.bin_dir}")
     manifest = write_manifest(args.bin_dir, args.out)
     scratch = tempfile.mkdtemp(prefix="pipekeep-bench-")
     tool = os.path.join(args.bin_dir, "pipekeep")

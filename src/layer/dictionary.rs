@@ -11,8 +11,9 @@
 //! `pipekeep rebuild`), and what it compiles through such an entry's cache it compresses with
 //! the same dictionary: written again so, the same entries were refused at every launch. So a
 //! dictionary the driver refuses more often than it serves through is not handed over again in
-//! the process ([`Seed::Refused`]: those entries are built as misses), and what was compiled
-//! through it is kept from a build through an empty cache: the next launch finds them.
+//! the process ([`Seed::Refused`]: those entries are built as misses), and whatever the driver
+//! compiled through data carrying a dictionary is kept from a build through an empty cache
+//! ([`BuildAgain`]): the next launch finds them.
 //!
 //! A driver that has compiled anything in a process refuses every entry carrying a dictionary it
 //! does not hold (H200, driver 580.159.04: a warm ncnn run with a tenth of its entries damaged
@@ -121,6 +122,15 @@ impl Tally {
 /// dictionary after a process has compiled about 1,730 pipelines, so the entries carrying it are
 /// those its run reached late (in ncnn's store 1,382 of 3,115, the last-used ones).
 const STAND_INS: usize = 512;
+
+/// A pipeline compiled through data carrying a dictionary, to be built once more through an
+/// empty cache and that data written instead.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BuildAgain {
+    /// The dictionary, where the driver refuses it more often than it serves through it in this
+    /// process: data the second build gives still carrying it is not written.
+    pub doubted: Option<DictionaryId>,
+}
 
 /// What a found entry's data goes to the driver as.
 pub enum Seed {
@@ -381,12 +391,19 @@ impl DeviceDictionaries {
         learns
     }
 
-    /// Counts a build from `seed` whose outcome the driver made known ([`Tally::count`]): whether
-    /// the driver now refuses more entries carrying its dictionary than it serves through. A seed
-    /// carrying none says nothing.
-    pub fn count(&self, seed: &Seed, served: bool) -> bool {
-        seed.handed_dictionary()
-            .is_some_and(|dictionary| self.held.tally.count(dictionary, served))
+    /// Counts a build from `seed` whose outcome the driver made known ([`Tally::count`]; a seed
+    /// carrying no dictionary says nothing). Where the driver compiled through data carrying a
+    /// dictionary, what it compiled went into that cache compressed with that dictionary, which a
+    /// driver whose disk cache lacks it refuses again at every launch (H200, 580.159.04: 6-10 of
+    /// ncnn's entries beside a new disk cache, launch after launch, while the driver served other
+    /// entries carrying it that do not need it, so the dictionary was not doubted): the pipeline
+    /// is to be built once more through an empty cache ([`BuildAgain`]).
+    pub fn count(&self, seed: &Seed, served: bool) -> Option<BuildAgain> {
+        let dictionary = seed.handed_dictionary()?;
+        let doubts = self.held.tally.count(dictionary, served);
+        (!served).then_some(BuildAgain {
+            doubted: doubts.then_some(dictionary),
+        })
     }
 
     pub fn holds(&self, id: &DictionaryId) -> bool {
@@ -521,12 +538,38 @@ mod tests {
         known.hold(D1);
         assert!(known.holds(&D1) && known.0.len() == 1);
         let device = DeviceDictionaries::new(true);
-        assert!(!device.count(&Seed::Whole { teaches: None }, false));
-        assert!(!device.count(&Seed::Refused { dictionary: D1 }, false));
+        assert_eq!(device.count(&Seed::Whole { teaches: None }, false), None);
+        assert_eq!(device.count(&Seed::Refused { dictionary: D1 }, false), None);
         assert!(!device.refuses(&D1), "neither was counted");
-        assert!(device.count(&without(D1), false));
-        assert!(device.count(&whole(D1), false));
+        let doubted = Some(BuildAgain { doubted: Some(D1) });
+        assert_eq!(device.count(&without(D1), false), doubted);
+        assert_eq!(device.count(&whole(D1), false), doubted);
         assert!(device.refuses(&D1));
+    }
+
+    #[test]
+    fn a_pipeline_compiled_through_data_carrying_a_dictionary_is_built_again_doubted_or_not() {
+        let device = DeviceDictionaries::new(true);
+        for _ in 0..3 {
+            assert_eq!(
+                device.count(&whole(D1), true),
+                None,
+                "served: nothing to build"
+            );
+        }
+        // Served more often than refused, as beside a new disk cache where entries carrying the
+        // dictionary without needing it are served: the one refused is built again all the
+        // same, and its second build's data is written whatever it carries.
+        assert_eq!(
+            device.count(&without(D1), false),
+            Some(BuildAgain { doubted: None })
+        );
+        assert!(!device.refuses(&D1));
+        assert_eq!(
+            device.count(&whole(D2), false),
+            Some(BuildAgain { doubted: Some(D2) }),
+            "another dictionary, refused more often than served"
+        );
     }
 
     #[test]

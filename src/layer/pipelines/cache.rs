@@ -270,15 +270,15 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         // cache's size; a success asked to fail where a compile was needed is served.
         let known = feedback.as_ref().is_none_or(|f| f.cache_hit().is_some()) || size_says_too;
         let served = if known { hit } else { b.must_be_found() };
-        let doubts = (known || b.must_be_found()) && dev.dictionaries.count(seed, served);
-        // Compiled through data of a dictionary the driver refused more often than it served in
-        // this process (carrying it, or without it where it was handed over first): what it
-        // compiled went into that cache compressed with that dictionary, which it would refuse
-        // again at every launch. Built once more through an empty cache (the driver's disk cache,
-        // where on, has it now), whose data is written instead; the first pipeline stays the
-        // application's unless the second is made.
-        if doubts && !served && !dev.keeps_no_misses(store) {
-            doubted = seed.handed_dictionary();
+        // Compiled through data carrying a dictionary: built once more through an empty cache
+        // (the driver's disk cache, where on, has it now), whose data is written instead; the
+        // first pipeline stays the application's unless the second is made.
+        let build_again = (known || b.must_be_found())
+            .then(|| dev.dictionaries.count(seed, served))
+            .flatten()
+            .filter(|_| !dev.keeps_no_misses(store));
+        if let Some(build_again) = build_again {
+            doubted = build_again.doubted;
             let mut again = vk::Pipeline::null();
             match through(None, lap, &mut again) {
                 Ok(built_again) if built_again.result == vk::Result::SUCCESS => {
