@@ -441,21 +441,28 @@ pub(crate) mod tests {
                 len: 9,
             },
         ]);
-        for cut in 0..body.len() {
-            assert!(parse(&body[..cut]).is_err(), "cut at {cut}");
-        }
-        let mut long = body.clone();
-        long.push(0);
-        assert!(parse(&long).is_err());
-        // payload length, count, reserved, a part's kind, its reserved word, its length
-        for at in [0usize, 8, 12, 16, 20, 24] {
-            let mut bad = body.clone();
-            bad[at] ^= 0x40;
-            assert!(parse(&bad).is_err(), "field at {at}");
+        for (what, bad) in damaged(&body) {
+            assert!(parse(&bad).is_err(), "{what}");
         }
         let mut zero_count = body.clone();
         zero_count[8] = 0;
         assert!(parse(&zero_count).is_err());
+    }
+
+    /// `body` damaged every way a parser must refuse: cut at each byte, one byte too long, and
+    /// each head field flipped (payload length, count, reserved, a part's kind, its reserved
+    /// word, its length).
+    fn damaged(body: &[u8]) -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<(String, Vec<u8>)> = (0..body.len())
+            .map(|cut| (format!("cut at {cut}"), body[..cut].to_vec()))
+            .collect();
+        all.push(("one byte too long".into(), [body, &[0]].concat()));
+        for at in [0usize, 8, 12, 16, 20, 24] {
+            let mut bad = body.to_vec();
+            bad[at] ^= 0x40;
+            all.push((format!("field at {at}"), bad));
+        }
+        all
     }
 
     /// `names_in` over a body in memory.
@@ -495,17 +502,9 @@ pub(crate) mod tests {
             vec![]
         );
         // Whatever `parse` refuses, so does the walk over the heads.
-        for cut in 0..body.len() {
-            assert!(names_of(&body[..cut]).is_err(), "cut at {cut}");
-        }
-        let mut long = body.clone();
-        long.push(0);
-        assert!(names_of(&long).is_err());
-        for at in [0usize, 8, 12, 16, 20, 24] {
-            let mut bad = body.clone();
-            bad[at] ^= 0x40;
-            assert!(names_of(&bad).is_err(), "field at {at}");
-            assert!(parse(&bad).is_err(), "field at {at}");
+        for (what, bad) in damaged(&body) {
+            assert!(names_of(&bad).is_err(), "{what}");
+            assert!(parse(&bad).is_err(), "{what}");
         }
     }
 
