@@ -11,9 +11,11 @@
 //! `pipekeep rebuild`), and what it compiles through such an entry's cache it compresses with
 //! the same dictionary: written again so, the same entries were refused at every launch. So a
 //! dictionary the driver refuses more often than it serves through is not handed over again in
-//! the process ([`Seed::Refused`]: those entries are built as misses), and whatever the driver
-//! compiled through data carrying a dictionary is kept from a build through an empty cache
-//! ([`BuildAgain`]): the next launch finds them.
+//! the process ([`Seed::Refused`]: those entries are built as misses), and a pipeline the driver
+//! compiled through a cache seeded with a dictionary (carried, or cut out where it was handed over
+//! first) is built once more through an empty cache and that data kept ([`BuildAgain`], where the
+//! driver made its answer known and the application did not ask to fail rather than compile):
+//! the next launch finds them.
 //!
 //! A driver that has compiled anything in a process refuses every entry carrying a dictionary it
 //! does not hold (H200, driver 580.159.04: a warm ncnn run with a tenth of its entries damaged
@@ -392,8 +394,8 @@ impl DeviceDictionaries {
     }
 
     /// Counts a build from `seed` whose outcome the driver made known ([`Tally::count`]; a seed
-    /// carrying no dictionary says nothing). Where the driver compiled through data carrying a
-    /// dictionary, what it compiled went into that cache compressed with that dictionary, which a
+    /// handing over no dictionary says nothing). Where the driver compiled through a cache seeded
+    /// with a dictionary, what it compiled went into that cache compressed with that dictionary, which a
     /// driver whose disk cache lacks it refuses again at every launch (H200, 580.159.04: 6-10 of
     /// ncnn's entries beside a new disk cache, launch after launch, while the driver served other
     /// entries carrying it that do not need it, so the dictionary was not doubted): the pipeline
@@ -569,6 +571,11 @@ mod tests {
             device.count(&whole(D2), false),
             Some(BuildAgain { doubted: Some(D2) }),
             "another dictionary, refused more often than served"
+        );
+        assert_eq!(
+            device.count(&whole(D2), true),
+            None,
+            "served while doubted: the pipeline found is the application's"
         );
     }
 

@@ -257,8 +257,8 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         None => !built.grew,
     };
     let mut built = built;
-    // The entry's data is not written again (the build that would replace it failed, or came out
-    // carrying the dictionary the driver doubts).
+    // False where the second build, whose data would replace the entry's, failed: the entry
+    // stays as it is. (Data carrying the dictionary the driver doubts is checked apart.)
     let mut keep_entry = true;
     let mut doubted = None;
     if let Some((entry, seed)) = &seeded {
@@ -270,15 +270,27 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         // cache's size; a success asked to fail where a compile was needed is served.
         let known = feedback.as_ref().is_none_or(|f| f.cache_hit().is_some()) || size_says_too;
         let served = if known { hit } else { b.must_be_found() };
-        // Compiled through data carrying a dictionary: built once more through an empty cache
-        // (the driver's disk cache, where on, has it now), whose data is written instead; the
-        // first pipeline stays the application's unless the second is made.
+        // The driver compiled through a cache seeded with a dictionary (its record carried, or
+        // cut out where it was handed over first): built once more through an empty cache (the
+        // driver's disk cache, where on, has it now), whose data is written instead; the first
+        // pipeline stays the application's unless the second is made. Not where the application
+        // asked to fail rather than compile, nor where nothing is kept, nor for ray-tracing
+        // pipelines replaying their group handles (a second pipeline may not take the same ones
+        // while the first lives).
         let build_again = (known || b.must_be_found())
             .then(|| dev.dictionaries.count(seed, served))
             .flatten()
-            .filter(|_| !dev.keeps_no_misses(store));
+            .filter(|_| {
+                !b.must_be_found()
+                    && !dev.keeps_no_misses(store)
+                    && !b.flags.has(
+                        vk::PipelineCreateFlags::RAY_TRACING_SHADER_GROUP_HANDLE_CAPTURE_REPLAY_KHR,
+                    )
+            });
         if let Some(build_again) = build_again {
             doubted = build_again.doubted;
+            // SAFETY: the application's create info, its feedback just written by the first build.
+            let feedback_of_the_first = unsafe { save_application_feedback(info) };
             let mut again = vk::Pipeline::null();
             match through(None, lap, &mut again) {
                 Ok(built_again) if built_again.result == vk::Result::SUCCESS => {
@@ -292,6 +304,10 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                     if again != vk::Pipeline::null() {
                         // SAFETY: a pipeline the driver made for this call, never handed out.
                         unsafe { (dev.fns.destroy_pipeline)(dev.handle, again, b.allocator) };
+                    }
+                    if let Some(saved) = &feedback_of_the_first {
+                        // SAFETY: the records saved from this info before the second build.
+                        unsafe { restore_application_feedback(info, saved) };
                     }
                     tracing::debug!(entry = %key.file_name(), result = ?failed.map(|f| f.result), "no second build through an empty cache; the entry stays as it is");
                     keep_entry = false;

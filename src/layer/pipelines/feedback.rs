@@ -133,3 +133,48 @@ pub(super) unsafe fn clear_application_feedback<T: PipelineInfo>(info: &T) {
         }
     }
 }
+
+/// The application's own feedback records as a build left them, put back where a later build of
+/// the layer's (a second one, which failed) wrote over them: they then describe the pipeline the
+/// application gets.
+pub(super) struct SavedFeedback {
+    pipeline: Option<vk::PipelineCreationFeedback>,
+    stages: Vec<vk::PipelineCreationFeedback>,
+}
+
+/// # Safety
+/// `info` must be the application's valid create info, its feedback records written by a build.
+pub(super) unsafe fn save_application_feedback<T: PipelineInfo>(info: &T) -> Option<SavedFeedback> {
+    // SAFETY: as the caller vouches: the application's output records, readable.
+    let app = unsafe { applications_feedback(info) }?;
+    let pipeline = unsafe { app.p_pipeline_creation_feedback.as_ref() }.copied();
+    let stages = (0..app.pipeline_stage_creation_feedback_count as usize)
+        .filter_map(|i| unsafe { app.p_pipeline_stage_creation_feedbacks.add(i).as_ref() })
+        .copied()
+        .collect();
+    Some(SavedFeedback { pipeline, stages })
+}
+
+/// # Safety
+/// As [`save_application_feedback`], `saved` taken from the same `info`.
+pub(super) unsafe fn restore_application_feedback<T: PipelineInfo>(
+    info: &T,
+    saved: &SavedFeedback,
+) {
+    // SAFETY: as the caller vouches: the application's output records, writable.
+    let Some(app) = (unsafe { applications_feedback(info) }) else {
+        return;
+    };
+    if let (Some(record), Some(was)) = (
+        unsafe { app.p_pipeline_creation_feedback.as_mut() },
+        saved.pipeline,
+    ) {
+        *record = was;
+    }
+    for (i, was) in saved.stages.iter().enumerate() {
+        // SAFETY: the application's array of at least that many output records.
+        if let Some(record) = unsafe { app.p_pipeline_stage_creation_feedbacks.add(i).as_mut() } {
+            *record = *was;
+        }
+    }
+}
