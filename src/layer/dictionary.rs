@@ -13,9 +13,10 @@
 //! dictionary the driver refuses more often than it serves through is not handed over again in
 //! the process ([`Seed::Refused`]: those entries are built as misses), and a pipeline the driver
 //! compiled through a cache seeded with a dictionary (carried, or cut out where it was handed over
-//! first) is built once more through an empty cache and that data kept ([`BuildAgain`], where the
-//! driver made its answer known and the application did not ask to fail rather than compile):
-//! the next launch finds them.
+//! first) is built once more through an empty cache and that data kept ([`BuildAgain`]; where the
+//! driver made its answer known, not where the application asked to fail rather than compile,
+//! where nothing is kept, or for a ray-tracing pipeline replaying its group handles): the next
+//! launch finds them.
 //!
 //! A driver that has compiled anything in a process refuses every entry carrying a dictionary it
 //! does not hold (H200, driver 580.159.04: a warm ncnn run with a tenth of its entries damaged

@@ -267,7 +267,8 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 .note(&dev.writer, store, entry.name(), learned);
         }
         // Counted only where the driver made its answer known: feedback marked valid, or the
-        // cache's size; a success asked to fail where a compile was needed is served.
+        // cache's size; a success asked to fail where a compile was needed, the feedback saying
+        // nothing, is served.
         let known = feedback.as_ref().is_none_or(|f| f.cache_hit().is_some()) || size_says_too;
         let served = if known { hit } else { b.must_be_found() };
         // The driver compiled through a cache seeded with a dictionary (its record carried, or
@@ -275,20 +276,20 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         // driver's disk cache, where on, has it now), whose data is written instead; the first
         // pipeline stays the application's unless the second is made. Not where the application
         // asked to fail rather than compile, nor where nothing is kept, nor for ray-tracing
-        // pipelines replaying their group handles (a second pipeline may not take the same ones
-        // while the first lives).
-        let build_again = (known || b.must_be_found())
+        // pipelines replaying their group handles (the driver may refuse the same handles while
+        // the first pipeline lives). Built again or not, data still carrying a doubted dictionary
+        // is not written.
+        let counted = (known || b.must_be_found())
             .then(|| dev.dictionaries.count(seed, served))
-            .flatten()
-            .filter(|_| {
-                !b.must_be_found()
-                    && !dev.keeps_no_misses(store)
-                    && !b.flags.has(
-                        vk::PipelineCreateFlags::RAY_TRACING_SHADER_GROUP_HANDLE_CAPTURE_REPLAY_KHR,
-                    )
-            });
-        if let Some(build_again) = build_again {
-            doubted = build_again.doubted;
+            .flatten();
+        doubted = counted.as_ref().and_then(|c| c.doubted);
+        let builds_again = counted.is_some()
+            && !b.must_be_found()
+            && !dev.keeps_no_misses(store)
+            && !b
+                .flags
+                .has(vk::PipelineCreateFlags::RAY_TRACING_SHADER_GROUP_HANDLE_CAPTURE_REPLAY_KHR);
+        if builds_again {
             // SAFETY: the application's create info, its feedback just written by the first build.
             let feedback_of_the_first = unsafe { save_application_feedback(info) };
             let mut again = vk::Pipeline::null();

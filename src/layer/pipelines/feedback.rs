@@ -137,9 +137,21 @@ pub(super) unsafe fn clear_application_feedback<T: PipelineInfo>(info: &T) {
 /// The application's own feedback records as a build left them, put back where a later build of
 /// the layer's (a second one, which failed) wrote over them: they then describe the pipeline the
 /// application gets.
+#[derive(Debug)]
 pub(super) struct SavedFeedback {
     pipeline: Option<vk::PipelineCreationFeedback>,
     stages: Vec<vk::PipelineCreationFeedback>,
+}
+
+/// The application's stage records: none where it gave a count of 0 or no array.
+///
+/// # Safety
+/// `app` is the application's valid feedback struct.
+unsafe fn stage_records(
+    app: &vk::PipelineCreationFeedbackCreateInfo<'_>,
+) -> Option<*mut vk::PipelineCreationFeedback> {
+    let stages = app.p_pipeline_stage_creation_feedbacks;
+    (app.pipeline_stage_creation_feedback_count > 0 && !stages.is_null()).then_some(stages)
 }
 
 /// # Safety
@@ -148,10 +160,12 @@ pub(super) unsafe fn save_application_feedback<T: PipelineInfo>(info: &T) -> Opt
     // SAFETY: as the caller vouches: the application's output records, readable.
     let app = unsafe { applications_feedback(info) }?;
     let pipeline = unsafe { app.p_pipeline_creation_feedback.as_ref() }.copied();
-    let stages = (0..app.pipeline_stage_creation_feedback_count as usize)
-        .filter_map(|i| unsafe { app.p_pipeline_stage_creation_feedbacks.add(i).as_ref() })
-        .copied()
-        .collect();
+    let count = app.pipeline_stage_creation_feedback_count as usize;
+    let stages = match unsafe { stage_records(app) } {
+        // SAFETY: the application's array of `count` records.
+        Some(at) => unsafe { std::slice::from_raw_parts(at, count) }.to_vec(),
+        None => Vec::new(),
+    };
     Some(SavedFeedback { pipeline, stages })
 }
 
@@ -171,10 +185,67 @@ pub(super) unsafe fn restore_application_feedback<T: PipelineInfo>(
     ) {
         *record = was;
     }
-    for (i, was) in saved.stages.iter().enumerate() {
-        // SAFETY: the application's array of at least that many output records.
-        if let Some(record) = unsafe { app.p_pipeline_stage_creation_feedbacks.add(i).as_mut() } {
-            *record = *was;
+    if let Some(at) = unsafe { stage_records(app) } {
+        let count = (app.pipeline_stage_creation_feedback_count as usize).min(saved.stages.len());
+        // SAFETY: the application's array of at least `count` records, not aliased here.
+        unsafe { std::slice::from_raw_parts_mut(at, count) }
+            .copy_from_slice(&saved.stages[..count]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(
+        flags: vk::PipelineCreationFeedbackFlags,
+        duration: u64,
+    ) -> vk::PipelineCreationFeedback {
+        vk::PipelineCreationFeedback { flags, duration }
+    }
+
+    #[test]
+    fn the_applications_feedback_is_put_back_as_the_first_build_left_it() {
+        let valid = vk::PipelineCreationFeedbackFlags::VALID;
+        let mut pipeline = record(valid, 7);
+        let mut stages = [record(valid, 3)];
+        let chain = vk::PipelineCreationFeedbackCreateInfo {
+            p_pipeline_creation_feedback: &mut pipeline,
+            pipeline_stage_creation_feedback_count: 1,
+            p_pipeline_stage_creation_feedbacks: stages.as_mut_ptr(),
+            ..Default::default()
+        };
+        let info = vk::ComputePipelineCreateInfo {
+            p_next: (&chain as *const vk::PipelineCreationFeedbackCreateInfo).cast(),
+            ..Default::default()
+        };
+        // SAFETY: the chain above, alive for the test.
+        let saved = unsafe { save_application_feedback(&info) }.expect("chained");
+        // SAFETY: the records the chain points at; a failed second build wrote over them.
+        unsafe {
+            *chain.p_pipeline_creation_feedback = record(Default::default(), 0);
+            *chain.p_pipeline_stage_creation_feedbacks = record(Default::default(), 0);
+            restore_application_feedback(&info, &saved);
         }
+        assert_eq!((pipeline.flags, pipeline.duration), (valid, 7));
+        assert_eq!((stages[0].flags, stages[0].duration), (valid, 3));
+
+        // No stage records (a count of 0), or no feedback chained at all.
+        let no_stages = vk::PipelineCreationFeedbackCreateInfo {
+            p_pipeline_creation_feedback: &mut pipeline,
+            ..Default::default()
+        };
+        let info = vk::ComputePipelineCreateInfo {
+            p_next: (&no_stages as *const vk::PipelineCreationFeedbackCreateInfo).cast(),
+            ..Default::default()
+        };
+        // SAFETY: the chain above.
+        let saved = unsafe { save_application_feedback(&info) }.expect("chained");
+        assert!(saved.stages.is_empty());
+        // SAFETY: as above.
+        unsafe { restore_application_feedback(&info, &saved) };
+        let unchained = vk::ComputePipelineCreateInfo::default();
+        // SAFETY: an empty chain.
+        assert!(unsafe { save_application_feedback(&unchained) }.is_none());
     }
 }
