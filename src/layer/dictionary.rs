@@ -395,12 +395,12 @@ impl DeviceDictionaries {
     }
 
     /// Counts a build from `seed` whose outcome the driver made known ([`Tally::count`]; a seed
-    /// handing over no dictionary says nothing). Where the driver compiled through a cache seeded
-    /// with a dictionary, what it compiled went into that cache compressed with that dictionary, which a
-    /// driver whose disk cache lacks it refuses again at every launch (H200, 580.159.04: 6-10 of
-    /// ncnn's entries beside a new disk cache, launch after launch, while the driver served other
-    /// entries carrying it that do not need it, so the dictionary was not doubted): the pipeline
-    /// is to be built once more through an empty cache ([`BuildAgain`]).
+    /// handing over no dictionary says nothing). Where the driver compiled through a cache
+    /// seeded with a dictionary, what it compiled went into that cache compressed with that
+    /// dictionary, which a driver whose disk cache lacks it refuses again at every launch (H200,
+    /// 580.159.04: 6-10 of ncnn's entries beside a new disk cache, launch after launch, while the
+    /// driver served other entries carrying it that do not need it, so the dictionary was not
+    /// doubted): the pipeline is to be built once more through an empty cache ([`BuildAgain`]).
     pub fn count(&self, seed: &Seed, served: bool) -> Option<BuildAgain> {
         let dictionary = seed.handed_dictionary()?;
         let doubts = self.held.tally.count(dictionary, served);

@@ -96,6 +96,36 @@ pub(super) fn chained<T: PipelineInfo>(
     with
 }
 
+/// The application's own feedback records, where it chained a feedback struct: its pipeline
+/// record and its stage records (none where it gave a count of 0 or no array).
+struct ApplicationRecords<'a> {
+    pipeline: Option<&'a mut vk::PipelineCreationFeedback>,
+    stages: &'a mut [vk::PipelineCreationFeedback],
+}
+
+/// # Safety
+/// `info`'s chain must be valid; a feedback structure in it points at writable records, none
+/// of them borrowed elsewhere while the result lives.
+unsafe fn application_records<T: PipelineInfo>(info: &T) -> Option<ApplicationRecords<'_>> {
+    // SAFETY: as the caller vouches.
+    let app = unsafe { applications_feedback(info) }?;
+    let (count, at) = (
+        app.pipeline_stage_creation_feedback_count as usize,
+        app.p_pipeline_stage_creation_feedbacks,
+    );
+    let stages = if count == 0 || at.is_null() {
+        &mut []
+    } else {
+        // SAFETY: the application's array of `count` output records.
+        unsafe { std::slice::from_raw_parts_mut(at, count) }
+    };
+    Some(ApplicationRecords {
+        // SAFETY: the application's output record, where it gave one.
+        pipeline: unsafe { app.p_pipeline_creation_feedback.as_mut() },
+        stages,
+    })
+}
+
 /// A pipeline made from a kept entry reports a cache hit to the application's own creation
 /// feedback, as a cache of its own would have (SPEC, step 4).
 ///
@@ -103,8 +133,7 @@ pub(super) fn chained<T: PipelineInfo>(
 /// `info`'s chain must be valid; a feedback structure in it points at writable records.
 pub(super) unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T) {
     // SAFETY: as the caller vouches.
-    let app = unsafe { applications_feedback(info) };
-    if let Some(record) = app.and_then(|a| unsafe { a.p_pipeline_creation_feedback.as_mut() }) {
+    if let Some(record) = unsafe { application_records(info) }.and_then(|r| r.pipeline) {
         record.flags |= vk::PipelineCreationFeedbackFlags::VALID
             | vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT;
     }
@@ -119,18 +148,16 @@ pub(super) unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T) 
 /// `info` must be the application's valid create info.
 pub(super) unsafe fn clear_application_feedback<T: PipelineInfo>(info: &T) {
     // SAFETY: as the caller vouches: the application's output records, writable.
-    let Some(app) = (unsafe { applications_feedback(info) }) else {
+    let Some(records) = (unsafe { application_records(info) }) else {
         return;
     };
-    if let Some(record) = unsafe { app.p_pipeline_creation_feedback.as_mut() } {
-        record.flags = vk::PipelineCreationFeedbackFlags::empty();
-    }
-    let stages = app.p_pipeline_stage_creation_feedbacks;
-    for i in 0..app.pipeline_stage_creation_feedback_count as usize {
-        // SAFETY: the application's array of that many output records.
-        if let Some(record) = unsafe { stages.add(i).as_mut() } {
-            record.flags = vk::PipelineCreationFeedbackFlags::empty();
-        }
+    let empty = vk::PipelineCreationFeedbackFlags::empty();
+    for record in records
+        .pipeline
+        .into_iter()
+        .chain(records.stages.iter_mut())
+    {
+        record.flags = empty;
     }
 }
 
@@ -143,30 +170,15 @@ pub(super) struct SavedFeedback {
     stages: Vec<vk::PipelineCreationFeedback>,
 }
 
-/// The application's stage records: none where it gave a count of 0 or no array.
-///
-/// # Safety
-/// `app` is the application's valid feedback struct.
-unsafe fn stage_records(
-    app: &vk::PipelineCreationFeedbackCreateInfo<'_>,
-) -> Option<*mut vk::PipelineCreationFeedback> {
-    let stages = app.p_pipeline_stage_creation_feedbacks;
-    (app.pipeline_stage_creation_feedback_count > 0 && !stages.is_null()).then_some(stages)
-}
-
 /// # Safety
 /// `info` must be the application's valid create info, its feedback records written by a build.
 pub(super) unsafe fn save_application_feedback<T: PipelineInfo>(info: &T) -> Option<SavedFeedback> {
-    // SAFETY: as the caller vouches: the application's output records, readable.
-    let app = unsafe { applications_feedback(info) }?;
-    let pipeline = unsafe { app.p_pipeline_creation_feedback.as_ref() }.copied();
-    let count = app.pipeline_stage_creation_feedback_count as usize;
-    let stages = match unsafe { stage_records(app) } {
-        // SAFETY: the application's array of `count` records.
-        Some(at) => unsafe { std::slice::from_raw_parts(at, count) }.to_vec(),
-        None => Vec::new(),
-    };
-    Some(SavedFeedback { pipeline, stages })
+    // SAFETY: as the caller vouches: the application's output records.
+    let records = unsafe { application_records(info) }?;
+    Some(SavedFeedback {
+        pipeline: records.pipeline.map(|r| *r),
+        stages: records.stages.to_vec(),
+    })
 }
 
 /// # Safety
@@ -176,20 +188,14 @@ pub(super) unsafe fn restore_application_feedback<T: PipelineInfo>(
     saved: &SavedFeedback,
 ) {
     // SAFETY: as the caller vouches: the application's output records, writable.
-    let Some(app) = (unsafe { applications_feedback(info) }) else {
+    let Some(records) = (unsafe { application_records(info) }) else {
         return;
     };
-    if let (Some(record), Some(was)) = (
-        unsafe { app.p_pipeline_creation_feedback.as_mut() },
-        saved.pipeline,
-    ) {
+    if let (Some(record), Some(was)) = (records.pipeline, saved.pipeline) {
         *record = was;
     }
-    if let Some(at) = unsafe { stage_records(app) } {
-        let count = (app.pipeline_stage_creation_feedback_count as usize).min(saved.stages.len());
-        // SAFETY: the application's array of at least `count` records, not aliased here.
-        unsafe { std::slice::from_raw_parts_mut(at, count) }
-            .copy_from_slice(&saved.stages[..count]);
+    for (record, was) in records.stages.iter_mut().zip(&saved.stages) {
+        *record = *was;
     }
 }
 
