@@ -90,6 +90,11 @@ impl Lap {
     fn total_ns(&self) -> u64 {
         self.ns.iter().sum()
     }
+
+    /// The time since the start, the phase under way included.
+    pub fn so_far_ns(&self) -> u64 {
+        self.total_ns().saturating_add(nanos(self.last.elapsed()))
+    }
 }
 
 fn nanos(d: Duration) -> u64 {

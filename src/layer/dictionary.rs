@@ -109,6 +109,17 @@ impl Tally {
         Counts::doubted(served_n, refused_n)
     }
 
+    /// Whether the driver has refused more entries carrying `id` than it served pipelines
+    /// through in this process (once at least one was refused).
+    pub fn doubts(&self, id: &DictionaryId) -> bool {
+        self.counts(id).is_some_and(|c| {
+            Counts::doubted(
+                c.served.load(Ordering::Acquire),
+                c.refused.load(Ordering::Acquire),
+            )
+        })
+    }
+
     /// Whether the driver refuses `id` in this process: entries carrying it refused
     /// [`REFUSALS_OF_A_DICTIONARY`] times and more often than it served pipelines through them.
     pub fn refuses(&self, id: &DictionaryId) -> bool {
@@ -118,6 +129,15 @@ impl Tally {
                 && Counts::doubted(c.served.load(Ordering::Acquire), refused)
         })
     }
+}
+
+fn withholds(
+    dictionary: Option<DictionaryId>,
+    doubted_here: Option<DictionaryId>,
+    seeded_uncounted: bool,
+    tally: &Tally,
+) -> bool {
+    dictionary.is_some_and(|d| doubted_here == Some(d) || (seeded_uncounted && tally.doubts(&d)))
 }
 
 /// How many entries priming looks at for one carrying the dictionary when the noted one cannot
@@ -417,6 +437,21 @@ impl DeviceDictionaries {
     pub fn refuses(&self, id: &DictionaryId) -> bool {
         self.held.tally.refuses(id)
     }
+
+    /// Whether cache data carrying `dictionary` is withheld: neither written, nor noted, nor a
+    /// twin's seed. Withheld where it carries the dictionary this build's count doubted
+    /// (`doubted_here`), or, where the build was seeded but its answer went uncounted
+    /// (`seeded_uncounted`), one other builds have made the driver doubt ([`Tally::doubts`]). A
+    /// build through an empty cache or a twin's data is never withheld for what others counted:
+    /// the dictionary in its data is the one the driver compiles with now.
+    pub fn withholds(
+        &self,
+        dictionary: Option<DictionaryId>,
+        doubted_here: Option<DictionaryId>,
+        seeded_uncounted: bool,
+    ) -> bool {
+        withholds(dictionary, doubted_here, seeded_uncounted, &self.held.tally)
+    }
 }
 
 impl Drop for DeviceDictionaries {
@@ -517,11 +552,13 @@ mod tests {
     fn a_dictionary_the_driver_refuses_more_often_than_it_serves_is_refused_after_two() {
         let tally = Tally::default();
         assert!(!tally.refuses(&D1), "nothing counted");
+        assert!(!tally.doubts(&D1), "nothing counted");
         assert!(tally.count(D1, false), "refused more than served");
         assert!(
             !tally.refuses(&D1),
             "one refusal says nothing of the others"
         );
+        assert!(tally.doubts(&D1), "doubted from the first refusal");
         assert!(tally.count(D1, false));
         assert!(tally.refuses(&D1), "two, none served");
         assert!(!tally.refuses(&D2), "another dictionary is its own");
@@ -529,9 +566,35 @@ mod tests {
         // Entries carrying it but not needing it, served: the driver takes it after all.
         assert!(tally.count(D1, true), "two refused, one served");
         assert!(!tally.count(D1, true), "as many served as refused");
-        assert!(!tally.refuses(&D1));
+        assert!(!tally.refuses(&D1) && !tally.doubts(&D1));
+        assert!(!tally.doubts(&D2), "another dictionary is its own");
         assert!(tally.count(D1, false), "three refused, two served");
         assert!(tally.refuses(&D1));
+    }
+
+    #[test]
+    fn data_is_withheld_for_a_doubt_of_its_own_build_or_an_uncounted_seeded_one_only() {
+        let tally = Tally::default();
+        assert!(!withholds(None, Some(D1), true, &tally), "no dictionary");
+        assert!(
+            withholds(Some(D1), Some(D1), false, &tally),
+            "this build doubted it"
+        );
+        assert!(!withholds(Some(D2), Some(D1), false, &tally), "another one");
+        tally.count(D1, false); // another build's entry refused
+        assert!(
+            withholds(Some(D1), None, true, &tally),
+            "seeded, uncounted: others' doubt holds"
+        );
+        assert!(
+            !withholds(Some(D1), None, false, &tally),
+            "a miss through an empty cache: the dictionary the driver compiles with"
+        );
+        tally.count(D1, true);
+        assert!(
+            !withholds(Some(D1), None, true, &tally),
+            "served as often as refused: no doubt left"
+        );
     }
 
     #[test]

@@ -1028,13 +1028,14 @@ fn count(
             made.push(*p);
         }
     }
+    // A hit counts in a whole record: marked valid, with the time the creation took.
     t.feedback_hits = feedback
         .iter()
         .filter(|f| {
             f.flags.contains(
                 vk::PipelineCreationFeedbackFlags::VALID
                     | vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT,
-            )
+            ) && f.duration > 0
         })
         .count() as u32;
     if result.as_raw() < 0 {

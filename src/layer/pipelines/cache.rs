@@ -261,6 +261,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     // stays as it is. (Data carrying the dictionary the driver doubts is checked apart.)
     let mut keep_entry = true;
     let mut doubted = None;
+    let mut seeded_uncounted = false;
     if let Some((entry, seed)) = &seeded {
         if let Some(learned) = dev.dictionaries.after(seed, hit) {
             dev.dictionaries
@@ -283,6 +284,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
             .then(|| dev.dictionaries.count(seed, served))
             .flatten();
         doubted = counted.as_ref().and_then(|c| c.doubted);
+        seeded_uncounted = counted.is_none();
         let builds_again = counted.is_some()
             && !b.must_be_found()
             && !dev.keeps_no_misses(store)
@@ -328,9 +330,12 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 // Framed once, for the identity's note, the twins' seed and the writer's queue.
                 let framing = nvidia_cache::frame_bytes(&data).ok();
                 let dictionary = framing.as_ref().map(|f| f.dictionary);
-                // Data still carrying the dictionary the driver doubts (built again, or the
-                // second build failed) is neither written, nor noted, nor a twin's seed.
-                let carries_doubted = doubted.is_some() && dictionary == doubted;
+                // Data still carrying a dictionary the driver doubts (this build's, built again
+                // or not, or one doubted by other builds where this one's answer went uncounted)
+                // is neither written, nor noted, nor a twin's seed.
+                let carries_doubted =
+                    dev.dictionaries
+                        .withholds(dictionary, doubted, seeded_uncounted);
                 if keep_entry && !carries_doubted {
                     dev.dictionaries
                         .note_written(&dev.writer, store, key.file_name(), dictionary);

@@ -127,16 +127,31 @@ unsafe fn application_records<T: PipelineInfo>(info: &T) -> Option<ApplicationRe
 }
 
 /// A pipeline made from a kept entry reports a cache hit to the application's own creation
-/// feedback, as a cache of its own would have (SPEC, step 4).
+/// feedback, as a cache of its own would have (SPEC, step 4). Where the driver left the record
+/// not valid (RADV writes none for a pipeline built from binaries), the layer makes it valid with
+/// its own time for the pipeline, `took_ns` (from the key to the driver's build): a record marked
+/// valid is whole.
 ///
 /// # Safety
 /// `info`'s chain must be valid; a feedback structure in it points at writable records.
-pub(super) unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T) {
+pub(super) unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T, took_ns: u64) {
     // SAFETY: as the caller vouches.
     if let Some(record) = unsafe { application_records(info) }.and_then(|r| r.pipeline) {
-        record.flags |= vk::PipelineCreationFeedbackFlags::VALID
-            | vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT;
+        report_found(record, took_ns);
     }
+}
+
+fn report_found(record: &mut vk::PipelineCreationFeedback, took_ns: u64) {
+    if !record
+        .flags
+        .contains(vk::PipelineCreationFeedbackFlags::VALID)
+    {
+        *record = vk::PipelineCreationFeedback {
+            flags: vk::PipelineCreationFeedbackFlags::VALID,
+            duration: took_ns,
+        };
+    }
+    record.flags |= vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT;
 }
 
 /// Clears the flags of the application's feedback records before a build from binaries: they
@@ -208,6 +223,22 @@ mod tests {
         duration: u64,
     ) -> vk::PipelineCreationFeedback {
         vk::PipelineCreationFeedback { flags, duration }
+    }
+
+    #[test]
+    fn a_found_pipeline_reports_a_hit_in_a_record_marked_valid() {
+        let (valid, hit) = (
+            vk::PipelineCreationFeedbackFlags::VALID,
+            vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT,
+        );
+        // The driver wrote the record: its duration stays.
+        let mut written = record(valid, 7);
+        report_found(&mut written, 99);
+        assert_eq!((written.flags, written.duration), (valid | hit, 7));
+        // The driver wrote none (RADV from binaries): the layer's time, marked valid.
+        let mut unwritten = record(Default::default(), 0);
+        report_found(&mut unwritten, 99);
+        assert_eq!((unwritten.flags, unwritten.duration), (valid | hit, 99));
     }
 
     #[test]
