@@ -479,6 +479,14 @@ impl Seed {
         }
     }
 
+    /// Whether a build from this seed went uncounted: it handed the driver a dictionary, and
+    /// the driver's answer was not counted (`counted`: neither made known nor a success asked to
+    /// fail where a compile was needed). A seed handing over none is never counted: the
+    /// dictionary in its build's data is the one the driver compiles with now.
+    pub fn went_uncounted(&self, counted: bool) -> bool {
+        !counted && self.handed_dictionary().is_some()
+    }
+
     /// Calls `f` with the bytes to hand the driver.
     pub fn with_data<R>(&self, entry: &FoundEntry, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
@@ -590,11 +598,30 @@ mod tests {
             !withholds(Some(D1), None, false, &tally),
             "a miss through an empty cache: the dictionary the driver compiles with"
         );
+        assert!(
+            !withholds(Some(D2), None, true, &tally),
+            "seeded, uncounted, carrying another dictionary than the doubted one"
+        );
         tally.count(D1, true);
         assert!(
             !withholds(Some(D1), None, true, &tally),
             "served as often as refused: no doubt left"
         );
+    }
+
+    #[test]
+    fn only_a_seed_handing_over_a_dictionary_goes_uncounted() {
+        assert!(whole(D1).went_uncounted(false), "answer unknown");
+        assert!(without(D1).went_uncounted(false), "answer unknown");
+        assert!(
+            !whole(D1).went_uncounted(true),
+            "made known, or served asked to fail"
+        );
+        assert!(
+            !Seed::Whole { teaches: None }.went_uncounted(false),
+            "no dictionary handed over: never counted, never withheld for others' doubts"
+        );
+        assert!(!Seed::Refused { dictionary: D1 }.went_uncounted(false));
     }
 
     #[test]

@@ -1028,7 +1028,9 @@ fn count(
             made.push(*p);
         }
     }
-    // A hit counts in a whole record: marked valid, with the time the creation took.
+    // A hit counts in a whole record: marked valid, with the time the creation took (Vulkan
+    // does not ask for a duration above 0, but both drivers here and the layer write one: a 0
+    // is a record nobody wrote, as RADV leaves it for a pipeline made from binaries).
     t.feedback_hits = feedback
         .iter()
         .filter(|f| {

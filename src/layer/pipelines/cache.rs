@@ -280,11 +280,12 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         // pipelines replaying their group handles (the driver may refuse the same handles while
         // the first pipeline lives). Built again or not, data still carrying a doubted dictionary
         // is not written.
-        let counted = (known || b.must_be_found())
+        let asks_count = known || b.must_be_found();
+        let counted = asks_count
             .then(|| dev.dictionaries.count(seed, served))
             .flatten();
         doubted = counted.as_ref().and_then(|c| c.doubted);
-        seeded_uncounted = counted.is_none();
+        seeded_uncounted = seed.went_uncounted(asks_count);
         let builds_again = counted.is_some()
             && !b.must_be_found()
             && !dev.keeps_no_misses(store)
@@ -320,6 +321,10 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     }
     let outcome = match seeded.map(|(entry, _)| entry) {
         Some(entry) if hit => {
+            // NVIDIA marks a library part or a ray-tracing pipeline it served valid without the
+            // hit (found by the cache's size): the application's record says found all the same.
+            // SAFETY: the application's chain.
+            unsafe { report_found_to_the_application(info, lap.so_far_ns()) };
             // Stamped by the writer thread: the time update leaves the application's thread.
             dev.writer.stamp(store.clone(), entry.into_name());
             Outcome::Found

@@ -1,5 +1,6 @@
 //! Creation feedback through the layer: the application's own `VkPipelineCreationFeedbackCreateInfo`
-//! receives the driver's feedback unchanged (a pipeline found in the store reports a cache hit),
+//! receives the driver's feedback (a pipeline found in the store, or served by what the run
+//! compiled, reports a cache hit in a record made whole),
 //! and where the application chained none, the layer's own records tell found from compiled
 //! (SPEC "Building a pipeline", step 4).
 
@@ -97,7 +98,9 @@ pub(super) fn chained<T: PipelineInfo>(
 }
 
 /// The application's own feedback records, where it chained a feedback struct: its pipeline
-/// record and its stage records (none where it gave a count of 0 or no array).
+/// record and its stage records (none where it gave a count of 0 or no array). A pipeline record
+/// the application placed inside its stage array is reached through the stages alone, never
+/// borrowed twice.
 struct ApplicationRecords<'a> {
     pipeline: Option<&'a mut vk::PipelineCreationFeedback>,
     stages: &'a mut [vk::PipelineCreationFeedback],
@@ -119,15 +122,22 @@ unsafe fn application_records<T: PipelineInfo>(info: &T) -> Option<ApplicationRe
         // SAFETY: the application's array of `count` output records.
         unsafe { std::slice::from_raw_parts_mut(at, count) }
     };
+    let record = app.p_pipeline_creation_feedback;
+    let among_stages = stages.as_mut_ptr_range().contains(&record);
     Some(ApplicationRecords {
-        // SAFETY: the application's output record, where it gave one.
-        pipeline: unsafe { app.p_pipeline_creation_feedback.as_mut() },
+        // SAFETY: the application's output record, where it gave one apart from its stages.
+        pipeline: if among_stages {
+            None
+        } else {
+            unsafe { record.as_mut() }
+        },
         stages,
     })
 }
 
-/// A pipeline made from a kept entry reports a cache hit to the application's own creation
-/// feedback, as a cache of its own would have (SPEC, step 4). Where the driver left the record
+/// A pipeline made from a kept entry (or, with `binary`, from binaries the run compiled alike)
+/// reports a cache hit to the application's own creation feedback, as a cache of its own would
+/// have (SPEC, step 4). Where the driver left the record
 /// not valid (RADV writes none for a pipeline built from binaries), the layer makes it valid with
 /// its own time for the pipeline, `took_ns` (from the key to the driver's build): a record marked
 /// valid is whole.
@@ -135,8 +145,11 @@ unsafe fn application_records<T: PipelineInfo>(info: &T) -> Option<ApplicationRe
 /// # Safety
 /// `info`'s chain must be valid; a feedback structure in it points at writable records.
 pub(super) unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T, took_ns: u64) {
-    // SAFETY: as the caller vouches.
-    if let Some(record) = unsafe { application_records(info) }.and_then(|r| r.pipeline) {
+    // SAFETY: as the caller vouches: the application's output record, where it gave one (its
+    // stage records are not touched, so it is borrowed once wherever it lies).
+    let record = unsafe { applications_feedback(info) }
+        .and_then(|app| unsafe { app.p_pipeline_creation_feedback.as_mut() });
+    if let Some(record) = record {
         report_found(record, took_ns);
     }
 }
@@ -284,5 +297,63 @@ mod tests {
         let unchained = vk::ComputePipelineCreateInfo::default();
         // SAFETY: an empty chain.
         assert!(unsafe { save_application_feedback(&unchained) }.is_none());
+    }
+
+    #[test]
+    fn a_found_pipeline_is_reported_through_the_chain_only_where_a_record_was_given() {
+        let (valid, hit) = (
+            vk::PipelineCreationFeedbackFlags::VALID,
+            vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT,
+        );
+        let mut pipeline = record(Default::default(), 0);
+        let given = vk::PipelineCreationFeedbackCreateInfo {
+            p_pipeline_creation_feedback: &mut pipeline,
+            ..Default::default()
+        };
+        let info = vk::ComputePipelineCreateInfo {
+            p_next: (&given as *const vk::PipelineCreationFeedbackCreateInfo).cast(),
+            ..Default::default()
+        };
+        // SAFETY: the chain above, alive for the test.
+        unsafe { report_found_to_the_application(&info, 5) };
+        assert_eq!((pipeline.flags, pipeline.duration), (valid | hit, 5));
+
+        // A NULL pipeline record, or no feedback chained: nothing is written, nothing read.
+        let none_given = vk::PipelineCreationFeedbackCreateInfo::default();
+        let info = vk::ComputePipelineCreateInfo {
+            p_next: (&none_given as *const vk::PipelineCreationFeedbackCreateInfo).cast(),
+            ..Default::default()
+        };
+        // SAFETY: the chain above; its record pointer is NULL.
+        unsafe { report_found_to_the_application(&info, 5) };
+        // SAFETY: an empty chain.
+        unsafe { report_found_to_the_application(&vk::ComputePipelineCreateInfo::default(), 5) };
+    }
+
+    #[test]
+    fn a_pipeline_record_inside_the_stage_array_is_reached_once() {
+        let valid = vk::PipelineCreationFeedbackFlags::VALID;
+        let mut records = [record(valid, 1), record(valid, 2)];
+        let at = records.as_mut_ptr();
+        let chain = vk::PipelineCreationFeedbackCreateInfo {
+            // SAFETY: the second of the two records above.
+            p_pipeline_creation_feedback: unsafe { at.add(1) },
+            pipeline_stage_creation_feedback_count: 2,
+            p_pipeline_stage_creation_feedbacks: at,
+            ..Default::default()
+        };
+        let info = vk::ComputePipelineCreateInfo {
+            p_next: (&chain as *const vk::PipelineCreationFeedbackCreateInfo).cast(),
+            ..Default::default()
+        };
+        {
+            // SAFETY: the chain above, alive for the test.
+            let parts = unsafe { application_records(&info) }.expect("chained");
+            assert!(parts.pipeline.is_none(), "borrowed through the stages");
+            assert_eq!(parts.stages.len(), 2);
+        }
+        // SAFETY: as above.
+        unsafe { clear_application_feedback(&info) };
+        assert!(records.iter().all(|r| r.flags.is_empty()));
     }
 }
