@@ -391,6 +391,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn so_far_counts_the_charged_phases_and_the_one_under_way() {
+        let mut lap = Lap::charged(Phase::Key, Duration::from_millis(5));
+        assert!(lap.so_far_ns() >= 5_000_000, "what was charged");
+        std::thread::sleep(Duration::from_millis(2));
+        let under_way = lap.so_far_ns();
+        assert!(
+            under_way >= 7_000_000,
+            "and the phase under way: {under_way}"
+        );
+        lap.to(Phase::Driver);
+        assert!(lap.so_far_ns() >= under_way, "charging moves nothing back");
+    }
+
+    #[test]
     fn the_line_carries_the_fields_tools_read_in_order() {
         let w = Watch::default();
         let lap = |took| Lap::charged(Phase::Driver, took);
