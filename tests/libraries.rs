@@ -66,7 +66,8 @@ fn kinds(run: &Run) -> BTreeSet<String> {
 #[test]
 fn library_parts_are_found_warm_and_links_built_as_asked() {
     let tmp = tempfile::tempdir().unwrap();
-    let cold = run(tmp.path(), &GPL, None);
+    let gpl = [&GPL[..], &["--feedback"]].concat();
+    let cold = run(tmp.path(), &gpl, None);
     let w = cold.watch();
     // The 11 parts kept; the 24 fast and 24 optimized links built as asked.
     assert_eq!(
@@ -75,7 +76,7 @@ fn library_parts_are_found_warm_and_links_built_as_asked() {
         "{}",
         cold.all()
     );
-    let warm = run(tmp.path(), &GPL, None);
+    let warm = run(tmp.path(), &gpl, None);
     let w = warm.watch();
     assert_eq!(
         (w.found, w.compiled, w.passed, w.unkeyed),
@@ -84,6 +85,12 @@ fn library_parts_are_found_warm_and_links_built_as_asked() {
         warm.all()
     );
     assert_eq!(warm.summary["gpl"]["optimized_links"], 24);
+    assert_eq!(
+        warm.summary["gpl"]["part_feedback_hits"],
+        11,
+        "a found part reports a cache hit: {}",
+        warm.all()
+    );
 }
 
 #[test]
@@ -112,7 +119,12 @@ fn pipelines_with_zink_s_dynamic_states_are_kept_and_found_warm() {
 fn ray_tracing_pipelines_and_libraries_are_found_warm_with_valid_group_handles() {
     for deferred in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
-        let args = [&RT[..], if deferred { &["--deferred"] } else { &[] }].concat();
+        let args = [
+            &RT[..],
+            &["--feedback"],
+            if deferred { &["--deferred"] } else { &[] },
+        ]
+        .concat();
         let cold = run(tmp.path(), &args, None);
         let w = cold.watch();
         assert_eq!(
@@ -121,10 +133,17 @@ fn ray_tracing_pipelines_and_libraries_are_found_warm_with_valid_group_handles()
             "{}",
             cold.all()
         );
+        assert_eq!(cold.summary["rt"]["feedback_hits"], 0, "{}", cold.all());
         let warm = run(tmp.path(), &args, None);
         let w = warm.watch();
         assert_eq!((w.found, w.compiled), (12, 0), "{}", warm.all());
         assert_eq!(warm.summary["rt"]["handles_ok"], 8, "{}", warm.all());
+        assert_eq!(
+            warm.summary["rt"]["feedback_hits"],
+            12,
+            "a found pipeline or library reports a cache hit: {}",
+            warm.all()
+        );
     }
 }
 

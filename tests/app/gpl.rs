@@ -34,6 +34,8 @@ pub struct Made {
     pub optimized_links: u32,
     pub failed: u32,
     pub compile_required: u32,
+    /// Parts whose creation feedback said cache hit, whole (`--feedback`).
+    pub part_feedback_hits: u32,
     pub parts_time: Duration,
     pub fast_time: Duration,
     pub optimized_time: Duration,
@@ -61,6 +63,8 @@ pub struct Gpl<'a> {
     /// Depth-clip state chained to the pre-rasterization parts' rasterization state, as DXVK
     /// chains it where depth clip is not dynamic (`--depth-clip`).
     pub depth_clip: bool,
+    /// Creation feedback chained to every call (`--feedback`).
+    pub feedback: bool,
 }
 
 const COLOR_FORMATS: [vk::Format; 1] = [vk::Format::R8G8B8A8_UNORM];
@@ -227,10 +231,11 @@ impl Gpl<'_> {
             }
         }
         let started = Instant::now();
-        let made = self.create(&ci, out);
+        let (made, hit) = self.create(&ci, out);
         out.parts_time += started.elapsed();
         if made.is_some() {
             out.parts += 1;
+            out.part_feedback_hits += u32::from(hit);
         }
         made
     }
@@ -249,7 +254,7 @@ impl Gpl<'_> {
             .push_next(&mut libraries);
         let ci = self.with_flags(ci, &mut flags2);
         let started = Instant::now();
-        let made = self.create(&ci, out);
+        let (made, _) = self.create(&ci, out);
         let took = started.elapsed();
         if made.is_some() {
             if optimized {
@@ -262,8 +267,23 @@ impl Gpl<'_> {
         }
     }
 
-    fn create(&self, ci: &vk::GraphicsPipelineCreateInfo, out: &mut Made) -> Option<vk::Pipeline> {
+    /// The pipeline made, and whether its creation feedback (where asked) said cache hit.
+    fn create(
+        &self,
+        ci: &vk::GraphicsPipelineCreateInfo,
+        out: &mut Made,
+    ) -> (Option<vk::Pipeline>, bool) {
         let mut pipeline = vk::Pipeline::null();
+        let mut record = vk::PipelineCreationFeedback::default();
+        let feedback = vk::PipelineCreationFeedbackCreateInfo {
+            p_next: ci.p_next,
+            p_pipeline_creation_feedback: &mut record,
+            ..Default::default()
+        };
+        let mut with = *ci;
+        if self.feedback {
+            with.p_next = (&feedback as *const vk::PipelineCreationFeedbackCreateInfo).cast();
+        }
         // SAFETY: a valid create info whose chain and arrays outlive the call; the raw entry
         // point, so that VK_PIPELINE_COMPILE_REQUIRED is seen as it is returned.
         let r = unsafe {
@@ -271,12 +291,13 @@ impl Gpl<'_> {
                 self.device.handle(),
                 self.cache,
                 1,
-                ci,
+                &with,
                 std::ptr::null(),
                 &mut pipeline,
             )
         };
-        match r {
+        let hit = self.feedback && super::whole_hit(&record);
+        let made = match r {
             vk::Result::SUCCESS if pipeline != vk::Pipeline::null() => {
                 out.pipelines.push(pipeline);
                 Some(pipeline)
@@ -290,7 +311,8 @@ impl Gpl<'_> {
                 out.failed += 1;
                 None
             }
-        }
+        };
+        (made, hit)
     }
 }
 

@@ -30,6 +30,8 @@ pub struct Made {
     pub compile_required: u32,
     /// Pipelines whose shader group handles were read whole and not all zero.
     pub handles_ok: u32,
+    /// Pipelines and libraries whose creation feedback said cache hit, whole (`--feedback`).
+    pub feedback_hits: u32,
     pub time: Duration,
     pub made: Vec<vk::Pipeline>,
 }
@@ -45,6 +47,7 @@ pub struct Rt {
     cache: vk::PipelineCache,
     handle_size: u32,
     fail_on_compile: bool,
+    feedback: bool,
 }
 
 fn words(spv: &[u8]) -> Vec<u32> {
@@ -63,6 +66,7 @@ impl Rt {
         cache: vk::PipelineCache,
         deferred: bool,
         fail_on_compile: bool,
+        feedback: bool,
     ) -> Result<Rt, String> {
         let err = |what: &'static str| move |e: vk::Result| format!("{what}: {e}");
         let mut props = vk::PhysicalDeviceRayTracingPipelinePropertiesKHR::default();
@@ -113,6 +117,7 @@ impl Rt {
                 cache,
                 handle_size: props.shader_group_handle_size,
                 fail_on_compile,
+                feedback,
             })
         }
     }
@@ -134,6 +139,16 @@ impl Rt {
     ) -> Option<vk::Pipeline> {
         let started = Instant::now();
         let mut pipeline = vk::Pipeline::null();
+        let mut record = vk::PipelineCreationFeedback::default();
+        let feedback = vk::PipelineCreationFeedbackCreateInfo {
+            p_next: ci.p_next,
+            p_pipeline_creation_feedback: &mut record,
+            ..Default::default()
+        };
+        let mut with = *ci;
+        if self.feedback {
+            with.p_next = (&feedback as *const vk::PipelineCreationFeedbackCreateInfo).cast();
+        }
         // SAFETY: valid create infos whose arrays outlive the call; the raw entry points, so
         // that every success code is seen as it is returned.
         let r = unsafe {
@@ -159,7 +174,7 @@ impl Rt {
                 operation,
                 self.cache,
                 1,
-                ci,
+                &with,
                 std::ptr::null(),
                 &mut pipeline,
             );
@@ -185,6 +200,7 @@ impl Rt {
         out.time += started.elapsed();
         match r {
             vk::Result::SUCCESS if pipeline != vk::Pipeline::null() => {
+                out.feedback_hits += u32::from(self.feedback && super::whole_hit(&record));
                 out.made.push(pipeline);
                 Some(pipeline)
             }
@@ -369,6 +385,7 @@ pub fn make(rt: &Rt, n: u32, threads: usize) -> Made {
         made.failed += m.failed;
         made.compile_required += m.compile_required;
         made.handles_ok += m.handles_ok;
+        made.feedback_hits += m.feedback_hits;
         made.time += m.time;
         made.made.extend(m.made);
     }

@@ -518,6 +518,7 @@ fn run(args: &Args) -> Result<bool, String> {
             fail_on_compile: args.fail_on_compile,
             legacy_flags: args.gpl_legacy_flags,
             depth_clip: args.depth_clip,
+            feedback: args.feedback,
         };
         let made = gpl::make(&g, args.gpl as usize, args.threads as usize);
         // SAFETY: objects of this device, no longer used (the pipelines keep what they need).
@@ -537,6 +538,7 @@ fn run(args: &Args) -> Result<bool, String> {
                 shared.app_cache,
                 args.deferred,
                 args.fail_on_compile,
+                args.feedback,
             )
             .expect("the ray-tracing objects");
             let made = rt::make(&rt, args.rt, args.threads as usize);
@@ -603,10 +605,12 @@ fn run(args: &Args) -> Result<bool, String> {
             "commands_not_enabled": commands_not_enabled(&instance, &shared.device, &enabled, !dynamic_rendering),
             "rt": rt_made.as_ref().map(|r| serde_json::json!({
                 "pipelines": r.pipelines, "libraries": r.libraries, "handles_ok": r.handles_ok,
+                "feedback_hits": r.feedback_hits,
                 "ms": r.time.as_secs_f64() * 1e3,
             })),
             "gpl": gpl_made.as_ref().map(|g| serde_json::json!({
                 "parts": g.parts, "fast_links": g.fast_links, "optimized_links": g.optimized_links,
+                "part_feedback_hits": g.part_feedback_hits,
                 "parts_ms": g.parts_time.as_secs_f64() * 1e3, "fast_ms": g.fast_time.as_secs_f64() * 1e3,
                 "optimized_ms": g.optimized_time.as_secs_f64() * 1e3,
             })),
@@ -907,6 +911,16 @@ fn make_pipelines(s: &Shared, jobs: &[Job], args: &Args) -> (Tally, Vec<vk::Pipe
     (tally, made)
 }
 
+/// Whether a creation-feedback record says cache hit, whole: marked valid, with the time the
+/// creation took (Vulkan does not ask for a duration above 0, but both drivers here and the layer
+/// write one: a 0 is a record nobody wrote, as RADV leaves it for a pipeline made from binaries).
+pub fn whole_hit(f: &vk::PipelineCreationFeedback) -> bool {
+    f.flags.contains(
+        vk::PipelineCreationFeedbackFlags::VALID
+            | vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT,
+    ) && f.duration > 0
+}
+
 /// Creation-feedback outputs for a batch: one record a pipeline and `STAGES` a pipeline's stages.
 struct FeedbackSlots<const STAGES: usize> {
     pipeline: Vec<vk::PipelineCreationFeedback>,
@@ -1028,18 +1042,7 @@ fn count(
             made.push(*p);
         }
     }
-    // A hit counts in a whole record: marked valid, with the time the creation took (Vulkan
-    // does not ask for a duration above 0, but both drivers here and the layer write one: a 0
-    // is a record nobody wrote, as RADV leaves it for a pipeline made from binaries).
-    t.feedback_hits = feedback
-        .iter()
-        .filter(|f| {
-            f.flags.contains(
-                vk::PipelineCreationFeedbackFlags::VALID
-                    | vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT,
-            ) && f.duration > 0
-        })
-        .count() as u32;
+    t.feedback_hits = feedback.iter().filter(|f| whole_hit(f)).count() as u32;
     if result.as_raw() < 0 {
         eprintln!("testapp: a pipeline call failed: {result}");
     }
