@@ -274,15 +274,10 @@ impl Gpl<'_> {
         out: &mut Made,
     ) -> (Option<vk::Pipeline>, bool) {
         let mut pipeline = vk::Pipeline::null();
-        let mut record = vk::PipelineCreationFeedback::default();
-        let feedback = vk::PipelineCreationFeedbackCreateInfo {
-            p_next: ci.p_next,
-            p_pipeline_creation_feedback: &mut record,
-            ..Default::default()
-        };
+        let mut feedback = super::OneRecord::default();
         let mut with = *ci;
         if self.feedback {
-            with.p_next = (&feedback as *const vk::PipelineCreationFeedbackCreateInfo).cast();
+            with.p_next = feedback.in_front(ci.p_next);
         }
         // SAFETY: a valid create info whose chain and arrays outlive the call; the raw entry
         // point, so that VK_PIPELINE_COMPILE_REQUIRED is seen as it is returned.
@@ -296,7 +291,7 @@ impl Gpl<'_> {
                 &mut pipeline,
             )
         };
-        let hit = self.feedback && super::whole_hit(&record);
+        let hit = self.feedback && feedback.whole_hit();
         let made = match r {
             vk::Result::SUCCESS if pipeline != vk::Pipeline::null() => {
                 out.pipelines.push(pipeline);

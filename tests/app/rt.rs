@@ -139,15 +139,10 @@ impl Rt {
     ) -> Option<vk::Pipeline> {
         let started = Instant::now();
         let mut pipeline = vk::Pipeline::null();
-        let mut record = vk::PipelineCreationFeedback::default();
-        let feedback = vk::PipelineCreationFeedbackCreateInfo {
-            p_next: ci.p_next,
-            p_pipeline_creation_feedback: &mut record,
-            ..Default::default()
-        };
+        let mut feedback = super::OneRecord::default();
         let mut with = *ci;
         if self.feedback {
-            with.p_next = (&feedback as *const vk::PipelineCreationFeedbackCreateInfo).cast();
+            with.p_next = feedback.in_front(ci.p_next);
         }
         // SAFETY: valid create infos whose arrays outlive the call; the raw entry points, so
         // that every success code is seen as it is returned.
@@ -200,7 +195,7 @@ impl Rt {
         out.time += started.elapsed();
         match r {
             vk::Result::SUCCESS if pipeline != vk::Pipeline::null() => {
-                out.feedback_hits += u32::from(self.feedback && super::whole_hit(&record));
+                out.feedback_hits += u32::from(self.feedback && feedback.whole_hit());
                 out.made.push(pipeline);
                 Some(pipeline)
             }

@@ -921,6 +921,27 @@ pub fn whole_hit(f: &vk::PipelineCreationFeedback) -> bool {
     ) && f.duration > 0
 }
 
+/// A pipeline's creation-feedback record for one call, without stage records.
+#[derive(Default)]
+pub struct OneRecord {
+    record: vk::PipelineCreationFeedback,
+    info: vk::PipelineCreationFeedbackCreateInfo<'static>,
+}
+
+impl OneRecord {
+    /// The chain to give the call: this record's struct in front of `p_next`. `self` must stay
+    /// where it is until the call (and any deferred operation of it) is done.
+    pub fn in_front(&mut self, p_next: *const std::ffi::c_void) -> *const std::ffi::c_void {
+        self.info.p_next = p_next;
+        self.info.p_pipeline_creation_feedback = &mut self.record;
+        (&self.info as *const vk::PipelineCreationFeedbackCreateInfo).cast()
+    }
+
+    pub fn whole_hit(&self) -> bool {
+        whole_hit(&self.record)
+    }
+}
+
 /// Creation-feedback outputs for a batch: one record a pipeline and `STAGES` a pipeline's stages.
 struct FeedbackSlots<const STAGES: usize> {
     pipeline: Vec<vk::PipelineCreationFeedback>,
