@@ -151,11 +151,15 @@ fn ray_tracing_pipelines_and_libraries_are_found_warm_with_valid_group_handles()
 /// application does not give alone (Debian 12's validation layer, 1.3.239, calls structures
 /// newer than it unknown: the application's own maintenance5 among them; it takes a library
 /// whose flags are in flags2, as DXVK gives them, for a complete pipeline and crashes, so the
-/// parts give theirs as zink does, in the legacy member).
+/// parts give theirs as zink does, in the legacy member). With creation feedback, and ray tracing
+/// through deferred operations.
 #[test]
 fn the_validation_layer_above_and_below_reports_nothing_pipekeep_adds() {
-    let zink = [&GPL[..], &["--gpl-legacy-flags"]].concat();
-    for mode in [&zink[..], &RT[..], &ZINK[..]] {
+    // Creation feedback chained throughout, the layer writing into the application's records.
+    let zink = [&GPL[..], &["--gpl-legacy-flags", "--feedback"]].concat();
+    let rt = [&RT[..], &["--deferred", "--feedback"]].concat();
+    let dynamic = [&ZINK[..], &["--feedback"]].concat();
+    for mode in [&zink[..], &rt[..], &dynamic[..]] {
         let tmp = tempfile::tempdir().unwrap();
         let alone = App::new(Driver::Radv, tmp.path())
             .args(&["--layers", VALIDATION])

@@ -134,10 +134,12 @@ impl Tally {
 fn withholds(
     dictionary: Option<DictionaryId>,
     doubted_here: Option<DictionaryId>,
-    seeded_uncounted: bool,
+    seeded_uncounted: Option<DictionaryId>,
     tally: &Tally,
 ) -> bool {
-    dictionary.is_some_and(|d| doubted_here == Some(d) || (seeded_uncounted && tally.doubts(&d)))
+    dictionary.is_some_and(|d| {
+        doubted_here == Some(d) || (seeded_uncounted == Some(d) && tally.doubts(&d))
+    })
 }
 
 /// How many entries priming looks at for one carrying the dictionary when the noted one cannot
@@ -440,15 +442,16 @@ impl DeviceDictionaries {
 
     /// Whether cache data carrying `dictionary` is withheld: neither written, nor noted, nor a
     /// twin's seed. Withheld where it carries the dictionary this build's count doubted
-    /// (`doubted_here`), or, where the build was seeded but its answer went uncounted
-    /// (`seeded_uncounted`), one other builds have made the driver doubt ([`Tally::doubts`]). A
-    /// build through an empty cache or a twin's data is never withheld for what others counted:
-    /// the dictionary in its data is the one the driver compiles with now.
+    /// (`doubted_here`), or the dictionary a seed handed over where the build's answer went
+    /// uncounted (`seeded_uncounted`, [`Seed::went_uncounted`]) and other builds have made the
+    /// driver doubt it ([`Tally::doubts`]). A build through an empty cache or a twin's data, or
+    /// one whose data carries another dictionary than its seed's, is never withheld for what
+    /// others counted: the dictionary in its data is the one the driver compiles with now.
     pub fn withholds(
         &self,
         dictionary: Option<DictionaryId>,
         doubted_here: Option<DictionaryId>,
-        seeded_uncounted: bool,
+        seeded_uncounted: Option<DictionaryId>,
     ) -> bool {
         withholds(dictionary, doubted_here, seeded_uncounted, &self.held.tally)
     }
@@ -479,12 +482,12 @@ impl Seed {
         }
     }
 
-    /// Whether a build from this seed went uncounted: it handed the driver a dictionary, and
-    /// the driver's answer was not counted (`counted`: neither made known nor a success asked to
-    /// fail where a compile was needed). A seed handing over none is never counted: the
-    /// dictionary in its build's data is the one the driver compiles with now.
-    pub fn went_uncounted(&self, counted: bool) -> bool {
-        !counted && self.handed_dictionary().is_some()
+    /// The dictionary this seed handed the driver, where the build's count was not asked
+    /// (`count_asked`: the answer made known, or a success asked to fail). A seed handing over
+    /// none is never counted: the dictionary in its build's data is the one the driver compiles
+    /// with now.
+    pub fn went_uncounted(&self, count_asked: bool) -> Option<DictionaryId> {
+        self.handed_dictionary().filter(|_| !count_asked)
     }
 
     /// Calls `f` with the bytes to hand the driver.
@@ -583,45 +586,55 @@ mod tests {
     #[test]
     fn data_is_withheld_for_a_doubt_of_its_own_build_or_an_uncounted_seeded_one_only() {
         let tally = Tally::default();
-        assert!(!withholds(None, Some(D1), true, &tally), "no dictionary");
         assert!(
-            withholds(Some(D1), Some(D1), false, &tally),
+            !withholds(None, Some(D1), Some(D1), &tally),
+            "no dictionary"
+        );
+        assert!(
+            withholds(Some(D1), Some(D1), None, &tally),
             "this build doubted it"
         );
-        assert!(!withholds(Some(D2), Some(D1), false, &tally), "another one");
+        assert!(!withholds(Some(D2), Some(D1), None, &tally), "another one");
         tally.count(D1, false); // another build's entry refused
         assert!(
-            withholds(Some(D1), None, true, &tally),
-            "seeded, uncounted: others' doubt holds"
+            withholds(Some(D1), None, Some(D1), &tally),
+            "seeded with it, uncounted: others' doubt holds"
         );
         assert!(
-            !withholds(Some(D1), None, false, &tally),
+            !withholds(Some(D1), None, None, &tally),
             "a miss through an empty cache: the dictionary the driver compiles with"
         );
         assert!(
-            !withholds(Some(D2), None, true, &tally),
-            "seeded, uncounted, carrying another dictionary than the doubted one"
+            !withholds(Some(D2), None, Some(D1), &tally),
+            "seeded with the doubted one, compiled with another"
+        );
+        tally.count(D2, false);
+        assert!(
+            !withholds(Some(D2), None, Some(D1), &tally),
+            "compiled with another, doubted too: not the seed's, the one the driver uses now"
         );
         tally.count(D1, true);
         assert!(
-            !withholds(Some(D1), None, true, &tally),
+            !withholds(Some(D1), None, Some(D1), &tally),
             "served as often as refused: no doubt left"
         );
     }
 
     #[test]
     fn only_a_seed_handing_over_a_dictionary_goes_uncounted() {
-        assert!(whole(D1).went_uncounted(false), "answer unknown");
-        assert!(without(D1).went_uncounted(false), "answer unknown");
-        assert!(
-            !whole(D1).went_uncounted(true),
-            "made known, or served asked to fail"
+        assert_eq!(whole(D1).went_uncounted(false), Some(D1), "answer unknown");
+        assert_eq!(
+            without(D1).went_uncounted(false),
+            Some(D1),
+            "answer unknown"
         );
-        assert!(
-            !Seed::Whole { teaches: None }.went_uncounted(false),
+        assert_eq!(whole(D1).went_uncounted(true), None, "counted");
+        assert_eq!(
+            Seed::Whole { teaches: None }.went_uncounted(false),
+            None,
             "no dictionary handed over: never counted, never withheld for others' doubts"
         );
-        assert!(!Seed::Refused { dictionary: D1 }.went_uncounted(false));
+        assert_eq!(Seed::Refused { dictionary: D1 }.went_uncounted(false), None);
     }
 
     #[test]

@@ -176,11 +176,18 @@ impl Rt {
             if let Some(d) = &self.deferred {
                 if r == vk::Result::OPERATION_DEFERRED_KHR {
                     let join = d.fp().deferred_operation_join_khr;
-                    // THREAD_IDLE: others work on it still; THREAD_DONE or SUCCESS: it is done.
+                    // THREAD_IDLE: others work on it still; THREAD_DONE: no work left for this
+                    // thread, but not yet complete; SUCCESS: complete. Its outputs (the pipeline,
+                    // the feedback) are read, and it is destroyed, only once it is complete.
                     while join(self.device.handle(), operation) == vk::Result::THREAD_IDLE_KHR {
                         std::thread::yield_now();
                     }
-                    r = (d.fp().get_deferred_operation_result_khr)(self.device.handle(), operation);
+                    let result = d.fp().get_deferred_operation_result_khr;
+                    r = result(self.device.handle(), operation);
+                    while r == vk::Result::NOT_READY {
+                        std::thread::yield_now();
+                        r = result(self.device.handle(), operation);
+                    }
                 } else if r == vk::Result::OPERATION_NOT_DEFERRED_KHR {
                     r = vk::Result::SUCCESS;
                 }

@@ -105,10 +105,6 @@ pub(super) unsafe fn build_from_shared<T: PipelineInfo>(
         tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from a pipeline's binaries of the same driver key; compiling");
         return None;
     };
-    // Served by what the run compiled, as the application's own shared cache would have served it
-    // (RADV marks such a twin a hit there): reported so, the record whole.
-    // SAFETY: the application's chain.
-    unsafe { report_found_to_the_application(b.info, lap.so_far_ns()) };
     keep_binaries(b, captured);
     Some(Kept::Made(r, Outcome::Shared))
 }

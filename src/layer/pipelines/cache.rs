@@ -252,26 +252,25 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     // Found or compiled: the feedback's cache-hit bit where the driver marks it valid (on RADV a
     // found pipeline may change the cache's size by a few bytes), else the cache's size. Feedback
     // chained but not marked valid says nothing: counted as compiled, the entry is written again.
+    // Whether the driver made its answer known: feedback marked valid, or the cache's size.
+    let known = feedback.as_ref().is_none_or(|f| f.cache_hit().is_some()) || size_says_too;
+    // A success through the entry asked to fail where a compile was needed, the driver saying
+    // nothing: found (the entry was built, never compiled).
     let hit = match feedback.as_ref() {
         Some(f) => f.cache_hit().unwrap_or(false) || (size_says_too && !built.grew),
         None => !built.grew,
-    };
+    } || (seeded.is_some() && !known && b.must_be_found());
     let mut built = built;
     // False where the second build, whose data would replace the entry's, failed: the entry
     // stays as it is. (Data carrying the dictionary the driver doubts is checked apart.)
     let mut keep_entry = true;
     let mut doubted = None;
-    let mut seeded_uncounted = false;
+    let mut seeded_uncounted = None;
     if let Some((entry, seed)) = &seeded {
         if let Some(learned) = dev.dictionaries.after(seed, hit) {
             dev.dictionaries
                 .note(&dev.writer, store, entry.name(), learned);
         }
-        // Counted only where the driver made its answer known: feedback marked valid, or the
-        // cache's size; a success asked to fail where a compile was needed, the feedback saying
-        // nothing, is served.
-        let known = feedback.as_ref().is_none_or(|f| f.cache_hit().is_some()) || size_says_too;
-        let served = if known { hit } else { b.must_be_found() };
         // The driver compiled through a cache seeded with a dictionary (its record carried, or
         // cut out where it was handed over first): built once more through an empty cache (the
         // driver's disk cache, where on, has it now), whose data is written instead; the first
@@ -282,7 +281,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         // is not written.
         let asks_count = known || b.must_be_found();
         let counted = asks_count
-            .then(|| dev.dictionaries.count(seed, served))
+            .then(|| dev.dictionaries.count(seed, hit))
             .flatten();
         doubted = counted.as_ref().and_then(|c| c.doubted);
         seeded_uncounted = seed.went_uncounted(asks_count);

@@ -1,6 +1,6 @@
 //! Creation feedback through the layer: the application's own `VkPipelineCreationFeedbackCreateInfo`
-//! receives the driver's feedback (a pipeline found in the store, or served by what the run
-//! compiled, reports a cache hit in a record made whole),
+//! receives the driver's feedback (a pipeline found in the store reports a cache hit, in a
+//! record made whole),
 //! and where the application chained none, the layer's own records tell found from compiled
 //! (SPEC "Building a pipeline", step 4).
 
@@ -123,7 +123,7 @@ unsafe fn application_records<T: PipelineInfo>(info: &T) -> Option<ApplicationRe
         unsafe { std::slice::from_raw_parts_mut(at, count) }
     };
     let record = app.p_pipeline_creation_feedback;
-    let among_stages = stages.as_mut_ptr_range().contains(&record);
+    let among_stages = overlaps(record, stages);
     Some(ApplicationRecords {
         // SAFETY: the application's output record, where it gave one apart from its stages.
         pipeline: if among_stages {
@@ -135,9 +135,18 @@ unsafe fn application_records<T: PipelineInfo>(info: &T) -> Option<ApplicationRe
     })
 }
 
-/// A pipeline made from a kept entry (or, with `binary`, from binaries the run compiled alike)
-/// reports a cache hit to the application's own creation feedback, as a cache of its own would
-/// have (SPEC, step 4). Where the driver left the record
+/// Whether `record`'s bytes overlap any of `stages`'.
+fn overlaps(
+    record: *const vk::PipelineCreationFeedback,
+    stages: &[vk::PipelineCreationFeedback],
+) -> bool {
+    let size = std::mem::size_of::<vk::PipelineCreationFeedback>();
+    let (at, from) = (record as usize, stages.as_ptr() as usize);
+    !stages.is_empty() && at < from + std::mem::size_of_val(stages) && from < at + size
+}
+
+/// A pipeline made from a kept entry reports a cache hit to the application's own creation
+/// feedback, as a cache of its own would have (SPEC, step 4). Where the driver left the record
 /// not valid (RADV writes none for a pipeline built from binaries), the layer makes it valid with
 /// its own time for the pipeline, `took_ns` (from the key to the driver's build): a record marked
 /// valid is whole.
@@ -318,7 +327,8 @@ mod tests {
         unsafe { report_found_to_the_application(&info, 5) };
         assert_eq!((pipeline.flags, pipeline.duration), (valid | hit, 5));
 
-        // A NULL pipeline record, or no feedback chained: nothing is written, nothing read.
+        // A NULL pipeline record (invalid usage, taken all the same), or no feedback chained:
+        // nothing is written, nothing read (it fails by crashing).
         let none_given = vk::PipelineCreationFeedbackCreateInfo::default();
         let info = vk::ComputePipelineCreateInfo {
             p_next: (&none_given as *const vk::PipelineCreationFeedbackCreateInfo).cast(),
@@ -355,5 +365,21 @@ mod tests {
         // SAFETY: as above.
         unsafe { clear_application_feedback(&info) };
         assert!(records.iter().all(|r| r.flags.is_empty()));
+    }
+
+    #[test]
+    fn a_record_overlapping_a_stage_record_by_some_bytes_counts_as_among_them() {
+        let records = [record(Default::default(), 0); 3];
+        let stages = &records[1..];
+        let before = records[..1].as_ptr();
+        assert!(!overlaps(before, stages), "the record just before");
+        // SAFETY: 8 bytes into the first record: still inside `records`.
+        let straddling = unsafe { before.cast::<u8>().add(8) }.cast();
+        assert!(
+            overlaps(straddling, stages),
+            "its last 8 bytes on the first stage's"
+        );
+        assert!(overlaps(stages.as_ptr(), stages));
+        assert!(!overlaps(before, &[]), "no stages");
     }
 }
