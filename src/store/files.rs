@@ -432,7 +432,8 @@ pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 
 /// Removes `path` where it still names `read`, the file found damaged: a writer may have renamed
 /// a new, whole entry over it since it was read (a lookup and a reader of the same entry), and
-/// that one is kept. Without `read` (the path could not be opened as a file) it is removed.
+/// that one is kept. Without `read` (the path could not be opened as a file: a FIFO, a link) it
+/// is removed unless it is a regular file now: a whole entry another thread wrote since.
 ///
 /// The file is first moved aside (one atomic rename), then looked at: a look and then a removal
 /// by name would remove a whole entry renamed over the path between the two (a reader at idle
@@ -440,10 +441,7 @@ pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 /// not `read` is put back, unless a newer one took the path meanwhile. A file moved aside by a
 /// process that stopped at once is a `*.tmp` nobody holds: the next opening drops it.
 pub fn remove_if_still(path: &Path, read: Option<&File>) -> io::Result<bool> {
-    let Some(read) = read else {
-        return remove_if_present(path);
-    };
-    let ours = read.metadata()?;
+    let ours = read.map(File::metadata).transpose()?;
     static MOVED_ASIDE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = MOVED_ASIDE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let aside = with_suffix(path, &format!(".{}-{n}.dropping.tmp", std::process::id()));
@@ -453,7 +451,11 @@ pub fn remove_if_still(path: &Path, read: Option<&File>) -> io::Result<bool> {
         Err(e) => return Err(e),
     }
     let moved = fs::symlink_metadata(&aside)?;
-    if moved.ino() == ours.ino() && moved.dev() == ours.dev() {
+    let still = match &ours {
+        Some(ours) => moved.ino() == ours.ino() && moved.dev() == ours.dev(),
+        None => !moved.file_type().is_file(),
+    };
+    if still {
         return remove_if_present(&aside);
     }
     put_back(&aside, path)?;
@@ -610,6 +612,31 @@ mod tests {
         assert!(remove_if_still(&entry, now.as_ref()).unwrap());
         assert!(!entry.exists());
         assert!(names_in(dir.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn what_was_not_a_file_is_removed_unless_a_whole_entry_took_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = dir.path().join("e.entry");
+        std::os::unix::fs::symlink("/dev/zero", &entry).unwrap();
+        // Another thread dropped the link, compiled the pipeline and wrote its entry whole.
+        fs::remove_file(&entry).unwrap();
+        write_atomically(&entry, b"whole", SystemTime::now()).unwrap();
+        assert!(!remove_if_still(&entry, None).unwrap());
+        assert_eq!(fs::read(&entry).unwrap(), b"whole");
+        assert_eq!(
+            names_in(dir.path()).unwrap(),
+            ["e.entry"],
+            "nothing left aside"
+        );
+        fs::remove_file(&entry).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &entry).unwrap();
+        assert!(
+            remove_if_still(&entry, None).unwrap(),
+            "still a link: removed"
+        );
+        assert!(names_in(dir.path()).unwrap().is_empty());
+        assert!(!remove_if_still(&entry, None).unwrap(), "gone already");
     }
 
     #[test]
