@@ -80,7 +80,7 @@ impl Lap {
 
     /// A lap that charged `took` to `phase`.
     #[cfg(test)]
-    fn charged(phase: Phase, took: Duration) -> Lap {
+    pub(crate) fn charged(phase: Phase, took: Duration) -> Lap {
         let mut lap = Lap::start();
         lap.ns[phase as usize] = nanos(took);
         lap

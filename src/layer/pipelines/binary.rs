@@ -51,7 +51,7 @@ pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
         return None;
     };
     // SAFETY: the application's chain.
-    unsafe { report_found_to_the_application(b.info, lap.so_far_ns()) };
+    unsafe { report_found_to_the_application(b.info, lap) };
     b.dev.writer.stamp(b.store.clone(), entry.name());
     Some(Kept::Made(r, Outcome::Found))
 }

@@ -251,15 +251,15 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     }
     // Found or compiled: the feedback's cache-hit bit where the driver marks it valid (on RADV a
     // found pipeline may change the cache's size by a few bytes), else the cache's size. Feedback
-    // chained but not marked valid says nothing: counted as compiled, the entry is written again.
-    // Whether the driver made its answer known: feedback marked valid, or the cache's size.
-    let known = feedback.as_ref().is_none_or(|f| f.cache_hit().is_some()) || size_says_too;
-    // A success through the entry asked to fail where a compile was needed, the driver saying
-    // nothing: found (the entry was built, never compiled).
-    let hit = match feedback.as_ref() {
-        Some(f) => f.cache_hit().unwrap_or(false) || (size_says_too && !built.grew),
-        None => !built.grew,
-    } || (seeded.is_some() && !known && b.must_be_found());
+    // chained but not marked valid says nothing (`known` false): counted as compiled, the entry is
+    // written again; but a success asked to fail where a compile was needed (only a found entry's
+    // build gets here so asked) was built from the entry, never compiled: found.
+    let said = feedback
+        .as_ref()
+        .map_or(Some(!built.grew), Feedback::cache_hit);
+    let known = said.is_some() || size_says_too;
+    let hit =
+        said.unwrap_or(false) || (size_says_too && !built.grew) || (!known && b.must_be_found());
     let mut built = built;
     // False where the second build, whose data would replace the entry's, failed: the entry
     // stays as it is. (Data carrying the dictionary the driver doubts is checked apart.)
@@ -322,8 +322,9 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         Some(entry) if hit => {
             // NVIDIA marks a library part or a ray-tracing pipeline it served valid without the
             // hit (found by the cache's size): the application's record says found all the same.
-            // SAFETY: the application's chain.
-            unsafe { report_found_to_the_application(info, lap.so_far_ns()) };
+            if let Some(f) = &feedback {
+                f.report_found(lap);
+            }
             // Stamped by the writer thread: the time update leaves the application's thread.
             dev.writer.stamp(store.clone(), entry.into_name());
             Outcome::Found

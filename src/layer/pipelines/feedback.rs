@@ -13,7 +13,7 @@ use super::*;
 pub(super) struct Feedback {
     pipeline: vk::PipelineCreationFeedback,
     stages: Vec<vk::PipelineCreationFeedback>,
-    apps: *const vk::PipelineCreationFeedback,
+    apps: *mut vk::PipelineCreationFeedback,
 }
 
 impl Feedback {
@@ -29,7 +29,7 @@ impl Feedback {
         dev.feedback_valid.then(|| Feedback {
             pipeline: Default::default(),
             stages: vec![Default::default(); info.stage_count() as usize],
-            apps: std::ptr::null(),
+            apps: std::ptr::null_mut(),
         })
     }
 
@@ -50,6 +50,16 @@ impl Feedback {
             p_pipeline_stage_creation_feedbacks: self.stages.as_mut_ptr(),
             ..Default::default()
         })
+    }
+
+    /// A found pipeline: the application's record, where it gave one, reports the hit
+    /// ([`report_found`]).
+    pub(super) fn report_found(&self, lap: &Lap) {
+        // SAFETY: the application's output record, found in its chain by [`Feedback::for_info`]
+        // and written by the driver during the build; nothing else borrows it now.
+        if let Some(record) = unsafe { self.apps.as_mut() } {
+            report_found(record, lap.so_far_ns());
+        }
     }
 
     /// `Some(hit)` where the driver marked the feedback valid.
@@ -148,18 +158,18 @@ fn overlaps(
 /// A pipeline made from a kept entry reports a cache hit to the application's own creation
 /// feedback, as a cache of its own would have (SPEC, step 4). Where the driver left the record
 /// not valid (RADV writes none for a pipeline built from binaries), the layer makes it valid with
-/// its own time for the pipeline, `took_ns` (from the key to the driver's build): a record marked
-/// valid is whole.
+/// its own time for the pipeline (`lap` so far: from the key to the driver's build): a record
+/// marked valid is whole.
 ///
 /// # Safety
 /// `info`'s chain must be valid; a feedback structure in it points at writable records.
-pub(super) unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T, took_ns: u64) {
+pub(super) unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T, lap: &Lap) {
     // SAFETY: as the caller vouches: the application's output record, where it gave one (its
     // stage records are not touched, so it is borrowed once wherever it lies).
     let record = unsafe { applications_feedback(info) }
         .and_then(|app| unsafe { app.p_pipeline_creation_feedback.as_mut() });
     if let Some(record) = record {
-        report_found(record, took_ns);
+        report_found(record, lap.so_far_ns());
     }
 }
 
@@ -323,9 +333,11 @@ mod tests {
             p_next: (&given as *const vk::PipelineCreationFeedbackCreateInfo).cast(),
             ..Default::default()
         };
+        let lap = Lap::charged(Phase::Key, std::time::Duration::from_millis(5));
         // SAFETY: the chain above, alive for the test.
-        unsafe { report_found_to_the_application(&info, 5) };
-        assert_eq!((pipeline.flags, pipeline.duration), (valid | hit, 5));
+        unsafe { report_found_to_the_application(&info, &lap) };
+        assert_eq!(pipeline.flags, valid | hit);
+        assert!(pipeline.duration >= 5_000_000, "the layer's time so far");
 
         // A NULL pipeline record (invalid usage, taken all the same), or no feedback chained:
         // nothing is written, nothing read (it fails by crashing).
@@ -335,9 +347,9 @@ mod tests {
             ..Default::default()
         };
         // SAFETY: the chain above; its record pointer is NULL.
-        unsafe { report_found_to_the_application(&info, 5) };
+        unsafe { report_found_to_the_application(&info, &lap) };
         // SAFETY: an empty chain.
-        unsafe { report_found_to_the_application(&vk::ComputePipelineCreateInfo::default(), 5) };
+        unsafe { report_found_to_the_application(&vk::ComputePipelineCreateInfo::default(), &lap) };
     }
 
     #[test]
