@@ -342,13 +342,7 @@ impl DeviceDictionaries {
         self.held.tally.refuses(id)
     }
 
-    /// Whether cache data carrying `dictionary` is withheld: neither written, nor noted, nor a
-    /// twin's seed. Withheld where it carries the dictionary this build's count doubted
-    /// (`doubted_here`), or the dictionary a seed handed over where the build's answer went
-    /// uncounted (`seeded_uncounted`, [`Seed::went_uncounted`]) and other builds have made the
-    /// driver doubt it ([`Tally::doubts`]). A build through an empty cache or a twin's data, or
-    /// one whose data carries another dictionary than its seed's, is never withheld for what
-    /// others counted: the dictionary in its data is the one the driver compiles with now.
+    /// As [`Tally::withholds`].
     pub fn withholds(
         &self,
         dictionary: Option<DictionaryId>,

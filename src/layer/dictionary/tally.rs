@@ -8,9 +8,6 @@ use std::sync::{Arc, RwLock};
 use crate::store::nvidia_cache::DictionaryId;
 use crate::sync::UnpoisonedRw;
 
-#[cfg(doc)]
-use super::DeviceDictionaries;
-
 /// How many entries carrying a dictionary the driver may refuse, more than it served pipelines
 /// through, before the device takes it that the driver refuses that dictionary in this process.
 /// With its disk cache on, NVIDIA's driver (580.159.04) refuses every entry compressed with a
@@ -101,7 +98,13 @@ impl Tally {
         })
     }
 
-    /// Whether cache data carrying `dictionary` is withheld ([`DeviceDictionaries::withholds`]).
+    /// Whether cache data carrying `dictionary` is withheld: neither written, nor noted, nor a
+    /// twin's seed. Withheld where it carries the dictionary this build's count doubted
+    /// (`doubted_here`), or the dictionary a seed handed over where the build's answer went
+    /// uncounted (`seeded_uncounted`, [`super::Seed::went_uncounted`]) and other builds have made the
+    /// driver doubt it ([`Tally::doubts`]). A build through an empty cache or a twin's data, or
+    /// one whose data carries another dictionary than its seed's, is never withheld for what
+    /// others counted: the dictionary in its data is the one the driver compiles with now.
     pub fn withholds(
         &self,
         dictionary: Option<DictionaryId>,
