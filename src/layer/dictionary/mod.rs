@@ -342,16 +342,9 @@ impl DeviceDictionaries {
         self.held.tally.refuses(id)
     }
 
-    /// As [`Tally::withholds`].
-    pub fn withholds(
-        &self,
-        dictionary: Option<DictionaryId>,
-        doubted_here: Option<DictionaryId>,
-        seeded_uncounted: Option<DictionaryId>,
-    ) -> bool {
-        self.held
-            .tally
-            .withholds(dictionary, doubted_here, seeded_uncounted)
+    /// What the driver made of each dictionary in this process.
+    pub fn tally(&self) -> &Tally {
+        &self.held.tally
     }
 }
 

@@ -340,6 +340,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 // is neither written, nor noted, nor a twin's seed.
                 let carries_doubted =
                     dev.dictionaries
+                        .tally()
                         .withholds(dictionary, doubted, seeded_uncounted);
                 if keep_entry && !carries_doubted {
                     dev.dictionaries
