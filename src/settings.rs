@@ -143,6 +143,11 @@ pub struct Settings {
     /// finish instead of stopping it (a loaded machine may give an idle-priority thread no time
     /// before a short run ends).
     pub test_rebuild_first: bool,
+    /// Test only (`PIPEKEEP_TEST_STALL_REBUILD`, a path): the background rebuild's first object
+    /// made stalls its thread inside its object table's write lock, as an idle-priority thread
+    /// no core is given, until the application has made five pipelines more; the path is made
+    /// when the stall begins.
+    pub test_stall_rebuild: Option<std::path::PathBuf>,
     /// Test only (`PIPEKEEP_TEST_CHUNKED_FROM`): cut `cache` payloads (but NVIDIA's, cut by
     /// records) of this many bytes or more into FastCDC's smallest chunks (RADV's are smaller
     /// than the threshold chosen).
@@ -318,6 +323,7 @@ impl Settings {
             }),
             test_open_time,
             test_rebuild_first: non_empty("PIPEKEEP_TEST_REBUILD_FIRST").is_some(),
+            test_stall_rebuild: non_empty("PIPEKEEP_TEST_STALL_REBUILD").map(Into::into),
             test_chunked_from: non_empty("PIPEKEEP_TEST_CHUNKED_FROM").and_then(|v| v.parse().ok()),
             test_pieces_always: non_empty("PIPEKEEP_TEST_PIECES_ALWAYS").is_some(),
             problems,

@@ -165,6 +165,36 @@ proptest! {
         let entries = foz::read_entries(&db).unwrap();
         let _ = Catalog::from_entries(entries);
     }
+
+    #[test]
+    fn the_module_identifier_file_reads_only_whole_records(
+        records in proptest::collection::vec((any::<[u8; 16]>(), proptest::collection::vec(any::<u8>(), 1..=32), any::<[u8; 32]>()), 0..6),
+        damage in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+        tail in proptest::collection::vec(any::<u8>(), 0..100),
+    ) {
+        use pipekeep::store::identifiers::{encode, parse, KnownIdentifier, HEADER_LEN, RECORD_LEN};
+        let known: Vec<KnownIdentifier> = records
+            .into_iter()
+            .map(|(algorithm, identifier, module)| KnownIdentifier { algorithm, identifier, module: pipekeep::key::Digest(module) })
+            .collect();
+        let mut bytes = b"PKMODID\0\x01\0\0\0\0\0\0\0".to_vec();
+        for k in &known {
+            bytes.extend_from_slice(&encode(k).unwrap());
+        }
+        prop_assert_eq!(&parse(&bytes).unwrap().known, &known);
+        for (at, xor) in damage {
+            let len = bytes.len();
+            bytes[at % len] ^= xor;
+        }
+        bytes.extend_from_slice(&tail);
+        if let Some(parsed) = parse(&bytes) {
+            prop_assert!(parsed.known.len() <= bytes.len().saturating_sub(HEADER_LEN) / RECORD_LEN);
+            for k in &parsed.known {
+                let whole = encode(k).unwrap();
+                prop_assert!(bytes[HEADER_LEN..].chunks_exact(RECORD_LEN).any(|r| r == whole));
+            }
+        }
+    }
 }
 
 /// Issue 31, item 3: 200 damaged bytes anywhere in a real database, deflated as the record is

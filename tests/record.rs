@@ -254,6 +254,47 @@ fn simulate_a_driver_change(title: &Path) {
     std::fs::rename(&dir, host.join(fields.join("-"))).unwrap();
 }
 
+/// SPEC "Never break the application": no application thread waits on a lock that a thread of
+/// the layer's own at idle priority may hold. The background rebuild's first object stalls its
+/// thread inside its object table's write lock (as an idle thread no core is given); the
+/// application then makes new pipelines, which read the objects they name, and must go on.
+/// Before the rebuild kept its objects apart, the application's pipelines waited on that lock
+/// (the stall was let go only after a minute).
+#[test]
+fn the_application_goes_on_beside_a_rebuild_thread_stalled_inside_its_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = ["--compute", "30", "--graphics", "10", "--threads", "2"];
+    let cold = test_app(tmp.path(), &mix).run();
+    assert_eq!(cold.watch().written, 40, "{}", cold.all());
+    let title = tmp.path().join("store/pipekeep-testapp");
+    simulate_a_driver_change(&title);
+    let stalled = tmp.path().join("stalled");
+    let run = test_app(
+        tmp.path(),
+        &[
+            &mix[..],
+            &["--again-when-exists", stalled.to_str().unwrap()],
+        ]
+        .concat(),
+    )
+    .env("PIPEKEEP_TEST_STALL_REBUILD", &stalled)
+    .run_within(std::time::Duration::from_secs(120));
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(run.made(), 80, "{}", run.all());
+    assert!(
+        run.stderr
+            .contains("a rebuild thread stalls inside its object table's lock"),
+        "{}",
+        run.all()
+    );
+    assert!(
+        run.stderr
+            .contains("the stalled rebuild thread goes on: the application went on beside it"),
+        "{}",
+        run.all()
+    );
+}
+
 /// Asserts that `run` built its `n` pipelines and found every one.
 fn assert_finds_all(run: Run, n: u64) {
     let w = run.watch();

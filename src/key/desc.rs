@@ -13,7 +13,7 @@ pub enum Unkeyable {
     UnknownStructure { stype: i32, place: &'static str },
     #[error("a pipeline library, or a pipeline linked from libraries")]
     Library,
-    #[error("a stage given by a module identifier")]
+    #[error("a stage given by a module identifier the layer never saw the driver give")]
     ModuleIdentifier,
     #[error("a {0} the layer never saw created, or whose content it could not read")]
     UnknownObject(&'static str),
@@ -29,6 +29,8 @@ pub enum Unkeyable {
     OwnBinaries,
     #[error("ray-tracing shader groups with capture and replay handles")]
     CaptureReplay,
+    #[error("it asks for the driver's statistics or internal representations (capture flags)")]
+    ExecutableCapture,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -5,7 +5,7 @@ use std::ffi::CStr;
 
 use ash::vk;
 
-use super::{pipelines, tracking};
+use super::{identifiers, pipelines, tracking};
 
 /// The layer's wrapper of a device command it intercepts, if it intercepts it.
 pub fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
@@ -59,6 +59,14 @@ pub fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
             void_fn!(tracking::destroy_render_pass, vk::PFN_vkDestroyRenderPass)
         }
         b"vkDestroyPipeline" => void_fn!(tracking::destroy_pipeline, vk::PFN_vkDestroyPipeline),
+        b"vkGetShaderModuleIdentifierEXT" => void_fn!(
+            identifiers::get_shader_module_identifier,
+            vk::PFN_vkGetShaderModuleIdentifierEXT
+        ),
+        b"vkGetShaderModuleCreateInfoIdentifierEXT" => void_fn!(
+            identifiers::get_shader_module_create_info_identifier,
+            vk::PFN_vkGetShaderModuleCreateInfoIdentifierEXT
+        ),
         _ => None,
     }
 }

@@ -3,7 +3,15 @@
 //! forgotten when destroyed (handles are reused). `None` marks an object whose content the layer
 //! could not read whole: pipelines that use it are unkeyable. The intercepts that fill these
 //! tables are [`super::tracking`]'s.
+//!
+//! What the record needs of each object is kept by content digest. A module's code (tens of
+//! kilobytes, made all session by emulators) is held only while a live module has it, or, for
+//! code chained inline into a stage, while the call creating the pipeline lasts: a compiled
+//! pipeline is recorded before its call returns, so nothing needs code past that. The other
+//! objects' descriptions are small and stay with the device (a pipeline layout names set
+//! layouts that are usually destroyed at once).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -55,8 +63,21 @@ impl<T: Clone> Tracked<T> {
         self.0.writing().insert(handle, content);
     }
 
+    /// Test only: [`Tracked::insert`], then the background rebuild's stall
+    /// ([`super::test_stall`]) while the table's lock is still held.
+    pub(in crate::layer) fn insert_and_stall(&self, handle: u64, content: Option<T>) {
+        let mut table = self.0.writing();
+        table.insert(handle, content);
+        super::test_stall::hold_here();
+    }
+
     pub(in crate::layer) fn remove(&self, handle: u64) {
         self.0.writing().remove(&handle);
+    }
+
+    /// Forgets a handle and gives back what it held.
+    pub(in crate::layer) fn take(&self, handle: u64) -> Option<T> {
+        self.0.writing().remove(&handle).flatten()
     }
 
     /// [`Tracked::remove`] for a registry most handles asked of are not in (pipeline libraries,
@@ -85,16 +106,26 @@ impl<T: Clone> Tracked<T> {
     }
 }
 
+/// A module's code, by digest, with the number of live modules holding it.
+pub(in crate::layer) struct HeldCode {
+    code: Arc<Content>,
+    modules: usize,
+}
+
 /// Every tracked object of one device.
 pub struct Objects {
-    /// What the record needs of each object, by content digest: objects are destroyed early, and
-    /// the record is written later, off the pipeline's thread.
+    /// What the record needs of each object but modules, by content digest: objects are
+    /// destroyed early, and the record is written later, off the pipeline's thread.
     pub contents: RwLock<HashMap<Digest, Arc<Content>>>,
+    /// The code of live modules, by digest: gone with the last module holding it.
+    pub(in crate::layer) code: RwLock<HashMap<Digest, HeldCode>>,
     pub modules: Tracked<Digest>,
     pub samplers: Tracked<Digest>,
     pub set_layouts: Tracked<Digest>,
     pub pipeline_layouts: Tracked<Digest>,
     pub render_passes: Tracked<Arc<RenderPassInfo>>,
+    /// The module identifiers the driver gave, each with the code it names.
+    pub identifiers: super::identifiers::Identifiers,
     /// Pipeline libraries (graphics and ray tracing) made through the layer, with their keys:
     /// the pipelines that link them are keyed by them. `None`: a library the layer made but
     /// could not key (a pipeline linking it is unkeyable).
@@ -116,16 +147,129 @@ impl Objects {
         }
     }
 
-    /// The content of `digest`, if kept.
+    /// The content of `digest`, if kept: an object's, a live module's code, or code chained
+    /// inline into the pipeline this thread is creating.
     pub fn content(&self, digest: &Digest) -> Option<Arc<Content>> {
-        self.contents.reading().get(digest).cloned()
+        if let Some(c) = self.contents.reading().get(digest) {
+            return Some(c.clone());
+        }
+        if let Some(held) = self.code.reading().get(digest) {
+            return Some(held.code.clone());
+        }
+        inline_code(digest)
     }
+
+    /// A module was made with this code: held until its last module goes.
+    fn hold_code(&self, digest: Digest, code: &[u8]) {
+        self.code
+            .writing()
+            .entry(digest)
+            .or_insert_with(|| HeldCode {
+                code: Arc::new(module_words(code)),
+                modules: 0,
+            })
+            .modules += 1;
+    }
+
+    /// A module is destroyed: its handle forgotten, and its code with the last module holding it.
+    pub(in crate::layer) fn forget_module(&self, handle: u64) {
+        let Some(digest) = self.modules.take(handle) else {
+            return;
+        };
+        let mut code = self.code.writing();
+        if let Some(held) = code.get_mut(&digest) {
+            held.modules -= 1;
+            if held.modules == 0 {
+                code.remove(&digest);
+            }
+        }
+    }
+
+    /// How many distinct codes live modules hold.
+    #[cfg(test)]
+    fn held_codes(&self) -> usize {
+        self.code.reading().len()
+    }
+}
+
+fn module_words(code: &[u8]) -> Content {
+    Content::Module(
+        code.chunks_exact(4)
+            .map(|w| u32::from_ne_bytes(w.try_into().expect("4 bytes")))
+            .collect(),
+    )
+}
+
+/// Code chained inline into a stage of the pipeline this thread is creating: the digest, and
+/// where the application's create info holds the bytes (valid until its call returns).
+struct InlineCode {
+    digest: Digest,
+    at: *const u8,
+    len: usize,
+}
+
+thread_local! {
+    /// The inline code of the pipeline calls this thread is inside, and how deep it is in them.
+    static INLINE: RefCell<(usize, Vec<InlineCode>)> = const { RefCell::new((0, Vec::new())) };
+}
+
+/// One pipeline call on this thread: the inline code its stages chain is readable by
+/// [`Objects::content`] until the scope ends, which it must before the call returns.
+pub struct InlineCodeScope {
+    held_before: usize,
+}
+
+impl InlineCodeScope {
+    pub fn open() -> InlineCodeScope {
+        INLINE.with_borrow_mut(|(depth, held)| {
+            *depth += 1;
+            InlineCodeScope {
+                held_before: held.len(),
+            }
+        })
+    }
+}
+
+impl Drop for InlineCodeScope {
+    fn drop(&mut self) {
+        INLINE.with_borrow_mut(|(depth, held)| {
+            *depth -= 1;
+            held.truncate(self.held_before);
+        });
+    }
+}
+
+/// Notes code chained inline, inside a pipeline call's scope (outside one nothing is noted: the
+/// bytes would not outlive it).
+fn note_inline_code(digest: Digest, code: &[u8]) {
+    INLINE.with_borrow_mut(|(depth, held)| {
+        if *depth > 0 && !held.iter().any(|c| c.digest == digest) {
+            held.push(InlineCode {
+                digest,
+                at: code.as_ptr(),
+                len: code.len(),
+            });
+        }
+    });
+}
+
+fn inline_code(digest: &Digest) -> Option<Arc<Content>> {
+    INLINE.with_borrow(|(_, held)| {
+        held.iter().find(|c| c.digest == *digest).map(|c| {
+            // SAFETY: noted inside a scope that ends before the pipeline call whose create info
+            // holds these bytes returns; the scope is still open while it is listed.
+            let code = unsafe { std::slice::from_raw_parts(c.at, c.len) };
+            Arc::new(module_words(code))
+        })
+    })
 }
 
 impl Default for Objects {
     fn default() -> Self {
         Objects {
             contents: RwLock::default(),
+            code: RwLock::default(),
+            identifiers: Default::default(),
             modules: Tracked::new(),
             samplers: Tracked::new(),
             set_layouts: Tracked::new(),
@@ -171,14 +315,13 @@ pub unsafe fn only_known(
     Ok(())
 }
 
-/// The digest of a module's code, over exactly `codeSize` bytes.
+/// The digest of a module's code, over exactly `codeSize` bytes, and the code.
 ///
 /// # Safety
 /// `ci` must be a valid create info.
-pub unsafe fn module_content(
-    ci: &vk::ShaderModuleCreateInfo,
-    objects: Option<&Objects>,
-) -> Result<Digest, Unkeyable> {
+unsafe fn module_code<'a>(
+    ci: &'a vk::ShaderModuleCreateInfo,
+) -> Result<(Digest, &'a [u8]), Unkeyable> {
     // A validation cache changes nothing compiled.
     unsafe {
         only_known(
@@ -192,16 +335,41 @@ pub unsafe fn module_content(
     }
     // SAFETY: codeSize bytes at pCode, as the spec requires of the application.
     let code = unsafe { std::slice::from_raw_parts(ci.p_code as *const u8, ci.code_size) };
-    let digest = key::module_digest(code);
-    if let Some(objects) = objects {
-        objects.keep_content(digest, || {
-            Content::Module(
-                code.chunks_exact(4)
-                    .map(|w| u32::from_ne_bytes(w.try_into().expect("4 bytes")))
-                    .collect(),
-            )
-        });
-    }
+    Ok((key::module_digest(code), code))
+}
+
+/// The digest of a module's code.
+///
+/// # Safety
+/// `ci` must be a valid create info.
+pub unsafe fn module_digest(ci: &vk::ShaderModuleCreateInfo) -> Result<Digest, Unkeyable> {
+    // SAFETY: as the caller vouches.
+    unsafe { module_code(ci) }.map(|(digest, _)| digest)
+}
+
+/// A module made: its digest, its code held while it lives.
+///
+/// # Safety
+/// `ci` must be a valid create info.
+pub unsafe fn module_content(
+    ci: &vk::ShaderModuleCreateInfo,
+    objects: &Objects,
+) -> Result<Digest, Unkeyable> {
+    // SAFETY: as the caller vouches.
+    let (digest, code) = unsafe { module_code(ci)? };
+    objects.hold_code(digest, code);
+    Ok(digest)
+}
+
+/// Code chained inline into a stage (maintenance5, graphics pipeline library parts): its digest,
+/// its code readable for the record until the pipeline's call returns.
+///
+/// # Safety
+/// `ci` must be a valid create info, alive until the pipeline call it was chained into returns.
+pub unsafe fn inline_module_content(ci: &vk::ShaderModuleCreateInfo) -> Result<Digest, Unkeyable> {
+    // SAFETY: as the caller vouches.
+    let (digest, code) = unsafe { module_code(ci)? };
+    note_inline_code(digest, code);
     Ok(digest)
 }
 
@@ -523,6 +691,64 @@ mod tests {
             let used: std::collections::HashSet<u64> = handles.iter().map(|&h| bucket(h)).collect();
             assert!(used.len() > 48, "{} of 64 buckets used", used.len());
         }
+    }
+
+    fn module(code: &[u32]) -> vk::ShaderModuleCreateInfo<'_> {
+        vk::ShaderModuleCreateInfo::default().code(code)
+    }
+
+    #[test]
+    fn a_modules_code_is_held_while_a_module_with_it_lives_and_no_longer() {
+        let objects = Objects::default();
+        let (a, b) = ([0x0723_0203u32, 1, 2], [0x0723_0203u32, 1, 3]);
+        // SAFETY: create infos of live arrays.
+        let (da, db) = unsafe {
+            (
+                module_content(&module(&a), &objects).unwrap(),
+                module_content(&module(&b), &objects).unwrap(),
+            )
+        };
+        // Two modules of code `a` (handles 1 and 2), one of `b` (3).
+        unsafe { module_content(&module(&a), &objects).unwrap() };
+        for (handle, digest) in [(1, da), (2, da), (3, db)] {
+            objects.modules.insert(handle, Some(digest));
+        }
+        assert_eq!(objects.held_codes(), 2);
+        objects.forget_module(1);
+        assert_eq!(
+            objects.content(&da).as_deref(),
+            Some(&Content::Module(a.to_vec())),
+            "module 2 still holds it"
+        );
+        objects.forget_module(2);
+        objects.forget_module(3);
+        objects.forget_module(3); // destroyed twice, or never known: nothing to give back
+        assert_eq!(objects.held_codes(), 0);
+        assert!(objects.content(&da).is_none() && objects.content(&db).is_none());
+    }
+
+    #[test]
+    fn inline_code_is_readable_only_inside_its_pipeline_call() {
+        let objects = Objects::default();
+        let code = [0x0723_0203u32, 9];
+        // Outside a pipeline call nothing is noted.
+        // SAFETY: a create info of a live array.
+        let digest = unsafe { inline_module_content(&module(&code)).unwrap() };
+        assert!(objects.content(&digest).is_none());
+        {
+            let _call = InlineCodeScope::open();
+            unsafe { inline_module_content(&module(&code)).unwrap() };
+            {
+                // A call inside it (a derivative's base) leaves the outer call's code alone.
+                let _inner = InlineCodeScope::open();
+            }
+            assert_eq!(
+                objects.content(&digest).as_deref(),
+                Some(&Content::Module(code.to_vec()))
+            );
+        }
+        assert!(objects.content(&digest).is_none());
+        assert_eq!(objects.held_codes(), 0);
     }
 
     #[test]

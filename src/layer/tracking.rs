@@ -9,7 +9,7 @@ use ash::vk;
 use ash::vk::Handle;
 
 use super::device::{device_data, unrecorded_next, DeviceData};
-use super::guard::guarded;
+use super::guard::{guarded, SETTINGS};
 use super::objects::{
     module_content, pipeline_layout_content, render_pass2_content, render_pass_content,
     sampler_content, set_layout_content, Tracked,
@@ -24,6 +24,18 @@ fn remember<T: Clone>(
     handle: u64,
     read: impl FnOnce() -> Result<T, Unkeyable>,
 ) {
+    remember_then(what, table, handle, read, false)
+}
+
+/// [`remember`]; `stall`: test only, the rebuild's stall inside the table's lock
+/// (`PIPEKEEP_TEST_STALL_REBUILD`, at a module: the table every pipeline reads).
+fn remember_then<T: Clone>(
+    what: &str,
+    table: &Tracked<T>,
+    handle: u64,
+    read: impl FnOnce() -> Result<T, Unkeyable>,
+    stall: bool,
+) {
     let content = guarded(
         what,
         || {
@@ -33,12 +45,17 @@ fn remember<T: Clone>(
         },
         || None,
     );
-    table.insert(handle, content);
+    if stall {
+        table.insert_and_stall(handle, content);
+    } else {
+        table.insert(handle, content);
+    }
 }
 
 macro_rules! tracked_object {
     ($create:ident, $destroy:ident, $create_fn:ident, $destroy_fn:ident, $vk_create:literal, $vk_destroy:literal,
-     $info:ty, $handle:ty, $table:ident, |$ci:ident, $dev:ident| $content:expr) => {
+     $info:ty, $handle:ty, $table:ident, |$ci:ident, $dev:ident| $content:expr,
+     forget: |$objects:ident, $forgotten:ident| $forget:expr) => {
         pub unsafe extern "system" fn $create(
             device: vk::Device,
             create_info: *const $info,
@@ -65,11 +82,12 @@ macro_rules! tracked_object {
             if result == vk::Result::SUCCESS && $dev.active {
                 let $ci = unsafe { &*create_info };
                 let handle = unsafe { *out }.as_raw();
-                remember(
+                remember_then(
                     stringify!($create),
-                    &$dev.objects.$table,
+                    &$dev.objects().$table,
                     handle,
                     || unsafe { $content },
+                    SETTINGS.test_stall_rebuild.is_some() && stringify!($table) == "modules",
                 );
             }
             result
@@ -93,7 +111,8 @@ macro_rules! tracked_object {
                 return;
             };
             // Forget before the driver frees it: the handle may be reused at once by another thread.
-            dev.objects.$table.remove(handle.as_raw());
+            let ($objects, $forgotten) = (dev.objects(), handle.as_raw());
+            $forget;
             // SAFETY: the application's arguments, passed on unchanged.
             unsafe { (dev.fns.$destroy_fn)(device, handle, allocator) }
         }
@@ -110,7 +129,8 @@ tracked_object!(
     vk::ShaderModuleCreateInfo<'_>,
     vk::ShaderModule,
     modules,
-    |ci, dev| module_content(ci, Some(&dev.objects))
+    |ci, dev| module_content(ci, dev.objects()),
+    forget: |objects, handle| objects.forget_module(handle)
 );
 tracked_object!(
     create_sampler,
@@ -122,7 +142,8 @@ tracked_object!(
     vk::SamplerCreateInfo<'_>,
     vk::Sampler,
     samplers,
-    |ci, dev| sampler_content(ci, &dev.objects)
+    |ci, dev| sampler_content(ci, dev.objects()),
+    forget: |objects, handle| objects.samplers.remove(handle)
 );
 tracked_object!(
     create_descriptor_set_layout,
@@ -134,7 +155,8 @@ tracked_object!(
     vk::DescriptorSetLayoutCreateInfo<'_>,
     vk::DescriptorSetLayout,
     set_layouts,
-    |ci, dev| set_layout_content(ci, &dev.objects)
+    |ci, dev| set_layout_content(ci, dev.objects()),
+    forget: |objects, handle| objects.set_layouts.remove(handle)
 );
 tracked_object!(
     create_pipeline_layout,
@@ -146,7 +168,8 @@ tracked_object!(
     vk::PipelineLayoutCreateInfo<'_>,
     vk::PipelineLayout,
     pipeline_layouts,
-    |ci, dev| pipeline_layout_content(ci, &dev.objects)
+    |ci, dev| pipeline_layout_content(ci, dev.objects()),
+    forget: |objects, handle| objects.pipeline_layouts.remove(handle)
 );
 tracked_object!(
     create_render_pass,
@@ -158,7 +181,8 @@ tracked_object!(
     vk::RenderPassCreateInfo<'_>,
     vk::RenderPass,
     render_passes,
-    |ci, dev| render_pass_content(ci, &dev.objects).map(Arc::new)
+    |ci, dev| render_pass_content(ci, dev.objects()).map(Arc::new),
+    forget: |objects, handle| objects.render_passes.remove(handle)
 );
 
 /// `vkCreateRenderPass2` and `vkCreateRenderPass2KHR` share this; each calls its own next.
@@ -188,9 +212,9 @@ unsafe fn create_render_pass2_with(
         let (ci, handle) = unsafe { (&*create_info, (*out).as_raw()) };
         remember(
             "vkCreateRenderPass2",
-            &dev.objects.render_passes,
+            &dev.objects().render_passes,
             handle,
-            || unsafe { render_pass2_content(&dev.objects, ci) }.map(Arc::new),
+            || unsafe { render_pass2_content(dev.objects(), ci) }.map(Arc::new),
         );
     }
     result
@@ -242,7 +266,7 @@ pub unsafe extern "system" fn destroy_pipeline(
         return;
     };
     if pipeline != vk::Pipeline::null() {
-        dev.objects.libraries.remove_if_held(pipeline.as_raw());
+        dev.objects().libraries.remove_if_held(pipeline.as_raw());
     }
     // SAFETY: the application's arguments, passed on unchanged.
     unsafe { (dev.fns.destroy_pipeline)(device, pipeline, allocator) }

@@ -62,7 +62,15 @@ struct ThreadMarker {
 struct DirMarker {
     dir: PathBuf,
     marker: Option<ThreadMarker>,
+    /// When this thread last tried to make its marker here.
+    tried: std::time::Instant,
 }
+
+/// How long a thread that could not make its marker in a directory loads unguarded there
+/// before it tries again: a directory that was unwritable a moment (a full disk, a permission
+/// mended) guards loads again, and one that stays so costs a few failed opens a second, not a
+/// load.
+pub(crate) const RETRY_MARKER_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl ThreadMarker {
     fn name(&mut self, name: &EntryName) -> io::Result<()> {
@@ -168,6 +176,11 @@ pub fn marker_name() -> String {
 const MARKER_NAMES: u32 = 4;
 
 fn create_marker(dir: &Path) -> Option<ThreadMarker> {
+    // An entry found while still queued for writing is loaded before the first write made its
+    // identity directory: the marker makes it, as that write would have.
+    if !dir.exists() {
+        let _ = std::fs::create_dir_all(dir);
+    }
     let base = marker_name();
     let base = base.strip_suffix(".loading").unwrap_or(&base);
     (0..MARKER_NAMES).find_map(|n| {
@@ -234,12 +247,20 @@ pub struct LoadingMarker {
 
 impl LoadingMarker {
     /// Writes `entry_name` into this thread's marker in `dir`. If no marker can be kept (an
-    /// unwritable directory), the load goes on unguarded, and no later load tries again.
+    /// unwritable directory), the load goes on unguarded, and this thread tries again there
+    /// after [`RETRY_MARKER_AFTER`].
     pub fn hold(dir: &Path, entry_name: &EntryName) -> LoadingMarker {
         let index = MARKERS.with(|cell| {
             let mut markers = cell.borrow_mut();
             let index = match markers.iter().position(|m| m.dir == dir) {
-                Some(i) => i,
+                Some(i) => {
+                    let m = &mut markers[i];
+                    if m.marker.is_none() && m.tried.elapsed() >= RETRY_MARKER_AFTER {
+                        m.marker = create_marker(dir);
+                        m.tried = std::time::Instant::now();
+                    }
+                    i
+                }
                 None => {
                     let marker = create_marker(dir);
                     if marker.is_none() {
@@ -248,6 +269,7 @@ impl LoadingMarker {
                     markers.push(DirMarker {
                         dir: dir.to_path_buf(),
                         marker,
+                        tried: std::time::Instant::now(),
                     });
                     markers.len() - 1
                 }

@@ -22,6 +22,7 @@ pub mod envelope;
 mod eviction;
 pub mod files;
 pub mod held;
+pub mod identifiers;
 pub mod identity;
 pub mod inspect;
 mod layout;

@@ -981,15 +981,49 @@ fn the_directories_an_opening_set_aside_are_dropped_whole_on_request() {
 }
 
 #[test]
-fn a_directory_that_cannot_hold_a_marker_is_tried_once_a_thread() {
+fn a_directory_that_cannot_hold_a_marker_is_tried_again_after_a_pause() {
     let root = tempfile::tempdir().unwrap();
     let not_a_dir = root.path().join("file");
     fs::write(&not_a_dir, b"").unwrap();
     let name = key(1).file_name();
-    assert!(!LoadingMarker::unavailable_in(&not_a_dir));
-    drop(LoadingMarker::hold(&not_a_dir, &name));
-    assert!(LoadingMarker::unavailable_in(&not_a_dir), "remembered");
-    drop(LoadingMarker::hold(&not_a_dir, &name));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert!(!LoadingMarker::unavailable_in(&not_a_dir));
+            drop(LoadingMarker::hold(&not_a_dir, &name));
+            assert!(LoadingMarker::unavailable_in(&not_a_dir), "remembered");
+            drop(LoadingMarker::hold(&not_a_dir, &name));
+            // The directory mended: after the pause the thread's loads are guarded again.
+            fs::remove_file(&not_a_dir).unwrap();
+            fs::create_dir(&not_a_dir).unwrap();
+            std::thread::sleep(super::marker::RETRY_MARKER_AFTER);
+            let held = LoadingMarker::hold(&not_a_dir, &name);
+            assert!(!LoadingMarker::unavailable_in(&not_a_dir));
+            drop(held);
+        });
+    });
+}
+
+#[test]
+fn a_marker_asked_before_its_identity_directory_exists_makes_it_and_guards_the_load() {
+    // An entry found still queued on a title's first run: its directory is not written yet.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root
+        .path()
+        .join("title/host-pipelines/1002-73bf-00000007-abab");
+    let name = key(1).file_name();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let held = LoadingMarker::hold(&dir, &name);
+            assert!(!LoadingMarker::unavailable_in(&dir));
+            let naming: Vec<String> = names(&dir)
+                .into_iter()
+                .filter(|n| n.ends_with(".loading"))
+                .filter(|n| fs::read(dir.join(n)).unwrap() == name.as_bytes())
+                .collect();
+            assert_eq!(naming.len(), 1);
+            drop(held);
+        });
+    });
 }
 
 /// Pipeline-cache data of `len` bytes whose tail is a block shared with every other call's (as

@@ -10,6 +10,7 @@ use std::ffi::{CStr, CString};
 use std::time::{Duration, Instant};
 
 mod gpl;
+mod probes;
 mod rt;
 mod zink;
 
@@ -144,6 +145,30 @@ struct Args {
     /// create info through VK_EXT_layer_settings; repeatable.
     #[arg(long)]
     layer_setting: Vec<String>,
+    /// A compute pipeline made with the capture flags for statistics and internal
+    /// representations, then asked for both (`capture` in the JSON line), as profilers do.
+    #[arg(long)]
+    capture_internal: bool,
+    /// The compute pipeline asked again by its module identifier alone, with
+    /// FAIL_ON_PIPELINE_COMPILE_REQUIRED, as DXVK and vkd3d-proton do (`identifier`).
+    #[arg(long)]
+    identifier: bool,
+    /// With --identifier: where it holds an identifier, ask by it alone (a later process);
+    /// where it holds none, write the identifier there.
+    #[arg(long, requires = "identifier")]
+    identifier_file: Option<std::path::PathBuf>,
+    /// Make and destroy N distinct shader modules of about 66 KB each and report how much the
+    /// process grew (`churn`).
+    #[arg(long, default_value_t = 0)]
+    module_churn: u32,
+    /// After every pipeline is made, wait (at most a minute) until this path exists, then make
+    /// as many new pipelines again (other variants), counted with the rest (`second_round`).
+    #[arg(long)]
+    again_when_exists: Option<std::path::PathBuf>,
+    /// Graphics variants in pairs alike but for the cull mode (as pygfx's near-twins): each odd
+    /// one takes its even neighbour's state and shaders, culling otherwise.
+    #[arg(long)]
+    cull_twins: bool,
 }
 
 /// A structure of a kind no Vulkan registry defines (`--unknown-structure`).
@@ -219,6 +244,8 @@ struct Shared {
     dynamic_rendering: bool,
     depth_clip: bool,
     line_state: bool,
+    /// `--cull-twins`.
+    cull_twins: bool,
     /// `--zink-dynamic`: the dynamic states of every graphics pipeline (empty: viewport and
     /// scissor).
     zink_states: Vec<vk::DynamicState>,
@@ -237,6 +264,8 @@ struct Tally {
     compile_required: u32,
     failed: u32,
     feedback_hits: u32,
+    /// Pipeline feedback records marked valid with a duration (hit or not): whole records.
+    feedback_valid: u32,
     creation: Duration,
     /// `--again-fail-on-compile`: made, and answered `VK_PIPELINE_COMPILE_REQUIRED`.
     again_made: u32,
@@ -251,6 +280,7 @@ impl Tally {
         self.compile_required += o.compile_required;
         self.failed += o.failed;
         self.feedback_hits += o.feedback_hits;
+        self.feedback_valid += o.feedback_valid;
         self.creation += o.creation;
         self.again_made += o.again_made;
         self.again_compile_required += o.again_compile_required;
@@ -444,6 +474,20 @@ fn run(args: &Args) -> Result<bool, String> {
         }
         device_ci = device_ci.push_next(&mut gpl_features);
     }
+    for e in probes::extensions(args) {
+        extensions.push(e.as_ptr());
+    }
+    let mut executable_properties =
+        vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+            .pipeline_executable_info(true);
+    if args.capture_internal {
+        device_ci = device_ci.push_next(&mut executable_properties);
+    }
+    let mut identifiers = vk::PhysicalDeviceShaderModuleIdentifierFeaturesEXT::default()
+        .shader_module_identifier(true);
+    if args.identifier {
+        device_ci = device_ci.push_next(&mut identifiers);
+    }
     device_ci = device_ci.enabled_extension_names(&extensions);
     if dynamic_rendering {
         device_ci = device_ci.push_next(&mut features13);
@@ -490,7 +534,7 @@ fn run(args: &Args) -> Result<bool, String> {
     }
 
     let started = Instant::now();
-    let jobs = jobs(args, dynamic_rendering);
+    let jobs = jobs_of(args, dynamic_rendering);
     let per_thread = jobs.len().div_ceil(args.threads.max(1) as usize).max(1);
     let (tally, pipelines) = std::thread::scope(|s| {
         let handles: Vec<_> = jobs
@@ -506,6 +550,23 @@ fn run(args: &Args) -> Result<bool, String> {
         }
         (total, all)
     });
+    let (tally, pipelines) = match &args.again_when_exists {
+        Some(path) => {
+            let waiting = Instant::now();
+            while !path.exists() && waiting.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let again = Args {
+                seed: args.seed + 10_000,
+                ..args.clone()
+            };
+            let (more, made) = make_pipelines(&shared, &jobs_of(&again, dynamic_rendering), args);
+            let mut tally = tally;
+            tally.add(&more);
+            (tally, pipelines.into_iter().chain(made).collect())
+        }
+        None => (tally, pipelines),
+    };
     let gpl_made = (args.gpl > 0).then(|| {
         let (layout, set) = gpl::layout(&device, shared.sampler).expect("the GPL layout");
         let (vert, frag) = (words(VERT_SPV), words(FRAG_SPV));
@@ -547,6 +608,13 @@ fn run(args: &Args) -> Result<bool, String> {
         }
     });
     let wall = started.elapsed();
+    let capture = args
+        .capture_internal
+        .then(|| probes::capture_internal(&instance, &shared));
+    let identifier = args
+        .identifier
+        .then(|| probes::identifier(&instance, &shared, args.identifier_file.as_deref()));
+    let churn = (args.module_churn > 0).then(|| probes::module_churn(&shared, args.module_churn));
     let gpl_expected = args.gpl.min(gpl::VARIANTS as u32);
     let gpl_expected = if gpl_expected > 0 {
         gpl::KINDS.iter().sum::<usize>() as u32 + 2 * gpl_expected
@@ -555,7 +623,12 @@ fn run(args: &Args) -> Result<bool, String> {
     };
     // Each odd ray-tracing variant is a library and a pipeline linked from it.
     let rt_expected = args.rt + args.rt / 2;
-    let expected = args.compute + args.graphics + gpl_expected + rt_expected;
+    let rounds = if args.again_when_exists.is_some() {
+        2
+    } else {
+        1
+    };
+    let expected = rounds * (args.compute + args.graphics) + gpl_expected + rt_expected;
     let mut tally = tally;
     if let Some(g) = &gpl_made {
         tally.made += g.made();
@@ -595,13 +668,14 @@ fn run(args: &Args) -> Result<bool, String> {
         serde_json::json!({
             "device": name, "made": tally.made, "expected": expected, "compute": tally.compute,
             "graphics": tally.graphics, "compile_required": tally.compile_required, "failed": tally.failed,
-            "feedback_hits": tally.feedback_hits, "creation_ms": tally.creation.as_secs_f64() * 1e3,
+            "feedback_hits": tally.feedback_hits, "feedback_valid": tally.feedback_valid, "creation_ms": tally.creation.as_secs_f64() * 1e3,
             "again_made": tally.again_made, "again_compile_required": tally.again_compile_required,
             "wall_ms": wall.as_secs_f64() * 1e3, "dispatch": dispatch,
             "alloc_calls": ALLOC_CALLS.load(std::sync::atomic::Ordering::Relaxed),
             "app_cache_bytes": app_cache_bytes(&shared),
             "fork_child": fork_child,
             "zink_dynamic_states": shared.zink_states.len(),
+            "capture": capture, "identifier": identifier, "churn": churn,
             "commands_not_enabled": commands_not_enabled(&instance, &shared.device, &enabled, !dynamic_rendering),
             "rt": rt_made.as_ref().map(|r| serde_json::json!({
                 "pipelines": r.pipelines, "libraries": r.libraries, "handles_ok": r.handles_ok,
@@ -657,7 +731,7 @@ fn make_in_a_forked_child(shared: &Shared, args: &Args, dynamic_rendering: bool)
     match unsafe { libc::fork() } {
         -1 => "fork failed".to_string(),
         0 => {
-            let jobs = jobs(&child_args, dynamic_rendering);
+            let jobs = jobs_of(&child_args, dynamic_rendering);
             let (tally, _) = make_pipelines(shared, &jobs, &child_args);
             let expected = child_args.compute + child_args.graphics;
             std::process::exit(if tally.made == expected { 0 } else { 5 });
@@ -814,6 +888,7 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             dynamic_rendering,
             depth_clip: false,
             line_state: false,
+            cull_twins: args.cull_twins,
             zink_states: Vec::new(),
             flags2: args.flags2,
             derivatives: args.derivatives,
@@ -849,7 +924,7 @@ enum Job {
     Graphics { variant: u32, dynamic: bool },
 }
 
-fn jobs(args: &Args, dynamic_rendering: bool) -> Vec<Job> {
+fn jobs_of(args: &Args, dynamic_rendering: bool) -> Vec<Job> {
     let mut jobs: Vec<Job> = (0..args.compute)
         .map(|i| Job::Compute(args.seed + i))
         .collect();
@@ -1064,6 +1139,10 @@ fn count(
         }
     }
     t.feedback_hits = feedback.iter().filter(|f| whole_hit(f)).count() as u32;
+    t.feedback_valid = feedback
+        .iter()
+        .filter(|f| f.flags.contains(vk::PipelineCreationFeedbackFlags::VALID) && f.duration > 0)
+        .count() as u32;
     if result.as_raw() < 0 {
         eprintln!("testapp: a pipeline call failed: {result}");
     }
@@ -1229,6 +1308,14 @@ fn create_graphics_batch(
     with_feedback: bool,
     made: &mut Vec<vk::Pipeline>,
 ) -> Tally {
+    // The cull mode follows each variant's own parity; under --cull-twins the rest follows its
+    // even neighbour.
+    let culls: Vec<bool> = variants.iter().map(|(v, _)| v % 2 == 0).collect();
+    let twinned: Vec<(u32, bool)> = variants
+        .iter()
+        .map(|&(v, dynamic)| (if s.cull_twins { v & !1 } else { v }, dynamic))
+        .collect();
+    let variants = &twinned[..];
     let scale_entry = [vk::SpecializationMapEntry::default()
         .constant_id(0)
         .offset(0)
@@ -1290,10 +1377,10 @@ fn create_graphics_batch(
         .iter()
         .map(|_| vk::PipelineRasterizationLineStateCreateInfoEXT::default())
         .collect();
-    let rasters: Vec<vk::PipelineRasterizationStateCreateInfo> = variants
+    let rasters: Vec<vk::PipelineRasterizationStateCreateInfo> = culls
         .iter()
         .zip(clips.iter_mut().zip(lines.iter_mut()))
-        .map(|((v, _), (clip, line))| {
+        .map(|(cull_back, (clip, line))| {
             let mut raster = vk::PipelineRasterizationStateCreateInfo::default();
             if s.depth_clip {
                 raster = raster.push_next(clip);
@@ -1303,7 +1390,7 @@ fn create_graphics_batch(
             }
             raster
                 .polygon_mode(vk::PolygonMode::FILL)
-                .cull_mode(if v % 2 == 0 {
+                .cull_mode(if *cull_back {
                     vk::CullModeFlags::BACK
                 } else {
                     vk::CullModeFlags::NONE

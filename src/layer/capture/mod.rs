@@ -15,7 +15,7 @@ pub use super::objects::KnownLibrary;
 use library::Subsets;
 
 use super::abi::chain;
-use super::objects::{module_content, only_known, slice, Objects};
+use super::objects::{inline_module_content, only_known, slice, Objects};
 use crate::key::desc::*;
 use crate::key::{Digest, Dynamic, Unkeyable};
 
@@ -110,6 +110,12 @@ unsafe fn read_robustness(s: *const vk::BaseInStructure) -> Robustness {
 
 use super::binary_abi::CAPTURE_DATA;
 
+/// `VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR | VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR`
+/// (the same bits in the legacy flags and in flags2).
+const EXECUTABLE_CAPTURE: u64 = (vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR.as_raw()
+    | vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR.as_raw())
+    as u64;
+
 /// A pipeline's effective create flags, read once a pipeline: those of a chained
 /// `VkPipelineCreateFlags2CreateInfoKHR` where there is one (the legacy `flags` are then ignored,
 /// per the spec), else the legacy ones.
@@ -155,6 +161,13 @@ fn check_flags(flags: u64, libraries: bool) -> Result<u32, Unkeyable> {
     if flags & CAPTURE_DATA != 0 {
         return Err(Unkeyable::OwnBinaries);
     }
+    // A profiler's or a replayer's (Fossilize's --pipeline-stats) request for what the driver
+    // learnt compiling: a pipeline from a kept entry has none of it (RADV crashes when asked for
+    // the internal representations of one made from binaries), and the spec lets these flags
+    // disable caching. Built as asked.
+    if flags & EXECUTABLE_CAPTURE != 0 {
+        return Err(Unkeyable::ExecutableCapture);
+    }
     u32::try_from(flags).map_err(|_| Unkeyable::UnknownFlags(flags))
 }
 
@@ -162,13 +175,14 @@ unsafe fn stage(
     s: &vk::PipelineShaderStageCreateInfo,
     objects: &Objects,
 ) -> Result<StageDesc, Unkeyable> {
-    let (mut inline_module, mut required_subgroup_size, mut robustness) = (None, None, None);
+    let (mut inline_module, mut identified, mut required_subgroup_size, mut robustness) =
+        (None, None, None, None);
     // SAFETY: the application's chain and arrays.
     for p in unsafe { unique_chain(s.p_next, "a shader stage, twice")? } {
         match unsafe { (*p).s_type } {
             S::SHADER_MODULE_CREATE_INFO => {
                 inline_module = Some(unsafe {
-                    module_content(&*(p as *const vk::ShaderModuleCreateInfo), Some(objects))?
+                    inline_module_content(&*(p as *const vk::ShaderModuleCreateInfo))?
                 })
             }
             S::PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO => {
@@ -180,8 +194,20 @@ unsafe fn stage(
             S::PIPELINE_ROBUSTNESS_CREATE_INFO_EXT => {
                 robustness = Some(unsafe { read_robustness(p) })
             }
+            // Keyed by the SPIR-V the identifier names, where the layer saw the driver give it.
             S::PIPELINE_SHADER_STAGE_MODULE_IDENTIFIER_CREATE_INFO_EXT => {
-                return Err(Unkeyable::ModuleIdentifier)
+                let by =
+                    unsafe { &*(p as *const vk::PipelineShaderStageModuleIdentifierCreateInfoEXT) };
+                // An identifier of size 0 is none: the code is given otherwise.
+                if by.identifier_size > 0 {
+                    let identifier = unsafe { slice(by.p_identifier, by.identifier_size) };
+                    identified = Some(
+                        objects
+                            .identifiers
+                            .module_of(identifier)
+                            .ok_or(Unkeyable::ModuleIdentifier)?,
+                    );
+                }
             }
             other => {
                 return Err(Unkeyable::UnknownStructure {
@@ -194,7 +220,9 @@ unsafe fn stage(
     let module = if s.module != vk::ShaderModule::null() {
         objects.modules.get(s.module.as_raw(), "shader module")?
     } else {
-        inline_module.ok_or(Unkeyable::UnknownObject("shader module"))?
+        inline_module
+            .or(identified)
+            .ok_or(Unkeyable::UnknownObject("shader module"))?
     };
     if s.p_name.is_null() {
         return Err(Unkeyable::MissingState("entry point name"));

@@ -31,6 +31,10 @@ pub struct DeviceFns {
     pub create_render_pass2_khr: Option<vk::PFN_vkCreateRenderPass2>,
     /// Where `VK_KHR_ray_tracing_pipeline` is enabled.
     pub create_ray_tracing_pipelines: Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
+    /// Where `VK_EXT_shader_module_identifier` is enabled.
+    pub get_shader_module_identifier: Option<vk::PFN_vkGetShaderModuleIdentifierEXT>,
+    pub get_shader_module_create_info_identifier:
+        Option<vk::PFN_vkGetShaderModuleCreateInfoIdentifierEXT>,
 }
 
 /// Loads a device command through the next layer.
@@ -77,6 +81,16 @@ impl DeviceFns {
                     gdpa,
                     d,
                     c"vkCreateRayTracingPipelinesKHR",
+                ),
+                get_shader_module_identifier: load_device(
+                    gdpa,
+                    d,
+                    c"vkGetShaderModuleIdentifierEXT",
+                ),
+                get_shader_module_create_info_identifier: load_device(
+                    gdpa,
+                    d,
+                    c"vkGetShaderModuleCreateInfoIdentifierEXT",
                 ),
             })
         }

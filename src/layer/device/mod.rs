@@ -34,7 +34,11 @@ pub struct DeviceData {
     pub feedback_valid: bool,
     pub identity: Identity,
     pub device_name: String,
+    /// The application's objects. Read through [`DeviceData::objects`].
     pub objects: Objects,
+    /// The background rebuild's objects, apart: its threads run at idle priority and must hold
+    /// no lock the application's pipelines take.
+    pub rebuild_objects: Objects,
     pub watch: Arc<Watch>,
     /// Writes entries off the application's threads.
     pub writer: Writer,
@@ -122,7 +126,33 @@ pub(in crate::layer) fn test_wait_until(done: &dyn Fn() -> bool) {
     }
 }
 
+thread_local! {
+    /// This thread builds the title's record in the background: its objects are kept apart from
+    /// the application's, and its pipelines counted apart.
+    static REBUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as the background rebuild's (at its start).
+pub(in crate::layer) fn mark_rebuild_thread() {
+    REBUILDING.set(true);
+}
+
+/// Whether this thread is the background rebuild's.
+pub(in crate::layer) fn on_rebuild_thread() -> bool {
+    REBUILDING.get()
+}
+
 impl DeviceData {
+    /// The objects of the calling thread's side: the background rebuild's, or the
+    /// application's.
+    pub fn objects(&self) -> &Objects {
+        if on_rebuild_thread() {
+            &self.rebuild_objects
+        } else {
+            &self.objects
+        }
+    }
+
     /// Whether the layer works on this device in this process: not when disabled, and not in
     /// a child made by `fork` (which has none of the parent's threads, and whose markers and
     /// queues would be the parent's).

@@ -202,6 +202,7 @@ fn nvidia_device_with_a_noted_dictionary(
         identity: nvidia,
         device_name: "fake".into(),
         objects: Objects::default(),
+        rebuild_objects: Objects::default(),
         writer: Writer::new(Arc::new(|_, _| {}), None),
         watch,
         root: Some(root.to_path_buf()),

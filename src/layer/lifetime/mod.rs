@@ -27,6 +27,7 @@ use super::device::{
     FORK_GENERATION, STORES,
 };
 use super::guard::{guarded, SETTINGS};
+use super::identifiers::Identifiers;
 use super::instance_data::{instance_data, instance_link, load};
 use super::intercepts::intercepted_device_command;
 use super::objects::Objects;
@@ -244,7 +245,18 @@ unsafe fn register_device(
         feedback_valid: plan.feedback_valid(),
         identity,
         device_name,
-        objects: Objects::default(),
+        objects: Objects {
+            identifiers: match (&plan.identifier_algorithm, &root) {
+                (Some(algorithm), Some(root)) if active => Identifiers::kept_in(
+                    root.join(&inst.title)
+                        .join(crate::store::identifiers::FILE_NAME),
+                    *algorithm,
+                ),
+                _ => Identifiers::default(),
+            },
+            ..Objects::default()
+        },
+        rebuild_objects: Objects::default(),
         writer: Writer::new(
             count_writes(watch.clone(), writes_failing.clone()),
             Some(app_activity.clone()),
@@ -325,6 +337,9 @@ pub unsafe extern "system" fn destroy_device(
     }
     // SAFETY: a device created through this layer.
     let key = unsafe { dispatch_key(device) };
+    if SETTINGS.test_stall_rebuild.is_some() {
+        super::test_stall::device_ends();
+    }
     if SETTINGS.test_rebuild_first {
         // While the device is still known: the rebuild builds through this layer's commands.
         if let Some(data) = DEVICES.get(key) {

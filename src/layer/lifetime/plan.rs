@@ -6,6 +6,35 @@
 use super::*;
 
 pub(super) const FEEDBACK_EXTENSION: &CStr = c"VK_EXT_pipeline_creation_feedback";
+const IDENTIFIER_EXTENSION: &CStr = c"VK_EXT_shader_module_identifier";
+
+/// The device's `shaderModuleIdentifierAlgorithmUUID` (the extension needs
+/// `vkGetPhysicalDeviceProperties2`, core or by `VK_KHR_get_physical_device_properties2`).
+///
+/// # Safety
+/// `physical_device` must be of `inst`'s instance.
+unsafe fn identifier_algorithm(
+    inst: &crate::layer::instance_data::InstanceData,
+    physical_device: vk::PhysicalDevice,
+) -> Option<[u8; 16]> {
+    let (gipa, instance) = (inst.next_get_instance_proc_addr, inst.handle);
+    // SAFETY: each name loaded with its own function type.
+    let properties2 = unsafe {
+        crate::layer::instance_data::load::<vk::PFN_vkGetPhysicalDeviceProperties2>(
+            gipa,
+            instance,
+            c"vkGetPhysicalDeviceProperties2",
+        )
+        .or_else(|| {
+            crate::layer::instance_data::load(gipa, instance, c"vkGetPhysicalDeviceProperties2KHR")
+        })
+    }?;
+    let mut identifier = vk::PhysicalDeviceShaderModuleIdentifierPropertiesEXT::default();
+    let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut identifier);
+    // SAFETY: the next layer's command, with a chain of structures it knows by the extension.
+    unsafe { properties2(physical_device, &mut properties) };
+    Some(identifier.shader_module_identifier_algorithm_uuid)
+}
 
 /// The names of the extensions a physical device offers.
 pub(super) unsafe fn offered_extensions(
@@ -56,6 +85,9 @@ pub(super) fn refused_for_what_was_added(result: vk::Result) -> bool {
 /// where feedback needs it; pipeline binaries and maintenance5 for the `binary` backend).
 pub(super) struct DevicePlan {
     pub(super) properties: vk::PhysicalDeviceProperties,
+    /// `shaderModuleIdentifierAlgorithmUUID`, where the application enabled
+    /// `VK_EXT_shader_module_identifier`: the identifiers it will be given are valid for it.
+    pub(super) identifier_algorithm: Option<[u8; 16]>,
     pub(super) active: bool,
     pub(super) core_feedback: bool,
     pub(super) app_enabled_feedback: bool,
@@ -304,6 +336,9 @@ pub(super) unsafe fn plan_device(
     }
     DevicePlan {
         properties,
+        identifier_algorithm: (active && app_enabled(IDENTIFIER_EXTENSION))
+            .then(|| unsafe { identifier_algorithm(inst, physical_device) })
+            .flatten(),
         active,
         core_feedback,
         app_enabled_feedback,

@@ -297,7 +297,9 @@ pub(super) fn sampler_budget(dev: &Arc<DeviceData>) -> crate::replay::replayer::
     let dev = Arc::clone(dev);
     crate::replay::replayer::SamplerBudget {
         most: share,
-        room: Arc::new(move |more| dev.objects.samplers.len() + more + share <= limit),
+        room: Arc::new(move |more| {
+            dev.objects.samplers.len() + dev.rebuild_objects.samplers.len() + more + share <= limit
+        }),
     }
 }
 
@@ -329,7 +331,7 @@ pub(super) fn wait_for_owed_appends(dev: &DeviceData, file: &crate::replay::reco
 /// `vkDestroyDevice` can raise it back.
 pub(super) fn rebuild_worker_start(dev: &DeviceData) {
     crate::layer::idle::lower_this_threads_priority("rebuild");
-    crate::layer::pipelines::mark_rebuild_thread();
+    crate::layer::device::mark_rebuild_thread();
     dev.rebuild_threads.add_this_thread();
 }
 

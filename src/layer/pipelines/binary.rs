@@ -105,6 +105,8 @@ pub(super) unsafe fn build_from_shared<T: PipelineInfo>(
         tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from a pipeline's binaries of the same driver key; compiling");
         return None;
     };
+    // SAFETY: the application's chain.
+    unsafe { report_made_to_the_application(b.info, lap) };
     keep_binaries(b, captured);
     Some(Kept::Made(r, Outcome::Shared))
 }

@@ -218,7 +218,8 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     // A miss goes through its twin's data, or that of pipelines sharing its stages, where this
     // run compiled one ([`super::super::twins`]). (Not for what has no stages of its own, a link
     // or an interface part: all of them share one SPIR-V key, and none another's data.)
-    let twins_apply = SETTINGS.share_builds && info.stage_count() > 0;
+    // Nor on the rebuild's threads: they never take a lock the application's builds wait on.
+    let twins_apply = SETTINGS.share_builds && info.stage_count() > 0 && !b.rebuilding;
     // Read only where a seed is looked up or held (never on a found pipeline's path).
     let stages = std::cell::OnceCell::new();
     let stages = || stages.get_or_init(|| b.stage_codes()).as_slice();

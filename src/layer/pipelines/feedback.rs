@@ -164,16 +164,40 @@ fn overlaps(
 /// # Safety
 /// `info`'s chain must be valid; a feedback structure in it points at writable records.
 pub(super) unsafe fn report_found_to_the_application<T: PipelineInfo>(info: &T, lap: &Lap) {
+    // SAFETY: as the caller vouches.
+    unsafe { report_to_the_application(info, lap, true) }
+}
+
+/// A miss made from the binaries of a pipeline compiled earlier in the run (`sharing`): the
+/// driver writes no record for a build from binaries, so the record is made valid with the
+/// layer's time, as the driver's own for a compile would be; no hit (SPEC step 4 gives that only
+/// to a pipeline found in the store).
+///
+/// # Safety
+/// As [`report_found_to_the_application`].
+pub(super) unsafe fn report_made_to_the_application<T: PipelineInfo>(info: &T, lap: &Lap) {
+    // SAFETY: as the caller vouches.
+    unsafe { report_to_the_application(info, lap, false) }
+}
+
+/// # Safety
+/// As [`report_found_to_the_application`].
+unsafe fn report_to_the_application<T: PipelineInfo>(info: &T, lap: &Lap, hit: bool) {
     // SAFETY: as the caller vouches: the application's output record, where it gave one (its
     // stage records are not touched, so it is borrowed once wherever it lies).
     let record = unsafe { applications_feedback(info) }
         .and_then(|app| unsafe { app.p_pipeline_creation_feedback.as_mut() });
     if let Some(record) = record {
-        report_found(record, lap.so_far_ns());
+        report(record, lap.so_far_ns(), hit);
     }
 }
 
+/// A found pipeline's record: the hit, in a record made whole.
 fn report_found(record: &mut vk::PipelineCreationFeedback, took_ns: u64) {
+    report(record, took_ns, true);
+}
+
+fn report(record: &mut vk::PipelineCreationFeedback, took_ns: u64, hit: bool) {
     if !record
         .flags
         .contains(vk::PipelineCreationFeedbackFlags::VALID)
@@ -183,7 +207,9 @@ fn report_found(record: &mut vk::PipelineCreationFeedback, took_ns: u64) {
             duration: took_ns,
         };
     }
-    record.flags |= vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT;
+    if hit {
+        record.flags |= vk::PipelineCreationFeedbackFlags::APPLICATION_PIPELINE_CACHE_HIT;
+    }
 }
 
 /// Clears the flags of the application's feedback records before a build from binaries: they
@@ -271,6 +297,10 @@ mod tests {
         let mut unwritten = record(Default::default(), 0);
         report_found(&mut unwritten, 99);
         assert_eq!((unwritten.flags, unwritten.duration), (valid | hit, 99));
+        // A miss made from a twin's binaries: valid, the layer's time, no hit.
+        let mut shared = record(Default::default(), 0);
+        report(&mut shared, 42, false);
+        assert_eq!((shared.flags, shared.duration), (valid, 42));
     }
 
     #[test]

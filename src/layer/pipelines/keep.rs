@@ -17,18 +17,18 @@ pub(super) fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) 
     };
     let mut contents = Vec::new();
     let mut keep = |digest: &Digest| {
-        if let Some(c) = dev.objects.content(digest) {
+        if let Some(c) = dev.objects().content(digest) {
             contents.push((*digest, c));
         }
     };
     for digest in desc.names() {
         keep(&digest);
     }
-    if let Some(layout) = dev.objects.content(desc.layout()) {
+    if let Some(layout) = dev.objects().content(desc.layout()) {
         if let crate::replay::record::Content::PipelineLayout(l) = &*layout {
             for set in &l.set_layouts {
                 keep(set);
-                if let Some(set_layout) = dev.objects.content(set) {
+                if let Some(set_layout) = dev.objects().content(set) {
                     if let crate::replay::record::Content::SetLayout(sl) = &*set_layout {
                         sl.bindings
                             .iter()

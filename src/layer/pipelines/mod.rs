@@ -33,11 +33,13 @@ use super::abi::find_in_chain;
 use super::binaries;
 use super::binary_abi as bin;
 use super::capture::{self, Flags, KnownLibrary};
-use super::device::{device_data, unrecorded_next, Backend, BinaryFns, DeviceData};
+use super::device::{
+    device_data, on_rebuild_thread, unrecorded_next, Backend, BinaryFns, DeviceData,
+};
 use super::dictionary::Seed;
 use super::found_gate::FoundGate;
 use super::guard::{guarded, SETTINGS};
-use super::objects::Objects;
+use super::objects::{InlineCodeScope, Objects};
 use super::sharing;
 use crate::key::{Digest, PipelineKey, Unkeyable};
 use crate::store::envelope::{holds_more_than_header, PayloadKind};
@@ -293,7 +295,7 @@ unsafe fn create_pipelines<T: PipelineInfo>(
             let out = unsafe { std::slice::from_raw_parts_mut(out_ptr, infos.len()) };
             for pipeline in out.iter_mut().filter(|p| **p != vk::Pipeline::null()) {
                 // A library remembered already is forgotten first: its handle may come again.
-                dev.objects.libraries.remove_if_held(pipeline.as_raw());
+                dev.objects().libraries.remove_if_held(pipeline.as_raw());
                 // SAFETY: a pipeline this call made and nobody has seen.
                 unsafe { (dev.fns.destroy_pipeline)(dev.handle, *pipeline, allocator) };
                 *pipeline = vk::Pipeline::null();
@@ -322,7 +324,9 @@ unsafe fn build_one<T: PipelineInfo>(
     slot: &mut vk::Pipeline,
 ) -> vk::Result {
     let mut lap = Lap::start();
-    let rebuilding = REBUILDING.get();
+    // Code chained inline into its stages stays readable (for the record) until it returns.
+    let _inline_code = InlineCodeScope::open();
+    let rebuilding = on_rebuild_thread();
     if !rebuilding {
         dev.app_activity.touch();
     }
@@ -350,7 +354,7 @@ unsafe fn build_one<T: PipelineInfo>(
         && unsafe { info.links_libraries() };
     // SAFETY: the application's create info.
     let described = (!link).then(|| {
-        unsafe { info.describe(&dev.objects, &dev.device_state, flags) }.map(|desc| {
+        unsafe { info.describe(dev.objects(), &dev.device_state, flags) }.map(|desc| {
             let key = desc.key();
             (key, desc)
         })
@@ -397,13 +401,16 @@ unsafe fn build_one<T: PipelineInfo>(
     if flags.has(vk::PipelineCreateFlags::LIBRARY_KHR) && *slot != vk::Pipeline::null() {
         // Remembered until destroyed: the pipelines linking it are keyed by it.
         let known = library_key.map(|key| KnownLibrary { key });
-        dev.objects.libraries.insert(slot.as_raw(), known);
+        dev.objects().libraries.insert(slot.as_raw(), known);
     }
     if SETTINGS.test_panic_after_build && *slot != vk::Pipeline::null() {
         panic!("PIPEKEEP_TEST_PANIC_AFTER_BUILD is set: a forced panic after the driver built");
     }
     lap.to(Phase::Keep);
     if *slot != vk::Pipeline::null() {
+        if SETTINGS.test_stall_rebuild.is_some() && !rebuilding {
+            super::test_stall::app_made_one();
+        }
         if rebuilding {
             dev.watch.rebuilt();
         } else {
@@ -414,17 +421,6 @@ unsafe fn build_one<T: PipelineInfo>(
         dev.app_activity.touch();
     }
     r
-}
-
-thread_local! {
-    /// This thread builds the title's record in the background: its pipelines are counted apart
-    /// from the application's.
-    static REBUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Marks this thread as the background rebuild's (at its start).
-pub(super) fn mark_rebuild_thread() {
-    REBUILDING.set(true);
 }
 
 /// One build through a cache of the layer's own.
@@ -612,6 +608,11 @@ unsafe fn build_kept<T: PipelineInfo>(
 /// built from its entry; `None` where the device has no bound. Held until the driver's call
 /// returns.
 fn enter_found_gate(dev: &DeviceData) -> Option<super::found_gate::Inside<'_>> {
+    // The rebuild's threads, at idle priority, never hold a place the application waits for:
+    // they build only while it is quiet, and the bound is for its bursts.
+    if on_rebuild_thread() {
+        return None;
+    }
     let inside = dev.found_gate.as_ref().map(FoundGate::enter);
     if inside.as_ref().is_some_and(|i| i.went_in_over()) {
         tracing::debug!(

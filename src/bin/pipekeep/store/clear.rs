@@ -43,11 +43,12 @@ pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
         let _ = std::fs::remove_dir(&host);
         let record = root.join(t).join(pipekeep::replay::record::FILE_NAME);
         let record_removed = remove_if_present(&record).unwrap_or(false);
-        let _ = remove_if_present(
-            &root
-                .join(t)
-                .join(pipekeep::replay::record::PENDING_FILE_NAME),
-        );
+        for beside in [
+            pipekeep::replay::record::PENDING_FILE_NAME,
+            pipekeep::store::identifiers::FILE_NAME,
+        ] {
+            let _ = remove_if_present(&root.join(t).join(beside));
+        }
         out.push(json!({ "title": t, "removed": removed, "record_removed": record_removed }));
     }
     if args.scope.json {
