@@ -50,6 +50,22 @@ pub fn lower_this_threads_priority(thread: &str) {
     }
 }
 
+thread_local! {
+    /// This thread builds the title's record in the background: its objects are kept apart from
+    /// the application's, and its pipelines counted apart.
+    static REBUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as the background rebuild's (at its start).
+pub fn mark_rebuild_thread() {
+    REBUILDING.set(true);
+}
+
+/// Whether this thread is the background rebuild's.
+pub fn on_rebuild_thread() -> bool {
+    REBUILDING.get()
+}
+
 /// The name the background rebuild's thread is given; its replay workers inherit it (Linux keeps
 /// the first 15 bytes).
 pub const REBUILD_THREAD: &str = "pipekeep-rebuild";

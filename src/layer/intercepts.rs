@@ -5,7 +5,7 @@ use std::ffi::CStr;
 
 use ash::vk;
 
-use super::{identifiers, pipelines, tracking};
+use super::{pipelines, tracking};
 
 /// The layer's wrapper of a device command it intercepts, if it intercepts it.
 pub fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
@@ -60,11 +60,11 @@ pub fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
         }
         b"vkDestroyPipeline" => void_fn!(tracking::destroy_pipeline, vk::PFN_vkDestroyPipeline),
         b"vkGetShaderModuleIdentifierEXT" => void_fn!(
-            identifiers::get_shader_module_identifier,
+            tracking::get_shader_module_identifier,
             vk::PFN_vkGetShaderModuleIdentifierEXT
         ),
         b"vkGetShaderModuleCreateInfoIdentifierEXT" => void_fn!(
-            identifiers::get_shader_module_create_info_identifier,
+            tracking::get_shader_module_create_info_identifier,
             vk::PFN_vkGetShaderModuleCreateInfoIdentifierEXT
         ),
         _ => None,

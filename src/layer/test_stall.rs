@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::device::on_rebuild_thread;
 use super::guard::SETTINGS;
+use super::idle::on_rebuild_thread;
 
 static BEGUN: AtomicBool = AtomicBool::new(false);
 static STALLED: AtomicBool = AtomicBool::new(false);

@@ -1,6 +1,7 @@
 //! The intercepts of the objects a key needs (shader modules, samplers, set and pipeline
 //! layouts, render passes, and `vkDestroyPipeline` for libraries): each passes the call on, then
 //! keeps the object's content in the device's [`crate::layer::objects`] tables, or forgets it.
+//! And the module identifiers the driver gives ([`crate::layer::identifiers`]).
 
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -11,8 +12,8 @@ use ash::vk::Handle;
 use super::device::{device_data, unrecorded_next, DeviceData};
 use super::guard::{guarded, SETTINGS};
 use super::objects::{
-    module_content, pipeline_layout_content, render_pass2_content, render_pass_content,
-    sampler_content, set_layout_content, Tracked,
+    module_content, module_digest, pipeline_layout_content, render_pass2_content,
+    render_pass_content, sampler_content, set_layout_content, Tracked,
 };
 use crate::key::Unkeyable;
 
@@ -270,4 +271,92 @@ pub unsafe extern "system" fn destroy_pipeline(
     }
     // SAFETY: the application's arguments, passed on unchanged.
     unsafe { (dev.fns.destroy_pipeline)(device, pipeline, allocator) }
+}
+
+/// The identifier the driver wrote, as bytes (at most the array's size, whatever it says).
+fn written<'a>(out: &'a vk::ShaderModuleIdentifierEXT<'_>) -> &'a [u8] {
+    let len = (out.identifier_size as usize).min(out.identifier.len());
+    &out.identifier[..len]
+}
+
+pub unsafe extern "system" fn get_shader_module_identifier(
+    device: vk::Device,
+    module: vk::ShaderModule,
+    out: *mut vk::ShaderModuleIdentifierEXT<'_>,
+) {
+    // SAFETY: a device the loader handed us, created through this layer.
+    let Some(dev) = (unsafe { device_data(device) }) else {
+        if let Some(next) = unsafe {
+            unrecorded_next::<vk::PFN_vkGetShaderModuleIdentifierEXT>(
+                device,
+                c"vkGetShaderModuleIdentifierEXT",
+            )
+        } {
+            unsafe { next(device, module, out) };
+        }
+        return;
+    };
+    // Handed out only where the next layer has it.
+    let Some(next) = dev.fns.get_shader_module_identifier else {
+        return;
+    };
+    // SAFETY: the application's arguments, passed on unchanged.
+    unsafe { next(device, module, out) };
+    if !dev.works_here() {
+        return;
+    }
+    guarded(
+        "vkGetShaderModuleIdentifierEXT",
+        || {
+            // SAFETY: the application's output, written by the driver.
+            let Some(out) = (unsafe { out.as_ref() }) else {
+                return;
+            };
+            if let Ok(digest) = dev.objects.modules.get(module.as_raw(), "shader module") {
+                dev.objects.identifiers.learn(written(out), digest);
+            }
+        },
+        || (),
+    );
+}
+
+pub unsafe extern "system" fn get_shader_module_create_info_identifier(
+    device: vk::Device,
+    create_info: *const vk::ShaderModuleCreateInfo<'_>,
+    out: *mut vk::ShaderModuleIdentifierEXT<'_>,
+) {
+    // SAFETY: a device the loader handed us, created through this layer.
+    let Some(dev) = (unsafe { device_data(device) }) else {
+        if let Some(next) = unsafe {
+            unrecorded_next::<vk::PFN_vkGetShaderModuleCreateInfoIdentifierEXT>(
+                device,
+                c"vkGetShaderModuleCreateInfoIdentifierEXT",
+            )
+        } {
+            unsafe { next(device, create_info, out) };
+        }
+        return;
+    };
+    let Some(next) = dev.fns.get_shader_module_create_info_identifier else {
+        return;
+    };
+    // SAFETY: the application's arguments, passed on unchanged.
+    unsafe { next(device, create_info, out) };
+    if !dev.works_here() {
+        return;
+    }
+    guarded(
+        "vkGetShaderModuleCreateInfoIdentifierEXT",
+        || {
+            // SAFETY: the application's create info and output, valid for the call.
+            let (Some(ci), Some(out)) = (unsafe { create_info.as_ref() }, unsafe { out.as_ref() })
+            else {
+                return;
+            };
+            if let Ok(digest) = unsafe { module_digest(ci) } {
+                dev.objects.identifiers.learn(written(out), digest);
+            }
+        },
+        || (),
+    );
 }

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ash::vk;
 
+pub(in crate::layer) use super::idle::on_rebuild_thread;
 use super::objects::Objects;
 use super::registry::{dispatch_key, Link, Registry};
 use super::writer::Writer;
@@ -124,22 +125,6 @@ pub(in crate::layer) fn test_wait_until(done: &dyn Fn() -> bool) {
     while !done() && started.elapsed() < std::time::Duration::from_secs(10) {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-}
-
-thread_local! {
-    /// This thread builds the title's record in the background: its objects are kept apart from
-    /// the application's, and its pipelines counted apart.
-    static REBUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Marks this thread as the background rebuild's (at its start).
-pub(in crate::layer) fn mark_rebuild_thread() {
-    REBUILDING.set(true);
-}
-
-/// Whether this thread is the background rebuild's.
-pub(in crate::layer) fn on_rebuild_thread() -> bool {
-    REBUILDING.get()
 }
 
 impl DeviceData {

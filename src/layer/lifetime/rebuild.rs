@@ -331,7 +331,7 @@ pub(super) fn wait_for_owed_appends(dev: &DeviceData, file: &crate::replay::reco
 /// `vkDestroyDevice` can raise it back.
 pub(super) fn rebuild_worker_start(dev: &DeviceData) {
     crate::layer::idle::lower_this_threads_priority("rebuild");
-    crate::layer::device::mark_rebuild_thread();
+    crate::layer::idle::mark_rebuild_thread();
     dev.rebuild_threads.add_this_thread();
 }
 
