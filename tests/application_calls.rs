@@ -195,3 +195,39 @@ fn a_pipeline_made_from_its_twins_binaries_reports_valid_feedback() {
 fn backend_is_binary(run: &Run) -> bool {
     run.stderr.contains("backend=binary")
 }
+
+/// The probes with Debian 12's validation layer above and below pipekeep: it reports nothing,
+/// cold or warm.
+#[test]
+fn the_validation_layer_reports_nothing_of_capture_flags_or_identifiers() {
+    for order in [[VALIDATION, LAYER], [LAYER, VALIDATION]] {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("identifier");
+        for run in ["cold", "warm"] {
+            let r = App::new(Driver::Radv, tmp.path())
+                .env("VK_LOADER_DEBUG", "layer")
+                .args(&[
+                    "--compute",
+                    "4",
+                    "--graphics",
+                    "0",
+                    "--capture-internal",
+                    "--identifier",
+                    "--identifier-file",
+                    file.to_str().unwrap(),
+                    "--layers",
+                    &order.join(","),
+                ])
+                .run_within(LIMIT);
+            assert!(r.ok, "{order:?} {run}: {}", r.all());
+            assert_eq!(r.device_layer_stack(), order.to_vec(), "{}", r.all());
+            assert_eq!(r.summary["identifier"]["again"], "SUCCESS", "{}", r.all());
+            assert_eq!(
+                r.validation_messages(),
+                Vec::<String>::new(),
+                "{order:?} {run}: {}",
+                r.all()
+            );
+        }
+    }
+}
