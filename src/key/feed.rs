@@ -70,6 +70,11 @@ impl KeyWriter {
 pub struct Digest(pub [u8; 32]);
 
 impl Digest {
+    /// No object where Vulkan allows none: a pipeline with no layout of its own (a library part
+    /// of vertex input or fragment output), no render pass, a set layout left `VK_NULL_HANDLE` in
+    /// a layout made with `INDEPENDENT_SETS` (DXVK's shader libraries). No content hashes to it.
+    pub const NONE: Digest = Digest([0; 32]);
+
     /// The first 128 bits, as a key half.
     pub fn half(&self) -> [u8; 16] {
         self.0[..16].try_into().expect("16 bytes")

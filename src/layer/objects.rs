@@ -480,11 +480,19 @@ pub unsafe fn pipeline_layout_content(
     // SAFETY: the application's arrays.
     let sets = unsafe { slice(ci.p_set_layouts, ci.set_layout_count) };
     let ranges = unsafe { slice(ci.p_push_constant_ranges, ci.push_constant_range_count) };
+    // A layout for pipeline libraries may leave the sets another library binds NULL (DXVK's
+    // shader libraries each name only their own stage's set).
+    let independent = ci
+        .flags
+        .contains(vk::PipelineLayoutCreateFlags::INDEPENDENT_SETS_EXT);
     let desc = PipelineLayoutDesc {
         flags: ci.flags.as_raw(),
         set_layouts: sets
             .iter()
-            .map(|h| objects.set_layouts.get(h.as_raw(), "set layout"))
+            .map(|h| match *h {
+                h if h == vk::DescriptorSetLayout::null() && independent => Ok(Digest::NONE),
+                h => objects.set_layouts.get(h.as_raw(), "set layout"),
+            })
             .collect::<Result<_, _>>()?,
         push_constant_ranges: ranges
             .iter()

@@ -52,6 +52,9 @@ impl Made {
 pub struct Gpl<'a> {
     pub device: &'a ash::Device,
     pub layout: vk::PipelineLayout,
+    /// The pre-rasterization parts' layout: the fragment shader's set left NULL, as DXVK leaves
+    /// the sets of another library's stage.
+    pub vertex_layout: vk::PipelineLayout,
     pub cache: vk::PipelineCache,
     pub vert: &'a [u32],
     pub frag: &'a [u32],
@@ -210,7 +213,7 @@ impl Gpl<'_> {
                     .viewport_state(&viewport)
                     .rasterization_state(&raster)
                     .dynamic_state(&dynamic_state)
-                    .layout(self.layout)
+                    .layout(self.vertex_layout)
                     .push_next(&mut rendering)
             }
             2 => {
@@ -368,12 +371,19 @@ pub fn make(gpl: &Gpl, variants: usize, threads: usize) -> Made {
     made
 }
 
-/// The layout every part and link shares: the fragment shader's sampled image and the vertex
+/// The layouts of the parts and links: the fragment shader's sampled image and the vertex
 /// shader's push constant, its sets independent (as DXVK makes it for libraries).
 pub fn layout(
     device: &ash::Device,
     sampler: vk::Sampler,
-) -> Result<(vk::PipelineLayout, vk::DescriptorSetLayout), String> {
+) -> Result<
+    (
+        vk::PipelineLayout,
+        vk::PipelineLayout,
+        vk::DescriptorSetLayout,
+    ),
+    String,
+> {
     let samplers = [sampler];
     let binding = [vk::DescriptorSetLayoutBinding::default()
         .binding(0)
@@ -402,6 +412,17 @@ pub fn layout(
                 None,
             )
             .map_err(|e| format!("vkCreatePipelineLayout: {e}"))?;
-        Ok((layout, set))
+        // The pre-rasterization parts': set 0 is the fragment shader's, left NULL (DXVK's).
+        let none = [vk::DescriptorSetLayout::null()];
+        let vertex_layout = device
+            .create_pipeline_layout(
+                &vk::PipelineLayoutCreateInfo::default()
+                    .flags(vk::PipelineLayoutCreateFlags::INDEPENDENT_SETS_EXT)
+                    .set_layouts(&none)
+                    .push_constant_ranges(&push),
+                None,
+            )
+            .map_err(|e| format!("vkCreatePipelineLayout: {e}"))?;
+        Ok((layout, vertex_layout, set))
     }
 }

@@ -568,11 +568,13 @@ fn run(args: &Args) -> Result<bool, String> {
         None => (tally, pipelines),
     };
     let gpl_made = (args.gpl > 0).then(|| {
-        let (layout, set) = gpl::layout(&device, shared.sampler).expect("the GPL layout");
+        let (layout, vertex_layout, set) =
+            gpl::layout(&device, shared.sampler).expect("the GPL layouts");
         let (vert, frag) = (words(VERT_SPV), words(FRAG_SPV));
         let g = gpl::Gpl {
             device: &device,
             layout,
+            vertex_layout,
             cache: shared.app_cache,
             vert: &vert,
             frag: &frag,
@@ -585,6 +587,7 @@ fn run(args: &Args) -> Result<bool, String> {
         // SAFETY: objects of this device, no longer used (the pipelines keep what they need).
         unsafe {
             device.destroy_pipeline_layout(layout, None);
+            device.destroy_pipeline_layout(vertex_layout, None);
             device.destroy_descriptor_set_layout(set, None);
         }
         made

@@ -26,7 +26,7 @@ pub(super) fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) 
     }
     if let Some(layout) = dev.objects().content(desc.layout()) {
         if let crate::replay::record::Content::PipelineLayout(l) = &*layout {
-            for set in &l.set_layouts {
+            for set in l.set_layouts.iter().filter(|s| **s != Digest::NONE) {
                 keep(set);
                 if let Some(set_layout) = dev.objects().content(set) {
                     if let crate::replay::record::Content::SetLayout(sl) = &*set_layout {
