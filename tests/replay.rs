@@ -93,6 +93,68 @@ fn ncnn_replays_all_3115_and_is_found_the_second_time() {
     twice("ncnn-35nets-radv-sg64.foz", 3115, true);
 }
 
+/// The test app's pipelines as Fossilize's own recording layer saw them (`VK_LAYER_fossilize`,
+/// Fossilize de951cf1 built by `shared/tools/fossilize/build.sh`, `FOSSILIZE_DUMP_PATH` set, on
+/// RADV null, Mesa 25.0.7): `pipekeep-testapp` with these arguments, no pipekeep. A game's
+/// database is such a recording; Steam pre-compiles by replaying it. If the test app's pipelines
+/// change, record it again the same way.
+const RECORDED_BY_FOSSILIZE: [&str; 8] = [
+    "--compute",
+    "12",
+    "--graphics",
+    "8",
+    "--threads",
+    "1",
+    "--gpl",
+    "2",
+];
+
+fn recorded_app(tmp: &Path, extra: &[&str]) -> Run {
+    let run = App::program(env!("CARGO_BIN_EXE_pipekeep-testapp"), Driver::Radv, tmp)
+        .with_layer()
+        .args(&RECORDED_BY_FOSSILIZE)
+        .args(extra)
+        .run();
+    assert!(run.ok, "{}", run.all());
+    run
+}
+
+/// A database recorded by another recorder (Fossilize's layer), replayed through pipekeep as Steam
+/// pre-compiles (every core feature on, the recorded robustness), fills the entries the program
+/// itself looks up: every pipeline found, none compiled (before: 0 found, every one compiled
+/// again, the replay's device digest holding the features it turned on). A device asking other
+/// robustness keys apart: the driver compiles otherwise.
+#[test]
+fn a_database_recorded_by_fossilize_fills_what_the_program_finds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let replayed = App::tool(Driver::Radv, tmp.path())
+        .with_layer()
+        .args(&[
+            "replay",
+            corpus("testapp-fossilize-layer.foz").to_str().unwrap(),
+        ])
+        .run();
+    assert!(replayed.ok, "{}", replayed.all());
+    let w = replayed.watch();
+    assert_eq!(
+        (w.built, w.written, w.passed),
+        (35, 31, 4),
+        "{}",
+        replayed.all()
+    );
+    let app = recorded_app(tmp.path(), &[]);
+    let w = app.watch();
+    // The links are built as asked (passed), as ever.
+    assert_eq!(
+        (w.built, w.found, w.compiled, w.passed),
+        (35, 31, 0, 4),
+        "{}",
+        app.all()
+    );
+    let robust = recorded_app(tmp.path(), &["--robust-buffer-access"]);
+    assert_eq!(robust.watch().found, 0, "{}", robust.all());
+}
+
 #[test]
 fn the_title_is_the_recorded_application_unless_told() {
     let tmp = tempfile::tempdir().unwrap();

@@ -13,7 +13,9 @@ use ash::vk;
 
 /// The version of how keys are computed. Old entries stop matching when it changes.
 /// 2: the device's own state ([`device_digest`]) enters the state key.
-pub const KEY_VERSION: u32 = 2;
+/// 3: of the device's state, only the robustness it asks of compiled code: a game and a replay of
+/// its Fossilize database (every feature on, as Steam pre-compiles) key alike.
+pub const KEY_VERSION: u32 = 3;
 
 fn writer(domain: &str) -> KeyWriter {
     let mut w = KeyWriter::new(domain);
@@ -204,48 +206,55 @@ fn spirv_key(stages: &[&StageDesc]) -> [u8; 16] {
     w.finish().half()
 }
 
-/// The device's own state as one digest, in an order of its own (extensions sorted, features
-/// by `sType`): two devices enabling the same things in another order share their entries.
+/// What of the device's own state enters every key: the robustness it asks of compiled code
+/// (`robustBufferAccess`; `robustImageAccess`, of Vulkan 1.3 or `VK_EXT_image_robustness`;
+/// `VK_EXT_robustness2`'s three), which changes what a driver compiles for the same create info
+/// whether or not its own keys show it.
 ///
-/// A structure the layer does not know (newer than the registry it builds with) does not enter
-/// it: a rebuild cannot make it again, so a digest holding it would be one the rebuild never
-/// writes and the application's next run never finds. Which state such a structure sets is the
-/// driver's keys' to say: a `cache` entry is checked by the driver's own cache key (a mismatch
-/// is a compile, never a wrong pipeline), and a `binary` entry is kept under the driver's global
-/// key ([`device_digest_under_global_key`]), which the spec defines as covering every device
-/// state its binaries depend on (docs/FORMAT.md). The digest still counts an empty list where
-/// the unknown structures' types stood, so that no key of a device without them moved.
+/// Nothing else the device enables does: an extension or a feature that a pipeline uses is in its
+/// create info (its SPIR-V, its state), and one it does not use changes nothing built for it. So a
+/// game and a replay of its Fossilize database, which turns every feature on (Valve's replayer and
+/// `pipekeep replay`, as Steam pre-compiles), key a pipeline alike, and the replay fills the
+/// entries the game looks up. Where a driver does compile otherwise under some device state, its
+/// own keys say so, and decide: a `cache` entry is checked by the driver's own cache key (a
+/// mismatch is a compile and the entry written again, never a wrong pipeline), and a `binary`
+/// entry is kept under the driver's global key ([`device_digest_under_global_key`]), which the
+/// spec defines as covering every device state its binaries depend on (docs/FORMAT.md). The
+/// `binary` backend is used only where the driver gives that key.
 pub fn device_digest(d: &DeviceState) -> Digest {
-    let mut w = writer("pipekeep device");
-    let mut extensions: Vec<&Vec<u8>> = d.extensions.iter().collect();
-    extensions.sort();
-    extensions.dedup();
-    w.u64(extensions.len() as u64);
-    for e in extensions {
-        w.bytes(e);
+    let mut w = writer("pipekeep device robustness");
+    let (robust_buffer_access, robust_image_access, robustness2) = robustness(d);
+    w.u32(robust_buffer_access.into());
+    w.u32(robust_image_access.into());
+    for on in robustness2 {
+        w.u32(on.into());
     }
-    let mut features: Vec<&(i32, Vec<u32>)> = d.features.iter().collect();
-    features.sort_by_key(|f| f.0);
-    w.u64(features.len() as u64);
-    for (stype, bools) in features {
-        w.u32(*stype as u32);
-        w.u64(bools.len() as u64);
-        for b in bools {
-            w.u32(*b);
-        }
-    }
-    match &d.core_features {
-        None => w.u32(0),
-        Some(bools) => {
-            w.u32(1);
-            w.u64(bools.len() as u64);
-            for b in bools {
-                w.u32(*b);
-            }
-        }
-    }
-    w.u64(0);
     w.finish()
+}
+
+/// The robustness a device asks of compiled code: `robustBufferAccess`, `robustImageAccess`,
+/// and `VK_EXT_robustness2`'s `robustBufferAccess2`, `robustImageAccess2` and `nullDescriptor`.
+pub fn robustness(d: &DeviceState) -> (bool, bool, [bool; 3]) {
+    let features = |stype: vk::StructureType| {
+        d.features
+            .iter()
+            .find(|(s, _)| *s == stype.as_raw())
+            .map(|(_, bools)| bools.as_slice())
+    };
+    let on =
+        |bools: Option<&[u32]>, i: usize| bools.and_then(|b| b.get(i)).is_some_and(|v| *v != 0);
+    let robustness2 = features(vk::StructureType::PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT);
+    (
+        on(d.core_features.as_deref(), 0),
+        on(
+            features(vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_3_FEATURES),
+            0,
+        ) || on(
+            features(vk::StructureType::PHYSICAL_DEVICE_IMAGE_ROBUSTNESS_FEATURES),
+            0,
+        ),
+        [on(robustness2, 0), on(robustness2, 1), on(robustness2, 2)],
+    )
 }
 
 /// The device's digest with the driver's global pipeline key (`vkGetPipelineKeyKHR` with no

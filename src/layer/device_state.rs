@@ -154,13 +154,30 @@ mod tests {
         // held it, and the driver's keys say what it changes.
         let bare = vk::DeviceCreateInfo::default();
         assert_eq!(digest(&ci), digest(&bare));
-        // Ray tracing's structures, as DXVK and vkd3d-proton chain them, are read by content.
+        // A feature that only lets pipelines use something (ray tracing, as DXVK and vkd3d-proton
+        // chain it) is read by content (the record keeps it) but keys alike: a replay that turns
+        // every feature on fills what the application finds.
         let mut rt = vk::PhysicalDeviceRayTracingPipelineFeaturesKHR::default();
         let off = vk::DeviceCreateInfo::default().push_next(&mut rt);
+        // SAFETY: a create info built here.
+        assert_eq!(unsafe { read(&off) }.state.features.len(), 1);
         let off = digest(&off);
         let mut rt =
             vk::PhysicalDeviceRayTracingPipelineFeaturesKHR::default().ray_tracing_pipeline(true);
         let on = vk::DeviceCreateInfo::default().push_next(&mut rt);
-        assert_ne!(off, digest(&on));
+        assert_eq!(off, digest(&on));
+        // Robustness, however it is asked, keys apart.
+        let mut v13 = vk::PhysicalDeviceVulkan13Features::default().robust_image_access(true);
+        let image_13 = digest(&vk::DeviceCreateInfo::default().push_next(&mut v13));
+        let mut image =
+            vk::PhysicalDeviceImageRobustnessFeatures::default().robust_image_access(true);
+        let image_ext = digest(&vk::DeviceCreateInfo::default().push_next(&mut image));
+        assert_eq!(image_13, image_ext);
+        assert_ne!(image_13, off);
+        let mut r2 = vk::PhysicalDeviceRobustness2FeaturesEXT::default().robust_image_access2(true);
+        assert_ne!(
+            digest(&vk::DeviceCreateInfo::default().push_next(&mut r2)),
+            off
+        );
     }
 }

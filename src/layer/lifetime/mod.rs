@@ -208,10 +208,11 @@ unsafe fn register_device(
         Some(key) => crate::key::device_digest_under_global_key(&plan.device_state, key),
         None => plan.device_state,
     };
-    // A binary is used as it is: a device state the key reads by `sType` alone is covered only
-    // where the driver's global key says what state its binaries fit.
-    let backend = if backend == Backend::Binary && plan.unknown_structures && global_key.is_none() {
-        tracing::info!("the device chains structures pipekeep reads by sType alone, and the driver gives no global key: cache backend");
+    // A binary is used as it is, and the key holds of the device only its robustness: the
+    // device state binaries fit is the driver's global key's to say, so without one (NVIDIA's,
+    // never asked) entries are kept as caches, which the driver checks itself.
+    let backend = if backend == Backend::Binary && global_key.is_none() {
+        tracing::info!("the driver gives no global pipeline key: cache backend");
         Backend::Cache
     } else {
         backend

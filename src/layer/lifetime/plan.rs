@@ -8,6 +8,36 @@ use super::*;
 pub(super) const FEEDBACK_EXTENSION: &CStr = c"VK_EXT_pipeline_creation_feedback";
 const IDENTIFIER_EXTENSION: &CStr = c"VK_EXT_shader_module_identifier";
 
+/// At `debug`, what of the device enters every key: two runs (an application and a replay of its
+/// pipelines) that key alike differently show here which extension or feature tells them apart.
+fn log_device_state(state: &crate::key::desc::DeviceState) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let mut extensions: Vec<String> = state
+        .extensions
+        .iter()
+        .map(|e| String::from_utf8_lossy(e).into_owned())
+        .collect();
+    extensions.sort();
+    extensions.dedup();
+    let on = |bools: &[u32]| bools.iter().filter(|b| **b != 0).count();
+    let mut features: Vec<String> = state
+        .features
+        .iter()
+        .map(|(stype, bools)| format!("{stype}:{}of{}", on(bools), bools.len()))
+        .collect();
+    features.sort();
+    tracing::debug!(
+        digest = %crate::key::text::hex(&crate::key::device_digest(state).0),
+        extensions = %extensions.join(","),
+        features = %features.join(","),
+        core_features = state.core_features.as_deref().map_or(0, on),
+        unknown = ?state.unknown,
+        "the device's own state, as every key takes it"
+    );
+}
+
 /// The device's `shaderModuleIdentifierAlgorithmUUID` (the extension needs
 /// `vkGetPhysicalDeviceProperties2`, core or by `VK_KHR_get_physical_device_properties2`).
 ///
@@ -107,8 +137,6 @@ pub(super) struct DevicePlan {
     /// ... and with it, itself, everything the `binary` backend uses: maintenance5 and both
     /// features.
     pub(super) app_enabled_all_binaries_need: bool,
-    /// The application chained feature structures the layer reads by `sType` alone.
-    pub(super) unknown_structures: bool,
     /// A layer sits below pipekeep: it adds no command-bearing extension.
     pub(super) layers_below: bool,
     /// The commands of the extensions the layer added: `vkGetDeviceProcAddr` hides them from the
@@ -334,6 +362,7 @@ pub(super) unsafe fn plan_device(
             chain_head = next as *const std::ffi::c_void;
         }
     }
+    log_device_state(&chain.state);
     DevicePlan {
         properties,
         identifier_algorithm: (active && app_enabled(IDENTIFIER_EXTENSION))
@@ -354,7 +383,6 @@ pub(super) unsafe fn plan_device(
             && chain.pipeline_binaries == Some(true)
             && chain.maintenance5 == Some(true)
             && (maintenance5_core || app_enabled(bin::MAINTENANCE5)),
-        unknown_structures: !chain.state.unknown.is_empty(),
         layers_below,
         hidden_commands,
         _added_features: added_features,
