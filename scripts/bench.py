@@ -123,15 +123,21 @@ def run(cmd, env, timeout):
 def external_summary(output):
     """What an external replay tool (Valve's fossilize-replay, --replayer) said of its run: the
     pipelines' creation time, summed over its "Playing back N ... pipelines took S s (accumulated
-    time)" lines, each timed around its vkCreate*Pipelines call as `pipekeep replay` times them."""
-    made, seconds = 0, 0.0
+    time)" lines, each timed around its vkCreate*Pipelines call as `pipekeep replay` times them;
+    and its own time to ready, "Replayed N objects in X ms" (from its start to its last pipeline:
+    what a user waits for)."""
+    made, seconds, ready_ms = 0, 0.0, None
     for line in output.splitlines():
         words = line.split()
         if "Playing back" in line and "pipelines took" in line and "accumulated" in line:
             at = words.index("back")
             made += int(words[at + 1])
             seconds += float(words[words.index("took") + 1])
-    return {"made": made, "creation_ms": seconds * 1e3} if made else {}
+        if "Replayed" in line and "objects in" in line:
+            ready_ms = float(words[words.index("in") + 1])
+    if ready_ms is None:
+        return {"made": made, "creation_ms": seconds * 1e3} if made else {}
+    return {"made": made, "creation_ms": seconds * 1e3, "ready_ms": ready_ms}
 
 
 def base_env(drv, scratch):
@@ -286,6 +292,9 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
         # The two replays' own baselines side by side: pipekeep replay (hash order, a fresh
         # in-memory cache a run of 1,024 pipelines, as Valve's) is judged against the real tool.
         modes["no layer, pipekeep replay"] = (alone, "pipekeep replay")
+        # The floor of every launch's time to ready and process end: the same tool making its
+        # device and reading its database, with no pipeline (the same with or without the layer).
+        modes[FLOOR] = (alone, "floor")
     if not args.no_write_behind:
         modes["pipekeep, write-behind on"] = (dict(layer, PIPEKEEP_WRITE_BEHIND="on"), "memory")
     if args.driver_floor:
@@ -334,9 +343,10 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     plot_launches(f"{name}, {threads} thread(s)", runs, os.path.join(args.out, f"{args.driver}-users-{name}-{threads}t.svg"))
     alone = runs["no layer"]
     lines = [f"#### {name}: {launches} launch(es) in a row, the driver's disk cache on, the application's cache, "
-             f"{threads} thread(s), {args.linger_ms} ms after the last pipeline, {args.rounds} rounds", "",
-             "| mode | launch | creation ms (each round) | / no layer, same launch | found / built | the application's cache KiB | process s |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             f"{threads} thread(s), {args.linger_ms} ms after the last pipeline, {args.rounds} rounds", ""]
+    lines += clocks_table(modes, runs, launches)
+    lines += ["", "| mode | launch | creation ms (each round) | / no layer, same launch | found / built | the application's cache KiB | process s |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for mode in modes:
         for i in range(launches):
             c = [x.get("creation_ms") for x in runs[mode][i]]
@@ -362,6 +372,45 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     lines += ["", f"The {launches} launch(es) together, creation ms (each round): " + "; ".join(
         f"{m} {', '.join(fmt(x) for x in v)}" for m, v in totals.items())]
     return "\n".join(lines) + "\n", runs
+
+
+FLOOR = "the floor: no pipelines, no layer"
+
+
+def clocks_table(modes, runs, launches):
+    """The three clocks a user watches, each launch's median over the rounds and its ratio over no
+    layer's same launch in the same round: the application's own time to ready (where it prints
+    one), the process's end, and the creation time summed over its threads; with the floor (the
+    application with no pipelines), time to ready and process end less the floor too."""
+    def med(mode, i, key):
+        return median(x.get(key) for x in runs[mode][i] if x.get(key) is not None)
+
+    def ratio(mode, i, key, less=None):
+        rounds = len(runs["no layer"][i])
+        cells = []
+        for r in range(rounds):
+            x, y = runs[mode][i][r].get(key), runs["no layer"][i][r].get(key)
+            if x is None or not y:
+                continue
+            if less is not None:
+                f = runs[FLOOR][i][r].get(key) if FLOOR in runs else None
+                if f is None or y - f <= 0:
+                    continue
+                x, y = x - f, y - f
+            cells.append(x / y)
+        return median(cells) if cells else None
+
+    out = ["| mode | launch | time to ready ms | / no layer | less the floor | process end s | / no layer | less the floor | creation ms | / no layer |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for mode in modes:
+        for i in range(launches):
+            def r(key, less=None):
+                v = ratio(mode, i, key, less)
+                return "-" if v is None or mode in ("no layer", FLOOR) else fmt(v, 3)
+            out.append(f"| {mode} | {i + 1} | {fmt(med(mode, i, 'ready_ms'))} | {r('ready_ms')} | {r('ready_ms', True)} "
+                       f"| {fmt(med(mode, i, 'process_wall_s'), 2)} | {r('process_wall_s')} | {r('process_wall_s', True)} "
+                       f"| {fmt(med(mode, i, 'creation_ms'))} | {r('creation_ms')} |")
+    return out
 
 
 def save(out, name, report, raw):
@@ -599,6 +648,10 @@ def main():
                     if args.replayer and cache == "memory":
                         # The real replay tool, with the in-memory caches it passes (a fresh one each 1,024).
                         return [args.replayer, "--num-threads", str(th), db]
+                    if args.replayer and cache == "floor":
+                        # The same tool, its device made and its database read, no pipeline made.
+                        none = [f"--{k}-pipeline-range" for k in ("graphics", "compute", "raytracing")]
+                        return [args.replayer, "--num-threads", str(th)] + [a for k in none for a in (k, "0", "0")] + [db]
                     if cache == "pipekeep replay":
                         cache = "memory"
                     c = [tool, "replay", "--json", "--times", "--threads", str(th), db]
