@@ -39,25 +39,36 @@ fn log_device_state(state: &crate::key::desc::DeviceState) {
 }
 
 /// The device's `shaderModuleIdentifierAlgorithmUUID` (the extension needs
-/// `vkGetPhysicalDeviceProperties2`, core or by `VK_KHR_get_physical_device_properties2`).
+/// `vkGetPhysicalDeviceProperties2`: core where the application's and the device's API are 1.1 or
+/// later, else `VK_KHR_get_physical_device_properties2`'s, where the application enabled it; the
+/// layer calls only what the application could).
 ///
 /// # Safety
-/// `physical_device` must be of `inst`'s instance.
+/// `physical_device` must be of `inst`'s instance; `device_api` the lesser of its API and the
+/// application's.
 unsafe fn identifier_algorithm(
     inst: &crate::layer::instance_data::InstanceData,
     physical_device: vk::PhysicalDevice,
+    device_api: u32,
 ) -> Option<[u8; 16]> {
     let (gipa, instance) = (inst.next_get_instance_proc_addr, inst.handle);
-    // SAFETY: each name loaded with its own function type.
+    let core = vk::api_version_major(device_api) > 1 || vk::api_version_minor(device_api) >= 1;
+    let name = if core {
+        c"vkGetPhysicalDeviceProperties2"
+    } else if inst
+        .extensions
+        .iter()
+        .any(|e| e == "VK_KHR_get_physical_device_properties2")
+    {
+        c"vkGetPhysicalDeviceProperties2KHR"
+    } else {
+        return None;
+    };
+    // SAFETY: the name loaded with its own function type (the KHR command has the core's).
     let properties2 = unsafe {
         crate::layer::instance_data::load::<vk::PFN_vkGetPhysicalDeviceProperties2>(
-            gipa,
-            instance,
-            c"vkGetPhysicalDeviceProperties2",
+            gipa, instance, name,
         )
-        .or_else(|| {
-            crate::layer::instance_data::load(gipa, instance, c"vkGetPhysicalDeviceProperties2KHR")
-        })
     }?;
     let mut identifier = vk::PhysicalDeviceShaderModuleIdentifierPropertiesEXT::default();
     let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut identifier);
@@ -366,7 +377,7 @@ pub(super) unsafe fn plan_device(
     DevicePlan {
         properties,
         identifier_algorithm: (active && app_enabled(IDENTIFIER_EXTENSION))
-            .then(|| unsafe { identifier_algorithm(inst, physical_device) })
+            .then(|| unsafe { identifier_algorithm(inst, physical_device, device_api) })
             .flatten(),
         active,
         core_feedback,
