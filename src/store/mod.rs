@@ -126,6 +126,9 @@ pub struct Store {
     /// holds it: the next entry to carry one makes it a piece, and that entry is written again
     /// naming the piece.
     inline_once: Mutex<held::OldestFirst<recipe::PieceName, PipelineKey>>,
+    /// Stage binaries (and NVIDIA records) that two entries written together carry
+    /// ([`Store::expect_together`]): written as pieces from the first, no entry inline.
+    shared_ahead: Mutex<HashSet<recipe::PieceName>>,
     /// Test only: every stage binary large enough is a piece, shared or not.
     pieces_always: AtomicBool,
     /// Entries are opened without updating their access time (whose update would dirty the inode
@@ -301,6 +304,7 @@ impl Store {
             dir_made: AtomicBool::new(false),
             dir_fd: files::HeldDir::default(),
             inline_once: Mutex::default(),
+            shared_ahead: Mutex::default(),
             pieces_always: AtomicBool::new(false),
             no_atime: AtomicBool::new(true),
             ahead: ahead::ReadAhead::default(),

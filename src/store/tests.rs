@@ -1673,6 +1673,37 @@ fn a_stage_binary_becomes_a_piece_once_a_second_entry_carries_it() {
 }
 
 #[test]
+fn entries_written_together_name_their_shared_stages_from_the_first() {
+    use envelope::PayloadKind::Binaries;
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(100));
+    let [a, b, c] = [1u8, 2, 3].map(|n| vec![n; 600]);
+    let payloads = [stages(&[&a, &b]), stages(&[&a, &c])];
+    // The writer's queue at the device's end, told to the store before it is written.
+    store.expect_together(&[(Binaries, &payloads[0][..]), (Binaries, &payloads[1][..])]);
+    store
+        .write_announced(&key(1), Binaries, &payloads[0], at(99))
+        .unwrap();
+    assert_eq!(
+        (pieces_named(&store, &key(1)), piece_files(&store).len()),
+        (1, 1),
+        "the first carrier names the stage the second carries: never written inline, then again"
+    );
+    store
+        .write_announced(&key(2), Binaries, &payloads[1], at(98))
+        .unwrap();
+    assert_eq!(pieces_named(&store, &key(2)), 1);
+    assert_eq!(piece_files(&store).len(), 1, "a, once; b and c inline");
+    let next_run = open(root.path(), 1 << 30, at(200));
+    for (n, payload) in (1..=2).zip(&payloads) {
+        match next_run.lookup(&key(n)).unwrap() {
+            Lookup::Found(e) => assert_eq!(&e.with_data(<[u8]>::to_vec), payload),
+            _ => panic!("entry {n} not found whole"),
+        }
+    }
+}
+
+#[test]
 fn every_stage_binary_is_a_piece_where_the_test_setting_asks() {
     use envelope::PayloadKind::Binaries;
     let root = tempfile::tempdir().unwrap();
