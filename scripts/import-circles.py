@@ -22,7 +22,7 @@ SRC = "src"
 SELF_TEST = {
     # A circle through a parent's re-export, a glob and a braced use; a child taking from its
     # parent; a circle across two trees, through the crate root's re-export.
-    "lib.rs": "mod m;\nmod n;\npub use n::N;\n",
+    "lib.rs": "mod m;\nmod n;\nmod x;\nmod y;\npub use n::N;\n",
     "n.rs": "pub const N: u32 = 1;\npub fn n() { crate::m::low::low(); }\n",
     "m/mod.rs": "mod a;\nmod b;\nmod c;\nmod low;\npub use a::A;\npub struct Top;\n",
     "m/a.rs": "use super::b::{self, Other};\npub struct A;\nfn f() { b::g(); }\n",
@@ -30,8 +30,19 @@ SELF_TEST = {
     "m/c.rs": "use crate::m::A;\nuse super::Top;\npub fn from_c() {}\n",
     "m/low.rs": "use super::Top;\npub fn low() -> u32 { crate::N }\n",
     "m/tests.rs": "use super::low::*;\nuse super::a::A;\n",
+    # A module file's field typed by a sibling's path, the sibling taking a name the module file
+    # re-exports from its child: the module file is needed for the name it gives.
+    "x/mod.rs": "mod dev;\nmod shr;\n",
+    "x/dev/mod.rs": "mod cmds;\npub use cmds::Fns;\npub struct Data { pub s: super::shr::Shared }\n",
+    "x/dev/cmds.rs": "pub struct Fns;\n",
+    "x/shr.rs": "use super::dev::Fns;\npub struct Shared(Fns);\n",
+    # A `use` inside a function, and a path written in a type to a name re-exported the same way.
+    "y/mod.rs": "mod obj;\nmod rec;\n",
+    "y/rec/mod.rs": "mod conf;\npub use conf::Launch;\npub fn tag() -> u32 {\n    use crate::y::obj::TAG;\n    TAG\n}\n",
+    "y/rec/conf.rs": "pub struct Launch;\n",
+    "y/obj.rs": "pub const TAG: u32 = 7;\npub struct Holds {\n    pub launch: super::rec::Launch,\n}\n",
 }
-SELF_TEST_CIRCLES = ["m::a", "m::b", "m::c", "m::low", "n"]
+SELF_TEST_CIRCLES = ["m::a", "m::b", "m::c", "m::low", "n", "x::dev", "x::shr", "y::obj", "y::rec"]
 ITEM = re.compile(
     r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+|const\s+|async\s+|extern\s+\"[^\"]*\"\s+)*"
     r"(?:fn|struct|enum|union|trait|type|const|static|macro_rules!)\s+(\w+)",
@@ -181,6 +192,14 @@ def read_uses(modules):
 
 def file_of(path, modules, depth=0):
     """The module file that defines what `path` names, following re-exports."""
+    found = files_of(path, modules, depth)
+    return found[-1] if found else None
+
+
+def files_of(path, modules, depth=0):
+    """The module files that naming `path` needs: each module file whose re-export it goes
+    through (the name is that file's word: a change of it moves the name), then the file that
+    defines what it names."""
     path = list(path)
     for n in range(len(path), -1, -1):
         if tuple(path[:n]) in modules:
@@ -189,9 +208,9 @@ def file_of(path, modules, depth=0):
             if rest and depth < 16 and rest[0] not in owner.items and rest[0] in owner.names:
                 target = owner.names[rest[0]] + rest[1:]
                 if target != path:
-                    return file_of(target, modules, depth + 1)
-            return owner.path
-    return None
+                    return [owner.path] + files_of(target, modules, depth + 1)
+            return [owner.path]
+    return []
 
 
 def edges_of(module, modules):
@@ -212,16 +231,19 @@ def edges_of(module, modules):
                 add(file_of(source, modules), "use " + "::".join(full))
                 continue
             for word in sorted(words & (owner.items | set(owner.names) | owner.children)):
-                add(file_of(source + [word], modules), "use " + "::".join(full) + " for " + word)
+                for target in files_of(source + [word], modules):
+                    add(target, "use " + "::".join(full) + " for " + word)
         else:
-            add(file_of(full, modules), "use " + "::".join(full))
+            for target in files_of(full, modules):
+                add(target, "use " + "::".join(full))
     for written in re.findall(r"(?<![\w:])((?:\w+::)+\w+)", module.text):
         parts = written.split("::")
         if parts[0] not in ("crate", "self", "super") and parts[0] not in module.children:
             continue
         full = absolute(module, parts, modules)
         if full is not None:
-            add(file_of(full, modules), written)
+            for target in files_of(full, modules):
+                add(target, written)
     return needs
 
 

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use ash::vk;
 
 use super::binary_abi::{self as bin, Captured};
-use super::device::BinaryFns;
+// From the file that defines it: the device's own module holds this one's `SharedBuilds`.
+use super::device::commands::BinaryFns;
 use crate::store::held::OldestFirst;
 use crate::sync::Unpoisoned;
 

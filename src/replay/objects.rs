@@ -50,7 +50,7 @@ pub struct AppInfo {
     /// not say (records before it did, other databases): taken as the replaying process's.
     pub abi: u32,
     /// What else of the recording process decides the driver's keys (pipekeep's record).
-    pub launch: super::record::Launch,
+    pub launch: super::record::configuration::Launch,
 }
 
 /// One device configuration of a database and its pipelines (with every object).
@@ -179,13 +179,13 @@ impl Catalog {
                         .cloned()
                         .unwrap_or(Value::Null),
                     device: doc
-                        .get(super::record::DEVICE_KEY)
-                        .and_then(super::record::device_from_json),
+                        .get(super::record::configuration::DEVICE_KEY)
+                        .and_then(super::record::configuration::device_from_json),
                     abi: doc
-                        .get(super::record::ABI_KEY)
+                        .get(super::record::configuration::ABI_KEY)
                         .and_then(Value::as_u64)
                         .map_or(0, |a| a as u32),
-                    launch: super::record::Launch::from_json(doc.get(super::record::LAUNCH_KEY)),
+                    launch: super::record::configuration::Launch::from_json(doc.get(super::record::configuration::LAUNCH_KEY)),
                 };
                 if self.app.is_none() {
                     self.app = Some(app.clone());

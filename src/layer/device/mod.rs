@@ -4,7 +4,7 @@
 //! are [`crate::layer::lifetime`]'s, a floor above: nothing here calls up into it.
 
 mod backend;
-mod commands;
+pub(in crate::layer) mod commands;
 mod shared_store;
 
 pub use backend::Backend;

@@ -24,7 +24,7 @@ use crate::key::desc::{
 use crate::key::{Digest, PipelineKey};
 
 mod compaction;
-mod configuration;
+pub mod configuration;
 mod documents;
 mod file;
 mod links;
