@@ -185,7 +185,9 @@ impl Catalog {
                         .get(super::record::configuration::ABI_KEY)
                         .and_then(Value::as_u64)
                         .map_or(0, |a| a as u32),
-                    launch: super::record::configuration::Launch::from_json(doc.get(super::record::configuration::LAUNCH_KEY)),
+                    launch: super::record::configuration::Launch::from_json(
+                        doc.get(super::record::configuration::LAUNCH_KEY),
+                    ),
                 };
                 if self.app.is_none() {
                     self.app = Some(app.clone());
