@@ -193,7 +193,7 @@ fn a_pipeline_made_from_its_twins_binaries_reports_valid_feedback() {
 }
 
 fn backend_is_binary(run: &Run) -> bool {
-    run.stderr.contains("backend=binary")
+    run.stderr.contains("backend=\"binary\"")
 }
 
 /// The probes with Debian 12's validation layer above and below pipekeep: it reports nothing,
