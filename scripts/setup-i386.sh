@@ -20,7 +20,7 @@ else
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
   dpkg --print-foreign-architectures | grep -qx i386 || $SUDO dpkg --add-architecture i386
-  $SUDO apt-get update -q
+  "$(dirname "$0")/apt-update.sh"
   [ ${#need[@]} -eq 0 ] || $SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
   # The 32-bit Mesa must be the 64-bit one's version (multiarch): both from backports.
   mesa_ok || $SUDO apt-get install -y -q --no-install-recommends -t bookworm-backports mesa-vulkan-drivers:i386

@@ -63,7 +63,7 @@ if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.
   echo "setup: adding bookworm-backports from $mirror"
   echo "deb $mirror bookworm-backports main" | $SUDO tee /etc/apt/sources.list.d/pipekeep-backports.list >/dev/null
 fi
-$SUDO apt-get update -q
+"$(dirname "$0")/apt-update.sh"
 [ ${#need[@]} -eq 0 ] || $SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
 mesa_ok || $SUDO apt-get install -y -q --no-install-recommends -t bookworm-backports "${mesa_packages[@]}"
 echo "setup: mesa-vulkan-drivers $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers)"
