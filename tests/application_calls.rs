@@ -47,37 +47,49 @@ fn a_pipeline_made_with_capture_flags_has_what_a_profiler_asks_of_it_on_every_ru
 }
 
 /// `--identifier`, with the identifier kept in `file` (written by the first process, read by a
-/// later one that asks by it alone).
-fn by_identifier(tmp: &Path, file: &Path) -> Run {
-    app(
-        tmp,
-        &[
-            "--compute",
-            "4",
-            "--graphics",
-            "0",
-            "--identifier",
-            "--identifier-file",
-            file.to_str().unwrap(),
-        ],
-    )
+/// later one that asks by it alone), and `extra`.
+fn by_identifier(tmp: &Path, file: &Path, extra: &[&str]) -> Run {
+    let args = [
+        "--compute",
+        "4",
+        "--graphics",
+        "0",
+        "--identifier",
+        "--identifier-file",
+        file.to_str().unwrap(),
+    ];
+    app(tmp, &[&args[..], extra].concat())
 }
 
 #[test]
 fn a_pipeline_asked_by_its_module_identifier_is_made_in_this_process_and_a_later_one() {
+    asked_by_identifier_in_this_process_and_a_later_one(&[]);
+}
+
+/// Later processes ask as DXVK does: `FAIL_ON_PIPELINE_COMPILE_REQUIRED` in the application's own
+/// `VkPipelineCreateFlags2CreateInfoKHR`, which a build from binaries may not carry (before: an
+/// entry of binaries was never used for it, so `VK_PIPELINE_COMPILE_REQUIRED`). The first
+/// process's legacy flags let the `binary` backend keep binaries.
+#[test]
+fn a_pipeline_asked_by_identifier_with_flags2_is_made_from_kept_binaries() {
+    asked_by_identifier_in_this_process_and_a_later_one(&["--flags2"]);
+}
+
+/// The first process asks with legacy flags, the later ones with `later`.
+fn asked_by_identifier_in_this_process_and_a_later_one(later: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("identifier");
     // The module made, its identifier read, the pipeline asked again by it with
     // FAIL_ON_PIPELINE_COMPILE_REQUIRED: made (before, VK_PIPELINE_COMPILE_REQUIRED every run,
     // both backends).
-    let first = by_identifier(tmp.path(), &file);
+    let first = by_identifier(tmp.path(), &file, &[]);
     let asked = &first.summary["identifier"];
     assert_eq!(asked["again"], "SUCCESS", "{}", first.all());
     assert_eq!(asked["module_and_create_info_agree"], true);
     assert_eq!(first.watch().unkeyed, 0, "{}", first.all());
     // A later process that asks by the identifier alone, never making the module.
     for run in ["second", "third"] {
-        let later = by_identifier(tmp.path(), &file);
+        let later = by_identifier(tmp.path(), &file, later);
         let asked = &later.summary["identifier"];
         assert_eq!(asked["first"], serde_json::Value::Null, "{}", later.all());
         assert_eq!(asked["again"], "SUCCESS", "{run}: {}", later.all());
@@ -86,13 +98,45 @@ fn a_pipeline_asked_by_its_module_identifier_is_made_in_this_process_and_a_later
     }
 }
 
+/// A device that keeps nothing (`PIPEKEEP_MAX_BYTES=0`) writes nothing, identifiers included.
+#[test]
+fn a_device_that_keeps_nothing_keeps_no_identifiers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("identifier");
+    let run = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_MAX_BYTES", "0")
+        .args(&[
+            "--compute",
+            "4",
+            "--graphics",
+            "0",
+            "--identifier",
+            "--identifier-file",
+            file.to_str().unwrap(),
+        ])
+        .run_within(LIMIT);
+    assert!(run.ok, "{}", run.all());
+    assert_eq!(
+        run.summary["identifier"]["again"],
+        "SUCCESS",
+        "{}",
+        run.all()
+    );
+    let kept = tmp
+        .path()
+        .join("store/pipekeep-testapp")
+        .join(pipekeep::store::identifiers::FILE_NAME);
+    assert!(!kept.exists(), "{}", run.all());
+}
+
 #[test]
 fn an_identifier_the_layer_never_saw_goes_to_the_driver_as_asked() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("identifier");
     // Not an identifier of any module this store saw made.
     std::fs::write(&file, [0x5a; 32]).unwrap();
-    let run = by_identifier(tmp.path(), &file);
+    let run = by_identifier(tmp.path(), &file, &[]);
     assert_eq!(
         run.summary["identifier"]["again"],
         "PIPELINE_COMPILE_REQUIRED",

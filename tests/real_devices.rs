@@ -57,6 +57,36 @@ fn an_application_that_enables_every_extension_gets_binaries_on_radv_and_finds_e
     assert_eq!(warm.watch().compiled, 0, "{}", warm.all());
 }
 
+/// RADV compiles a pipeline whose line mode is dynamic otherwise where `smoothLines` is on
+/// (its lowering of smooth lines), and its global pipeline key does not say so: the binaries a
+/// device without the feature kept are another pipeline's code on a device with it. The driver's
+/// key for each create info, kept with its binaries, tells them apart.
+#[test]
+fn binaries_kept_without_smooth_lines_are_never_loaded_on_a_device_with_them() {
+    if cache_forced() {
+        return; // entries of pipeline caches: the driver's own cache key checks them
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let lines = ["--zink-dynamic", "--graphics", "4", "--compute", "0"];
+    let off = every_extension(
+        Driver::Radv,
+        tmp.path(),
+        &[&lines[..], &["--smooth-lines-off"]].concat(),
+    );
+    assert!(
+        !off.stdout.contains("\"zink_dynamic_states\":0"),
+        "{}",
+        off.all()
+    );
+    assert_eq!(off.watch().compiled, 4, "{}", off.all());
+    let on = every_extension(Driver::Radv, tmp.path(), &lines);
+    assert_eq!(on.watch().found, 0, "{}", on.all());
+    assert_eq!(on.watch().compiled, 4, "{}", on.all());
+    // Each kept again under its own driver key: found where the device is as it was.
+    let on_again = every_extension(Driver::Radv, tmp.path(), &lines);
+    assert_eq!(on_again.watch().found, 4, "{}", on_again.all());
+}
+
 #[test]
 fn an_application_that_enables_every_extension_runs_and_dispatches_right_on_lavapipe() {
     let tmp = tempfile::tempdir().unwrap();

@@ -29,6 +29,13 @@ const HELD_BYTES_LIMIT: usize = 32 << 20;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DriverKey(Vec<u8>);
 
+impl DriverKey {
+    /// The key's bytes, as kept with a `binary` entry.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// The binaries of this run's compiled pipelines, by driver key. Only the application's threads
 /// take its lock (the rebuild's idle-priority threads never do), for a lookup or an insert.
 #[derive(Default)]

@@ -132,14 +132,24 @@ impl EveryExtension {
     pub fn set_robust_buffer_access(&mut self, on: bool) {
         self.features2.features.robust_buffer_access = on.into();
         if !on {
-            let robustness2 = vk::StructureType::PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT;
-            for (stype, values) in &mut self.features {
-                if *stype == robustness2.as_raw() {
-                    values[0] = vk::FALSE;
+            self.turn_off(
+                vk::StructureType::PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT,
+                0,
+            );
+        }
+    }
+
+    /// Turns `feature` (its index among the structure's `VkBool32`s) of the structure `s_type`
+    /// off, where it was on.
+    pub fn turn_off(&mut self, s_type: vk::StructureType, feature: usize) {
+        for (stype, values) in &mut self.features {
+            if *stype == s_type.as_raw() {
+                if let Some(v) = values.get_mut(feature) {
+                    *v = vk::FALSE;
                 }
             }
-            self.chain_again();
         }
+        self.chain_again();
     }
 
     /// Whether the driver reported `feature` (its index among the structure's `VkBool32`s) of the

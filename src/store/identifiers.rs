@@ -41,8 +41,11 @@ pub struct KnownIdentifier {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Parsed {
     pub known: Vec<KnownIdentifier>,
-    /// Records that failed their hash, or a tail shorter than a record.
+    /// Whole records that failed their hash.
     pub damaged: usize,
+    /// A tail shorter than a record: an append cut short (a process killed in its write), cut
+    /// at the next append.
+    pub torn_tail: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +60,8 @@ pub enum IdentifierFileError {
     Header { path: PathBuf },
     #[error("{path} is {len} bytes, more than the file ever holds")]
     TooLarge { path: PathBuf, len: u64 },
+    #[error("{path} is locked by another process's append")]
+    Busy { path: PathBuf },
 }
 
 fn io_error<'a>(
@@ -107,14 +112,18 @@ fn decode(r: &[u8]) -> Option<KnownIdentifier> {
     })
 }
 
-/// What `bytes` (a whole file) hold; `None` where the header is not this format's.
+/// What `bytes` (a whole file) hold; `None` where the header is not this format's. A file
+/// shorter than the header holds nothing yet (its first append was cut short, or is under way).
 pub fn parse(bytes: &[u8]) -> Option<Parsed> {
-    if bytes.len() < HEADER_LEN || bytes[..HEADER_LEN] != header() {
+    if bytes.len() < HEADER_LEN {
+        return Some(Parsed::default());
+    }
+    if bytes[..HEADER_LEN] != header() {
         return None;
     }
     let body = &bytes[HEADER_LEN..];
     let mut parsed = Parsed {
-        damaged: usize::from(!body.len().is_multiple_of(RECORD_LEN)),
+        torn_tail: !body.len().is_multiple_of(RECORD_LEN),
         ..Parsed::default()
     };
     for r in body.chunks_exact(RECORD_LEN) {
@@ -130,13 +139,16 @@ fn most_file_len() -> u64 {
     (HEADER_LEN + MOST_RECORDS * RECORD_LEN) as u64
 }
 
-/// Reads the file at `path`; a missing file holds nothing.
+/// Reads the file at `path` under a shared `flock` (an append is never read half-written); a
+/// missing file holds nothing.
 pub fn read(path: &Path) -> Result<Parsed, IdentifierFileError> {
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Parsed::default()),
         Err(e) => return Err(io_error("open", path)(e)),
     };
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockShared)
+        .map_err(|e| io_error("lock", path)(e.into()))?;
     let len = file.metadata().map_err(io_error("stat", path))?.len();
     if len > most_file_len() + RECORD_LEN as u64 {
         return Err(IdentifierFileError::TooLarge {
@@ -152,12 +164,26 @@ pub fn read(path: &Path) -> Result<Parsed, IdentifierFileError> {
     })
 }
 
-/// Appends one record under `flock`: a file that is missing, of another format or full starts
-/// anew; a torn tail is cut first. The title's directory is made where it is missing.
-pub fn append(path: &Path, known: &KnownIdentifier) -> Result<(), IdentifierFileError> {
-    let Some(record) = encode(known) else {
+/// How an append waits for another process's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Not at all: `Busy` (an application thread, which never waits on another process).
+    Never,
+    /// Until it ends (a device's end).
+    Blocking,
+}
+
+/// Appends records under an exclusive `flock`: a file that is missing, of another format or full
+/// starts anew; a torn tail is cut first. The title's directory is made where it is missing.
+pub fn append(
+    path: &Path,
+    records: &[KnownIdentifier],
+    wait: Wait,
+) -> Result<(), IdentifierFileError> {
+    let bytes: Vec<u8> = records.iter().filter_map(encode).flatten().collect();
+    if bytes.is_empty() {
         return Ok(());
-    };
+    }
     // The title's directory, where its store's opening has not made it yet.
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io_error("create", dir))?;
@@ -169,8 +195,19 @@ pub fn append(path: &Path, known: &KnownIdentifier) -> Result<(), IdentifierFile
         .truncate(false)
         .open(path)
         .map_err(io_error("open", path))?;
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| io_error("lock", path)(e.into()))?;
+    let lock = match wait {
+        Wait::Never => rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        Wait::Blocking => rustix::fs::FlockOperation::LockExclusive,
+    };
+    match rustix::fs::flock(&file, lock) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => {
+            return Err(IdentifierFileError::Busy {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(e) => return Err(io_error("lock", path)(e.into())),
+    }
     let len = file.metadata().map_err(io_error("stat", path))?.len();
     let mut head = [0u8; HEADER_LEN];
     let ours = len >= HEADER_LEN as u64
@@ -190,7 +227,7 @@ pub fn append(path: &Path, known: &KnownIdentifier) -> Result<(), IdentifierFile
     if whole == 0 {
         file.write_all(&header()).map_err(io_error("write", path))?;
     }
-    file.write_all(&record).map_err(io_error("write", path))
+    file.write_all(&bytes).map_err(io_error("write", path))
     // The lock goes with the file.
 }
 
@@ -229,9 +266,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         assert_eq!(read(&path).unwrap(), Parsed::default());
-        for n in 1..=3 {
-            append(&path, &known(n)).unwrap();
-        }
+        append(&path, &[known(1)], Wait::Never).unwrap();
+        append(&path, &[known(2), known(3)], Wait::Blocking).unwrap();
         assert_eq!(
             read(&path).unwrap().known,
             vec![known(1), known(2), known(3)]
@@ -243,16 +279,34 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let parsed = read(&path).unwrap();
         assert_eq!(
-            (parsed.known, parsed.damaged),
-            (vec![known(1), known(3)], 2)
+            (parsed.known, parsed.damaged, parsed.torn_tail),
+            (vec![known(1), known(3)], 1, true)
         );
         // The next append cuts the torn tail, so every record after it is whole.
-        append(&path, &known(4)).unwrap();
+        append(&path, &[known(4)], Wait::Never).unwrap();
         let parsed = read(&path).unwrap();
         assert_eq!(
-            (parsed.known, parsed.damaged),
-            (vec![known(1), known(3), known(4)], 1)
+            (parsed.known, parsed.damaged, parsed.torn_tail),
+            (vec![known(1), known(3), known(4)], 1, false)
         );
+    }
+
+    #[test]
+    fn a_file_shorter_than_its_header_holds_nothing_and_a_locked_one_is_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(&path, &header()[..5]).unwrap();
+        assert_eq!(read(&path).unwrap(), Parsed::default());
+        // Another process's append under way: an application thread does not wait for it.
+        let other = std::fs::File::open(&path).unwrap();
+        rustix::fs::flock(&other, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        assert!(matches!(
+            append(&path, &[known(1)], Wait::Never),
+            Err(IdentifierFileError::Busy { .. })
+        ));
+        drop(other);
+        append(&path, &[known(1)], Wait::Never).unwrap();
+        assert_eq!(read(&path).unwrap().known, vec![known(1)]);
     }
 
     #[test]
@@ -264,11 +318,11 @@ mod tests {
             read(&path),
             Err(IdentifierFileError::Header { .. })
         ));
-        append(&path, &known(5)).unwrap();
+        append(&path, &[known(5)], Wait::Never).unwrap();
         assert_eq!(read(&path).unwrap().known, vec![known(5)]);
         let mut long = known(6);
         long.identifier = vec![1; MOST_IDENTIFIER_LEN + 1];
-        append(&path, &long).unwrap();
+        append(&path, &[long], Wait::Never).unwrap();
         assert_eq!(read(&path).unwrap().known.len(), 1);
     }
 }

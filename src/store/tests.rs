@@ -1601,7 +1601,7 @@ fn the_note_naming_the_dictionarys_entry_is_read_back_and_dropped_with_its_direc
 /// A `binary` payload of one binary a stage, each under a key of its own.
 fn stages(datas: &[&[u8]]) -> Vec<u8> {
     let keys: Vec<[u8; 1]> = (0..datas.len()).map(|i| [i as u8]).collect();
-    binaries::encode(keys.iter().zip(datas).map(|(k, d)| (&k[..], *d)))
+    binaries::encode(&[], keys.iter().zip(datas).map(|(k, d)| (&k[..], *d)))
 }
 
 /// The pieces `k`'s entry names (a piece named twice counted twice).

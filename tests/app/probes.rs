@@ -44,10 +44,20 @@ fn compute_pipeline(
     let specialization = vk::SpecializationInfo::default()
         .map_entries(&entries)
         .data(&data);
-    let ci = vk::ComputePipelineCreateInfo::default()
+    // Under --flags2, the flags in a VkPipelineCreateFlags2CreateInfoKHR (DXVK's way), the legacy
+    // ones then ignored.
+    let mut flags2 = vk::PipelineCreateFlags2CreateInfoKHR::default().flags(
+        vk::PipelineCreateFlags2KHR::from_raw(u64::from(flags.as_raw())),
+    );
+    let mut ci = vk::ComputePipelineCreateInfo::default()
         .flags(flags)
         .stage(stage.specialization_info(&specialization))
         .layout(s.compute_layout);
+    if s.flags2 {
+        ci = ci
+            .flags(vk::PipelineCreateFlags::empty())
+            .push_next(&mut flags2);
+    }
     let mut out = [vk::Pipeline::null()];
     // SAFETY: a valid create info; the raw command, so that VK_PIPELINE_COMPILE_REQUIRED comes
     // back as the success code it is.

@@ -165,6 +165,11 @@ struct Args {
     /// as many new pipelines again (other variants), counted with the rest (`second_round`).
     #[arg(long)]
     again_when_exists: Option<std::path::PathBuf>,
+    /// With --every-extension: `smoothLines` (and `stippledSmoothLines`) left off, a device
+    /// state RADV compiles a pipeline with a dynamic line mode under (`--zink-dynamic`), not in
+    /// its global key.
+    #[arg(long, requires = "every_extension")]
+    smooth_lines_off: bool,
     /// Graphics variants in pairs alike but for the cull mode (as pygfx's near-twins): each odd
     /// one takes its even neighbour's state and shaders, culling otherwise.
     #[arg(long)]
@@ -498,6 +503,12 @@ fn run(args: &Args) -> Result<bool, String> {
             unsafe { pipekeep::replay::every_extension::EveryExtension::of(&instance, physical) };
         // Robust buffer access stays the application's choice: it is another device state.
         every.set_robust_buffer_access(args.robust_buffer_access);
+        if args.smooth_lines_off {
+            // VkPhysicalDeviceLineRasterizationFeatures: smoothLines, stippledSmoothLines.
+            let lines = vk::StructureType::PHYSICAL_DEVICE_LINE_RASTERIZATION_FEATURES_EXT;
+            every.turn_off(lines, 2);
+            every.turn_off(lines, 5);
+        }
         every
     });
     if let Some(every) = &every {

@@ -121,6 +121,7 @@ impl DeviceData {
         // The rebuild ends after the pipeline it is building, before its commands can go: it
         // calls the driver through this device.
         self.join_the_rebuild();
+        self.objects.identifiers.keep_the_rest();
         if at_exit {
             // The application may destroy its device in a static destructor once this handler
             // returns: an opening thread left to end with the process (reading an entry for

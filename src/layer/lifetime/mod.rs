@@ -209,8 +209,9 @@ unsafe fn register_device(
         None => plan.device_state,
     };
     // A binary is used as it is, and the key holds of the device only its robustness: the
-    // device state binaries fit is the driver's global key's to say, so without one (NVIDIA's,
-    // never asked) entries are kept as caches, which the driver checks itself.
+    // device state binaries fit is the driver's keys' to say (its global key in every key, its
+    // key for each create info kept with the binaries), so without them (NVIDIA's, never asked)
+    // entries are kept as caches, which the driver checks itself.
     let backend = if backend == Backend::Binary && global_key.is_none() {
         tracing::info!("the driver gives no global pipeline key: cache backend");
         Backend::Cache
@@ -248,11 +249,14 @@ unsafe fn register_device(
         device_name,
         objects: Objects {
             identifiers: match (&plan.identifier_algorithm, &root) {
-                (Some(algorithm), Some(root)) if active => Identifiers::kept_in(
-                    root.join(&inst.title)
-                        .join(crate::store::identifiers::FILE_NAME),
-                    *algorithm,
-                ),
+                // Where the device keeps entries: one that keeps nothing writes nothing.
+                (Some(algorithm), Some(root)) if active && SETTINGS.max_bytes > 0 => {
+                    Identifiers::kept_in(
+                        root.join(&inst.title)
+                            .join(crate::store::identifiers::FILE_NAME),
+                        *algorithm,
+                    )
+                }
                 _ => Identifiers::default(),
             },
             ..Objects::default()

@@ -5,38 +5,66 @@
 
 use super::*;
 
+/// Why a found entry of binaries made no pipeline; the caller then compiles.
+pub(super) enum NotFromBinaries {
+    /// The driver refused the binaries or the build (counted: a driver that refuses them all
+    /// switches the device to `cache`).
+    Refused,
+    /// The driver keys this create info otherwise than the one the binaries were built from
+    /// (device state its global key does not hold, such as `smoothLines` on RADV): another
+    /// pipeline's code, never loaded; compiled and kept again.
+    OtherDriverKey,
+}
+
 /// `binary`, found: the entry's binaries made into objects, the pipeline built from them, the
-/// objects destroyed. `None` where the driver refused the binaries or the build (counted: a
-/// driver that refuses them all switches the device to `cache`); the caller then compiles.
+/// objects destroyed, where the driver keys the create info as it keyed the one they were built
+/// from.
 pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
     b: &Build<'_, T>,
     fns: &BinaryFns,
     entry: &FoundEntry,
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
-) -> Option<Kept> {
+) -> Result<Kept, NotFromBinaries> {
     if SETTINGS.test_refuse_binaries {
         // As NVIDIA's driver does with binaries another process wrote.
         b.dev.binaries_refused();
-        return None;
+        return Err(NotFromBinaries::Refused);
+    }
+    // Checked at lookup.
+    let kept_under = entry.with_data(|data| {
+        crate::store::binaries::parse(data)
+            .ok()
+            .map(|p| p.driver_key.to_vec())
+    });
+    let kept_under = kept_under.ok_or(NotFromBinaries::Refused)?;
+    if !kept_under.is_empty() {
+        // SAFETY: the application's create info, valid for the call.
+        let now = unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) };
+        if now.as_ref().map(sharing::DriverKey::bytes) != Some(&kept_under[..]) {
+            tracing::debug!(entry = %b.key.file_name(), "the kept binaries were built under another driver key for this create info (device state the key does not hold); compiling");
+            return Err(NotFromBinaries::OtherDriverKey);
+        }
     }
     let marker = b.store.hold_marker(entry);
     if aborts_in_this_load(b.store, entry) {
         std::process::abort();
     }
     let inside = enter_found_gate(b.dev);
-    let loaded = entry.with_data(|data| {
-        // Checked at lookup.
-        let parsed = crate::store::binaries::parse(data).ok()?;
-        // SAFETY: the device takes binaries (`fns` were loaded for it).
-        Some(unsafe { binaries::load(b.dev, fns, &parsed) })
-    })?;
+    let loaded = entry
+        .with_data(|data| {
+            // Checked at lookup.
+            let parsed = crate::store::binaries::parse(data).ok()?;
+            // SAFETY: the device takes binaries (`fns` were loaded for it).
+            Some(unsafe { binaries::load(b.dev, fns, &parsed.binaries) })
+        })
+        .ok_or(NotFromBinaries::Refused)?;
     let objects = match loaded {
         Ok(o) => o,
         Err(e) => {
             tracing::debug!(entry = %b.key.file_name(), result = ?e, "the driver refused the kept binaries");
             b.dev.binaries_failed(e);
-            return None;
+            return Err(NotFromBinaries::Refused);
         }
     };
     lap.to(Phase::Cache);
@@ -48,12 +76,12 @@ pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
         tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from the kept binaries");
         b.dev
             .binaries_failed(built.err().unwrap_or(vk::Result::ERROR_UNKNOWN));
-        return None;
+        return Err(NotFromBinaries::Refused);
     };
     // SAFETY: the application's chain.
     unsafe { report_found_to_the_application(b.info, lap) };
     b.dev.writer.stamp(b.store.clone(), entry.name());
-    Some(Kept::Made(r, Outcome::Found))
+    Ok(Kept::Made(r, Outcome::Found))
 }
 
 /// Builds the pipeline from binary objects made for it (chained in front, no cache: the binaries
@@ -69,9 +97,15 @@ pub(super) unsafe fn build_from_objects<T: PipelineInfo>(
 ) -> Result<vk::Result, vk::Result> {
     // SAFETY: the application's create info.
     unsafe { clear_application_feedback(b.info) };
-    let binary_info = binaries::info_for(&objects, b.info.p_next());
-    // SAFETY: the layer's binaries, alive until after the build.
-    let r = unsafe { build_with_in_front(b, &binary_info, lap, slot) };
+    // What a build from binaries may not carry, left out of copies (`chain_copy`).
+    let (mut copies, mut stages) = (chain_copy::ChainCopy::default(), Vec::new());
+    let mut info = *b.info;
+    // SAFETY: the application's create info; the copies outlive the build.
+    let app_chain = unsafe { chain_copy::without_fail_on_compile(info.p_next(), &mut copies) };
+    unsafe { info.drop_identifiers(&mut copies, &mut stages) };
+    let binary_info = binaries::info_for(&objects, app_chain);
+    // SAFETY: the layer's binaries and copies, alive until after the build.
+    let r = unsafe { build_with_in_front(b, &info, &binary_info, lap, slot) };
     drop(objects);
     if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
         *slot = vk::Pipeline::null();
@@ -87,6 +121,7 @@ pub(super) unsafe fn build_from_objects<T: PipelineInfo>(
 pub(super) unsafe fn build_from_shared<T: PipelineInfo>(
     b: &Build<'_, T>,
     fns: &BinaryFns,
+    driver_key: &sharing::DriverKey,
     captured: &binaries::Captured,
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
@@ -107,7 +142,7 @@ pub(super) unsafe fn build_from_shared<T: PipelineInfo>(
     };
     // SAFETY: the application's chain.
     unsafe { report_made_to_the_application(b.info, lap) };
-    keep_binaries(b, captured);
+    keep_binaries(b, Some(driver_key), captured);
     Some(Kept::Made(r, Outcome::Shared))
 }
 
@@ -128,16 +163,17 @@ pub(super) unsafe fn build_capturing<T: PipelineInfo>(
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
 ) -> Kept {
-    // Not asked on the rebuild's threads, which take no lock an application thread takes.
-    let driver_key = (SETTINGS.share_builds && !b.rebuilding)
-        // SAFETY: the application's create info, valid for the call.
-        .then(|| unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) })
-        .flatten();
+    // Kept with the entry, and names the builds this one may share.
+    // SAFETY: the application's create info, valid for the call.
+    let driver_key = unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) };
+    // Shared only on the application's threads: the rebuild's take no lock an application
+    // thread takes.
+    let shares = SETTINGS.share_builds && !b.rebuilding;
     lap.to(Phase::Lookup);
-    if let Some(key) = &driver_key {
+    if let Some(key) = driver_key.as_ref().filter(|_| shares) {
         if let Some(captured) = b.dev.shared_builds.get(key) {
             // SAFETY: as for this function.
-            if let Some(made) = unsafe { build_from_shared(b, fns, &captured, lap, slot) } {
+            if let Some(made) = unsafe { build_from_shared(b, fns, key, &captured, lap, slot) } {
                 return made;
             }
             // Compiled below, and held in their place.
@@ -152,15 +188,15 @@ pub(super) unsafe fn build_capturing<T: PipelineInfo>(
     };
     // SAFETY: the application's flags with the capture flag added, and no cache (as the capture
     // flag requires).
-    let r = unsafe { build_with_in_front(b, &flags2, lap, slot) };
+    let r = unsafe { build_with_in_front(b, b.info, &flags2, lap, slot) };
     if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
         return Kept::Made(r, Outcome::PassedThrough);
     }
     // SAFETY: the pipeline just made with the capture flag.
     match unsafe { binaries::capture(b.dev, fns, *slot) } {
         Ok(captured) => {
-            keep_binaries(b, &captured);
-            if let Some(key) = driver_key {
+            keep_binaries(b, driver_key.as_ref(), &captured);
+            if let Some(key) = driver_key.filter(|_| shares) {
                 b.dev.shared_builds.hold(key, Arc::new(captured));
             }
         }
@@ -171,19 +207,20 @@ pub(super) unsafe fn build_capturing<T: PipelineInfo>(
     Kept::Made(r, Outcome::Compiled)
 }
 
-/// Builds the application's create info with `front` chained before its own structures (whose
-/// `pNext` must already be the application's chain), through no pipeline cache, with the
-/// application's allocator.
+/// Builds `info` (the application's create info or the layer's copy of it) with `front` chained
+/// before its own structures (whose `pNext` must already be `info`'s chain), through no pipeline
+/// cache, with the application's allocator.
 ///
 /// # Safety
-/// `front` must be a valid structure extending the create info, alive for the call.
+/// `info` must be valid and `front` a valid structure extending it, both alive for the call.
 pub(super) unsafe fn build_with_in_front<T: PipelineInfo, S>(
     b: &Build<'_, T>,
+    info: &T,
     front: &S,
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
 ) -> vk::Result {
-    let mut with = *b.info;
+    let mut with = *info;
     with.set_p_next((front as *const S).cast());
     // Made from binaries nothing is compiled, and the spec forbids asking otherwise
     // (VUID-vkCreateGraphicsPipelines-binaryCount-09622); in front of a capture the flags are
@@ -191,7 +228,7 @@ pub(super) unsafe fn build_with_in_front<T: PipelineInfo, S>(
     with.set_legacy_flags(
         with.legacy_flags() & !vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED,
     );
-    // SAFETY: as the caller vouches; the application's create info otherwise.
+    // SAFETY: as the caller vouches.
     let r = unsafe {
         (b.next)(
             b.dev.handle,
@@ -206,10 +243,16 @@ pub(super) unsafe fn build_with_in_front<T: PipelineInfo, S>(
     r
 }
 
-/// Queues a pipeline's binaries as its entry.
-pub(super) fn keep_binaries<T: PipelineInfo>(b: &Build<'_, T>, captured: &binaries::Captured) {
-    let payload =
-        crate::store::binaries::encode(captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())));
+/// Queues a pipeline's binaries as its entry, with the driver's key for its create info.
+pub(super) fn keep_binaries<T: PipelineInfo>(
+    b: &Build<'_, T>,
+    driver_key: Option<&sharing::DriverKey>,
+    captured: &binaries::Captured,
+) {
+    let payload = crate::store::binaries::encode(
+        driver_key.map_or(&[][..], sharing::DriverKey::bytes),
+        captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())),
+    );
     b.write_entry(PayloadKind::Binaries, payload, None);
     record_compiled(b, false);
 }

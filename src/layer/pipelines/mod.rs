@@ -7,6 +7,7 @@
 
 mod binary;
 mod cache;
+mod chain_copy;
 mod derivatives;
 mod ray_tracing;
 
@@ -74,6 +75,15 @@ trait PipelineInfo: Copy {
     /// # Safety
     /// `self` must be a valid create info.
     unsafe fn links_libraries(&self) -> bool;
+    /// Its stages given by module identifier replaced by copies without it, for a build from
+    /// binaries (`chain_copy`); `stages` holds a graphics pipeline's array of them.
+    /// # Safety
+    /// `self` must be a valid create info; it then lives no longer than `copies` and `stages`.
+    unsafe fn drop_identifiers(
+        &mut self,
+        copies: &mut chain_copy::ChainCopy,
+        stages: &mut Vec<vk::PipelineShaderStageCreateInfo<'static>>,
+    );
 
     /// The pipeline as its key sees it and the record writes it, read once a pipeline.
     /// # Safety
@@ -87,7 +97,7 @@ trait PipelineInfo: Copy {
 }
 
 macro_rules! pipeline_info {
-    ($ty:ty, $command:literal, $ray_tracing:literal, $stages:expr, $links:expr, $describe:expr) => {
+    ($ty:ty, $command:literal, $ray_tracing:literal, $stages:expr, $links:expr, $drop_identifiers:expr, $describe:expr) => {
         impl PipelineInfo for $ty {
             const COMMAND: &'static std::ffi::CStr = $command;
             const RAY_TRACING: bool = $ray_tracing;
@@ -122,6 +132,19 @@ macro_rules! pipeline_info {
                 let links: unsafe fn(&Self) -> bool = $links;
                 // SAFETY: as the caller vouches.
                 unsafe { links(self) }
+            }
+            unsafe fn drop_identifiers(
+                &mut self,
+                copies: &mut chain_copy::ChainCopy,
+                stages: &mut Vec<vk::PipelineShaderStageCreateInfo<'static>>,
+            ) {
+                let drop: unsafe fn(
+                    &mut Self,
+                    &mut chain_copy::ChainCopy,
+                    &mut Vec<vk::PipelineShaderStageCreateInfo<'static>>,
+                ) = $drop_identifiers;
+                // SAFETY: as the caller vouches.
+                unsafe { drop(self, copies, stages) }
             }
             unsafe fn describe(
                 &self,
@@ -160,6 +183,12 @@ pipeline_info!(
     false,
     |_| 1,
     |_| false,
+    |c, copies, _| {
+        // SAFETY: the application's stage, as the caller vouches.
+        if let Some(s) = unsafe { chain_copy::stage_without_identifier(&c.stage, copies) } {
+            c.stage = s;
+        }
+    },
     |ci, objects, device, flags| unsafe { capture::compute_desc(ci, objects, device, flags) }
         .map(Recorded::Compute)
 );
@@ -169,6 +198,14 @@ pipeline_info!(
     false,
     |g| g.stage_count,
     |g| unsafe { chain_links_libraries(g.p_next) },
+    |g, copies, stages| {
+        // SAFETY: the application's stages, as the caller vouches.
+        let all = unsafe { super::objects::slice(g.p_stages, g.stage_count) };
+        if let Some(without) = unsafe { chain_copy::stages_without_identifiers(all, copies) } {
+            *stages = without;
+            g.p_stages = stages.as_ptr();
+        }
+    },
     |ci, objects, device, flags| unsafe { capture::graphics_desc(ci, objects, device, flags) }
         .map(|d| Recorded::Graphics(Box::new(d)))
 );
@@ -180,6 +217,8 @@ pipeline_info!(
     |r| r.stage_count,
     // SAFETY: pLibraryInfo is NULL or valid, per the spec.
     |r| unsafe { r.p_library_info.as_ref() }.is_some_and(|l| l.library_count > 0),
+    // Never built from binaries.
+    |_, _, _| {},
     // SAFETY: the application's create info, valid for the call, as the flow vouches.
     |ci, objects, device, flags| unsafe { capture::ray_tracing_desc(ci, objects, device, flags) }
         .map(|d| Recorded::RayTracing(Box::new(d)))
@@ -552,17 +591,15 @@ unsafe fn build_kept<T: PipelineInfo>(
     let mut refused = false;
     let found = match found {
         Some(entry) if entry.kind() == PayloadKind::Binaries => {
-            // Binaries forbid FAIL_ON_PIPELINE_COMPILE_REQUIRED (VUID-...-binaryCount-09622),
-            // which the application's own flags2 structure, left as it is, then carries.
-            let flags2_fail = b.flags.chained && b.must_be_found();
             let fns = dev
                 .binary_fns
                 .as_ref()
-                .filter(|_| dev.backend() == Backend::Binary && !flags2_fail);
+                .filter(|_| dev.backend() == Backend::Binary);
             if let Some(fns) = fns {
                 match unsafe { build_from_binaries(b, fns, &entry, lap, slot) } {
-                    Some(made) => return made,
-                    None => refused = true,
+                    Ok(made) => return made,
+                    Err(NotFromBinaries::Refused) => refused = true,
+                    Err(NotFromBinaries::OtherDriverKey) => {}
                 }
             }
             if b.must_be_found() {

@@ -372,14 +372,14 @@ mod tests {
             cut(PayloadKind::Cache, &small, Chunking::CHOSEN),
             vec![Cut::Inline(&small[..])]
         );
-        let only = crate::store::binaries::encode([(&[9u8][..], &[1u8; 4000][..])]);
+        let only = crate::store::binaries::encode(&[], [(&[9u8][..], &[1u8; 4000][..])]);
         assert_eq!(
             cut(PayloadKind::Binaries, &only, Chunking::CHOSEN),
             vec![Cut::Inline(&only[..])]
         );
         let (big, tiny) = (vec![1u8; 4000], vec![2u8; 10]);
         let payload =
-            crate::store::binaries::encode([(&[9u8][..], &big[..]), (&[8][..], &tiny[..])]);
+            crate::store::binaries::encode(&[], [(&[9u8][..], &big[..]), (&[8][..], &tiny[..])]);
         let cuts = cut(PayloadKind::Binaries, &payload, Chunking::CHOSEN);
         assert_eq!(cuts.len(), 3);
         assert_eq!(cuts[1], Cut::piece(&big[..]));
