@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use ash::vk;
@@ -29,7 +30,13 @@ use crate::sync::UnpoisonedRw;
 /// Handle -> content, for one kind of object of one device. Keyed by the handle through
 /// [`HandleHasher`]: every pipeline looks up its module and layout here, and SipHash over a
 /// handle the driver chose cost more than the rest of the lookup.
-pub struct Tracked<T>(RwLock<HashMap<u64, Option<T>, BuildHasherDefault<HandleHasher>>>);
+pub struct Tracked<T> {
+    table: RwLock<HashMap<u64, Option<T>, BuildHasherDefault<HandleHasher>>>,
+    /// The table's length, kept beside it under its lock: read without the lock (the background
+    /// rebuild's idle threads count the application's samplers, and never take a lock its
+    /// threads take).
+    live: AtomicUsize,
+}
 
 /// A hasher for handles: one multiply and a fold of the 64-bit product's halves (Fibonacci
 /// hashing), enough to spread handles that are pointers or counters across a table. Not
@@ -56,48 +63,57 @@ impl Hasher for HandleHasher {
 
 impl<T: Clone> Tracked<T> {
     fn new() -> Self {
-        Tracked(RwLock::new(HashMap::default()))
+        Tracked {
+            table: RwLock::new(HashMap::default()),
+            live: AtomicUsize::new(0),
+        }
     }
 
     pub(in crate::layer) fn insert(&self, handle: u64, content: Option<T>) {
-        self.0.writing().insert(handle, content);
+        let mut table = self.table.writing();
+        table.insert(handle, content);
+        self.live.store(table.len(), Ordering::Release);
     }
 
     /// Test only: [`Tracked::insert`], then the background rebuild's stall
     /// ([`super::test_stall`]) while the table's lock is still held.
     pub(in crate::layer) fn insert_and_stall(&self, handle: u64, content: Option<T>) {
-        let mut table = self.0.writing();
+        let mut table = self.table.writing();
         table.insert(handle, content);
+        self.live.store(table.len(), Ordering::Release);
         super::test_stall::hold_here();
     }
 
     pub(in crate::layer) fn remove(&self, handle: u64) {
-        self.0.writing().remove(&handle);
+        self.take(handle);
     }
 
     /// Forgets a handle and gives back what it held.
     pub(in crate::layer) fn take(&self, handle: u64) -> Option<T> {
-        self.0.writing().remove(&handle).flatten()
+        let mut table = self.table.writing();
+        let held = table.remove(&handle).flatten();
+        self.live.store(table.len(), Ordering::Release);
+        held
     }
 
     /// [`Tracked::remove`] for a registry most handles asked of are not in (pipeline libraries,
     /// asked at every `vkDestroyPipeline`): a shared look first, the exclusive lock only for one
     /// it holds. A handle is never made and destroyed at once, so it cannot come in between.
     pub(in crate::layer) fn remove_if_held(&self, handle: u64) {
-        if self.0.reading().contains_key(&handle) {
+        if self.table.reading().contains_key(&handle) {
             self.remove(handle);
         }
     }
 
-    /// How many live objects it holds (the application's and the background rebuild's; objects
-    /// of one content may share a handle on some drivers, and count once).
+    /// How many live objects it holds (objects of one content may share a handle on some
+    /// drivers, and count once), read without its lock.
     pub fn len(&self) -> usize {
-        self.0.reading().len()
+        self.live.load(Ordering::Acquire)
     }
 
     /// The content of a live object, or why there is none.
     pub fn get(&self, handle: u64, what: &'static str) -> Result<T, Unkeyable> {
-        self.0
+        self.table
             .reading()
             .get(&handle)
             .cloned()
@@ -217,6 +233,8 @@ thread_local! {
 /// [`Objects::content`] until the scope ends, which it must before the call returns.
 pub struct InlineCodeScope {
     held_before: usize,
+    /// The scope is this thread's (its notes are thread-local): never sent to another.
+    _this_thread: std::marker::PhantomData<*const ()>,
 }
 
 impl InlineCodeScope {
@@ -225,6 +243,7 @@ impl InlineCodeScope {
             *depth += 1;
             InlineCodeScope {
                 held_before: held.len(),
+                _this_thread: std::marker::PhantomData,
             }
         })
     }

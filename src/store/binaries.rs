@@ -198,9 +198,9 @@ mod tests {
         let mut long = bytes.clone();
         long.push(0);
         assert!(parse(&long).is_err());
-        for (at, value) in [(0, 65), (4, 0), (4, 33)] {
+        for (at, value) in [(0, 65u32), (4, 0), (4, 33)] {
             let mut bad = bytes.clone();
-            bad[at..at + 4].copy_from_slice(&u32::from(value).to_le_bytes());
+            bad[at..at + 4].copy_from_slice(&value.to_le_bytes());
             assert!(parse(&bad).is_err(), "field at {at} = {value}");
         }
         let mut zero_len = encode(&[], [(&key[..], &[1u8][..])]);
