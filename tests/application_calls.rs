@@ -49,6 +49,11 @@ fn a_pipeline_made_with_capture_flags_has_what_a_profiler_asks_of_it_on_every_ru
 /// `--identifier`, with the identifier kept in `file` (written by the first process, read by a
 /// later one that asks by it alone), and `extra`.
 fn by_identifier(tmp: &Path, file: &Path, extra: &[&str]) -> Run {
+    by_identifier_in(App::new(Driver::Radv, tmp), file, extra)
+}
+
+/// [`by_identifier`] through `app` (its settings), the layer on.
+fn by_identifier_in(app: App, file: &Path, extra: &[&str]) -> Run {
     let args = [
         "--compute",
         "4",
@@ -58,7 +63,12 @@ fn by_identifier(tmp: &Path, file: &Path, extra: &[&str]) -> Run {
         "--identifier-file",
         file.to_str().unwrap(),
     ];
-    app(tmp, &[&args[..], extra].concat())
+    let run = app
+        .with_layer()
+        .args(&[&args[..], extra].concat())
+        .run_within(LIMIT);
+    assert!(run.ok, "{}", run.all());
+    run
 }
 
 #[test]
@@ -103,20 +113,11 @@ fn asked_by_identifier_in_this_process_and_a_later_one(later: &[&str]) {
 fn a_device_that_keeps_nothing_keeps_no_identifiers() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("identifier");
-    let run = App::new(Driver::Radv, tmp.path())
-        .with_layer()
-        .env("PIPEKEEP_MAX_BYTES", "0")
-        .args(&[
-            "--compute",
-            "4",
-            "--graphics",
-            "0",
-            "--identifier",
-            "--identifier-file",
-            file.to_str().unwrap(),
-        ])
-        .run_within(LIMIT);
-    assert!(run.ok, "{}", run.all());
+    let run = by_identifier_in(
+        App::new(Driver::Radv, tmp.path()).env("PIPEKEEP_MAX_BYTES", "0"),
+        &file,
+        &[],
+    );
     assert_eq!(
         run.summary["identifier"]["again"],
         "SUCCESS",

@@ -279,19 +279,39 @@ fn written<'a>(out: &'a vk::ShaderModuleIdentifierEXT<'_>) -> &'a [u8] {
     &out.identifier[..len]
 }
 
+/// What the driver wrote into `out` for a module of the code `digest` names, learned where the
+/// layer works on the device (`identifiers`).
+fn learn_written(
+    dev: &DeviceData,
+    command: &'static str,
+    out: *mut vk::ShaderModuleIdentifierEXT<'_>,
+    digest: impl FnOnce() -> Option<crate::key::Digest>,
+) {
+    if !dev.works_here() {
+        return;
+    }
+    guarded(
+        command,
+        || {
+            // SAFETY: the application's output, written by the driver.
+            if let (Some(out), Some(digest)) = (unsafe { out.as_ref() }, digest()) {
+                dev.objects.identifiers.learn(written(out), digest);
+            }
+        },
+        || (),
+    );
+}
+
 pub unsafe extern "system" fn get_shader_module_identifier(
     device: vk::Device,
     module: vk::ShaderModule,
     out: *mut vk::ShaderModuleIdentifierEXT<'_>,
 ) {
+    const COMMAND: &std::ffi::CStr = c"vkGetShaderModuleIdentifierEXT";
     // SAFETY: a device the loader handed us, created through this layer.
     let Some(dev) = (unsafe { device_data(device) }) else {
-        if let Some(next) = unsafe {
-            unrecorded_next::<vk::PFN_vkGetShaderModuleIdentifierEXT>(
-                device,
-                c"vkGetShaderModuleIdentifierEXT",
-            )
-        } {
+        type Next = vk::PFN_vkGetShaderModuleIdentifierEXT;
+        if let Some(next) = unsafe { unrecorded_next::<Next>(device, COMMAND) } {
             unsafe { next(device, module, out) };
         }
         return;
@@ -302,22 +322,12 @@ pub unsafe extern "system" fn get_shader_module_identifier(
     };
     // SAFETY: the application's arguments, passed on unchanged.
     unsafe { next(device, module, out) };
-    if !dev.works_here() {
-        return;
-    }
-    guarded(
-        "vkGetShaderModuleIdentifierEXT",
-        || {
-            // SAFETY: the application's output, written by the driver.
-            let Some(out) = (unsafe { out.as_ref() }) else {
-                return;
-            };
-            if let Ok(digest) = dev.objects.modules.get(module.as_raw(), "shader module") {
-                dev.objects.identifiers.learn(written(out), digest);
-            }
-        },
-        || (),
-    );
+    learn_written(&dev, "vkGetShaderModuleIdentifierEXT", out, || {
+        dev.objects
+            .modules
+            .get(module.as_raw(), "shader module")
+            .ok()
+    });
 }
 
 pub unsafe extern "system" fn get_shader_module_create_info_identifier(
@@ -325,14 +335,11 @@ pub unsafe extern "system" fn get_shader_module_create_info_identifier(
     create_info: *const vk::ShaderModuleCreateInfo<'_>,
     out: *mut vk::ShaderModuleIdentifierEXT<'_>,
 ) {
+    const COMMAND: &std::ffi::CStr = c"vkGetShaderModuleCreateInfoIdentifierEXT";
     // SAFETY: a device the loader handed us, created through this layer.
     let Some(dev) = (unsafe { device_data(device) }) else {
-        if let Some(next) = unsafe {
-            unrecorded_next::<vk::PFN_vkGetShaderModuleCreateInfoIdentifierEXT>(
-                device,
-                c"vkGetShaderModuleCreateInfoIdentifierEXT",
-            )
-        } {
+        type Next = vk::PFN_vkGetShaderModuleCreateInfoIdentifierEXT;
+        if let Some(next) = unsafe { unrecorded_next::<Next>(device, COMMAND) } {
             unsafe { next(device, create_info, out) };
         }
         return;
@@ -342,21 +349,9 @@ pub unsafe extern "system" fn get_shader_module_create_info_identifier(
     };
     // SAFETY: the application's arguments, passed on unchanged.
     unsafe { next(device, create_info, out) };
-    if !dev.works_here() {
-        return;
-    }
-    guarded(
-        "vkGetShaderModuleCreateInfoIdentifierEXT",
-        || {
-            // SAFETY: the application's create info and output, valid for the call.
-            let (Some(ci), Some(out)) = (unsafe { create_info.as_ref() }, unsafe { out.as_ref() })
-            else {
-                return;
-            };
-            if let Ok(digest) = unsafe { module_digest(ci) } {
-                dev.objects.identifiers.learn(written(out), digest);
-            }
-        },
-        || (),
-    );
+    learn_written(&dev, "vkGetShaderModuleCreateInfoIdentifierEXT", out, || {
+        // SAFETY: the application's create info, valid for the call.
+        let ci = unsafe { create_info.as_ref() }?;
+        unsafe { module_digest(ci) }.ok()
+    });
 }
