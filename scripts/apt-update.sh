@@ -6,12 +6,13 @@
 set -uo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-for attempt in 1 2 3 4; do
+for attempt in 1 2 3; do
   if $SUDO apt-get update -q; then
     exit 0
   fi
-  echo "apt-update: attempt $attempt failed; trying again in $((attempt * 20)) s" >&2
-  sleep $((attempt * 20))
+  [ "$attempt" -lt 3 ] || break
+  echo "apt-update: attempt $attempt failed; trying again in $((attempt * 15)) s" >&2
+  sleep $((attempt * 15))
 done
 echo "apt-update: the package lists could not all be refreshed; going on with those apt has" >&2
 exit 0
