@@ -349,9 +349,14 @@ pub unsafe extern "system" fn get_shader_module_create_info_identifier(
     };
     // SAFETY: the application's arguments, passed on unchanged.
     unsafe { next(device, create_info, out) };
-    learn_written(&dev, "vkGetShaderModuleCreateInfoIdentifierEXT", out, || {
-        // SAFETY: the application's create info, valid for the call.
-        let ci = unsafe { create_info.as_ref() }?;
-        unsafe { module_digest(ci) }.ok()
-    });
+    learn_written(
+        &dev,
+        "vkGetShaderModuleCreateInfoIdentifierEXT",
+        out,
+        || {
+            // SAFETY: the application's create info, valid for the call.
+            let ci = unsafe { create_info.as_ref() }?;
+            unsafe { module_digest(ci) }.ok()
+        },
+    );
 }

@@ -214,6 +214,8 @@ pub fn append(
         && file.read_exact(&mut head).is_ok()
         && head == header()
         && len < most_file_len();
+    // A batch that would take the file past its most starts it anew (a reader refuses a longer one).
+    let ours = ours && len + bytes.len() as u64 <= most_file_len();
     let whole = if ours {
         HEADER_LEN as u64 + (len - HEADER_LEN as u64) / RECORD_LEN as u64 * RECORD_LEN as u64
     } else {

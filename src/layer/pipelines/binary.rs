@@ -38,7 +38,8 @@ pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
             .map(|p| p.driver_key.to_vec())
     });
     let kept_under = kept_under.ok_or(NotFromBinaries::Refused)?;
-    if !kept_under.is_empty() {
+    // A driver that gives keys gave one for every entry it keeps: one without is never loaded.
+    if fns.get_pipeline_key.is_some() || !kept_under.is_empty() {
         // SAFETY: the application's create info, valid for the call.
         let now = unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) };
         if now.as_ref().map(sharing::DriverKey::bytes) != Some(&kept_under[..]) {
@@ -194,6 +195,11 @@ pub(super) unsafe fn build_capturing<T: PipelineInfo>(
     }
     // SAFETY: the pipeline just made with the capture flag.
     match unsafe { binaries::capture(b.dev, fns, *slot) } {
+        // A driver that gives keys and gave none for this create info: nothing to check a later
+        // load against, so not kept.
+        Ok(_) if fns.get_pipeline_key.is_some() && driver_key.is_none() => {
+            tracing::debug!(entry = %b.key.file_name(), "the driver gave no key for this create info; not kept")
+        }
         Ok(captured) => {
             keep_binaries(b, driver_key.as_ref(), &captured);
             if let Some(key) = driver_key.filter(|_| shares) {

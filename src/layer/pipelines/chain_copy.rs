@@ -5,8 +5,7 @@
 //! A pipeline is built from binaries without `FAIL_ON_PIPELINE_COMPILE_REQUIRED`
 //! (VUID-vkCreateGraphicsPipelines-binaryCount-09622), so an application's own
 //! `VkPipelineCreateFlags2CreateInfoKHR` carrying it (DXVK's way) is copied without it. A stage
-//! given by module identifier must come with that flag (VUID-VkGraphicsPipelineCreateInfo-pStages-06851
-//! and its compute twin); with binaries the identifier is ignored and may be left out
+//! given by module identifier must come with that flag (VUID-VkPipelineShaderStageModuleIdentifierCreateInfoEXT-pNext-06851); with binaries the identifier is ignored and may be left out
 //! (VUID-VkPipelineShaderStageCreateInfo-stage-06845 allows a stage with no code when
 //! `binaryCount` is above 0), so it is. Only structures whose size the layer knows are copied:
 //! a keyed pipeline carries no other (its key refuses them), and a chain with one is left as
