@@ -31,22 +31,9 @@ pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
         b.dev.binaries_refused();
         return Err(NotFromBinaries::Refused);
     }
-    // Checked at lookup.
-    let kept_under = entry.with_data(|data| {
-        crate::store::binaries::parse(data)
-            .ok()
-            .map(|p| p.driver_key.to_vec())
-    });
-    let kept_under = kept_under.ok_or(NotFromBinaries::Refused)?;
-    // A driver that gives keys gave one for every entry it keeps: one without is never loaded.
-    if fns.get_pipeline_key.is_some() || !kept_under.is_empty() {
-        // SAFETY: the application's create info, valid for the call.
-        let now = unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) };
-        if now.as_ref().map(sharing::DriverKey::bytes) != Some(&kept_under[..]) {
-            tracing::debug!(entry = %b.key.file_name(), "the kept binaries were built under another driver key for this create info (device state the key does not hold); compiling");
-            return Err(NotFromBinaries::OtherDriverKey);
-        }
-    }
+    // The driver's key for this create info, where it gives keys (an entry it kept carries one).
+    // SAFETY: the application's create info, valid for the call.
+    let now = unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) };
     let marker = b.store.hold_marker(entry);
     if aborts_in_this_load(b.store, entry) {
         std::process::abort();
@@ -56,10 +43,22 @@ pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
         .with_data(|data| {
             // Checked at lookup.
             let parsed = crate::store::binaries::parse(data).ok()?;
+            let kept_under = parsed.driver_key;
+            if (fns.get_pipeline_key.is_some() || !kept_under.is_empty())
+                && now.as_ref().map(sharing::DriverKey::bytes) != Some(kept_under)
+            {
+                return Some(None);
+            }
             // SAFETY: the device takes binaries (`fns` were loaded for it).
-            Some(unsafe { binaries::load(b.dev, fns, &parsed.binaries) })
+            Some(Some(unsafe {
+                binaries::load(b.dev, fns, &parsed.binaries)
+            }))
         })
         .ok_or(NotFromBinaries::Refused)?;
+    let Some(loaded) = loaded else {
+        tracing::debug!(entry = %b.key.file_name(), "the kept binaries were built under another driver key for this create info (device state the key does not hold); compiling");
+        return Err(NotFromBinaries::OtherDriverKey);
+    };
     let objects = match loaded {
         Ok(o) => o,
         Err(e) => {

@@ -161,17 +161,19 @@ pub(super) unsafe fn stages_without_identifiers(
     stages: &[vk::PipelineShaderStageCreateInfo<'static>],
     copies: &mut ChainCopy,
 ) -> Option<Vec<vk::PipelineShaderStageCreateInfo<'static>>> {
-    let mut changed = false;
-    let out = stages
+    let by_identifier = S::PIPELINE_SHADER_STAGE_MODULE_IDENTIFIER_CREATE_INFO_EXT;
+    // SAFETY: as the caller vouches. Most builds name no identifier: nothing is copied for them.
+    if stages
         .iter()
-        .map(|s| {
-            // SAFETY: as the caller vouches.
-            let copy = unsafe { stage_without_identifier(s, copies) };
-            changed |= copy.is_some();
-            copy.unwrap_or(*s)
-        })
-        .collect();
-    changed.then_some(out)
+        .all(|s| unsafe { find_in_chain(s.p_next, by_identifier) }.is_null())
+    {
+        return None;
+    }
+    let copy = |s: &vk::PipelineShaderStageCreateInfo<'static>| {
+        // SAFETY: as the caller vouches.
+        unsafe { stage_without_identifier(s, copies) }.unwrap_or(*s)
+    };
+    Some(stages.iter().map(copy).collect())
 }
 
 #[cfg(test)]
