@@ -115,6 +115,31 @@ fn pipelines_the_driver_builds_alike_share_one_compile_and_each_keeps_its_entry(
 }
 
 #[test]
+fn inline_spirv_finds_what_modules_kept_and_what_a_rebuild_kept() {
+    // DXVK's library parts and vkd3d-proton chain their SPIR-V on the stage; the rebuild,
+    // `pipekeep replay` and Valve's replayer make modules of it. The driver's key must agree.
+    let tmp = tempfile::tempdir().unwrap();
+    let inline = ["--inline-spirv", "--gpl", "8"];
+    let modules = run(tmp.path(), "binary", &["--gpl", "8"]);
+    let kept = modules.watch().written;
+    assert!(kept >= 44, "{}", modules.all());
+    let asked_inline = run(tmp.path(), "binary", &inline);
+    let w = asked_inline.watch();
+    assert_eq!((w.found, w.compiled), (kept, 0), "{}", asked_inline.all());
+
+    std::fs::remove_dir_all(tmp.path().join("store/pipekeep-testapp/host-pipelines")).unwrap();
+    let rebuilt = App::tool(Driver::Radv, tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_BACKEND", "binary")
+        .args(&["rebuild", "--threads", "2"])
+        .run();
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let after = run(tmp.path(), "binary", &inline);
+    let w = after.watch();
+    assert_eq!((w.found, w.compiled), (kept, 0), "{}", after.all());
+}
+
+#[test]
 fn lavapipe_offers_no_binaries_and_auto_takes_cache() {
     let tmp = tempfile::tempdir().unwrap();
     let run = App::new(Driver::Lavapipe, tmp.path())

@@ -100,9 +100,14 @@ impl<T: Clone> Tracked<T> {
     /// asked at every `vkDestroyPipeline`): a shared look first, the exclusive lock only for one
     /// it holds. A handle is never made and destroyed at once, so it cannot come in between.
     pub(in crate::layer) fn remove_if_held(&self, handle: u64) {
-        if self.table.reading().contains_key(&handle) {
+        if self.holds(handle) {
             self.remove(handle);
         }
+    }
+
+    /// Whether it holds `handle` (a shared look).
+    pub(in crate::layer) fn holds(&self, handle: u64) -> bool {
+        self.table.reading().contains_key(&handle)
     }
 
     /// How many live objects it holds (objects of one content may share a handle on some
@@ -722,6 +727,28 @@ mod tests {
 
     fn module(code: &[u32]) -> vk::ShaderModuleCreateInfo<'_> {
         vk::ShaderModuleCreateInfo::default().code(code)
+    }
+
+    #[test]
+    fn a_module_handle_given_again_while_it_lives_holds_its_code_once() {
+        let objects = Objects::default();
+        let code = [0x0723_0203u32, 9];
+        // As the module intercept does: a handle already held is forgotten before the new one.
+        for _ in 0..2 {
+            if objects.modules.holds(5) {
+                objects.forget_module(5);
+            }
+            // SAFETY: a create info of a live array.
+            let digest = unsafe { module_content(&module(&code), &objects).unwrap() };
+            objects.modules.insert(5, Some(digest));
+        }
+        assert_eq!(objects.held_codes(), 1);
+        objects.forget_module(5);
+        assert_eq!(
+            objects.held_codes(),
+            0,
+            "one destroy gives back what one handle held"
+        );
     }
 
     #[test]

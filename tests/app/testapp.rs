@@ -174,6 +174,10 @@ struct Args {
     /// one takes its even neighbour's state and shaders, culling otherwise.
     #[arg(long)]
     cull_twins: bool,
+    /// Compute stages give their SPIR-V inline (`VkShaderModuleCreateInfo` chained, no module),
+    /// as DXVK's pipeline library parts and vkd3d-proton do.
+    #[arg(long)]
+    inline_spirv: bool,
 }
 
 /// A structure of a kind no Vulkan registry defines (`--unknown-structure`).
@@ -251,6 +255,8 @@ struct Shared {
     line_state: bool,
     /// `--cull-twins`.
     cull_twins: bool,
+    /// `--inline-spirv`: the compute shader's words, chained on each compute stage.
+    inline_compute: Option<Vec<u32>>,
     /// `--zink-dynamic`: the dynamic states of every graphics pipeline (empty: viewport and
     /// scissor).
     zink_states: Vec<vk::DynamicState>,
@@ -903,6 +909,7 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             depth_clip: false,
             line_state: false,
             cull_twins: args.cull_twins,
+            inline_compute: args.inline_spirv.then(|| words(COMPUTE_SPV)),
             zink_states: Vec::new(),
             flags2: args.flags2,
             derivatives: args.derivatives,
@@ -1210,52 +1217,61 @@ fn create_compute_batch(
         .collect();
     let mut robustness: Vec<_> = variants.iter().map(|v| robustness(*v)).collect();
     let mut stage_robustness = robustness.clone();
+    let inline_code = s.inline_compute.as_deref();
+    let mut inline_infos: Vec<vk::ShaderModuleCreateInfo> = (0..variants.len())
+        .map(|_| vk::ShaderModuleCreateInfo::default().code(inline_code.unwrap_or(&[])))
+        .collect();
     let infos: Vec<vk::ComputePipelineCreateInfo> = specs
         .iter()
         .zip(feedback_infos.iter_mut())
         .zip(flags2.iter_mut())
         .zip(robustness.iter_mut().zip(stage_robustness.iter_mut()))
-        .zip(variants)
+        .zip(variants.iter().zip(inline_infos.iter_mut()))
         .enumerate()
-        .map(|(i, ((((spec, fb), f2), (robust, stage_robust)), v))| {
-            let mut stage = vk::PipelineShaderStageCreateInfo::default()
-                .stage(vk::ShaderStageFlags::COMPUTE)
-                .module(s.compute_module)
-                .name(c"main")
-                .specialization_info(spec);
-            // Odd variants ask for it on their stage, even ones on the pipeline.
-            if s.pipeline_robustness && v % 2 == 1 {
-                stage = stage.push_next(stage_robust);
-            }
-            let mut ci = vk::ComputePipelineCreateInfo::default()
-                .stage(stage)
-                .layout(s.compute_layout)
-                .flags(flags);
-            if s.pipeline_robustness && v % 2 == 0 {
-                ci = ci.push_next(robust);
-            }
-            if s.flags2 {
-                ci = ci
-                    .flags(vk::PipelineCreateFlags::empty())
-                    .base_pipeline_index(if i == 0 { -1 } else { 0 })
-                    .push_next(f2);
-            }
-            if s.derivatives {
-                let own = if i == 0 {
-                    vk::PipelineCreateFlags::ALLOW_DERIVATIVES
-                } else {
-                    vk::PipelineCreateFlags::DERIVATIVE
+        .map(
+            |(i, ((((spec, fb), f2), (robust, stage_robust)), (v, inline)))| {
+                let mut stage = vk::PipelineShaderStageCreateInfo::default()
+                    .stage(vk::ShaderStageFlags::COMPUTE)
+                    .name(c"main")
+                    .specialization_info(spec);
+                stage = match &inline_code {
+                    Some(_) => stage.push_next(inline),
+                    None => stage.module(s.compute_module),
                 };
-                ci = ci
-                    .flags(flags | own)
-                    .base_pipeline_index(if i == 0 { -1 } else { 0 });
-            }
-            if with_feedback {
-                ci.push_next(fb)
-            } else {
-                ci
-            }
-        })
+                // Odd variants ask for it on their stage, even ones on the pipeline.
+                if s.pipeline_robustness && v % 2 == 1 {
+                    stage = stage.push_next(stage_robust);
+                }
+                let mut ci = vk::ComputePipelineCreateInfo::default()
+                    .stage(stage)
+                    .layout(s.compute_layout)
+                    .flags(flags);
+                if s.pipeline_robustness && v % 2 == 0 {
+                    ci = ci.push_next(robust);
+                }
+                if s.flags2 {
+                    ci = ci
+                        .flags(vk::PipelineCreateFlags::empty())
+                        .base_pipeline_index(if i == 0 { -1 } else { 0 })
+                        .push_next(f2);
+                }
+                if s.derivatives {
+                    let own = if i == 0 {
+                        vk::PipelineCreateFlags::ALLOW_DERIVATIVES
+                    } else {
+                        vk::PipelineCreateFlags::DERIVATIVE
+                    };
+                    ci = ci
+                        .flags(flags | own)
+                        .base_pipeline_index(if i == 0 { -1 } else { 0 });
+                }
+                if with_feedback {
+                    ci.push_next(fb)
+                } else {
+                    ci
+                }
+            },
+        )
         .collect();
     let (r, pipelines, took) = timed_call(s, s.device.fp_v1_0().create_compute_pipelines, &infos);
     drop(infos);

@@ -14,6 +14,18 @@ pub(super) enum NotFromBinaries {
     /// (device state its global key does not hold, such as `smoothLines` on RADV): another
     /// pipeline's code, never loaded; compiled and kept again.
     OtherDriverKey,
+    /// Its create info needs a change for a build from binaries and carries a structure the
+    /// layer cannot copy (`chain_copy`): compiled as asked.
+    NotCopied,
+}
+
+/// Why binaries made into objects made no pipeline.
+#[derive(Debug)]
+pub(super) enum FromObjectsFailed {
+    /// The driver's answer.
+    Driver(vk::Result),
+    /// The create info could not be copied as a build from binaries needs.
+    NotCopied,
 }
 
 /// `binary`, found: the entry's binaries made into objects, the pipeline built from them, the
@@ -72,11 +84,17 @@ pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
     let built = unsafe { build_from_objects(b, objects, lap, slot) };
     drop(inside);
     drop(marker);
-    let Ok(r) = built else {
-        tracing::debug!(entry = %b.key.file_name(), result = ?built, "the driver would not build from the kept binaries");
-        b.dev
-            .binaries_failed(built.err().unwrap_or(vk::Result::ERROR_UNKNOWN));
-        return Err(NotFromBinaries::Refused);
+    let r = match built {
+        Ok(r) => r,
+        Err(FromObjectsFailed::NotCopied) => {
+            tracing::debug!(entry = %b.key.file_name(), "a structure the layer cannot copy stands where a build from binaries needs a change; compiling as asked");
+            return Err(NotFromBinaries::NotCopied);
+        }
+        Err(FromObjectsFailed::Driver(e)) => {
+            tracing::debug!(entry = %b.key.file_name(), result = ?e, "the driver would not build from the kept binaries");
+            b.dev.binaries_failed(e);
+            return Err(NotFromBinaries::Refused);
+        }
     };
     // SAFETY: the application's chain.
     unsafe { report_found_to_the_application(b.info, lap) };
@@ -85,7 +103,8 @@ pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
 }
 
 /// Builds the pipeline from binary objects made for it (chained in front, no cache: the binaries
-/// are the pipeline), destroyed after. `Err` with the driver's answer where it made none.
+/// are the pipeline), destroyed after. `Err` with the driver's answer where it made none, or
+/// where the create info cannot be copied as such a build needs (nothing asked of the driver).
 ///
 /// # Safety
 /// `objects` must be binaries of `b`'s device.
@@ -94,22 +113,24 @@ pub(super) unsafe fn build_from_objects<T: PipelineInfo>(
     objects: binaries::Objects<'_>,
     lap: &mut Lap,
     slot: &mut vk::Pipeline,
-) -> Result<vk::Result, vk::Result> {
-    // SAFETY: the application's create info.
-    unsafe { clear_application_feedback(b.info) };
+) -> Result<vk::Result, FromObjectsFailed> {
     // What a build from binaries may not carry, left out of copies (`chain_copy`).
     let (mut copies, mut stages) = (chain_copy::ChainCopy::default(), Vec::new());
     let mut info = *b.info;
     // SAFETY: the application's create info; the copies outlive the build.
-    let app_chain = unsafe { chain_copy::without_fail_on_compile(info.p_next(), &mut copies) };
-    unsafe { info.drop_identifiers(&mut copies, &mut stages) };
+    let app_chain = unsafe { chain_copy::without_fail_on_compile(info.p_next(), &mut copies) }
+        .map_err(|_| FromObjectsFailed::NotCopied)?;
+    unsafe { info.drop_identifiers(&mut copies, &mut stages) }
+        .map_err(|_| FromObjectsFailed::NotCopied)?;
+    // SAFETY: the application's create info.
+    unsafe { clear_application_feedback(b.info) };
     let binary_info = binaries::info_for(&objects, app_chain);
     // SAFETY: the layer's binaries and copies, alive until after the build.
     let r = unsafe { build_with_in_front(b, &info, &binary_info, lap, slot) };
     drop(objects);
     if r != vk::Result::SUCCESS || *slot == vk::Pipeline::null() {
         *slot = vk::Pipeline::null();
-        return Err(r);
+        return Err(FromObjectsFailed::Driver(r));
     }
     Ok(r)
 }
@@ -131,7 +152,8 @@ pub(super) unsafe fn build_from_shared<T: PipelineInfo>(
         .map(|(key, data)| crate::store::binaries::Binary { key, data })
         .collect();
     // SAFETY: the device takes binaries (`fns` were loaded for it); these are its own.
-    let built = unsafe { binaries::load(b.dev, fns, &parts) }.and_then(|objects| {
+    let loaded = unsafe { binaries::load(b.dev, fns, &parts) }.map_err(FromObjectsFailed::Driver);
+    let built = loaded.and_then(|objects| {
         lap.to(Phase::Cache);
         // SAFETY: binaries made for this build.
         unsafe { build_from_objects(b, objects, lap, slot) }

@@ -8,8 +8,9 @@
 //! given by module identifier must come with that flag (VUID-VkPipelineShaderStageModuleIdentifierCreateInfoEXT-pNext-06851); with binaries the identifier is ignored and may be left out
 //! (VUID-VkPipelineShaderStageCreateInfo-stage-06845 allows a stage with no code when
 //! `binaryCount` is above 0), so it is. Only structures whose size the layer knows are copied:
-//! a keyed pipeline carries no other (its key refuses them), and a chain with one is left as
-//! it is.
+//! a keyed pipeline carries no other (its key refuses them); a chain that needs a change and
+//! holds one is [`NotCopied`], and its pipeline is compiled as asked, never built from binaries
+//! with what Vulkan forbids beside them.
 
 use std::ffi::c_void;
 
@@ -44,6 +45,10 @@ fn known_size(s_type: vk::StructureType) -> Option<usize> {
         _ => return None,
     })
 }
+
+/// A chain that needed a change carries a structure of a size the layer does not know.
+#[derive(Debug)]
+pub(super) struct NotCopied;
 
 /// What a copy does with one structure of the chain.
 enum Edit {
@@ -98,14 +103,14 @@ impl ChainCopy {
 
 /// `p_next` with an application's `VkPipelineCreateFlags2CreateInfoKHR` copied without
 /// `FAIL_ON_PIPELINE_COMPILE_REQUIRED` (which a build from binaries may not carry); `p_next`
-/// itself where nothing needs changing or a copy cannot be made.
+/// itself where nothing needs changing.
 ///
 /// # Safety
 /// `p_next` must be a valid pipeline chain; the result lives as long as `copies`.
 pub(super) unsafe fn without_fail_on_compile(
     p_next: *const c_void,
     copies: &mut ChainCopy,
-) -> *const c_void {
+) -> Result<*const c_void, NotCopied> {
     let fail_on = vk::PipelineCreateFlags2KHR::from_raw(
         vk::PipelineCreateFlags::FAIL_ON_PIPELINE_COMPILE_REQUIRED.as_raw() as u64,
     );
@@ -113,7 +118,7 @@ pub(super) unsafe fn without_fail_on_compile(
     let flags2 = unsafe { find_in_chain(p_next, S::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR) }
         as *const vk::PipelineCreateFlags2CreateInfoKHR;
     if unsafe { flags2.as_ref() }.is_none_or(|f| !f.flags.contains(fail_on)) {
-        return p_next;
+        return Ok(p_next);
     }
     // SAFETY: as the caller vouches; a flags2 node's copy is that structure.
     let copied = unsafe {
@@ -125,22 +130,22 @@ pub(super) unsafe fn without_fail_on_compile(
             Edit::Keep
         })
     };
-    copied.unwrap_or(p_next)
+    copied.ok_or(NotCopied)
 }
 
 /// `stage` without its module identifier (a stage built from binaries needs none), or `None`
-/// where it names none or its chain cannot be copied.
+/// where it names none.
 ///
 /// # Safety
 /// `stage` must be a valid stage create info; the result lives as long as `copies`.
 pub(super) unsafe fn stage_without_identifier(
     stage: &vk::PipelineShaderStageCreateInfo<'static>,
     copies: &mut ChainCopy,
-) -> Option<vk::PipelineShaderStageCreateInfo<'static>> {
+) -> Result<Option<vk::PipelineShaderStageCreateInfo<'static>>, NotCopied> {
     let by_identifier = S::PIPELINE_SHADER_STAGE_MODULE_IDENTIFIER_CREATE_INFO_EXT;
     // SAFETY: the application's chain.
     if unsafe { find_in_chain(stage.p_next, by_identifier) }.is_null() {
-        return None;
+        return Ok(None);
     }
     // SAFETY: as the caller vouches.
     let p_next = unsafe {
@@ -148,8 +153,9 @@ pub(super) unsafe fn stage_without_identifier(
             true => Edit::Drop,
             false => Edit::Keep,
         })
-    }?;
-    Some(vk::PipelineShaderStageCreateInfo { p_next, ..*stage })
+    }
+    .ok_or(NotCopied)?;
+    Ok(Some(vk::PipelineShaderStageCreateInfo { p_next, ..*stage }))
 }
 
 /// `stages` with each one given by identifier replaced by its copy without it (see
@@ -160,20 +166,20 @@ pub(super) unsafe fn stage_without_identifier(
 pub(super) unsafe fn stages_without_identifiers(
     stages: &[vk::PipelineShaderStageCreateInfo<'static>],
     copies: &mut ChainCopy,
-) -> Option<Vec<vk::PipelineShaderStageCreateInfo<'static>>> {
+) -> Result<Option<Vec<vk::PipelineShaderStageCreateInfo<'static>>>, NotCopied> {
     let by_identifier = S::PIPELINE_SHADER_STAGE_MODULE_IDENTIFIER_CREATE_INFO_EXT;
     // SAFETY: as the caller vouches. Most builds name no identifier: nothing is copied for them.
     if stages
         .iter()
         .all(|s| unsafe { find_in_chain(s.p_next, by_identifier) }.is_null())
     {
-        return None;
+        return Ok(None);
     }
     let copy = |s: &vk::PipelineShaderStageCreateInfo<'static>| {
         // SAFETY: as the caller vouches.
-        unsafe { stage_without_identifier(s, copies) }.unwrap_or(*s)
+        Ok(unsafe { stage_without_identifier(s, copies) }?.unwrap_or(*s))
     };
-    Some(stages.iter().map(copy).collect())
+    stages.iter().map(copy).collect::<Result<_, _>>().map(Some)
 }
 
 #[cfg(test)]
@@ -193,7 +199,7 @@ mod tests {
         };
         let head = (&flags2 as *const vk::PipelineCreateFlags2CreateInfoKHR).cast();
         let mut copies = ChainCopy::default();
-        let copied = unsafe { without_fail_on_compile(head, &mut copies) };
+        let copied = unsafe { without_fail_on_compile(head, &mut copies) }.unwrap();
         assert_ne!(copied, head);
         let f = unsafe { &*(copied as *const vk::PipelineCreateFlags2CreateInfoKHR) };
         assert_eq!(f.flags.as_raw(), 0x1);
@@ -206,11 +212,14 @@ mod tests {
         // Without the flag, nothing is copied.
         let plain = vk::PipelineCreateFlags2CreateInfoKHR::default();
         let head = (&plain as *const vk::PipelineCreateFlags2CreateInfoKHR).cast();
-        assert_eq!(unsafe { without_fail_on_compile(head, &mut copies) }, head);
+        assert_eq!(
+            unsafe { without_fail_on_compile(head, &mut copies) }.unwrap(),
+            head
+        );
     }
 
     #[test]
-    fn an_identifier_stage_is_copied_without_its_identifier_and_an_unknown_chain_is_left() {
+    fn an_identifier_stage_is_copied_without_its_identifier_and_an_unknown_chain_is_not() {
         let subgroup = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo {
             required_subgroup_size: 32,
             ..Default::default()
@@ -230,7 +239,9 @@ mod tests {
             ..Default::default()
         };
         let mut copies = ChainCopy::default();
-        let copied = unsafe { stage_without_identifier(&stage, &mut copies) }.unwrap();
+        let copied = unsafe { stage_without_identifier(&stage, &mut copies) }
+            .unwrap()
+            .unwrap();
         let s = unsafe {
             &*(copied.p_next as *const vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo)
         };
@@ -243,8 +254,10 @@ mod tests {
         assert_eq!(copied.stage, vk::ShaderStageFlags::COMPUTE);
         // A stage with no identifier needs no copy.
         let plain = vk::PipelineShaderStageCreateInfo::default();
-        assert!(unsafe { stage_without_identifier(&plain, &mut copies) }.is_none());
-        // A structure of unknown size: left as it is.
+        assert!(unsafe { stage_without_identifier(&plain, &mut copies) }
+            .unwrap()
+            .is_none());
+        // A structure of unknown size: no copy, so no build from binaries.
         let unknown = vk::BaseInStructure {
             s_type: vk::StructureType::from_raw(1_000_999_000),
             p_next: (&identifier as *const vk::PipelineShaderStageModuleIdentifierCreateInfoEXT)
@@ -255,6 +268,7 @@ mod tests {
             p_next: (&unknown as *const vk::BaseInStructure).cast(),
             ..Default::default()
         };
-        assert!(unsafe { stage_without_identifier(&stage, &mut copies) }.is_none());
+        assert!(unsafe { stage_without_identifier(&stage, &mut copies) }.is_err());
+        assert!(unsafe { stages_without_identifiers(&[plain, stage], &mut copies) }.is_err());
     }
 }

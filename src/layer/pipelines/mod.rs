@@ -83,7 +83,7 @@ trait PipelineInfo: Copy {
         &mut self,
         copies: &mut chain_copy::ChainCopy,
         stages: &mut Vec<vk::PipelineShaderStageCreateInfo<'static>>,
-    );
+    ) -> Result<(), chain_copy::NotCopied>;
 
     /// The pipeline as its key sees it and the record writes it, read once a pipeline.
     /// # Safety
@@ -137,12 +137,12 @@ macro_rules! pipeline_info {
                 &mut self,
                 copies: &mut chain_copy::ChainCopy,
                 stages: &mut Vec<vk::PipelineShaderStageCreateInfo<'static>>,
-            ) {
+            ) -> Result<(), chain_copy::NotCopied> {
                 let drop: unsafe fn(
                     &mut Self,
                     &mut chain_copy::ChainCopy,
                     &mut Vec<vk::PipelineShaderStageCreateInfo<'static>>,
-                ) = $drop_identifiers;
+                ) -> Result<(), chain_copy::NotCopied> = $drop_identifiers;
                 // SAFETY: as the caller vouches.
                 unsafe { drop(self, copies, stages) }
             }
@@ -185,9 +185,10 @@ pipeline_info!(
     |_| false,
     |c, copies, _| {
         // SAFETY: the application's stage, as the caller vouches.
-        if let Some(s) = unsafe { chain_copy::stage_without_identifier(&c.stage, copies) } {
+        if let Some(s) = unsafe { chain_copy::stage_without_identifier(&c.stage, copies) }? {
             c.stage = s;
         }
+        Ok(())
     },
     |ci, objects, device, flags| unsafe { capture::compute_desc(ci, objects, device, flags) }
         .map(Recorded::Compute)
@@ -201,10 +202,11 @@ pipeline_info!(
     |g, copies, stages| {
         // SAFETY: the application's stages, as the caller vouches.
         let all = unsafe { super::objects::slice(g.p_stages, g.stage_count) };
-        if let Some(without) = unsafe { chain_copy::stages_without_identifiers(all, copies) } {
+        if let Some(without) = unsafe { chain_copy::stages_without_identifiers(all, copies) }? {
             *stages = without;
             g.p_stages = stages.as_ptr();
         }
+        Ok(())
     },
     |ci, objects, device, flags| unsafe { capture::graphics_desc(ci, objects, device, flags) }
         .map(|d| Recorded::Graphics(Box::new(d)))
@@ -218,7 +220,7 @@ pipeline_info!(
     // SAFETY: pLibraryInfo is NULL or valid, per the spec.
     |r| unsafe { r.p_library_info.as_ref() }.is_some_and(|l| l.library_count > 0),
     // Never built from binaries.
-    |_, _, _| {},
+    |_, _, _| Ok(()),
     // SAFETY: the application's create info, valid for the call, as the flow vouches.
     |ci, objects, device, flags| unsafe { capture::ray_tracing_desc(ci, objects, device, flags) }
         .map(|d| Recorded::RayTracing(Box::new(d)))
@@ -599,7 +601,7 @@ unsafe fn build_kept<T: PipelineInfo>(
                 match unsafe { build_from_binaries(b, fns, &entry, lap, slot) } {
                     Ok(made) => return made,
                     Err(NotFromBinaries::Refused) => refused = true,
-                    Err(NotFromBinaries::OtherDriverKey) => {}
+                    Err(NotFromBinaries::OtherDriverKey | NotFromBinaries::NotCopied) => {}
                 }
             }
             if b.must_be_found() {
