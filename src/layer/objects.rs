@@ -31,11 +31,19 @@ use crate::sync::UnpoisonedRw;
 /// [`HandleHasher`]: every pipeline looks up its module and layout here, and SipHash over a
 /// handle the driver chose cost more than the rest of the lookup.
 pub struct Tracked<T> {
-    table: RwLock<HashMap<u64, Option<T>, BuildHasherDefault<HandleHasher>>>,
+    table: RwLock<HashMap<u64, Live<T>, BuildHasherDefault<HandleHasher>>>,
     /// The table's length, kept beside it under its lock: read without the lock (the background
     /// rebuild's idle threads count the application's samplers, and never take a lock its
     /// threads take).
     live: AtomicUsize,
+}
+
+/// One handle's object: its content, and how many times the driver gave the handle that are not
+/// yet destroyed. Non-dispatchable handles need not be unique (objects of one content may share
+/// one), and such a handle stays valid until it is destroyed as often as it was made.
+struct Live<T> {
+    content: Option<T>,
+    made: usize,
 }
 
 /// A hasher for handles: one multiply and a fold of the 64-bit product's halves (Fibonacci
@@ -69,17 +77,34 @@ impl<T: Clone> Tracked<T> {
         }
     }
 
+    /// The driver gave `handle` (again, where it lives already: counted, the content kept where
+    /// this making's could not be read).
     pub(in crate::layer) fn insert(&self, handle: u64, content: Option<T>) {
         let mut table = self.table.writing();
-        table.insert(handle, content);
+        Self::made(&mut table, handle, content);
         self.live.store(table.len(), Ordering::Release);
+    }
+
+    fn made(
+        table: &mut HashMap<u64, Live<T>, BuildHasherDefault<HandleHasher>>,
+        handle: u64,
+        content: Option<T>,
+    ) {
+        let live = table.entry(handle).or_insert(Live {
+            content: None,
+            made: 0,
+        });
+        live.made += 1;
+        if content.is_some() {
+            live.content = content;
+        }
     }
 
     /// Test only: [`Tracked::insert`], then the background rebuild's stall
     /// ([`super::test_stall`]) while the table's lock is still held.
     pub(in crate::layer) fn insert_and_stall(&self, handle: u64, content: Option<T>) {
         let mut table = self.table.writing();
-        table.insert(handle, content);
+        Self::made(&mut table, handle, content);
         self.live.store(table.len(), Ordering::Release);
         super::test_stall::hold_here();
     }
@@ -88,10 +113,19 @@ impl<T: Clone> Tracked<T> {
         self.take(handle);
     }
 
-    /// Forgets a handle and gives back what it held.
+    /// One making of a handle destroyed: what it held given back (each making holds its own),
+    /// the handle forgotten with its last.
     pub(in crate::layer) fn take(&self, handle: u64) -> Option<T> {
         let mut table = self.table.writing();
-        let held = table.remove(&handle).flatten();
+        let std::collections::hash_map::Entry::Occupied(mut live) = table.entry(handle) else {
+            return None;
+        };
+        live.get_mut().made -= 1;
+        let held = if live.get().made == 0 {
+            live.remove().content
+        } else {
+            live.get().content.clone()
+        };
         self.live.store(table.len(), Ordering::Release);
         held
     }
@@ -121,8 +155,7 @@ impl<T: Clone> Tracked<T> {
         self.table
             .reading()
             .get(&handle)
-            .cloned()
-            .flatten()
+            .and_then(|live| live.content.clone())
             .ok_or(Unkeyable::UnknownObject(what))
     }
 }
@@ -730,25 +763,25 @@ mod tests {
     }
 
     #[test]
-    fn a_module_handle_given_again_while_it_lives_holds_its_code_once() {
+    fn a_module_handle_given_twice_lives_until_destroyed_twice() {
         let objects = Objects::default();
         let code = [0x0723_0203u32, 9];
-        // As the module intercept does: a handle already held is forgotten before the new one.
+        // As the module intercept does at each making: the content read (its code held), then
+        // the handle remembered. A driver may give one handle to two modules of one content.
         for _ in 0..2 {
-            if objects.modules.holds(5) {
-                objects.forget_module(5);
-            }
             // SAFETY: a create info of a live array.
             let digest = unsafe { module_content(&module(&code), &objects).unwrap() };
             objects.modules.insert(5, Some(digest));
         }
+        objects.forget_module(5);
+        assert!(
+            objects.modules.get(5, "module").is_ok(),
+            "made twice, destroyed once: the handle is still a live module"
+        );
         assert_eq!(objects.held_codes(), 1);
         objects.forget_module(5);
-        assert_eq!(
-            objects.held_codes(),
-            0,
-            "one destroy gives back what one handle held"
-        );
+        assert!(objects.modules.get(5, "module").is_err());
+        assert_eq!(objects.held_codes(), 0, "every making's hold given back");
     }
 
     #[test]

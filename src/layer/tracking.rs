@@ -83,12 +83,6 @@ macro_rules! tracked_object {
             if result == vk::Result::SUCCESS && $dev.active {
                 let $ci = unsafe { &*create_info };
                 let handle = unsafe { *out }.as_raw();
-                // Non-dispatchable handles need not be unique: a handle given again while its
-                // object lives takes the old one's place, whose holds go first.
-                if $dev.objects().$table.holds(handle) {
-                    let ($objects, $forgotten) = ($dev.objects(), handle);
-                    $forget;
-                }
                 remember_then(
                     stringify!($create),
                     &$dev.objects().$table,

@@ -6,8 +6,9 @@
 //! (VUID-vkCreateGraphicsPipelines-binaryCount-09622), so an application's own
 //! `VkPipelineCreateFlags2CreateInfoKHR` carrying it (DXVK's way) is copied without it. A stage
 //! given by module identifier must come with that flag (VUID-VkPipelineShaderStageModuleIdentifierCreateInfoEXT-pNext-06851); with binaries the identifier is ignored and may be left out
-//! (VUID-VkPipelineShaderStageCreateInfo-stage-06845 allows a stage with no code when
-//! `binaryCount` is above 0), so it is. Only structures whose size the layer knows are copied:
+//! (VUID-VkPipelineShaderStageCreateInfo-stage-06845, and stage-08771 on a device without
+//! `maintenance5` or `graphicsPipelineLibrary`, allow a stage with no code when `binaryCount` is
+//! above 0), so it is. Only structures whose size the layer knows are copied:
 //! a keyed pipeline carries no other (its key refuses them); a chain that needs a change and
 //! holds one is [`NotCopied`], and its pipeline is compiled as asked, never built from binaries
 //! with what Vulkan forbids beside them.
