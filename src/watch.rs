@@ -128,6 +128,8 @@ pub struct Watch {
     shared: AtomicU64,
     rebuilt: AtomicU64,
     rebuild_written: AtomicU64,
+    shaders: [AtomicU64; 4],
+    shaders_ns: AtomicU64,
     longest_ns: AtomicU64,
     /// The longest pipeline's ordinal (its `built` count), outcome and split.
     longest: std::sync::Mutex<Option<(u64, Outcome, [u64; PHASES])>>,
@@ -160,15 +162,42 @@ pub struct Tally {
     pub longest_ms: f64,
     #[serde(default, flatten)]
     pub phases: PhaseTimes,
+    /// Shader objects (`VK_EXT_shader_object`), counted apart from pipelines.
+    #[serde(default, flatten)]
+    pub shaders: ShaderTally,
+}
+
+/// Shader objects made through the layer: each of a kept entry, compiled (and kept), unkeyed
+/// (made as asked), or passed through; and their creation time together. No name ends in
+/// `built`, `found`, `total_ms` or `longest_ms`, which the pipeline counts own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ShaderTally {
+    pub shaders_from_entries: u64,
+    pub shaders_compiled: u64,
+    pub shaders_unkeyed: u64,
+    pub shaders_passed: u64,
+    pub shaders_ms: f64,
+}
+
+impl ShaderTally {
+    /// Every shader object made through the layer.
+    pub fn made(&self) -> u64 {
+        self.shaders_from_entries
+            + self.shaders_compiled
+            + self.shaders_unkeyed
+            + self.shaders_passed
+    }
 }
 
 impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} rebuild_made={} shared={} rebuild_written={}",
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} rebuild_made={} shared={} rebuild_written={} shaders={} shaders_from_entries={} shaders_compiled={} shaders_unkeyed={} shaders_passed={} shaders_ms={:.3}",
             self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused,
-            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.rebuild_made, self.shared, self.rebuild_written
+            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.rebuild_made, self.shared, self.rebuild_written,
+            self.shaders.made(), self.shaders.shaders_from_entries, self.shaders.shaders_compiled, self.shaders.shaders_unkeyed, self.shaders.shaders_passed, self.shaders.shaders_ms
         )
     }
 }
@@ -208,6 +237,19 @@ impl Watch {
         if built.is_multiple_of(LINE_EVERY) {
             tracing::info!("{}", self.tally().line());
         }
+    }
+
+    /// Counts shader objects made together, each with `outcome` (found, compiled, unkeyed or
+    /// passed through), in `ns` together.
+    pub fn shaders(&self, outcome: Outcome, count: u64, ns: u64) {
+        let counter = match outcome {
+            Outcome::Found => 0,
+            Outcome::Compiled | Outcome::Refused | Outcome::Shared => 1,
+            Outcome::Unkeyed => 2,
+            Outcome::PassedThrough => 3,
+        };
+        self.shaders[counter].fetch_add(count, Relaxed);
+        self.shaders_ns.fetch_add(ns, Relaxed);
     }
 
     /// Counts one pipeline the background rebuild made (apart from the application's).
@@ -253,6 +295,13 @@ impl Watch {
             total_ms: self.phase_ns.iter().map(|p| p.load(Relaxed)).sum::<u64>() as f64 / 1e6,
             longest_ms: self.longest_ns.load(Relaxed) as f64 / 1e6,
             phases: self.phase_times(),
+            shaders: ShaderTally {
+                shaders_from_entries: self.shaders[0].load(Relaxed),
+                shaders_compiled: self.shaders[1].load(Relaxed),
+                shaders_unkeyed: self.shaders[2].load(Relaxed),
+                shaders_passed: self.shaders[3].load(Relaxed),
+                shaders_ms: self.shaders_ns.load(Relaxed) as f64 / 1e6,
+            },
         }
     }
 
@@ -282,7 +331,7 @@ impl Watch {
         }
         let tally = self.tally();
         // A run that built nothing (vulkaninfo, a compositor) leaves no line.
-        if let Some(path) = runs.filter(|_| tally.built > 0) {
+        if let Some(path) = runs.filter(|_| tally.built + tally.shaders.made() > 0) {
             let run = RunRecord {
                 when: unix_secs(SystemTime::now()),
                 device: device.into(),

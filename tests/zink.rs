@@ -32,11 +32,25 @@ fn triangles(tmp: &Path) -> PathBuf {
 }
 
 fn draw(exe: &Path, tmp: &Path, with_layer: bool) -> Run {
-    let app = App::program(exe, Driver::Lavapipe, tmp)
+    draw_in(exe, tmp, with_layer, &[], &[])
+}
+
+/// [`draw`], the program given `extra` after its count of programs, in zink's `environment`.
+fn draw_in(
+    exe: &Path,
+    tmp: &Path,
+    with_layer: bool,
+    extra: &[&str],
+    environment: &[(&str, &str)],
+) -> Run {
+    let mut app = App::program(exe, Driver::Lavapipe, tmp)
         .env("GALLIUM_DRIVER", "zink")
         .env("LIBGL_ALWAYS_SOFTWARE", "1")
         .env("EGL_PLATFORM", "surfaceless")
-        .args(&[PROGRAMS]);
+        .args(&[&[PROGRAMS][..], extra].concat());
+    for (k, v) in environment {
+        app = app.env(k, v);
+    }
     let run = if with_layer { app.with_layer() } else { app }.run();
     assert!(run.ok, "{}", run.all());
     assert!(
@@ -68,4 +82,38 @@ fn every_pipeline_zink_makes_is_keyed_and_draws_as_without_the_layer() {
         assert_eq!((w.unkeyed, w.passed), (0, 0), "{launch}: {}", with.all());
         assert_eq!(pixels(&with), pixels(&alone), "{launch}: {}", with.all());
     }
+}
+
+/// zink makes the stages of separable programs (GL ES 3.1 program pipelines, as desktop GL games
+/// and emulators make theirs) as shader objects where it runs with optimal keys, which lavapipe
+/// 25.0 gives it only under `ZINK_DEBUG=optimal_keys` (RADV gives them; zink cannot run on RADV's
+/// null device). Before: every one passed through pipekeep unseen and was compiled again at
+/// every launch; now each is kept at the first and made from its binary at the next, and the
+/// pixels are the ones drawn without the layer.
+#[test]
+fn separable_programs_zink_makes_as_shader_objects_are_kept_and_draw_as_without_the_layer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = triangles(tmp.path());
+    let optimal = [("ZINK_DEBUG", "optimal_keys")];
+    let alone = draw_in(&exe, tmp.path(), false, &["separable"], &optimal);
+    let shaders = |run: &Run| {
+        let w = run.watch();
+        (
+            w.shaders_compiled,
+            w.shaders_from_entries,
+            w.shaders_unkeyed,
+        )
+    };
+    let cold = draw_in(&exe, tmp.path(), true, &["separable"], &optimal);
+    let (compiled, found, unkeyed) = shaders(&cold);
+    assert!(
+        compiled >= 40 && found == 0 && unkeyed == 0,
+        "{}",
+        cold.all()
+    );
+    assert_eq!(cold.watch().written, compiled, "{}", cold.all());
+    assert_eq!(pixels(&cold), pixels(&alone), "{}", cold.all());
+    let warm = draw_in(&exe, tmp.path(), true, &["separable"], &optimal);
+    assert_eq!(shaders(&warm), (0, compiled, 0), "{}", warm.all());
+    assert_eq!(pixels(&warm), pixels(&alone), "{}", warm.all());
 }

@@ -285,6 +285,16 @@ pub struct StageDesc {
     pub robustness: Option<Robustness>,
 }
 
+/// One shader object (`VkShaderCreateInfoEXT`, `VK_EXT_shader_object`): its stage as a
+/// pipeline's stage is described (its flags the shader's create flags), the stage that may follow
+/// it, and the layout it names inline (set layouts and push-constant ranges; flags 0).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShaderDesc {
+    pub stage: StageDesc,
+    pub next_stage: u32,
+    pub layout: PipelineLayoutDesc,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComputeDesc {
     /// The device's own state ([`super::device_digest`]).

@@ -291,6 +291,29 @@ pub fn compute_key(d: &ComputeDesc) -> PipelineKey {
     }
 }
 
+/// The key of shader objects made together (one shader, or the stages of one call linked with
+/// `VK_SHADER_CREATE_LINK_STAGE_BIT_EXT`, in the call's order): their code as a pipeline's stages
+/// are keyed, and the device's state, the driver's `shaderBinaryUUID` and `shaderBinaryVersion`
+/// (`binary_format`: a binary is valid for those alone), each shader's flags, next stage and
+/// layout. Its own domain: no pipeline's key equals it.
+pub fn shader_objects_key(
+    device: &Digest,
+    binary_format: &[u8],
+    shaders: &[ShaderDesc],
+) -> PipelineKey {
+    let stages: Vec<&StageDesc> = shaders.iter().map(|s| &s.stage).collect();
+    let mut w = state_writer("pipekeep shader objects state", device, 0, &stages);
+    w.bytes(binary_format);
+    for s in shaders {
+        s.next_stage.feed(&mut w);
+        s.layout.feed(&mut w);
+    }
+    PipelineKey {
+        spirv: spirv_key(&stages),
+        state: w.finish().half(),
+    }
+}
+
 /// A pipeline's dynamic states in an order of their own, each once: the application's order and
 /// repeats change nothing the driver builds.
 fn feed_dynamic_states(states: &[u32], w: &mut KeyWriter) {

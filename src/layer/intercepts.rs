@@ -5,7 +5,7 @@ use std::ffi::CStr;
 
 use ash::vk;
 
-use super::{pipelines, tracking};
+use super::{pipelines, shaders, tracking};
 
 /// The layer's wrapper of a device command it intercepts, if it intercepts it.
 pub fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
@@ -21,6 +21,12 @@ pub fn intercepted_device_command(name: &CStr) -> vk::PFN_vkVoidFunction {
         b"vkCreateRayTracingPipelinesKHR" => void_fn!(
             pipelines::create_ray_tracing_pipelines,
             vk::PFN_vkCreateRayTracingPipelinesKHR
+        ),
+        b"vkCreateShadersEXT" => void_fn!(shaders::create_shaders, vk::PFN_vkCreateShadersEXT),
+        b"vkDestroyShaderEXT" => void_fn!(shaders::destroy_shader, vk::PFN_vkDestroyShaderEXT),
+        b"vkGetShaderBinaryDataEXT" => void_fn!(
+            shaders::get_shader_binary_data,
+            vk::PFN_vkGetShaderBinaryDataEXT
         ),
         b"vkCreateShaderModule" => {
             void_fn!(tracking::create_shader_module, vk::PFN_vkCreateShaderModule)

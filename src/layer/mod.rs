@@ -47,6 +47,7 @@ mod objects;
 mod pipelines;
 mod process_name;
 mod registry;
+mod shaders;
 mod sharing;
 mod test_stall;
 mod tracking;

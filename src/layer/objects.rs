@@ -184,6 +184,10 @@ pub struct Objects {
     /// the pipelines that link them are keyed by them. `None`: a library the layer made but
     /// could not key (a pipeline linking it is unkeyable).
     pub libraries: Tracked<KnownLibrary>,
+    /// Shader objects made from kept binaries, each with its binary: the application's
+    /// `vkGetShaderBinaryDataEXT` is answered with it (RADV 25.0 crashes asked for the binary of
+    /// a shader made from one), as the driver gave it for the same create info.
+    pub shader_binaries: Tracked<Arc<[u8]>>,
 }
 
 /// What a library the layer saw made keeps for the pipelines that link it.
@@ -333,6 +337,7 @@ impl Default for Objects {
             pipeline_layouts: Tracked::new(),
             render_passes: Tracked::new(),
             libraries: Tracked::new(),
+            shader_binaries: Tracked::new(),
         }
     }
 }

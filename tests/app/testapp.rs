@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 mod gpl;
 mod probes;
 mod rt;
+mod shader_objects;
 mod zink;
 
 use ash::vk;
@@ -161,6 +162,10 @@ struct Args {
     /// process grew (`churn`).
     #[arg(long, default_value_t = 0)]
     module_churn: u32,
+    /// Make N variants of shader objects (VK_EXT_shader_object, at API 1.3): a compute, a vertex
+    /// and a fragment shader alone and a linked vertex and fragment pair each (`shader_objects`).
+    #[arg(long, default_value_t = 0)]
+    shader_objects: u32,
     /// After every pipeline is made, wait (at most a minute) until this path exists, then make
     /// as many new pipelines again (other variants), counted with the rest (`second_round`).
     #[arg(long)]
@@ -488,6 +493,12 @@ fn run(args: &Args) -> Result<bool, String> {
     for e in probes::extensions(args) {
         extensions.push(e.as_ptr());
     }
+    let mut shader_object =
+        vk::PhysicalDeviceShaderObjectFeaturesEXT::default().shader_object(true);
+    if args.shader_objects > 0 {
+        extensions.push(shader_objects::EXTENSION.as_ptr());
+        device_ci = device_ci.push_next(&mut shader_object);
+    }
     let mut executable_properties =
         vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
             .pipeline_executable_info(true);
@@ -635,6 +646,8 @@ fn run(args: &Args) -> Result<bool, String> {
         .identifier
         .then(|| probes::identifier(&instance, &shared, args.identifier_file.as_deref()));
     let churn = (args.module_churn > 0).then(|| probes::module_churn(&shared, args.module_churn));
+    let shader_objects = (args.shader_objects > 0)
+        .then(|| shader_objects::make(&instance, &shared.device, args.shader_objects));
     let gpl_expected = args.gpl.min(gpl::VARIANTS as u32);
     let gpl_expected = if gpl_expected > 0 {
         gpl::KINDS.iter().sum::<usize>() as u32 + 2 * gpl_expected
@@ -695,7 +708,7 @@ fn run(args: &Args) -> Result<bool, String> {
             "app_cache_bytes": app_cache_bytes(&shared),
             "fork_child": fork_child,
             "zink_dynamic_states": shared.zink_states.len(),
-            "capture": capture, "identifier": identifier, "churn": churn,
+            "capture": capture, "identifier": identifier, "churn": churn, "shader_objects": shader_objects,
             "commands_not_enabled": commands_not_enabled(&instance, &shared.device, &enabled, !dynamic_rendering),
             "rt": rt_made.as_ref().map(|r| serde_json::json!({
                 "pipelines": r.pipelines, "libraries": r.libraries, "handles_ok": r.handles_ok,

@@ -10,6 +10,9 @@ use ash::vk::Handle;
 
 mod blend;
 mod library;
+mod shader;
+
+pub use shader::shader_desc;
 
 pub use super::objects::KnownLibrary;
 use library::Subsets;
@@ -227,8 +230,27 @@ unsafe fn stage(
     if s.p_name.is_null() {
         return Err(Unkeyable::MissingState("entry point name"));
     }
+    Ok(StageDesc {
+        stage: s.stage.as_raw(),
+        flags: s.flags.as_raw(),
+        module,
+        entry_point: unsafe { CStr::from_ptr(s.p_name) }.to_bytes().to_vec(),
+        specialization: unsafe { specialization(s.p_specialization_info)? },
+        required_subgroup_size,
+        robustness,
+    })
+}
+
+/// A stage's specialization constants, each with its bytes (none where `info` is NULL).
+///
+/// # Safety
+/// `info` must be NULL or a valid `VkSpecializationInfo`.
+unsafe fn specialization(
+    info: *const vk::SpecializationInfo,
+) -> Result<Vec<SpecConstant>, Unkeyable> {
     let mut specialization = Vec::new();
-    if let Some(info) = unsafe { s.p_specialization_info.as_ref() } {
+    // SAFETY: as the caller vouches.
+    if let Some(info) = unsafe { info.as_ref() } {
         specialization.reserve_exact((info.map_entry_count as usize).min(256));
         let data = unsafe { slice(info.p_data as *const u8, info.data_size as u32) };
         if data.len() != info.data_size {
@@ -250,15 +272,7 @@ unsafe fn stage(
             });
         }
     }
-    Ok(StageDesc {
-        stage: s.stage.as_raw(),
-        flags: s.flags.as_raw(),
-        module,
-        entry_point: unsafe { CStr::from_ptr(s.p_name) }.to_bytes().to_vec(),
-        specialization,
-        required_subgroup_size,
-        robustness,
-    })
+    Ok(specialization)
 }
 
 /// A compute pipeline as its key sees it (and the record writes it).

@@ -35,6 +35,10 @@ pub struct DeviceFns {
     pub get_shader_module_identifier: Option<vk::PFN_vkGetShaderModuleIdentifierEXT>,
     pub get_shader_module_create_info_identifier:
         Option<vk::PFN_vkGetShaderModuleCreateInfoIdentifierEXT>,
+    /// Where `VK_EXT_shader_object` is enabled.
+    pub create_shaders: Option<vk::PFN_vkCreateShadersEXT>,
+    pub destroy_shader: Option<vk::PFN_vkDestroyShaderEXT>,
+    pub get_shader_binary_data: Option<vk::PFN_vkGetShaderBinaryDataEXT>,
 }
 
 /// Loads a device command through the next layer.
@@ -92,6 +96,9 @@ impl DeviceFns {
                     d,
                     c"vkGetShaderModuleCreateInfoIdentifierEXT",
                 ),
+                create_shaders: load_device(gdpa, d, c"vkCreateShadersEXT"),
+                destroy_shader: load_device(gdpa, d, c"vkDestroyShaderEXT"),
+                get_shader_binary_data: load_device(gdpa, d, c"vkGetShaderBinaryDataEXT"),
             })
         }
     }

@@ -114,6 +114,9 @@ pub struct DeviceData {
     /// Whether the layer's own threads may still call into the driver: shut at the device's end
     /// (`vkDestroyDevice`, or the exit handler), which waits for those inside.
     pub driver_gate: Arc<super::driver_gate::DriverGate>,
+    /// `shaderBinaryUUID` and `shaderBinaryVersion` (little-endian), where the application
+    /// enabled `VK_EXT_shader_object`: its shader objects are kept ([`crate::layer::shaders`]).
+    pub shader_binary_format: Option<[u8; 20]>,
     /// The device's `maxSamplerAllocationCount`: the background rebuild's immutable samplers
     /// count against it beside the application's.
     pub max_samplers: u32,

@@ -298,6 +298,7 @@ unsafe fn register_device(
         finished: AtomicBool::new(false),
         fork_generation: FORK_GENERATION.load(Ordering::Relaxed),
         device_state,
+        shader_binary_format: plan.shader_binary_format,
         backend: AtomicU8::new(backend as u8),
         binary_fns,
         binary_refusals: Default::default(),

@@ -7,6 +7,7 @@ use super::*;
 
 pub(super) const FEEDBACK_EXTENSION: &CStr = c"VK_EXT_pipeline_creation_feedback";
 const IDENTIFIER_EXTENSION: &CStr = c"VK_EXT_shader_module_identifier";
+const SHADER_OBJECT_EXTENSION: &CStr = c"VK_EXT_shader_object";
 
 /// At `debug`, what of the device enters every key: two runs (an application and a replay of its
 /// pipelines) that key alike differently show here which extension or feature tells them apart.
@@ -38,20 +39,16 @@ fn log_device_state(state: &crate::key::desc::DeviceState) {
     );
 }
 
-/// The device's `shaderModuleIdentifierAlgorithmUUID` (the extension needs
-/// `vkGetPhysicalDeviceProperties2`: core where the application's and the device's API are 1.1 or
-/// later, else `VK_KHR_get_physical_device_properties2`'s, where the application enabled it; the
-/// layer calls only what the application could).
+/// The next layer's `vkGetPhysicalDeviceProperties2`, as the application could call it: core
+/// where the application's and the device's API are 1.1 or later, else
+/// `VK_KHR_get_physical_device_properties2`'s, where the application enabled it.
 ///
 /// # Safety
-/// `physical_device` must be of `inst`'s instance; `device_api` the lesser of its API and the
-/// application's.
-unsafe fn identifier_algorithm(
+/// `device_api` the lesser of the device's API and the application's.
+unsafe fn properties2(
     inst: &crate::layer::instance_data::InstanceData,
-    physical_device: vk::PhysicalDevice,
     device_api: u32,
-) -> Option<[u8; 16]> {
-    let (gipa, instance) = (inst.next_get_instance_proc_addr, inst.handle);
+) -> Option<vk::PFN_vkGetPhysicalDeviceProperties2> {
     let core = vk::api_version_major(device_api) > 1 || vk::api_version_minor(device_api) >= 1;
     let name = if core {
         c"vkGetPhysicalDeviceProperties2"
@@ -65,16 +62,53 @@ unsafe fn identifier_algorithm(
         return None;
     };
     // SAFETY: the name loaded with its own function type (the KHR command has the core's).
-    let properties2 = unsafe {
+    unsafe {
         crate::layer::instance_data::load::<vk::PFN_vkGetPhysicalDeviceProperties2>(
-            gipa, instance, name,
+            inst.next_get_instance_proc_addr,
+            inst.handle,
+            name,
         )
-    }?;
+    }
+}
+
+/// The device's `shaderModuleIdentifierAlgorithmUUID` (the layer calls only what the
+/// application could: [`properties2`]).
+///
+/// # Safety
+/// `physical_device` must be of `inst`'s instance; `device_api` the lesser of its API and the
+/// application's.
+unsafe fn identifier_algorithm(
+    inst: &crate::layer::instance_data::InstanceData,
+    physical_device: vk::PhysicalDevice,
+    device_api: u32,
+) -> Option<[u8; 16]> {
+    let properties2 = unsafe { properties2(inst, device_api) }?;
     let mut identifier = vk::PhysicalDeviceShaderModuleIdentifierPropertiesEXT::default();
     let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut identifier);
     // SAFETY: the next layer's command, with a chain of structures it knows by the extension.
     unsafe { properties2(physical_device, &mut properties) };
     Some(identifier.shader_module_identifier_algorithm_uuid)
+}
+
+/// The device's `shaderBinaryUUID` and `shaderBinaryVersion` (little-endian), which a shader
+/// object's binary is valid for ([`properties2`] as for the identifier algorithm).
+///
+/// # Safety
+/// As [`identifier_algorithm`].
+unsafe fn shader_binary_format(
+    inst: &crate::layer::instance_data::InstanceData,
+    physical_device: vk::PhysicalDevice,
+    device_api: u32,
+) -> Option<[u8; 20]> {
+    let properties2 = unsafe { properties2(inst, device_api) }?;
+    let mut shader_object = vk::PhysicalDeviceShaderObjectPropertiesEXT::default();
+    let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut shader_object);
+    // SAFETY: the next layer's command, with a chain of structures it knows by the extension.
+    unsafe { properties2(physical_device, &mut properties) };
+    let mut format = [0u8; 20];
+    format[..16].copy_from_slice(&shader_object.shader_binary_uuid);
+    format[16..].copy_from_slice(&shader_object.shader_binary_version.to_le_bytes());
+    Some(format)
 }
 
 /// The names of the extensions a physical device offers.
@@ -129,6 +163,9 @@ pub(super) struct DevicePlan {
     /// `shaderModuleIdentifierAlgorithmUUID`, where the application enabled
     /// `VK_EXT_shader_module_identifier`: the identifiers it will be given are valid for it.
     pub(super) identifier_algorithm: Option<[u8; 16]>,
+    /// `shaderBinaryUUID` and `shaderBinaryVersion`, where the application enabled
+    /// `VK_EXT_shader_object`: its shader objects are kept as binaries valid for them.
+    pub(super) shader_binary_format: Option<[u8; 20]>,
     pub(super) active: bool,
     pub(super) core_feedback: bool,
     pub(super) app_enabled_feedback: bool,
@@ -378,6 +415,9 @@ pub(super) unsafe fn plan_device(
         properties,
         identifier_algorithm: (active && app_enabled(IDENTIFIER_EXTENSION))
             .then(|| unsafe { identifier_algorithm(inst, physical_device, device_api) })
+            .flatten(),
+        shader_binary_format: (active && app_enabled(SHADER_OBJECT_EXTENSION))
+            .then(|| unsafe { shader_binary_format(inst, physical_device, device_api) })
             .flatten(),
         active,
         core_feedback,

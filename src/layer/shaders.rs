@@ -1,0 +1,498 @@
+//! Shader objects (`VK_EXT_shader_object`), kept as pipelines are: no Mesa driver caches them
+//! (RADV compiles each with no cache, as Mesa's common runtime does), and zink makes its
+//! separable GL programs this way, so without the layer every such shader is compiled at every
+//! launch.
+//!
+//! A call's shaders are keyed in groups: the shaders it links (`VK_SHADER_CREATE_LINK_STAGE_BIT_EXT`,
+//! which every graphics stage of the call then carries: VUID-vkCreateShadersEXT-pCreateInfos-08402)
+//! are one entry, all or none; each other shader is one of its own. A group found is made from its
+//! binaries (`VK_SHADER_CODE_TYPE_BINARY_EXT`, the rest of each create info as the application
+//! gave it); a group the driver will not make so (`VK_INCOMPATIBLE_SHADER_BINARY_EXT` after a
+//! driver update, any error) is compiled with the rest. What is left is compiled in one call, in
+//! the application's order, and each group's binaries (`vkGetShaderBinaryDataEXT`) kept as an
+//! entry of kind `binary` under the driver's `shaderBinaryUUID` and `shaderBinaryVersion`. Where
+//! that call fails, everything the layer made is destroyed and the application's call is made as
+//! it asked, so it sees the driver's own answer and array.
+
+use std::ffi::CStr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ash::vk;
+use ash::vk::Handle;
+
+use super::capture::shader_desc;
+use super::device::{device_data, unrecorded_next, DeviceData};
+use super::guard::guarded;
+use crate::key::desc::ShaderDesc;
+use crate::key::{shader_objects_key, PipelineKey};
+use crate::store::binaries;
+use crate::store::envelope::PayloadKind;
+use crate::store::{FoundEntry, Lookup, Store};
+use crate::watch::Outcome;
+
+const COMMAND: &CStr = c"vkCreateShadersEXT";
+
+pub unsafe extern "system" fn create_shaders(
+    device: vk::Device,
+    count: u32,
+    infos: *const vk::ShaderCreateInfoEXT<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::ShaderEXT,
+) -> vk::Result {
+    // SAFETY: a device created through this layer.
+    let dev = unsafe { device_data(device) };
+    let next = dev.as_ref().and_then(|d| d.fns.create_shaders);
+    let (Some(dev), Some(next)) = (dev, next) else {
+        // Its data could not be recorded: straight to the next layer, as asked.
+        return match unsafe { unrecorded_next::<vk::PFN_vkCreateShadersEXT>(device, COMMAND) } {
+            Some(next) => unsafe { next(device, count, infos, allocator, out) },
+            None => vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        };
+    };
+    // SAFETY: the application's arguments, forwarded as received.
+    let as_asked = || unsafe { next(device, count, infos, allocator, out) };
+    if count == 0 || infos.is_null() || out.is_null() || !dev.works_here() {
+        return as_asked();
+    }
+    // SAFETY: count create infos in, count handles out, per the spec.
+    let infos = unsafe { std::slice::from_raw_parts(infos, count as usize) };
+    let call = Call {
+        dev: &dev,
+        next,
+        infos,
+        allocator,
+    };
+    guarded(
+        "vkCreateShadersEXT",
+        // SAFETY: count handles out.
+        || unsafe { call.create(std::slice::from_raw_parts_mut(out, infos.len())) },
+        || {
+            // A panic midway: what the layer made so far (each shader is in `out` from the moment
+            // it is made) is destroyed, and the call made as asked.
+            let made = unsafe { std::slice::from_raw_parts_mut(out, infos.len()) };
+            call.destroy(made);
+            as_asked()
+        },
+    )
+}
+
+pub unsafe extern "system" fn destroy_shader(
+    device: vk::Device,
+    shader: vk::ShaderEXT,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    // SAFETY: a device created through this layer.
+    let dev = unsafe { device_data(device) };
+    if let Some(dev) = &dev {
+        // Forgotten before the driver frees it: the handle may come again at once.
+        dev.objects()
+            .shader_binaries
+            .remove_if_held(shader.as_raw());
+    }
+    let next = match dev.and_then(|d| d.fns.destroy_shader) {
+        Some(next) => Some(next),
+        None => unsafe {
+            unrecorded_next::<vk::PFN_vkDestroyShaderEXT>(device, c"vkDestroyShaderEXT")
+        },
+    };
+    if let Some(next) = next {
+        // SAFETY: the application's arguments, as received.
+        unsafe { next(device, shader, allocator) }
+    }
+}
+
+/// `vkGetShaderBinaryDataEXT`: a shader the layer made from kept binaries answers with its
+/// binary (the driver's own answer for the same create info when it compiled it); any other
+/// goes to the driver.
+pub unsafe extern "system" fn get_shader_binary_data(
+    device: vk::Device,
+    shader: vk::ShaderEXT,
+    size: *mut usize,
+    data: *mut std::ffi::c_void,
+) -> vk::Result {
+    // SAFETY: a device created through this layer.
+    let dev = unsafe { device_data(device) };
+    let kept = dev.as_ref().and_then(|d| {
+        d.objects()
+            .shader_binaries
+            .get(shader.as_raw(), "shader")
+            .ok()
+    });
+    if let (Some(binary), false) = (kept, size.is_null()) {
+        // SAFETY: the application's size and buffer, per the spec.
+        return unsafe { answer_binary(&binary, size, data) };
+    }
+    let next = match dev.and_then(|d| d.fns.get_shader_binary_data) {
+        Some(next) => Some(next),
+        None => unsafe {
+            unrecorded_next::<vk::PFN_vkGetShaderBinaryDataEXT>(device, c"vkGetShaderBinaryDataEXT")
+        },
+    };
+    match next {
+        // SAFETY: the application's arguments, as received.
+        Some(next) => unsafe { next(device, shader, size, data) },
+        None => vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+    }
+}
+
+/// The two-call answer of `vkGetShaderBinaryDataEXT` with `binary`: its size where `data` is
+/// NULL; nothing written, a size of 0 and `VK_INCOMPLETE` where the buffer is too small (the
+/// whole binary or nothing, as the spec says); else the binary and its size.
+///
+/// # Safety
+/// `size` must be valid; `data` NULL or `*size` writable bytes.
+unsafe fn answer_binary(
+    binary: &[u8],
+    size: *mut usize,
+    data: *mut std::ffi::c_void,
+) -> vk::Result {
+    // SAFETY (whole body): as the caller vouches.
+    unsafe {
+        if data.is_null() {
+            *size = binary.len();
+            return vk::Result::SUCCESS;
+        }
+        if *size < binary.len() {
+            *size = 0;
+            return vk::Result::INCOMPLETE;
+        }
+        std::ptr::copy_nonoverlapping(binary.as_ptr(), data.cast::<u8>(), binary.len());
+        *size = binary.len();
+    }
+    vk::Result::SUCCESS
+}
+
+/// One `vkCreateShadersEXT` call of the application's.
+struct Call<'a> {
+    dev: &'a DeviceData,
+    next: vk::PFN_vkCreateShadersEXT,
+    infos: &'a [vk::ShaderCreateInfoEXT<'a>],
+    allocator: *const vk::AllocationCallbacks<'a>,
+}
+
+/// A shader made from a kept binary, with that binary.
+type MadeFromBinary = (vk::ShaderEXT, Arc<[u8]>);
+
+/// Shaders kept together: their places in the call, and their key.
+struct Group {
+    members: Vec<usize>,
+    key: PipelineKey,
+}
+
+impl Call<'_> {
+    /// The call through the store: `out` holds every shader made, or the driver's answer to the
+    /// call as asked.
+    unsafe fn create(&self, out: &mut [vk::ShaderEXT]) -> vk::Result {
+        out.fill(vk::ShaderEXT::null());
+        let started = Instant::now();
+        let (dev, n) = (self.dev, self.infos.len() as u64);
+        let as_asked = |outcome, out: &mut [vk::ShaderEXT]| {
+            // SAFETY: the application's arguments, as it asked.
+            let r = unsafe { self.make(self.infos, out) };
+            dev.watch.shaders(outcome, n, nanos(started));
+            r
+        };
+        let (Some(format), Some(store)) = (dev.shader_binary_format, dev.store()) else {
+            return as_asked(Outcome::PassedThrough, out);
+        };
+        let descs = self
+            .infos
+            .iter()
+            // SAFETY: the application's create infos.
+            .map(|ci| unsafe { shader_desc(ci, dev.objects()) })
+            .collect::<Result<Vec<ShaderDesc>, _>>();
+        let descs = match descs {
+            Ok(d) => d,
+            Err(why) => {
+                tracing::debug!(%why, "shader objects not keyed; made as asked and not kept");
+                return as_asked(Outcome::Unkeyed, out);
+            }
+        };
+        let groups = self.groups(&descs, &format);
+        let mut missed = Vec::new();
+        let mut found = 0;
+        for group in groups {
+            // SAFETY: the application's create infos; `out` has a place for each.
+            match unsafe { self.made_from_entry(store, &group, &format, out) } {
+                true => found += group.members.len() as u64,
+                false => missed.push(group),
+            }
+        }
+        if found > 0 {
+            dev.watch.shaders(Outcome::Found, found, nanos(started));
+        }
+        if missed.is_empty() {
+            return vk::Result::SUCCESS;
+        }
+        let compiling = Instant::now();
+        // SAFETY: the groups' places in the application's call.
+        let r = unsafe { self.compile(&missed, out) };
+        if r != vk::Result::SUCCESS {
+            self.destroy(out);
+            return as_asked(Outcome::Compiled, out);
+        }
+        if !dev.keeps_no_misses(store) {
+            for group in &missed {
+                // SAFETY: shaders this call made.
+                unsafe { self.keep(store, group, &format, out) };
+            }
+        }
+        let compiled = missed.iter().map(|g| g.members.len() as u64).sum();
+        dev.watch
+            .shaders(Outcome::Compiled, compiled, nanos(compiling));
+        vk::Result::SUCCESS
+    }
+
+    /// The call's shaders in the groups they are kept in, keyed: those it links together, and
+    /// each other one alone.
+    fn groups(&self, descs: &[ShaderDesc], format: &[u8]) -> Vec<Group> {
+        let links = |i: &usize| {
+            self.infos[*i]
+                .flags
+                .contains(vk::ShaderCreateFlagsEXT::LINK_STAGE)
+        };
+        let (linked, alone): (Vec<usize>, Vec<usize>) = (0..self.infos.len()).partition(links);
+        let device = &self.dev.device_state;
+        let key = |members: &[usize]| {
+            let of: Vec<ShaderDesc> = members.iter().map(|i| descs[*i].clone()).collect();
+            shader_objects_key(device, format, &of)
+        };
+        let mut groups: Vec<Group> = alone
+            .into_iter()
+            .map(|i| Group {
+                key: key(&[i]),
+                members: vec![i],
+            })
+            .collect();
+        if !linked.is_empty() {
+            groups.push(Group {
+                key: key(&linked),
+                members: linked,
+            });
+        }
+        groups
+    }
+
+    /// A group made from its entry's binaries, put in `out`; false where there is none or the
+    /// driver would not make it so (nothing of it left made).
+    unsafe fn made_from_entry(
+        &self,
+        store: &Arc<Store>,
+        group: &Group,
+        format: &[u8],
+        out: &mut [vk::ShaderEXT],
+    ) -> bool {
+        let entry = match store.lookup(&group.key) {
+            Ok(Lookup::Found(entry)) => entry,
+            Ok(Lookup::Missing) => {
+                tracing::debug!(entry = %group.key.file_name(), "no entry for shader objects; compiling");
+                return false;
+            }
+            Ok(Lookup::Dropped(_)) => return false, // logged at warn by the store
+            Err(e) => {
+                tracing::debug!(error = %e, "shader objects' entry unreadable; compiling");
+                return false;
+            }
+        };
+        // A crash inside the driver while it loads these binaries blames this entry.
+        let marker = store.hold_marker(&entry);
+        // SAFETY: the group's places in the application's call.
+        let made = unsafe { self.make_from(&entry, group, format) };
+        drop(marker);
+        match made {
+            Ok(made) => {
+                for (i, (shader, binary)) in group.members.iter().zip(made) {
+                    let held = self.dev.objects();
+                    held.shader_binaries.insert(shader.as_raw(), Some(binary));
+                    out[*i] = shader;
+                }
+                self.dev.writer.stamp(store.clone(), entry.name());
+                true
+            }
+            Err(why) => {
+                tracing::debug!(entry = %group.key.file_name(), why, "shader objects not made from their entry; compiling");
+                false
+            }
+        }
+    }
+
+    /// The driver's shaders of `group`, made from `entry`'s binaries: each create info as the
+    /// application gave it but its code.
+    unsafe fn make_from(
+        &self,
+        entry: &FoundEntry,
+        group: &Group,
+        format: &[u8],
+    ) -> Result<Vec<MadeFromBinary>, &'static str> {
+        entry.with_data(|data| {
+            // Checked whole at lookup.
+            let parsed = binaries::parse(data).map_err(|_| "not binaries")?;
+            if parsed.driver_key != format {
+                return Err("another shaderBinaryUUID or shaderBinaryVersion");
+            }
+            if parsed.binaries.len() != group.members.len() {
+                return Err("another number of shaders");
+            }
+            // pCode of a binary is aligned to 16 bytes (VUID-VkShaderCreateInfoEXT-pCode-08492).
+            let codes: Vec<Vec<u128>> = parsed.binaries.iter().map(|b| aligned(b.data)).collect();
+            let mut copies = Vec::with_capacity(codes.len());
+            for ((i, binary), code) in group.members.iter().zip(&parsed.binaries).zip(&codes) {
+                let info = self.infos[*i];
+                if binary.key != stage_key(&info) {
+                    return Err("another stage");
+                }
+                copies.push(vk::ShaderCreateInfoEXT {
+                    code_type: vk::ShaderCodeTypeEXT::BINARY,
+                    code_size: binary.data.len(),
+                    p_code: code.as_ptr().cast(),
+                    ..info
+                });
+            }
+            let mut made = vec![vk::ShaderEXT::null(); copies.len()];
+            // SAFETY: the application's create infos with the kept code, alive for the call.
+            match unsafe { self.make(&copies, &mut made) } {
+                vk::Result::SUCCESS => Ok(made
+                    .into_iter()
+                    .zip(&parsed.binaries)
+                    .map(|(shader, binary)| (shader, Arc::from(binary.data)))
+                    .collect()),
+                _ => {
+                    self.destroy(&mut made);
+                    Err("the driver would not make them from their binaries")
+                }
+            }
+        })
+    }
+
+    /// The missed groups compiled together, in the application's order, put in `out`.
+    unsafe fn compile(&self, missed: &[Group], out: &mut [vk::ShaderEXT]) -> vk::Result {
+        let mut places: Vec<usize> = missed.iter().flat_map(|g| g.members.clone()).collect();
+        places.sort_unstable();
+        let asked: Vec<vk::ShaderCreateInfoEXT> = places.iter().map(|i| self.infos[*i]).collect();
+        let mut made = vec![vk::ShaderEXT::null(); asked.len()];
+        // SAFETY: the application's create infos.
+        let r = unsafe { self.make(&asked, &mut made) };
+        for (i, shader) in places.iter().zip(made) {
+            out[*i] = shader;
+        }
+        r
+    }
+
+    /// Keeps a compiled group's binaries as one entry (none where the driver gives no binary of
+    /// one of them).
+    unsafe fn keep(&self, store: &Arc<Store>, group: &Group, format: &[u8], out: &[vk::ShaderEXT]) {
+        let Some(get) = self.dev.fns.get_shader_binary_data else {
+            return;
+        };
+        let mut codes = Vec::with_capacity(group.members.len());
+        for i in &group.members {
+            // SAFETY: a shader this call made.
+            match unsafe { binary_data(self.dev.handle, get, out[*i]) } {
+                Some(code) => codes.push((stage_key(&self.infos[*i]), code)),
+                None => {
+                    tracing::debug!(entry = %group.key.file_name(), "the driver gave no binary of a shader object; not kept");
+                    return;
+                }
+            }
+        }
+        let payload = binaries::encode(format, codes.iter().map(|(k, c)| (&k[..], &c[..])));
+        self.dev.writer.write(
+            store.clone(),
+            group.key,
+            PayloadKind::Binaries,
+            payload,
+            None,
+        );
+    }
+
+    /// The driver's `vkCreateShadersEXT`.
+    unsafe fn make(
+        &self,
+        infos: &[vk::ShaderCreateInfoEXT<'_>],
+        out: &mut [vk::ShaderEXT],
+    ) -> vk::Result {
+        // SAFETY: as the caller vouches; one handle out for each create info.
+        unsafe {
+            (self.next)(
+                self.dev.handle,
+                infos.len() as u32,
+                infos.as_ptr(),
+                self.allocator,
+                out.as_mut_ptr(),
+            )
+        }
+    }
+
+    /// Destroys every shader in `made` and leaves NULL in its place.
+    fn destroy(&self, made: &mut [vk::ShaderEXT]) {
+        let Some(destroy) = self.dev.fns.destroy_shader else {
+            return;
+        };
+        for shader in made.iter_mut().filter(|s| **s != vk::ShaderEXT::null()) {
+            self.dev.objects().shader_binaries.remove(shader.as_raw());
+            // SAFETY: a shader the layer made in this call, which the application never saw.
+            unsafe { destroy(self.dev.handle, *shader, self.allocator) };
+            *shader = vk::ShaderEXT::null();
+        }
+    }
+}
+
+/// A shader's binary as the driver gives it (`vkGetShaderBinaryDataEXT`, size first).
+///
+/// # Safety
+/// `shader` must be a live shader of `device`.
+unsafe fn binary_data(
+    device: vk::Device,
+    get: vk::PFN_vkGetShaderBinaryDataEXT,
+    shader: vk::ShaderEXT,
+) -> Option<Vec<u8>> {
+    let mut size = 0usize;
+    // SAFETY: the two-call idiom on the next layer's command.
+    let r = unsafe { get(device, shader, &mut size, std::ptr::null_mut()) };
+    if r != vk::Result::SUCCESS || size == 0 {
+        return None;
+    }
+    let mut data = vec![0u8; size];
+    let r = unsafe { get(device, shader, &mut size, data.as_mut_ptr().cast()) };
+    (r == vk::Result::SUCCESS && size > 0).then(|| {
+        data.truncate(size);
+        data
+    })
+}
+
+/// The key a shader's binary carries in its entry: its stage, so an entry is made only into the
+/// stages it was kept from.
+fn stage_key(info: &vk::ShaderCreateInfoEXT<'_>) -> [u8; 4] {
+    info.stage.as_raw().to_le_bytes()
+}
+
+/// `bytes` in memory aligned to 16 bytes.
+fn aligned(bytes: &[u8]) -> Vec<u128> {
+    let mut words = vec![0u128; bytes.len().div_ceil(16)];
+    for (word, chunk) in words.iter_mut().zip(bytes.chunks(16)) {
+        let mut b = [0u8; 16];
+        b[..chunk.len()].copy_from_slice(chunk);
+        *word = u128::from_ne_bytes(b);
+    }
+    words
+}
+
+fn nanos(since: Instant) -> u64 {
+    since.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_copies_hold_the_bytes_at_a_16_byte_boundary() {
+        let bytes: Vec<u8> = (0..37).collect();
+        let words = aligned(&bytes);
+        assert_eq!(words.as_ptr() as usize % 16, 0);
+        // SAFETY: the words' own bytes.
+        let back = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), bytes.len()) };
+        assert_eq!(back, &bytes[..]);
+    }
+}

@@ -1,0 +1,100 @@
+//! Shader objects (`VK_EXT_shader_object`) through the real loader on RADV, which caches none
+//! of them itself: kept at the first run and made from their binaries at the next (single
+//! shaders, a linked vertex and fragment pair, compute with specialization), each binary the
+//! application asks after the same as without the layer; a damaged entry costs one compile.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::time::Duration;
+
+/// Long enough for any of these runs on a loaded 2-core machine; a hang runs into it.
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// Variants of the test app's shaders: 5 shaders each, in 4 calls (4 entries).
+const VARIANTS: &str = "6";
+const SHADERS: u64 = 30;
+const ENTRIES: u64 = 24;
+
+fn app(tmp: &Path) -> App {
+    App::new(Driver::Radv, tmp).args(&[
+        "--compute",
+        "0",
+        "--graphics",
+        "0",
+        "--shader-objects",
+        VARIANTS,
+    ])
+}
+
+fn through_the_layer(tmp: &Path) -> Run {
+    let run = app(tmp).with_layer().run_within(LIMIT);
+    assert!(run.ok, "{}", run.all());
+    let made = &run.summary["shader_objects"];
+    assert_eq!(made["made"].as_u64(), Some(SHADERS), "{}", run.all());
+    assert_eq!(made["failed"].as_u64(), Some(0), "{}", run.all());
+    run
+}
+
+#[test]
+fn shader_objects_are_kept_then_made_from_their_binaries_and_answer_as_without_the_layer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let without = app(tmp.path()).run_within(LIMIT);
+    assert!(without.ok, "{}", without.all());
+    let binaries = &without.summary["shader_objects"]["binary_bytes"];
+
+    let cold = through_the_layer(tmp.path());
+    let w = cold.watch();
+    assert_eq!(
+        (w.shaders_compiled, w.shaders_from_entries, w.written),
+        (SHADERS, 0, ENTRIES),
+        "{}",
+        cold.all()
+    );
+    assert_eq!(entries(&tmp.path().join("store")).len() as u64, ENTRIES);
+    // Before: the warm run created every shader from its SPIR-V again (pipekeep never saw them),
+    // and once made from binaries, RADV crashed when the application asked a shader's binary.
+    for run in ["warm", "warm again"] {
+        let warm = through_the_layer(tmp.path());
+        let w = warm.watch();
+        assert_eq!(
+            (w.shaders_from_entries, w.shaders_compiled, w.written),
+            (SHADERS, 0, 0),
+            "{run}: {}",
+            warm.all()
+        );
+        let asked = &warm.summary["shader_objects"];
+        assert_eq!(asked["binary_ok"].as_u64(), Some(SHADERS), "{run}");
+        assert_eq!(&asked["binary_bytes"], binaries, "{run}: {}", warm.all());
+    }
+}
+
+#[test]
+fn a_damaged_shader_entry_costs_one_compile() {
+    let tmp = tempfile::tempdir().unwrap();
+    through_the_layer(tmp.path());
+    let kept = entries(&tmp.path().join("store"));
+    assert_eq!(kept.len() as u64, ENTRIES);
+    for entry in kept.iter().step_by(3) {
+        let mut bytes = std::fs::read(entry).unwrap();
+        *bytes.last_mut().unwrap() ^= 0x5a;
+        std::fs::write(entry, bytes).unwrap();
+    }
+    let damaged = kept.iter().step_by(3).count() as u64;
+    let after = through_the_layer(tmp.path());
+    let w = after.watch();
+    assert!(
+        w.shaders_compiled >= damaged && w.shaders_compiled < SHADERS,
+        "{}",
+        after.all()
+    );
+    assert_eq!(w.written, damaged, "each damaged entry kept again");
+    assert_eq!(
+        w.shaders_from_entries + w.shaders_compiled,
+        SHADERS,
+        "{}",
+        after.all()
+    );
+    let next = through_the_layer(tmp.path());
+    assert_eq!(next.watch().shaders_from_entries, SHADERS, "{}", next.all());
+}
