@@ -83,7 +83,8 @@ pub enum Step {
 }
 
 impl Step {
-    fn bytes(&self) -> u64 {
+    /// The bytes it frees (at most: what a live process holds stays).
+    pub fn bytes(&self) -> u64 {
         match self {
             Step::DropDir { bytes, .. } | Step::Shrink { bytes, .. } => *bytes,
             Step::DropRecord { bytes, .. } => *bytes,
