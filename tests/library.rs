@@ -12,16 +12,21 @@ use std::time::SystemTime;
 
 const WORK: [&str; 6] = ["--compute", "16", "--graphics", "4", "--threads", "1"];
 
-/// One launch of the test app as `title`, the library bound `library_max` where given.
-fn launch(tmp: &Path, title: &str, library_max: Option<u64>) -> Run {
-    let mut app = App::new(Driver::Radv, tmp)
+/// The test app as `title`, the library bound `library_max` where given.
+fn app(tmp: &Path, title: &str, library_max: Option<u64>) -> App {
+    let app = App::new(Driver::Radv, tmp)
         .with_layer()
         .args(&WORK)
         .env("PIPEKEEP_TITLE", title);
-    if let Some(max) = library_max {
-        app = app.env("PIPEKEEP_LIBRARY_MAX_BYTES", max.to_string());
+    match library_max {
+        Some(max) => app.env("PIPEKEEP_LIBRARY_MAX_BYTES", max.to_string()),
+        None => app,
     }
-    let run = app.run();
+}
+
+/// One launch of the test app as `title`, the library bound `library_max` where given.
+fn launch(tmp: &Path, title: &str, library_max: Option<u64>) -> Run {
+    let run = app(tmp, title, library_max).run();
     assert!(run.ok, "{}", run.all());
     run
 }
@@ -126,12 +131,14 @@ fn two_processes_of_different_titles_opening_at_once_lose_nothing_the_other_keep
         + bytes_of(&store, "b")
         + oldest_record
         + (oldest - oldest_record) / 2;
-    let root = tmp.path();
+    // Made here, one after the other: each writes the layer's manifest the loader reads.
+    let apps = ["a", "b"].map(|t| app(tmp.path(), t, Some(bound)));
     let runs: Vec<Run> = std::thread::scope(|s| {
-        let both = ["a", "b"].map(|t| s.spawn(move || launch(root, t, Some(bound))));
+        let both = apps.map(|a| s.spawn(move || a.run()));
         both.map(|h| h.join().unwrap()).into_iter().collect()
     });
     for run in &runs {
+        assert!(run.ok, "{}", run.all());
         let w = run.watch();
         assert_eq!(w.found, w.built, "every pipeline found\n{}", run.all());
     }

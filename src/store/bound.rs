@@ -73,7 +73,7 @@ fn set_aside_of_title(host_dir: &Path) -> Vec<(PathBuf, u64)> {
 }
 
 /// The bytes of the entries and pieces of one directory.
-fn files_bytes(dir: &Path) -> u64 {
+pub(super) fn files_bytes(dir: &Path) -> u64 {
     pieces_in(dir)
         .iter()
         .chain(entries_in(dir).iter())

@@ -358,12 +358,7 @@ fn take(root: &Path, step: &Step, in_use: &dyn Fn(&Path) -> bool) -> u64 {
         Step::DropDir { path, bytes, .. } => {
             let stop = std::sync::atomic::AtomicBool::new(false);
             super::dropping::drop_directory(path, "foreign", &stop);
-            let left = bound::pieces_in(path)
-                .iter()
-                .chain(&bound::entries_in(path))
-                .map(|e| e.bytes)
-                .sum::<u64>();
-            bytes.saturating_sub(left)
+            bytes.saturating_sub(bound::files_bytes(path))
         }
         Step::Shrink { title, bytes } => {
             let host = super::host_pipelines_dir(root, title);
