@@ -196,8 +196,12 @@ pub fn plan(
 }
 
 /// Every title of the library at `root`, measured. `current`: the title opening now, used now.
+/// A library not made yet (nothing kept) holds no title.
 pub fn usage(root: &Path, current: Option<&str>) -> Result<Vec<TitleUsage>, StoreError> {
-    let titles = super::inspect::titles(root).map_err(StoreError::io("list", root))?;
+    let titles = match super::inspect::titles(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        listed => listed.map_err(StoreError::io("list", root))?,
+    };
     Ok(titles
         .into_iter()
         .map(|t| title_usage(root, t, current))

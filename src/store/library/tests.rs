@@ -245,3 +245,12 @@ fn the_title_opening_now_is_the_last_to_shrink() {
     keep_within(root, 7_000, Some(("old", &id)), Wait::Yes, &|_| false).unwrap();
     assert_eq!((entries_of(root, "old"), entries_of(root, "new")), (4, 2));
 }
+
+#[test]
+fn a_library_not_made_yet_holds_nothing_and_is_within_any_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("not-made");
+    let r = keep_within(&root, 0, None, Wait::No, &|_| false).unwrap();
+    assert_eq!((r.titles, r.bytes, r.steps.len()), (0, 0, 0));
+    assert!(!root.exists(), "nothing is created");
+}
