@@ -15,7 +15,7 @@ times, interleaved, and a second table gives the median of each round's ratio: o
 one run's ratio of two runs of a few milliseconds moves by tens of percent.
 
 It leads with what users get: launches in a row (three unless --launches) with the driver's own disk cache on (a
-fresh directory a mode, made first) and the application's cache, no layer / pipekeep / write-behind,
+fresh directory a mode, made first) and the application's cache, no layer / pipekeep,
 with a plot of the launches (matplotlib, which scripts/bench.sh installs); then the modes above,
 the driver's disk cache off, which isolate pipekeep. scripts/bench.sh is the entry point.
 """
@@ -146,7 +146,7 @@ def base_env(drv, scratch):
     base = dict(os.environ)
     base.update(drv["env"])
     base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
-    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE", "PIPEKEEP_WRITE_BEHIND", "PIPEKEEP_SHARE_BUILDS"):
+    for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE", "PIPEKEEP_SHARE_BUILDS"):
         base.pop(k, None)
     return base
 
@@ -277,10 +277,10 @@ def bench_driver_change(name, cmd_for, args, drv, threads, manifest, scratch, to
 
 
 def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
-    """Issue 18's write-behind, as a user runs a program: the driver's own disk cache on, the
+    """As a user runs a program: the driver's own disk cache on, the
     application's in-memory caches passed (`--app-cache memory`), --launches in a row
     from nothing (an empty disk cache and store), without the layer, through pipekeep as it is
-    by default, with write-behind forced on (unless --no-write-behind), and, with --driver-floor, the
+    by default, and, with --driver-floor, the
     driver alone building each pipeline through a fresh cache read after (at later launches, through
     a cache made of the data it kept); interleaved rounds, every other one
     backwards."""
@@ -295,8 +295,6 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
         # The floor of every launch's time to ready and process end: the same tool making its
         # device and reading its database, with no pipeline (the same with or without the layer).
         modes[FLOOR] = (alone, "floor")
-    if not args.no_write_behind:
-        modes["pipekeep, write-behind on"] = (dict(layer, PIPEKEEP_WRITE_BEHIND="on"), "memory")
     if args.driver_floor:
         # The driver's own cost of keeping per pipeline, no layer: a fresh cache a pipeline, its
         # data read after (as the `cache` backend builds a miss).
@@ -592,10 +590,9 @@ def main():
     ap.add_argument("--backends", default="binary,cache", help="PIPEKEEP_BACKEND values to run the pipekeep modes with")
     ap.add_argument("--runs-in-a-row", action="store_true",
                     help="only the headline: launches in a row with the driver's disk cache on and the "
-                         "application's cache, without the layer, through pipekeep, with write-behind")
+                         "application's cache, without the layer and through pipekeep")
     ap.add_argument("--launches", type=int, default=3, choices=range(1, 10), metavar="1-9",
                     help="launches in a row for the headline")
-    ap.add_argument("--no-write-behind", action="store_true", help="the headline without its write-behind mode")
     ap.add_argument("--driver-floor", action="store_true",
                     help="the headline adds no layer with a fresh cache a pipeline, its data read after and "
                          "kept: what keeping per pipeline costs the driver itself, and at later launches its "

@@ -16,6 +16,12 @@ pub const LAYER_NAME: &CStr = c"VK_LAYER_PIPEKEEP_pipeline_store";
 
 /// The default size bound: 4 GiB.
 pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
+/// The default bound of the whole library, every title together: 4 GiB. Mesa's disk cache keeps
+/// 1 GiB for every program, NVIDIA's 1 GiB by default (raised since); pipekeep's entries are the
+/// driver's own size and stand beside that cache, so four times it, as much as one title's own
+/// bound: a title at its default bound still fits whole, and titles of ncnn's size (44 MB) or
+/// pygfx's (11 MB) fit by the hundred.
+pub const DEFAULT_LIBRARY_MAX_BYTES: u64 = 4 << 30;
 /// `PIPEKEEP_READ_AHEAD`'s default: the bytes of entries read ahead and not yet taken.
 pub const DEFAULT_READ_AHEAD: u64 = 64 << 20;
 
@@ -27,20 +33,6 @@ pub enum BackendSetting {
     Auto,
     Binary,
     Cache,
-}
-
-/// `PIPEKEEP_WRITE_BEHIND`: whether a miss is built as the application asked (through its own
-/// cache) and recorded, its entry left to the background rebuild.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteBehindSetting {
-    /// Where it measured faster: nowhere (off). It makes a first run cost what it costs without
-    /// the layer, and keeps its pipelines once the application pauses; but with the driver's own
-    /// disk cache on (as users run), pipekeep's default first launch on RADV is faster for every
-    /// workload measured, and on NVIDIA write-behind's cheaper first launch is paid back by
-    /// dearer later ones (docs/bench/2026-11-30.md: three launches in a row, d5a7ae8 to d31dbd2).
-    Auto,
-    On,
-    Off,
 }
 
 /// `PIPEKEEP_FOUND_CALLS`: how many found pipelines may be inside the driver at once.
@@ -83,6 +75,8 @@ pub struct Settings {
     pub title: Option<String>,
     /// `PIPEKEEP_MAX_BYTES`.
     pub max_bytes: u64,
+    /// `PIPEKEEP_LIBRARY_MAX_BYTES`: the bound of every title together (`store::library`).
+    pub library_max_bytes: u64,
     /// `PIPEKEEP_READ_AHEAD`: the most bytes of entries read ahead and not yet taken; 0 reads
     /// nothing ahead.
     pub read_ahead: u64,
@@ -96,8 +90,6 @@ pub struct Settings {
     pub rebuild: RebuildSetting,
     /// `PIPEKEEP_FOUND_CALLS`.
     pub found_calls: FoundCallsSetting,
-    /// `PIPEKEEP_WRITE_BEHIND`.
-    pub write_behind: WriteBehindSetting,
     /// `PIPEKEEP_SHARE_BUILDS` (`on`, the default, or `off`): a `binary` miss the driver would
     /// build as it built a pipeline earlier in the run is made from that pipeline's binaries
     /// (never on NVIDIA, whose driver is not asked for its keys); a `cache` miss is built through
@@ -222,6 +214,7 @@ impl Settings {
             }),
         };
         let max_bytes = bytes("PIPEKEEP_MAX_BYTES", DEFAULT_MAX_BYTES);
+        let library_max_bytes = bytes("PIPEKEEP_LIBRARY_MAX_BYTES", DEFAULT_LIBRARY_MAX_BYTES);
         let read_ahead = bytes("PIPEKEEP_READ_AHEAD", DEFAULT_READ_AHEAD);
         let piece_memory = bytes(
             "PIPEKEEP_PIECE_MEMORY",
@@ -259,16 +252,6 @@ impl Settings {
                 }
             },
         };
-        let write_behind = one_of(
-            &non_empty,
-            "PIPEKEEP_WRITE_BEHIND",
-            &mut problems,
-            &[
-                ("auto", WriteBehindSetting::Auto),
-                ("on", WriteBehindSetting::On),
-                ("off", WriteBehindSetting::Off),
-            ],
-        );
         let share_builds = one_of(
             &non_empty,
             "PIPEKEEP_SHARE_BUILDS",
@@ -298,12 +281,12 @@ impl Settings {
             root,
             title: non_empty("PIPEKEEP_TITLE").map(|t| safe_title(&t)),
             max_bytes,
+            library_max_bytes,
             read_ahead,
             piece_memory,
             backend,
             rebuild,
             found_calls,
-            write_behind,
             share_builds,
             dictionary_once,
             log_filter,
@@ -446,6 +429,20 @@ mod tests {
             assert_eq!(s.problems.len(), 1);
             assert!(s.problems[0].contains("PIPEKEEP_MAX_BYTES"));
         }
+    }
+
+    #[test]
+    fn the_library_bound_is_its_own_setting() {
+        let s = with(&[]);
+        assert_eq!(s.library_max_bytes, DEFAULT_LIBRARY_MAX_BYTES);
+        let s = with(&[("PIPEKEEP_LIBRARY_MAX_BYTES", "1000")]);
+        assert_eq!(
+            (s.library_max_bytes, s.max_bytes),
+            (1000, DEFAULT_MAX_BYTES)
+        );
+        let s = with(&[("PIPEKEEP_LIBRARY_MAX_BYTES", "4G")]);
+        assert_eq!(s.library_max_bytes, DEFAULT_LIBRARY_MAX_BYTES);
+        assert!(s.problems[0].contains("PIPEKEEP_LIBRARY_MAX_BYTES"));
     }
 
     #[test]

@@ -275,7 +275,7 @@ _pipekeep() {
             return 0
             ;;
         pipekeep__subcmd__prune)
-            opts="-h --dir --title --json --max-bytes --dry-run --help"
+            opts="-h --dir --title --json --max-bytes --library --library-max-bytes --dry-run --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -290,6 +290,10 @@ _pipekeep() {
                     return 0
                     ;;
                 --max-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --library-max-bytes)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -70,8 +70,8 @@ pub fn on_rebuild_thread() -> bool {
 /// the first 15 bytes).
 pub const REBUILD_THREAD: &str = "pipekeep-rebuild";
 
-/// How many thread ids [`ThreadIds`] keeps: the latest, older ones overwritten (each write-behind
-/// pass starts workers anew; the ended ones need nothing).
+/// How many thread ids [`ThreadIds`] keeps: the latest, older ones overwritten (the ended ones
+/// need nothing).
 const THREAD_IDS: usize = 64;
 
 /// The ids of a device's threads of one kind, kept as each starts. Lock-free: the application's

@@ -72,12 +72,6 @@ impl Setting {
     }
 }
 
-const ON_OFF_AUTO: &[(&str, &str)] = &[
-    ("auto", "Where measured faster"),
-    ("on", "On"),
-    ("off", "Off"),
-];
-
 /// Every setting a user may give, in the README's order.
 pub const TABLE: &[Setting] = &[
     Setting { name: "disable", label: "Disable", kind: Kind::Disable, default: "false",
@@ -88,6 +82,8 @@ pub const TABLE: &[Setting] = &[
         description: "The title pipelines are filed under; empty: the application's name, else the executable's." },
     Setting { name: "max_bytes", label: "Size bound", kind: Kind::BigInt, default: "4294967296",
         description: "The most bytes of entries and pieces one title keeps (an integer >= 0; 0 keeps nothing)." },
+    Setting { name: "library_max_bytes", label: "Library size bound", kind: Kind::BigInt, default: "4294967296",
+        description: "The most bytes every title keeps together; past it the least recently used titles give up their entries first, each one's record last." },
     Setting { name: "backend", label: "Backend", kind: Kind::Enum(&[
             ("auto", "Binaries where the driver's load in another process, else caches"),
             ("binary", "Pipeline binaries (VK_KHR_pipeline_binary)"),
@@ -103,8 +99,6 @@ pub const TABLE: &[Setting] = &[
             ("off", "Never (pipekeep rebuild does it)"),
         ]), default: "background",
         description: "Rebuild the title's record into the store when the driver changed." },
-    Setting { name: "write_behind", label: "Write behind", kind: Kind::Enum(ON_OFF_AUTO), default: "auto",
-        description: "Build a miss as the application asked and keep its entry once the application pauses." },
     Setting { name: "found_calls", label: "Found pipelines in the driver at once", kind: Kind::Text, default: "auto",
         description: "How many found pipelines may be inside the driver at once: auto, off or an integer >= 1." },
     Setting { name: "piece_memory", label: "Piece memory", kind: Kind::Int, default: "268435456",
@@ -563,7 +557,7 @@ mod tests {
         )
         .unwrap();
         let app = vec![("max_bytes".to_string(), "lots".to_string())];
-        let env = env_of(&[("PIPEKEEP_WRITE_BEHIND", "sometimes")]);
+        let env = env_of(&[("PIPEKEEP_FOUND_CALLS", "sometimes")]);
         let s = crate::settings::Settings::from_sources(
             &env,
             &Sources::gather(&env, Some(dir.path()), &app),
@@ -576,7 +570,7 @@ mod tests {
         )));
         assert!(about("PIPEKEEP_MAX_BYTES")
             .ends_with("(given by the application (VK_EXT_layer_settings))"));
-        assert!(about("PIPEKEEP_WRITE_BEHIND").ends_with("using auto"));
+        assert!(about("PIPEKEEP_FOUND_CALLS").ends_with("using auto"));
     }
 
     #[test]
@@ -718,6 +712,10 @@ mod tests {
         let d = crate::settings::Settings::from_lookup(|_| None);
         let default = |n: &str| setting(n).unwrap().default;
         assert_eq!(default("max_bytes"), d.max_bytes.to_string());
+        assert_eq!(
+            default("library_max_bytes"),
+            d.library_max_bytes.to_string()
+        );
         assert_eq!(default("read_ahead"), d.read_ahead.to_string());
         assert_eq!(default("piece_memory"), d.piece_memory.to_string());
         assert_eq!(default("log"), d.log_filter);

@@ -73,7 +73,7 @@ fn set_aside_of_title(host_dir: &Path) -> Vec<(PathBuf, u64)> {
 }
 
 /// The bytes of the entries and pieces of one directory.
-fn files_bytes(dir: &Path) -> u64 {
+pub(super) fn files_bytes(dir: &Path) -> u64 {
     pieces_in(dir)
         .iter()
         .chain(entries_in(dir).iter())
@@ -294,6 +294,29 @@ pub fn keep_within_past_share(
     })
 }
 
+/// Drops `bytes` of the entries and pieces under `host_dir` (a title's `host-pipelines/`), in the
+/// title's own bound's order: the library's bound taking its share of a title. The record and
+/// set-aside directories are not touched (the library pass takes them itself).
+pub fn shrink_by(
+    host_dir: &Path,
+    bytes: u64,
+    in_use: &dyn Fn(&Path) -> bool,
+) -> Result<BoundReport, StoreError> {
+    let entries = entries_of_title(host_dir)?;
+    let mut report = BoundReport {
+        entries: entries.len() as u64,
+        bytes: entries.iter().map(|e| e.bytes).sum(),
+        ..Default::default()
+    };
+    if bytes == 0 {
+        return Ok(report);
+    }
+    let max_bytes = report.bytes.saturating_sub(bytes);
+    let mut order = Eviction::new(entries);
+    drop_in_order(&mut order, max_bytes, in_use, &mut report);
+    Ok(report)
+}
+
 /// Drops files in `order` until the rest is within `max_bytes`, then every piece no kept entry
 /// names (what they hold is no entry's: past the excess, only those go). Returns which files
 /// went, and the bytes of pieces left in flight.
@@ -394,6 +417,13 @@ impl Store {
 
     /// Brings the title within the bound, unless another thread is doing it now.
     pub fn keep_within_bound(&self) -> Option<Bounded> {
+        self.one_pass_at_a_time(|| self.keep_within_bound_now())
+            .flatten()
+    }
+
+    /// Runs `pass` unless another bound pass of this store runs now (`None` then): the pieces'
+    /// note of what is written meanwhile ([`super::pieces::Pieces::bound_begins`]) is one a store.
+    pub(super) fn one_pass_at_a_time<R>(&self, pass: impl FnOnce() -> R) -> Option<R> {
         if self.bounding.swap(true, Ordering::Acquire) {
             return None;
         }
@@ -405,6 +435,10 @@ impl Store {
             }
         }
         let _release = Release(&self.bounding);
+        Some(pass())
+    }
+
+    fn keep_within_bound_now(&self) -> Option<Bounded> {
         let started = std::time::Instant::now();
         let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
         if let Ok(Bounded { report: r, kept }) = &report {

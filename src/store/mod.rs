@@ -26,6 +26,7 @@ pub mod identifiers;
 pub mod identity;
 pub mod inspect;
 mod layout;
+pub mod library;
 pub mod marker;
 mod named;
 mod notes;

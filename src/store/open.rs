@@ -131,7 +131,7 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
 /// The ABI the entries of an identity directory name in their envelopes: the first of a few
 /// entries that reads far enough says (`None` where none does). Read only for a directory that
 /// looks like another driver's, to tell the other ABI's (another identity) from it.
-fn abi_of_dir(dir: &Path) -> Option<u32> {
+pub(super) fn abi_of_dir(dir: &Path) -> Option<u32> {
     names_in(dir)
         .unwrap_or_default()
         .iter()

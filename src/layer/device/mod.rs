@@ -13,8 +13,8 @@ pub use shared_store::{StoreCell, STORES};
 
 use std::ffi::CStr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
@@ -67,19 +67,8 @@ pub struct DeviceData {
     /// The background rebuild's thread, joined at the device's end.
     pub rebuilder: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Whether a rebuild was owed when the store opened (a driver change, or `record.pending`
-    /// left by an earlier run): decided before the store is published, so that this run's own
-    /// write-behind, which marks the record pending as it goes, does not start one beside the
-    /// application's first compiles.
+    /// left by an earlier run): decided before the store is published.
     pub rebuild_owed_at_opening: AtomicBool,
-    /// Write-behind: pipelines this run built as the application asked and left to the rebuild
-    /// (counted as they are recorded), and how many of them the last rebuild pass began after.
-    pub owed_this_run: AtomicU64,
-    /// Write-behind: the pipelines the record held at the store's opening, where it owed entries.
-    pub owed_before: OnceLock<std::collections::HashSet<u64>>,
-    pub owed_covered: AtomicU64,
-    /// Test only (`PIPEKEEP_TEST_REBUILD_FIRST`): the write-behind rebuild ends once nothing is
-    /// owed, instead of waiting for more until the device goes.
-    pub rebuild_wind_down: AtomicBool,
     /// Entry writes keep failing (`count_writes`): misses are built as the application asked.
     pub writes_failing: Arc<AtomicBool>,
     /// The rebuild's threads, as each started.
@@ -99,9 +88,6 @@ pub struct DeviceData {
     /// This run's compiled cache data, by SPIR-V: a `cache` miss is built through a cache seeded
     /// with its twin's (`PIPEKEEP_SHARE_BUILDS`).
     pub twins: super::twins::Twins,
-    /// Misses are built as the application asked and recorded; their entries are left to the
-    /// background rebuild (`PIPEKEEP_WRITE_BEHIND`).
-    pub write_behind: bool,
     /// Found entries carrying NVIDIA's dictionary go to the driver without it once the device
     /// holds it (`PIPEKEEP_DICTIONARY_ONCE`, NVIDIA only).
     pub dictionaries: super::dictionary::DeviceDictionaries,

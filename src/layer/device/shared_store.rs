@@ -1,6 +1,6 @@
 //! The store shared by every device of one identity in the process: opened once, by the
 //! opening thread or by the first pipeline that comes before it, and what its opening finds
-//! owed (a driver change, or entries an earlier run left to the background rebuild).
+//! owed (a driver change, or a rebuild an earlier run cut short).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -59,9 +59,6 @@ impl DeviceData {
                     }
                     let owed = self.record.as_ref().is_some_and(|r| r.is_pending());
                     self.rebuild_owed_at_opening.store(owed, Ordering::Release);
-                    if owed && self.write_behind {
-                        self.remember_what_was_owed();
-                    }
                     store.set_piece_memory(SETTINGS.piece_memory);
                     if SETTINGS.test_pieces_always {
                         store.keep_every_binary_as_a_piece();
@@ -90,36 +87,6 @@ impl DeviceData {
 }
 
 impl DeviceData {
-    /// Write-behind, where earlier runs owe entries: the pipelines the record holds, so that a
-    /// miss among them is kept the keeping way this time instead of owed again. A process that
-    /// exits before it pauses (the rebuild waits for a pause) is then found whole by its third
-    /// launch: the first records, the second keeps what it asks again, the third finds it.
-    pub fn remember_what_was_owed(&self) {
-        let Some(record) = self.record.as_ref() else {
-            return;
-        };
-        let recorded = match crate::replay::record::read(record.path()) {
-            Ok((entries, _)) => entries
-                .iter()
-                .filter(|e| crate::replay::objects::is_pipeline_tag(e.tag))
-                .map(|e| e.hash)
-                .collect(),
-            Err(e) => {
-                tracing::debug!(record = %record.path().display(), error = %e, "the record cannot be read; what it owes stays owed");
-                Default::default()
-            }
-        };
-        let _ = self.owed_before.set(recorded);
-    }
-
-    /// Whether an earlier run recorded this pipeline and left its entry owed (write-behind): it
-    /// is kept the keeping way now.
-    pub fn was_owed_before(&self, key: &crate::key::PipelineKey) -> bool {
-        self.owed_before
-            .get()
-            .is_some_and(|owed| owed.contains(&crate::replay::record::pipeline_hash(key)))
-    }
-
     /// After a driver change, marks the title's record as owing a rebuild at once (before any
     /// thread can be stopped): a device gone before its rebuild began or ended leaves it to the
     /// next run.

@@ -64,7 +64,6 @@ impl DeviceData {
     /// finish (at most a minute), instead of stopping it; at normal priority where Linux allows
     /// it, since a machine busy on every core gives an idle-priority rebuild no time.
     pub(super) fn let_the_rebuild_finish(&self) {
-        self.rebuild_wind_down.store(true, Ordering::Release);
         let started = std::time::Instant::now();
         while started.elapsed() < std::time::Duration::from_secs(60) {
             match self.rebuild_ended() {

@@ -16,8 +16,8 @@ use process::*;
 use rebuild::*;
 
 use std::ffi::{c_char, CStr};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, Once};
 
 use ash::vk;
 
@@ -273,10 +273,6 @@ unsafe fn register_device(
         rebuild_stop: Arc::default(),
         rebuilder: Mutex::default(),
         rebuild_owed_at_opening: AtomicBool::new(false),
-        owed_this_run: AtomicU64::new(0),
-        owed_before: OnceLock::new(),
-        owed_covered: AtomicU64::new(0),
-        rebuild_wind_down: AtomicBool::new(false),
         rebuild_threads: Default::default(),
         record: SETTINGS
             .root
@@ -309,13 +305,6 @@ unsafe fn register_device(
         found_gate,
         driver_gate: Arc::default(),
         max_samplers: properties.limits.max_sampler_allocation_count,
-        write_behind: active
-            && SETTINGS.root.is_some()
-            && SETTINGS.rebuild == crate::settings::RebuildSetting::Background
-            && matches!(
-                SETTINGS.write_behind,
-                crate::settings::WriteBehindSetting::On
-            ),
     };
     let data = Arc::new(data);
     // SAFETY: a live device.

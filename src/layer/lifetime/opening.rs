@@ -87,9 +87,20 @@ pub(super) fn open_then_tidy(dev: &Arc<DeviceData>) {
 }
 
 /// What the opening thread does once the store is published: the title brought within its
-/// bound; the record compacted where the bound left little of it. Returns what the bound listed,
-/// for reading ahead.
+/// bound; the record compacted where the bound left little of it; then the library within its
+/// own bound (`PIPEKEEP_LIBRARY_MAX_BYTES`), this title the last to give anything up. Returns
+/// what the title's bound listed, for reading ahead.
 pub(super) fn tidy_after_opening(
+    dev: &DeviceData,
+    store: &Store,
+) -> Option<Vec<crate::store::bound::StampedEntry>> {
+    let listed = keep_title_within(dev, store);
+    store.keep_library_within(SETTINGS.library_max_bytes);
+    listed
+}
+
+/// The title within its bound, its record compacted where the bound left little of it.
+fn keep_title_within(
     dev: &DeviceData,
     store: &Store,
 ) -> Option<Vec<crate::store::bound::StampedEntry>> {

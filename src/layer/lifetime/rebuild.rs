@@ -1,16 +1,15 @@
-//! The background rebuild: after a driver change, or where the record owes entries (write-behind),
+//! The background rebuild: after a driver change, or where a rebuild a device cut short is owed,
 //! the title's record replayed through this layer on the application's own device, on idle
 //! threads, only the pipelines of this device's configuration; stopped at `vkDestroyDevice`.
 
 use super::*;
 
 /// After a driver change (opening dropped another driver's directory of this device), or where
-/// the record owes a rebuild (`record.pending`: write-behind, or a rebuild a device cut short),
+/// the record owes a rebuild (`record.pending`: a rebuild a device cut short),
 /// rebuilds the title's record into the driver's store on threads of the layer's own at idle
 /// priority (at most half the cores), through this layer's own commands on the application's
 /// device: what the application builds meanwhile is found or written as ever, and what the
-/// rebuild reaches first is found by it. Under write-behind the thread also keeps, pass after
-/// pass, what this run leaves to it ([`rebuild_what_is_owed`]). Stops after the current pipeline
+/// rebuild reaches first is found by it. Stops after the current pipeline
 /// at `vkDestroyDevice`; what is left is for the next run (the record stays marked) or
 /// `pipekeep rebuild`.
 pub(super) fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) {
@@ -20,14 +19,8 @@ pub(super) fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) 
     let Some(record) = dev.record.clone() else {
         return;
     };
-    let owed = dev.rebuild_owed_at_opening.load(Ordering::Acquire);
-    // Under write-behind one rebuild thread lives as long as the device, for what this run owes
-    // too (a record it writes as it goes).
-    let owed_from_before = owed && record.path().is_file();
-    if dev.stop.load(Ordering::Acquire)
-        || !(owed_from_before || dev.write_behind)
-        || !store.take_the_rebuild()
-    {
+    let owed = dev.rebuild_owed_at_opening.load(Ordering::Acquire) && record.path().is_file();
+    if dev.stop.load(Ordering::Acquire) || !owed || !store.take_the_rebuild() {
         return;
     }
     let rebuilding = dev.clone();
@@ -38,11 +31,7 @@ pub(super) fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) 
                 "background rebuild",
                 || {
                     rebuild_worker_start(&rebuilding);
-                    if rebuilding.write_behind {
-                        rebuild_what_is_owed(&rebuilding, &record, owed_from_before)
-                    } else {
-                        rebuild(&rebuilding, &record);
-                    }
+                    rebuild(&rebuilding, &record);
                 },
                 || (),
             )
@@ -50,38 +39,6 @@ pub(super) fn start_rebuild(dev: &Arc<DeviceData>, store: &crate::store::Store) 
     match spawned {
         Ok(handle) => *dev.rebuilder.locked() = Some(handle),
         Err(e) => tracing::debug!(error = %e, "no rebuild thread"),
-    }
-}
-
-/// Write-behind: the rebuild of what earlier runs owed (`owed_from_before`), then a pass each
-/// time this run has left more pipelines to it and the application has paused its builds, until
-/// the device goes. So a run that goes on after its pipelines (a game past its loading) keeps
-/// them in the same run, on otherwise idle cores; what is not done is the next run's.
-pub(super) fn rebuild_what_is_owed(
-    dev: &Arc<DeviceData>,
-    file: &crate::replay::record::RecordFile,
-    owed_from_before: bool,
-) {
-    let mut owed = owed_from_before;
-    loop {
-        while !owed {
-            if dev.rebuild_stop.load(Ordering::Acquire) {
-                return;
-            }
-            owed = dev.owed_this_run.load(Ordering::Acquire)
-                > dev.owed_covered.load(Ordering::Acquire);
-            if !owed {
-                if dev.rebuild_wind_down.load(Ordering::Acquire) {
-                    return;
-                }
-                // Woken at once by `vkDestroyDevice` (`stop_threads`).
-                std::thread::park_timeout(std::time::Duration::from_millis(50));
-            }
-        }
-        if rebuild(dev, file) == Pass::Impossible || dev.rebuild_stop.load(Ordering::Acquire) {
-            return;
-        }
-        owed = false;
     }
 }
 
@@ -105,28 +62,13 @@ pub(super) fn kept_here(dev: &DeviceData, pipelines: &[u64]) -> bool {
     pipelines.iter().all(|h| kept.contains(h))
 }
 
-/// How a rebuild pass ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Pass {
-    /// It went through the record, or the device went first.
-    Done,
-    /// The record cannot be read, or the device lacks a command the replay needs: no later pass
-    /// of this run would do better.
-    Impossible,
-}
-
 /// One pass over the record: once the application pauses, every recorded pipeline through this
 /// layer (found, or compiled and written).
-pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) -> Pass {
+pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::RecordFile) {
     if !wait_for_a_quiet_application(dev) {
         tracing::info!("background rebuild ended: the device went before it began");
-        return Pass::Done;
+        return;
     }
-    // What this run owes lands in the record first (the writer thread runs at idle priority):
-    // the pass covers what was owed before it read the record.
-    wait_for_owed_appends(dev, file);
-    dev.owed_covered
-        .store(owed_and_landed(dev, file), Ordering::Release);
     let record = file.path();
     // A record made but not yet written (its writer at idle priority, starved on a loaded
     // machine) reads as empty: what is still in flight is left to the next pass.
@@ -134,7 +76,7 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
         Ok((entries, len)) => (crate::replay::objects::Catalog::from_entries(entries), len),
         Err(e) => {
             tracing::warn!(record = %record.display(), error = %e, "the record cannot be read; no rebuild");
-            return Pass::Impossible;
+            return;
         }
     };
     // Only this device's configuration: another's pipelines replayed here would key as this
@@ -146,7 +88,7 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
     // Loading asks the driver for its commands: only while the device lets this thread in.
     let Some(inside) = dev.driver_gate.enter() else {
         tracing::info!("background rebuild ended: the device went before it began");
-        return Pass::Done;
+        return;
     };
     // SAFETY: this layer's own commands for the application's device (taken from its data, not
     // from the device map, which `vkDestroyDevice` empties before it joins this thread), and the
@@ -202,7 +144,7 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
             command = absent,
             "the device lacks a command the rebuild needs; no rebuild"
         );
-        return Pass::Impossible;
+        return;
     }
     if dev.rebuild_stop.load(Ordering::Acquire) {
         tracing::info!(
@@ -210,7 +152,7 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
             of = pipelines,
             "background rebuild ended: the device went before it began"
         );
-        return Pass::Done;
+        return;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let options = crate::replay::replayer::Options {
@@ -262,9 +204,6 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
             "the background rebuild skipped pipelines whose immutable samplers the device has no room for beside the application's"
         );
     }
-    // The application's owed pipelines queued for the record land first: a mark removed
-    // before them would be written again.
-    wait_for_owed_appends(dev, file);
     // Other configurations' pipelines are their own devices' to rebuild: the mark stays until
     // they have entries here too.
     let others_kept = others.is_empty() || kept_here(dev, &others);
@@ -278,7 +217,6 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
         }
     }
     tracing::info!(made = summary.made, of = pipelines, skipped = summary.skipped_total(), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "background rebuild ended");
-    Pass::Done
 }
 
 /// The share of `maxSamplerAllocationCount` the rebuild may hold at once, and left free for the
@@ -303,30 +241,6 @@ pub(super) fn sampler_budget(dev: &Arc<DeviceData>) -> crate::replay::replayer::
     }
 }
 
-/// How many of this run's owed pipelines have landed in the record: the ones a pass that reads
-/// it now covers. The wait for their appends is bounded (a loaded machine may starve the idle
-/// writer), so what is still queued is left to a later pass, not counted as covered. A pipeline
-/// is put in flight before it is counted as owed, and the count is read first here: one owed
-/// meanwhile is never taken as landed.
-pub(super) fn owed_and_landed(dev: &DeviceData, file: &crate::replay::record::RecordFile) -> u64 {
-    let owed = dev.owed_this_run.load(Ordering::SeqCst);
-    owed.saturating_sub(file.owed_in_flight())
-}
-
-/// Waits (two seconds at most) until the owed pipelines queued for the record have landed in it.
-pub(super) fn wait_for_owed_appends(dev: &DeviceData, file: &crate::replay::record::RecordFile) {
-    if file.owed_in_flight() > 0 {
-        dev.writer.wake();
-    }
-    let waiting_since = std::time::Instant::now();
-    while file.owed_in_flight() > 0
-        && !dev.rebuild_stop.load(Ordering::Acquire)
-        && waiting_since.elapsed() < std::time::Duration::from_secs(2)
-    {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-}
-
 /// Each rebuild thread: idle priority, its pipelines counted apart, and its id kept so that
 /// `vkDestroyDevice` can raise it back.
 pub(super) fn rebuild_worker_start(dev: &DeviceData) {
@@ -338,8 +252,7 @@ pub(super) fn rebuild_worker_start(dev: &DeviceData) {
 /// How long the application must have built no pipeline before the background rebuild goes on:
 /// what the application builds meanwhile it builds anyway, and the rebuild takes the cores it
 /// leaves. (Beside the application's own builds the rebuild cost its first launch after a
-/// driver change 1.01-1.05x against 1.03-1.09x on 2 cores, pygfx: BENCHMARKS.md.) Under
-/// write-behind the same wait lets a run keep what it built, once its builds pause.
+/// driver change 1.01-1.05x against 1.03-1.09x on 2 cores, pygfx: BENCHMARKS.md.)
 pub(super) const REBUILD_AFTER_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Waits until the application has built no pipeline for [`REBUILD_AFTER_QUIET`]; `false` when

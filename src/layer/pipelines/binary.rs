@@ -281,5 +281,5 @@ pub(super) fn keep_binaries<T: PipelineInfo>(
         captured.iter().map(|(k, d)| (k.as_slice(), d.as_slice())),
     );
     b.write_entry(PayloadKind::Binaries, payload, None);
-    record_compiled(b, false);
+    record_compiled(b);
 }

@@ -362,7 +362,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 } else {
                     tracing::debug!(entry = %key.file_name(), "what the driver compiled still carries the dictionary it doubts; the entry stays as it is");
                 }
-                record_compiled(b, false);
+                record_compiled(b);
             }
             if seeded.is_some() || already_asked || refused_unseen {
                 tracing::debug!(entry = %key.file_name(), "the driver compiled a pipeline whose entry was whole");

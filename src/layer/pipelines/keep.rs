@@ -1,12 +1,10 @@
-//! What a compiled pipeline leaves for the title: its create info in the record (`record.foz`),
-//! owed to the background rebuild under write-behind.
+//! What a compiled pipeline leaves for the title: its create info in the record (`record.foz`).
 
 use super::*;
 
 /// Queues a compiled pipeline for the title's record (`<title>/record.foz`), with the content
-/// of every object it names, as its key captured them. `pending`: its entry is left to a later
-/// rebuild (write-behind).
-pub(super) fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) {
+/// of every object it names, as its key captured them.
+pub(super) fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>) {
     let dev = b.dev;
     let Some(file) = dev.record.as_ref() else {
         return;
@@ -44,14 +42,6 @@ pub(super) fn record_compiled<T: PipelineInfo>(b: &Build<'_, T>, pending: bool) 
         desc,
         contents,
     };
-    if pending {
-        // In flight before counted as owed: a rebuild pass never takes this one as landed.
-        if let Err(e) = file.owe() {
-            tracing::debug!(record = %file.path().display(), error = %e, "the record is not marked as owing entries");
-        }
-        dev.owed_this_run
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
     dev.writer
-        .record(file.clone(), record, dev.app_state.clone(), pending);
+        .record(file.clone(), record, dev.app_state.clone());
 }

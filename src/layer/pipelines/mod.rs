@@ -428,13 +428,6 @@ unsafe fn build_one<T: PipelineInfo>(
                 match unsafe { build_kept(&b, &mut lap, slot) } {
                     Kept::Made(r, outcome) => (r, outcome),
                     Kept::AskAsAsked => as_asked(Outcome::PassedThrough, &mut lap, slot),
-                    Kept::WriteBehind => {
-                        let (r, outcome) = as_asked(Outcome::Compiled, &mut lap, slot);
-                        if r == vk::Result::SUCCESS {
-                            record_compiled(&b, true);
-                        }
-                        (r, outcome)
-                    }
                 }
             }
         },
@@ -511,9 +504,6 @@ enum Kept {
     Made(vk::Result, Outcome),
     /// Nothing was made: ask the driver once, as the application asked.
     AskAsAsked,
-    /// A miss under write-behind: build it as the application asked, record it, and leave its
-    /// entry to the background rebuild.
-    WriteBehind,
 }
 
 /// Everything one kept build needs, so the backends' paths take one argument.
@@ -526,7 +516,7 @@ struct Build<'a, T> {
     flags: Flags,
     allocator: *const vk::AllocationCallbacks<'a>,
     next: CreateFn<T>,
-    /// Built by the background rebuild (never left to it: no write-behind).
+    /// Built by the background rebuild.
     rebuilding: bool,
     /// The pipeline as it was keyed, until the record takes it (a compiled pipeline's).
     desc: std::cell::Cell<Option<Recorded>>,
@@ -614,17 +604,6 @@ unsafe fn build_kept<T: PipelineInfo>(
     // Nowhere to keep it: built as without the layer.
     if found.is_none() && dev.keeps_no_misses(store) {
         return Kept::AskAsAsked;
-    }
-    // Write-behind: a miss costs what it costs without the layer, through the application's own
-    // cache; the rebuild (never itself behind) keeps it later. A pipeline an earlier run already
-    // left owed is kept now: a process that never pauses would otherwise owe it for ever.
-    if dev.write_behind
-        && found.is_none()
-        && !refused
-        && !b.rebuilding
-        && !dev.was_owed_before(b.key)
-    {
-        return Kept::WriteBehind;
     }
     // Binaries the driver refused are not written again as binaries: it is kept as a cache.
     match (dev.backend(), dev.binary_fns.as_ref()) {

@@ -107,8 +107,6 @@ struct RecordJob {
     file: Arc<RecordFile>,
     record: PipelineRecord,
     app: AppState,
-    /// Its entry is left to a later rebuild (write-behind).
-    pending: bool,
 }
 
 impl RecordJob {
@@ -119,11 +117,9 @@ impl RecordJob {
 
 /// Appends compiled pipelines to their titles' records, one file operation a title.
 fn append_records(jobs: Vec<RecordJob>) {
-    // A title's record, its entries, and how many of its jobs were owed (write-behind): each
-    // owed job lands here, recordable or not.
-    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>, u64)> = Vec::new();
+    // A title's record and its entries.
+    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>)> = Vec::new();
     for job in jobs {
-        let owed = u64::from(job.pending);
         let entries = match pipeline_entries(&job.record, &job.app) {
             Ok(entries) => entries,
             Err(e) => {
@@ -131,19 +127,13 @@ fn append_records(jobs: Vec<RecordJob>) {
                 Vec::new()
             }
         };
-        match by_file
-            .iter_mut()
-            .find(|(f, _, _)| Arc::ptr_eq(f, &job.file))
-        {
-            Some((_, all, owed_here)) => {
-                all.extend(entries);
-                *owed_here += owed;
-            }
-            None => by_file.push((job.file, entries, owed)),
+        match by_file.iter_mut().find(|(f, _)| Arc::ptr_eq(f, &job.file)) {
+            Some((_, all)) => all.extend(entries),
+            None => by_file.push((job.file, entries)),
         }
     }
-    for (file, entries, owed) in by_file {
-        if let Err(e) = file.append(entries, owed) {
+    for (file, entries) in by_file {
+        if let Err(e) = file.append(entries) {
             tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
         }
     }
@@ -292,21 +282,9 @@ impl Writer {
     }
 
     /// Queues a compiled pipeline for the title's record; appended on the caller's thread when
-    /// no thread can take it (never on a pipeline's path otherwise). `pending`: its entry is
-    /// left to a later rebuild (write-behind), and the record is marked so.
-    pub fn record(
-        &self,
-        file: Arc<RecordFile>,
-        record: PipelineRecord,
-        app: AppState,
-        pending: bool,
-    ) {
-        let job = RecordJob {
-            file,
-            record,
-            app,
-            pending,
-        };
+    /// no thread can take it (never on a pipeline's path otherwise).
+    pub fn record(&self, file: Arc<RecordFile>, record: PipelineRecord, app: AppState) {
+        let job = RecordJob { file, record, app };
         let queued = self.enqueue(
             job,
             |q| q.records.len() < STAMPS_LIMIT,
@@ -381,14 +359,6 @@ impl Writer {
                 false
             }
         }
-    }
-
-    /// Wakes the thread to take what waits (records and stamps short of a batch wait for the next
-    /// write otherwise). For the layer's own threads: it takes the queue's lock.
-    pub fn wake(&self) {
-        let (lock, ready) = &*self.shared;
-        let _queue = lock.locked();
-        ready.notify_one();
     }
 
     /// Writes what is queued, on this thread beside the writer's (whose idle priority may keep

@@ -20,8 +20,6 @@ use crate::sync::Unpoisoned;
 pub struct RecordFile {
     path: PathBuf,
     held: Mutex<Held>,
-    /// Pipelines this process owes entries (write-behind) whose append has not landed yet.
-    owed_in_flight: std::sync::atomic::AtomicU64,
 }
 
 /// What this process knows the file holds: every `(tag, hash)` in the first `len` bytes of the
@@ -47,7 +45,6 @@ impl RecordFile {
         RecordFile {
             path: title_dir.join(FILE_NAME),
             held: Mutex::default(),
-            owed_in_flight: Default::default(),
         }
     }
 
@@ -74,31 +71,9 @@ impl RecordFile {
     /// [`RecordFile::clear_pending_unless_grown`] never removes a mark it did not see).
     pub fn mark_pending(&self) -> io::Result<()> {
         let _held = self.held.locked();
-        // The first pipeline of a title may come before anything made its directory.
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
         let file = self.open_locked(true)?.expect("created");
         let _lock = Flock(&file);
         self.write_pending_mark()
-    }
-
-    /// A pipeline whose entry is left to a later rebuild (write-behind) is about to be queued
-    /// for the record: the record is marked so now, and no rebuild removes the mark until its
-    /// append (`append(.., 1)`) has landed.
-    pub fn owe(&self) -> io::Result<()> {
-        self.owed_in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if self.is_pending() {
-            return Ok(());
-        }
-        self.mark_pending()
-    }
-
-    /// How many owed pipelines' appends have not landed yet.
-    pub fn owed_in_flight(&self) -> u64 {
-        self.owed_in_flight
-            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn write_pending_mark(&self) -> io::Result<()> {
@@ -118,45 +93,22 @@ impl RecordFile {
             return Ok(false);
         };
         let _lock = Flock(&file);
-        let owed = || {
-            self.owed_in_flight
-                .load(std::sync::atomic::Ordering::SeqCst)
-        };
-        if owed() > 0 || file.metadata()?.len() != read_len {
+        if file.metadata()?.len() != read_len {
             return Ok(false);
         }
         match std::fs::remove_file(self.pending_path()) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(e),
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
         }
-        // An owe between the check and the removal saw the mark and did not write it: it is
-        // written again (appends wait for the lock held here, so only owes can come between).
-        if owed() > 0 {
-            self.write_pending_mark()?;
-            return Ok(false);
-        }
-        Ok(true)
     }
 
     /// Appends the entries the file does not hold yet. Returns how many were written. What
     /// another process appended since this one last looked is read first (only that part).
-    /// `owed`: of how many pipelines [`RecordFile::owe`] announced they are, which have landed
-    /// once this returns (written or not).
-    pub fn append(&self, entries: Vec<DbEntry>, owed: u64) -> io::Result<usize> {
-        let appended = if entries.is_empty() {
-            Ok(0)
-        } else {
-            self.append_new(entries)
-        };
-        if owed > 0 {
-            self.owed_in_flight
-                .fetch_sub(owed, std::sync::atomic::Ordering::SeqCst);
+    pub fn append(&self, entries: Vec<DbEntry>) -> io::Result<usize> {
+        if entries.is_empty() {
+            return Ok(0);
         }
-        appended
-    }
-
-    fn append_new(&self, entries: Vec<DbEntry>) -> io::Result<usize> {
         let mut held = self.held.locked();
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;

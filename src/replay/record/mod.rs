@@ -43,8 +43,8 @@ pub use links::{link_hash, linked_pipeline};
 
 /// The record's file name in a title's directory.
 pub const FILE_NAME: &str = crate::store::RECORD_FILE;
-/// Beside the record: some recorded pipelines have no entry yet (write-behind left them to a
-/// background rebuild, or a rebuild after a driver change has not reached its end). The next
+/// Beside the record: some recorded pipelines have no entry yet (a rebuild after a driver change
+/// has not reached its end). The next
 /// run's background rebuild takes them; the record is not compacted meanwhile.
 pub const PENDING_FILE_NAME: &str = "record.pending";
 

@@ -1,5 +1,6 @@
-//! `pipekeep list`: every title, each identity directory under it, its entries, bytes and
-//! stamps, and (`--devices`) which identities are this machine's.
+//! `pipekeep list`: every title, its last use, each identity directory under it, its entries,
+//! bytes and stamps, and (`--devices`) which identities are this machine's; the library's total
+//! against its bound.
 
 use std::process::ExitCode;
 
@@ -7,7 +8,9 @@ use serde_json::json;
 
 use super::record::record_of;
 use super::{human_bytes, human_time, readable, Scope};
+use pipekeep::settings::Settings;
 use pipekeep::store::inspect::{entry_files, identity_dirs, sharing};
+use pipekeep::store::library;
 
 /// Every title, each identity directory under it, its entries, bytes and stamps.
 #[derive(clap::Args)]
@@ -23,6 +26,9 @@ pub struct ListArgs {
 pub fn list(args: ListArgs) -> Result<ExitCode, String> {
     let (root, titles) = args.scope.titles()?;
     let local = args.devices.then(local_identities).flatten();
+    let usage = library::usage(&root, None).map_err(|e| e.to_string())?;
+    let library_bytes: u64 = usage.iter().map(library::TitleUsage::bytes).sum();
+    let max_bytes = Settings::from_env().library_max_bytes;
     let mut out = Vec::new();
     for title in &titles {
         let mut dirs = Vec::new();
@@ -56,15 +62,33 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
             }));
         }
         let entries_bytes: u64 = dirs.iter().filter_map(|d| d["bytes"].as_u64()).sum();
-        out.push(json!({ "title": title, "identities": dirs, "entries_bytes": entries_bytes, "record": record_of(&title_dir) }));
+        let used = usage.iter().find(|u| &u.title == title);
+        let last_use = used.map(|u| pipekeep::watch::unix_secs(u.last_use));
+        let bytes = used.map_or(0, library::TitleUsage::bytes);
+        out.push(json!({ "title": title, "identities": dirs, "entries_bytes": entries_bytes, "record": record_of(&title_dir),
+            "bytes": bytes, "last_use": last_use }));
     }
+    let library = json!({ "bytes": library_bytes, "max_bytes": max_bytes });
     if args.scope.json {
-        println!("{}", json!({ "root": root, "titles": out }));
+        println!(
+            "{}",
+            json!({ "root": root, "library": library, "titles": out })
+        );
         return Ok(ExitCode::SUCCESS);
     }
-    println!("library {}", root.display());
+    println!(
+        "library {}: {} of its bound of {} (PIPEKEEP_LIBRARY_MAX_BYTES)",
+        root.display(),
+        human_bytes(library_bytes),
+        human_bytes(max_bytes)
+    );
     for t in &out {
-        println!("{}", t["title"].as_str().unwrap_or_default());
+        println!(
+            "{}: {}, last used {}",
+            t["title"].as_str().unwrap_or_default(),
+            human_bytes(t["bytes"].as_u64().unwrap_or(0)),
+            t["last_use"].as_f64().map_or("-".into(), human_time)
+        );
         println!(
             "  entries and pieces: {}",
             human_bytes(t["entries_bytes"].as_u64().unwrap_or(0))

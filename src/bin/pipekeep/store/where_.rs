@@ -1,5 +1,6 @@
-//! `pipekeep where`: the library root, the settings and where each comes from, the manifests the
-//! loader would find, and whether the layer is on in this environment.
+//! `pipekeep where`: the library root and its total against its bound, the settings and where
+//! each comes from, the manifests the loader would find, and whether the layer is on in this
+//! environment.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -109,8 +110,21 @@ pub fn where_(args: WhereArgs) -> Result<ExitCode, String> {
         }
     }
     let enabled = manifests.iter().any(|m| m["on_here"] == true) && !settings.disabled;
+    // A library not made yet holds nothing.
+    let usage = settings
+        .root
+        .as_deref()
+        .filter(|r| r.is_dir())
+        .and_then(|r| pipekeep::store::library::usage(r, None).ok())
+        .unwrap_or_default();
+    let library_bytes: u64 = usage.iter().map(|t| t.bytes()).sum();
+    let titles: Vec<_> = usage
+        .iter()
+        .map(|t| json!({ "title": t.title, "bytes": t.bytes(), "last_use": pipekeep::watch::unix_secs(t.last_use) }))
+        .collect();
     let out = json!({
-        "root": settings.root, "title_override": settings.title, "max_bytes": settings.max_bytes, "log": settings.log_filter,
+        "root": settings.root, "title_override": settings.title, "max_bytes": settings.max_bytes,
+        "library_max_bytes": settings.library_max_bytes, "library_bytes": library_bytes, "titles": titles, "log": settings.log_filter,
         "log_file": settings.log_file, "disabled": settings.disabled, "problems": settings.problems,
         "manifests": manifests, "enabled_here": enabled, "settings_file": sources.file,
         "settings": origins.iter().map(|(name, value, origin)| json!({ "name": name, "value": value, "from": origin.to_string() })).collect::<Vec<_>>(),
@@ -129,10 +143,24 @@ pub fn where_(args: WhereArgs) -> Result<ExitCode, String> {
                 .to_string())
     );
     println!(
-        "size bound:   {} ({})",
+        "size bound:   {} ({}) a title",
         settings.max_bytes,
         human_bytes(settings.max_bytes)
     );
+    println!(
+        "library:      {} of its bound of {} ({})",
+        human_bytes(library_bytes),
+        settings.library_max_bytes,
+        human_bytes(settings.library_max_bytes)
+    );
+    for t in &titles {
+        println!(
+            "title used:   {} {}, last used {}",
+            t["title"].as_str().unwrap_or_default(),
+            human_bytes(t["bytes"].as_u64().unwrap_or(0)),
+            super::human_time(t["last_use"].as_f64().unwrap_or(0.0))
+        );
+    }
     println!(
         "title:        {}",
         settings
