@@ -69,6 +69,7 @@ pub(super) fn open_then_tidy(dev: &Arc<DeviceData>) {
         dev.app_activity
             .wait_until_quiet_after_building(REBUILD_AFTER_QUIET, &dev.stop);
         tidy_after_opening(dev, store);
+        store.keep_library_within(SETTINGS.library_max_bytes);
     } else {
         // The bound is owed once the store is open, even to a device destroyed meanwhile (its
         // destruction joins this thread): a run that writes nothing checks it nowhere else, and
@@ -76,31 +77,24 @@ pub(super) fn open_then_tidy(dev: &Arc<DeviceData>) {
         let listed = tidy_after_opening(dev, store);
         // A device destroyed by now leaves the reading ahead to the next run.
         if stopped() {
+            store.keep_library_within(SETTINGS.library_max_bytes);
             return;
         }
         start_rebuild(dev, store);
         if SETTINGS.read_ahead > 0 && !stopped() {
             read_ahead(dev, store, AheadOrder::LastUse(listed));
         }
+        // Every title's files listed: after this title's reading ahead, which it would delay.
+        store.keep_library_within(SETTINGS.library_max_bytes);
     }
     drop_other_drivers_in_a_pause(dev, store);
 }
 
 /// What the opening thread does once the store is published: the title brought within its
-/// bound; the record compacted where the bound left little of it; then the library within its
-/// own bound (`PIPEKEEP_LIBRARY_MAX_BYTES`), this title the last to give anything up. Returns
-/// what the title's bound listed, for reading ahead.
+/// bound; the record compacted where the bound left little of it. Returns what the title's bound
+/// listed, for reading ahead. (The library's own bound, `PIPEKEEP_LIBRARY_MAX_BYTES`, this title
+/// the last to give anything up, is kept after the reading ahead.)
 pub(super) fn tidy_after_opening(
-    dev: &DeviceData,
-    store: &Store,
-) -> Option<Vec<crate::store::bound::StampedEntry>> {
-    let listed = keep_title_within(dev, store);
-    store.keep_library_within(SETTINGS.library_max_bytes);
-    listed
-}
-
-/// The title within its bound, its record compacted where the bound left little of it.
-fn keep_title_within(
     dev: &DeviceData,
     store: &Store,
 ) -> Option<Vec<crate::store::bound::StampedEntry>> {
