@@ -128,6 +128,7 @@ pub struct Watch {
     shared: AtomicU64,
     rebuilt: AtomicU64,
     rebuild_written: AtomicU64,
+    earlier_written: AtomicU64,
     shaders: [AtomicU64; 4],
     shaders_ns: AtomicU64,
     longest_ns: AtomicU64,
@@ -158,6 +159,10 @@ pub struct Tally {
     /// Of `compiled`, those made from binaries another pipeline of the run compiled.
     #[serde(default)]
     pub shared: u64,
+    /// Entries an earlier process left waiting at its end, written by this one (apart from
+    /// `written`, this run's).
+    #[serde(default)]
+    pub earlier_written: u64,
     pub total_ms: f64,
     pub longest_ms: f64,
     #[serde(default, flatten)]
@@ -194,9 +199,9 @@ impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} rebuild_made={} shared={} rebuild_written={} shaders={} shaders_from_entries={} shaders_compiled={} shaders_unkeyed={} shaders_passed={} shaders_ms={:.3}",
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} rebuild_made={} shared={} rebuild_written={} earlier_written={} shaders={} shaders_from_entries={} shaders_compiled={} shaders_unkeyed={} shaders_passed={} shaders_ms={:.3}",
             self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused,
-            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.rebuild_made, self.shared, self.rebuild_written,
+            self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.rebuild_made, self.shared, self.rebuild_written, self.earlier_written,
             self.shaders.made(), self.shaders.shaders_from_entries, self.shaders.shaders_compiled, self.shaders.shaders_unkeyed, self.shaders.shaders_passed, self.shaders.shaders_ms
         )
     }
@@ -268,6 +273,11 @@ impl Watch {
         counter.fetch_add(1, Relaxed);
     }
 
+    /// Counts one entry an earlier process left waiting, written by this one.
+    pub fn earlier_written(&self) {
+        self.earlier_written.fetch_add(1, Relaxed);
+    }
+
     /// The longest pipeline of the run: which it was (its ordinal among those built), how it was
     /// made, and where its time went, as a log line's fields.
     pub fn longest_line(&self) -> Option<String> {
@@ -291,6 +301,7 @@ impl Watch {
             rebuild_made: self.rebuilt.load(Relaxed),
             rebuild_written: self.rebuild_written.load(Relaxed),
             shared: self.shared.load(Relaxed),
+            earlier_written: self.earlier_written.load(Relaxed),
             // The phases partition each pipeline's time: their sums are the total.
             total_ms: self.phase_ns.iter().map(|p| p.load(Relaxed)).sum::<u64>() as f64 / 1e6,
             longest_ms: self.longest_ns.load(Relaxed) as f64 / 1e6,

@@ -1,7 +1,8 @@
 //! Shader objects (`VK_EXT_shader_object`) through the real loader on RADV, which caches none
 //! of them itself: kept at the first run and made from their binaries at the next (single
-//! shaders, a linked vertex and fragment pair, compute with specialization), each binary the
-//! application asks after the same as without the layer; a damaged entry costs one compile.
+//! shaders, a linked vertex and fragment pair, compute with specialization, a call of both kinds),
+//! each binary the application asks after the same as without the layer; a damaged entry costs
+//! one compile, the other shaders of its call made from theirs.
 
 mod common;
 use common::*;
@@ -11,10 +12,11 @@ use std::time::Duration;
 /// Long enough for any of these runs on a loaded 2-core machine; a hang runs into it.
 const LIMIT: Duration = Duration::from_secs(180);
 
-/// Variants of the test app's shaders: 5 shaders each, in 4 calls (4 entries).
+/// Variants of the test app's shaders: 8 shaders each, in 5 calls; 6 entries (a shader each, the
+/// linked pairs one each: the last call's, beside a compute shader, is another than the fourth's).
 const VARIANTS: &str = "6";
-const SHADERS: u64 = 30;
-const ENTRIES: u64 = 24;
+const SHADERS: u64 = 48;
+const ENTRIES: u64 = 36;
 
 fn app(tmp: &Path) -> App {
     App::new(Driver::Radv, tmp).args(&[
@@ -41,7 +43,7 @@ fn shader_objects_are_kept_then_made_from_their_binaries_and_answer_as_without_t
     let tmp = tempfile::tempdir().unwrap();
     let without = app(tmp.path()).run_within(LIMIT);
     assert!(without.ok, "{}", without.all());
-    let binaries = &without.summary["shader_objects"]["binary_bytes"];
+    let binaries = &without.summary["shader_objects"]["binary_digest"];
 
     let cold = through_the_layer(tmp.path());
     let w = cold.watch();
@@ -51,6 +53,7 @@ fn shader_objects_are_kept_then_made_from_their_binaries_and_answer_as_without_t
         "{}",
         cold.all()
     );
+    assert_eq!(&cold.summary["shader_objects"]["binary_digest"], binaries);
     assert_eq!(entries(&tmp.path().join("store")).len() as u64, ENTRIES);
     // Before: the warm run created every shader from its SPIR-V again (pipekeep never saw them),
     // and once made from binaries, RADV crashed when the application asked a shader's binary.
@@ -65,7 +68,7 @@ fn shader_objects_are_kept_then_made_from_their_binaries_and_answer_as_without_t
         );
         let asked = &warm.summary["shader_objects"];
         assert_eq!(asked["binary_ok"].as_u64(), Some(SHADERS), "{run}");
-        assert_eq!(&asked["binary_bytes"], binaries, "{run}: {}", warm.all());
+        assert_eq!(&asked["binary_digest"], binaries, "{run}: {}", warm.all());
     }
 }
 
@@ -83,12 +86,14 @@ fn a_damaged_shader_entry_costs_one_compile() {
     let damaged = kept.iter().step_by(3).count() as u64;
     let after = through_the_layer(tmp.path());
     let w = after.watch();
+    assert!(w.shaders_from_entries > 0, "{}", after.all());
     assert!(
         w.shaders_compiled >= damaged && w.shaders_compiled < SHADERS,
         "{}",
         after.all()
     );
-    assert_eq!(w.written, damaged, "each damaged entry kept again");
+    // A call with a damaged entry is made whole, as asked, and each of its entries kept again.
+    assert!(w.written >= damaged, "{}", after.all());
     assert_eq!(
         w.shaders_from_entries + w.shaders_compiled,
         SHADERS,

@@ -261,6 +261,39 @@ pub fn robustness(d: &DeviceState) -> (bool, bool, [bool; 3]) {
 /// create info) mixed in: the device state the driver compiles under that no create info shows
 /// (on RADV, driconf options such as `radv_disable_trunc_coord`, and its robustness). Data kept
 /// under another global key is another key's, so never found under this one.
+/// The whole state a device was made with (every extension the application enabled, every
+/// feature structure it chained with the `VkBool32`s each holds, its `pEnabledFeatures`, the
+/// structures the layer could not read), in an order of their own: the device part of a shader
+/// object's key. A shader binary is checked by its driver for its format alone
+/// (`shaderBinaryUUID`, `shaderBinaryVersion`; RADV compares its cache UUID), never for the
+/// device state it was compiled under, and no driver key says more; so a shader is found only on
+/// a device made alike.
+pub fn whole_device_digest(d: &DeviceState) -> Digest {
+    let mut w = writer("pipekeep whole device state");
+    let mut extensions: Vec<&Vec<u8>> = d.extensions.iter().collect();
+    extensions.sort_unstable();
+    extensions.dedup();
+    w.u64(extensions.len() as u64);
+    for e in extensions {
+        w.bytes(e);
+    }
+    let mut features: Vec<&(i32, Vec<u32>)> = d.features.iter().collect();
+    features.sort_unstable_by_key(|(stype, _)| *stype);
+    w.u64(features.len() as u64);
+    for (stype, bools) in features {
+        w.u32(*stype as u32);
+        bools.feed(&mut w);
+    }
+    d.core_features.feed(&mut w);
+    let mut unknown = d.unknown.clone();
+    unknown.sort_unstable();
+    w.u64(unknown.len() as u64);
+    for stype in unknown {
+        w.u32(stype as u32);
+    }
+    w.finish()
+}
+
 pub fn device_digest_under_global_key(device: &Digest, global_key: &[u8]) -> Digest {
     let mut w = writer("pipekeep device under the driver's global key");
     device.feed(&mut w);
@@ -293,17 +326,25 @@ pub fn compute_key(d: &ComputeDesc) -> PipelineKey {
 
 /// The key of shader objects made together (one shader, or the stages of one call linked with
 /// `VK_SHADER_CREATE_LINK_STAGE_BIT_EXT`, in the call's order): their code as a pipeline's stages
-/// are keyed, and the device's state, the driver's `shaderBinaryUUID` and `shaderBinaryVersion`
-/// (`binary_format`: a binary is valid for those alone), each shader's flags, next stage and
-/// layout. Its own domain: no pipeline's key equals it.
+/// are keyed, and the device's whole state (`device`: [`whole_device_digest`]), the driver's
+/// `shaderBinaryUUID` and `shaderBinaryVersion` (`binary_format`: a binary is valid for those
+/// alone; a new version misses every entry, though the spec lets a driver take older ones), each
+/// shader's flags, next stage and layout. Its own domain: no pipeline's key equals it.
+///
+/// `call`: the stage of every shader of the call, in its order. A driver builds a call's shaders
+/// as the call holds them (RADV links a vertex and fragment pair only where no other shader
+/// stands beside it: with a compute shader in the call, their binaries are those of the stages
+/// made alone), so shaders are found only in a call of the same shape.
 pub fn shader_objects_key(
     device: &Digest,
     binary_format: &[u8],
+    call: &[u32],
     shaders: &[ShaderDesc],
 ) -> PipelineKey {
     let stages: Vec<&StageDesc> = shaders.iter().map(|s| &s.stage).collect();
     let mut w = state_writer("pipekeep shader objects state", device, 0, &stages);
     w.bytes(binary_format);
+    call.to_vec().feed(&mut w);
     for s in shaders {
         s.next_stage.feed(&mut w);
         s.layout.feed(&mut w);

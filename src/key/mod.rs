@@ -14,7 +14,7 @@ pub use feed::Digest;
 pub use hash::{
     compute_key, device_digest, device_digest_under_global_key, graphics_key, module_digest,
     pipeline_layout_digest, ray_tracing_key, render_pass_info, sampler_digest, set_layout_digest,
-    shader_objects_key, stage_code_key, Dynamic, KEY_VERSION,
+    shader_objects_key, stage_code_key, whole_device_digest, Dynamic, KEY_VERSION,
 };
 
 #[cfg(test)]

@@ -124,6 +124,105 @@ fn graphics() -> GraphicsDesc {
     }
 }
 
+/// The call of [`shaders`]: a vertex and a fragment shader.
+const CALL: [u32; 2] = [0x1, 0x10];
+
+/// A linked vertex and fragment pair of shader objects.
+fn shaders() -> Vec<ShaderDesc> {
+    let layout = PipelineLayoutDesc {
+        flags: 0,
+        set_layouts: vec![digest(5)],
+        push_constant_ranges: vec![PushRange {
+            stage_flags: 1,
+            offset: 0,
+            size: 8,
+        }],
+    };
+    vec![
+        ShaderDesc {
+            stage: stage(0x1, 3),
+            next_stage: 0x10,
+            layout: layout.clone(),
+        },
+        ShaderDesc {
+            stage: stage(0x10, 4),
+            next_stage: 0,
+            layout,
+        },
+    ]
+}
+
+#[test]
+fn every_part_of_a_shader_object_moves_its_key() {
+    let base = shader_objects_key(&digest(9), &[7; 20], &CALL, &shaders());
+    assert_ne!(
+        shader_objects_key(&digest(8), &[7; 20], &CALL, &shaders()),
+        base,
+        "device"
+    );
+    assert_ne!(
+        shader_objects_key(&digest(9), &[6; 20], &CALL, &shaders()),
+        base,
+        "binary format"
+    );
+    let changes: [fn(&mut ShaderDesc); 6] = [
+        |s| s.next_stage = 0,
+        |s| s.stage.flags = 1,
+        |s| s.stage.module = digest(77),
+        |s| s.layout.set_layouts.push(Digest::NONE),
+        |s| s.layout.push_constant_ranges[0].size = 4,
+        |s| s.stage.required_subgroup_size = Some(32),
+    ];
+    for (i, change) in changes.iter().enumerate() {
+        let mut changed = shaders();
+        change(&mut changed[0]);
+        assert_ne!(
+            shader_objects_key(&digest(9), &[7; 20], &CALL, &changed),
+            base,
+            "change {i}"
+        );
+    }
+    let (mut one, mut other) = (shaders(), shaders());
+    one.truncate(1);
+    other.reverse();
+    assert_ne!(
+        shader_objects_key(&digest(9), &[7; 20], &CALL, &one),
+        base,
+        "a shader fewer"
+    );
+    assert_ne!(
+        shader_objects_key(&digest(9), &[7; 20], &CALL, &other),
+        base,
+        "another order"
+    );
+    let with_compute = [0x20, 0x1, 0x10];
+    assert_ne!(
+        shader_objects_key(&digest(9), &[7; 20], &with_compute, &shaders()),
+        base,
+        "a call with another shader beside them"
+    );
+}
+
+#[test]
+fn the_whole_device_state_takes_any_order_and_every_feature() {
+    let state = DeviceState {
+        extensions: vec![
+            b"VK_EXT_shader_object".to_vec(),
+            b"VK_KHR_maintenance5".to_vec(),
+        ],
+        features: vec![(1000482000, vec![1]), (53, vec![0, 1])],
+        core_features: Some(vec![0; 55]),
+        unknown: vec![],
+    };
+    let mut reordered = state.clone();
+    reordered.extensions.reverse();
+    reordered.features.reverse();
+    assert_eq!(whole_device_digest(&reordered), whole_device_digest(&state));
+    let mut other = state.clone();
+    other.features[1].1[0] = 1;
+    assert_ne!(whole_device_digest(&other), whole_device_digest(&state));
+}
+
 fn hexkey(k: PipelineKey) -> String {
     k.file_name().to_string()
 }
@@ -141,6 +240,10 @@ fn golden_keys_if_these_fail_bump_the_key_version() {
     assert_eq!(
         hexkey(graphics_key(&graphics())),
         "d792db6fd7a38c9b24f9262011eeb9ed-ddd9b320fa5d4da1e3a83c2abd9d5bdd.entry"
+    );
+    assert_eq!(
+        hexkey(shader_objects_key(&digest(9), &[7; 20], &CALL, &shaders())),
+        "d792db6fd7a38c9b24f9262011eeb9ed-d6e54b66ea6efe3259a9b3c2df75f5a2.entry"
     );
     assert_eq!(
         module_digest(&[0x03, 0x02, 0x23, 0x07]).half(),

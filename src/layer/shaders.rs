@@ -5,14 +5,15 @@
 //!
 //! A call's shaders are keyed in groups: the shaders it links (`VK_SHADER_CREATE_LINK_STAGE_BIT_EXT`,
 //! which every graphics stage of the call then carries: VUID-vkCreateShadersEXT-pCreateInfos-08402)
-//! are one entry, all or none; each other shader is one of its own. A group found is made from its
-//! binaries (`VK_SHADER_CODE_TYPE_BINARY_EXT`, the rest of each create info as the application
-//! gave it); a group the driver will not make so (`VK_INCOMPATIBLE_SHADER_BINARY_EXT` after a
-//! driver update, any error) is compiled with the rest. What is left is compiled in one call, in
-//! the application's order, and each group's binaries (`vkGetShaderBinaryDataEXT`) kept as an
-//! entry of kind `binary` under the driver's `shaderBinaryUUID` and `shaderBinaryVersion`. Where
-//! that call fails, everything the layer made is destroyed and the application's call is made as
-//! it asked, so it sees the driver's own answer and array.
+//! are one entry, all or none; each other shader is one of its own; every key holds the stages of
+//! the whole call, since a driver builds a call's shaders as the call holds them (RADV links a
+//! pair only where nothing else stands beside it). Where every group is found, each is made from
+//! its binaries (`VK_SHADER_CODE_TYPE_BINARY_EXT`, the rest of each create info as the application
+//! gave it). Otherwise (a group missing, or one the driver will not make so:
+//! `VK_INCOMPATIBLE_SHADER_BINARY_EXT` after a driver update, any error) whatever was made is
+//! destroyed and the application's call is made as it asked, so it sees the driver's own answer,
+//! array and binaries; each group's binaries (`vkGetShaderBinaryDataEXT`) are then kept as an
+//! entry of kind `binary` under the driver's `shaderBinaryUUID` and `shaderBinaryVersion`.
 
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use super::capture::shader_desc;
 use super::device::{device_data, unrecorded_next, DeviceData};
 use super::guard::guarded;
 use crate::key::desc::ShaderDesc;
-use crate::key::{shader_objects_key, PipelineKey};
+use crate::key::{shader_objects_key, Digest, PipelineKey};
 use crate::store::binaries;
 use crate::store::envelope::PayloadKind;
 use crate::store::{FoundEntry, Lookup, Store};
@@ -47,7 +48,15 @@ pub unsafe extern "system" fn create_shaders(
         // Its data could not be recorded: straight to the next layer, as asked.
         return match unsafe { unrecorded_next::<vk::PFN_vkCreateShadersEXT>(device, COMMAND) } {
             Some(next) => unsafe { next(device, count, infos, allocator, out) },
-            None => vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+            None => {
+                // Every element of pShaders is overwritten, whether or not the call succeeds.
+                if !out.is_null() {
+                    // SAFETY: count handles out, per the spec.
+                    unsafe { std::slice::from_raw_parts_mut(out, count as usize) }
+                        .fill(vk::ShaderEXT::null());
+                }
+                vk::Result::ERROR_OUT_OF_HOST_MEMORY
+            }
         };
     };
     // SAFETY: the application's arguments, forwarded as received.
@@ -71,6 +80,7 @@ pub unsafe extern "system" fn create_shaders(
             // A panic midway: what the layer made so far (each shader is in `out` from the moment
             // it is made) is destroyed, and the call made as asked.
             let made = unsafe { std::slice::from_raw_parts_mut(out, infos.len()) };
+            call.forget_binaries(made);
             call.destroy(made);
             as_asked()
         },
@@ -86,9 +96,12 @@ pub unsafe extern "system" fn destroy_shader(
     let dev = unsafe { device_data(device) };
     if let Some(dev) = &dev {
         // Forgotten before the driver frees it: the handle may come again at once.
-        dev.objects()
-            .shader_binaries
-            .remove_if_held(shader.as_raw());
+        let forget = || {
+            dev.objects()
+                .shader_binaries
+                .remove_if_held(shader.as_raw())
+        };
+        guarded("vkDestroyShaderEXT", forget, || ());
     }
     let next = match dev.and_then(|d| d.fns.destroy_shader) {
         Some(next) => Some(next),
@@ -113,12 +126,16 @@ pub unsafe extern "system" fn get_shader_binary_data(
 ) -> vk::Result {
     // SAFETY: a device created through this layer.
     let dev = unsafe { device_data(device) };
-    let kept = dev.as_ref().and_then(|d| {
-        d.objects()
-            .shader_binaries
-            .get(shader.as_raw(), "shader")
-            .ok()
-    });
+    let held = |d: &Arc<DeviceData>| {
+        let binary = || {
+            d.objects()
+                .shader_binaries
+                .get(shader.as_raw(), "shader")
+                .ok()
+        };
+        guarded("vkGetShaderBinaryDataEXT", binary, || None)
+    };
+    let kept = dev.as_ref().and_then(held);
     if let (Some(binary), false) = (kept, size.is_null()) {
         // SAFETY: the application's size and buffer, per the spec.
         return unsafe { answer_binary(&binary, size, data) };
@@ -193,9 +210,10 @@ impl Call<'_> {
             dev.watch.shaders(outcome, n, nanos(started));
             r
         };
-        let (Some(format), Some(store)) = (dev.shader_binary_format, dev.store()) else {
+        let (Some(keying), Some(store)) = (dev.shader_objects, dev.store()) else {
             return as_asked(Outcome::PassedThrough, out);
         };
+        let format = keying.binary_format;
         let descs = self
             .infos
             .iter()
@@ -209,54 +227,36 @@ impl Call<'_> {
                 return as_asked(Outcome::Unkeyed, out);
             }
         };
-        let groups = self.groups(&descs, &format);
-        let mut missed = Vec::new();
-        let mut found = 0;
-        for group in groups {
-            // SAFETY: the application's create infos; `out` has a place for each.
-            match unsafe { self.made_from_entry(store, &group, &format, out) } {
-                true => found += group.members.len() as u64,
-                false => missed.push(group),
-            }
-        }
-        if found > 0 {
-            dev.watch.shaders(Outcome::Found, found, nanos(started));
-        }
-        if missed.is_empty() {
+        let groups = self.groups(&descs, &keying.device, &format);
+        // SAFETY: the application's create infos; `out` has a place for each.
+        if unsafe { self.made_from_entries(store, &groups, &format, out) } {
+            dev.watch.shaders(Outcome::Found, n, nanos(started));
             return vk::Result::SUCCESS;
         }
-        let compiling = Instant::now();
-        // SAFETY: the groups' places in the application's call.
-        let r = unsafe { self.compile(&missed, out) };
-        if r != vk::Result::SUCCESS {
-            self.destroy(out);
-            return as_asked(Outcome::Compiled, out);
-        }
-        if !dev.keeps_no_misses(store) {
-            for group in &missed {
+        // A driver builds a call's shaders as the call holds them: compiled whole, as asked.
+        let r = as_asked(Outcome::Compiled, out);
+        if r == vk::Result::SUCCESS && !dev.keeps_no_misses(store) {
+            for group in &groups {
                 // SAFETY: shaders this call made.
                 unsafe { self.keep(store, group, &format, out) };
             }
         }
-        let compiled = missed.iter().map(|g| g.members.len() as u64).sum();
-        dev.watch
-            .shaders(Outcome::Compiled, compiled, nanos(compiling));
-        vk::Result::SUCCESS
+        r
     }
 
     /// The call's shaders in the groups they are kept in, keyed: those it links together, and
     /// each other one alone.
-    fn groups(&self, descs: &[ShaderDesc], format: &[u8]) -> Vec<Group> {
+    fn groups(&self, descs: &[ShaderDesc], device: &Digest, format: &[u8]) -> Vec<Group> {
         let links = |i: &usize| {
             self.infos[*i]
                 .flags
                 .contains(vk::ShaderCreateFlagsEXT::LINK_STAGE)
         };
         let (linked, alone): (Vec<usize>, Vec<usize>) = (0..self.infos.len()).partition(links);
-        let device = &self.dev.device_state;
+        let call: Vec<u32> = self.infos.iter().map(|ci| ci.stage.as_raw()).collect();
         let key = |members: &[usize]| {
             let of: Vec<ShaderDesc> = members.iter().map(|i| descs[*i].clone()).collect();
-            shader_objects_key(device, format, &of)
+            shader_objects_key(device, format, &call, &of)
         };
         let mut groups: Vec<Group> = alone
             .into_iter()
@@ -272,6 +272,26 @@ impl Call<'_> {
             });
         }
         groups
+    }
+
+    /// Every group made from its entry's binaries, put in `out`: where one has none, or the
+    /// driver will not make it so, what was made of the others is destroyed, and false.
+    unsafe fn made_from_entries(
+        &self,
+        store: &Arc<Store>,
+        groups: &[Group],
+        format: &[u8],
+        out: &mut [vk::ShaderEXT],
+    ) -> bool {
+        for group in groups {
+            // SAFETY: as the caller vouches.
+            if !unsafe { self.made_from_entry(store, group, format, out) } {
+                self.forget_binaries(out);
+                self.destroy(out);
+                return false;
+            }
+        }
+        true
     }
 
     /// A group made from its entry's binaries, put in `out`; false where there is none or the
@@ -335,7 +355,8 @@ impl Call<'_> {
                 return Err("another number of shaders");
             }
             // pCode of a binary is aligned to 16 bytes (VUID-VkShaderCreateInfoEXT-pCode-08492).
-            let codes: Vec<Vec<u128>> = parsed.binaries.iter().map(|b| aligned(b.data)).collect();
+            let codes: Vec<Vec<Aligned>> =
+                parsed.binaries.iter().map(|b| aligned(b.data)).collect();
             let mut copies = Vec::with_capacity(codes.len());
             for ((i, binary), code) in group.members.iter().zip(&parsed.binaries).zip(&codes) {
                 let info = self.infos[*i];
@@ -363,20 +384,6 @@ impl Call<'_> {
                 }
             }
         })
-    }
-
-    /// The missed groups compiled together, in the application's order, put in `out`.
-    unsafe fn compile(&self, missed: &[Group], out: &mut [vk::ShaderEXT]) -> vk::Result {
-        let mut places: Vec<usize> = missed.iter().flat_map(|g| g.members.clone()).collect();
-        places.sort_unstable();
-        let asked: Vec<vk::ShaderCreateInfoEXT> = places.iter().map(|i| self.infos[*i]).collect();
-        let mut made = vec![vk::ShaderEXT::null(); asked.len()];
-        // SAFETY: the application's create infos.
-        let r = unsafe { self.make(&asked, &mut made) };
-        for (i, shader) in places.iter().zip(made) {
-            out[*i] = shader;
-        }
-        r
     }
 
     /// Keeps a compiled group's binaries as one entry (none where the driver gives no binary of
@@ -424,13 +431,21 @@ impl Call<'_> {
         }
     }
 
+    /// Forgets the binaries the layer holds for shaders of `made` it made from entries (before
+    /// they are destroyed).
+    fn forget_binaries(&self, made: &[vk::ShaderEXT]) {
+        let held = &self.dev.objects().shader_binaries;
+        for shader in made.iter().filter(|s| **s != vk::ShaderEXT::null()) {
+            held.remove_if_held(shader.as_raw());
+        }
+    }
+
     /// Destroys every shader in `made` and leaves NULL in its place.
     fn destroy(&self, made: &mut [vk::ShaderEXT]) {
         let Some(destroy) = self.dev.fns.destroy_shader else {
             return;
         };
         for shader in made.iter_mut().filter(|s| **s != vk::ShaderEXT::null()) {
-            self.dev.objects().shader_binaries.remove(shader.as_raw());
             // SAFETY: a shader the layer made in this call, which the application never saw.
             unsafe { destroy(self.dev.handle, *shader, self.allocator) };
             *shader = vk::ShaderEXT::null();
@@ -453,12 +468,10 @@ unsafe fn binary_data(
     if r != vk::Result::SUCCESS || size == 0 {
         return None;
     }
-    let mut data = vec![0u8; size];
-    let r = unsafe { get(device, shader, &mut size, data.as_mut_ptr().cast()) };
-    (r == vk::Result::SUCCESS && size > 0).then(|| {
-        data.truncate(size);
-        data
-    })
+    // pData is aligned to 16 bytes (VUID-vkGetShaderBinaryDataEXT-None-08499).
+    let mut buffer = vec![Aligned([0; 16]); size.div_ceil(16)];
+    let r = unsafe { get(device, shader, &mut size, buffer.as_mut_ptr().cast()) };
+    (r == vk::Result::SUCCESS && size > 0).then(|| bytes_of(&buffer)[..size].to_vec())
 }
 
 /// The key a shader's binary carries in its entry: its stage, so an entry is made only into the
@@ -467,15 +480,24 @@ fn stage_key(info: &vk::ShaderCreateInfoEXT<'_>) -> [u8; 4] {
     info.stage.as_raw().to_le_bytes()
 }
 
+/// Sixteen bytes aligned to 16, as shader binaries are passed (`pCode`, `pData`).
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Aligned([u8; 16]);
+
 /// `bytes` in memory aligned to 16 bytes.
-fn aligned(bytes: &[u8]) -> Vec<u128> {
-    let mut words = vec![0u128; bytes.len().div_ceil(16)];
-    for (word, chunk) in words.iter_mut().zip(bytes.chunks(16)) {
-        let mut b = [0u8; 16];
-        b[..chunk.len()].copy_from_slice(chunk);
-        *word = u128::from_ne_bytes(b);
+fn aligned(bytes: &[u8]) -> Vec<Aligned> {
+    let mut blocks = vec![Aligned([0; 16]); bytes.len().div_ceil(16)];
+    for (block, chunk) in blocks.iter_mut().zip(bytes.chunks(16)) {
+        block.0[..chunk.len()].copy_from_slice(chunk);
     }
-    words
+    blocks
+}
+
+/// The bytes of aligned blocks.
+fn bytes_of(blocks: &[Aligned]) -> &[u8] {
+    // SAFETY: plain bytes, as many as the blocks hold.
+    unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), blocks.len() * 16) }
 }
 
 fn nanos(since: Instant) -> u64 {
@@ -489,10 +511,8 @@ mod tests {
     #[test]
     fn aligned_copies_hold_the_bytes_at_a_16_byte_boundary() {
         let bytes: Vec<u8> = (0..37).collect();
-        let words = aligned(&bytes);
-        assert_eq!(words.as_ptr() as usize % 16, 0);
-        // SAFETY: the words' own bytes.
-        let back = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), bytes.len()) };
-        assert_eq!(back, &bytes[..]);
+        let blocks = aligned(&bytes);
+        assert_eq!(blocks.as_ptr() as usize % 16, 0);
+        assert_eq!(&bytes_of(&blocks)[..bytes.len()], &bytes[..]);
     }
 }

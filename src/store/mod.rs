@@ -38,6 +38,7 @@ pub mod pieces;
 mod queued;
 pub mod recipe;
 mod stamps;
+pub mod waiting;
 mod write;
 
 use std::collections::HashSet;

@@ -1,8 +1,10 @@
 //! Shader objects (`--shader-objects N`, `VK_EXT_shader_object`), as zink makes its separable
 //! programs: N variants, each a compute shader (specialized as the compute pipelines are), a
-//! vertex and a fragment shader made alone, and a vertex and fragment pair linked in one call
-//! (`VK_SHADER_CREATE_LINK_STAGE_BIT_EXT`). Each shader's binary is asked after
-//! (`vkGetShaderBinaryDataEXT`), as an application keeping its own would. Reports one JSON value.
+//! vertex and a fragment shader made alone, a vertex and fragment pair linked in one call
+//! (`VK_SHADER_CREATE_LINK_STAGE_BIT_EXT`), and a call of another compute shader with that pair
+//! again (one call, two kinds of shader: RADV then builds the pair otherwise). Each shader's
+//! binary is asked after (`vkGetShaderBinaryDataEXT`), as an application keeping its own would,
+//! and summed into a digest. Reports one JSON value.
 
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
@@ -13,8 +15,9 @@ use super::{compute_spec, COMPUTE_SPV, FRAG_SPV, VERT_SPV};
 
 pub const EXTENSION: &CStr = ash::ext::shader_object::NAME;
 
-/// Shaders a variant makes: compute, vertex, fragment, and the linked pair.
-pub const SHADERS_A_VARIANT: u32 = 5;
+/// Shaders a variant makes: compute, vertex, fragment, the linked pair, and another compute
+/// shader with the pair.
+pub const SHADERS_A_VARIANT: u32 = 8;
 
 /// The layouts the shaders name, made and destroyed with them.
 struct Layouts {
@@ -67,6 +70,7 @@ pub fn make(instance: &ash::Instance, device: &ash::Device, variants: u32) -> se
     // SAFETY: a device made with the extension and its feature.
     let layouts = unsafe { Layouts::new(device) };
     let (mut made, mut failed, mut binary_ok, mut binary_bytes) = (0u32, 0u32, 0u32, 0usize);
+    let mut binary_digest = 0u64;
     let mut creation = Duration::ZERO;
     let mut shaders = Vec::new();
     for v in 0..variants {
@@ -96,9 +100,10 @@ pub fn make(instance: &ash::Instance, device: &ash::Device, variants: u32) -> se
     }
     for shader in &shaders {
         // SAFETY: a live shader of this device.
-        if let Ok(data) = unsafe { fns.get_shader_binary_data(*shader) } {
+        if let Some(data) = unsafe { binary(&fns, *shader) } {
             binary_ok += 1;
             binary_bytes += data.len();
+            binary_digest = binary_digest.wrapping_add(fnv1a(&data));
         }
         // SAFETY: a shader nobody uses any more.
         unsafe { fns.destroy_shader(*shader, None) };
@@ -108,6 +113,37 @@ pub fn make(instance: &ash::Instance, device: &ash::Device, variants: u32) -> se
     serde_json::json!({
         "made": made, "expected": variants * SHADERS_A_VARIANT, "failed": failed,
         "creation_ms": creation.as_secs_f64() * 1e3, "binary_ok": binary_ok, "binary_bytes": binary_bytes,
+        "binary_digest": format!("{binary_digest:016x}"),
+    })
+}
+
+/// A shader's binary, asked into a buffer aligned to 16 bytes
+/// (VUID-vkGetShaderBinaryDataEXT-None-08499).
+unsafe fn binary(fns: &ash::ext::shader_object::Device, shader: vk::ShaderEXT) -> Option<Vec<u8>> {
+    #[derive(Clone, Copy)]
+    #[repr(C, align(16))]
+    struct Block([u8; 16]);
+    let get = fns.fp().get_shader_binary_data_ext;
+    let device = fns.device();
+    let mut size = 0usize;
+    // SAFETY (whole body): the two-call idiom on a live shader.
+    unsafe {
+        if get(device, shader, &mut size, std::ptr::null_mut()) != vk::Result::SUCCESS {
+            return None;
+        }
+        let mut blocks = vec![Block([0; 16]); size.div_ceil(16)];
+        if get(device, shader, &mut size, blocks.as_mut_ptr().cast()) != vk::Result::SUCCESS {
+            return None;
+        }
+        let bytes = std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), size);
+        Some(bytes.to_vec())
+    }
+}
+
+/// FNV-1a of `bytes`: a binary's fingerprint (the digest sums them, in any order).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 
@@ -121,6 +157,8 @@ struct Variant {
     compute_push: [vk::PushConstantRange; 1],
     graphics_push: [vk::PushConstantRange; 1],
     compute_data: Vec<u8>,
+    /// The other compute shader's: made in one call with the linked pair.
+    other_compute_data: Vec<u8>,
     graphics_data: Vec<u8>,
     compute_entries: [vk::SpecializationMapEntry; 2],
     graphics_entries: [vk::SpecializationMapEntry; 1],
@@ -149,6 +187,10 @@ fn variant(layouts: &Layouts, v: u32) -> Variant {
             .iter()
             .flat_map(|w| w.to_ne_bytes())
             .collect(),
+        other_compute_data: compute_spec(v + 1_000_000)
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect(),
         // A constant the graphics shaders do not declare: it changes nothing compiled (the spec
         // ignores such an entry) but makes each variant its own create info.
         graphics_data: v.to_ne_bytes().to_vec(),
@@ -158,21 +200,25 @@ fn variant(layouts: &Layouts, v: u32) -> Variant {
 }
 
 impl Variant {
-    fn specializations(&self) -> [vk::SpecializationInfo<'_>; 2] {
+    fn specializations(&self) -> [vk::SpecializationInfo<'_>; 3] {
         [
             vk::SpecializationInfo::default()
                 .map_entries(&self.compute_entries)
                 .data(&self.compute_data),
+            vk::SpecializationInfo::default()
+                .map_entries(&self.compute_entries)
+                .data(&self.other_compute_data),
             vk::SpecializationInfo::default()
                 .map_entries(&self.graphics_entries)
                 .data(&self.graphics_data),
         ]
     }
 
-    /// The variant's calls: compute, vertex and fragment each alone, then the linked pair.
+    /// The variant's calls: compute, vertex and fragment each alone, the linked pair, then the
+    /// other compute shader with the pair.
     fn calls<'a>(
         &'a self,
-        [compute_spec, graphics_spec]: &'a [vk::SpecializationInfo<'a>; 2],
+        [compute_spec, other_compute_spec, graphics_spec]: &'a [vk::SpecializationInfo<'a>; 3],
     ) -> Vec<Vec<vk::ShaderCreateInfoEXT<'a>>> {
         let code = |words: &[u32]| -> &[u8] {
             // SAFETY: the words' own bytes.
@@ -215,6 +261,11 @@ impl Variant {
             vec![vertex],
             vec![fragment],
             vec![vertex.flags(linked), fragment.flags(linked)],
+            vec![
+                compute.specialization_info(other_compute_spec),
+                vertex.flags(linked),
+                fragment.flags(linked),
+            ],
         ]
     }
 }

@@ -1,6 +1,7 @@
 //! Reading a shader object's create info (`VkShaderCreateInfoEXT`) into the key's description:
 //! its SPIR-V and entry point, stage and next stage, flags, specialization, the set layouts and
-//! push-constant ranges it names, and the structures of its chain the key understands. Code the
+//! push-constant ranges it names, and the structures of its chain the key understands (the
+//! required subgroup size; validation features, which change nothing compiled, unhashed). Code the
 //! application gives as a binary of its own, or a structure the key does not know, leaves the
 //! shader unkeyed.
 
@@ -34,6 +35,8 @@ pub unsafe fn shader_desc(
                         .required_subgroup_size
                 })
             }
+            // For the validation layer: nothing the driver compiles.
+            S::VALIDATION_FEATURES_EXT => {}
             other => {
                 return Err(Unkeyable::UnknownStructure {
                     stype: other.as_raw(),

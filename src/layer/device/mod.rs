@@ -100,9 +100,9 @@ pub struct DeviceData {
     /// Whether the layer's own threads may still call into the driver: shut at the device's end
     /// (`vkDestroyDevice`, or the exit handler), which waits for those inside.
     pub driver_gate: Arc<super::driver_gate::DriverGate>,
-    /// `shaderBinaryUUID` and `shaderBinaryVersion` (little-endian), where the application
-    /// enabled `VK_EXT_shader_object`: its shader objects are kept ([`crate::layer::shaders`]).
-    pub shader_binary_format: Option<[u8; 20]>,
+    /// Where the application enabled `VK_EXT_shader_object`: its shader objects are kept
+    /// ([`crate::layer::shaders`]), keyed so.
+    pub shader_objects: Option<ShaderObjectsKeying>,
     /// The device's `maxSamplerAllocationCount`: the background rebuild's immutable samplers
     /// count against it beside the application's.
     pub max_samplers: u32,
@@ -140,6 +140,15 @@ impl DeviceData {
     pub fn keeps_no_misses(&self, store: &Store) -> bool {
         store.keeps_nothing() || self.writes_failing.load(Ordering::Acquire)
     }
+}
+
+/// What a device's shader objects are keyed by besides their own create infos.
+#[derive(Clone, Copy, Debug)]
+pub struct ShaderObjectsKeying {
+    /// `shaderBinaryUUID` and `shaderBinaryVersion` (little-endian): a binary is valid for these.
+    pub binary_format: [u8; 20],
+    /// The device's whole state ([`crate::key::whole_device_digest`]).
+    pub device: Digest,
 }
 
 pub static DEVICES: Registry<DeviceData> = Registry::new();

@@ -69,7 +69,12 @@ impl DeviceData {
                     if SETTINGS.read_ahead == 0 {
                         store.read_nothing_ahead();
                     }
-                    Some(Arc::new(store))
+                    let store = Arc::new(store);
+                    // Announced before the store is published: the first lookup finds them.
+                    for entry in store.take_waiting() {
+                        self.writer.write_waiting(store.clone(), entry);
+                    }
+                    Some(store)
                 }
                 Err(e) => {
                     tracing::warn!(title = %self.title, error = %e, "the pipeline store cannot be opened; pipekeep passes pipelines through");

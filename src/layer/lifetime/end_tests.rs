@@ -214,7 +214,7 @@ fn nvidia_device_with_a_noted_dictionary(
         finished: AtomicBool::new(false),
         fork_generation: FORK_GENERATION.load(Ordering::Relaxed),
         device_state: Digest([0; 32]),
-        shader_binary_format: None,
+        shader_objects: None,
         rebuild_stop: Arc::default(),
         rebuilder: Mutex::default(),
         rebuild_owed_at_opening: AtomicBool::new(false),

@@ -60,7 +60,11 @@ fn count_writes(watch: Arc<Watch>, failing: Arc<AtomicBool>) -> OnWritten {
         Ok(written) => {
             failed_in_a_row.store(0, Ordering::Relaxed);
             if let Written::Whole(_) = written {
-                watch.written(written_for == WrittenFor::Rebuild);
+                match written_for {
+                    WrittenFor::Application => watch.written(false),
+                    WrittenFor::Rebuild => watch.written(true),
+                    WrittenFor::Earlier => watch.earlier_written(),
+                }
             }
         }
         Err(e) => {
@@ -294,7 +298,7 @@ unsafe fn register_device(
         finished: AtomicBool::new(false),
         fork_generation: FORK_GENERATION.load(Ordering::Relaxed),
         device_state,
-        shader_binary_format: plan.shader_binary_format,
+        shader_objects: plan.shader_objects,
         backend: AtomicU8::new(backend as u8),
         binary_fns,
         binary_refusals: Default::default(),

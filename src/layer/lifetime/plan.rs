@@ -163,9 +163,8 @@ pub(super) struct DevicePlan {
     /// `shaderModuleIdentifierAlgorithmUUID`, where the application enabled
     /// `VK_EXT_shader_module_identifier`: the identifiers it will be given are valid for it.
     pub(super) identifier_algorithm: Option<[u8; 16]>,
-    /// `shaderBinaryUUID` and `shaderBinaryVersion`, where the application enabled
-    /// `VK_EXT_shader_object`: its shader objects are kept as binaries valid for them.
-    pub(super) shader_binary_format: Option<[u8; 20]>,
+    /// Where the application enabled `VK_EXT_shader_object`: how its shader objects are keyed.
+    pub(super) shader_objects: Option<crate::layer::device::ShaderObjectsKeying>,
     pub(super) active: bool,
     pub(super) core_feedback: bool,
     pub(super) app_enabled_feedback: bool,
@@ -416,9 +415,13 @@ pub(super) unsafe fn plan_device(
         identifier_algorithm: (active && app_enabled(IDENTIFIER_EXTENSION))
             .then(|| unsafe { identifier_algorithm(inst, physical_device, device_api) })
             .flatten(),
-        shader_binary_format: (active && app_enabled(SHADER_OBJECT_EXTENSION))
+        shader_objects: (active && app_enabled(SHADER_OBJECT_EXTENSION))
             .then(|| unsafe { shader_binary_format(inst, physical_device, device_api) })
-            .flatten(),
+            .flatten()
+            .map(|binary_format| crate::layer::device::ShaderObjectsKeying {
+                binary_format,
+                device: crate::key::whole_device_digest(&chain.state),
+            }),
         active,
         core_feedback,
         app_enabled_feedback,

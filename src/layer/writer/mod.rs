@@ -44,6 +44,7 @@ use crate::replay::record::{pipeline_entries, AppState, DbEntry, PipelineRecord,
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::nvidia_cache::Framing;
+use crate::store::waiting::{ToWait, WaitingEntry};
 use crate::store::{Store, StoreError};
 use crate::sync::{Unpoisoned, UnpoisonedWait};
 use apart::{Dictionaries, Waiting};
@@ -83,12 +84,25 @@ struct Job {
     stamp: SystemTime,
     /// When it was made: the queue's first job says how long an entry has waited for a pause.
     queued: Instant,
+    /// This process's pipeline, or one an earlier process left waiting.
+    for_whom: WrittenFor,
 }
 
 impl Job {
     /// An entry stamped now and announced to the store (lookups find it from now on).
     fn announced(store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Waiting) -> Job {
         let stamp = store.next_stamp();
+        Job::announced_stamped(store, key, kind, data, stamp)
+    }
+
+    /// [`Job::announced`] with the stamp its pipeline took earlier.
+    fn announced_stamped(
+        store: Arc<Store>,
+        key: PipelineKey,
+        kind: PayloadKind,
+        data: Waiting,
+        stamp: SystemTime,
+    ) -> Job {
         let data = Arc::new(data);
         store.will_write_queued(&key, kind, data.clone());
         Job {
@@ -98,6 +112,7 @@ impl Job {
             data,
             stamp,
             queued: Instant::now(),
+            for_whom: WrittenFor::Application,
         }
     }
 }
@@ -187,6 +202,8 @@ pub enum WrittenFor {
     Application,
     /// The background rebuild's, written on its own threads ([`Writer::write_here`]).
     Rebuild,
+    /// An earlier process's, which its end left waiting ([`Writer::write_waiting`]).
+    Earlier,
 }
 
 pub struct Writer {
@@ -256,6 +273,28 @@ impl Writer {
     ) {
         let job = Job::announced(store, key, kind, Waiting::Whole(data));
         (self.on_written)(run(&job), WrittenFor::Rebuild);
+    }
+
+    /// Queues an entry an earlier process left waiting ([`crate::store::waiting`]), with the
+    /// stamp its pipeline took; lookups find it from now on. Written here where the queue
+    /// cannot take it.
+    pub fn write_waiting(&self, store: Arc<Store>, entry: WaitingEntry) {
+        let waiting = Waiting::Whole(entry.data);
+        let mut job = Job::announced_stamped(store, entry.key, entry.kind, waiting, entry.stamp);
+        job.for_whom = WrittenFor::Earlier;
+        let len = job.data.len();
+        let queued = self.enqueue(
+            job,
+            |q| q.bytes + len <= QUEUE_LIMIT,
+            |q, job| {
+                q.bytes += len;
+                q.jobs.push_back(job);
+                false
+            },
+        );
+        if let Some(job) = queued {
+            (self.on_written)(run(&job), WrittenFor::Earlier);
+        }
     }
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
@@ -365,6 +404,7 @@ impl Writer {
     /// it waiting behind a busy machine), and joins the thread (at `vkDestroyDevice`).
     pub fn finish(&self) {
         let started = Instant::now();
+        let left = self.leave_waiting();
         let (waiting, together) = {
             let (lock, ready) = &*self.shared;
             let mut q = lock.locked();
@@ -398,14 +438,77 @@ impl Writer {
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
-        tracing::debug!(entries = waiting, helpers = finishing_helpers(waiting), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "the entries still queued at the device's end written");
+        tracing::debug!(entries = waiting, left_waiting = left, helpers = finishing_helpers(waiting), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "the entries still queued at the device's end written");
     }
 
     /// Writes what is queued on this thread, without waiting for the writer thread (at exit,
     /// where the writer thread may be stopped at any moment).
     pub fn drain_here(&self) {
+        self.leave_waiting();
         self.shared.0.locked().closing = true;
         drain(&self.shared, &self.on_written, Drain::Here);
+    }
+
+    /// At the end: where at least [`LEAVE_WAITING_FROM`] entries wait, those queued whole are
+    /// kept in one waiting file a store ([`crate::store::waiting`]) for the next process to
+    /// write, instead of a file each while the user waits for this one to end; each counts as
+    /// written. NVIDIA's that hold their dictionary apart are written as ever. Returns how many
+    /// were left waiting.
+    fn leave_waiting(&self) -> usize {
+        let jobs: Vec<Job> = {
+            let mut q = self.shared.0.locked();
+            if q.jobs.len() < LEAVE_WAITING_FROM {
+                return 0;
+            }
+            let (whole, apart): (VecDeque<Job>, VecDeque<Job>) = std::mem::take(&mut q.jobs)
+                .into_iter()
+                .partition(|j| matches!(*j.data, Waiting::Whole(_)));
+            q.jobs = apart;
+            q.bytes = q.jobs.iter().map(|j| j.data.len()).sum();
+            whole.into()
+        };
+        let mut left = 0;
+        let mut by_store: Vec<(Arc<Store>, Vec<Job>)> = Vec::new();
+        for job in jobs {
+            match by_store
+                .iter_mut()
+                .find(|(s, _)| Arc::ptr_eq(s, &job.store))
+            {
+                Some((_, all)) => all.push(job),
+                None => by_store.push((job.store.clone(), vec![job])),
+            }
+        }
+        for (store, jobs) in by_store {
+            let whole: Vec<std::borrow::Cow<'_, [u8]>> =
+                jobs.iter().map(|j| j.data.whole()).collect();
+            let entries: Vec<ToWait<'_>> = jobs
+                .iter()
+                .zip(&whole)
+                .map(|(j, data)| (j.key, j.kind, data.as_ref(), j.stamp))
+                .collect();
+            match store.keep_waiting(&entries) {
+                Ok(bytes) => {
+                    left += jobs.len();
+                    let each = bytes / jobs.len() as u64;
+                    // An earlier process's left waiting again was counted where it was built.
+                    for job in jobs
+                        .iter()
+                        .filter(|j| j.for_whom == WrittenFor::Application)
+                    {
+                        (self.on_written)(Ok(Written::Whole(each)), job.for_whom);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, entries = jobs.len(), "entries could not be left waiting; written one by one");
+                    let mut q = self.shared.0.locked();
+                    for job in jobs {
+                        q.bytes += job.data.len();
+                        q.jobs.push_back(job);
+                    }
+                }
+            }
+        }
+        left
     }
 }
 
@@ -436,6 +539,11 @@ fn finishing_helpers(waiting: usize) -> usize {
 
 /// Entries waiting at the device's end that are worth a thread more to write.
 const ENTRIES_A_HELPER: usize = 64;
+
+/// Entries waiting at the end from which they are left waiting in one file for the next process
+/// ([`Writer::leave_waiting`]): fewer take little to write (RADV, 2 threads: about 0.44 ms an
+/// entry, so 256 hold the process's end some 60-110 ms).
+const LEAVE_WAITING_FROM: usize = 256;
 
 /// The queue's lock for an application thread, which must never wait on the idle-priority writer:
 /// a writer preempted while it holds the lock would keep it until a core falls idle. The lock is
@@ -540,7 +648,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
             }
         };
         match work {
-            Some(Work::Write(job)) => on_written(run(&job), WrittenFor::Application),
+            Some(Work::Write(job)) => on_written(run(&job), job.for_whom),
             Some(Work::Stamps(stamps)) => stamps.into_iter().for_each(Stamp::give),
             Some(Work::Records(records)) => append_records(records),
             Some(Work::Chores(chores)) => chores.into_iter().for_each(|chore| chore()),
