@@ -2,9 +2,9 @@
 //! together, each title keeping its own bound within it. Past it, in this order until the
 //! library fits:
 //! 1. directories of another driver set aside at an opening (`*.dropped`), and identity
-//!    directories no device of the machine has any more: those of a vendor and device whose
-//!    newer driver (another driver version or cache UUID, the same ABI) has been used since,
-//!    anywhere in the library ([`superseded`]);
+//!    directories no device of the machine has any more: those whose driver was last used,
+//!    anywhere in the library, before another driver of the same vendor and device (another
+//!    driver version or cache UUID, the same ABI) was ([`superseded`]);
 //! 2. the titles, least recently used first, each whole before the next is touched: its entries
 //!    and pieces in its own bound's order ([`super::eviction`]), then, last, its record
 //!    (`record.foz`: what rebuilds the title after a driver update; never the record of the
@@ -97,10 +97,11 @@ fn now_and_after() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(u64::from(u32::MAX) * 16)
 }
 
-/// The identity directories no device of the machine has any more: another directory of the
-/// same vendor and device, with another driver version or cache UUID and an ABI that does not
-/// tell it apart (RADV mixes the pointer size into its UUID), was used after it. `current` is the
-/// device opening the store now, used after every stamp.
+/// The identity directories no device of the machine has any more: their driver (vendor,
+/// device, driver version and cache UUID, with an ABI that does not tell it apart: RADV mixes the
+/// pointer size into its UUID) was last used, anywhere in the library, before another driver of
+/// the same vendor and device was. `current` is the device opening the store now, used after
+/// every stamp. A directory holding nothing, or of a driver in use now, is never one.
 pub fn superseded(titles: &[TitleUsage], current: Option<&Identity>) -> HashSet<PathBuf> {
     let mut used: Vec<(DirName, Option<u32>, SystemTime)> = titles
         .iter()
@@ -111,19 +112,32 @@ pub fn superseded(titles: &[TitleUsage], current: Option<&Identity>) -> HashSet<
         let name = DirName::parse(&id.dir_name()).expect("an identity names a directory");
         used.push((name, Some(id.abi), now_and_after()));
     }
-    let newer_driver = |d: &DirUsage| {
-        used.iter().any(|(n, abi, when)| {
-            n.vendor_id == d.name.vendor_id
-                && n.device_id == d.name.device_id
-                && (n.driver_version, n.cache_uuid) != (d.name.driver_version, d.name.cache_uuid)
-                && d.newest.is_none_or(|mine| *when > mine)
-                && (abi.is_none() || d.abi.is_none() || *abi == d.abi)
-        })
+    let same_device = |n: &DirName, abi: &Option<u32>, d: &DirUsage| {
+        n.vendor_id == d.name.vendor_id
+            && n.device_id == d.name.device_id
+            && (abi.is_none() || d.abi.is_none() || *abi == d.abi)
+    };
+    let same_driver = |n: &DirName, d: &DirUsage| {
+        (n.driver_version, n.cache_uuid) == (d.name.driver_version, d.name.cache_uuid)
+    };
+    // Its driver's last use anywhere in the library, this directory's own included.
+    let last_use_of_driver = |d: &DirUsage| {
+        used.iter()
+            .filter(|(n, abi, _)| same_device(n, abi, d) && same_driver(n, d))
+            .map(|(_, _, when)| *when)
+            .max()
+    };
+    let superseded = |d: &DirUsage| {
+        let Some(mine) = d.newest.and(last_use_of_driver(d)) else {
+            return false;
+        };
+        used.iter()
+            .any(|(n, abi, when)| same_device(n, abi, d) && !same_driver(n, d) && *when > mine)
     };
     titles
         .iter()
         .flat_map(|t| &t.dirs)
-        .filter(|d| newer_driver(d))
+        .filter(|d| superseded(d))
         .map(|d| d.path.clone())
         .collect()
 }
@@ -255,6 +269,44 @@ fn title_usage(root: &Path, title: String, current: Option<&str>) -> TitleUsage 
         dirs,
         set_aside,
     }
+}
+
+/// The file of a title's bytes of entries and pieces as its own bound counted them at its last
+/// opening, with what its runs wrote since: the layer's pass sums these (and each record's
+/// length) before it lists any file, and walks the library only where they say it is over its
+/// bound.
+pub const BYTES_FILE: &str = "library-bytes";
+
+/// Records `bytes` as the title's (at its bound's pass), where its directory exists.
+pub fn note_title_bytes(title_dir: &Path, bytes: u64) {
+    if title_dir.is_dir() {
+        let path = title_dir.join(BYTES_FILE);
+        if let Err(e) =
+            super::files::write_atomically(&path, bytes.to_string().as_bytes(), SystemTime::now())
+        {
+            tracing::debug!(path = %path.display(), error = %e, "the title's bytes were not noted");
+        }
+    }
+}
+
+/// The library's bytes as its titles noted them, a title without a note measured; `None` where
+/// the library cannot be listed.
+pub fn noted_bytes(root: &Path) -> Option<u64> {
+    let titles = super::inspect::titles(root).ok()?;
+    Some(
+        titles
+            .into_iter()
+            .map(|t| {
+                let noted = fs::read_to_string(root.join(&t).join(BYTES_FILE)).ok();
+                let record =
+                    || fs::metadata(root.join(&t).join(RECORD_FILE)).map_or(0, |m| m.len());
+                match noted.and_then(|n| n.trim().parse::<u64>().ok()) {
+                    Some(bytes) => bytes + record(),
+                    None => title_usage(root, t, None).bytes(),
+                }
+            })
+            .sum(),
+    )
 }
 
 /// Moves the title's last use forward to `when` (the run's opening), where it has a run history:
@@ -395,12 +447,39 @@ fn drop_record(path: &Path, bytes: u64) -> u64 {
 }
 
 impl super::Store {
+    /// Marks the title used now (its opening), first thing: another process's library pass
+    /// then spares it while it loads.
+    pub fn mark_title_used(&self) {
+        mark_used(&self.title_dir, self.opened_at);
+    }
+
+    /// At the run's end: the title's noted bytes ([`BYTES_FILE`], as its bound counted them at
+    /// the opening) with what this run wrote added, so that the next pass's sum sees them (an
+    /// entry written again counts twice: a note errs high, and a high one only costs a walk).
+    pub fn note_bytes_at_end(&self) {
+        let written = self
+            .written_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if written == 0 {
+            return;
+        }
+        let path = self.title_dir.join(BYTES_FILE);
+        let noted = fs::read_to_string(&path)
+            .ok()
+            .and_then(|n| n.trim().parse::<u64>().ok());
+        note_title_bytes(&self.title_dir, noted.unwrap_or(0) + written);
+    }
+
     /// Brings the library within `max_bytes` (`PIPEKEEP_LIBRARY_MAX_BYTES`), this title used now:
     /// its opening marked first, so that another process's pass at once spares it. For the
     /// layer's opening thread, never an application's; skipped where another pass runs.
     pub fn keep_library_within(&self, max_bytes: u64) -> Option<LibraryReport> {
         mark_used(&self.title_dir, self.opened_at);
         let root = self.title_dir.parent()?;
+        // Every title's file listed only where their noted bytes say the library is over.
+        if noted_bytes(root).is_none_or(|bytes| bytes <= max_bytes) {
+            return None;
+        }
         let title = self.title_dir.file_name()?.to_str()?;
         let pass = || {
             self.pieces.bound_begins();

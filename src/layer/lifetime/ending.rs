@@ -96,6 +96,7 @@ impl DeviceData {
             if let Err(e) = store.remember_use_order() {
                 tracing::debug!(error = %e, "the run's order of use is not kept");
             }
+            store.note_bytes_at_end();
         }
     }
 

@@ -51,6 +51,7 @@ pub(super) fn open_then_tidy(dev: &Arc<DeviceData>) {
     let Some(store) = dev.open_store() else {
         return;
     };
+    store.mark_title_used();
     if !stopped() {
         crate::layer::pipelines::prime_dictionary(dev);
     }
@@ -77,6 +78,8 @@ pub(super) fn open_then_tidy(dev: &Arc<DeviceData>) {
         let listed = tidy_after_opening(dev, store);
         // A device destroyed by now leaves the reading ahead to the next run.
         if stopped() {
+            // Owed too (a short process would otherwise never keep it): a sum of small notes,
+            // and a walk only where they say the library is over its bound.
             store.keep_library_within(SETTINGS.library_max_bytes);
             return;
         }
@@ -84,7 +87,7 @@ pub(super) fn open_then_tidy(dev: &Arc<DeviceData>) {
         if SETTINGS.read_ahead > 0 && !stopped() {
             read_ahead(dev, store, AheadOrder::LastUse(listed));
         }
-        // Every title's files listed: after this title's reading ahead, which it would delay.
+        // After this title's reading ahead, which it would delay.
         store.keep_library_within(SETTINGS.library_max_bytes);
     }
     drop_other_drivers_in_a_pause(dev, store);

@@ -154,6 +154,23 @@ fn superseded_are_the_older_drivers_of_a_device_never_another_device_or_abi() {
 }
 
 #[test]
+fn a_driver_used_lately_by_any_title_is_not_superseded_nor_is_an_empty_directory() {
+    // "old" holds driver 7, used long ago there but a minute ago by "host"; "flatpak" used driver
+    // 6 an hour ago. Driver 7 is in use: neither of its directories goes; driver 6 was last used
+    // before driver 7 was, so its directory goes.
+    let mut empty = dir("fresh", 8, 8, 0, 0);
+    empty.newest = None;
+    let titles = vec![
+        title("old", 1, vec![dir("old", 7, 7, 1, 100)], 10),
+        title("flatpak", 50, vec![dir("flatpak", 6, 6, 50, 100)], 10),
+        title("host", 60, vec![dir("host", 7, 7, 60, 100)], 10),
+        title("fresh", 0, vec![empty], 0),
+    ];
+    let gone = superseded(&titles, None);
+    assert_eq!(gone, HashSet::from([PathBuf::from("flatpak/6-6")]));
+}
+
+#[test]
 fn directories_set_aside_go_first() {
     let mut titles = three();
     titles[0]
