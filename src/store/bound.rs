@@ -441,10 +441,6 @@ impl Store {
     fn keep_within_bound_now(&self) -> Option<Bounded> {
         let started = std::time::Instant::now();
         let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
-        if let Ok(Bounded { report: r, .. }) = &report {
-            let entries_and_pieces = r.bytes.saturating_sub(r.record_bytes);
-            super::library::note_title_bytes(&self.title_dir, entries_and_pieces);
-        }
         if let Ok(Bounded { report: r, kept }) = &report {
             let live = kept
                 .iter()

@@ -453,6 +453,14 @@ impl super::Store {
         mark_used(&self.title_dir, self.opened_at);
     }
 
+    /// Notes the title's bytes of entries and pieces as its bound (`report`) counted them.
+    pub fn note_title_bytes(&self, report: &BoundReport) {
+        note_title_bytes(
+            &self.title_dir,
+            report.bytes.saturating_sub(report.record_bytes),
+        );
+    }
+
     /// At the run's end: the title's noted bytes ([`BYTES_FILE`], as its bound counted them at
     /// the opening) with what this run wrote added, so that the next pass's sum sees them (an
     /// entry written again counts twice: a note errs high, and a high one only costs a walk).

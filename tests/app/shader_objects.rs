@@ -34,12 +34,7 @@ impl Layouts {
                 .create_sampler(&vk::SamplerCreateInfo::default().max_lod(1.0), None)
                 .expect("vkCreateSampler");
             let samplers = [sampler];
-            let textured = [vk::DescriptorSetLayoutBinding::default()
-                .binding(0)
-                .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
-                .descriptor_count(1)
-                .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE)
-                .immutable_samplers(&samplers)];
+            let textured = super::textured_binding(&samplers);
             let set = |bindings: &[vk::DescriptorSetLayoutBinding]| {
                 let ci = vk::DescriptorSetLayoutCreateInfo::default().bindings(bindings);
                 device

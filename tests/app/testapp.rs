@@ -807,6 +807,16 @@ fn storage_binding() -> [vk::DescriptorSetLayoutBinding<'static>; 1] {
         .stage_flags(vk::ShaderStageFlags::COMPUTE)]
 }
 
+/// The textured set's one binding: a combined image sampler of `samplers` (immutable).
+fn textured_binding(samplers: &[vk::Sampler]) -> [vk::DescriptorSetLayoutBinding<'_>; 1] {
+    [vk::DescriptorSetLayoutBinding::default()
+        .binding(0)
+        .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+        .descriptor_count(1)
+        .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE)
+        .immutable_samplers(samplers)]
+}
+
 fn set_layout(
     device: &ash::Device,
     bindings: &[vk::DescriptorSetLayoutBinding],
@@ -831,12 +841,7 @@ fn setup(device: &ash::Device, args: &Args, dynamic_rendering: bool) -> Result<S
             )
             .map_err(err("vkCreateSampler"))?;
         let samplers = [sampler];
-        let textured = [vk::DescriptorSetLayoutBinding::default()
-            .binding(0)
-            .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
-            .descriptor_count(1)
-            .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE)
-            .immutable_samplers(&samplers)];
+        let textured = textured_binding(&samplers);
         let storage_layout = set_layout(device, &storage_binding())?;
         let textured_layout = set_layout(device, &textured)?;
         let compute_push = [vk::PushConstantRange::default()

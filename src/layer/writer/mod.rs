@@ -244,17 +244,7 @@ impl Writer {
             None => (Waiting::Whole(data), None),
         };
         let job = Job::announced(store, key, kind, waiting);
-        let len = job.data.len();
-        let queued = self.enqueue(
-            job,
-            |q| q.bytes + len <= QUEUE_LIMIT,
-            |q, job| {
-                q.bytes += len;
-                q.jobs.push_back(job);
-                true
-            },
-        );
-        if let Some(mut job) = queued {
+        if let Some(mut job) = self.queue_job(job, true) {
             if let Some(whole) = whole {
                 job.data = Arc::new(Waiting::Whole(whole));
             }
@@ -282,19 +272,24 @@ impl Writer {
         let waiting = Waiting::Whole(entry.data);
         let mut job = Job::announced_stamped(store, entry.key, entry.kind, waiting, entry.stamp);
         job.for_whom = WrittenFor::Earlier;
+        if let Some(job) = self.queue_job(job, false) {
+            (self.on_written)(run(&job), WrittenFor::Earlier);
+        }
+    }
+
+    /// Puts an entry's job in the queue, within [`QUEUE_LIMIT`] (waking the thread where `wake`);
+    /// gives it back where it is to be written here.
+    fn queue_job(&self, job: Job, wake: bool) -> Option<Job> {
         let len = job.data.len();
-        let queued = self.enqueue(
+        self.enqueue(
             job,
             |q| q.bytes + len <= QUEUE_LIMIT,
             |q, job| {
                 q.bytes += len;
                 q.jobs.push_back(job);
-                false
+                wake
             },
-        );
-        if let Some(job) = queued {
-            (self.on_written)(run(&job), WrittenFor::Earlier);
-        }
+        )
     }
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
