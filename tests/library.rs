@@ -1,8 +1,8 @@
 //! The library's bound (`PIPEKEEP_LIBRARY_MAX_BYTES`) through the real loader on RADV null:
 //! three titles past a bound of about two titles' size, the least recently used one shrinks
-//! first, its oldest entries first and its record last; two processes of different titles
-//! opening at once lose nothing the other keeps; `pipekeep prune --library` leaves what the
-//! layer's own pass leaves.
+//! first, its oldest entries first and its record last; a title running now (the least recently
+//! used before it started) keeps its entries while another title's process prunes the library;
+//! `pipekeep prune --library` leaves what the layer's own pass leaves.
 
 mod common;
 use common::*;
@@ -117,42 +117,49 @@ fn past_the_library_bound_the_least_recently_used_title_shrinks_first_its_record
 }
 
 #[test]
-fn two_processes_of_different_titles_opening_at_once_lose_nothing_the_other_keeps() {
+fn a_title_running_now_keeps_its_entries_when_another_title_prunes_the_library() {
     let tmp = tempfile::tempdir().unwrap();
-    for title in ["oldest", "a", "b"] {
+    // "a" is the least recently used of the three before it starts again.
+    for title in ["a", "oldest", "b"] {
         launch(tmp.path(), title, None);
     }
     let store = tmp.path().join("store");
     let (a, b) = (names(&store, "a"), names(&store, "b"));
     let oldest = bytes_of(&store, "oldest");
     let oldest_record = record_bytes(&store, "oldest");
-    // The excess lies within the oldest title's entries: half of them.
+    // The excess lies within half the entries of the title used least recently but for "a".
     let bound = bytes_of(&store, "a")
         + bytes_of(&store, "b")
         + oldest_record
         + (oldest - oldest_record) / 2;
-    // Made here, one after the other: each writes the layer's manifest the loader reads.
-    let apps = ["a", "b"].map(|t| app(tmp.path(), t, Some(bound)));
-    let runs: Vec<Run> = std::thread::scope(|s| {
-        let both = apps.map(|a| s.spawn(move || a.run()));
-        both.map(|h| h.join().unwrap()).into_iter().collect()
-    });
-    for run in &runs {
-        assert!(run.ok, "{}", run.all());
-        let w = run.watch();
-        assert_eq!(w.found, w.built, "every pipeline found\n{}", run.all());
+    // "a" runs: it opens its store, builds, and waits to build more until told to.
+    let go = tmp.path().join("go");
+    let runs = store.join("a").join("runs.jsonl");
+    let before = std::fs::metadata(&runs).unwrap().modified().unwrap();
+    let mut a_running = app(tmp.path(), "a", Some(bound))
+        .args(&["--again-when-exists", go.to_str().unwrap()])
+        .spawn();
+    let marked = || std::fs::metadata(&runs).unwrap().modified().unwrap() > before;
+    let started = std::time::Instant::now();
+    while !marked() && started.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert_eq!(names(&store, "a"), a, "a keeps all it kept");
-    assert_eq!(names(&store, "b"), b, "b keeps all it kept");
-    let total: u64 = ["oldest", "a", "b"]
-        .iter()
-        .map(|t| bytes_of(&store, t))
-        .sum();
-    assert!(total <= bound, "{total} over the bound {bound}");
+    assert!(marked(), "a's opening marks it used");
+    // Before: "b"'s pass took "a" for the least recently used title and shrank it under it.
+    let b_run = launch(tmp.path(), "b", Some(bound));
+    std::fs::write(&go, b"").unwrap();
+    assert!(a_running.wait().unwrap().success());
+    assert!(names(&store, "a").is_superset(&a), "a keeps all it kept");
+    assert_eq!(
+        names(&store, "b"),
+        b,
+        "b keeps all it kept\n{}",
+        b_run.all()
+    );
     let left = names(&store, "oldest");
     assert!(
-        left.contains(Path::new("record.foz")) && left.len() > 1,
-        "the two passes together took no more than the excess: {left:?}"
+        left.contains(Path::new("record.foz")) && bytes_of(&store, "oldest") < oldest,
+        "the least recently used title not running gave up its entries, its record last: {left:?}"
     );
 }
 
