@@ -144,6 +144,9 @@ pub struct Settings {
     /// records) of this many bytes or more into FastCDC's smallest chunks (RADV's are smaller
     /// than the threshold chosen).
     pub test_chunked_from: Option<usize>,
+    /// Test only (`PIPEKEEP_TEST_HOLD_WRITES`): the writer thread takes no entry before the
+    /// device's end, so that what waits there is what a busy application leaves.
+    pub test_hold_writes: bool,
     /// Test only (`PIPEKEEP_TEST_PIECES_ALWAYS`): every stage binary large enough is a piece,
     /// shared or not.
     pub test_pieces_always: bool,
@@ -309,6 +312,7 @@ impl Settings {
             test_stall_rebuild: non_empty("PIPEKEEP_TEST_STALL_REBUILD").map(Into::into),
             test_chunked_from: non_empty("PIPEKEEP_TEST_CHUNKED_FROM").and_then(|v| v.parse().ok()),
             test_pieces_always: non_empty("PIPEKEEP_TEST_PIECES_ALWAYS").is_some(),
+            test_hold_writes: non_empty("PIPEKEEP_TEST_HOLD_WRITES").is_some(),
             problems,
         }
     }

@@ -40,6 +40,10 @@ pub fn drop_directory(dir: &Path, reason: &str, stop: &AtomicBool) -> u64 {
             Ok(Locked::Gone) | Err(_) => {}
         }
     }
+    // Entries left waiting for a later process of this driver, which will not come.
+    for name in names.iter().filter(|n| n.ends_with(super::waiting::SUFFIX)) {
+        let _ = remove_if_present(&dir.join(name));
+    }
     let mut dropped = 0;
     for name in names.iter().filter(|n| is_entry_name(n)) {
         if stop.load(Ordering::Acquire) {

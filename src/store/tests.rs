@@ -1820,3 +1820,77 @@ fn a_directory_removed_while_the_store_is_open_is_made_again_by_the_next_write()
     assert!(found(&again, &key(2)));
     assert_eq!(bound::entries_of_title(&dir).unwrap().len(), 1);
 }
+
+#[test]
+fn entries_left_waiting_are_taken_whole_by_the_next_opening_and_a_damaged_one_alone_is_dropped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[9; 200]);
+    let store = open(tmp.path(), 1 << 30, at(100));
+    let entries: Vec<waiting::ToWait<'_>> = (1..=3)
+        .map(|k| {
+            (
+                key(k),
+                envelope::PayloadKind::Cache,
+                &data[..],
+                at(50 + u64::from(k)),
+            )
+        })
+        .collect();
+    store.keep_waiting(&entries).unwrap();
+    let files: Vec<String> = names(store.dir())
+        .into_iter()
+        .filter(|n| n.ends_with(waiting::SUFFIX))
+        .collect();
+    assert_eq!(files.len(), 1, "one file, no entry file");
+    assert!(!store.dir().join(key(1).file_name()).exists());
+    // The middle record damaged: the other two are still taken.
+    let path = store.dir().join(&files[0]);
+    let mut bytes = fs::read(&path).unwrap();
+    let second = 8 + (48 + (bytes.len() - 8) / 3) + 48 + 60;
+    bytes[second] ^= 0x40;
+    fs::write(&path, &bytes).unwrap();
+    let again = open(tmp.path(), 1 << 30, at(200));
+    let taken = again.take_waiting();
+    let keys: Vec<PipelineKey> = taken.iter().map(|e| e.key).collect();
+    assert_eq!(keys, vec![key(1), key(3)]);
+    assert_eq!(taken[0].data, data);
+    assert_eq!(taken[1].stamp, at(53));
+    assert!(!path.exists(), "the file is taken once");
+    assert!(again.take_waiting().is_empty());
+}
+
+#[test]
+fn a_waiting_file_of_the_other_abi_is_left_and_a_link_or_fifo_is_never_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[9; 64]);
+    let store = open(tmp.path(), 1 << 30, at(100));
+    let entries = [(key(1), envelope::PayloadKind::Cache, &data[..], at(1))];
+    store.keep_waiting(&entries).unwrap();
+    let ours = names(store.dir())
+        .into_iter()
+        .find(|n| n.ends_with(waiting::SUFFIX))
+        .unwrap();
+    let other_abi = ours.replace(&format!("-{}.", identity().abi), "-4.");
+    fs::rename(store.dir().join(&ours), store.dir().join(&other_abi)).unwrap();
+    std::os::unix::fs::symlink(
+        "/dev/zero",
+        store
+            .dir()
+            .join(format!("1-1-{}{}", identity().abi, waiting::SUFFIX)),
+    )
+    .unwrap();
+    let fifo = store
+        .dir()
+        .join(format!("2-2-{}{}", identity().abi, waiting::SUFFIX));
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let again = open(tmp.path(), 1 << 30, at(200));
+    assert!(again.take_waiting().is_empty());
+    assert!(
+        store.dir().join(&other_abi).exists(),
+        "the other ABI's file stays"
+    );
+}

@@ -1,6 +1,6 @@
 //! Entries still waiting to be written when a process ends, kept together in one file of the
-//! identity directory (`<pid>-<nanos>.waiting`) instead of as an entry file each while the user
-//! waits for the process to end. The next process that opens the store takes the file: its
+//! identity directory (`<pid>-<nanos>-<abi>.waiting`) instead of as an entry file each while the
+//! user waits for the process to end. The next process that opens the store takes the file: its
 //! lookups find those entries from memory from its first pipeline, and its writer writes them as
 //! entry files in the application's pauses (or leaves them waiting again at its own end). ncnn on
 //! RADV at 2 threads, before: 2,926 entries waited at the device's end and took 1.29 s of a
@@ -12,10 +12,11 @@
 //!   u64 stamp (nanoseconds since the Unix epoch) | 16 + 16 bytes of key | u64 length n
 //!   n bytes: the entry as it would stand on disk, uncompressed (envelope and payload)
 //! ```
-//! Little-endian. Each record is checked as an entry file is (identity, key, the payload's hash);
-//! reading stops at the first record cut short or failing its check (those after it are
-//! compiled once more). A file is taken by one reader at a time as far as it can tell: it is
-//! read and removed; two processes opening at once may both take its entries, and write the same
+//! Little-endian. Each record is checked as an entry file is (identity, key, the payload's hash):
+//! one that fails is dropped; reading stops at a record cut short. Only the last device of a
+//! store in a process leaves entries waiting (an earlier one's end writes them: the store is not
+//! opened again in that process), and a process takes only files of its own ABI. A file is read
+//! and removed; two processes opening at once may both take its entries, and write the same
 //! bytes. A process that dies before it wrote what it took loses those entries: one compile each.
 
 use std::fs;
@@ -36,8 +37,11 @@ const MAGIC: &[u8; 8] = b"PKWAIT01";
 /// A record's bytes before its entry: stamp, key, length.
 const RECORD_HEAD: usize = 8 + 32 + 8;
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
-/// entries; NVIDIA's are never left waiting so).
-pub const MOST_BYTES: u64 = 256 << 20;
+/// entries; NVIDIA's that carry the dictionary apart are never left waiting).
+pub const MOST_BYTES: u64 = 80 << 20;
+/// The bytes of waiting files an opening takes at most: the rest wait for a later one (the
+/// writer's queue then has room for the run's own entries).
+const TAKEN_AT_MOST: u64 = 32 << 20;
 
 /// An entry taken from a waiting file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,8 +127,16 @@ impl Store {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let name = format!("{}-{nanos}{SUFFIX}", std::process::id());
-        files::write_atomically(&self.dir.join(name), &bytes, SystemTime::now())?;
+        let name = format!("{}-{nanos}{}", std::process::id(), self.waiting_suffix());
+        let path = self.dir.join(name);
+        match files::write_atomically(&path, &bytes, SystemTime::now())? {
+            files::Written::Whole(_) => {}
+            files::Written::Skipped => {
+                return Err(StoreError::io("write", &path)(std::io::Error::other(
+                    "another writer holds its temporary file",
+                )))
+            }
+        }
         for (key, ..) in entries {
             self.queued.written(key);
         }
@@ -139,11 +151,19 @@ impl Store {
             return Vec::new();
         }
         let names = files::names_in(&self.dir).unwrap_or_default();
+        let ours = self.waiting_suffix();
         let mut taken = Vec::new();
-        for name in names.iter().filter(|n| n.ends_with(SUFFIX)) {
+        let mut bytes_taken = 0u64;
+        for name in names.iter().filter(|n| n.ends_with(&ours)) {
+            if bytes_taken >= TAKEN_AT_MOST {
+                break;
+            }
             let path = self.dir.join(name);
             match read_and_remove(&path) {
-                Ok(bytes) => taken.extend(self.checked(&bytes, &path)),
+                Ok(bytes) => {
+                    bytes_taken += bytes.len() as u64;
+                    taken.extend(self.checked(&bytes, &path));
+                }
                 Err(e) => {
                     tracing::debug!(file = %path.display(), error = %e, "a file of entries left waiting was not read")
                 }
@@ -158,8 +178,14 @@ impl Store {
         taken
     }
 
-    /// The entries of a waiting file's `bytes` that pass their check, up to the first that
-    /// does not.
+    /// A waiting file's name ends with the process's ABI: processes of both pointer sizes share
+    /// an identity directory where the driver's UUID does not tell them apart (NVIDIA's).
+    fn waiting_suffix(&self) -> String {
+        format!("-{}{SUFFIX}", self.identity.abi)
+    }
+
+    /// The entries of a waiting file's `bytes` that pass their check (one that fails is
+    /// dropped and logged; each record says its own length).
     fn checked(&self, bytes: &[u8], path: &std::path::Path) -> Vec<WaitingEntry> {
         let (records, whole) = parse(bytes);
         let mut out = Vec::with_capacity(records.len());
@@ -173,8 +199,7 @@ impl Store {
                     stamp: r.stamp,
                 }),
                 Err(why) => {
-                    tracing::warn!(file = %path.display(), reason = why.reason(), "an entry left waiting failed its check; it and those after it are compiled again");
-                    return out;
+                    tracing::warn!(file = %path.display(), entry = %r.key.file_name(), reason = why.reason(), "dropped an entry left waiting that failed its check; it is compiled again");
                 }
             }
         }
@@ -185,16 +210,21 @@ impl Store {
     }
 }
 
-/// The file's bytes, the file removed (another process that took it first leaves none).
+/// The file's bytes, the file removed (another process that took it first leaves none). Never
+/// through a link, never waiting on a FIFO, never past [`MOST_BYTES`]; anything but a regular
+/// file is removed unread.
 fn read_and_remove(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    let mut file = fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    if len > MOST_BYTES {
+    let no_atime = std::sync::atomic::AtomicBool::new(false);
+    let file = files::open_for_reading(None, path, &no_atime)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > MOST_BYTES {
         fs::remove_file(path)?;
-        return Err(std::io::Error::other("larger than a waiting file may be"));
+        return Err(std::io::Error::other(
+            "not a waiting file, or larger than one may be",
+        ));
     }
-    let mut bytes = Vec::with_capacity(len as usize);
-    file.read_to_end(&mut bytes)?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MOST_BYTES).read_to_end(&mut bytes)?;
     fs::remove_file(path)?;
     Ok(bytes)
 }

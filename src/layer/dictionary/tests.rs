@@ -251,7 +251,7 @@ fn a_device_hands_over_the_noted_dictionary_first_once_and_a_written_one_is_note
     let writer = Writer::new(Arc::new(|_, _| {}), None);
     let carried = |d: &[u8]| frame_bytes(d).ok().map(|f| f.dictionary);
     first.note_written(&writer, &run1, k1.file_name(), carried(&d1));
-    writer.finish(); // the note is the writer's to write
+    writer.finish(true); // the note is the writer's to write
     assert_eq!(run1.dictionary_entry(), Some(k1));
     first.note_written(&writer, &run1, k2.file_name(), carried(&d2));
     assert_eq!(run1.dictionary_entry(), Some(k1), "noted once a dictionary");
@@ -294,7 +294,7 @@ fn a_device_hands_over_the_noted_dictionary_first_once_and_a_written_one_is_note
     assert_eq!(name, k2.file_name());
     let writer = Writer::new(Arc::new(|_, _| {}), None);
     device.note(&writer, &run3, name, id);
-    writer.finish();
+    writer.finish(true);
     assert_eq!(run3.dictionary_entry(), Some(k2), "the stand-in is noted");
 
     // No entry left carrying it: nothing is handed over.

@@ -134,11 +134,11 @@ impl DeviceData {
             self.writer.drain_here();
             self.remember_use_order();
         } else {
-            self.writer.finish();
             let last = self
                 .store
                 .as_ref()
                 .is_some_and(|s| s.devices.fetch_sub(1, Ordering::AcqRel) == 1);
+            self.writer.finish(last);
             if let (true, Some(store)) = (last, self.opened_store()) {
                 store.stop_reading_ahead();
                 self.remember_use_order();

@@ -397,9 +397,12 @@ impl Writer {
 
     /// Writes what is queued, on this thread beside the writer's (whose idle priority may keep
     /// it waiting behind a busy machine), and joins the thread (at `vkDestroyDevice`).
-    pub fn finish(&self) {
+    /// `leave`: the store's last device, whose end may leave entries waiting for the next
+    /// process ([`Writer::leave_waiting`]); another device of the process writes them, since the
+    /// store is not opened again in it.
+    pub fn finish(&self, leave: bool) {
         let started = Instant::now();
-        let left = self.leave_waiting();
+        let left = if leave { self.leave_waiting() } else { 0 };
         let (waiting, together) = {
             let (lock, ready) = &*self.shared;
             let mut q = lock.locked();
@@ -587,6 +590,9 @@ impl Queue {
     /// for `quiet` (none: it is not watched): it builds, the queue has room to wait, and no entry
     /// has waited its longest; how long the thread then sleeps.
     fn waits_for_a_pause(&self, quiet: Option<Duration>) -> Option<Duration> {
+        if crate::layer::guard::SETTINGS.test_hold_writes && !self.closing {
+            return Some(NAP);
+        }
         let quiet = quiet?;
         let room = self.bytes < PAUSE_LIMIT && self.stamps.len() < STAMPS_LIMIT / 2;
         let waited = self

@@ -96,7 +96,7 @@ fn an_entry_waits_for_a_pause_no_longer_than_its_longest() {
         "still waiting after {:?} of building",
         queued.elapsed()
     );
-    writer.finish();
+    writer.finish(true);
 }
 
 /// While the application builds, the device's end still writes everything queued.
@@ -128,7 +128,7 @@ fn the_end_writes_what_waited_for_a_pause() {
             None,
         );
     }
-    writer.finish();
+    writer.finish(true);
     assert_eq!(written.load(std::sync::atomic::Ordering::SeqCst), 3);
     for n in 0..3u8 {
         let found = store.lookup(&key_of(n));
@@ -160,7 +160,7 @@ fn the_end_writes_many_waiting_entries_on_several_threads() {
         );
     }
     assert!(finishing_helpers(count.into()) >= 1);
-    writer.finish();
+    writer.finish(true);
     for n in 0..count {
         let found = store.lookup(&key_of(n));
         assert!(matches!(found, Ok(crate::store::Lookup::Found(_))), "{n}");

@@ -1,0 +1,88 @@
+//! Entries left waiting at a process's end (docs/FORMAT.md, "Entries left waiting") through the
+//! real loader on RADV null: where the application kept the writer from writing while it built
+//! (`PIPEKEEP_TEST_HOLD_WRITES`, as a busy application does), its end keeps them in one file, not
+//! an entry file each; the next launch finds every pipeline from it and writes them in its
+//! pauses; the exit path does the same; `pipekeep clear` takes the file too.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(180);
+const PIPELINES: u64 = 300;
+const ARGS: [&str; 6] = ["--compute", "300", "--graphics", "0", "--threads", "2"];
+
+fn run(tmp: &Path, hold: bool, extra: &[&str]) -> Run {
+    let app = App::new(Driver::Radv, tmp)
+        .with_layer()
+        .args(&ARGS)
+        .args(extra);
+    let app = if hold {
+        app.env("PIPEKEEP_TEST_HOLD_WRITES", "1")
+    } else {
+        app
+    };
+    let run = app.run_within(LIMIT);
+    assert!(run.ok, "{}", run.all());
+    run
+}
+
+fn waiting_files(store: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![store.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().ends_with(".waiting") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_busy_first_launch_leaves_its_entries_in_one_file_and_the_next_finds_every_pipeline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let cold = run(tmp.path(), true, &[]);
+    let w = cold.watch();
+    assert_eq!(
+        (w.compiled, w.written),
+        (PIPELINES, PIPELINES),
+        "{}",
+        cold.all()
+    );
+    assert_eq!(waiting_files(&store).len(), 1, "{}", cold.all());
+    // (An application thread that finds the queue's lock held a moment writes its own inline.)
+    let files = entries(&store).len() as u64;
+    assert!(files < PIPELINES / 4, "few entry files yet: {files}");
+    // Before: 300 entry files written at the device's end, one at a time.
+    let warm = run(tmp.path(), false, &["--linger-ms", "1500"]);
+    let w = warm.watch();
+    assert_eq!((w.found, w.compiled), (PIPELINES, 0), "{}", warm.all());
+    assert_eq!(
+        entries(&store).len() as u64,
+        PIPELINES,
+        "written in its pauses"
+    );
+    assert!(waiting_files(&store).is_empty());
+    let again = run(tmp.path(), false, &[]);
+    assert_eq!(again.watch().found, PIPELINES, "{}", again.all());
+}
+
+#[test]
+fn the_exit_path_leaves_them_too_and_clear_takes_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    run(tmp.path(), true, &["--no-destroy"]);
+    assert_eq!(waiting_files(&store).len(), 1);
+    let clear = App::tool(Driver::Radv, tmp.path()).args(&["clear"]).run();
+    assert!(clear.ok, "{}", clear.all());
+    assert!(waiting_files(&store).is_empty());
+    let after = run(tmp.path(), false, &[]);
+    assert_eq!(after.watch().compiled, PIPELINES, "{}", after.all());
+}
