@@ -188,9 +188,6 @@ struct Call<'a> {
     allocator: *const vk::AllocationCallbacks<'a>,
 }
 
-/// A shader made from a kept binary, with that binary.
-type MadeFromBinary = (vk::ShaderEXT, Arc<[u8]>);
-
 /// Shaders kept together: their places in the call, and their key.
 struct Group {
     members: Vec<usize>,
@@ -227,6 +224,13 @@ impl Call<'_> {
                 return as_asked(Outcome::Unkeyed, out);
             }
         };
+        // A single shader flagged to link (valid beside a compute shader) would reach the driver
+        // alone with the flag, which VUID-vkCreateShadersEXT-pCreateInfos-08401 forbade: as asked.
+        let linking =
+            |ci: &&vk::ShaderCreateInfoEXT| ci.flags.contains(vk::ShaderCreateFlagsEXT::LINK_STAGE);
+        if self.infos.iter().filter(linking).count() == 1 && self.infos.len() > 1 {
+            return as_asked(Outcome::PassedThrough, out);
+        }
         let groups = self.groups(&descs, &keying.device, &format);
         // SAFETY: the application's create infos; `out` has a place for each.
         if unsafe { self.made_from_entries(store, &groups, &format, out) } {
@@ -274,8 +278,10 @@ impl Call<'_> {
         groups
     }
 
-    /// Every group made from its entry's binaries, put in `out`: where one has none, or the
-    /// driver will not make it so, what was made of the others is destroyed, and false.
+    /// Every group made from its entry's binaries, put in `out`, where every group has one
+    /// (looked up first: none is made for a call that compiles whole); where the driver will not
+    /// make one so, what was made of the others is destroyed, and false. The entries used are
+    /// stamped only where the whole call was made from them.
     unsafe fn made_from_entries(
         &self,
         store: &Arc<Store>,
@@ -283,68 +289,62 @@ impl Call<'_> {
         format: &[u8],
         out: &mut [vk::ShaderEXT],
     ) -> bool {
+        let mut found = Vec::with_capacity(groups.len());
         for group in groups {
+            match store.lookup(&group.key) {
+                Ok(Lookup::Found(entry)) => found.push(entry),
+                Ok(Lookup::Missing) => {
+                    tracing::debug!(entry = %group.key.file_name(), "no entry for shader objects; the call compiles");
+                    return false;
+                }
+                Ok(Lookup::Dropped(_)) => return false, // logged at warn by the store
+                Err(e) => {
+                    tracing::debug!(error = %e, "shader objects' entry unreadable; the call compiles");
+                    return false;
+                }
+            }
+        }
+        for (group, entry) in groups.iter().zip(&found) {
             // SAFETY: as the caller vouches.
-            if !unsafe { self.made_from_entry(store, group, format, out) } {
+            if let Err(why) = unsafe { self.made_from_entry(store, group, entry, format, out) } {
+                tracing::debug!(entry = %group.key.file_name(), why, "shader objects not made from their entry; the call compiles");
                 self.forget_binaries(out);
                 self.destroy(out);
                 return false;
             }
         }
+        for entry in found {
+            self.dev.writer.stamp(store.clone(), entry.name());
+        }
         true
     }
 
-    /// A group made from its entry's binaries, put in `out`; false where there is none or the
-    /// driver would not make it so (nothing of it left made).
+    /// A group made from its entry's binaries, each shader put in `out` the moment it is made.
     unsafe fn made_from_entry(
         &self,
         store: &Arc<Store>,
         group: &Group,
+        entry: &FoundEntry,
         format: &[u8],
         out: &mut [vk::ShaderEXT],
-    ) -> bool {
-        let entry = match store.lookup(&group.key) {
-            Ok(Lookup::Found(entry)) => entry,
-            Ok(Lookup::Missing) => {
-                tracing::debug!(entry = %group.key.file_name(), "no entry for shader objects; compiling");
-                return false;
-            }
-            Ok(Lookup::Dropped(_)) => return false, // logged at warn by the store
-            Err(e) => {
-                tracing::debug!(error = %e, "shader objects' entry unreadable; compiling");
-                return false;
-            }
-        };
+    ) -> Result<(), &'static str> {
         // A crash inside the driver while it loads these binaries blames this entry.
-        let marker = store.hold_marker(&entry);
+        let marker = store.hold_marker(entry);
         // SAFETY: the group's places in the application's call.
-        let made = unsafe { self.make_from(&entry, group, format) };
+        let made = unsafe { self.make_from(entry, group, format, out) };
         drop(marker);
-        match made {
-            Ok(made) => {
-                for (i, (shader, binary)) in group.members.iter().zip(made) {
-                    let held = self.dev.objects();
-                    held.shader_binaries.insert(shader.as_raw(), Some(binary));
-                    out[*i] = shader;
-                }
-                self.dev.writer.stamp(store.clone(), entry.name());
-                true
-            }
-            Err(why) => {
-                tracing::debug!(entry = %group.key.file_name(), why, "shader objects not made from their entry; compiling");
-                false
-            }
-        }
+        made
     }
 
-    /// The driver's shaders of `group`, made from `entry`'s binaries: each create info as the
-    /// application gave it but its code.
+    /// The driver's shaders of `group`, made from `entry`'s binaries (each create info as the
+    /// application gave it but its code), put in `out` at once, each with its binary held.
     unsafe fn make_from(
         &self,
         entry: &FoundEntry,
         group: &Group,
         format: &[u8],
-    ) -> Result<Vec<MadeFromBinary>, &'static str> {
+        out: &mut [vk::ShaderEXT],
+    ) -> Result<(), &'static str> {
         entry.with_data(|data| {
             // Checked whole at lookup.
             let parsed = binaries::parse(data).map_err(|_| "not binaries")?;
@@ -372,17 +372,19 @@ impl Call<'_> {
             }
             let mut made = vec![vk::ShaderEXT::null(); copies.len()];
             // SAFETY: the application's create infos with the kept code, alive for the call.
-            match unsafe { self.make(&copies, &mut made) } {
-                vk::Result::SUCCESS => Ok(made
-                    .into_iter()
-                    .zip(&parsed.binaries)
-                    .map(|(shader, binary)| (shader, Arc::from(binary.data)))
-                    .collect()),
-                _ => {
-                    self.destroy(&mut made);
-                    Err("the driver would not make them from their binaries")
-                }
+            let r = unsafe { self.make(&copies, &mut made) };
+            if r != vk::Result::SUCCESS {
+                self.destroy(&mut made);
+                return Err("the driver would not make them from their binaries");
             }
+            for (i, shader) in group.members.iter().zip(&made) {
+                out[*i] = *shader;
+            }
+            let held = &self.dev.objects().shader_binaries;
+            for (shader, binary) in made.iter().zip(&parsed.binaries) {
+                held.insert(shader.as_raw(), Some(Arc::from(binary.data)));
+            }
+            Ok(())
         })
     }
 
