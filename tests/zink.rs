@@ -111,7 +111,9 @@ fn separable_programs_zink_makes_as_shader_objects_are_kept_and_draw_as_without_
         "{}",
         cold.all()
     );
-    assert_eq!(cold.watch().written, compiled, "{}", cold.all());
+    // Shaders of one content share an entry: a second write of it may be skipped.
+    let written = cold.watch().written;
+    assert!(written > 0 && written <= compiled, "{}", cold.all());
     assert_eq!(pixels(&cold), pixels(&alone), "{}", cold.all());
     let warm = draw_in(&exe, tmp.path(), true, &["separable"], &optimal);
     assert_eq!(shaders(&warm), (0, compiled, 0), "{}", warm.all());
