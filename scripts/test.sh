@@ -23,7 +23,7 @@ cargo build --lib --locked
 # the integration tests again through the `cache` backend, so both backends pass the whole flow.
 # Last, the tests of the layer's device and pipeline handling again through both backends with the
 # test app making its device as translation layers and emulators do (`--every-extension`).
-EVERY='kind(test) & (binary(binary_backend) | binary(end_to_end) | binary(kept_pipelines) | binary(real_devices) | binary(failure_paths) | binary(libraries) | binary(application_calls))'
+EVERY='kind(test) & (binary(binary_backend) | binary(end_to_end) | binary(kept_pipelines) | binary(real_devices) | binary(failure_paths) | binary(libraries) | binary(application_calls) | binary(shader_objects) | binary(left_waiting) | binary(library))'
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --locked --no-fail-fast
   PIPEKEEP_TEST_BACKEND=cache cargo nextest run --locked --no-fail-fast -E 'kind(test)'
@@ -32,7 +32,7 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --locked --no-fail-fast
   PIPEKEEP_TEST_BACKEND=cache cargo test --locked --no-fail-fast --tests
-  for t in binary_backend end_to_end kept_pipelines real_devices failure_paths libraries application_calls; do
+  for t in binary_backend end_to_end kept_pipelines real_devices failure_paths libraries application_calls shader_objects left_waiting library; do
     PIPEKEEP_TEST_EVERY_EXTENSION=1 cargo test --locked --no-fail-fast --test "$t"
     PIPEKEEP_TEST_EVERY_EXTENSION=1 PIPEKEEP_TEST_BACKEND=cache cargo test --locked --no-fail-fast --test "$t"
   done

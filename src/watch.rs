@@ -129,7 +129,10 @@ pub struct Watch {
     rebuilt: AtomicU64,
     rebuild_written: AtomicU64,
     earlier_written: AtomicU64,
-    shaders: [AtomicU64; 4],
+    shaders_from_entries: AtomicU64,
+    shaders_compiled: AtomicU64,
+    shaders_unkeyed: AtomicU64,
+    shaders_passed: AtomicU64,
     shaders_ns: AtomicU64,
     longest_ns: AtomicU64,
     /// The longest pipeline's ordinal (its `built` count), outcome and split.
@@ -248,12 +251,12 @@ impl Watch {
     /// passed through), in `ns` together.
     pub fn shaders(&self, outcome: Outcome, count: u64, ns: u64) {
         let counter = match outcome {
-            Outcome::Found => 0,
-            Outcome::Compiled | Outcome::Refused | Outcome::Shared => 1,
-            Outcome::Unkeyed => 2,
-            Outcome::PassedThrough => 3,
+            Outcome::Found => &self.shaders_from_entries,
+            Outcome::Compiled | Outcome::Refused | Outcome::Shared => &self.shaders_compiled,
+            Outcome::Unkeyed => &self.shaders_unkeyed,
+            Outcome::PassedThrough => &self.shaders_passed,
         };
-        self.shaders[counter].fetch_add(count, Relaxed);
+        counter.fetch_add(count, Relaxed);
         self.shaders_ns.fetch_add(ns, Relaxed);
     }
 
@@ -307,10 +310,10 @@ impl Watch {
             longest_ms: self.longest_ns.load(Relaxed) as f64 / 1e6,
             phases: self.phase_times(),
             shaders: ShaderTally {
-                shaders_from_entries: self.shaders[0].load(Relaxed),
-                shaders_compiled: self.shaders[1].load(Relaxed),
-                shaders_unkeyed: self.shaders[2].load(Relaxed),
-                shaders_passed: self.shaders[3].load(Relaxed),
+                shaders_from_entries: self.shaders_from_entries.load(Relaxed),
+                shaders_compiled: self.shaders_compiled.load(Relaxed),
+                shaders_unkeyed: self.shaders_unkeyed.load(Relaxed),
+                shaders_passed: self.shaders_passed.load(Relaxed),
                 shaders_ms: self.shaders_ns.load(Relaxed) as f64 / 1e6,
             },
         }

@@ -339,7 +339,7 @@ pub fn shader_objects_key(
     device: &Digest,
     binary_format: &[u8],
     call: &[u32],
-    shaders: &[ShaderDesc],
+    shaders: &[&ShaderDesc],
 ) -> PipelineKey {
     let stages: Vec<&StageDesc> = shaders.iter().map(|s| &s.stage).collect();
     let mut w = state_writer("pipekeep shader objects state", device, 0, &stages);

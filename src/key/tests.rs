@@ -124,6 +124,12 @@ fn graphics() -> GraphicsDesc {
     }
 }
 
+/// [`shader_objects_key`] of shaders held by value.
+fn shader_key(device: &Digest, format: &[u8], call: &[u32], shaders: &[ShaderDesc]) -> PipelineKey {
+    let refs: Vec<&ShaderDesc> = shaders.iter().collect();
+    shader_objects_key(device, format, call, &refs)
+}
+
 /// The call of [`shaders`]: a vertex and a fragment shader.
 const CALL: [u32; 2] = [0x1, 0x10];
 
@@ -154,14 +160,14 @@ fn shaders() -> Vec<ShaderDesc> {
 
 #[test]
 fn every_part_of_a_shader_object_moves_its_key() {
-    let base = shader_objects_key(&digest(9), &[7; 20], &CALL, &shaders());
+    let base = shader_key(&digest(9), &[7; 20], &CALL, &shaders());
     assert_ne!(
-        shader_objects_key(&digest(8), &[7; 20], &CALL, &shaders()),
+        shader_key(&digest(8), &[7; 20], &CALL, &shaders()),
         base,
         "device"
     );
     assert_ne!(
-        shader_objects_key(&digest(9), &[6; 20], &CALL, &shaders()),
+        shader_key(&digest(9), &[6; 20], &CALL, &shaders()),
         base,
         "binary format"
     );
@@ -177,7 +183,7 @@ fn every_part_of_a_shader_object_moves_its_key() {
         let mut changed = shaders();
         change(&mut changed[0]);
         assert_ne!(
-            shader_objects_key(&digest(9), &[7; 20], &CALL, &changed),
+            shader_key(&digest(9), &[7; 20], &CALL, &changed),
             base,
             "change {i}"
         );
@@ -186,18 +192,18 @@ fn every_part_of_a_shader_object_moves_its_key() {
     one.truncate(1);
     other.reverse();
     assert_ne!(
-        shader_objects_key(&digest(9), &[7; 20], &CALL, &one),
+        shader_key(&digest(9), &[7; 20], &CALL, &one),
         base,
         "a shader fewer"
     );
     assert_ne!(
-        shader_objects_key(&digest(9), &[7; 20], &CALL, &other),
+        shader_key(&digest(9), &[7; 20], &CALL, &other),
         base,
         "another order"
     );
     let with_compute = [0x20, 0x1, 0x10];
     assert_ne!(
-        shader_objects_key(&digest(9), &[7; 20], &with_compute, &shaders()),
+        shader_key(&digest(9), &[7; 20], &with_compute, &shaders()),
         base,
         "a call with another shader beside them"
     );
@@ -242,7 +248,7 @@ fn golden_keys_if_these_fail_bump_the_key_version() {
         "d792db6fd7a38c9b24f9262011eeb9ed-ddd9b320fa5d4da1e3a83c2abd9d5bdd.entry"
     );
     assert_eq!(
-        hexkey(shader_objects_key(&digest(9), &[7; 20], &CALL, &shaders())),
+        hexkey(shader_key(&digest(9), &[7; 20], &CALL, &shaders())),
         "d792db6fd7a38c9b24f9262011eeb9ed-d6e54b66ea6efe3259a9b3c2df75f5a2.entry"
     );
     assert_eq!(

@@ -134,14 +134,9 @@ impl<T: Clone> Tracked<T> {
     /// asked at every `vkDestroyPipeline`): a shared look first, the exclusive lock only for one
     /// it holds. A handle is never made and destroyed at once, so it cannot come in between.
     pub(in crate::layer) fn remove_if_held(&self, handle: u64) {
-        if self.holds(handle) {
+        if self.table.reading().contains_key(&handle) {
             self.remove(handle);
         }
-    }
-
-    /// Whether it holds `handle` (a shared look).
-    pub(in crate::layer) fn holds(&self, handle: u64) -> bool {
-        self.table.reading().contains_key(&handle)
     }
 
     /// How many live objects it holds (objects of one content may share a handle on some

@@ -25,11 +25,12 @@ use ash::vk::Handle;
 use super::capture::shader_desc;
 use super::device::{device_data, unrecorded_next, DeviceData};
 use super::guard::guarded;
+use super::pipelines::found_entry;
 use crate::key::desc::ShaderDesc;
 use crate::key::{shader_objects_key, Digest, PipelineKey};
 use crate::store::binaries;
 use crate::store::envelope::PayloadKind;
-use crate::store::{FoundEntry, Lookup, Store};
+use crate::store::{FoundEntry, Store};
 use crate::watch::Outcome;
 
 const COMMAND: &CStr = c"vkCreateShadersEXT";
@@ -224,14 +225,9 @@ impl Call<'_> {
                 return as_asked(Outcome::Unkeyed, out);
             }
         };
-        // A single shader flagged to link (valid beside a compute shader) would reach the driver
-        // alone with the flag, which VUID-vkCreateShadersEXT-pCreateInfos-08401 forbade: as asked.
-        let linking =
-            |ci: &&vk::ShaderCreateInfoEXT| ci.flags.contains(vk::ShaderCreateFlagsEXT::LINK_STAGE);
-        if self.infos.iter().filter(linking).count() == 1 && self.infos.len() > 1 {
+        let Some(groups) = self.groups(&descs, &keying.device, &format) else {
             return as_asked(Outcome::PassedThrough, out);
-        }
-        let groups = self.groups(&descs, &keying.device, &format);
+        };
         // SAFETY: the application's create infos; `out` has a place for each.
         if unsafe { self.made_from_entries(store, &groups, &format, out) } {
             dev.watch.shaders(Outcome::Found, n, nanos(started));
@@ -249,17 +245,22 @@ impl Call<'_> {
     }
 
     /// The call's shaders in the groups they are kept in, keyed: those it links together, and
-    /// each other one alone.
-    fn groups(&self, descs: &[ShaderDesc], device: &Digest, format: &[u8]) -> Vec<Group> {
+    /// each other one alone. None where a single shader is flagged to link beside others (valid
+    /// beside a compute shader): made alone from its binary it would reach the driver with the
+    /// flag in a call of one, which VUID-vkCreateShadersEXT-pCreateInfos-08401 forbade.
+    fn groups(&self, descs: &[ShaderDesc], device: &Digest, format: &[u8]) -> Option<Vec<Group>> {
         let links = |i: &usize| {
             self.infos[*i]
                 .flags
                 .contains(vk::ShaderCreateFlagsEXT::LINK_STAGE)
         };
         let (linked, alone): (Vec<usize>, Vec<usize>) = (0..self.infos.len()).partition(links);
+        if linked.len() == 1 && !alone.is_empty() {
+            return None;
+        }
         let call: Vec<u32> = self.infos.iter().map(|ci| ci.stage.as_raw()).collect();
         let key = |members: &[usize]| {
-            let of: Vec<ShaderDesc> = members.iter().map(|i| descs[*i].clone()).collect();
+            let of: Vec<&ShaderDesc> = members.iter().map(|i| &descs[*i]).collect();
             shader_objects_key(device, format, &call, &of)
         };
         let mut groups: Vec<Group> = alone
@@ -275,7 +276,7 @@ impl Call<'_> {
                 members: linked,
             });
         }
-        groups
+        Some(groups)
     }
 
     /// Every group made from its entry's binaries, put in `out`, where every group has one
@@ -289,21 +290,11 @@ impl Call<'_> {
         format: &[u8],
         out: &mut [vk::ShaderEXT],
     ) -> bool {
-        let mut found = Vec::with_capacity(groups.len());
-        for group in groups {
-            match store.lookup(&group.key) {
-                Ok(Lookup::Found(entry)) => found.push(entry),
-                Ok(Lookup::Missing) => {
-                    tracing::debug!(entry = %group.key.file_name(), "no entry for shader objects; the call compiles");
-                    return false;
-                }
-                Ok(Lookup::Dropped(_)) => return false, // logged at warn by the store
-                Err(e) => {
-                    tracing::debug!(error = %e, "shader objects' entry unreadable; the call compiles");
-                    return false;
-                }
-            }
-        }
+        let found: Option<Vec<FoundEntry>> =
+            groups.iter().map(|g| found_entry(store, &g.key)).collect();
+        let Some(found) = found else {
+            return false;
+        };
         for (group, entry) in groups.iter().zip(&found) {
             // SAFETY: as the caller vouches.
             if let Err(why) = unsafe { self.made_from_entry(store, group, entry, format, out) } {

@@ -41,6 +41,30 @@ pub struct BoundReport {
     pub set_aside_dropped_bytes: u64,
 }
 
+/// The file of a title's bytes of entries and pieces as its bound last counted them (at every
+/// pass), with what its runs wrote since: the library's pass sums these (and each record's
+/// length) before it lists any file, and walks the library only where they say it is over its
+/// bound (`super::library`).
+pub const BYTES_FILE: &str = "library-bytes";
+
+/// The title's bytes as last noted ([`BYTES_FILE`]), where a note reads.
+pub fn noted_title_bytes(title_dir: &Path) -> Option<u64> {
+    let noted = fs::read_to_string(title_dir.join(BYTES_FILE)).ok()?;
+    noted.trim().parse().ok()
+}
+
+/// Records `bytes` as the title's, where its directory exists.
+pub fn note_title_bytes(title_dir: &Path, bytes: u64) {
+    if title_dir.is_dir() {
+        let path = title_dir.join(BYTES_FILE);
+        let written =
+            super::files::write_atomically(&path, bytes.to_string().as_bytes(), SystemTime::now());
+        if let Err(e) = written {
+            tracing::debug!(path = %path.display(), error = %e, "the title's bytes were not noted");
+        }
+    }
+}
+
 /// Every entry and piece under `host_dir`, in identity directories of our naming only.
 pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError> {
     let mut out = Vec::new();
@@ -442,6 +466,7 @@ impl Store {
         let started = std::time::Instant::now();
         let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
         if let Ok(Bounded { report: r, kept }) = &report {
+            note_title_bytes(&self.title_dir, r.bytes.saturating_sub(r.record_bytes));
             let live = kept
                 .iter()
                 .filter(|e| self.holds(e))

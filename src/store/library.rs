@@ -271,24 +271,6 @@ fn title_usage(root: &Path, title: String, current: Option<&str>) -> TitleUsage 
     }
 }
 
-/// The file of a title's bytes of entries and pieces as its own bound counted them at its last
-/// opening, with what its runs wrote since: the layer's pass sums these (and each record's
-/// length) before it lists any file, and walks the library only where they say it is over its
-/// bound.
-pub const BYTES_FILE: &str = "library-bytes";
-
-/// Records `bytes` as the title's (at its bound's pass), where its directory exists.
-pub fn note_title_bytes(title_dir: &Path, bytes: u64) {
-    if title_dir.is_dir() {
-        let path = title_dir.join(BYTES_FILE);
-        if let Err(e) =
-            super::files::write_atomically(&path, bytes.to_string().as_bytes(), SystemTime::now())
-        {
-            tracing::debug!(path = %path.display(), error = %e, "the title's bytes were not noted");
-        }
-    }
-}
-
 /// The library's bytes as its titles noted them, a title without a note measured; `None` where
 /// the library cannot be listed.
 pub fn noted_bytes(root: &Path) -> Option<u64> {
@@ -297,10 +279,9 @@ pub fn noted_bytes(root: &Path) -> Option<u64> {
         titles
             .into_iter()
             .map(|t| {
-                let noted = fs::read_to_string(root.join(&t).join(BYTES_FILE)).ok();
                 let record =
                     || fs::metadata(root.join(&t).join(RECORD_FILE)).map_or(0, |m| m.len());
-                match noted.and_then(|n| n.trim().parse::<u64>().ok()) {
+                match bound::noted_title_bytes(&root.join(&t)) {
                     Some(bytes) => bytes + record(),
                     None => title_usage(root, t, None).bytes(),
                 }
@@ -453,16 +434,8 @@ impl super::Store {
         mark_used(&self.title_dir, self.opened_at);
     }
 
-    /// Notes the title's bytes of entries and pieces as its bound (`report`) counted them.
-    pub fn note_title_bytes(&self, report: &BoundReport) {
-        note_title_bytes(
-            &self.title_dir,
-            report.bytes.saturating_sub(report.record_bytes),
-        );
-    }
-
-    /// At the run's end: the title's noted bytes ([`BYTES_FILE`], as its bound counted them at
-    /// the opening) with what this run wrote added, so that the next pass's sum sees them (an
+    /// At the run's end: the title's noted bytes ([`bound::BYTES_FILE`], as its bound last
+    /// counted them) with what this run wrote added, so that the next pass's sum sees them (an
     /// entry written again counts twice: a note errs high, and a high one only costs a walk).
     pub fn note_bytes_at_end(&self) {
         let written = self
@@ -471,18 +444,14 @@ impl super::Store {
         if written == 0 {
             return;
         }
-        let path = self.title_dir.join(BYTES_FILE);
-        let noted = fs::read_to_string(&path)
-            .ok()
-            .and_then(|n| n.trim().parse::<u64>().ok());
-        note_title_bytes(&self.title_dir, noted.unwrap_or(0) + written);
+        let noted = bound::noted_title_bytes(&self.title_dir).unwrap_or(0);
+        bound::note_title_bytes(&self.title_dir, noted + written);
     }
 
-    /// Brings the library within `max_bytes` (`PIPEKEEP_LIBRARY_MAX_BYTES`), this title used now:
-    /// its opening marked first, so that another process's pass at once spares it. For the
-    /// layer's opening thread, never an application's; skipped where another pass runs.
+    /// Brings the library within `max_bytes` (`PIPEKEEP_LIBRARY_MAX_BYTES`), this title counted
+    /// as used now (its opening marked it, [`super::Store::mark_title_used`]). For the layer's
+    /// opening thread, never an application's; skipped where another pass runs.
     pub fn keep_library_within(&self, max_bytes: u64) -> Option<LibraryReport> {
-        mark_used(&self.title_dir, self.opened_at);
         let root = self.title_dir.parent()?;
         // Every title's file listed only where their noted bytes say the library is over.
         if noted_bytes(root).is_none_or(|bytes| bytes <= max_bytes) {

@@ -234,22 +234,22 @@ impl Variant {
         )
         .set_layouts(&self.compute_sets)
         .push_constant_ranges(&self.compute_push);
-        let vertex = spirv(
+        let graphics = |stage, words, next| {
+            spirv(stage, words, next)
+                .set_layouts(&self.graphics_sets)
+                .push_constant_ranges(&self.graphics_push)
+                .specialization_info(graphics_spec)
+        };
+        let vertex = graphics(
             vk::ShaderStageFlags::VERTEX,
             &self.vert_code,
             vk::ShaderStageFlags::FRAGMENT,
-        )
-        .set_layouts(&self.graphics_sets)
-        .push_constant_ranges(&self.graphics_push);
-        let fragment = spirv(
+        );
+        let fragment = graphics(
             vk::ShaderStageFlags::FRAGMENT,
             &self.frag_code,
             vk::ShaderStageFlags::empty(),
-        )
-        .set_layouts(&self.graphics_sets)
-        .push_constant_ranges(&self.graphics_push);
-        let vertex = vertex.specialization_info(graphics_spec);
-        let fragment = fragment.specialization_info(graphics_spec);
+        );
         let linked = vk::ShaderCreateFlagsEXT::LINK_STAGE;
         vec![
             vec![compute.specialization_info(compute_spec)],

@@ -101,10 +101,7 @@ pub(super) fn tidy_after_opening(
     dev: &DeviceData,
     store: &Store,
 ) -> Option<Vec<crate::store::bound::StampedEntry>> {
-    let listed = store.keep_within_bound().map(|b| {
-        store.note_title_bytes(&b.report);
-        b.kept
-    });
+    let listed = store.keep_within_bound().map(|b| b.kept);
     if let (Some(kept), Some(record)) = (&listed, &dev.record) {
         if !store.driver_changed() {
             compact_record(record, kept, store.max_bytes());

@@ -71,40 +71,56 @@ unsafe fn properties2(
     }
 }
 
-/// The device's `shaderModuleIdentifierAlgorithmUUID` (the layer calls only what the
-/// application could: [`properties2`]).
+/// One structure of the device's properties (`T`, chained alone), asked as the application
+/// could ask it ([`properties2`]).
 ///
 /// # Safety
 /// `physical_device` must be of `inst`'s instance; `device_api` the lesser of its API and the
-/// application's.
+/// application's; `T` a structure of an extension the application enabled.
+unsafe fn device_properties<T>(
+    inst: &crate::layer::instance_data::InstanceData,
+    physical_device: vk::PhysicalDevice,
+    device_api: u32,
+) -> Option<T>
+where
+    T: vk::ExtendsPhysicalDeviceProperties2 + Default,
+{
+    let properties2 = unsafe { properties2(inst, device_api) }?;
+    let mut extension = T::default();
+    {
+        let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut extension);
+        // SAFETY: the next layer's command, with a chain of a structure it knows by the extension.
+        unsafe { properties2(physical_device, &mut properties) };
+    }
+    Some(extension)
+}
+
+/// The device's `shaderModuleIdentifierAlgorithmUUID`.
+///
+/// # Safety
+/// As [`device_properties`], with `VK_EXT_shader_module_identifier` enabled.
 unsafe fn identifier_algorithm(
     inst: &crate::layer::instance_data::InstanceData,
     physical_device: vk::PhysicalDevice,
     device_api: u32,
 ) -> Option<[u8; 16]> {
-    let properties2 = unsafe { properties2(inst, device_api) }?;
-    let mut identifier = vk::PhysicalDeviceShaderModuleIdentifierPropertiesEXT::default();
-    let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut identifier);
-    // SAFETY: the next layer's command, with a chain of structures it knows by the extension.
-    unsafe { properties2(physical_device, &mut properties) };
+    let identifier: vk::PhysicalDeviceShaderModuleIdentifierPropertiesEXT<'static> =
+        unsafe { device_properties(inst, physical_device, device_api) }?;
     Some(identifier.shader_module_identifier_algorithm_uuid)
 }
 
 /// The device's `shaderBinaryUUID` and `shaderBinaryVersion` (little-endian), which a shader
-/// object's binary is valid for ([`properties2`] as for the identifier algorithm).
+/// object's binary is valid for.
 ///
 /// # Safety
-/// As [`identifier_algorithm`].
+/// As [`device_properties`], with `VK_EXT_shader_object` enabled.
 unsafe fn shader_binary_format(
     inst: &crate::layer::instance_data::InstanceData,
     physical_device: vk::PhysicalDevice,
     device_api: u32,
 ) -> Option<[u8; 20]> {
-    let properties2 = unsafe { properties2(inst, device_api) }?;
-    let mut shader_object = vk::PhysicalDeviceShaderObjectPropertiesEXT::default();
-    let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut shader_object);
-    // SAFETY: the next layer's command, with a chain of structures it knows by the extension.
-    unsafe { properties2(physical_device, &mut properties) };
+    let shader_object: vk::PhysicalDeviceShaderObjectPropertiesEXT<'static> =
+        unsafe { device_properties(inst, physical_device, device_api) }?;
     let mut format = [0u8; 20];
     format[..16].copy_from_slice(&shader_object.shader_binary_uuid);
     format[16..].copy_from_slice(&shader_object.shader_binary_version.to_le_bytes());

@@ -552,6 +552,23 @@ impl<T> Build<'_, T> {
     }
 }
 
+/// `key`'s entry, where the store holds one that reads whole: a missing or unreadable one is
+/// logged at `debug` (a damaged one the store drops and logs at `warn`), and compiled.
+pub(in crate::layer) fn found_entry(store: &Store, key: &PipelineKey) -> Option<FoundEntry> {
+    match store.lookup(key) {
+        Ok(Lookup::Found(entry)) => Some(entry),
+        Ok(Lookup::Missing) => {
+            tracing::debug!(entry = %key.file_name(), "no entry; compiling");
+            None
+        }
+        Ok(Lookup::Dropped(_)) => None,
+        Err(e) => {
+            tracing::debug!(error = %e, "entry unreadable; compiling afresh");
+            None
+        }
+    }
+}
+
 /// The kept path: the entry looked up, then built by what it holds and the device's backend.
 /// The driver is asked to build the pipeline at most twice: once by the kept path, and, where
 /// that fails, once more as the application asked.
@@ -561,20 +578,8 @@ unsafe fn build_kept<T: PipelineInfo>(
     slot: &mut vk::Pipeline,
 ) -> Kept {
     let (dev, store, key) = (b.dev, b.store, b.key);
-    let looked_up = store.lookup(key);
+    let found = found_entry(store, key);
     lap.to(Phase::Lookup);
-    let found = match looked_up {
-        Ok(Lookup::Found(entry)) => Some(entry),
-        Ok(Lookup::Missing) => {
-            tracing::debug!(entry = %key.file_name(), "no entry; compiling");
-            None
-        }
-        Ok(Lookup::Dropped(_)) => None, // logged at warn by the store
-        Err(e) => {
-            tracing::debug!(error = %e, "entry unreadable; compiling afresh");
-            None
-        }
-    };
     if b.must_be_found() && found.is_none() {
         return Kept::AskAsAsked;
     }

@@ -92,16 +92,16 @@ impl Job {
     /// An entry stamped now and announced to the store (lookups find it from now on).
     fn announced(store: Arc<Store>, key: PipelineKey, kind: PayloadKind, data: Waiting) -> Job {
         let stamp = store.next_stamp();
-        Job::announced_stamped(store, key, kind, data, stamp)
+        Job::announced_for(store, key, kind, data, (stamp, WrittenFor::Application))
     }
 
-    /// [`Job::announced`] with the stamp its pipeline took earlier.
-    fn announced_stamped(
+    /// [`Job::announced`] with the stamp its pipeline took (earlier), for whom it is written.
+    fn announced_for(
         store: Arc<Store>,
         key: PipelineKey,
         kind: PayloadKind,
         data: Waiting,
-        stamp: SystemTime,
+        (stamp, for_whom): (SystemTime, WrittenFor),
     ) -> Job {
         let data = Arc::new(data);
         store.will_write_queued(&key, kind, data.clone());
@@ -112,7 +112,7 @@ impl Job {
             data,
             stamp,
             queued: Instant::now(),
-            for_whom: WrittenFor::Application,
+            for_whom,
         }
     }
 }
@@ -270,8 +270,8 @@ impl Writer {
     /// cannot take it.
     pub fn write_waiting(&self, store: Arc<Store>, entry: WaitingEntry) {
         let waiting = Waiting::Whole(entry.data);
-        let mut job = Job::announced_stamped(store, entry.key, entry.kind, waiting, entry.stamp);
-        job.for_whom = WrittenFor::Earlier;
+        let whom = (entry.stamp, WrittenFor::Earlier);
+        let job = Job::announced_for(store, entry.key, entry.kind, waiting, whom);
         if let Some(job) = self.queue_job(job, false) {
             (self.on_written)(run(&job), WrittenFor::Earlier);
         }
@@ -415,7 +415,7 @@ impl Writer {
                 .collect();
             (q.jobs.len(), together)
         };
-        expect_together(&together);
+        expect_together(together);
         // The device's builds are over, so its cores are free: many entries waiting (NVIDIA's,
         // held apart while every core built) are written by a few threads, not by this one alone
         // (ncnn at 16 threads on the H200: 3,115 entries, 3.3-3.8 s on one thread).
@@ -466,17 +466,7 @@ impl Writer {
             whole.into()
         };
         let mut left = 0;
-        let mut by_store: Vec<(Arc<Store>, Vec<Job>)> = Vec::new();
-        for job in jobs {
-            match by_store
-                .iter_mut()
-                .find(|(s, _)| Arc::ptr_eq(s, &job.store))
-            {
-                Some((_, all)) => all.push(job),
-                None => by_store.push((job.store.clone(), vec![job])),
-            }
-        }
-        for (store, jobs) in by_store {
+        for (store, jobs) in by_store(jobs, |j| &j.store) {
             let whole: Vec<std::borrow::Cow<'_, [u8]>> =
                 jobs.iter().map(|j| j.data.whole()).collect();
             let entries: Vec<ToWait<'_>> = jobs
@@ -512,20 +502,31 @@ impl Writer {
 
 /// The entries waiting at the device's end, told to their stores together: a piece two of them
 /// carry is written as a piece from the first ([`Store::expect_together`]).
-fn expect_together(jobs: &[(Arc<Store>, PayloadKind, Arc<Waiting>)]) {
-    let mut stores: Vec<&Arc<Store>> = jobs.iter().map(|(s, _, _)| s).collect();
-    stores.sort_by_key(|s| Arc::as_ptr(s));
-    stores.dedup_by_key(|s| Arc::as_ptr(s));
-    for store in stores {
+fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>) {
+    for (store, jobs) in by_store(jobs, |(s, _, _)| s) {
         let wholes: Vec<(PayloadKind, std::borrow::Cow<'_, [u8]>)> = jobs
             .iter()
-            .filter(|(s, _, _)| Arc::ptr_eq(s, store))
             .map(|(_, kind, data)| (*kind, data.whole()))
             .collect();
         let payloads: Vec<(PayloadKind, &[u8])> =
             wholes.iter().map(|(k, d)| (*k, d.as_ref())).collect();
         store.expect_together(&payloads);
     }
+}
+
+/// `items` grouped by the store each is for, in the order each store first comes.
+fn by_store<T>(items: Vec<T>, store_of: impl Fn(&T) -> &Arc<Store>) -> Vec<(Arc<Store>, Vec<T>)> {
+    let mut groups: Vec<(Arc<Store>, Vec<T>)> = Vec::new();
+    for item in items {
+        match groups
+            .iter_mut()
+            .find(|(s, _)| Arc::ptr_eq(s, store_of(&item)))
+        {
+            Some((_, all)) => all.push(item),
+            None => groups.push((store_of(&item).clone(), vec![item])),
+        }
+    }
+    groups
 }
 
 /// Threads beside the finishing one that write what waits at the device's end: one for every

@@ -46,7 +46,7 @@ pub fn clear(args: ClearArgs) -> Result<ExitCode, String> {
         for beside in [
             pipekeep::replay::record::PENDING_FILE_NAME,
             pipekeep::store::identifiers::FILE_NAME,
-            pipekeep::store::library::BYTES_FILE,
+            pipekeep::store::bound::BYTES_FILE,
         ] {
             let _ = remove_if_present(&root.join(t).join(beside));
         }
