@@ -2,7 +2,8 @@
 //! of them itself: kept at the first run and made from their binaries at the next (single
 //! shaders, a linked vertex and fragment pair, compute with specialization, a call of both kinds),
 //! each binary the application asks after the same as without the layer; a damaged entry costs
-//! one compile, the other shaders of its call made from theirs.
+//! its call one compile; a process that dies while the driver loads an entry costs that entry's
+//! call one compile, never a crash loop.
 
 mod common;
 use common::*;
@@ -98,6 +99,44 @@ fn a_damaged_shader_entry_costs_one_compile() {
         w.shaders_from_entries + w.shaders_compiled,
         SHADERS,
         "{}",
+        after.all()
+    );
+    let next = through_the_layer(tmp.path());
+    assert_eq!(next.watch().shaders_from_entries, SHADERS, "{}", next.all());
+}
+
+#[test]
+fn a_process_that_dies_while_the_driver_loads_a_shader_entry_costs_that_call_one_compile() {
+    let tmp = tempfile::tempdir().unwrap();
+    through_the_layer(tmp.path());
+    let dying = app(tmp.path())
+        .with_layer()
+        .env("PIPEKEEP_TEST_ABORT_IN_LOAD", "1")
+        .run_within(LIMIT);
+    assert!(!dying.ok, "the process was to abort\n{}", dying.all());
+    let kept = entries(&tmp.path().join("store"));
+    let dir = kept[0].parent().unwrap().to_path_buf();
+    let marker = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "loading"))
+        .expect("the dead thread's marker");
+    let victim = std::fs::read_to_string(&marker).unwrap();
+    let victim = victim.trim_end_matches('\0');
+    assert!(dir.join(victim).is_file(), "the marker names {victim:?}");
+    // The next run drops that entry at its opening: its call (at most three shaders) compiles
+    // once, every other call is made from its entries; the run after finds them all.
+    let after = through_the_layer(tmp.path());
+    let w = after.watch();
+    assert!(
+        (1..=3).contains(&w.shaders_compiled)
+            && w.shaders_from_entries == SHADERS - w.shaders_compiled,
+        "{}",
+        after.all()
+    );
+    assert!(
+        after.stderr.contains(victim),
+        "the drop is logged\n{}",
         after.all()
     );
     let next = through_the_layer(tmp.path());

@@ -25,7 +25,7 @@ use ash::vk::Handle;
 use super::capture::shader_desc;
 use super::device::{device_data, unrecorded_next, DeviceData};
 use super::guard::guarded;
-use super::pipelines::found_entry;
+use super::pipelines::{aborts_in_this_load, found_entry};
 use crate::key::desc::ShaderDesc;
 use crate::key::{shader_objects_key, Digest, PipelineKey};
 use crate::store::binaries;
@@ -321,6 +321,9 @@ impl Call<'_> {
     ) -> Result<(), &'static str> {
         // A crash inside the driver while it loads these binaries blames this entry.
         let marker = store.hold_marker(entry);
+        if aborts_in_this_load(store, entry) {
+            std::process::abort();
+        }
         // SAFETY: the group's places in the application's call.
         let made = unsafe { self.make_from(entry, group, format, out) };
         drop(marker);

@@ -379,7 +379,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
 }
 
 /// Test only: whether `PIPEKEEP_TEST_ABORT_IN_LOAD` makes this load abort the process.
-pub(super) fn aborts_in_this_load(store: &Store, entry: &FoundEntry) -> bool {
+pub(in crate::layer) fn aborts_in_this_load(store: &Store, entry: &FoundEntry) -> bool {
     match SETTINGS.test_abort_in_load.as_deref() {
         None => false,
         Some(link) if link.contains('/') => {

@@ -16,8 +16,8 @@ mod feedback;
 mod keep;
 
 use binary::*;
-pub(super) use cache::prime_dictionary;
 use cache::*;
+pub(super) use cache::{aborts_in_this_load, prime_dictionary};
 use feedback::*;
 use keep::*;
 
