@@ -60,6 +60,19 @@ fn a_busy_first_launch_leaves_its_entries_in_one_file_and_the_next_finds_every_p
     // (An application thread that finds the queue's lock held a moment writes its own inline.)
     let files = entries(&store).len() as u64;
     assert!(files < PIPELINES / 4, "few entry files yet: {files}");
+    // `pipekeep list` counts them where they wait.
+    let list = App::tool(Driver::Radv, tmp.path())
+        .args(&["list", "--json"])
+        .run();
+    assert!(list.ok, "{}", list.all());
+    let listed: serde_json::Value = serde_json::from_str(list.stdout.trim()).unwrap();
+    let waiting: u64 = listed["titles"][0]["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["waiting"].as_u64().unwrap())
+        .sum();
+    assert_eq!(waiting + files, PIPELINES, "{}", list.stdout);
     // Before: 300 entry files written at the device's end, one at a time.
     let warm = run(tmp.path(), false, &["--linger-ms", "1500"]);
     let w = warm.watch();

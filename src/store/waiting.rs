@@ -20,7 +20,6 @@
 //! bytes. A process that dies before it wrote what it took loses those entries: one compile each.
 
 use std::fs;
-use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -112,6 +111,22 @@ fn next_record(rest: &[u8]) -> Option<Record<'_>> {
         },
         entry,
     })
+}
+
+/// The entries left waiting in an identity directory and the bytes of their files, as the files
+/// read (records counted, not checked; for `pipekeep list`).
+pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
+    let (mut entries, mut bytes) = (0, 0);
+    for name in files::names_in(dir).unwrap_or_default() {
+        if !name.ends_with(SUFFIX) {
+            continue;
+        }
+        if let Ok(read) = files::read_at_most(&dir.join(&name), MOST_BYTES) {
+            bytes += read.len() as u64;
+            entries += parse(&read).0.len() as u64;
+        }
+    }
+    (entries, bytes)
 }
 
 impl Store {
@@ -211,21 +226,14 @@ impl Store {
 }
 
 /// The file's bytes, the file removed (another process that took it first leaves none). Never
-/// through a link, never waiting on a FIFO, never past [`MOST_BYTES`]; anything but a regular
-/// file is removed unread.
+/// through a link, never waiting on a FIFO (`files::read_at_most`); one larger than
+/// [`MOST_BYTES`] is removed unused.
 fn read_and_remove(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    let no_atime = std::sync::atomic::AtomicBool::new(false);
-    let file = files::open_for_reading(None, path, &no_atime)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() || meta.len() > MOST_BYTES {
-        fs::remove_file(path)?;
-        return Err(std::io::Error::other(
-            "not a waiting file, or larger than one may be",
-        ));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MOST_BYTES).read_to_end(&mut bytes)?;
+    let bytes = files::read_at_most(path, MOST_BYTES + 1)?;
     fs::remove_file(path)?;
+    if bytes.len() as u64 > MOST_BYTES {
+        return Err(std::io::Error::other("larger than a waiting file may be"));
+    }
     Ok(bytes)
 }
 

@@ -45,6 +45,7 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
                 .filter_map(|m| m.modified().ok())
                 .map(pipekeep::watch::unix_secs)
                 .collect();
+            let (waiting, waiting_bytes) = pipekeep::store::waiting::waiting_in(&d.path);
             let name = d
                 .path
                 .file_name()
@@ -56,6 +57,7 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
                 "vendor": vendor_name(d.name.vendor_id), "vendor_id": d.name.vendor_id, "device_id": d.name.device_id,
                 "driver_version": driver_version(d.name.vendor_id, d.name.driver_version),
                 "entries": files.len(), "bytes": shared.kept_bytes(),
+                "waiting": waiting, "waiting_bytes": waiting_bytes,
                 "pieces": shared.pieces, "piece_bytes": shared.piece_bytes, "named_bytes": shared.named_bytes,
                 "oldest": stamps.iter().copied().reduce(f64::min), "newest": stamps.iter().copied().reduce(f64::max),
                 "this_machine": local.as_ref().map(|l| l.contains(&name)),
@@ -115,8 +117,15 @@ pub fn list(args: ListArgs) -> Result<ExitCode, String> {
                 None if args.devices => " (devices of this machine unknown)",
                 None => "",
             };
+            let waiting = match d["waiting"].as_u64() {
+                Some(n) if n > 0 => format!(
+                    "; {n} entries left waiting by a process's end, {}, for the next run to write",
+                    human_bytes(d["waiting_bytes"].as_u64().unwrap_or(0))
+                ),
+                _ => String::new(),
+            };
             println!(
-                "  {} {} {:#06x} driver {}: {} entries, {} pieces, {}, stamps {} .. {}{here}",
+                "  {} {} {:#06x} driver {}: {} entries, {} pieces, {}, stamps {} .. {}{waiting}{here}",
                 d["identity"].as_str().unwrap_or_default(),
                 d["vendor"].as_str().unwrap_or_default(),
                 d["device_id"].as_u64().unwrap_or(0),
