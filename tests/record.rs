@@ -224,36 +224,6 @@ fn recorded_under_a_driconf_option_for_the_executable_the_rebuilt_entries_are_fo
     assert_eq!(plain.watch().found, 0, "{}", plain.all());
 }
 
-/// Renames a title's identity directory to another driver version of the same device: the next
-/// opening takes it for a driver change (as the damage tests make another driver's directory).
-/// (A short run may leave part of an earlier change's directory: its dropping stops with the
-/// device. The directory renamed is the present driver's, to a version no directory has.)
-fn simulate_a_driver_change(title: &Path) {
-    let host = title.join("host-pipelines");
-    let is_simulated = |name: &str| {
-        name.split('-')
-            .nth(2)
-            .is_some_and(|v| v.starts_with("0000000"))
-    };
-    let dir = std::fs::read_dir(&host)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_dir() && !is_simulated(p.file_name().unwrap().to_str().unwrap()))
-        .expect("an identity directory");
-    let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
-    let mut fields: Vec<String> = name.split('-').map(str::to_owned).collect();
-    let fresh = (1..10)
-        .map(|n| format!("0000000{n}"))
-        .find(|v| {
-            fields[2] = v.clone();
-            !host.join(fields.join("-")).exists()
-        })
-        .unwrap();
-    fields[2] = fresh;
-    std::fs::rename(&dir, host.join(fields.join("-"))).unwrap();
-}
-
 /// SPEC "Never break the application": no application thread waits on a lock that a thread of
 /// the layer's own at idle priority may hold. The background rebuild's first object stalls its
 /// thread inside its object table's write lock (as an idle thread no core is given); the

@@ -142,3 +142,74 @@ fn a_process_that_dies_while_the_driver_loads_a_shader_entry_costs_that_call_one
     let next = through_the_layer(tmp.path());
     assert_eq!(next.watch().shaders_from_entries, SHADERS, "{}", next.all());
 }
+
+/// Calls of shader objects the test app makes (5 a variant), each recorded whole.
+const CALLS: u64 = 30;
+
+/// The record keeps every call whole: after the store is gone (a driver change, `pipekeep
+/// clear`), `pipekeep rebuild` makes each call again through the layer, and the next run makes
+/// every shader from its binaries. Before: shader objects were not recorded, and the rebuild
+/// found no call to make.
+#[test]
+fn pipekeep_rebuild_makes_every_recorded_call_again_and_the_next_run_finds_every_shader() {
+    let tmp = tempfile::tempdir().unwrap();
+    through_the_layer(tmp.path());
+    let title = tmp.path().join("store/pipekeep-testapp");
+    std::fs::remove_dir_all(title.join("host-pipelines")).unwrap();
+    let rebuilt = App::tool(Driver::Radv, tmp.path())
+        .with_layer()
+        .args(&["rebuild", "--json"])
+        .run_within(LIMIT);
+    assert!(rebuilt.ok, "{}", rebuilt.all());
+    let summary: serde_json::Value = serde_json::from_str(rebuilt.stdout.trim()).unwrap();
+    let t = &summary["titles"][0];
+    assert_eq!(
+        (t["made_shader_objects"].as_u64(), t["written"].as_u64()),
+        (Some(CALLS), Some(ENTRIES)),
+        "{}",
+        rebuilt.all()
+    );
+    let warm = through_the_layer(tmp.path());
+    let w = warm.watch();
+    assert_eq!(
+        (w.shaders_from_entries, w.shaders_compiled),
+        (SHADERS, 0),
+        "{}",
+        warm.all()
+    );
+}
+
+/// After a driver change the background rebuild, on the application's own device through the
+/// layer's own `vkCreateShadersEXT`, makes every recorded call again, counted as the rebuild's;
+/// the next run makes every shader from its binaries.
+#[test]
+fn after_a_driver_change_shader_objects_are_rebuilt_in_the_background() {
+    let tmp = tempfile::tempdir().unwrap();
+    through_the_layer(tmp.path());
+    let title = tmp.path().join("store/pipekeep-testapp");
+    simulate_a_driver_change(&title);
+    // A short run of the same device (its configuration's calls are the rebuild's).
+    let short = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .args(&["--compute", "0", "--graphics", "0", "--shader-objects", "1"])
+        .args(&["--linger-ms", "200"])
+        .env("PIPEKEEP_TEST_REBUILD_FIRST", "1")
+        .run_within(LIMIT);
+    assert!(short.ok, "{}", short.all());
+    assert!(
+        short.stderr.contains(&format!(
+            "background rebuild ended made={CALLS} of={CALLS} skipped=0"
+        )),
+        "{}",
+        short.all()
+    );
+    assert!(!title.join("record.pending").exists(), "{}", short.all());
+    let warm = through_the_layer(tmp.path());
+    let w = warm.watch();
+    assert_eq!(
+        (w.shaders_from_entries, w.shaders_compiled),
+        (SHADERS, 0),
+        "{}",
+        warm.all()
+    );
+}

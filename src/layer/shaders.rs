@@ -13,7 +13,10 @@
 //! `VK_INCOMPATIBLE_SHADER_BINARY_EXT` after a driver update, any error) whatever was made is
 //! destroyed and the application's call is made as it asked, so it sees the driver's own answer,
 //! array and binaries; each group's binaries (`vkGetShaderBinaryDataEXT`) are then kept as an
-//! entry of kind `binary` under the driver's `shaderBinaryUUID` and `shaderBinaryVersion`.
+//! entry of kind `binary` under the driver's `shaderBinaryUUID` and `shaderBinaryVersion`, and
+//! the call is recorded whole (`record.foz`, under pipekeep's own tag), so that a rebuild after
+//! a driver change makes it again through the layer. On the background rebuild's threads a
+//! compiled call's entries are written at once and counted as the rebuild's.
 
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -25,9 +28,11 @@ use ash::vk::Handle;
 use super::capture::shader_desc;
 use super::device::{device_data, unrecorded_next, DeviceData};
 use super::guard::guarded;
-use super::pipelines::{aborts_in_this_load, found_entry};
+use super::idle::on_rebuild_thread;
+use super::pipelines::{aborts_in_this_load, found_entry, record};
 use crate::key::desc::ShaderDesc;
 use crate::key::{shader_objects_key, Digest, PipelineKey};
+use crate::replay::record::{Content, Recorded};
 use crate::store::binaries;
 use crate::store::envelope::PayloadKind;
 use crate::store::{FoundEntry, Store};
@@ -202,10 +207,19 @@ impl Call<'_> {
         out.fill(vk::ShaderEXT::null());
         let started = Instant::now();
         let (dev, n) = (self.dev, self.infos.len() as u64);
+        let rebuilding = on_rebuild_thread();
+        let counted = |outcome| {
+            if rebuilding {
+                dev.watch.rebuilt();
+            } else {
+                dev.watch.shaders(outcome, n, nanos(started));
+                dev.app_activity.touch();
+            }
+        };
         let as_asked = |outcome, out: &mut [vk::ShaderEXT]| {
             // SAFETY: the application's arguments, as it asked.
             let r = unsafe { self.make(self.infos, out) };
-            dev.watch.shaders(outcome, n, nanos(started));
+            counted(outcome);
             r
         };
         let (Some(keying), Some(store)) = (dev.shader_objects, dev.store()) else {
@@ -230,7 +244,7 @@ impl Call<'_> {
         };
         // SAFETY: the application's create infos; `out` has a place for each.
         if unsafe { self.made_from_entries(store, &groups, &format, out) } {
-            dev.watch.shaders(Outcome::Found, n, nanos(started));
+            counted(Outcome::Found);
             return vk::Result::SUCCESS;
         }
         // A driver builds a call's shaders as the call holds them: compiled whole, as asked.
@@ -238,10 +252,31 @@ impl Call<'_> {
         if r == vk::Result::SUCCESS && !dev.keeps_no_misses(store) {
             for group in &groups {
                 // SAFETY: shaders this call made.
-                unsafe { self.keep(store, group, &format, out) };
+                unsafe { self.keep(store, group, &format, out, rebuilding) };
             }
+            self.record(&groups, descs);
         }
         r
+    }
+
+    /// Queues the call for the title's record, whole (a replay makes it as the application
+    /// did, so that each group keys as it did), under the key of its first shader's group, with
+    /// each shader's SPIR-V as a module's content.
+    fn record(&self, groups: &[Group], descs: Vec<ShaderDesc>) {
+        let Some(first) = groups.iter().find(|g| g.members.contains(&0)) else {
+            return;
+        };
+        let mut codes = Vec::with_capacity(descs.len());
+        for (ci, desc) in self.infos.iter().zip(&descs) {
+            // SAFETY: codeSize bytes at pCode (SPIR-V, a multiple of 4: checked by the key).
+            let code = unsafe { std::slice::from_raw_parts(ci.p_code.cast::<u8>(), ci.code_size) };
+            let words: Vec<u32> = code
+                .chunks_exact(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect();
+            codes.push((desc.stage.module, Arc::new(Content::Module(words))));
+        }
+        record(self.dev, first.key, Recorded::ShaderObjects(descs), codes);
     }
 
     /// The call's shaders in the groups they are kept in, keyed: those it links together, and
@@ -384,7 +419,15 @@ impl Call<'_> {
 
     /// Keeps a compiled group's binaries as one entry (none where the driver gives no binary of
     /// one of them).
-    unsafe fn keep(&self, store: &Arc<Store>, group: &Group, format: &[u8], out: &[vk::ShaderEXT]) {
+    /// `rebuilding`: on the background rebuild's thread, where it is written at once.
+    unsafe fn keep(
+        &self,
+        store: &Arc<Store>,
+        group: &Group,
+        format: &[u8],
+        out: &[vk::ShaderEXT],
+        rebuilding: bool,
+    ) {
         let Some(get) = self.dev.fns.get_shader_binary_data else {
             return;
         };
@@ -400,13 +443,11 @@ impl Call<'_> {
             }
         }
         let payload = binaries::encode(format, codes.iter().map(|(k, c)| (&k[..], &c[..])));
-        self.dev.writer.write(
-            store.clone(),
-            group.key,
-            PayloadKind::Binaries,
-            payload,
-            None,
-        );
+        let (writer, store) = (&self.dev.writer, store.clone());
+        match rebuilding {
+            true => writer.write_here(store, group.key, PayloadKind::Binaries, payload),
+            false => writer.write(store, group.key, PayloadKind::Binaries, payload, None),
+        }
     }
 
     /// The driver's `vkCreateShadersEXT`.

@@ -19,10 +19,19 @@ pub const TAG_GRAPHICS: u32 = 6;
 pub const TAG_COMPUTE: u32 = 7;
 pub const TAG_LINK: u32 = 8;
 pub const TAG_RAY_TRACING: u32 = 9;
+/// pipekeep's own: one `vkCreateShadersEXT` call, its shaders' create infos in Fossilize's
+/// manner. Fossilize has no tag for shader objects, and its readers skip every tag past its own
+/// (`tag < RESOURCE_COUNT`, 11 at de951cf1), so Valve's replayer reads the rest of the record
+/// as ever.
+pub const TAG_SHADER_OBJECTS: u32 = 0x7000;
 
-/// Whether entries of `tag` are pipelines (compute, graphics or ray tracing).
+/// Whether entries of `tag` are pipelines (compute, graphics or ray tracing) or a call of shader
+/// objects: what a title builds, each kept as entries.
 pub fn is_pipeline_tag(tag: u32) -> bool {
-    matches!(tag, TAG_COMPUTE | TAG_GRAPHICS | TAG_RAY_TRACING)
+    matches!(
+        tag,
+        TAG_COMPUTE | TAG_GRAPHICS | TAG_RAY_TRACING | TAG_SHADER_OBJECTS
+    )
 }
 
 /// Pipelines by `(tag, hash)`.
@@ -80,6 +89,8 @@ pub struct Catalog {
     pub compute: Vec<(u64, Option<Value>)>,
     pub graphics: Vec<(u64, Option<Value>)>,
     pub ray_tracing: Vec<(u64, Option<Value>)>,
+    /// `vkCreateShadersEXT` calls, each one job as a pipeline is.
+    pub shader_objects: Vec<(u64, Option<Value>)>,
     pub problems: Vec<Problem>,
 }
 
@@ -234,14 +245,21 @@ impl Catalog {
                 hash,
                 Some(object(&doc, &["raytracingPipelines"])?.1.clone()),
             )),
+            TAG_SHADER_OBJECTS => self
+                .shader_objects
+                .push((hash, Some(object(&doc, &["shaderObjects"])?.1.clone()))),
             _ => {} // kinds that make no pipeline
         }
         Ok(())
     }
 
-    /// How many pipelines it holds, of every kind (malformed ones too).
+    /// How many pipelines it holds, of every kind (malformed ones too), a call of shader objects
+    /// counted as one.
     pub fn pipelines(&self) -> usize {
-        self.compute.len() + self.graphics.len() + self.ray_tracing.len()
+        self.compute.len()
+            + self.graphics.len()
+            + self.ray_tracing.len()
+            + self.shader_objects.len()
     }
 
     /// Every pipeline as `(tag, hash)`.
@@ -250,6 +268,7 @@ impl Catalog {
         (self.compute.iter().map(of(TAG_COMPUTE)))
             .chain(self.graphics.iter().map(of(TAG_GRAPHICS)))
             .chain(self.ray_tracing.iter().map(of(TAG_RAY_TRACING)))
+            .chain(self.shader_objects.iter().map(of(TAG_SHADER_OBJECTS)))
     }
 
     /// The pipelines `keep` takes (`(tag, hash)`), of every kind.
@@ -257,6 +276,8 @@ impl Catalog {
         self.compute.retain(|(h, _)| keep(TAG_COMPUTE, *h));
         self.graphics.retain(|(h, _)| keep(TAG_GRAPHICS, *h));
         self.ray_tracing.retain(|(h, _)| keep(TAG_RAY_TRACING, *h));
+        self.shader_objects
+            .retain(|(h, _)| keep(TAG_SHADER_OBJECTS, *h));
     }
 
     /// The catalog with only the pipelines `keep` takes (`(tag, hash)`), every object kept.
@@ -391,6 +412,7 @@ impl Catalog {
             TAG_COMPUTE => self.compute.push((hash, None)),
             TAG_GRAPHICS => self.graphics.push((hash, None)),
             TAG_RAY_TRACING => self.ray_tracing.push((hash, None)),
+            TAG_SHADER_OBJECTS => self.shader_objects.push((hash, None)),
             _ => {}
         }
     }

@@ -547,3 +547,33 @@ pub fn bound_leaving(entries: u64, record: &Path) -> u64 {
         .find(|b| b.saturating_sub(record_bytes.min(b / 4).max(floor)) >= entries)
         .expect("a bound")
 }
+
+/// Renames a title's identity directory to another driver version of the same device: the next
+/// opening takes it for a driver change (as the damage tests make another driver's directory).
+/// (A short run may leave part of an earlier change's directory: its dropping stops with the
+/// device. The directory renamed is the present driver's, to a version no directory has.)
+pub fn simulate_a_driver_change(title: &Path) {
+    let host = title.join("host-pipelines");
+    let is_simulated = |name: &str| {
+        name.split('-')
+            .nth(2)
+            .is_some_and(|v| v.starts_with("0000000"))
+    };
+    let dir = std::fs::read_dir(&host)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir() && !is_simulated(p.file_name().unwrap().to_str().unwrap()))
+        .expect("an identity directory");
+    let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
+    let mut fields: Vec<String> = name.split('-').map(str::to_owned).collect();
+    let fresh = (1..10)
+        .map(|n| format!("0000000{n}"))
+        .find(|v| {
+            fields[2] = v.clone();
+            !host.join(fields.join("-")).exists()
+        })
+        .unwrap();
+    fields[2] = fresh;
+    std::fs::rename(&dir, host.join(fields.join("-"))).unwrap();
+}

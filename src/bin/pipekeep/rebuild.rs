@@ -99,6 +99,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         clean &= summary.skipped_total() == 0 && summary.malformed.is_empty();
         out.push(json!({
             "title": title, "record": path, "pipelines": summary.made,
+            "made_shader_objects": summary.made_shader_objects,
             "found": sum(|t| t.found), "compiled": sum(|t| t.compiled),
             "written": sum(|t| t.written),
             "skipped": summary.skipped_total(), "creation_ms": summary.creation_ms,
@@ -115,9 +116,10 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     } else {
         for o in &out {
             println!(
-                "{}: rebuilt {} pipelines from its record under {} configuration(s) ({} already in the store, {} compiled, {} written; {} entries of an earlier driver dropped)",
+                "{}: rebuilt {} pipelines ({} of them calls of shader objects) from its record under {} configuration(s) ({} already in the store, {} compiled, {} written; {} entries of an earlier driver dropped)",
                 o["title"].as_str().unwrap_or_default(),
                 o["pipelines"],
+                o["made_shader_objects"],
                 o["configurations"],
                 o["found"],
                 o["compiled"],

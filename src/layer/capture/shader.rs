@@ -48,8 +48,9 @@ pub unsafe fn shader_desc(
     if ci.code_type != vk::ShaderCodeTypeEXT::SPIRV {
         return Err(Unkeyable::OwnBinaries);
     }
-    if ci.p_code.is_null() || ci.code_size == 0 {
-        return Err(Unkeyable::MissingState("shader code"));
+    // SPIR-V is whole words (VUID-VkShaderCreateInfoEXT-codeSize-08735): the record writes it so.
+    if ci.p_code.is_null() || ci.code_size == 0 || !ci.code_size.is_multiple_of(4) {
+        return Err(Unkeyable::MissingState("shader code of whole SPIR-V words"));
     }
     if ci.p_name.is_null() {
         return Err(Unkeyable::MissingState("entry point name"));

@@ -115,6 +115,24 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
             f,
         )
     });
+    // Calls of shader objects through this layer's own intercept, where the device has them.
+    // SAFETY: as above; the commands of those names have those signatures.
+    let shader_objects = unsafe {
+        let create = command_of(dev, c"vkCreateShadersEXT");
+        let destroy = command_of(dev, c"vkDestroyShaderEXT");
+        create.zip(destroy).map(
+            |(create, destroy)| crate::replay::replayer::ShaderCommands {
+                create: std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkCreateShadersEXT,
+                >(create),
+                destroy: std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkDestroyShaderEXT,
+                >(destroy),
+            },
+        )
+    };
     drop(inside);
     // What the replay calls must be there (the rest of a 1.3 table may be absent).
     const NEEDED: [&str; 12] = [
@@ -183,7 +201,13 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
     let started = std::time::Instant::now();
     // SAFETY: as above.
     let summary = unsafe {
-        crate::replay::replayer::replay_on_device(device, ray_tracing, &catalog, &options)
+        crate::replay::replayer::replay_on_device(
+            device,
+            ray_tracing,
+            shader_objects,
+            &catalog,
+            &options,
+        )
     };
     let no_room = summary
         .skipped

@@ -19,6 +19,7 @@ use binary::*;
 use cache::*;
 pub(super) use cache::{aborts_in_this_load, prime_dictionary};
 use feedback::*;
+pub(super) use keep::record;
 use keep::*;
 
 use std::ffi::c_void;
@@ -93,7 +94,7 @@ trait PipelineInfo: Copy {
         objects: &Objects,
         device: &Digest,
         flags: Flags,
-    ) -> Result<Recorded, Unkeyable>;
+    ) -> Result<(PipelineKey, Recorded), Unkeyable>;
 }
 
 macro_rules! pipeline_info {
@@ -151,13 +152,13 @@ macro_rules! pipeline_info {
                 objects: &Objects,
                 device: &Digest,
                 flags: Flags,
-            ) -> Result<Recorded, Unkeyable> {
+            ) -> Result<(PipelineKey, Recorded), Unkeyable> {
                 let describe: unsafe fn(
                     &Self,
                     &Objects,
                     &Digest,
                     Flags,
-                ) -> Result<Recorded, Unkeyable> = $describe;
+                ) -> Result<(PipelineKey, Recorded), Unkeyable> = $describe;
                 // SAFETY: as the caller vouches.
                 unsafe { describe(self, objects, device, flags) }
             }
@@ -191,7 +192,7 @@ pipeline_info!(
         Ok(())
     },
     |ci, objects, device, flags| unsafe { capture::compute_desc(ci, objects, device, flags) }
-        .map(Recorded::Compute)
+        .map(|d| (crate::key::compute_key(&d), Recorded::Compute(d)))
 );
 pipeline_info!(
     vk::GraphicsPipelineCreateInfo<'static>,
@@ -208,8 +209,12 @@ pipeline_info!(
         }
         Ok(())
     },
-    |ci, objects, device, flags| unsafe { capture::graphics_desc(ci, objects, device, flags) }
-        .map(|d| Recorded::Graphics(Box::new(d)))
+    |ci, objects, device, flags| unsafe { capture::graphics_desc(ci, objects, device, flags) }.map(
+        |d| (
+            crate::key::graphics_key(&d),
+            Recorded::Graphics(Box::new(d))
+        )
+    )
 );
 
 pipeline_info!(
@@ -223,7 +228,10 @@ pipeline_info!(
     |_, _, _| Ok(()),
     // SAFETY: the application's create info, valid for the call, as the flow vouches.
     |ci, objects, device, flags| unsafe { capture::ray_tracing_desc(ci, objects, device, flags) }
-        .map(|d| Recorded::RayTracing(Box::new(d)))
+        .map(|d| (
+            crate::key::ray_tracing_key(&d),
+            Recorded::RayTracing(Box::new(d))
+        ))
 );
 
 pub unsafe extern "system" fn create_compute_pipelines(
@@ -394,12 +402,8 @@ unsafe fn build_one<T: PipelineInfo>(
         && !flags.has(vk::PipelineCreateFlags::LIBRARY_KHR)
         && unsafe { info.links_libraries() };
     // SAFETY: the application's create info.
-    let described = (!link).then(|| {
-        unsafe { info.describe(dev.objects(), &dev.device_state, flags) }.map(|desc| {
-            let key = desc.key();
-            (key, desc)
-        })
-    });
+    let described =
+        (!link).then(|| unsafe { info.describe(dev.objects(), &dev.device_state, flags) });
     lap.to(Phase::Key);
     let library_key = described
         .as_ref()

@@ -12,7 +12,7 @@ use super::{object_hash, pipeline_hash, stype, AppState, Content, DbEntry, NotRe
 use super::{PipelineRecord, Recorded};
 use crate::key::desc::{
     ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RayTracingDesc, RenderPassDesc, RenderTarget,
-    Robustness, SamplerDesc, SetLayoutDesc, StageDesc,
+    Robustness, SamplerDesc, SetLayoutDesc, ShaderDesc, StageDesc,
 };
 use crate::key::Digest;
 use crate::replay::objects::{
@@ -46,24 +46,20 @@ pub fn pipeline_entries(
     let app_payload = application(app);
     let app_hash = super::configuration::configuration_hash(app);
     let mut out = vec![(TAG_APPLICATION, app_hash, app_payload)];
-    let (layout_digest, stages) = match &record.desc {
-        Recorded::Compute(d) => (d.layout, std::slice::from_ref(&d.stage)),
-        Recorded::Graphics(d) => (d.layout, &d.stages[..]),
-        Recorded::RayTracing(d) => (d.layout, &d.stages[..]),
-    };
     // A library part of vertex input or fragment output state, or a link naming none, has no
-    // layout of its own: it is written as NULL.
-    let no_layout = layout_digest == Digest([0; 32]);
-    let layout_content = if no_layout {
-        None
-    } else {
-        Some(content(&layout_digest)?)
-    };
-    let set_layouts = match layout_content.as_deref() {
-        Some(Content::PipelineLayout(layout)) => &layout.set_layouts[..],
+    // layout of its own: it is written as NULL. Shader objects name their set layouts each.
+    let layout_digest = record
+        .desc
+        .layout()
+        .copied()
+        .filter(|l| *l != Digest([0; 32]));
+    let layout_content = layout_digest.as_ref().map(&content).transpose()?;
+    let mut set_layouts = match layout_content.as_deref() {
+        Some(Content::PipelineLayout(layout)) => layout.set_layouts.clone(),
         Some(_) => return Err(NotRecorded::MissingContent),
-        None => &[],
+        None => Vec::new(),
     };
+    set_layouts.extend(record.desc.own_set_layouts());
     // A set left NULL (`INDEPENDENT_SETS`) is written as Fossilize writes it: hash 0.
     for set in set_layouts.iter().filter(|s| **s != Digest::NONE) {
         let Content::SetLayout(set_layout) = &*content(set)? else {
@@ -83,14 +79,16 @@ pub fn pipeline_entries(
             set_layout_doc(set, set_layout),
         ));
     }
-    if let Some(Content::PipelineLayout(layout)) = layout_content.as_deref() {
+    if let (Some(digest), Some(Content::PipelineLayout(layout))) =
+        (&layout_digest, layout_content.as_deref())
+    {
         out.push((
             TAG_PIPELINE_LAYOUT,
-            object_hash(&layout_digest),
-            pipeline_layout_doc(&layout_digest, layout),
+            object_hash(digest),
+            pipeline_layout_doc(digest, layout),
         ));
     }
-    for stage in stages {
+    for stage in record.desc.stages() {
         let Content::Module(code) = &*content(&stage.module)? else {
             return Err(NotRecorded::MissingContent);
         };
@@ -118,6 +116,9 @@ pub fn pipeline_entries(
             out.push((tag, hash, graphics_doc(hash, d)?));
         }
         Recorded::RayTracing(d) => out.push((tag, hash, ray_tracing_doc(hash, d)?)),
+        Recorded::ShaderObjects(shaders) => {
+            out.push((tag, hash, shader_objects_doc(hash, shaders)?))
+        }
     }
     // The pipeline under its configuration, as Fossilize links a blob to its application.
     out.push((
@@ -481,6 +482,36 @@ pub(super) fn ray_tracing_doc(hash: u64, d: &RayTracingDesc) -> Result<Vec<u8>, 
         v["pNext"] = json!([robustness_json(r)]);
     }
     Ok(document("raytracingPipelines", hash, v))
+}
+
+/// A `vkCreateShadersEXT` call: each shader's `VkShaderCreateInfoEXT` under its Vulkan field
+/// names, as Fossilize writes a structure (`codeType` SPIR-V, the code named as a shader module
+/// entry by its hash, `pName` as `name`, and the stage's own members as a pipeline stage writes
+/// them), in the call's order.
+fn shader_objects_doc(hash: u64, shaders: &[ShaderDesc]) -> Result<Vec<u8>, NotRecorded> {
+    let infos = shaders
+        .iter()
+        .map(|s| {
+            let mut info = stage_json(&s.stage)?;
+            let sets: Vec<String> = s.layout.set_layouts.iter().map(hash_ref).collect();
+            let ranges: Vec<Value> = s
+                .layout
+                .push_constant_ranges
+                .iter()
+                .map(|r| json!({ "stageFlags": r.stage_flags, "offset": r.offset, "size": r.size }))
+                .collect();
+            info["nextStage"] = json!(s.next_stage);
+            info["codeType"] = json!(ash::vk::ShaderCodeTypeEXT::SPIRV.as_raw());
+            info["setLayouts"] = json!(sets);
+            info["pushConstantRanges"] = json!(ranges);
+            Ok(info)
+        })
+        .collect::<Result<Vec<Value>, NotRecorded>>()?;
+    Ok(document(
+        "shaderObjects",
+        hash,
+        json!({ "createInfos": infos }),
+    ))
 }
 
 fn render_pass_doc(digest: &Digest, rp: &RenderPassDesc) -> Vec<u8> {

@@ -9,7 +9,8 @@
 //! it was keyed, and replaying it gives the same key on the same device (the record keeps the
 //! device's state too: [`DEVICE_KEY`]). Compute, graphics and ray-tracing pipelines are
 //! recorded, pipeline libraries among them (a link names its libraries by their pipelines'
-//! hashes, as Fossilize does).
+//! hashes, as Fossilize does), and each `vkCreateShadersEXT` call whole, under a tag of
+//! pipekeep's own that Fossilize's readers skip ([`crate::replay::objects::TAG_SHADER_OBJECTS`]).
 //!
 //! Appending is crash-safe as the database format makes it: an entry cut short by a stopped
 //! process is ignored by readers (and the next append goes after it, as Fossilize's own writer
@@ -19,7 +20,7 @@ use std::sync::Arc;
 
 use crate::key::desc::{
     ComputeDesc, GraphicsDesc, PipelineLayoutDesc, RayTracingDesc, RenderPassDesc, RenderTarget,
-    SamplerDesc, SetLayoutDesc,
+    SamplerDesc, SetLayoutDesc, ShaderDesc,
 };
 use crate::key::{Digest, PipelineKey};
 
@@ -61,79 +62,97 @@ pub enum Content {
     RenderPass(RenderPassDesc),
 }
 
-/// A pipeline as its key captured it.
+/// A pipeline, or a call of shader objects, as its key captured it.
 #[derive(Debug, Clone)]
 pub enum Recorded {
     Compute(ComputeDesc),
     Graphics(Box<GraphicsDesc>),
     RayTracing(Box<RayTracingDesc>),
+    /// Every shader of one `vkCreateShadersEXT` call, in the call's order: a replay makes the
+    /// call whole, since each group's key holds the call's shape.
+    ShaderObjects(Vec<ShaderDesc>),
 }
 
 impl Recorded {
-    /// The pipeline's key: the one its description gives, so that what is recorded is what was
-    /// keyed.
-    pub fn key(&self) -> crate::key::PipelineKey {
+    /// Every stage it compiles.
+    fn stages(&self) -> Vec<&crate::key::desc::StageDesc> {
         match self {
-            Recorded::Compute(d) => crate::key::compute_key(d),
-            Recorded::Graphics(d) => crate::key::graphics_key(d),
-            Recorded::RayTracing(d) => crate::key::ray_tracing_key(d),
+            Recorded::Compute(d) => vec![&d.stage],
+            Recorded::Graphics(d) => d.stages.iter().collect(),
+            Recorded::RayTracing(d) => d.stages.iter().collect(),
+            Recorded::ShaderObjects(shaders) => shaders.iter().map(|s| &s.stage).collect(),
         }
     }
 
     /// Each stage's code digest ([`crate::key::stage_code_key`]), each once.
     pub fn stage_codes(&self) -> Vec<[u8; 16]> {
-        let stages: Vec<&crate::key::desc::StageDesc> = match self {
-            Recorded::Compute(d) => vec![&d.stage],
-            Recorded::Graphics(d) => d.stages.iter().collect(),
-            Recorded::RayTracing(d) => d.stages.iter().collect(),
-        };
-        let mut codes: Vec<[u8; 16]> = stages.into_iter().map(crate::key::stage_code_key).collect();
+        let mut codes: Vec<[u8; 16]> = self
+            .stages()
+            .into_iter()
+            .map(crate::key::stage_code_key)
+            .collect();
         codes.sort_unstable();
         codes.dedup();
         codes
     }
 
-    /// The pipeline layout's digest.
-    pub fn layout(&self) -> &Digest {
+    /// The pipeline layout's digest (none for shader objects, which name their set layouts
+    /// each: [`Recorded::own_set_layouts`]).
+    pub fn layout(&self) -> Option<&Digest> {
         match self {
-            Recorded::Compute(d) => &d.layout,
-            Recorded::Graphics(d) => &d.layout,
-            Recorded::RayTracing(d) => &d.layout,
+            Recorded::Compute(d) => Some(&d.layout),
+            Recorded::Graphics(d) => Some(&d.layout),
+            Recorded::RayTracing(d) => Some(&d.layout),
+            Recorded::ShaderObjects(_) => None,
         }
     }
 
-    /// The digests of every object the pipeline names directly (modules, layout, render pass).
+    /// The set layouts shader objects name (each once, NULL left out); none for a pipeline,
+    /// whose layout names its own.
+    pub fn own_set_layouts(&self) -> Vec<Digest> {
+        let Recorded::ShaderObjects(shaders) = self else {
+            return Vec::new();
+        };
+        let mut sets: Vec<Digest> = Vec::new();
+        for set in shaders.iter().flat_map(|s| &s.layout.set_layouts) {
+            if *set != Digest::NONE && !sets.contains(set) {
+                sets.push(*set);
+            }
+        }
+        sets
+    }
+
+    /// The digests of every object it names directly (modules, layout, render pass; a shader
+    /// object's set layouts).
     pub fn names(&self) -> Vec<Digest> {
-        match self {
-            Recorded::Compute(d) => vec![d.stage.module, d.layout],
-            Recorded::Graphics(d) => {
-                let mut out: Vec<Digest> = d.stages.iter().map(|s| s.module).collect();
-                out.push(d.layout);
-                if let RenderTarget::Pass { pass, .. } = &d.target {
-                    out.push(*pass);
-                }
-                out
-            }
-            Recorded::RayTracing(d) => {
-                let mut out: Vec<Digest> = d.stages.iter().map(|s| s.module).collect();
-                out.push(d.layout);
-                out
+        let mut out: Vec<Digest> = self.stages().iter().map(|s| s.module).collect();
+        out.extend(self.layout().copied());
+        out.extend(self.own_set_layouts());
+        if let Recorded::Graphics(d) = self {
+            if let RenderTarget::Pass { pass, .. } = &d.target {
+                out.push(*pass);
             }
         }
+        out
     }
 
-    /// The database tag it is written under (Fossilize's: 7 compute, 6 graphics, 9 ray tracing).
+    /// The database tag it is written under (Fossilize's: 7 compute, 6 graphics, 9 ray tracing;
+    /// pipekeep's own for shader objects).
     pub fn tag(&self) -> u32 {
-        use crate::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS, TAG_RAY_TRACING};
+        use crate::replay::objects::{
+            TAG_COMPUTE, TAG_GRAPHICS, TAG_RAY_TRACING, TAG_SHADER_OBJECTS,
+        };
         match self {
             Recorded::Compute(_) => TAG_COMPUTE,
             Recorded::Graphics(_) => TAG_GRAPHICS,
             Recorded::RayTracing(_) => TAG_RAY_TRACING,
+            Recorded::ShaderObjects(_) => TAG_SHADER_OBJECTS,
         }
     }
 }
 
-/// A compiled pipeline to record, with the content of every object it names.
+/// A compiled pipeline (or call of shader objects: its first shader's group's key) to record,
+/// with the content of every object it names.
 #[derive(Debug, Clone)]
 pub struct PipelineRecord {
     pub key: PipelineKey,

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::configuration::{application, device_json, payload_hash};
 use super::*;
 use crate::key::desc::{
-    BindingDesc, PushRange, RayTracingDesc, Robustness, SpecConstant, StageDesc,
+    BindingDesc, PushRange, RayTracingDesc, Robustness, ShaderDesc, SpecConstant, StageDesc,
 };
 use crate::replay::objects::{Catalog, TAG_APPLICATION, TAG_COMPUTE, TAG_LINK};
 
@@ -959,4 +959,127 @@ fn pipelines_linked_under_the_hash_before_the_launch_entered_it_are_this_configu
     );
     let (mine, others) = catalog.into_configuration(&configuration_hashes(&app));
     assert_eq!((mine.compute.len(), others.len()), (1, 0));
+}
+
+/// A call of shader objects, a linked vertex and fragment pair: each its own code, the vertex
+/// shader with a set layout and a NULL set, specialization and a required subgroup size.
+fn shader_objects_record() -> PipelineRecord {
+    let (vertex, fragment, set) = (Digest([0x51; 32]), Digest([0x52; 32]), Digest([0x53; 32]));
+    let shader = |stage: u32, next_stage: u32, module: Digest, sets: Vec<Digest>| ShaderDesc {
+        stage: StageDesc {
+            stage,
+            flags: 1, // LINK_STAGE
+            module,
+            entry_point: b"main".to_vec(),
+            specialization: vec![SpecConstant {
+                constant_id: 0,
+                value: vec![2, 0, 0, 0],
+            }],
+            required_subgroup_size: (stage == 1).then_some(32),
+            robustness: None,
+        },
+        next_stage,
+        layout: PipelineLayoutDesc {
+            flags: 0,
+            set_layouts: sets,
+            push_constant_ranges: vec![PushRange {
+                stage_flags: 0x11,
+                offset: 0,
+                size: 8,
+            }],
+        },
+    };
+    let layout = Content::SetLayout(SetLayoutDesc {
+        flags: 0,
+        bindings: vec![],
+    });
+    PipelineRecord {
+        key: PipelineKey {
+            spirv: [0x55; 16],
+            state: [0x56; 16],
+        },
+        desc: Recorded::ShaderObjects(vec![
+            shader(1, 0x10, vertex, vec![set, Digest::NONE]),
+            shader(0x10, 0, fragment, vec![]),
+        ]),
+        contents: vec![
+            (vertex, Arc::new(Content::Module(vec![0x0723_0203, 1]))),
+            (fragment, Arc::new(Content::Module(vec![0x0723_0203, 2]))),
+            (set, Arc::new(layout)),
+        ],
+    }
+}
+
+/// A call of shader objects is recorded under pipekeep's own tag (which Fossilize's readers
+/// skip), linked to its configuration, with each shader's code as a module and its set layouts;
+/// its document names every member of `VkShaderCreateInfoEXT` a replay needs. If the golden
+/// document fails, the record's format changed.
+#[test]
+fn a_call_of_shader_objects_is_recorded_whole_under_pipekeeps_own_tag() {
+    use crate::replay::objects::TAG_SHADER_OBJECTS;
+    let r = shader_objects_record();
+    let entries = pipeline_entries(&r, &AppState::default()).unwrap();
+    let hash = pipeline_hash(&r.key);
+    let app = configuration_hash(&AppState::default());
+    let tags: Vec<u32> = entries.iter().map(|(t, _, _)| *t).collect();
+    assert_eq!(
+        tags,
+        [TAG_APPLICATION, 2, 4, 4, TAG_SHADER_OBJECTS, TAG_LINK]
+    );
+    const {
+        assert!(
+            TAG_SHADER_OBJECTS >= 11,
+            "past every tag of Fossilize's, which its readers skip"
+        )
+    };
+    let (_, _, doc) = entries
+        .iter()
+        .find(|(t, _, _)| *t == TAG_SHADER_OBJECTS)
+        .unwrap();
+    let module = |n: u8| format!("{:016x}", object_hash(&Digest([n; 32])));
+    let set = module(0x53);
+    let expected = format!(
+        concat!(
+            r#"{{"shaderObjects":{{"{hash:016x}":{{"createInfos":["#,
+            r#"{{"codeType":1,"flags":1,"module":"{vertex}","name":"main","nextStage":16,"#,
+            r#""pNext":[{{"requiredSubgroupSize":32,"sType":1000225001}}],"#,
+            r#""pushConstantRanges":[{{"offset":0,"size":8,"stageFlags":17}}],"#,
+            r#""setLayouts":["{set}","0000000000000000"],"#,
+            r#""specializationInfo":{{"data":"AgAAAA==","dataSize":4,"#,
+            r#""mapEntries":[{{"constantID":0,"offset":0,"size":4}}]}},"stage":1}},"#,
+            r#"{{"codeType":1,"flags":1,"module":"{fragment}","name":"main","nextStage":0,"#,
+            r#""pushConstantRanges":[{{"offset":0,"size":8,"stageFlags":17}}],"#,
+            r#""setLayouts":[],"#,
+            r#""specializationInfo":{{"data":"AgAAAA==","dataSize":4,"#,
+            r#""mapEntries":[{{"constantID":0,"offset":0,"size":4}}]}},"stage":16}}]}}}},"#,
+            r#""version":6}}"#
+        ),
+        hash = hash,
+        vertex = module(0x51),
+        fragment = module(0x52),
+        set = set,
+    );
+    assert_eq!(std::str::from_utf8(doc).unwrap(), expected);
+
+    let catalog = written_and_read_back(&r);
+    assert_eq!(catalog.shader_objects.len(), 1);
+    assert_eq!(catalog.links, vec![(app, TAG_SHADER_OBJECTS, hash)]);
+    assert_eq!(
+        (catalog.shader_modules.len(), catalog.set_layouts.len()),
+        (2, 1)
+    );
+    assert_eq!(catalog.pipelines(), 1);
+    assert_eq!(catalog.configurations()[0].catalog.shader_objects.len(), 1);
+
+    // A compaction keeps the call with its modules and set layout, or drops them with it.
+    let read = |entries: &[DbEntry]| {
+        crate::replay::foz::read_entries(&crate::replay::foz::write_entries(entries)).unwrap()
+    };
+    let kept = live_part(read(&entries), &|h| h == hash);
+    assert_eq!(kept.len(), entries.len());
+    let dropped = live_part(read(&entries), &|_| false);
+    assert_eq!(
+        dropped.iter().map(|(t, _, _)| *t).collect::<Vec<_>>(),
+        [TAG_APPLICATION]
+    );
 }

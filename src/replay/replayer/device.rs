@@ -15,6 +15,8 @@ pub(super) struct Enabled {
     pub mesh_shaders: bool,
     /// `VK_KHR_ray_tracing_pipeline` with its `rayTracingPipeline` feature.
     pub ray_tracing: bool,
+    /// `VK_EXT_shader_object` with its `shaderObject` feature.
+    pub shader_objects: bool,
 }
 
 /// The features the recorded application enabled, where this device has them.
@@ -145,6 +147,7 @@ pub(super) unsafe fn chosen_device(
         subgroup_size_control: features.v13.subgroup_size_control != 0,
         mesh_shaders: features.mesh.is_some(),
         ray_tracing: false,
+        shader_objects: false,
     };
     Ok((device, enabled))
 }
@@ -177,10 +180,15 @@ pub(super) unsafe fn every_extension_device(
         vk::StructureType::PHYSICAL_DEVICE_RAY_TRACING_PIPELINE_FEATURES_KHR,
         0,
     );
+    let shader_objects = every.enables_feature(
+        vk::StructureType::PHYSICAL_DEVICE_SHADER_OBJECT_FEATURES_EXT,
+        0,
+    );
     let enabled = Enabled {
         subgroup_size_control,
         mesh_shaders,
         ray_tracing,
+        shader_objects,
     };
     Ok((device, enabled))
 }
@@ -325,10 +333,20 @@ pub(super) unsafe fn exact_device(
             vk::StructureType::PHYSICAL_DEVICE_RAY_TRACING_PIPELINE_FEATURES_KHR.as_raw(),
             0,
         );
+    // VK_EXT_shader_object with its feature, shaderObject.
+    let shader_objects = state
+        .extensions
+        .iter()
+        .any(|e| e.as_slice() == ash::ext::shader_object::NAME.to_bytes())
+        && feature(
+            vk::StructureType::PHYSICAL_DEVICE_SHADER_OBJECT_FEATURES_EXT.as_raw(),
+            0,
+        );
     let enabled = Enabled {
         subgroup_size_control,
         mesh_shaders,
         ray_tracing,
+        shader_objects,
     };
     Ok((device, enabled))
 }

@@ -28,7 +28,7 @@ pub(super) struct Job<'a> {
 
 impl<'a> Job<'a> {
     /// Every pipeline of a catalog: its compute pipelines, then its graphics pipelines, then
-    /// its ray-tracing pipelines.
+    /// its ray-tracing pipelines, then its calls of shader objects.
     pub(super) fn all_of(catalog: &'a Catalog) -> impl Iterator<Item = Job<'a>> {
         let job = |kind| {
             move |(hash, info): &'a (u64, Option<Value>)| Job {
@@ -41,6 +41,7 @@ impl<'a> Job<'a> {
         (catalog.compute.iter().map(job(Kind::Compute)))
             .chain(catalog.graphics.iter().map(job(Kind::Graphics)))
             .chain(catalog.ray_tracing.iter().map(job(Kind::RayTracing)))
+            .chain(catalog.shader_objects.iter().map(job(Kind::ShaderObjects)))
     }
 }
 
@@ -68,7 +69,7 @@ pub(super) fn library_info(info: &Value, kind: Kind) -> Option<&Value> {
             super::fields::find_next(info, crate::replay::record::stype::PIPELINE_LIBRARY)
         }
         Kind::RayTracing => info.get("libraryInfo"),
-        Kind::Compute => None,
+        Kind::Compute | Kind::ShaderObjects => None,
     }
 }
 
@@ -223,6 +224,7 @@ impl Replay {
                         Kind::Graphics => &mut summary.made_graphics,
                         Kind::Compute => &mut summary.made_compute,
                         Kind::RayTracing => &mut summary.made_ray_tracing,
+                        Kind::ShaderObjects => &mut summary.made_shader_objects,
                     } += 1;
                     if ms > summary.slowest_ms {
                         summary.slowest_ms = ms;
@@ -251,6 +253,7 @@ impl Replay {
             Kind::Graphics => unsafe { self.graphics(made, job.hash, cache, info) },
             Kind::Compute => unsafe { self.compute(made, job.hash, cache, info) },
             Kind::RayTracing => unsafe { self.ray_tracing(made, job.hash, cache, info) },
+            Kind::ShaderObjects => unsafe { self.shader_objects(made, job.catalog, info) },
         };
         match self.own.as_ref() {
             None => build(&self.made),

@@ -27,14 +27,16 @@ mod objects;
 mod options;
 mod own;
 mod pipelines;
+mod shader_objects;
 #[cfg(test)]
 mod tests;
 
 pub use options::{
     AppCache, BeforeEach, EnterDevice, OnProgress, Options, Order, Progress, SamplerBudget,
     Summary, WorkerStart, DEVICE_ENDED, MORE_SAMPLERS_THAN_ALLOWED, NO_RAY_TRACING,
-    NO_ROOM_FOR_SAMPLERS,
+    NO_ROOM_FOR_SAMPLERS, NO_SHADER_OBJECTS,
 };
+pub use shader_objects::ShaderCommands;
 
 use device::{chosen_device, every_extension_device, exact_device, strip, Enabled};
 
@@ -50,6 +52,8 @@ struct Replay {
     mesh_shaders: bool,
     /// The device's `vkCreateRayTracingPipelinesKHR`, where it makes ray-tracing pipelines.
     ray_tracing: Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
+    /// The device's shader-object commands, where it makes shader objects.
+    shader_objects: Option<ShaderCommands>,
     app_cache: vk::PipelineCache,
     /// [`AppCache::Each`]: every pipeline through a fresh cache of its own.
     cache_each: Option<pipelines::EachCache>,
@@ -82,6 +86,7 @@ impl Replay {
             subgroup_size_control: enabled.subgroup_size_control,
             mesh_shaders: enabled.mesh_shaders,
             ray_tracing: ray_tracing.filter(|_| enabled.ray_tracing),
+            shader_objects: None,
             app_cache,
             cache_each: None,
             libraries: Default::default(),
@@ -348,8 +353,13 @@ unsafe fn replay_on(
                 >(f)
             }
         });
+    let shader_objects = enabled
+        .shader_objects
+        .then(|| unsafe { shader_commands(instance, device.handle()) })
+        .flatten();
     let mut r = Replay::new(device, subgroup, enabled, ray_tracing, app_cache);
     r.cache_each = cache_each;
+    r.shader_objects = shader_objects;
     let mut summary = Summary {
         device: device_name,
         driver_version: props.driver_version,
@@ -387,20 +397,42 @@ unsafe fn replay_on(
     Ok(summary)
 }
 
+/// The device's `vkCreateShadersEXT` and `vkDestroyShaderEXT`, where it gives both.
+///
+/// # Safety
+/// `device` must be a live device of `instance`.
+unsafe fn shader_commands(instance: &ash::Instance, device: vk::Device) -> Option<ShaderCommands> {
+    // SAFETY: this instance's device, asked for commands by name; each of that name has that
+    // signature (vkGetDeviceProcAddr's contract).
+    unsafe {
+        let create = instance.get_device_proc_addr(device, c"vkCreateShadersEXT".as_ptr())?;
+        let destroy = instance.get_device_proc_addr(device, c"vkDestroyShaderEXT".as_ptr())?;
+        Some(ShaderCommands {
+            create: std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkCreateShadersEXT>(
+                create,
+            ),
+            destroy: std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkDestroyShaderEXT>(
+                destroy,
+            ),
+        })
+    }
+}
+
 /// Replays a catalog's pipelines on a device someone else made and keeps (pipekeep's background
 /// rebuild, on the application's device, through pipekeep's own commands): each pipeline makes
 /// the objects it names just before it and destroys them just after ([`own`]), within
 /// `options.samplers` and while `options.enter_device` lets it in; the device is left as it was.
 /// Subgroup sizes are passed as recorded (the driver checks them). Ray-tracing pipelines are
-/// made through `ray_tracing`, the device's `vkCreateRayTracingPipelinesKHR` (`None`: it has
-/// none, and they are skipped).
+/// made through `ray_tracing`, the device's `vkCreateRayTracingPipelinesKHR`, and calls of
+/// shader objects through `shader_objects` (`None`: it has none, and they are skipped).
 ///
 /// # Safety
 /// `device` must be a live device that outlives the call, its commands loaded; `ray_tracing`
-/// that device's command.
+/// and `shader_objects` that device's commands.
 pub unsafe fn replay_on_device(
     device: ash::Device,
     ray_tracing: Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
+    shader_objects: Option<ShaderCommands>,
     catalog: &Catalog,
     options: &Options,
 ) -> Summary {
@@ -415,6 +447,7 @@ pub unsafe fn replay_on_device(
         subgroup_size_control: true,
         mesh_shaders: true,
         ray_tracing: true,
+        shader_objects: true,
     };
     let mut r = Replay::new(
         device,
@@ -423,6 +456,7 @@ pub unsafe fn replay_on_device(
         ray_tracing,
         vk::PipelineCache::null(),
     );
+    r.shader_objects = shader_objects;
     r.own = Some(own::OwnObjects::new(
         options.enter_device.clone(),
         options.samplers.clone(),

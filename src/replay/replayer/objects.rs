@@ -68,17 +68,22 @@ pub(super) enum Kind {
     Graphics,
     Compute,
     RayTracing,
+    /// A `vkCreateShadersEXT` call (pipekeep's record only).
+    ShaderObjects,
 }
 
 impl Kind {
     /// Its database tag: a library is kept under it, so that a link of one kind never takes a
     /// library of the other.
     pub(super) fn tag(self) -> u32 {
-        use crate::replay::objects::{TAG_COMPUTE, TAG_GRAPHICS, TAG_RAY_TRACING};
+        use crate::replay::objects::{
+            TAG_COMPUTE, TAG_GRAPHICS, TAG_RAY_TRACING, TAG_SHADER_OBJECTS,
+        };
         match self {
             Kind::Graphics => TAG_GRAPHICS,
             Kind::Compute => TAG_COMPUTE,
             Kind::RayTracing => TAG_RAY_TRACING,
+            Kind::ShaderObjects => TAG_SHADER_OBJECTS,
         }
     }
 }
@@ -116,29 +121,37 @@ pub(super) struct Wanted {
 }
 
 impl Wanted {
-    /// What the pipeline `info` (of `kind`) names in the catalog `c`.
+    /// What the pipeline `info` (of `kind`) names in the catalog `c`. (Shader objects name their
+    /// set layouts each, and take their code from the catalog, never from a module.)
     pub(super) fn of(c: &Catalog, info: &Value, kind: Kind) -> Wanted {
         let mut w = Wanted::default();
         let named = |v: &Value| parse_ref(v).filter(|h| *h != 0);
+        let mut sets: Vec<u64> = Vec::new();
         if let Some(layout) = info.get("layout").and_then(named) {
             w.pipeline_layouts.insert(layout);
-            let sets = c.pipeline_layouts.get(&layout).and_then(Option::as_ref);
-            for set in sets
-                .map_or(&[][..], |l| arr(l, "setLayouts"))
-                .iter()
-                .filter_map(named)
-            {
-                w.set_layouts.insert(set);
-                let bindings = c.set_layouts.get(&set).and_then(Option::as_ref);
-                for b in bindings.map_or(&[][..], |s| arr(s, "bindings")) {
-                    w.samplers
-                        .extend(arr(b, "immutableSamplers").iter().filter_map(named));
-                }
+            let layout = c.pipeline_layouts.get(&layout).and_then(Option::as_ref);
+            sets.extend(
+                layout
+                    .map_or(&[][..], |l| arr(l, "setLayouts"))
+                    .iter()
+                    .filter_map(named),
+            );
+        }
+        for shader in arr(info, "createInfos") {
+            sets.extend(arr(shader, "setLayouts").iter().filter_map(named));
+        }
+        for set in sets {
+            w.set_layouts.insert(set);
+            let bindings = c.set_layouts.get(&set).and_then(Option::as_ref);
+            for b in bindings.map_or(&[][..], |s| arr(s, "bindings")) {
+                w.samplers
+                    .extend(arr(b, "immutableSamplers").iter().filter_map(named));
             }
         }
         let stages: Vec<&Value> = match kind {
             Kind::Graphics | Kind::RayTracing => arr(info, "stages").iter().collect(),
             Kind::Compute => info.get("stage").into_iter().collect(),
+            Kind::ShaderObjects => Vec::new(),
         };
         w.modules.extend(
             stages

@@ -147,6 +147,10 @@ pub const NO_ROOM_FOR_SAMPLERS: &str =
 pub const NO_RAY_TRACING: &str =
     "ray-tracing pipelines: the device lacks VK_KHR_ray_tracing_pipeline";
 
+/// Why a call of shader objects is skipped: the replay's device cannot make one (no
+/// `VK_EXT_shader_object` with its `shaderObject` feature).
+pub const NO_SHADER_OBJECTS: &str = "shader objects: the device lacks VK_EXT_shader_object";
+
 /// Why a pipeline is skipped: the device ended first ([`Options::enter_device`]).
 pub const DEVICE_ENDED: &str = "the device ended";
 
@@ -209,6 +213,8 @@ pub struct Summary {
     pub made_compute: usize,
     pub made_graphics: usize,
     pub made_ray_tracing: usize,
+    /// `vkCreateShadersEXT` calls made (each counted in `made` as one).
+    pub made_shader_objects: usize,
     /// Skipped pipelines by reason.
     pub skipped: BTreeMap<String, usize>,
     /// Malformed entries, each with its name and why.
@@ -252,6 +258,7 @@ impl Summary {
         self.made_compute += o.made_compute;
         self.made_graphics += o.made_graphics;
         self.made_ray_tracing += o.made_ray_tracing;
+        self.made_shader_objects += o.made_shader_objects;
         for (why, n) in o.skipped {
             *self.skipped.entry(why).or_default() += n;
         }

@@ -558,10 +558,7 @@ struct StageData {
     flags: vk::PipelineShaderStageCreateFlags,
     module: vk::ShaderModule,
     name: CString,
-    /// Points into `map` and `data`, whose heap buffers stay put when the struct moves.
-    spec: Option<vk::SpecializationInfo<'static>>,
-    _map: Vec<vk::SpecializationMapEntry>,
-    _data: Vec<u8>,
+    spec: Specialization,
     required_subgroup_size: Option<u32>,
     robustness: Option<vk::PipelineRobustnessCreateInfoEXT<'static>>,
 }
@@ -572,8 +569,90 @@ struct StageNext {
     robustness: Option<vk::PipelineRobustnessCreateInfoEXT<'static>>,
 }
 
-// SAFETY: the raw pointers in `spec` point into this struct's own immutable buffers.
-unsafe impl Send for StageData {}
+/// A stage's (or a shader object's) specialization, owned.
+pub(super) struct Specialization {
+    /// Points into `map` and `data`, whose heap buffers stay put when the struct moves.
+    info: Option<vk::SpecializationInfo<'static>>,
+    _map: Vec<vk::SpecializationMapEntry>,
+    _data: Vec<u8>,
+}
+
+// SAFETY: the raw pointers in `info` point into this struct's own immutable buffers.
+unsafe impl Send for Specialization {}
+
+impl Specialization {
+    /// The `specializationInfo` of a stage's JSON (none where it has none).
+    pub(super) fn read(s: &Value) -> Result<Specialization, String> {
+        let spec = s.get("specializationInfo");
+        let data = match spec.and_then(|x| x.get("data")).and_then(Value::as_str) {
+            Some(b64) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| format!("specialization data is not base64: {e}"))?,
+            None => Vec::new(),
+        };
+        let map: Vec<vk::SpecializationMapEntry> = spec
+            .map(|x| arr(x, "mapEntries"))
+            .unwrap_or(&[])
+            .iter()
+            .map(|e| {
+                vk::SpecializationMapEntry::default()
+                    .constant_id(u(e, "constantID"))
+                    .offset(u(e, "offset"))
+                    .size(u(e, "size") as usize)
+            })
+            .collect();
+        if map.iter().any(|e| e.offset as usize + e.size > data.len()) {
+            return Err("specialization map entry outside its data".into());
+        }
+        let info = spec.map(|_| vk::SpecializationInfo {
+            map_entry_count: map.len() as u32,
+            p_map_entries: map.as_ptr(),
+            data_size: data.len(),
+            p_data: data.as_ptr().cast(),
+            ..Default::default()
+        });
+        Ok(Specialization {
+            info,
+            _map: map,
+            _data: data,
+        })
+    }
+
+    pub(super) fn info(&self) -> Option<&vk::SpecializationInfo<'static>> {
+        self.info.as_ref()
+    }
+}
+
+/// The required subgroup size a stage's JSON chains, where the device can take it for `stage`.
+pub(super) fn required_subgroup_size(
+    r: &Replay,
+    s: &Value,
+    stage: vk::ShaderStageFlags,
+) -> Result<Option<u32>, String> {
+    let Some(size) =
+        find_next(s, stype::REQUIRED_SUBGROUP_SIZE).map(|n| u(n, "requiredSubgroupSize"))
+    else {
+        return Ok(None);
+    };
+    let g = &r.subgroup;
+    if !r.subgroup_size_control
+        || !g.required_subgroup_size_stages.contains(stage)
+        || size < g.min_subgroup_size
+        || size > g.max_subgroup_size
+        || !size.is_power_of_two()
+    {
+        return Err(format!(
+            "required subgroup size {size}: the device supports {}-{} ",
+            g.min_subgroup_size, g.max_subgroup_size
+        ));
+    }
+    Ok(Some(size))
+}
+
+/// A stage's entry point name (`main` where its JSON names none).
+pub(super) fn entry_point(s: &Value) -> Result<CString, String> {
+    CString::new(s.get("name").and_then(Value::as_str).unwrap_or("main")).map_err(|e| e.to_string())
+}
 
 impl StageData {
     /// Every stage of a pipeline's `stages` array, in its order (a ray-tracing pipeline's groups
@@ -596,60 +675,13 @@ impl StageData {
             .and_then(|h| made.modules.get(&h).copied())
             .ok_or_else(|| made.missing("shader module", h))?;
         let stage = vk::ShaderStageFlags::from_raw(u(s, "stage"));
-        let spec = s.get("specializationInfo");
-        let data = match spec.and_then(|x| x.get("data")).and_then(Value::as_str) {
-            Some(b64) => base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map_err(|e| format!("specialization data is not base64: {e}"))?,
-            None => Vec::new(),
-        };
-        let map: Vec<vk::SpecializationMapEntry> = spec
-            .map(|x| arr(x, "mapEntries"))
-            .unwrap_or(&[])
-            .iter()
-            .map(|e| {
-                vk::SpecializationMapEntry::default()
-                    .constant_id(u(e, "constantID"))
-                    .offset(u(e, "offset"))
-                    .size(u(e, "size") as usize)
-            })
-            .collect();
-        if map.iter().any(|e| e.offset as usize + e.size > data.len()) {
-            return Err("specialization map entry outside its data".into());
-        }
-        let required_subgroup_size =
-            find_next(s, stype::REQUIRED_SUBGROUP_SIZE).map(|n| u(n, "requiredSubgroupSize"));
-        if let Some(size) = required_subgroup_size {
-            let g = &r.subgroup;
-            if !r.subgroup_size_control
-                || !g.required_subgroup_size_stages.contains(stage)
-                || size < g.min_subgroup_size
-                || size > g.max_subgroup_size
-                || !size.is_power_of_two()
-            {
-                return Err(format!(
-                    "required subgroup size {size}: the device supports {}-{} ",
-                    g.min_subgroup_size, g.max_subgroup_size
-                ));
-            }
-        }
-        let spec = spec.map(|_| vk::SpecializationInfo {
-            map_entry_count: map.len() as u32,
-            p_map_entries: map.as_ptr(),
-            data_size: data.len(),
-            p_data: data.as_ptr().cast(),
-            ..Default::default()
-        });
         Ok(StageData {
             stage,
             flags: vk::PipelineShaderStageCreateFlags::from_raw(u(s, "flags")),
             module,
-            name: CString::new(s.get("name").and_then(Value::as_str).unwrap_or("main"))
-                .map_err(|e| e.to_string())?,
-            spec,
-            _map: map,
-            _data: data,
-            required_subgroup_size,
+            name: entry_point(s)?,
+            spec: Specialization::read(s)?,
+            required_subgroup_size: required_subgroup_size(r, s, stage)?,
             robustness: robustness(s),
         })
     }
@@ -676,7 +708,7 @@ impl StageData {
             .flags(self.flags)
             .module(self.module)
             .name(&self.name);
-        if let Some(spec) = self.spec.as_ref() {
+        if let Some(spec) = self.spec.info() {
             info = info.specialization_info(spec);
         }
         if self.required_subgroup_size.is_some() {

@@ -30,6 +30,10 @@ struct Fake {
     live_pipelines: Mutex<HashMap<u64, bool>>,
     /// Ray-tracing pipelines made, in order: their handle and the libraries they linked.
     ray_tracing: Mutex<Vec<(u64, Vec<u64>)>>,
+    /// Shader objects alive.
+    shaders: Mutex<HashSet<u64>>,
+    /// Each `vkCreateShadersEXT` call: every shader's stage, next stage, code and set layouts.
+    shader_calls: Mutex<Vec<Vec<ShaderMade>>>,
     /// What an application could not have done.
     wrong: Mutex<Vec<String>>,
 }
@@ -67,6 +71,10 @@ impl Fake {
 }
 
 type Alloc<'a> = *const vk::AllocationCallbacks<'a>;
+
+/// A shader object as the fake driver was asked for it: its stage, next stage, code and set
+/// layouts.
+type ShaderMade = (u32, u32, Vec<u32>, Vec<u64>);
 
 unsafe extern "system" fn create_sampler(
     d: vk::Device,
@@ -313,6 +321,55 @@ unsafe extern "system" fn destroy_pipeline(d: vk::Device, p: vk::Pipeline, _: Al
     }
 }
 
+unsafe extern "system" fn create_shaders(
+    d: vk::Device,
+    count: u32,
+    infos: *const vk::ShaderCreateInfoEXT<'_>,
+    _: Alloc<'_>,
+    out: *mut vk::ShaderEXT,
+) -> vk::Result {
+    // SAFETY: as above.
+    let f = unsafe { Fake::of(d) };
+    let infos = unsafe { std::slice::from_raw_parts(infos, count as usize) };
+    let mut call = Vec::new();
+    for (n, info) in infos.iter().enumerate() {
+        let sets: Vec<u64> = unsafe {
+            std::slice::from_raw_parts(info.p_set_layouts, info.set_layout_count as usize)
+        }
+        .iter()
+        .map(|l| l.as_raw())
+        .collect();
+        let live = |l: &u64| *l == 0 || f.set_layouts.lock().unwrap().contains_key(l);
+        if !sets.iter().all(live) {
+            f.wrong("a shader object made with a set layout not alive".into());
+        }
+        if !(info.p_code as usize).is_multiple_of(4) || !info.code_size.is_multiple_of(4) {
+            f.wrong("SPIR-V not in whole aligned words".into());
+        }
+        let code =
+            unsafe { std::slice::from_raw_parts(info.p_code.cast::<u32>(), info.code_size / 4) };
+        call.push((
+            info.stage.as_raw(),
+            info.next_stage.as_raw(),
+            code.to_vec(),
+            sets,
+        ));
+        let h = f.handle_out();
+        f.shaders.lock().unwrap().insert(h);
+        unsafe { *out.add(n) = vk::ShaderEXT::from_raw(h) };
+    }
+    f.shader_calls.lock().unwrap().push(call);
+    vk::Result::SUCCESS
+}
+
+unsafe extern "system" fn destroy_shader(d: vk::Device, s: vk::ShaderEXT, _: Alloc<'_>) {
+    // SAFETY: as above.
+    let f = unsafe { Fake::of(d) };
+    if !f.shaders.lock().unwrap().remove(&s.as_raw()) {
+        f.wrong(format!("shader {} destroyed but not alive", s.as_raw()));
+    }
+}
+
 /// The fake driver's commands, as `vkGetDeviceProcAddr` would give them.
 fn command(name: &CStr) -> *const c_void {
     match name.to_bytes() {
@@ -388,7 +445,7 @@ fn a_replay_on_someone_elses_device_makes_each_pipelines_objects_around_it_alone
         ..Default::default()
     };
     // SAFETY: the fake device lives for the process.
-    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), None, None, &c, &options) };
     assert_eq!(summary.made, 40, "{:?}", summary.skipped);
     assert_eq!(fake.pipelines.load(Ordering::SeqCst), 40);
     assert_eq!(fake.wrong.lock().unwrap().as_slice(), &[] as &[String]);
@@ -437,7 +494,7 @@ fn the_samplers_a_replay_holds_at_once_stay_within_its_budget_and_the_devices_ro
         ..Default::default()
     };
     // SAFETY: as above.
-    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), None, None, &c, &options) };
     assert_eq!(summary.made, 24, "{:?}", summary.skipped);
     assert_eq!(summary.skipped.get(MORE_SAMPLERS_THAN_ALLOWED), Some(&1));
     assert!(
@@ -452,7 +509,7 @@ fn the_samplers_a_replay_holds_at_once_stay_within_its_budget_and_the_devices_ro
     let fake = Fake::new();
     let c = catalog(5, 1);
     // SAFETY: as above.
-    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), None, None, &c, &options) };
     assert_eq!(summary.made, 0);
     assert_eq!(summary.skipped.get(NO_ROOM_FOR_SAMPLERS), Some(&5));
     assert_eq!(fake.next.load(Ordering::SeqCst), 0, "nothing made");
@@ -469,7 +526,7 @@ fn a_replay_makes_no_call_into_a_device_that_ended() {
         ..Default::default()
     };
     // SAFETY: as above.
-    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), None, None, &c, &options) };
     assert_eq!(summary.skipped.get(DEVICE_ENDED), Some(&6));
     assert_eq!(fake.next.load(Ordering::SeqCst), 0, "no call");
 }
@@ -537,7 +594,7 @@ fn a_ray_tracing_library_is_made_before_its_link_and_destroyed_after() {
     };
     let rt: vk::PFN_vkCreateRayTracingPipelinesKHR = create_ray_tracing;
     // SAFETY: the fake device lives for the process; its own command.
-    let summary = unsafe { replay_on_device(device(fake), Some(rt), &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), Some(rt), None, &c, &options) };
     assert_eq!(
         (summary.made, summary.made_ray_tracing),
         (2, 2),
@@ -560,7 +617,7 @@ fn a_ray_tracing_library_is_made_before_its_link_and_destroyed_after() {
 
     let fake = Fake::new();
     // SAFETY: as above.
-    let summary = unsafe { replay_on_device(device(fake), None, &c, &options) };
+    let summary = unsafe { replay_on_device(device(fake), None, None, &c, &options) };
     assert_eq!(summary.made, 0);
     assert_eq!(summary.skipped.get(NO_RAY_TRACING), Some(&2));
 }
@@ -579,4 +636,75 @@ fn a_ray_tracing_pipeline_wants_its_layout_and_its_stages_modules() {
     assert_eq!(w.samplers, [0x1000].into());
     assert_eq!(w.modules, [MODULE, 0x7777].into());
     assert!(w.render_passes.is_empty());
+}
+
+/// The background rebuild's calls of shader objects on the application's device: each call made
+/// whole, in its order, its code from the catalog's module (no module made), its set layouts made
+/// around it and NULL where recorded NULL; every shader destroyed. Without the device's commands
+/// they are skipped, and said why.
+#[test]
+fn a_call_of_shader_objects_is_made_whole_with_its_set_layouts_around_it() {
+    let mut c = catalog(1, 1);
+    c.compute.clear();
+    let shader = |stage: u32, next: u32, sets: serde_json::Value| {
+        json!({
+            "flags": 0, "stage": stage, "nextStage": next, "codeType": 1,
+            "module": reference(MODULE), "name": "main", "setLayouts": sets,
+            "pushConstantRanges": [{"stageFlags": stage, "offset": 0, "size": 16}],
+        })
+    };
+    c.shader_objects.push((
+        0x5000,
+        Some(json!({"createInfos": [
+            shader(1, 0x10, json!([reference(0x2000), reference(0)])),
+            shader(0x10, 0, json!([])),
+        ]})),
+    ));
+    let wanted = objects::Wanted::of(
+        &c,
+        c.shader_objects[0].1.as_ref().unwrap(),
+        objects::Kind::ShaderObjects,
+    );
+    assert_eq!(wanted.set_layouts, [0x2000].into());
+    assert_eq!(wanted.samplers, [0x1000].into());
+    assert!(wanted.modules.is_empty() && wanted.pipeline_layouts.is_empty());
+
+    let fake = Fake::new();
+    let options = Options {
+        threads: 2,
+        ..Default::default()
+    };
+    let commands = ShaderCommands {
+        create: create_shaders,
+        destroy: destroy_shader,
+    };
+    // SAFETY: the fake device lives for the process; its own commands.
+    let summary = unsafe { replay_on_device(device(fake), None, Some(commands), &c, &options) };
+    assert_eq!(
+        (summary.made, summary.made_shader_objects),
+        (1, 1),
+        "{:?}",
+        summary.skipped
+    );
+    assert_eq!(fake.wrong.lock().unwrap().as_slice(), &[] as &[String]);
+    let calls = fake.shader_calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1, "one call, whole");
+    let code = c.shader_modules[&MODULE].clone().unwrap();
+    let shape: Vec<(u32, u32, &Vec<u32>, usize)> = calls[0]
+        .iter()
+        .map(|(s, n, c, l)| (*s, *n, c, l.len()))
+        .collect();
+    assert_eq!(shape, [(1, 0x10, &code, 2), (0x10, 0, &code, 0)]);
+    assert_eq!(calls[0][0].3[1], 0, "a NULL set layout stays NULL");
+    assert!(
+        fake.shaders.lock().unwrap().is_empty(),
+        "every shader destroyed"
+    );
+    assert!(fake.modules.lock().unwrap().is_empty() && fake.alive() == 0);
+
+    let fake = Fake::new();
+    // SAFETY: as above.
+    let summary = unsafe { replay_on_device(device(fake), None, None, &c, &options) };
+    assert_eq!(summary.made, 0);
+    assert_eq!(summary.skipped.get(NO_SHADER_OBJECTS), Some(&1));
 }
