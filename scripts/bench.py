@@ -112,6 +112,13 @@ def run(cmd, env, timeout):
     for line in proc.stderr.splitlines():
         if " built=" in line:
             watch = {k: v for k, v in (tok.split("=", 1) for tok in line.split() if "=" in tok)}
+        # The device's end: the entries still queued written (the writer's debug line), where
+        # the time between the last pipeline and the process's end goes.
+        if "the entries still queued at the device's end written" in line:
+            for tok in line.split():
+                if tok.startswith(("entries=", "left_waiting=", "took_ms=")):
+                    k, v = tok.split("=", 1)
+                    watch[f"end_{k}"] = v
     if not summary:
         summary = external_summary(proc.stdout + "\n" + proc.stderr)
     if proc.returncode not in (0, 1) or not summary:
@@ -145,7 +152,9 @@ def base_env(drv, scratch):
     setting a user's shell may hold (each mode sets its own)."""
     base = dict(os.environ)
     base.update(drv["env"])
-    base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": "info"})
+    # The compile watch, and the writer's few lines (the device's end among them).
+    log = "info,pipekeep::layer::writer=debug"
+    base.update({"XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR") or scratch, "PIPEKEEP_LOG": log})
     for k in ("VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "PIPEKEEP_DISABLE", "PIPEKEEP_SHARE_BUILDS"):
         base.pop(k, None)
     return base
@@ -291,10 +300,21 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
     if args.replayer and name in ("ncnn", "pygfx", "synth"):
         # The two replays' own baselines side by side: pipekeep replay (hash order, a fresh
         # in-memory cache a run of 1,024 pipelines, as Valve's) is judged against the real tool.
-        modes["no layer, pipekeep replay"] = (alone, "pipekeep replay")
+        if not args.no_own_replay:
+            modes["no layer, pipekeep replay"] = (alone, "pipekeep replay")
+        if args.app_cache_file:
+            # The driver's own fastest found path: the application's own pipeline cache, saved
+            # at its end and handed back whole at the next launch (Valve's replayer's
+            # --on-disk-pipeline-cache), beside the driver's disk cache.
+            modes[APP_CACHE_FILE] = (alone, "file")
+        # The floor of every launch's time to ready and process end: the same tool making its
+        # device and reading its database, with no pipeline (the same with or without the layer).
         # The floor of every launch's time to ready and process end: the same tool making its
         # device and reading its database, with no pipeline (the same with or without the layer).
         modes[FLOOR] = (alone, "floor")
+    for most in [m for m in (args.found_calls or "").split(",") if m]:
+        # The bound on found pipelines inside the driver at once (PIPEKEEP_FOUND_CALLS).
+        modes[f"pipekeep, found calls {most}"] = (dict(layer, PIPEKEEP_FOUND_CALLS=most), "memory")
     if args.driver_floor:
         # The driver's own cost of keeping per pipeline, no layer: a fresh cache a pipeline, its
         # data read after (as the `cache` backend builds a miss).
@@ -319,7 +339,10 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
             env = dict(env, **drv["cache_on"](os.path.join(place, "driver")), PIPEKEEP_DIR=os.path.join(place, "store"))
             # A cache a pipeline, its data kept in the round's place: later launches are the
             # driver's own found path.
-            launch_cache = f"each={os.path.join(place, 'each')}" if cache == "each" else cache
+            launch_cache = {
+                "each": f"each={os.path.join(place, 'each')}",
+                "file": f"file={os.path.join(place, 'app.cache')}",
+            }.get(cache, cache)
             for i in range(launches):
                 res = run(cmd_for(threads, launch_cache), env, t)
                 s = dict(res["summary"])
@@ -373,6 +396,7 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
 
 
 FLOOR = "the floor: no pipelines, no layer"
+APP_CACHE_FILE = "no layer, the application's own cache file"
 
 
 def clocks_table(modes, runs, launches):
@@ -605,6 +629,13 @@ def main():
     ap.add_argument("--linger-ms", type=int, default=0,
                     help="every launch keeps its device this long after its last pipeline, as an application that "
                          "goes on after its loading (pipekeep's background work goes on meanwhile)")
+    ap.add_argument("--app-cache-file", action="store_true",
+                    help="the headline adds no layer with the application's own pipeline cache saved on disk "
+                         "(--replayer's --on-disk-pipeline-cache): the driver's own fastest found path")
+    ap.add_argument("--found-calls", default=None,
+                    help="the headline adds pipekeep with PIPEKEEP_FOUND_CALLS at each of these bounds (e.g. 2,6)")
+    ap.add_argument("--no-own-replay", action="store_true",
+                    help="leave out the no-layer run of pipekeep's own replayer beside --replayer")
     ap.add_argument("--compare-share-builds", action="store_true",
                     help="the headline adds pipekeep with PIPEKEEP_SHARE_BUILDS=off (misses not served from a twin's data)")
     ap.add_argument("--replayer", default=None,
@@ -645,6 +676,10 @@ def main():
                     if args.replayer and cache == "memory":
                         # The real replay tool, with the in-memory caches it passes (a fresh one each 1,024).
                         return [args.replayer, "--num-threads", str(th), db]
+                    if args.replayer and cache and cache.startswith("file="):
+                        # The real replay tool with a pipeline cache of its own, on disk.
+                        path = cache.split("=", 1)[1]
+                        return [args.replayer, "--num-threads", str(th), "--on-disk-pipeline-cache", path, db]
                     if args.replayer and cache == "floor":
                         # The same tool, its device made and its database read, no pipeline made.
                         none = [f"--{k}-pipeline-range" for k in ("graphics", "compute", "raytracing")]

@@ -134,6 +134,8 @@ pub struct Watch {
     shaders_unkeyed: AtomicU64,
     shaders_passed: AtomicU64,
     shaders_ns: AtomicU64,
+    /// The device's end: its threads stopped, the entries still queued written or left waiting.
+    end_ns: AtomicU64,
     longest_ns: AtomicU64,
     /// The longest pipeline's ordinal (its `built` count), outcome and split.
     longest: std::sync::Mutex<Option<(u64, Outcome, [u64; PHASES])>>,
@@ -173,6 +175,10 @@ pub struct Tally {
     /// Shader objects (`VK_EXT_shader_object`), counted apart from pipelines.
     #[serde(default, flatten)]
     pub shaders: ShaderTally,
+    /// How long the device's end took the application (`vkDestroyDevice`, or the exit handler):
+    /// the layer's threads stopped, the entries still queued written or left waiting.
+    #[serde(default)]
+    pub end_ms: f64,
 }
 
 /// Shader objects made through the layer: each of a kept entry, compiled (and kept), unkeyed
@@ -202,10 +208,10 @@ impl Tally {
     /// The watch's log line, fields in the order tools expect.
     pub fn line(&self) -> String {
         format!(
-            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} rebuild_made={} shared={} rebuild_written={} earlier_written={} shaders={} shaders_from_entries={} shaders_compiled={} shaders_unkeyed={} shaders_passed={} shaders_ms={:.3}",
+            "compile watch: built={} total_ms={:.3} longest_ms={:.3} found={} compiled={} written={} unkeyed={} passed={} refused={} key_ms={:.3} lookup_ms={:.3} cache_ms={:.3} driver_ms={:.3} keep_ms={:.3} rebuild_made={} shared={} rebuild_written={} earlier_written={} shaders={} shaders_from_entries={} shaders_compiled={} shaders_unkeyed={} shaders_passed={} shaders_ms={:.3} end_ms={:.1}",
             self.built, self.total_ms, self.longest_ms, self.found, self.compiled, self.written, self.unkeyed, self.passed, self.refused,
             self.phases.key_ms, self.phases.lookup_ms, self.phases.cache_ms, self.phases.driver_ms, self.phases.keep_ms, self.rebuild_made, self.shared, self.rebuild_written, self.earlier_written,
-            self.shaders.made(), self.shaders.shaders_from_entries, self.shaders.shaders_compiled, self.shaders.shaders_unkeyed, self.shaders.shaders_passed, self.shaders.shaders_ms
+            self.shaders.made(), self.shaders.shaders_from_entries, self.shaders.shaders_compiled, self.shaders.shaders_unkeyed, self.shaders.shaders_passed, self.shaders.shaders_ms, self.end_ms
         )
     }
 }
@@ -276,6 +282,11 @@ impl Watch {
         counter.fetch_add(1, Relaxed);
     }
 
+    /// How long the device's end took, for its final line.
+    pub fn ended(&self, took: Duration) {
+        self.end_ns.store(nanos(took), Relaxed);
+    }
+
     /// Counts one entry an earlier process left waiting, written by this one.
     pub fn earlier_written(&self) {
         self.earlier_written.fetch_add(1, Relaxed);
@@ -316,6 +327,7 @@ impl Watch {
                 shaders_passed: self.shaders_passed.load(Relaxed),
                 shaders_ms: self.shaders_ns.load(Relaxed) as f64 / 1e6,
             },
+            end_ms: self.end_ns.load(Relaxed) as f64 / 1e6,
         }
     }
 

@@ -109,6 +109,7 @@ impl DeviceData {
         if self.finished.swap(true, Ordering::AcqRel) {
             return; // the exit handler and vkDestroyDevice on another thread: once
         }
+        let started = std::time::Instant::now();
         self.stop_threads();
         // The opening thread first: it may start the background rebuild until it sees the stop.
         if at_exit {
@@ -147,6 +148,7 @@ impl DeviceData {
                 }
             }
         }
+        self.watch.ended(started.elapsed());
         let runs = self
             .root
             .as_ref()
