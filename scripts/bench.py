@@ -108,7 +108,7 @@ def run(cmd, env, timeout):
             continue
     opened = [float(tok.split("=")[1]) for line in proc.stderr.splitlines() if "store opened" in line
               for tok in line.split() if tok.startswith("took_ms=")]
-    watch = {}
+    watch, end = {}, {}
     for line in proc.stderr.splitlines():
         if " built=" in line:
             watch = {k: v for k, v in (tok.split("=", 1) for tok in line.split() if "=" in tok)}
@@ -118,7 +118,8 @@ def run(cmd, env, timeout):
             for tok in line.split():
                 if tok.startswith(("entries=", "left_waiting=", "took_ms=")):
                     k, v = tok.split("=", 1)
-                    watch[f"end_{k}"] = v
+                    end[f"end_{k}"] = v
+    watch.update(end)
     if not summary:
         summary = external_summary(proc.stdout + "\n" + proc.stderr)
     if proc.returncode not in (0, 1) or not summary:

@@ -222,6 +222,7 @@ fn nvidia_device_with_a_noted_dictionary(
         rebuild_threads: Default::default(),
         record: None,
         app_state: Default::default(),
+        app_entry: Default::default(),
         backend: AtomicU8::new(Backend::Cache as u8),
         binary_fns: None,
         binary_refusals: Default::default(),

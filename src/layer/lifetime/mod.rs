@@ -291,6 +291,7 @@ unsafe fn register_device(
             },
             ..plan.app_features.clone()
         },
+        app_entry: Default::default(),
         store,
         opener: Default::default(),
         opening_thread: AtomicBool::new(false),

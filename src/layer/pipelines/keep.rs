@@ -58,6 +58,8 @@ pub(crate) fn record(
         desc,
         contents,
     };
-    dev.writer
-        .record(file.clone(), record, dev.app_state.clone());
+    let app = dev
+        .app_entry
+        .get_or_init(|| Arc::new(crate::replay::record::AppEntry::of(&dev.app_state)));
+    dev.writer.record(file.clone(), record, app.clone());
 }

@@ -40,7 +40,7 @@ use super::activity::AppActivity;
 use crate::key::{EntryName, PipelineKey};
 mod apart;
 
-use crate::replay::record::{pipeline_entries, AppState, DbEntry, PipelineRecord, RecordFile};
+use crate::replay::record::{AppEntry, Batch, DbEntry, PipelineRecord, RecordFile};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::nvidia_cache::Framing;
@@ -121,7 +121,7 @@ impl Job {
 struct RecordJob {
     file: Arc<RecordFile>,
     record: PipelineRecord,
-    app: AppState,
+    app: Arc<AppEntry>,
 }
 
 impl RecordJob {
@@ -134,8 +134,10 @@ impl RecordJob {
 fn append_records(jobs: Vec<RecordJob>) {
     // A title's record and its entries.
     let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>)> = Vec::new();
+    // Each object's document made once for all the jobs (a record's file drops what it holds).
+    let mut batch = Batch::default();
     for job in jobs {
-        let entries = match pipeline_entries(&job.record, &job.app) {
+        let entries = match batch.entries(&job.record, &job.app) {
             Ok(entries) => entries,
             Err(e) => {
                 tracing::debug!(pipeline = %job.record.key.file_name(), error = %e, "a pipeline is not recorded");
@@ -317,7 +319,7 @@ impl Writer {
 
     /// Queues a compiled pipeline for the title's record; appended on the caller's thread when
     /// no thread can take it (never on a pipeline's path otherwise).
-    pub fn record(&self, file: Arc<RecordFile>, record: PipelineRecord, app: AppState) {
+    pub fn record(&self, file: Arc<RecordFile>, record: PipelineRecord, app: Arc<AppEntry>) {
         let job = RecordJob { file, record, app };
         let queued = self.enqueue(
             job,

@@ -1083,3 +1083,48 @@ fn a_call_of_shader_objects_is_recorded_whole_under_pipekeeps_own_tag() {
         [TAG_APPLICATION]
     );
 }
+
+/// Pipelines recorded together make each object's document once (the configuration, a module
+/// two of them name); a pipeline that cannot be recorded leaves the batch as it was, so the next
+/// one naming its objects still writes them.
+#[test]
+fn a_batch_makes_each_object_once_and_a_pipeline_not_recorded_takes_nothing_from_it() {
+    let app = AppEntry::of(&AppState::default());
+    let mut batch = Batch::default();
+    let first = batch.entries(&nth_record(1), &app).unwrap();
+    let mut second = nth_record(2);
+    second.contents[0] = nth_record(1).contents[0].clone();
+    if let Recorded::Compute(d) = &mut second.desc {
+        d.stage.module = second.contents[0].0;
+    }
+    let tags = |entries: &[DbEntry]| entries.iter().map(|(t, _, _)| *t).collect::<Vec<u32>>();
+    assert_eq!(
+        tags(&first),
+        [TAG_APPLICATION, 2, 3, 4, TAG_COMPUTE, TAG_LINK]
+    );
+    assert_eq!(
+        tags(&batch.entries(&second, &app).unwrap()),
+        [TAG_COMPUTE, TAG_LINK],
+        "the configuration, set layout, layout and module made once"
+    );
+
+    let mut batch = Batch::default();
+    let mut broken = nth_record(3);
+    broken
+        .contents
+        .retain(|(_, c)| !matches!(**c, Content::PipelineLayout(_)));
+    assert_eq!(
+        batch.entries(&broken, &app).err(),
+        Some(NotRecorded::MissingContent)
+    );
+    let whole = batch.entries(&nth_record(3), &app).unwrap();
+    assert_eq!(
+        tags(&whole),
+        [TAG_APPLICATION, 2, 3, 4, TAG_COMPUTE, TAG_LINK]
+    );
+    // As one pipeline alone writes them.
+    assert_eq!(
+        whole,
+        pipeline_entries(&nth_record(3), &AppState::default()).unwrap()
+    );
+}
