@@ -310,8 +310,6 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
             modes[APP_CACHE_FILE] = (alone, "file")
         # The floor of every launch's time to ready and process end: the same tool making its
         # device and reading its database, with no pipeline (the same with or without the layer).
-        # The floor of every launch's time to ready and process end: the same tool making its
-        # device and reading its database, with no pipeline (the same with or without the layer).
         modes[FLOOR] = (alone, "floor")
     for most in [m for m in (args.found_calls or "").split(",") if m]:
         # The bound on found pipelines inside the driver at once (PIPEKEEP_FOUND_CALLS).

@@ -2,7 +2,8 @@
 //! real loader on RADV null: where the application kept the writer from writing while it built
 //! (`PIPEKEEP_TEST_HOLD_WRITES`, as a busy application does), its end keeps them in one file, not
 //! an entry file each; the next launch finds every pipeline from it and writes them in its
-//! pauses; the exit path does the same; `pipekeep clear` takes the file too.
+//! pauses, or, with no pause to write them in, leaves the file as it found it; the exit path
+//! does the same; `pipekeep clear` takes the file too.
 
 mod common;
 use common::*;
@@ -73,6 +74,16 @@ fn a_busy_first_launch_leaves_its_entries_in_one_file_and_the_next_finds_every_p
         .map(|d| d["waiting"].as_u64().unwrap())
         .sum();
     assert_eq!(waiting + files, PIPELINES, "{}", list.stdout);
+    // A launch with no pause to write them in finds every pipeline and leaves the file as it
+    // found it: before, it wrote the same entries into a file of its own at its end.
+    let left = waiting_files(&store);
+    let modified = std::fs::metadata(&left[0]).unwrap().modified().unwrap();
+    let short = run(tmp.path(), true, &[]);
+    let w = short.watch();
+    assert_eq!((w.found, w.compiled), (PIPELINES, 0), "{}", short.all());
+    assert_eq!(waiting_files(&store), left, "{}", short.all());
+    let now = std::fs::metadata(&left[0]).unwrap().modified().unwrap();
+    assert_eq!(now, modified, "not written again");
     // Before: 300 entry files written at the device's end, one at a time.
     let warm = run(tmp.path(), false, &["--linger-ms", "1500"]);
     let w = warm.watch();

@@ -143,6 +143,18 @@ fn a_process_that_dies_while_the_driver_loads_a_shader_entry_costs_that_call_one
     assert_eq!(next.watch().shaders_from_entries, SHADERS, "{}", next.all());
 }
 
+/// A run through the layer that makes every shader from its entry, compiling none.
+fn finds_every_shader(tmp: &Path) {
+    let run = through_the_layer(tmp);
+    let w = run.watch();
+    assert_eq!(
+        (w.shaders_from_entries, w.shaders_compiled),
+        (SHADERS, 0),
+        "{}",
+        run.all()
+    );
+}
+
 /// Calls of shader objects the test app makes (5 a variant), each recorded whole.
 const CALLS: u64 = 30;
 
@@ -169,14 +181,7 @@ fn pipekeep_rebuild_makes_every_recorded_call_again_and_the_next_run_finds_every
         "{}",
         rebuilt.all()
     );
-    let warm = through_the_layer(tmp.path());
-    let w = warm.watch();
-    assert_eq!(
-        (w.shaders_from_entries, w.shaders_compiled),
-        (SHADERS, 0),
-        "{}",
-        warm.all()
-    );
+    finds_every_shader(tmp.path());
 }
 
 /// After a driver change the background rebuild, on the application's own device through the
@@ -204,12 +209,5 @@ fn after_a_driver_change_shader_objects_are_rebuilt_in_the_background() {
         short.all()
     );
     assert!(!title.join("record.pending").exists(), "{}", short.all());
-    let warm = through_the_layer(tmp.path());
-    let w = warm.watch();
-    assert_eq!(
-        (w.shaders_from_entries, w.shaders_compiled),
-        (SHADERS, 0),
-        "{}",
-        warm.all()
-    );
+    finds_every_shader(tmp.path());
 }

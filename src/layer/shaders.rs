@@ -208,18 +208,22 @@ impl Call<'_> {
         let started = Instant::now();
         let (dev, n) = (self.dev, self.infos.len() as u64);
         let rebuilding = on_rebuild_thread();
-        let counted = |outcome| {
-            if rebuilding {
-                dev.watch.rebuilt();
-            } else {
+        // The application compiles: the background rebuild waits for a pause, as for pipelines.
+        if !rebuilding {
+            dev.app_activity.touch();
+        }
+        let counted = |outcome, r: vk::Result| {
+            if !rebuilding {
                 dev.watch.shaders(outcome, n, nanos(started));
                 dev.app_activity.touch();
+            } else if r == vk::Result::SUCCESS {
+                dev.watch.rebuilt();
             }
         };
         let as_asked = |outcome, out: &mut [vk::ShaderEXT]| {
             // SAFETY: the application's arguments, as it asked.
             let r = unsafe { self.make(self.infos, out) };
-            counted(outcome);
+            counted(outcome, r);
             r
         };
         let (Some(keying), Some(store)) = (dev.shader_objects, dev.store()) else {
@@ -244,7 +248,7 @@ impl Call<'_> {
         };
         // SAFETY: the application's create infos; `out` has a place for each.
         if unsafe { self.made_from_entries(store, &groups, &format, out) } {
-            counted(Outcome::Found);
+            counted(Outcome::Found, vk::Result::SUCCESS);
             return vk::Result::SUCCESS;
         }
         // A driver builds a call's shaders as the call holds them: compiled whole, as asked.
@@ -254,18 +258,20 @@ impl Call<'_> {
                 // SAFETY: shaders this call made.
                 unsafe { self.keep(store, group, &format, out, rebuilding) };
             }
-            self.record(&groups, descs);
+            self.record(&keying.device, descs);
         }
         r
     }
 
     /// Queues the call for the title's record, whole (a replay makes it as the application
-    /// did, so that each group keys as it did), under the key of its first shader's group, with
-    /// each shader's SPIR-V as a module's content.
-    fn record(&self, groups: &[Group], descs: Vec<ShaderDesc>) {
-        let Some(first) = groups.iter().find(|g| g.members.contains(&0)) else {
-            return;
-        };
+    /// did, so that each group keys as it did), with each shader's SPIR-V as a module's content.
+    /// Named by the key of the whole call with no binary format: another call never shares it
+    /// (a group's key holds only its own shaders), and a driver update, which changes every
+    /// group's key, does not record the call again.
+    fn record(&self, device: &Digest, descs: Vec<ShaderDesc>) {
+        let call: Vec<u32> = self.infos.iter().map(|ci| ci.stage.as_raw()).collect();
+        let whole: Vec<&ShaderDesc> = descs.iter().collect();
+        let key = shader_objects_key(device, &[], &call, &whole);
         let mut codes = Vec::with_capacity(descs.len());
         for (ci, desc) in self.infos.iter().zip(&descs) {
             // SAFETY: codeSize bytes at pCode (SPIR-V, a multiple of 4: checked by the key).
@@ -276,7 +282,7 @@ impl Call<'_> {
                 .collect();
             codes.push((desc.stage.module, Arc::new(Content::Module(words))));
         }
-        record(self.dev, first.key, Recorded::ShaderObjects(descs), codes);
+        record(self.dev, key, Recorded::ShaderObjects(descs), codes);
     }
 
     /// The call's shaders in the groups they are kept in, keyed: those it links together, and

@@ -249,23 +249,40 @@ const DEFLATE_APART_FROM: usize = 1 << 20;
 /// of payloads, 81 ms on one thread at zlib's best level): many bytes are deflated on up to 8
 /// threads, each a share of the entries, in order.
 fn deflated_each(entries: &[(u32, u64, Vec<u8>)]) -> Vec<Option<Vec<u8>>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    deflated_on(entries, threads)
+}
+
+/// [`deflated_each`] on at most `threads` threads; a share whose thread cannot be started is
+/// deflated on this one.
+fn deflated_on(entries: &[(u32, u64, Vec<u8>)], threads: usize) -> Vec<Option<Vec<u8>>> {
     let one = |(_, _, payload): &(u32, u64, Vec<u8>)| {
         Some(deflated(payload)).filter(|d| d.len() < payload.len())
     };
+    let share_of = |part: &[(u32, u64, Vec<u8>)]| part.iter().map(one).collect::<Vec<_>>();
     let bytes: usize = entries.iter().map(|(_, _, p)| p.len()).sum();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     if bytes < DEFLATE_APART_FROM || threads < 2 {
-        return entries.iter().map(one).collect();
+        return share_of(entries);
     }
     let share = entries.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {
         let parts: Vec<_> = entries
             .chunks(share)
-            .map(|part| s.spawn(move || part.iter().map(one).collect::<Vec<_>>()))
+            .map(|part| {
+                let spawned = std::thread::Builder::new()
+                    .name("pipekeep-deflate".into())
+                    .spawn_scoped(s, move || share_of(part));
+                (part, spawned.ok())
+            })
             .collect();
         parts
             .into_iter()
-            .flat_map(|p| p.join().expect("deflating in memory does not panic"))
+            .flat_map(|(part, thread)| {
+                // A share whose thread failed (or panicked) is deflated here.
+                thread
+                    .and_then(|t| t.join().ok())
+                    .unwrap_or_else(|| share_of(part))
+            })
             .collect()
     })
 }
@@ -341,6 +358,8 @@ mod tests {
             one_thread.extend_from_slice(&stored);
         }
         assert_eq!(write_entries_deflated(&entries), one_thread);
+        // Whatever this machine's cores: four threads and one give the same payloads.
+        assert_eq!(deflated_on(&entries, 4), deflated_on(&entries, 1));
         let read = read_entries(&one_thread).unwrap();
         assert_eq!(read.len(), 300);
         assert_eq!(read[299].payload.as_deref(), Ok(&entries[299].2[..]));

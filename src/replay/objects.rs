@@ -245,9 +245,14 @@ impl Catalog {
                 hash,
                 Some(object(&doc, &["raytracingPipelines"])?.1.clone()),
             )),
-            TAG_SHADER_OBJECTS => self
-                .shader_objects
-                .push((hash, Some(object(&doc, &["shaderObjects"])?.1.clone()))),
+            TAG_SHADER_OBJECTS => {
+                let call = object(&doc, &["shaderObjects"])?.1;
+                // Its configuration is named in its own document, not by a Fossilize link.
+                let app = call.get("application").and_then(parse_ref);
+                let app = app.ok_or("a call of shader objects without its configuration")?;
+                self.links.push((app, TAG_SHADER_OBJECTS, hash));
+                self.shader_objects.push((hash, Some(call.clone())));
+            }
             _ => {} // kinds that make no pipeline
         }
         Ok(())
@@ -380,8 +385,8 @@ impl Catalog {
     }
 
     /// The catalog with the pipelines of the configuration `hashes` name only (and those linked to
-    /// no configuration; all where it has no links), and the hashes of those it left out (other
-    /// configurations').
+    /// no configuration; all where it has no links), and the hashes of the pipelines it left out
+    /// (other configurations'; their calls of shader objects not among them).
     pub fn into_configuration(mut self, hashes: &[u64]) -> (Catalog, Vec<u64>) {
         if self.links.is_empty() {
             return (self, Vec::new());
@@ -393,7 +398,10 @@ impl Catalog {
         let mut left_out = Vec::new();
         let keep = |tag: u32, h: u64| {
             let mine = under.get(&(tag, h)).copied().unwrap_or(true);
-            if !mine {
+            // A call of shader objects is named apart from its entries' keys: whether another
+            // configuration's are kept here cannot be told from the entries' names, so they
+            // do not keep the record owed (each costs its application one compile, at most).
+            if !mine && tag != TAG_SHADER_OBJECTS {
                 left_out.push(h);
             }
             mine

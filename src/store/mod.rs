@@ -161,6 +161,8 @@ pub struct Store {
     record_floor: AtomicU64,
     /// The last run's order of use, and this run's (`order.rs`).
     use_order: stamps::UseOrders,
+    /// The waiting files this process took, until its end settles them ([`waiting`]).
+    taken: Mutex<Vec<waiting::TakenFile>>,
 }
 
 /// The entries this store may hold: those its directory listed at opening and those this run
@@ -321,6 +323,7 @@ impl Store {
             other_drivers: Mutex::default(),
             rebuild_taken: AtomicBool::new(false),
             use_order: stamps::UseOrders::default(),
+            taken: Mutex::default(),
         };
         let report = open::sweep(&store, bound_now)?;
         store.driver_changed.store(

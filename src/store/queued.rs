@@ -66,6 +66,11 @@ impl QueuedEntries {
         self.count.store(waiting.len(), Ordering::Release);
     }
 
+    /// Whether `key`'s entry waits to be written.
+    pub(super) fn holds(&self, key: &PipelineKey) -> bool {
+        self.count.load(Ordering::Acquire) > 0 && self.waiting.locked().contains_key(key)
+    }
+
     /// The payload of `key`'s entry, if it waits to be written.
     pub(super) fn get(&self, key: &PipelineKey) -> Option<Checked> {
         if self.count.load(Ordering::Acquire) == 0 {

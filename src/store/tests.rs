@@ -1855,8 +1855,90 @@ fn entries_left_waiting_are_taken_whole_by_the_next_opening_and_a_damaged_one_al
     assert_eq!(keys, vec![key(1), key(3)]);
     assert_eq!(taken[0].data, data);
     assert_eq!(taken[1].stamp, at(53));
-    assert!(!path.exists(), "the file is taken once");
-    assert!(again.take_waiting().is_empty());
+    assert!(
+        path.exists(),
+        "the file stays until the process's end settles it"
+    );
+    assert!(again.take_waiting().is_empty(), "taken once a process");
+}
+
+/// Announces `taken` as the layer's writer does, to be written later.
+fn queue_taken(store: &Store, taken: &[waiting::WaitingEntry]) {
+    for e in taken {
+        store.will_write_queued(&e.key, e.kind, std::sync::Arc::new(e.data.clone()));
+    }
+}
+
+/// A process that wrote none of the entries of a waiting file it took leaves the file as it
+/// found it (nothing to write at its end); one that wrote some removes it once the rest are
+/// written or left waiting again; one that died leaves it for the next. Before, every later
+/// launch rewrote the same entries into a file of its own at its end (RADV pygfx: 15-25 ms of a
+/// 90 ms process).
+#[test]
+fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = cache_data(&identity(), &[9; 200]);
+    let store = open(tmp.path(), 1 << 30, at(100));
+    let entries: Vec<waiting::ToWait<'_>> = (1..=3)
+        .map(|k| (key(k), envelope::PayloadKind::Cache, &data[..], at(50)))
+        .collect();
+    store.keep_waiting(&entries).unwrap();
+    let file = |s: &Store| {
+        names(s.dir())
+            .into_iter()
+            .filter(|n| n.ends_with(waiting::SUFFIX))
+            .collect::<Vec<_>>()
+    };
+    let first = file(&store);
+    let before = fs::metadata(store.dir().join(&first[0])).unwrap();
+
+    // A launch that writes none of them: the file stays, untouched, and they need no writing.
+    let short = open(tmp.path(), 1 << 30, at(200));
+    let taken = short.take_waiting();
+    queue_taken(&short, &taken);
+    let kept = short.keep_untouched_waiting();
+    assert_eq!(kept.len(), 3);
+    assert!(
+        short.queued.get(&key(1)).is_none(),
+        "no longer waiting to be written"
+    );
+    short.drop_settled_waiting();
+    assert_eq!(file(&short), first);
+    let after = fs::metadata(short.dir().join(&first[0])).unwrap();
+    assert_eq!(
+        (after.len(), after.modified().unwrap()),
+        (before.len(), before.modified().unwrap())
+    );
+
+    // A process that dies after taking them leaves the file for the next one.
+    let dying = open(tmp.path(), 1 << 30, at(300));
+    assert_eq!(dying.take_waiting().len(), 3);
+    drop(dying);
+
+    // A launch that writes one: the file goes once the other two are written too.
+    let longer = open(tmp.path(), 1 << 30, at(400));
+    let taken = longer.take_waiting();
+    assert_eq!(taken.len(), 3);
+    queue_taken(&longer, &taken);
+    longer
+        .write_announced(&taken[0].key, taken[0].kind, &taken[0].data, at(50))
+        .unwrap();
+    assert!(longer.keep_untouched_waiting().is_empty());
+    longer.drop_settled_waiting();
+    assert_eq!(file(&longer), first, "two still wait in this process alone");
+    for e in &taken[1..] {
+        longer
+            .write_announced(&e.key, e.kind, &e.data, at(50))
+            .unwrap();
+    }
+    longer.drop_settled_waiting();
+    assert!(
+        file(&longer).is_empty(),
+        "every entry written: the file goes"
+    );
+    for k in 1..=3 {
+        assert!(longer.dir().join(key(k).file_name()).exists());
+    }
 }
 
 #[test]

@@ -16,8 +16,11 @@
 //! one that fails is dropped; reading stops at a record cut short. Only the last device of a
 //! store in a process leaves entries waiting (an earlier one's end writes them: the store is not
 //! opened again in that process), and a process takes only files of its own ABI. A file is read
-//! and removed; two processes opening at once may both take its entries, and write the same
-//! bytes. A process that dies before it wrote what it took loses those entries: one compile each.
+//! but not removed: a process that writes none of a file's entries (a short launch, with no
+//! pause to write them in) leaves the file as it found it at its end, rather than writing the
+//! same entries into a file of its own; one that wrote some removes the file once the rest are
+//! written or left waiting in its own. Two processes at once may both take a file's entries, and
+//! write the same bytes; a process that dies leaves the file for the next.
 
 use std::fs;
 use std::sync::Arc;
@@ -29,6 +32,7 @@ use super::payload;
 use super::recipe::Part;
 use super::{files, Store, StoreError};
 use crate::key::PipelineKey;
+use crate::sync::Unpoisoned;
 
 /// The waiting file's name ends so.
 pub const SUFFIX: &str = ".waiting";
@@ -41,6 +45,16 @@ pub const MOST_BYTES: u64 = 80 << 20;
 /// The bytes of waiting files an opening takes at most: the rest wait for a later one (the
 /// writer's queue then has room for the run's own entries).
 const TAKEN_AT_MOST: u64 = 32 << 20;
+
+/// A waiting file a process took: its path and the keys of the entries it held (those that
+/// passed their check).
+#[derive(Debug)]
+pub(super) struct TakenFile {
+    path: std::path::PathBuf,
+    keys: Vec<PipelineKey>,
+    /// Its entries were all still waiting at the process's end: the file stays as it is.
+    kept: bool,
+}
 
 /// An entry taken from a waiting file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,7 +174,8 @@ impl Store {
 
     /// Takes the entries earlier processes left waiting in this identity's directory (at the
     /// opening, before the store is published), each checked as an entry file is; the files
-    /// are removed.
+    /// stay until the process's end settles them ([`Store::keep_untouched_waiting`],
+    /// [`Store::drop_settled_waiting`]).
     pub fn take_waiting(&self) -> Vec<WaitingEntry> {
         if self.max_bytes == 0 {
             return Vec::new();
@@ -174,10 +189,20 @@ impl Store {
                 break;
             }
             let path = self.dir.join(name);
-            match read_and_remove(&path) {
+            if self.taken.locked().iter().any(|t| t.path == path) {
+                continue; // taken once a process
+            }
+            match read_whole(&path) {
                 Ok(bytes) => {
                     bytes_taken += bytes.len() as u64;
-                    taken.extend(self.checked(&bytes, &path));
+                    let entries = self.checked(&bytes, &path);
+                    let keys = entries.iter().map(|e| e.key).collect();
+                    self.taken.locked().push(TakenFile {
+                        path,
+                        keys,
+                        kept: false,
+                    });
+                    taken.extend(entries);
                 }
                 Err(e) => {
                     tracing::debug!(file = %path.display(), error = %e, "a file of entries left waiting was not read")
@@ -191,6 +216,43 @@ impl Store {
             );
         }
         taken
+    }
+
+    /// At the process's end (its store's last device), before what is still queued is written or
+    /// left waiting: the keys of the entries of each taken file none of whose entries this
+    /// process wrote, a file still there; those files stay as they are, and their entries need
+    /// no writing. (Where another process removes such a file meanwhile, it wrote every entry
+    /// of it first.)
+    pub fn keep_untouched_waiting(&self) -> std::collections::HashSet<PipelineKey> {
+        let mut kept = std::collections::HashSet::new();
+        for file in self.taken.locked().iter_mut() {
+            let untouched = file.keys.iter().all(|k| self.queued.holds(k));
+            if untouched && file.path.is_file() {
+                file.kept = true;
+                kept.extend(file.keys.iter().copied());
+            }
+        }
+        for key in &kept {
+            self.queued.written(key);
+        }
+        kept
+    }
+
+    /// Removes each taken file not kept none of whose entries waits any more in this process
+    /// (each written, or left waiting in a file of this process's): at a device's end, after
+    /// the writer has written or left waiting what was queued.
+    pub fn drop_settled_waiting(&self) {
+        self.taken.locked().retain(|file| {
+            let settled = !file.kept && !file.keys.iter().any(|k| self.queued.holds(k));
+            if settled {
+                if let Err(e) = fs::remove_file(&file.path) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        tracing::debug!(file = %file.path.display(), error = %e, "a waiting file whose entries are written was not removed");
+                    }
+                }
+            }
+            !settled
+        });
     }
 
     /// A waiting file's name ends with the process's ABI: processes of both pointer sizes share
@@ -225,13 +287,12 @@ impl Store {
     }
 }
 
-/// The file's bytes, the file removed (another process that took it first leaves none). Never
-/// through a link, never waiting on a FIFO (`files::read_at_most`); one larger than
-/// [`MOST_BYTES`] is removed unused.
-fn read_and_remove(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+/// The file's bytes. Never through a link, never waiting on a FIFO (`files::read_at_most`); one
+/// larger than [`MOST_BYTES`] is removed unused.
+fn read_whole(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     let bytes = files::read_at_most(path, MOST_BYTES + 1)?;
-    fs::remove_file(path)?;
     if bytes.len() as u64 > MOST_BYTES {
+        fs::remove_file(path)?;
         return Err(std::io::Error::other("larger than a waiting file may be"));
     }
     Ok(bytes)

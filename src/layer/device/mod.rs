@@ -76,9 +76,7 @@ pub struct DeviceData {
     /// The title's record (`<title>/record.foz`), where a library root is known.
     pub record: Option<Arc<crate::replay::record::RecordFile>>,
     /// What the record says of the application and device.
-    pub app_state: crate::replay::record::AppState,
-    /// Its application entry in the record, made at the first pipeline recorded.
-    pub app_entry: std::sync::OnceLock<Arc<crate::replay::record::AppEntry>>,
+    pub record_app: Arc<crate::replay::record::RecordApp>,
     /// The backend (`Backend as u8`): `Binary` may switch to `Cache` for the rest of the run.
     pub backend: AtomicU8,
     /// The pipeline-binary commands, where the extension is enabled on the device.

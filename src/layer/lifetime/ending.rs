@@ -90,6 +90,23 @@ impl DeviceData {
         }
     }
 
+    /// The waiting files this process took and wrote none of stay as they are: their entries
+    /// leave the writer's queue ([`crate::store::Store::keep_untouched_waiting`]).
+    fn keep_untouched_waiting(&self) {
+        if let Some(store) = self.opened_store() {
+            self.writer
+                .forget_kept_waiting(store, &store.keep_untouched_waiting());
+        }
+    }
+
+    /// The waiting files this process took whose entries are written (or left waiting again)
+    /// are removed.
+    fn drop_settled_waiting(&self) {
+        if let Some(store) = self.opened_store() {
+            store.drop_settled_waiting();
+        }
+    }
+
     /// The run's order of use, for the next run's reading ahead, once its stamps are written.
     fn remember_use_order(&self) {
         if let Some(store) = self.opened_store() {
@@ -132,14 +149,20 @@ impl DeviceData {
             if let Some(store) = self.opened_store() {
                 store.stop_reading_ahead();
             }
+            self.keep_untouched_waiting();
             self.writer.drain_here();
+            self.drop_settled_waiting();
             self.remember_use_order();
         } else {
             let last = self
                 .store
                 .as_ref()
                 .is_some_and(|s| s.devices.fetch_sub(1, Ordering::AcqRel) == 1);
+            if last {
+                self.keep_untouched_waiting();
+            }
             self.writer.finish(last);
+            self.drop_settled_waiting();
             if let (true, Some(store)) = (last, self.opened_store()) {
                 store.stop_reading_ahead();
                 self.remember_use_order();

@@ -282,16 +282,17 @@ unsafe fn register_device(
             .root
             .as_ref()
             .map(|r| Arc::new(crate::replay::record::RecordFile::new(&r.join(&inst.title)))),
-        app_state: crate::replay::record::AppState {
-            application: inst.application.clone(),
-            launch: crate::replay::record::Launch {
-                instance_extensions: inst.extensions.clone(),
-                executable: crate::layer::process_name::driconf_executable(),
-                layers_below: plan.layers_below,
+        record_app: Arc::new(crate::replay::record::RecordApp::new(
+            crate::replay::record::AppState {
+                application: inst.application.clone(),
+                launch: crate::replay::record::Launch {
+                    instance_extensions: inst.extensions.clone(),
+                    executable: crate::layer::process_name::driconf_executable(),
+                    layers_below: plan.layers_below,
+                },
+                ..plan.app_features.clone()
             },
-            ..plan.app_features.clone()
-        },
-        app_entry: Default::default(),
+        )),
         store,
         opener: Default::default(),
         opening_thread: AtomicBool::new(false),

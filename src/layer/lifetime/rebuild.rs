@@ -81,8 +81,9 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
     };
     // Only this device's configuration: another's pipelines replayed here would key as this
     // device's (entries no run looks up, and recorded again under this configuration).
-    let (catalog, others) =
-        catalog.into_configuration(&crate::replay::record::configuration_hashes(&dev.app_state));
+    let (catalog, others) = catalog.into_configuration(
+        &crate::replay::record::configuration_hashes(dev.record_app.state()),
+    );
     let pipelines = catalog.pipelines();
     tracing::info!(record = %record.display(), pipelines, "the driver changed (or a rebuild is owed): rebuilding the title's record in the background");
     // Loading asks the driver for its commands: only while the device lets this thread in.

@@ -58,8 +58,6 @@ pub(crate) fn record(
         desc,
         contents,
     };
-    let app = dev
-        .app_entry
-        .get_or_init(|| Arc::new(crate::replay::record::AppEntry::of(&dev.app_state)));
-    dev.writer.record(file.clone(), record, app.clone());
+    dev.writer
+        .record(file.clone(), record, dev.record_app.clone());
 }

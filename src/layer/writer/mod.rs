@@ -31,7 +31,7 @@
 //! thread gets no time: entries then wait up to [`QUEUE_LIMIT`] (the application's threads write
 //! past it), and a process that dies then loses what waits.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -40,7 +40,7 @@ use super::activity::AppActivity;
 use crate::key::{EntryName, PipelineKey};
 mod apart;
 
-use crate::replay::record::{AppEntry, Batch, DbEntry, PipelineRecord, RecordFile};
+use crate::replay::record::{Batch, DbEntry, PipelineRecord, RecordApp, RecordFile};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::nvidia_cache::Framing;
@@ -121,7 +121,7 @@ impl Job {
 struct RecordJob {
     file: Arc<RecordFile>,
     record: PipelineRecord,
-    app: Arc<AppEntry>,
+    app: Arc<RecordApp>,
 }
 
 impl RecordJob {
@@ -132,24 +132,29 @@ impl RecordJob {
 
 /// Appends compiled pipelines to their titles' records, one file operation a title.
 fn append_records(jobs: Vec<RecordJob>) {
-    // A title's record and its entries.
-    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>)> = Vec::new();
-    // Each object's document made once for all the jobs (a record's file drops what it holds).
-    let mut batch = Batch::default();
+    // A title's record, its entries, and its batch (each object's document made once for all
+    // its jobs; the file drops what it holds already).
+    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>, Batch)> = Vec::new();
     for job in jobs {
-        let entries = match batch.entries(&job.record, &job.app) {
-            Ok(entries) => entries,
-            Err(e) => {
-                tracing::debug!(pipeline = %job.record.key.file_name(), error = %e, "a pipeline is not recorded");
-                Vec::new()
+        let at = match by_file
+            .iter()
+            .position(|(f, _, _)| Arc::ptr_eq(f, &job.file))
+        {
+            Some(at) => at,
+            None => {
+                by_file.push((job.file.clone(), Vec::new(), Batch::default()));
+                by_file.len() - 1
             }
         };
-        match by_file.iter_mut().find(|(f, _)| Arc::ptr_eq(f, &job.file)) {
-            Some((_, all)) => all.extend(entries),
-            None => by_file.push((job.file, entries)),
+        let (_, all, batch) = &mut by_file[at];
+        match batch.entries(&job.record, job.app.entry()) {
+            Ok(entries) => all.extend(entries),
+            Err(e) => {
+                tracing::debug!(pipeline = %job.record.key.file_name(), error = %e, "a pipeline is not recorded");
+            }
         }
     }
-    for (file, entries) in by_file {
+    for (file, entries, _) in by_file {
         if let Err(e) = file.append(entries) {
             tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
         }
@@ -319,7 +324,7 @@ impl Writer {
 
     /// Queues a compiled pipeline for the title's record; appended on the caller's thread when
     /// no thread can take it (never on a pipeline's path otherwise).
-    pub fn record(&self, file: Arc<RecordFile>, record: PipelineRecord, app: Arc<AppEntry>) {
+    pub fn record(&self, file: Arc<RecordFile>, record: PipelineRecord, app: Arc<RecordApp>) {
         let job = RecordJob { file, record, app };
         let queued = self.enqueue(
             job,
@@ -439,6 +444,21 @@ impl Writer {
             let _ = handle.join();
         }
         tracing::debug!(entries = waiting, left_waiting = left, helpers = finishing_helpers(waiting), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "the entries still queued at the device's end written");
+    }
+
+    /// Drops the queued entries of `store` an earlier process left waiting whose keys are in
+    /// `kept`: their waiting file stays as it is ([`Store::keep_untouched_waiting`]).
+    pub fn forget_kept_waiting(&self, store: &Arc<Store>, kept: &HashSet<PipelineKey>) {
+        if kept.is_empty() {
+            return;
+        }
+        let mut q = self.shared.0.locked();
+        q.jobs.retain(|j| {
+            !(j.for_whom == WrittenFor::Earlier
+                && Arc::ptr_eq(&j.store, store)
+                && kept.contains(&j.key))
+        });
+        q.bytes = q.jobs.iter().map(|j| j.data.len()).sum();
     }
 
     /// Writes what is queued on this thread, without waiting for the writer thread (at exit,

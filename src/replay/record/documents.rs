@@ -49,6 +49,31 @@ impl AppEntry {
     }
 }
 
+/// A device's configuration as its record names it: its state, and its application entry,
+/// made by the first append that needs it (on the writer's thread, never on a pipeline's path).
+#[derive(Debug, Default)]
+pub struct RecordApp {
+    state: AppState,
+    entry: std::sync::OnceLock<AppEntry>,
+}
+
+impl RecordApp {
+    pub fn new(state: AppState) -> RecordApp {
+        RecordApp {
+            state,
+            entry: Default::default(),
+        }
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    pub fn entry(&self) -> &AppEntry {
+        self.entry.get_or_init(|| AppEntry::of(&self.state))
+    }
+}
+
 /// The entries of pipelines recorded together: each object's document is made once, for the
 /// first pipeline naming it (a record's file drops what it holds already).
 #[derive(Debug, Default)]
@@ -185,8 +210,11 @@ fn record_entries(
             out.add(tag, hash, || graphics_doc(hash, d))?;
         }
         Recorded::RayTracing(d) => out.add(tag, hash, || ray_tracing_doc(hash, d))?,
+        // Its configuration named in its own document: a Fossilize link of a tag past
+        // Fossilize's own would index its tools' tables out of bounds (fossilize-prune's
+        // `filtered_blob_hashes[tag]`).
         Recorded::ShaderObjects(shaders) => {
-            out.add(tag, hash, || shader_objects_doc(hash, shaders))?
+            return out.add(tag, hash, || shader_objects_doc(hash, app_hash, shaders));
         }
     }
     // The pipeline under its configuration, as Fossilize links a blob to its application.
@@ -550,11 +578,15 @@ pub(super) fn ray_tracing_doc(hash: u64, d: &RayTracingDesc) -> Result<Vec<u8>, 
     Ok(document("raytracingPipelines", hash, v))
 }
 
-/// A `vkCreateShadersEXT` call: each shader's `VkShaderCreateInfoEXT` under its Vulkan field
+/// A `vkCreateShadersEXT` call under the configuration `application`: each shader's `VkShaderCreateInfoEXT` under its Vulkan field
 /// names, as Fossilize writes a structure (`codeType` SPIR-V, the code named as a shader module
 /// entry by its hash, `pName` as `name`, and the stage's own members as a pipeline stage writes
 /// them), in the call's order.
-fn shader_objects_doc(hash: u64, shaders: &[ShaderDesc]) -> Result<Vec<u8>, NotRecorded> {
+fn shader_objects_doc(
+    hash: u64,
+    application: u64,
+    shaders: &[ShaderDesc],
+) -> Result<Vec<u8>, NotRecorded> {
     let infos = shaders
         .iter()
         .map(|s| {
@@ -576,7 +608,7 @@ fn shader_objects_doc(hash: u64, shaders: &[ShaderDesc]) -> Result<Vec<u8>, NotR
     Ok(document(
         "shaderObjects",
         hash,
-        json!({ "createInfos": infos }),
+        json!({ "application": format!("{application:016x}"), "createInfos": infos }),
     ))
 }
 

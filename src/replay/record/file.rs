@@ -116,9 +116,12 @@ impl RecordFile {
         let file = self.open_locked(true)?.expect("created");
         let _lock = Flock(&file);
         catch_up(&file, &mut held)?;
+        let mut seen = std::collections::HashSet::new();
         let new: Vec<_> = entries
             .into_iter()
-            .filter(|(tag, hash, _)| held.known.insert((*tag, *hash)))
+            .filter(|(tag, hash, _)| {
+                !held.known.contains(&(*tag, *hash)) && seen.insert((*tag, *hash))
+            })
             .collect();
         if new.is_empty() {
             return Ok(0);
@@ -131,6 +134,8 @@ impl RecordFile {
         writing.seek(SeekFrom::Start(held.len))?;
         writing.write_all(&bytes)?;
         held.len += bytes.len() as u64;
+        // Known once written: a failed write leaves them to the next append.
+        held.known.extend(seen);
         Ok(new.len())
     }
 

@@ -38,7 +38,7 @@ pub use configuration::{
     configuration_hash, configuration_hashes, device_from_json, AppState, ApplicationInfo, Launch,
     ABI_KEY, DEVICE_KEY, LAUNCH_KEY,
 };
-pub use documents::{pipeline_entries, AppEntry, Batch};
+pub use documents::{pipeline_entries, AppEntry, Batch, RecordApp};
 pub use file::{read, Compacted, RecordFile};
 pub use links::{link_hash, linked_pipeline};
 

@@ -170,7 +170,18 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
             "a configuration whose application entry is damaged ({orphans} pipelines): its device is not known"
         ));
     }
-    for group in groups_of(catalogs) {
+    for mut group in groups_of(catalogs) {
+        let left = left_to_the_application(&mut group);
+        if left > 0 {
+            total.pipelines += left;
+            total.pipelines_left += left;
+            total.configurations_skipped.push(format!(
+                "the calls of shader objects of {} ({left}): its device holds structures pipekeep \
+                 does not know, which their keys hold and a device made from the record leaves out: \
+                 left to the application's own background rebuild",
+                describe(&group.app)
+            ));
+        }
         // Another ABI's configuration (a 32-bit build's, replayed by a 64-bit tool): its pipelines
         // keyed here would be this ABI's, looked up by no run. Left to that build's own rebuild.
         let other_abi = group.app.abi != 0 && group.app.abi != crate::store::identity::HOST_ABI;
@@ -198,6 +209,27 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
         }
     }
     Ok(total)
+}
+
+/// Takes out of `group` the calls of shader objects a device made from the record would key as
+/// no run looks them up, and returns how many: a shader's key holds the device's whole state,
+/// the structures pipekeep does not know among them, which the replay's device leaves out (a
+/// pipeline's key holds only the device's robustness). Their application's own background
+/// rebuild, on its own device, makes them.
+fn left_to_the_application(group: &mut Group) -> usize {
+    let unknown = group
+        .app
+        .device
+        .as_ref()
+        .is_some_and(|d| !d.unknown.is_empty());
+    if !unknown {
+        return 0;
+    }
+    group
+        .catalogs
+        .iter_mut()
+        .map(|c| std::mem::take(&mut c.shader_objects).len())
+        .sum()
 }
 
 /// A configuration in words, for the skipped ones.

@@ -33,6 +33,36 @@ fn made_all<'a, V: 'a, T>(
         .collect()
 }
 
+/// The set layouts a pipeline layout's or a shader object's JSON names (`setLayouts`), as made:
+/// `"0000000000000000"` is NULL.
+pub(super) fn set_layouts_named(
+    made: &Made,
+    v: &Value,
+) -> Result<Vec<vk::DescriptorSetLayout>, String> {
+    arr(v, "setLayouts")
+        .iter()
+        .map(|s| match parse_ref(s) {
+            Some(0) => Ok(vk::DescriptorSetLayout::null()),
+            h => h
+                .and_then(|h| made.set_layouts.get(&h).copied())
+                .ok_or_else(|| made.missing("set layout", h)),
+        })
+        .collect()
+}
+
+/// The push-constant ranges of a pipeline layout's or a shader object's JSON.
+pub(super) fn push_constant_ranges(v: &Value) -> Vec<vk::PushConstantRange> {
+    arr(v, "pushConstantRanges")
+        .iter()
+        .map(|r| {
+            vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::from_raw(u(r, "stageFlags")))
+                .offset(u(r, "offset"))
+                .size(u(r, "size"))
+        })
+        .collect()
+}
+
 /// One kind's objects of `all` to make: every one, or those `wanted` names that `all` holds.
 fn chosen<'a, V>(
     all: &'a BTreeMap<u64, Option<V>>,
@@ -306,24 +336,8 @@ impl Replay {
 
     unsafe fn pipeline_layout(&self, made: &Made, v: &Value) -> Result<vk::PipelineLayout, String> {
         only(v, &[], "a pipeline layout")?;
-        let sets = arr(v, "setLayouts")
-            .iter()
-            .map(|s| match parse_ref(s) {
-                Some(0) => Ok(vk::DescriptorSetLayout::null()),
-                h => h
-                    .and_then(|h| made.set_layouts.get(&h).copied())
-                    .ok_or_else(|| made.missing("set layout", h)),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let ranges: Vec<vk::PushConstantRange> = arr(v, "pushConstantRanges")
-            .iter()
-            .map(|r| {
-                vk::PushConstantRange::default()
-                    .stage_flags(vk::ShaderStageFlags::from_raw(u(r, "stageFlags")))
-                    .offset(u(r, "offset"))
-                    .size(u(r, "size"))
-            })
-            .collect();
+        let sets = set_layouts_named(made, v)?;
+        let ranges = push_constant_ranges(v);
         let ci = vk::PipelineLayoutCreateInfo::default()
             .flags(vk::PipelineLayoutCreateFlags::from_raw(u(v, "flags")))
             .set_layouts(&sets)

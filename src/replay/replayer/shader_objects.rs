@@ -9,7 +9,7 @@ use ash::vk;
 use serde_json::Value;
 
 use super::fields::{arr, only, u};
-use super::objects::Made;
+use super::objects::{push_constant_ranges, set_layouts_named, Made};
 use super::pipelines::{entry_point, required_subgroup_size, Specialization};
 use super::{Replay, NO_SHADER_OBJECTS};
 use crate::replay::objects::{parse_ref, Catalog};
@@ -47,24 +47,8 @@ impl ShaderData {
             .and_then(|h| catalog.shader_modules.get(&h))
             .and_then(Option::as_ref)
             .ok_or_else(|| made.missing("shader module", h))?;
-        let set_layouts = arr(s, "setLayouts")
-            .iter()
-            .map(|l| match parse_ref(l) {
-                Some(0) => Ok(vk::DescriptorSetLayout::null()),
-                h => h
-                    .and_then(|h| made.set_layouts.get(&h).copied())
-                    .ok_or_else(|| made.missing("descriptor set layout", h)),
-            })
-            .collect::<Result<Vec<_>, String>>()?;
-        let push_constant_ranges = arr(s, "pushConstantRanges")
-            .iter()
-            .map(|p| {
-                vk::PushConstantRange::default()
-                    .stage_flags(vk::ShaderStageFlags::from_raw(u(p, "stageFlags")))
-                    .offset(u(p, "offset"))
-                    .size(u(p, "size"))
-            })
-            .collect();
+        let set_layouts = set_layouts_named(made, s)?;
+        let push_constant_ranges = push_constant_ranges(s);
         let stage = vk::ShaderStageFlags::from_raw(u(s, "stage"));
         Ok(ShaderData {
             stage,
