@@ -103,7 +103,12 @@ fn the_exit_path_leaves_them_too_and_clear_takes_the_file() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
     run(tmp.path(), true, &["--no-destroy"]);
-    assert_eq!(waiting_files(&store).len(), 1);
+    let left = waiting_files(&store);
+    assert_eq!(left.len(), 1);
+    // A second such launch finds them all and, writing none, leaves the same file.
+    let again = run(tmp.path(), true, &["--no-destroy"]);
+    assert_eq!(again.watch().found, PIPELINES, "{}", again.all());
+    assert_eq!(waiting_files(&store), left, "{}", again.all());
     let clear = App::tool(Driver::Radv, tmp.path()).args(&["clear"]).run();
     assert!(clear.ok, "{}", clear.all());
     assert!(waiting_files(&store).is_empty());

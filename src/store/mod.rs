@@ -162,7 +162,7 @@ pub struct Store {
     /// The last run's order of use, and this run's (`order.rs`).
     use_order: stamps::UseOrders,
     /// The waiting files this process took, until its end settles them ([`waiting`]).
-    taken: Mutex<Vec<waiting::TakenFile>>,
+    taken: Mutex<waiting::Taken>,
 }
 
 /// The entries this store may hold: those its directory listed at opening and those this run

@@ -1902,6 +1902,11 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
         short.queued.get(&key(1)).is_none(),
         "no longer waiting to be written"
     );
+    assert_eq!(
+        short.keep_untouched_waiting(),
+        kept,
+        "a second device of the store (at exit, in any order) drops them from its queue too"
+    );
     short.drop_settled_waiting();
     assert_eq!(file(&short), first);
     let after = fs::metadata(short.dir().join(&first[0])).unwrap();
@@ -1939,6 +1944,44 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
     for k in 1..=3 {
         assert!(longer.dir().join(key(k).file_name()).exists());
     }
+
+    // A damaged file is never kept as it is: its whole entries are written anew, without it.
+    let entries: Vec<waiting::ToWait<'_>> = (4..=5)
+        .map(|k| (key(k), envelope::PayloadKind::Cache, &data[..], at(50)))
+        .collect();
+    longer.keep_waiting(&entries).unwrap();
+    let path = longer.dir().join(&file(&longer)[0]);
+    let mut bytes = fs::read(&path).unwrap();
+    bytes.truncate(bytes.len() - 1);
+    fs::write(&path, &bytes).unwrap();
+    let after_damage = open(tmp.path(), 1 << 30, at(500));
+    let taken = after_damage.take_waiting();
+    assert_eq!(taken.len(), 1, "the record cut short dropped");
+    queue_taken(&after_damage, &taken);
+    assert!(after_damage.keep_untouched_waiting().is_empty());
+}
+
+/// Where an opening leaves waiting files for a later one (past what it takes at most), none it
+/// took stays as it is: else each opening would take the same ones and never the rest.
+#[test]
+fn no_waiting_file_stays_as_it_was_where_an_opening_left_some_untaken() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path(), 1 << 30, at(100));
+    // Three files of 20 MiB each: an opening takes files until it holds 32 MiB, so the third
+    // waits.
+    let big = cache_data(&identity(), &vec![7; 10 << 20]);
+    for k in 1..=3u8 {
+        let entries: Vec<waiting::ToWait<'_>> = [2 * k, 2 * k + 1]
+            .into_iter()
+            .map(|n| (key(n), envelope::PayloadKind::Cache, &big[..], at(50)))
+            .collect();
+        store.keep_waiting(&entries).unwrap();
+    }
+    let later = open(tmp.path(), 1 << 30, at(200));
+    let taken = later.take_waiting();
+    assert_eq!(taken.len(), 4, "two files taken, one left");
+    queue_taken(&later, &taken);
+    assert!(later.keep_untouched_waiting().is_empty());
 }
 
 #[test]

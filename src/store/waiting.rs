@@ -52,8 +52,20 @@ const TAKEN_AT_MOST: u64 = 32 << 20;
 pub(super) struct TakenFile {
     path: std::path::PathBuf,
     keys: Vec<PipelineKey>,
+    /// It read whole, every record passed its check, and it held one at least: only such a file
+    /// may stay as it is (a damaged one is written anew without its damage).
+    clean: bool,
     /// Its entries were all still waiting at the process's end: the file stays as it is.
     kept: bool,
+}
+
+/// What this process took of its identity's waiting files.
+#[derive(Debug, Default)]
+pub(super) struct Taken {
+    files: Vec<TakenFile>,
+    /// A file of this ABI was left for a later opening (past [`TAKEN_AT_MOST`]): no file taken
+    /// stays as it is, or an opening would take the same ones every time and never the rest.
+    left_some: bool,
 }
 
 /// An entry taken from a waiting file.
@@ -185,20 +197,22 @@ impl Store {
         let mut taken = Vec::new();
         let mut bytes_taken = 0u64;
         for name in names.iter().filter(|n| n.ends_with(&ours)) {
-            if bytes_taken >= TAKEN_AT_MOST {
-                break;
-            }
             let path = self.dir.join(name);
-            if self.taken.locked().iter().any(|t| t.path == path) {
+            if self.taken.locked().files.iter().any(|t| t.path == path) {
                 continue; // taken once a process
+            }
+            if bytes_taken >= TAKEN_AT_MOST {
+                self.taken.locked().left_some = true;
+                break;
             }
             match read_whole(&path) {
                 Ok(bytes) => {
                     bytes_taken += bytes.len() as u64;
-                    let entries = self.checked(&bytes, &path);
-                    let keys = entries.iter().map(|e| e.key).collect();
-                    self.taken.locked().push(TakenFile {
+                    let (entries, clean) = self.checked(&bytes, &path);
+                    let keys: Vec<PipelineKey> = entries.iter().map(|e| e.key).collect();
+                    self.taken.locked().files.push(TakenFile {
                         path,
+                        clean: clean && !keys.is_empty(),
                         keys,
                         kept: false,
                     });
@@ -223,15 +237,24 @@ impl Store {
     /// process wrote, a file still there; those files stay as they are, and their entries need
     /// no writing. (Where another process removes such a file meanwhile, it wrote every entry
     /// of it first.)
+    /// Each device of the store asks (at the process's exit every device ends so, in any
+    /// order): the files kept by an earlier one are named again, for this device's writer to
+    /// drop the entries it holds of them. A damaged file, or any where a file was left for a
+    /// later opening, is not kept.
     pub fn keep_untouched_waiting(&self) -> std::collections::HashSet<PipelineKey> {
         let mut kept = std::collections::HashSet::new();
-        for file in self.taken.locked().iter_mut() {
-            let untouched = file.keys.iter().all(|k| self.queued.holds(k));
-            if untouched && file.path.is_file() {
+        let mut taken = self.taken.locked();
+        let may_keep = !taken.left_some;
+        for file in taken.files.iter_mut() {
+            let untouched = || file.keys.iter().all(|k| self.queued.holds(k));
+            if !file.kept && may_keep && file.clean && untouched() && file.path.is_file() {
                 file.kept = true;
+            }
+            if file.kept {
                 kept.extend(file.keys.iter().copied());
             }
         }
+        drop(taken);
         for key in &kept {
             self.queued.written(key);
         }
@@ -242,7 +265,7 @@ impl Store {
     /// (each written, or left waiting in a file of this process's): at a device's end, after
     /// the writer has written or left waiting what was queued.
     pub fn drop_settled_waiting(&self) {
-        self.taken.locked().retain(|file| {
+        self.taken.locked().files.retain(|file| {
             let settled = !file.kept && !file.keys.iter().any(|k| self.queued.holds(k));
             if settled {
                 if let Err(e) = fs::remove_file(&file.path) {
@@ -262,9 +285,11 @@ impl Store {
     }
 
     /// The entries of a waiting file's `bytes` that pass their check (one that fails is
-    /// dropped and logged; each record says its own length).
-    fn checked(&self, bytes: &[u8], path: &std::path::Path) -> Vec<WaitingEntry> {
+    /// dropped and logged; each record says its own length), and whether the file was clean:
+    /// read whole, every record passing.
+    fn checked(&self, bytes: &[u8], path: &std::path::Path) -> (Vec<WaitingEntry>, bool) {
         let (records, whole) = parse(bytes);
+        let mut clean = whole;
         let mut out = Vec::with_capacity(records.len());
         for r in records {
             let file = Arc::new(r.entry.to_vec());
@@ -276,6 +301,7 @@ impl Store {
                     stamp: r.stamp,
                 }),
                 Err(why) => {
+                    clean = false;
                     tracing::warn!(file = %path.display(), entry = %r.key.file_name(), reason = why.reason(), "dropped an entry left waiting that failed its check; it is compiled again");
                 }
             }
@@ -283,7 +309,7 @@ impl Store {
         if !whole {
             tracing::warn!(file = %path.display(), "a file of entries left waiting is cut short; those past the cut are compiled again");
         }
-        out
+        (out, clean)
     }
 }
 

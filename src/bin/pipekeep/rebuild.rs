@@ -137,7 +137,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
                 .unwrap_or_default();
             if !skipped.is_empty() {
                 println!(
-                    "  {} configuration(s) this device cannot make, {} pipelines left to the application's own background rebuild:",
+                    "  {} configuration(s) (or their calls of shader objects) this process cannot rebuild, {} pipelines left to the application's own background rebuild:",
                     skipped.len(),
                     o["pipelines_left"]
                 );

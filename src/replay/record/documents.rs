@@ -194,8 +194,13 @@ fn record_entries(
             Ok(module_doc(&stage.module, code))
         })?;
     }
-    let hash = pipeline_hash(&record.key);
     let tag = record.desc.tag();
+    let hash = match &record.desc {
+        // One document a configuration, as a pipeline is linked once to each: its name holds
+        // the configuration's hash (two configurations may share a device's state).
+        Recorded::ShaderObjects(_) => link_hash(app_hash, tag, pipeline_hash(&record.key)),
+        _ => pipeline_hash(&record.key),
+    };
     match &record.desc {
         Recorded::Compute(d) => out.add(tag, hash, || compute_doc(hash, d))?,
         Recorded::Graphics(d) => {

@@ -1020,8 +1020,9 @@ fn a_call_of_shader_objects_is_recorded_whole_under_pipekeeps_own_tag() {
     use crate::replay::objects::TAG_SHADER_OBJECTS;
     let r = shader_objects_record();
     let entries = pipeline_entries(&r, &AppState::default()).unwrap();
-    let hash = pipeline_hash(&r.key);
     let app = configuration_hash(&AppState::default());
+    // Named under its configuration: another configuration's is another document.
+    let hash = link_hash(app, TAG_SHADER_OBJECTS, pipeline_hash(&r.key));
     let tags: Vec<u32> = entries.iter().map(|(t, _, _)| *t).collect();
     assert_eq!(tags, [TAG_APPLICATION, 2, 4, 4, TAG_SHADER_OBJECTS]);
     const {
@@ -1069,6 +1070,35 @@ fn a_call_of_shader_objects_is_recorded_whole_under_pipekeeps_own_tag() {
     );
     assert_eq!(catalog.pipelines(), 1);
     assert_eq!(catalog.configurations()[0].catalog.shader_objects.len(), 1);
+    let robust = AppState {
+        robust_buffer_access: true,
+        ..AppState::default()
+    };
+    let other = pipeline_entries(&r, &robust).unwrap();
+    let named = |e: &[DbEntry]| {
+        e.iter()
+            .find(|(t, _, _)| *t == TAG_SHADER_OBJECTS)
+            .unwrap()
+            .1
+    };
+    assert_ne!(named(&other), hash, "one document a configuration");
+
+    // A document without its configuration is malformed, and said.
+    let mut bare = entries.clone();
+    for (tag, _, payload) in bare.iter_mut() {
+        if *tag == TAG_SHADER_OBJECTS {
+            let mut doc: serde_json::Value = serde_json::from_slice(payload).unwrap();
+            doc["shaderObjects"][format!("{hash:016x}")]
+                .as_object_mut()
+                .unwrap()
+                .remove("application");
+            *payload = serde_json::to_vec(&doc).unwrap();
+        }
+    }
+    let read = crate::replay::foz::read_entries(&crate::replay::foz::write_entries(&bare)).unwrap();
+    let catalog = Catalog::from_entries(read);
+    assert_eq!(catalog.shader_objects, vec![(hash, None)]);
+    assert_eq!(catalog.problems.len(), 1, "{:?}", catalog.problems);
 
     // A compaction keeps the call with its modules and set layout, or drops them with it.
     let read = |entries: &[DbEntry]| {
