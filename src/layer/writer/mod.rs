@@ -184,6 +184,8 @@ struct Queue {
     closing: bool,
     /// The thread was started (its handle is in `Writer::thread`, for the join).
     started: bool,
+    /// Work taken from the queue and not yet done (an entry being written, records appended).
+    in_flight: usize,
 }
 
 /// What the thread takes from the queue at once.
@@ -467,6 +469,27 @@ impl Writer {
         self.leave_waiting();
         self.shared.0.locked().closing = true;
         drain(&self.shared, &self.on_written, Drain::Here);
+        self.wait_for_work_in_flight(EXIT_WAIT);
+    }
+
+    /// Waits, at most `limit`, for what the writer thread took from the queue (an entry it is
+    /// writing, records it appends): the process's exit would cut it short (an entry's file
+    /// left half written, one compile at the next launch).
+    fn wait_for_work_in_flight(&self, limit: Duration) {
+        let (lock, done) = &*self.shared;
+        let until = Instant::now() + limit;
+        let mut q = lock.locked();
+        while q.in_flight > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::debug!("the writer thread's work was still under way at exit");
+                return;
+            }
+            q = match done.wait_timeout(q, left) {
+                Ok((q, _)) => q,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
     }
 
     /// At the end: where at least [`LEAVE_WAITING_FROM`] entries wait, those queued whole are
@@ -558,6 +581,10 @@ fn finishing_helpers(waiting: usize) -> usize {
     (waiting / ENTRIES_A_HELPER).min((cores / 2).max(1))
 }
 
+/// The longest the exit handler waits for what the writer thread is doing: as long as it gives
+/// the opening thread.
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+
 /// Entries waiting at the device's end that are worth a thread more to write.
 const ENTRIES_A_HELPER: usize = 64;
 
@@ -641,7 +668,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
     loop {
         let work = {
             let mut q = lock.locked();
-            loop {
+            let work = loop {
                 if let (Drain::Thread(building), false) = (who, working) {
                     let quiet = building.map(AppActivity::quiet_for);
                     if let Some(nap) = q.has_work().then(|| q.waits_for_a_pause(quiet)).flatten() {
@@ -669,15 +696,22 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                     break None;
                 }
                 q = ready.wait_on(q);
-            }
+            };
+            // Counted under the lock it was taken under: the exit waits for it.
+            q.in_flight += usize::from(work.is_some());
+            work
+        };
+        let Some(work) = work else {
+            return;
         };
         match work {
-            Some(Work::Write(job)) => on_written(run(&job), job.for_whom),
-            Some(Work::Stamps(stamps)) => stamps.into_iter().for_each(Stamp::give),
-            Some(Work::Records(records)) => append_records(records),
-            Some(Work::Chores(chores)) => chores.into_iter().for_each(|chore| chore()),
-            None => return,
+            Work::Write(job) => on_written(run(&job), job.for_whom),
+            Work::Stamps(stamps) => stamps.into_iter().for_each(Stamp::give),
+            Work::Records(records) => append_records(records),
+            Work::Chores(chores) => chores.into_iter().for_each(|chore| chore()),
         }
+        lock.locked().in_flight -= 1;
+        ready.notify_all();
     }
 }
 
