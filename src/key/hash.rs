@@ -257,10 +257,6 @@ pub fn robustness(d: &DeviceState) -> (bool, bool, [bool; 3]) {
     )
 }
 
-/// The device's digest with the driver's global pipeline key (`vkGetPipelineKeyKHR` with no
-/// create info) mixed in: the device state the driver compiles under that no create info shows
-/// (on RADV, driconf options such as `radv_disable_trunc_coord`, and its robustness). Data kept
-/// under another global key is another key's, so never found under this one.
 /// The whole state a device was made with (every extension the application enabled, every
 /// feature structure it chained with the `VkBool32`s each holds, its `pEnabledFeatures`, the
 /// structures the layer could not read), in an order of their own: the device part of a shader
@@ -294,6 +290,10 @@ pub fn whole_device_digest(d: &DeviceState) -> Digest {
     w.finish()
 }
 
+/// The device's digest with the driver's global pipeline key (`vkGetPipelineKeyKHR` with no
+/// create info) mixed in: the device state the driver compiles under that no create info shows
+/// (on RADV, driconf options such as `radv_disable_trunc_coord`, and its robustness). Data kept
+/// under another global key is another key's, so never found under this one.
 pub fn device_digest_under_global_key(device: &Digest, global_key: &[u8]) -> Digest {
     let mut w = writer("pipekeep device under the driver's global key");
     device.feed(&mut w);
@@ -344,7 +344,7 @@ pub fn shader_objects_key(
     let stages: Vec<&StageDesc> = shaders.iter().map(|s| &s.stage).collect();
     let mut w = state_writer("pipekeep shader objects state", device, 0, &stages);
     w.bytes(binary_format);
-    call.to_vec().feed(&mut w);
+    call.feed(&mut w);
     for s in shaders {
         s.next_stage.feed(&mut w);
         s.layout.feed(&mut w);

@@ -245,7 +245,8 @@ impl Objects {
     }
 }
 
-fn module_words(code: &[u8]) -> Content {
+/// SPIR-V bytes as the record keeps a module's code.
+pub(in crate::layer) fn module_words(code: &[u8]) -> Content {
     Content::Module(
         code.chunks_exact(4)
             .map(|w| u32::from_ne_bytes(w.try_into().expect("4 bytes")))

@@ -29,10 +29,11 @@ use super::capture::shader_desc;
 use super::device::{device_data, unrecorded_next, DeviceData};
 use super::guard::guarded;
 use super::idle::on_rebuild_thread;
-use super::pipelines::{aborts_in_this_load, found_entry, record};
+use super::objects::module_words;
+use super::pipelines::{found_entry, hold_marker_for_load, record};
 use crate::key::desc::ShaderDesc;
 use crate::key::{shader_objects_key, Digest, PipelineKey};
-use crate::replay::record::{Content, Recorded};
+use crate::replay::record::Recorded;
 use crate::store::binaries;
 use crate::store::envelope::PayloadKind;
 use crate::store::{FoundEntry, Store};
@@ -76,6 +77,7 @@ pub unsafe extern "system" fn create_shaders(
         dev: &dev,
         next,
         infos,
+        stages: infos.iter().map(|ci| ci.stage.as_raw()).collect(),
         allocator,
     };
     guarded(
@@ -86,7 +88,6 @@ pub unsafe extern "system" fn create_shaders(
             // A panic midway: what the layer made so far (each shader is in `out` from the moment
             // it is made) is destroyed, and the call made as asked.
             let made = unsafe { std::slice::from_raw_parts_mut(out, infos.len()) };
-            call.forget_binaries(made);
             call.destroy(made);
             as_asked()
         },
@@ -191,6 +192,8 @@ struct Call<'a> {
     dev: &'a DeviceData,
     next: vk::PFN_vkCreateShadersEXT,
     infos: &'a [vk::ShaderCreateInfoEXT<'a>],
+    /// Each shader's stage, in the call's order: the call's shape, which every key holds.
+    stages: Vec<u32>,
     allocator: *const vk::AllocationCallbacks<'a>,
 }
 
@@ -256,7 +259,7 @@ impl Call<'_> {
         if r == vk::Result::SUCCESS && !dev.keeps_no_misses(store) {
             for group in &groups {
                 // SAFETY: shaders this call made.
-                unsafe { self.keep(store, group, &format, out, rebuilding) };
+                unsafe { self.keep(store, group, &format, out) };
             }
             self.record(&keying.device, descs);
         }
@@ -269,18 +272,13 @@ impl Call<'_> {
     /// (a group's key holds only its own shaders), and a driver update, which changes every
     /// group's key, does not record the call again.
     fn record(&self, device: &Digest, descs: Vec<ShaderDesc>) {
-        let call: Vec<u32> = self.infos.iter().map(|ci| ci.stage.as_raw()).collect();
         let whole: Vec<&ShaderDesc> = descs.iter().collect();
-        let key = shader_objects_key(device, &[], &call, &whole);
+        let key = shader_objects_key(device, &[], &self.stages, &whole);
         let mut codes = Vec::with_capacity(descs.len());
         for (ci, desc) in self.infos.iter().zip(&descs) {
             // SAFETY: codeSize bytes at pCode (SPIR-V, a multiple of 4: checked by the key).
             let code = unsafe { std::slice::from_raw_parts(ci.p_code.cast::<u8>(), ci.code_size) };
-            let words: Vec<u32> = code
-                .chunks_exact(4)
-                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-                .collect();
-            codes.push((desc.stage.module, Arc::new(Content::Module(words))));
+            codes.push((desc.stage.module, Arc::new(module_words(code))));
         }
         record(self.dev, key, Recorded::ShaderObjects(descs), codes);
     }
@@ -299,10 +297,9 @@ impl Call<'_> {
         if linked.len() == 1 && !alone.is_empty() {
             return None;
         }
-        let call: Vec<u32> = self.infos.iter().map(|ci| ci.stage.as_raw()).collect();
         let key = |members: &[usize]| {
             let of: Vec<&ShaderDesc> = members.iter().map(|i| &descs[*i]).collect();
-            shader_objects_key(device, format, &call, &of)
+            shader_objects_key(device, format, &self.stages, &of)
         };
         let mut groups: Vec<Group> = alone
             .into_iter()
@@ -340,7 +337,6 @@ impl Call<'_> {
             // SAFETY: as the caller vouches.
             if let Err(why) = unsafe { self.made_from_entry(store, group, entry, format, out) } {
                 tracing::debug!(entry = %group.key.file_name(), why, "shader objects not made from their entry; the call compiles");
-                self.forget_binaries(out);
                 self.destroy(out);
                 return false;
             }
@@ -361,10 +357,7 @@ impl Call<'_> {
         out: &mut [vk::ShaderEXT],
     ) -> Result<(), &'static str> {
         // A crash inside the driver while it loads these binaries blames this entry.
-        let marker = store.hold_marker(entry);
-        if aborts_in_this_load(store, entry) {
-            std::process::abort();
-        }
+        let marker = hold_marker_for_load(store, entry);
         // SAFETY: the group's places in the application's call.
         let made = unsafe { self.make_from(entry, group, format, out) };
         drop(marker);
@@ -425,15 +418,7 @@ impl Call<'_> {
 
     /// Keeps a compiled group's binaries as one entry (none where the driver gives no binary of
     /// one of them).
-    /// `rebuilding`: on the background rebuild's thread, where it is written at once.
-    unsafe fn keep(
-        &self,
-        store: &Arc<Store>,
-        group: &Group,
-        format: &[u8],
-        out: &[vk::ShaderEXT],
-        rebuilding: bool,
-    ) {
+    unsafe fn keep(&self, store: &Arc<Store>, group: &Group, format: &[u8], out: &[vk::ShaderEXT]) {
         let Some(get) = self.dev.fns.get_shader_binary_data else {
             return;
         };
@@ -449,11 +434,10 @@ impl Call<'_> {
             }
         }
         let payload = binaries::encode(format, codes.iter().map(|(k, c)| (&k[..], &c[..])));
-        let (writer, store) = (&self.dev.writer, store.clone());
-        match rebuilding {
-            true => writer.write_here(store, group.key, PayloadKind::Binaries, payload),
-            false => writer.write(store, group.key, PayloadKind::Binaries, payload, None),
-        }
+        let kind = PayloadKind::Binaries;
+        self.dev
+            .writer
+            .write(store.clone(), group.key, kind, payload, None);
     }
 
     /// The driver's `vkCreateShadersEXT`.
@@ -474,21 +458,15 @@ impl Call<'_> {
         }
     }
 
-    /// Forgets the binaries the layer holds for shaders of `made` it made from entries (before
-    /// they are destroyed).
-    fn forget_binaries(&self, made: &[vk::ShaderEXT]) {
-        let held = &self.dev.objects().shader_binaries;
-        for shader in made.iter().filter(|s| **s != vk::ShaderEXT::null()) {
-            held.remove_if_held(shader.as_raw());
-        }
-    }
-
-    /// Destroys every shader in `made` and leaves NULL in its place.
+    /// Destroys every shader in `made` and leaves NULL in its place, the binary the layer holds
+    /// for one it made from an entry forgotten first (the handle may come again at once).
     fn destroy(&self, made: &mut [vk::ShaderEXT]) {
         let Some(destroy) = self.dev.fns.destroy_shader else {
             return;
         };
+        let held = &self.dev.objects().shader_binaries;
         for shader in made.iter_mut().filter(|s| **s != vk::ShaderEXT::null()) {
+            held.remove_if_held(shader.as_raw());
             // SAFETY: a shader the layer made in this call, which the application never saw.
             unsafe { destroy(self.dev.handle, *shader, self.allocator) };
             *shader = vk::ShaderEXT::null();

@@ -464,6 +464,9 @@ impl Store {
 
     fn keep_within_bound_now(&self) -> Option<Bounded> {
         let started = std::time::Instant::now();
+        // What is written from now on is counted by this pass or added at the end (a write
+        // under way now may count twice: a note errs high).
+        self.written_since_noted.store(0, Ordering::Relaxed);
         let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
         if let Ok(Bounded { report: r, kept }) = &report {
             note_title_bytes(&self.title_dir, r.bytes.saturating_sub(r.record_bytes));
@@ -480,13 +483,20 @@ impl Store {
     /// Brings the title whose `host-pipelines/` is `host_dir` within the bound, keeping every
     /// piece an entry this process writes meanwhile names.
     pub(super) fn bound_pieces_aware(&self, host_dir: &Path) -> Result<Bounded, StoreError> {
+        let floor = self.record_floor.load(Ordering::Acquire);
+        self.pieces_aware(|in_use| keep_within_past_share(host_dir, self.max_bytes, floor, in_use))
+    }
+
+    /// A pass that may drop this title's entries and pieces (the title's bound, the library's):
+    /// the stamps this run owes given first (else it would take this run's first used entries
+    /// for the last run's), and every piece an entry this process writes meanwhile names kept.
+    pub(super) fn pieces_aware<R>(&self, pass: impl FnOnce(&dyn Fn(&Path) -> bool) -> R) -> R {
         self.give_owed_stamps();
         self.pieces.bound_begins();
         let in_use = |p: &Path| self.pieces.written_while_bounding(p);
-        let floor = self.record_floor.load(Ordering::Acquire);
-        let bounded = keep_within_past_share(host_dir, self.max_bytes, floor, &in_use);
+        let done = pass(&in_use);
         self.pieces.bound_ends();
-        bounded
+        done
     }
 }
 

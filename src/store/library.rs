@@ -224,7 +224,7 @@ pub fn usage(root: &Path, current: Option<&str>) -> Result<Vec<TitleUsage>, Stor
 
 fn title_usage(root: &Path, title: String, current: Option<&str>) -> TitleUsage {
     let title_dir = root.join(&title);
-    let host = title_dir.join("host-pipelines");
+    let host = super::host_pipelines_dir(root, &title);
     let mut dirs = Vec::new();
     let mut set_aside = Vec::new();
     for name in names_in(&host).unwrap_or_default() {
@@ -278,13 +278,9 @@ pub fn noted_bytes(root: &Path) -> Option<u64> {
     Some(
         titles
             .into_iter()
-            .map(|t| {
-                let record =
-                    || fs::metadata(root.join(&t).join(RECORD_FILE)).map_or(0, |m| m.len());
-                match bound::noted_title_bytes(&root.join(&t)) {
-                    Some(bytes) => bytes + record(),
-                    None => title_usage(root, t, None).bytes(),
-                }
+            .map(|t| match bound::noted_title_bytes(&root.join(&t)) {
+                Some(bytes) => bytes + bound::record_bytes(&super::host_pipelines_dir(root, &t)),
+                None => title_usage(root, t, None).bytes(),
             })
             .sum(),
     )
@@ -310,8 +306,6 @@ pub struct LibraryReport {
     pub bytes: u64,
     pub max_bytes: u64,
     pub steps: Vec<Step>,
-    /// Another pass held the library's lock: this one did nothing.
-    pub skipped: bool,
 }
 
 /// How a pass meets another one at the lock.
@@ -346,7 +340,6 @@ pub fn keep_within(
         return Ok(report);
     }
     let Some(_lock) = lock(root, wait)? else {
-        report.skipped = true;
         tracing::debug!(root = %root.display(), "another library pass runs now; this one is skipped");
         return Ok(report);
     };
@@ -435,12 +428,12 @@ impl super::Store {
     }
 
     /// At the run's end: the title's noted bytes ([`bound::BYTES_FILE`], as its bound last
-    /// counted them) with what this run wrote added, so that the next pass's sum sees them (an
-    /// entry written again counts twice: a note errs high, and a high one only costs a walk).
+    /// counted them) with what this run wrote since added, so that the next pass's sum sees them
+    /// (an entry written again counts twice: a note errs high, and a high one only costs a walk).
     pub fn note_bytes_at_end(&self) {
         let written = self
-            .written_bytes
-            .load(std::sync::atomic::Ordering::Relaxed);
+            .written_since_noted
+            .swap(0, std::sync::atomic::Ordering::Relaxed);
         if written == 0 {
             return;
         }
@@ -459,12 +452,10 @@ impl super::Store {
         }
         let title = self.title_dir.file_name()?.to_str()?;
         let pass = || {
-            self.pieces.bound_begins();
-            let in_use = |p: &Path| self.pieces.written_while_bounding(p);
-            let current = Some((title, &self.identity));
-            let report = keep_within(root, max_bytes, current, Wait::No, &in_use);
-            self.pieces.bound_ends();
-            report
+            self.pieces_aware(|in_use| {
+                let current = Some((title, &self.identity));
+                keep_within(root, max_bytes, current, Wait::No, in_use)
+            })
         };
         let report = self.one_pass_at_a_time(pass)?;
         report.map_err(|e| tracing::warn!("{e}")).ok()

@@ -119,6 +119,8 @@ pub struct Store {
     opened_at: SystemTime,
     stamps_taken: AtomicU64,
     written_bytes: AtomicU64,
+    /// Of them, those written since the bound last noted the title's bytes.
+    written_since_noted: AtomicU64,
     bounding: AtomicBool,
     /// The identity directory exists (made at the first write, not at opening).
     dir_made: AtomicBool,
@@ -304,6 +306,7 @@ impl Store {
             opened_at,
             stamps_taken: AtomicU64::new(0),
             written_bytes: AtomicU64::new(0),
+            written_since_noted: AtomicU64::new(0),
             bounding: AtomicBool::new(false),
             dir_made: AtomicBool::new(false),
             dir_fd: files::HeldDir::default(),

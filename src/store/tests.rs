@@ -1862,11 +1862,14 @@ fn entries_left_waiting_are_taken_whole_by_the_next_opening_and_a_damaged_one_al
     assert!(again.take_waiting().is_empty(), "taken once a process");
 }
 
-/// Announces `taken` as the layer's writer does, to be written later.
-fn queue_taken(store: &Store, taken: &[waiting::WaitingEntry]) {
-    for e in taken {
+/// Takes the waiting files and announces their entries as the layer's writer does, to be
+/// written later.
+fn take_and_queue(store: &Store) -> Vec<waiting::WaitingEntry> {
+    let taken = store.take_waiting();
+    for e in &taken {
         store.will_write_queued(&e.key, e.kind, std::sync::Arc::new(e.data.clone()));
     }
+    taken
 }
 
 /// A process that wrote none of the entries of a waiting file it took leaves the file as it
@@ -1894,8 +1897,7 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
 
     // A launch that writes none of them: the file stays, untouched, and they need no writing.
     let short = open(tmp.path(), 1 << 30, at(200));
-    let taken = short.take_waiting();
-    queue_taken(&short, &taken);
+    take_and_queue(&short);
     let kept = short.keep_untouched_waiting();
     assert_eq!(kept.len(), 3);
     assert!(
@@ -1922,9 +1924,8 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
 
     // A launch that writes one: the file goes once the other two are written too.
     let longer = open(tmp.path(), 1 << 30, at(400));
-    let taken = longer.take_waiting();
+    let taken = take_and_queue(&longer);
     assert_eq!(taken.len(), 3);
-    queue_taken(&longer, &taken);
     longer
         .write_announced(&taken[0].key, taken[0].kind, &taken[0].data, at(50))
         .unwrap();
@@ -1955,9 +1956,8 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
     bytes.truncate(bytes.len() - 1);
     fs::write(&path, &bytes).unwrap();
     let after_damage = open(tmp.path(), 1 << 30, at(500));
-    let taken = after_damage.take_waiting();
+    let taken = take_and_queue(&after_damage);
     assert_eq!(taken.len(), 1, "the record cut short dropped");
-    queue_taken(&after_damage, &taken);
     assert!(after_damage.keep_untouched_waiting().is_empty());
 }
 
@@ -1978,9 +1978,8 @@ fn no_waiting_file_stays_as_it_was_where_an_opening_left_some_untaken() {
         store.keep_waiting(&entries).unwrap();
     }
     let later = open(tmp.path(), 1 << 30, at(200));
-    let taken = later.take_waiting();
+    let taken = take_and_queue(&later);
     assert_eq!(taken.len(), 4, "two files taken, one left");
-    queue_taken(&later, &taken);
     assert!(later.keep_untouched_waiting().is_empty());
 }
 

@@ -196,13 +196,14 @@ impl Store {
         let ours = self.waiting_suffix();
         let mut taken = Vec::new();
         let mut bytes_taken = 0u64;
+        let mut held = self.taken.locked();
         for name in names.iter().filter(|n| n.ends_with(&ours)) {
             let path = self.dir.join(name);
-            if self.taken.locked().files.iter().any(|t| t.path == path) {
+            if held.files.iter().any(|t| t.path == path) {
                 continue; // taken once a process
             }
             if bytes_taken >= TAKEN_AT_MOST {
-                self.taken.locked().left_some = true;
+                held.left_some = true;
                 break;
             }
             match read_whole(&path) {
@@ -210,7 +211,7 @@ impl Store {
                     bytes_taken += bytes.len() as u64;
                     let (entries, clean) = self.checked(&bytes, &path);
                     let keys: Vec<PipelineKey> = entries.iter().map(|e| e.key).collect();
-                    self.taken.locked().files.push(TakenFile {
+                    held.files.push(TakenFile {
                         path,
                         clean: clean && !keys.is_empty(),
                         keys,
@@ -237,10 +238,10 @@ impl Store {
     /// process wrote, a file still there; those files stay as they are, and their entries need
     /// no writing. (Where another process removes such a file meanwhile, it wrote every entry
     /// of it first.)
-    /// Each device of the store asks (at the process's exit every device ends so, in any
-    /// order): the files kept by an earlier one are named again, for this device's writer to
-    /// drop the entries it holds of them. A damaged file, or any where a file was left for a
-    /// later opening, is not kept.
+    /// Each device of the store may ask (at the process's exit every device ends so, in any
+    /// order): the files kept by an earlier one are named again. A damaged file, or any where a
+    /// file was left for a later opening, is not kept. The writer passes over their entries
+    /// ([`Store::waits_to_be_written`]).
     pub fn keep_untouched_waiting(&self) -> std::collections::HashSet<PipelineKey> {
         let mut kept = std::collections::HashSet::new();
         let mut taken = self.taken.locked();
@@ -259,6 +260,12 @@ impl Store {
             self.queued.written(key);
         }
         kept
+    }
+
+    /// Whether `key`'s entry still waits in this process to be written (not written, nor kept in
+    /// a waiting file that stays as it was).
+    pub fn waits_to_be_written(&self, key: &PipelineKey) -> bool {
+        self.queued.holds(key)
     }
 
     /// Removes each taken file not kept none of whose entries waits any more in this process

@@ -235,6 +235,7 @@ impl Store {
         let mut bound_due = false;
         if let files::Written::Whole(n) = written {
             let n = n + pieces_written;
+            self.written_since_noted.fetch_add(n, Ordering::Relaxed);
             let before = self.written_bytes.fetch_add(n, Ordering::Relaxed);
             let step = bound_step(self.max_bytes);
             bound_due = before / step != (before + n) / step;

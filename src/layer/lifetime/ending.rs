@@ -3,7 +3,8 @@
 
 use super::*;
 
-/// How long the exit handler gives the opening thread to see the stop. One left after it never
+/// How long the exit handler gives the opening thread to see the stop, and the writer thread
+/// to end what it is writing. One left after it never
 /// calls into the driver again: the handler shuts the device's driver gate.
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -90,12 +91,11 @@ impl DeviceData {
         }
     }
 
-    /// The waiting files this process took and wrote none of stay as they are: their entries
-    /// leave the writer's queue ([`crate::store::Store::keep_untouched_waiting`]).
+    /// The waiting files this process took and wrote none of stay as they are: the writer passes
+    /// over their entries ([`crate::store::Store::keep_untouched_waiting`]).
     fn keep_untouched_waiting(&self) {
         if let Some(store) = self.opened_store() {
-            self.writer
-                .forget_kept_waiting(store, &store.keep_untouched_waiting());
+            store.keep_untouched_waiting();
         }
     }
 
@@ -150,7 +150,8 @@ impl DeviceData {
                 store.stop_reading_ahead();
             }
             self.keep_untouched_waiting();
-            self.writer.drain_here();
+            // As long as the opening thread is given: an entry cut short costs a compile.
+            self.writer.drain_here(EXIT_WAIT);
             self.drop_settled_waiting();
             self.remember_use_order();
         } else {

@@ -117,23 +117,9 @@ pub(super) fn rebuild(dev: &Arc<DeviceData>, file: &crate::replay::record::Recor
         )
     });
     // Calls of shader objects through this layer's own intercept, where the device has them.
-    // SAFETY: as above; the commands of those names have those signatures.
-    let shader_objects = unsafe {
-        let create = command_of(dev, c"vkCreateShadersEXT");
-        let destroy = command_of(dev, c"vkDestroyShaderEXT");
-        create.zip(destroy).map(
-            |(create, destroy)| crate::replay::replayer::ShaderCommands {
-                create: std::mem::transmute::<
-                    unsafe extern "system" fn(),
-                    vk::PFN_vkCreateShadersEXT,
-                >(create),
-                destroy: std::mem::transmute::<
-                    unsafe extern "system" fn(),
-                    vk::PFN_vkDestroyShaderEXT,
-                >(destroy),
-            },
-        )
-    };
+    // SAFETY: as above.
+    let shader_objects =
+        unsafe { crate::replay::replayer::ShaderCommands::load(|name| command_of(dev, name)) };
     drop(inside);
     // What the replay calls must be there (the rest of a 1.3 table may be absent).
     const NEEDED: [&str; 12] = [

@@ -46,10 +46,7 @@ pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
     // The driver's key for this create info, where it gives keys (an entry it kept carries one).
     // SAFETY: the application's create info, valid for the call.
     let now = unsafe { sharing::driver_key(b.dev.handle, fns, (b.info as *const T).cast()) };
-    let marker = b.store.hold_marker(entry);
-    if aborts_in_this_load(b.store, entry) {
-        std::process::abort();
-    }
+    let marker = hold_marker_for_load(b.store, entry);
     let inside = enter_found_gate(b.dev);
     let loaded = entry
         .with_data(|data| {

@@ -186,10 +186,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
         other => other,
     };
     if let Some((seed, entry)) = found {
-        let marker = store.hold_marker(&entry);
-        if aborts_in_this_load(store, &entry) {
-            std::process::abort();
-        }
+        let marker = hold_marker_for_load(store, &entry);
         let inside = enter_found_gate(dev);
         let tried = seed.with_data(&entry, |data| through(Some(data), lap, slot));
         drop(inside);
@@ -378,13 +375,22 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
     Kept::Made(built.result, outcome)
 }
 
-/// Test only: whether `PIPEKEEP_TEST_ABORT_IN_LOAD` makes this load abort the process.
-pub(in crate::layer) fn aborts_in_this_load(store: &Store, entry: &FoundEntry) -> bool {
-    match SETTINGS.test_abort_in_load.as_deref() {
+/// The loading marker of `entry`, held while the driver loads it: a crash inside blames this
+/// entry. Test only: `PIPEKEEP_TEST_ABORT_IN_LOAD` aborts the process here, marker held.
+pub(in crate::layer) fn hold_marker_for_load(
+    store: &Store,
+    entry: &FoundEntry,
+) -> crate::store::LoadingMarker {
+    let marker = store.hold_marker(entry);
+    let aborts = match SETTINGS.test_abort_in_load.as_deref() {
         None => false,
         Some(link) if link.contains('/') => {
             store.entry_names_piece_file(&entry.name(), std::path::Path::new(link))
         }
         Some(_) => true,
+    };
+    if aborts {
+        std::process::abort();
     }
+    marker
 }

@@ -17,7 +17,7 @@ mod keep;
 
 use binary::*;
 use cache::*;
-pub(super) use cache::{aborts_in_this_load, prime_dictionary};
+pub(super) use cache::{hold_marker_for_load, prime_dictionary};
 use feedback::*;
 pub(super) use keep::record;
 use keep::*;
@@ -528,17 +528,11 @@ struct Build<'a, T> {
 
 impl<T> Build<'_, T> {
     /// The compiled pipeline's entry: queued for the writer thread on the application's threads
-    /// (never written on a pipeline's path), written here on the rebuild's, which are background
-    /// threads already. So a rebuild pass's entries are in the store when it ends, and the next
-    /// pass finds them instead of compiling them again behind a writer a busy machine keeps
-    /// waiting. `framing`: NVIDIA's framing of cache data that carries its dictionary.
+    /// (never written on a pipeline's path), written here on the rebuild's ([`Writer::write`]).
+    /// `framing`: NVIDIA's framing of cache data that carries its dictionary.
     fn write_entry(&self, kind: PayloadKind, data: Vec<u8>, framing: Option<Framing>) {
-        let (writer, store) = (&self.dev.writer, self.store.clone());
-        if self.rebuilding {
-            writer.write_here(store, *self.key, kind, data);
-        } else {
-            writer.write(store, *self.key, kind, data, framing);
-        }
+        let store = self.store.clone();
+        self.dev.writer.write(store, *self.key, kind, data, framing);
     }
 
     /// Each stage's code digest, from the pipeline as it was keyed (none once the record took it).

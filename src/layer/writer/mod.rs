@@ -31,7 +31,7 @@
 //! thread gets no time: entries then wait up to [`QUEUE_LIMIT`] (the application's threads write
 //! past it), and a process that dies then loses what waits.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -122,6 +122,14 @@ struct RecordJob {
     file: Arc<RecordFile>,
     record: PipelineRecord,
     app: Arc<RecordApp>,
+}
+
+impl Job {
+    /// An earlier process's entry whose waiting file stays as it was
+    /// ([`Store::keep_untouched_waiting`]): nothing to write.
+    fn kept_where_it_waits(&self) -> bool {
+        self.for_whom == WrittenFor::Earlier && !self.store.waits_to_be_written(&self.key)
+    }
 }
 
 impl RecordJob {
@@ -247,6 +255,12 @@ impl Writer {
         data: Vec<u8>,
         framing: Option<Framing>,
     ) {
+        // The background rebuild's threads are background threads already: a rebuild pass's
+        // entries are in the store when it ends, and the next pass finds them instead of
+        // compiling them again behind a writer a busy machine keeps waiting.
+        if crate::layer::idle::on_rebuild_thread() {
+            return self.write_here(store, key, kind, data);
+        }
         // The data stays whole until the queue takes the job: one written here is written as it is.
         let (waiting, whole) = match framing {
             Some(framing) => (self.dictionaries.set_apart(&data, framing), Some(data)),
@@ -448,28 +462,14 @@ impl Writer {
         tracing::debug!(entries = waiting, left_waiting = left, helpers = finishing_helpers(waiting), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "the entries still queued at the device's end written");
     }
 
-    /// Drops the queued entries of `store` an earlier process left waiting whose keys are in
-    /// `kept`: their waiting file stays as it is ([`Store::keep_untouched_waiting`]).
-    pub fn forget_kept_waiting(&self, store: &Arc<Store>, kept: &HashSet<PipelineKey>) {
-        if kept.is_empty() {
-            return;
-        }
-        let mut q = self.shared.0.locked();
-        q.jobs.retain(|j| {
-            !(j.for_whom == WrittenFor::Earlier
-                && Arc::ptr_eq(&j.store, store)
-                && kept.contains(&j.key))
-        });
-        q.bytes = q.jobs.iter().map(|j| j.data.len()).sum();
-    }
-
     /// Writes what is queued on this thread, without waiting for the writer thread (at exit,
     /// where the writer thread may be stopped at any moment).
-    pub fn drain_here(&self) {
+    /// Then waits, at most `limit`, for what the writer thread took from the queue.
+    pub fn drain_here(&self, limit: Duration) {
         self.leave_waiting();
         self.shared.0.locked().closing = true;
         drain(&self.shared, &self.on_written, Drain::Here);
-        self.wait_for_work_in_flight(EXIT_WAIT);
+        self.wait_for_work_in_flight(limit);
     }
 
     /// Waits, at most `limit`, for what the writer thread took from the queue (an entry it is
@@ -505,6 +505,7 @@ impl Writer {
             }
             let (whole, apart): (VecDeque<Job>, VecDeque<Job>) = std::mem::take(&mut q.jobs)
                 .into_iter()
+                .filter(|j| !j.kept_where_it_waits())
                 .partition(|j| matches!(*j.data, Waiting::Whole(_)));
             q.jobs = apart;
             q.bytes = q.jobs.iter().map(|j| j.data.len()).sum();
@@ -580,10 +581,6 @@ fn finishing_helpers(waiting: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     (waiting / ENTRIES_A_HELPER).min((cores / 2).max(1))
 }
-
-/// The longest the exit handler waits for what the writer thread is doing: as long as it gives
-/// the opening thread.
-const EXIT_WAIT: Duration = Duration::from_millis(500);
 
 /// Entries waiting at the device's end that are worth a thread more to write.
 const ENTRIES_A_HELPER: usize = 64;
@@ -681,6 +678,9 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 working = q.has_work();
                 if let Some(job) = q.jobs.pop_front() {
                     q.bytes -= job.data.len();
+                    if job.kept_where_it_waits() {
+                        continue;
+                    }
                     break Some(Work::Write(job));
                 }
                 if !q.stamps.is_empty() {

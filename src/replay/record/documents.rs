@@ -104,14 +104,6 @@ impl Entries<'_> {
     }
 }
 
-/// The database entries of one pipeline and its objects: `(tag, hash, payload)`.
-pub fn pipeline_entries(
-    record: &PipelineRecord,
-    app: &AppState,
-) -> Result<Vec<DbEntry>, NotRecorded> {
-    Batch::default().entries(record, &AppEntry::of(app))
-}
-
 impl Batch {
     /// The entries of one pipeline and the objects it names that the batch has not made yet;
     /// none where it cannot be recorded.
@@ -194,13 +186,8 @@ fn record_entries(
             Ok(module_doc(&stage.module, code))
         })?;
     }
+    let hash = pipeline_hash(&record.key);
     let tag = record.desc.tag();
-    let hash = match &record.desc {
-        // One document a configuration, as a pipeline is linked once to each: its name holds
-        // the configuration's hash (two configurations may share a device's state).
-        Recorded::ShaderObjects(_) => link_hash(app_hash, tag, pipeline_hash(&record.key)),
-        _ => pipeline_hash(&record.key),
-    };
     match &record.desc {
         Recorded::Compute(d) => out.add(tag, hash, || compute_doc(hash, d))?,
         Recorded::Graphics(d) => {
@@ -218,8 +205,11 @@ fn record_entries(
         // Its configuration named in its own document: a Fossilize link of a tag past
         // Fossilize's own would index its tools' tables out of bounds (fossilize-prune's
         // `filtered_blob_hashes[tag]`).
+        // One document a configuration, as a pipeline is linked once to each: its name holds
+        // the configuration's hash (two configurations may share a device's state).
         Recorded::ShaderObjects(shaders) => {
-            return out.add(tag, hash, || shader_objects_doc(hash, app_hash, shaders));
+            let named = link_hash(app_hash, tag, hash);
+            return out.add(tag, named, || shader_objects_doc(named, app_hash, shaders));
         }
     }
     // The pipeline under its configuration, as Fossilize links a blob to its application.
@@ -272,17 +262,22 @@ fn set_layout_doc(digest: &Digest, l: &SetLayoutDesc) -> Vec<u8> {
 }
 
 fn pipeline_layout_doc(digest: &Digest, l: &PipelineLayoutDesc) -> Vec<u8> {
+    let mut v = json!({ "flags": l.flags });
+    layout_json(l, &mut v);
+    document("pipelineLayouts", object_hash(digest), v)
+}
+
+/// A layout's `setLayouts` (by hash) and `pushConstantRanges`, as a pipeline layout and a shader
+/// object write them.
+fn layout_json(l: &PipelineLayoutDesc, into: &mut Value) {
     let sets: Vec<String> = l.set_layouts.iter().map(hash_ref).collect();
     let ranges: Vec<Value> = l
         .push_constant_ranges
         .iter()
         .map(|r| json!({ "stageFlags": r.stage_flags, "offset": r.offset, "size": r.size }))
         .collect();
-    document(
-        "pipelineLayouts",
-        object_hash(digest),
-        json!({ "flags": l.flags, "setLayouts": sets, "pushConstantRanges": ranges }),
-    )
+    into["setLayouts"] = json!(sets);
+    into["pushConstantRanges"] = json!(ranges);
 }
 
 fn module_doc(digest: &Digest, code: &[u32]) -> Vec<u8> {
@@ -596,17 +591,9 @@ fn shader_objects_doc(
         .iter()
         .map(|s| {
             let mut info = stage_json(&s.stage)?;
-            let sets: Vec<String> = s.layout.set_layouts.iter().map(hash_ref).collect();
-            let ranges: Vec<Value> = s
-                .layout
-                .push_constant_ranges
-                .iter()
-                .map(|r| json!({ "stageFlags": r.stage_flags, "offset": r.offset, "size": r.size }))
-                .collect();
             info["nextStage"] = json!(s.next_stage);
             info["codeType"] = json!(ash::vk::ShaderCodeTypeEXT::SPIRV.as_raw());
-            info["setLayouts"] = json!(sets);
-            info["pushConstantRanges"] = json!(ranges);
+            layout_json(&s.layout, &mut info);
             Ok(info)
         })
         .collect::<Result<Vec<Value>, NotRecorded>>()?;

@@ -73,10 +73,6 @@ impl RecordFile {
         let _held = self.held.locked();
         let file = self.open_locked(true)?.expect("created");
         let _lock = Flock(&file);
-        self.write_pending_mark()
-    }
-
-    fn write_pending_mark(&self) -> io::Result<()> {
         let marker = self.pending_path();
         if marker.is_file() {
             return Ok(());

@@ -38,7 +38,7 @@ pub use configuration::{
     configuration_hash, configuration_hashes, device_from_json, AppState, ApplicationInfo, Launch,
     ABI_KEY, DEVICE_KEY, LAUNCH_KEY,
 };
-pub use documents::{pipeline_entries, AppEntry, Batch, RecordApp};
+pub use documents::{AppEntry, Batch, RecordApp};
 pub use file::{read, Compacted, RecordFile};
 pub use links::{link_hash, linked_pipeline};
 
@@ -151,8 +151,8 @@ impl Recorded {
     }
 }
 
-/// A compiled pipeline (or call of shader objects: its first shader's group's key) to record,
-/// with the content of every object it names.
+/// A compiled pipeline (or call of shader objects: the key of the whole call with no binary
+/// format) to record, with the content of every object it names.
 #[derive(Debug, Clone)]
 pub struct PipelineRecord {
     pub key: PipelineKey,

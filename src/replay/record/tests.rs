@@ -14,6 +14,11 @@ use crate::key::desc::{
 };
 use crate::replay::objects::{Catalog, TAG_APPLICATION, TAG_COMPUTE, TAG_LINK};
 
+/// The database entries of one pipeline and its objects, as a batch of its own writes them.
+fn pipeline_entries(record: &PipelineRecord, app: &AppState) -> Result<Vec<DbEntry>, NotRecorded> {
+    Batch::default().entries(record, &AppEntry::of(app))
+}
+
 fn record() -> PipelineRecord {
     let (module, set, layout) = (Digest([1; 32]), Digest([2; 32]), Digest([3; 32]));
     PipelineRecord {

@@ -324,24 +324,22 @@ pub(super) unsafe fn exact_device(
             0,
         );
     let mesh_shaders = feature(1_000_328_000, 1);
-    // VK_KHR_ray_tracing_pipeline with its first feature, rayTracingPipeline.
-    let ray_tracing = state
-        .extensions
-        .iter()
-        .any(|e| e.as_slice() == ash::khr::ray_tracing_pipeline::NAME.to_bytes())
-        && feature(
-            vk::StructureType::PHYSICAL_DEVICE_RAY_TRACING_PIPELINE_FEATURES_KHR.as_raw(),
-            0,
-        );
-    // VK_EXT_shader_object with its feature, shaderObject.
-    let shader_objects = state
-        .extensions
-        .iter()
-        .any(|e| e.as_slice() == ash::ext::shader_object::NAME.to_bytes())
-        && feature(
-            vk::StructureType::PHYSICAL_DEVICE_SHADER_OBJECT_FEATURES_EXT.as_raw(),
-            0,
-        );
+    // An extension with its first feature (rayTracingPipeline, shaderObject).
+    let enabled_with = |name: &CStr, stype: vk::StructureType| {
+        state
+            .extensions
+            .iter()
+            .any(|e| e.as_slice() == name.to_bytes())
+            && feature(stype.as_raw(), 0)
+    };
+    let ray_tracing = enabled_with(
+        ash::khr::ray_tracing_pipeline::NAME,
+        vk::StructureType::PHYSICAL_DEVICE_RAY_TRACING_PIPELINE_FEATURES_KHR,
+    );
+    let shader_objects = enabled_with(
+        ash::ext::shader_object::NAME,
+        vk::StructureType::PHYSICAL_DEVICE_SHADER_OBJECT_FEATURES_EXT,
+    );
     let enabled = Enabled {
         subgroup_size_control,
         mesh_shaders,

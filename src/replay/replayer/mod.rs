@@ -75,7 +75,10 @@ impl Replay {
         device: ash::Device,
         subgroup: vk::PhysicalDeviceSubgroupSizeControlProperties<'static>,
         enabled: Enabled,
-        ray_tracing: Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
+        (ray_tracing, shader_objects): (
+            Option<vk::PFN_vkCreateRayTracingPipelinesKHR>,
+            Option<ShaderCommands>,
+        ),
         app_cache: vk::PipelineCache,
     ) -> Replay {
         Replay {
@@ -86,7 +89,7 @@ impl Replay {
             subgroup_size_control: enabled.subgroup_size_control,
             mesh_shaders: enabled.mesh_shaders,
             ray_tracing: ray_tracing.filter(|_| enabled.ray_tracing),
-            shader_objects: None,
+            shader_objects: shader_objects.filter(|_| enabled.shader_objects),
             app_cache,
             cache_each: None,
             libraries: Default::default(),
@@ -164,18 +167,14 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
     // background rebuild, as a configuration this device cannot make.
     let orphans: usize = catalogs.iter().map(Catalog::orphans).sum();
     if orphans > 0 {
-        total.pipelines += orphans;
-        total.pipelines_left += orphans;
-        total.configurations_skipped.push(format!(
+        total.leave(orphans, format!(
             "a configuration whose application entry is damaged ({orphans} pipelines): its device is not known"
         ));
     }
     for mut group in groups_of(catalogs) {
         let left = left_to_the_application(&mut group);
         if left > 0 {
-            total.pipelines += left;
-            total.pipelines_left += left;
-            total.configurations_skipped.push(format!(
+            total.leave(left, format!(
                 "the calls of shader objects of {} ({left}): its device holds structures pipekeep \
                  does not know, which their keys hold and a device made from the record leaves out: \
                  left to the application's own background rebuild",
@@ -198,12 +197,10 @@ pub fn replay(catalogs: &[Catalog], options: &Options) -> Result<Summary, String
             Ok(summary) => total.add(summary),
             Err(why) if group.app.device.is_some() || other_abi => {
                 let left: usize = group.catalogs.iter().map(Catalog::pipelines).sum();
-                total.pipelines += left;
-                total.pipelines_left += left;
-                total.configurations_skipped.push(format!(
-                    "{} ({left} pipelines): {why}",
-                    describe(&group.app)
-                ));
+                total.leave(
+                    left,
+                    format!("{} ({left} pipelines): {why}", describe(&group.app)),
+                );
             }
             Err(why) => return Err(why),
         }
@@ -385,13 +382,18 @@ unsafe fn replay_on(
                 >(f)
             }
         });
-    let shader_objects = enabled
-        .shader_objects
-        .then(|| unsafe { shader_commands(instance, device.handle()) })
-        .flatten();
-    let mut r = Replay::new(device, subgroup, enabled, ray_tracing, app_cache);
+    // SAFETY: this instance's device, asked for commands by name.
+    let shader_objects = unsafe {
+        ShaderCommands::load(|name| instance.get_device_proc_addr(device.handle(), name.as_ptr()))
+    };
+    let mut r = Replay::new(
+        device,
+        subgroup,
+        enabled,
+        (ray_tracing, shader_objects),
+        app_cache,
+    );
     r.cache_each = cache_each;
-    r.shader_objects = shader_objects;
     let mut summary = Summary {
         device: device_name,
         driver_version: props.driver_version,
@@ -429,27 +431,6 @@ unsafe fn replay_on(
     Ok(summary)
 }
 
-/// The device's `vkCreateShadersEXT` and `vkDestroyShaderEXT`, where it gives both.
-///
-/// # Safety
-/// `device` must be a live device of `instance`.
-unsafe fn shader_commands(instance: &ash::Instance, device: vk::Device) -> Option<ShaderCommands> {
-    // SAFETY: this instance's device, asked for commands by name; each of that name has that
-    // signature (vkGetDeviceProcAddr's contract).
-    unsafe {
-        let create = instance.get_device_proc_addr(device, c"vkCreateShadersEXT".as_ptr())?;
-        let destroy = instance.get_device_proc_addr(device, c"vkDestroyShaderEXT".as_ptr())?;
-        Some(ShaderCommands {
-            create: std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkCreateShadersEXT>(
-                create,
-            ),
-            destroy: std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkDestroyShaderEXT>(
-                destroy,
-            ),
-        })
-    }
-}
-
 /// Replays a catalog's pipelines on a device someone else made and keeps (pipekeep's background
 /// rebuild, on the application's device, through pipekeep's own commands): each pipeline makes
 /// the objects it names just before it and destroys them just after ([`own`]), within
@@ -485,10 +466,9 @@ pub unsafe fn replay_on_device(
         device,
         subgroup,
         enabled,
-        ray_tracing,
+        (ray_tracing, shader_objects),
         vk::PipelineCache::null(),
     );
-    r.shader_objects = shader_objects;
     r.own = Some(own::OwnObjects::new(
         options.enter_device.clone(),
         options.samplers.clone(),

@@ -244,6 +244,14 @@ impl Summary {
         self.skipped.values().sum()
     }
 
+    /// `n` pipelines of the database not replayed here, and why: left to the application's own
+    /// background rebuild.
+    pub(super) fn leave(&mut self, n: usize, why: String) {
+        self.pipelines += n;
+        self.pipelines_left += n;
+        self.configurations_skipped.push(why);
+    }
+
     /// Adds another configuration's replay to this one.
     pub(super) fn add(&mut self, o: Summary) {
         if self.configurations == 0 {

@@ -2,7 +2,7 @@
 //! `VkShaderCreateInfoEXT` from its JSON, its SPIR-V from the catalog's module of that hash, its
 //! set layouts as made for it; the call alone timed, every shader destroyed after.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -22,13 +22,41 @@ pub struct ShaderCommands {
     pub destroy: vk::PFN_vkDestroyShaderEXT,
 }
 
-/// One shader's owned data, from which its create info is built.
-struct ShaderData {
+impl ShaderCommands {
+    /// `vkCreateShadersEXT` and `vkDestroyShaderEXT` as `command` gives them by name (a device's
+    /// `vkGetDeviceProcAddr`, or a layer's own table), where it gives both.
+    ///
+    /// # Safety
+    /// `command` must give, for each name, that command of one live device, or none.
+    pub unsafe fn load(
+        mut command: impl FnMut(&CStr) -> vk::PFN_vkVoidFunction,
+    ) -> Option<ShaderCommands> {
+        let create = command(c"vkCreateShadersEXT")?;
+        let destroy = command(c"vkDestroyShaderEXT")?;
+        // SAFETY: the commands of those names have those signatures (vkGetDeviceProcAddr's
+        // contract).
+        unsafe {
+            Some(ShaderCommands {
+                create: std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkCreateShadersEXT,
+                >(create),
+                destroy: std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkDestroyShaderEXT,
+                >(destroy),
+            })
+        }
+    }
+}
+
+/// One shader's data (its code the catalog's), from which its create info is built.
+struct ShaderData<'a> {
     stage: vk::ShaderStageFlags,
     next_stage: vk::ShaderStageFlags,
     flags: vk::ShaderCreateFlagsEXT,
     /// SPIR-V words: `pCode` aligned to 4 bytes, as SPIR-V is passed.
-    code: Vec<u32>,
+    code: &'a [u32],
     name: CString,
     set_layouts: Vec<vk::DescriptorSetLayout>,
     push_constant_ranges: Vec<vk::PushConstantRange>,
@@ -36,8 +64,13 @@ struct ShaderData {
     required_subgroup_size: Option<u32>,
 }
 
-impl ShaderData {
-    fn read(r: &Replay, made: &Made, catalog: &Catalog, s: &Value) -> Result<ShaderData, String> {
+impl<'a> ShaderData<'a> {
+    fn read(
+        r: &Replay,
+        made: &Made,
+        catalog: &'a Catalog,
+        s: &Value,
+    ) -> Result<ShaderData<'a>, String> {
         only(s, &[stype::REQUIRED_SUBGROUP_SIZE], "a shader object")?;
         if u(s, "codeType") != vk::ShaderCodeTypeEXT::SPIRV.as_raw() as u32 {
             return Err("a shader object whose code is not SPIR-V".into());
@@ -54,7 +87,7 @@ impl ShaderData {
             stage,
             next_stage: vk::ShaderStageFlags::from_raw(u(s, "nextStage")),
             flags: vk::ShaderCreateFlagsEXT::from_raw(u(s, "flags")),
-            code: words.clone(),
+            code: words,
             name: entry_point(s)?,
             set_layouts,
             push_constant_ranges,
@@ -63,10 +96,10 @@ impl ShaderData {
         })
     }
 
-    fn info<'a>(
-        &'a self,
-        subgroup: &'a mut vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo<'static>,
-    ) -> vk::ShaderCreateInfoEXT<'a> {
+    fn info<'b>(
+        &'b self,
+        subgroup: &'b mut vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo<'static>,
+    ) -> vk::ShaderCreateInfoEXT<'b> {
         let mut info = vk::ShaderCreateInfoEXT::default()
             .flags(self.flags)
             .stage(self.stage)

@@ -114,7 +114,6 @@ pub fn where_(args: WhereArgs) -> Result<ExitCode, String> {
     let usage = settings
         .root
         .as_deref()
-        .filter(|r| r.is_dir())
         .and_then(|r| pipekeep::store::library::usage(r, None).ok())
         .unwrap_or_default();
     let library_bytes: u64 = usage.iter().map(|t| t.bytes()).sum();
