@@ -135,8 +135,15 @@ def external_summary(output):
     and its own time to ready, "Replayed N objects in X ms" (from its start to its last pipeline:
     what a user waits for)."""
     made, seconds, ready_ms = 0, 0.0, None
+    parts = {}
     for line in output.splitlines():
         words = line.split()
+        # Where the rest of its time goes: its device, and its shader modules (their time summed
+        # over its threads, as the pipelines').
+        if "Creating Vulkan device took:" in line:
+            parts["device_ms"] = float(words[words.index("took:") + 1])
+        if "Playing back" in line and "shader modules took" in line:
+            parts["modules_ms"] = float(words[words.index("took") + 1]) * 1e3
         if "Playing back" in line and "pipelines took" in line and "accumulated" in line:
             at = words.index("back")
             made += int(words[at + 1])
@@ -144,8 +151,8 @@ def external_summary(output):
         if "Replayed" in line and "objects in" in line:
             ready_ms = float(words[words.index("in") + 1])
     if ready_ms is None:
-        return {"made": made, "creation_ms": seconds * 1e3} if made else {}
-    return {"made": made, "creation_ms": seconds * 1e3, "ready_ms": ready_ms}
+        return dict(parts, made=made, creation_ms=seconds * 1e3) if made else {}
+    return dict(parts, made=made, creation_ms=seconds * 1e3, ready_ms=ready_ms)
 
 
 def base_env(drv, scratch):
@@ -311,6 +318,12 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
         # The floor of every launch's time to ready and process end: the same tool making its
         # device and reading its database, with no pipeline (the same with or without the layer).
         modes[FLOOR] = (alone, "floor")
+        # What the floor leaves out and no layer changes: the tool reading every pipeline and
+        # module of its database (decompressing, parsing, filling create infos) on its threads.
+        # Its null device reads them all and makes nothing; less the same with no pipeline, that
+        # is the reading alone (each round's runs side by side).
+        modes[READING] = (alone, "null")
+        modes[READING_NONE] = (alone, "null-none")
     for most in [m for m in (args.found_calls or "").split(",") if m]:
         # The bound on found pipelines inside the driver at once (PIPEKEEP_FOUND_CALLS).
         modes[f"pipekeep, found calls {most}"] = (dict(layer, PIPEKEEP_FOUND_CALLS=most), "memory")
@@ -395,6 +408,9 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
 
 
 FLOOR = "the floor: no pipelines, no layer"
+READING = "the reading: null device, every pipeline"
+READING_NONE = "the reading: null device, no pipelines"
+BASELINES = ("no layer", FLOOR, READING, READING_NONE)
 APP_CACHE_FILE = "no layer, the application's own cache file"
 
 
@@ -402,35 +418,65 @@ def clocks_table(modes, runs, launches):
     """The three clocks a user watches, each launch's median over the rounds and its ratio over no
     layer's same launch in the same round: the application's own time to ready (where it prints
     one), the process's end, and the creation time summed over its threads; with the floor (the
-    application with no pipelines), time to ready and process end less the floor too."""
+    application with no pipelines), time to ready and process end less the floor too; with the
+    reading (the null device's runs), less the floor and the application's reading of its
+    pipelines, which no layer changes either."""
     def med(mode, i, key):
         return median(x.get(key) for x in runs[mode][i] if x.get(key) is not None)
 
-    def ratio(mode, i, key, less=None):
+    def floor(i, r, key, reading):
+        f = runs[FLOOR][i][r].get(key) if FLOOR in runs else None
+        if f is None or not reading:
+            return f
+        if READING not in runs:
+            return None
+        every, none = runs[READING][i][r].get(key), runs[READING_NONE][i][r].get(key)
+        return None if every is None or none is None else f + max(every - none, 0)
+
+    def ratio(mode, i, key, less=False, reading=False):
         rounds = len(runs["no layer"][i])
         cells = []
         for r in range(rounds):
             x, y = runs[mode][i][r].get(key), runs["no layer"][i][r].get(key)
             if x is None or not y:
                 continue
-            if less is not None:
-                f = runs[FLOOR][i][r].get(key) if FLOOR in runs else None
+            if less:
+                f = floor(i, r, key, reading)
                 if f is None or y - f <= 0:
                     continue
                 x, y = x - f, y - f
             cells.append(x / y)
         return median(cells) if cells else None
 
-    out = ["| mode | launch | time to ready ms | / no layer | less the floor | process end s | / no layer | less the floor | creation ms | / no layer |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    def floors(i, key, reading):
+        return median(floor(i, r, key, reading) for r in range(len(runs["no layer"][i])))
+
+    out = ["| mode | launch | time to ready ms | / no layer | less the floor | less floor and reading "
+           "| process end s | / no layer | less the floor | less floor and reading | creation ms | / no layer |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for mode in modes:
         for i in range(launches):
-            def r(key, less=None):
-                v = ratio(mode, i, key, less)
-                return "-" if v is None or mode in ("no layer", FLOOR) else fmt(v, 3)
+            def r(key, less=False, reading=False):
+                v = ratio(mode, i, key, less, reading)
+                return "-" if v is None or mode in BASELINES else fmt(v, 3)
             out.append(f"| {mode} | {i + 1} | {fmt(med(mode, i, 'ready_ms'))} | {r('ready_ms')} | {r('ready_ms', True)} "
+                       f"| {r('ready_ms', True, True)} "
                        f"| {fmt(med(mode, i, 'process_wall_s'), 2)} | {r('process_wall_s')} | {r('process_wall_s', True)} "
+                       f"| {r('process_wall_s', True, True)} "
                        f"| {fmt(med(mode, i, 'creation_ms'))} | {r('creation_ms')} |")
+    if READING in runs:
+        out.append("")
+        out.append("Floors, each launch's median: " + "; ".join(
+            f"launch {i + 1}: the floor {fmt(floors(i, 'ready_ms', False))} ms to ready, "
+            f"with the reading {fmt(floors(i, 'ready_ms', True))} ms" for i in range(launches)))
+    parts = [(m, i) for m in modes for i in range(launches) if med(m, i, "device_ms") is not None]
+    if parts:
+        out += ["", "| mode | launch | device ms | modules ms (summed over threads) | pipelines ms (summed) | the driver's found calls ms (pipekeep's watch) |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for m, i in parts:
+            drv = median(float(x["watch"]["driver_ms"]) for x in runs[m][i] if x.get("watch", {}).get("driver_ms"))
+            out.append(f"| {m} | {i + 1} | {fmt(med(m, i, 'device_ms'))} | {fmt(med(m, i, 'modules_ms'), 1)} "
+                       f"| {fmt(med(m, i, 'creation_ms'), 1)} | {fmt(drv, 1)} |")
     return out
 
 
@@ -679,10 +725,13 @@ def main():
                         # The real replay tool with a pipeline cache of its own, on disk.
                         path = cache.split("=", 1)[1]
                         return [args.replayer, "--num-threads", str(th), "--on-disk-pipeline-cache", path, db]
+                    none = [a for k in ("graphics", "compute", "raytracing") for a in (f"--{k}-pipeline-range", "0", "0")]
                     if args.replayer and cache == "floor":
                         # The same tool, its device made and its database read, no pipeline made.
-                        none = [f"--{k}-pipeline-range" for k in ("graphics", "compute", "raytracing")]
-                        return [args.replayer, "--num-threads", str(th)] + [a for k in none for a in (k, "0", "0")] + [db]
+                        return [args.replayer, "--num-threads", str(th)] + none + [db]
+                    if args.replayer and cache in ("null", "null-none"):
+                        # The same tool on its null device (no driver): every pipeline read, or none.
+                        return [args.replayer, "--num-threads", str(th), "--null-device"] + (none if cache == "null-none" else []) + [db]
                     if cache == "pipekeep replay":
                         cache = "memory"
                     c = [tool, "replay", "--json", "--times", "--threads", str(th), db]

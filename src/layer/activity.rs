@@ -50,7 +50,9 @@ impl AppActivity {
     }
 
     /// Returns once the application has built no pipeline for `quiet` (`true`), or once `stop`
-    /// is set (`false`), checking every 20 ms at most.
+    /// is set (`false`), checking every 20 ms at most. The waiting thread parks: whoever sets
+    /// `stop` unparks it, so a device's end does not wait out a nap (up to 20 ms of a short
+    /// launch's end on RADV, where its opening thread was joined mid-wait).
     pub fn wait_until_quiet(&self, quiet: Duration, stop: &AtomicBool) -> bool {
         self.wait(quiet, stop, false)
     }
@@ -67,14 +69,14 @@ impl AppActivity {
                 return false;
             }
             if after_building && !self.began() {
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::park_timeout(Duration::from_millis(20));
                 continue;
             }
             let so_far = self.quiet_for();
             if so_far >= quiet {
                 return true;
             }
-            std::thread::sleep((quiet - so_far).min(Duration::from_millis(20)));
+            std::thread::park_timeout((quiet - so_far).min(Duration::from_millis(20)));
         }
     }
 }

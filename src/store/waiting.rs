@@ -192,6 +192,7 @@ impl Store {
         if self.max_bytes == 0 {
             return Vec::new();
         }
+        let started = std::time::Instant::now();
         let names = files::names_in(&self.dir).unwrap_or_default();
         let ours = self.waiting_suffix();
         let mut taken = Vec::new();
@@ -227,6 +228,8 @@ impl Store {
         if !taken.is_empty() {
             tracing::debug!(
                 entries = taken.len(),
+                bytes = bytes_taken,
+                took_ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1e3),
                 "entries an earlier process left waiting taken"
             );
         }

@@ -20,6 +20,10 @@ impl DeviceData {
         if let Some(rebuild) = self.rebuilder.locked().as_ref() {
             rebuild.thread().unpark();
         }
+        // Out of its wait for the application's pause at once: the end joins it.
+        if let Some(opener) = self.opener.locked().as_ref() {
+            opener.thread().unpark();
+        }
         crate::layer::idle::raise_threads(&self.rebuild_threads);
         if let Some(store) = self.opened_store() {
             store.wake_readers_to_stop();

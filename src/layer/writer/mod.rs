@@ -438,6 +438,7 @@ impl Writer {
                 .collect();
             (q.jobs.len(), together)
         };
+        self.wake();
         expect_together(together);
         // The device's builds are over, so its cores are free: many entries waiting (NVIDIA's,
         // held apart while every core built) are written by a few threads, not by this one alone
@@ -462,12 +463,22 @@ impl Writer {
         tracing::debug!(entries = waiting, left_waiting = left, helpers = finishing_helpers(waiting), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "the entries still queued at the device's end written");
     }
 
+    /// Wakes the writer thread from its nap while it waits for the application's pause, once the
+    /// queue is closing: the device's end joins it (it napped up to [`NAP`] of a short launch's
+    /// end on RADV).
+    fn wake(&self) {
+        if let Some(handle) = self.thread.locked().as_ref() {
+            handle.thread().unpark();
+        }
+    }
+
     /// Writes what is queued on this thread, without waiting for the writer thread (at exit,
     /// where the writer thread may be stopped at any moment).
     /// Then waits, at most `limit`, for what the writer thread took from the queue.
     pub fn drain_here(&self, limit: Duration) {
         self.leave_waiting();
         self.shared.0.locked().closing = true;
+        self.wake();
         drain(&self.shared, &self.on_written, Drain::Here);
         self.wait_for_work_in_flight(limit);
     }
@@ -670,7 +681,8 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                     let quiet = building.map(AppActivity::quiet_for);
                     if let Some(nap) = q.has_work().then(|| q.waits_for_a_pause(quiet)).flatten() {
                         drop(q);
-                        std::thread::sleep(nap);
+                        // Parked, not asleep: the device's end unparks it ([`Writer::wake`]).
+                        std::thread::park_timeout(nap);
                         q = lock.locked();
                         continue;
                     }
