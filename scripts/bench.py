@@ -141,7 +141,7 @@ def external_summary(output):
         # Where the rest of its time goes: its device, and its shader modules (their time summed
         # over its threads, as the pipelines').
         if "Creating Vulkan device took:" in line:
-            parts["device_ms"] = float(words[words.index("took:") + 1])
+            parts["device_ms"] = parts.get("device_ms", 0.0) + float(words[words.index("took:") + 1])
         if "Playing back" in line and "shader modules took" in line:
             parts["modules_ms"] = float(words[words.index("took") + 1]) * 1e3
         if "Playing back" in line and "pipelines took" in line and "accumulated" in line:
@@ -471,7 +471,7 @@ def clocks_table(modes, runs, launches):
             f"with the reading {fmt(floors(i, 'ready_ms', True))} ms" for i in range(launches)))
     parts = [(m, i) for m in modes for i in range(launches) if med(m, i, "device_ms") is not None]
     if parts:
-        out += ["", "| mode | launch | device ms | modules ms (summed over threads) | pipelines ms (summed) | the driver's found calls ms (pipekeep's watch) |",
+        out += ["", "| mode | launch | device ms | modules ms (summed over threads) | pipelines ms (summed) | the driver's pipeline calls ms (pipekeep's watch; a later launch's: its found calls) |",
                 "| --- | --- | --- | --- | --- | --- |"]
         for m, i in parts:
             drv = median(float(x["watch"]["driver_ms"]) for x in runs[m][i] if x.get("watch", {}).get("driver_ms"))

@@ -602,14 +602,12 @@ fn the_order_of_use_is_remembered_and_read_ahead_from_and_a_damaged_one_is_writt
         "every entry, in the order the run used them"
     );
 
-    // Every lookup waits for reading ahead: all 12 are read ahead, from the order. The run
-    // lingers past its last pipeline, so the bound lists the store in the pause.
+    // Every lookup waits for reading ahead: all 12 are read ahead, from the order.
     let warm = App::new(Driver::Radv, tmp.path())
         .with_layer()
         .env("PIPEKEEP_LOG", "debug")
         .env("PIPEKEEP_TEST_READ_AHEAD_FIRST", "1")
         .args(&IN_ORDER)
-        .args(&["--linger-ms", "400"])
         .run();
     assert_eq!(warm.watch().found, 12, "{}", warm.all());
     assert!(
@@ -637,43 +635,4 @@ fn the_order_of_use_is_remembered_and_read_ahead_from_and_a_damaged_one_is_writt
         damaged.all()
     );
     assert_eq!(names(&std::fs::read(&order).unwrap()), by_use);
-}
-
-/// A later launch that ends before the application pauses (a short process) does not walk its
-/// title when the notes say it is within its bound: the walk was most of such a launch's end.
-/// Its stamps are still given (each entry it found is stamped at its opening, moved forward),
-/// and a title past its bound is still walked and brought within it
-/// (`a_small_bound_holds_after_opening_and_the_first_used_pipelines_survive`).
-#[test]
-fn a_short_later_launch_within_its_bound_does_not_walk_the_title_and_still_stamps() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    let cold = app(Driver::Radv, tmp.path(), &IN_ORDER);
-    assert_eq!(cold.watch().written, 12, "{}", cold.all());
-    let stamps = || -> Vec<std::time::SystemTime> {
-        entries(&store)
-            .iter()
-            .map(|p| std::fs::metadata(p).unwrap().modified().unwrap())
-            .collect()
-    };
-    let before = stamps();
-    let warm = app_with(
-        Driver::Radv,
-        tmp.path(),
-        &[("PIPEKEEP_LOG", "debug")],
-        &IN_ORDER,
-    );
-    assert_eq!(warm.watch().found, 12, "{}", warm.all());
-    assert!(
-        !warm.stderr.contains("bound checked entries="),
-        "a title within its bound is not walked at a short launch's end\n{}",
-        warm.all()
-    );
-    let after = stamps();
-    let newest_before = before.iter().max().unwrap();
-    assert!(
-        after.iter().all(|stamp| stamp > newest_before),
-        "every entry found was stamped anew\n{}",
-        warm.all()
-    );
 }

@@ -50,9 +50,9 @@ impl AppActivity {
     }
 
     /// Returns once the application has built no pipeline for `quiet` (`true`), or once `stop`
-    /// is set (`false`), checking every 20 ms at most. The waiting thread parks: whoever sets
-    /// `stop` unparks it, so a device's end does not wait out a nap (up to 20 ms of a short
-    /// launch's end on RADV, where its opening thread was joined mid-wait).
+    /// is set (`false`), checking every 20 ms at most. The waiting thread parks, so that whoever
+    /// sets `stop` may unpark it: the device's end does so for its opening thread, which it joins
+    /// (that thread's 20 ms naps were most of a short launch's end on RADV).
     pub fn wait_until_quiet(&self, quiet: Duration, stop: &AtomicBool) -> bool {
         self.wait(quiet, stop, false)
     }

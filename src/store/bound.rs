@@ -439,21 +439,6 @@ impl Store {
         self.record_floor.store(bytes, Ordering::Release);
     }
 
-    /// Whether the title may be past its bound, by what is noted: its entries' and pieces'
-    /// bytes as last noted (a note errs high), what this run wrote since, and its record's (past
-    /// its own share, it needs compacting). Where no note reads, it may. A device that ends
-    /// before the application paused walks its title only then: the walk and the stamps it gives
-    /// first were 15-19 ms of a later ncnn launch's 18-21 ms end on RADV.
-    pub fn may_be_past_its_bound(&self) -> bool {
-        let Some(noted) = noted_title_bytes(&self.title_dir) else {
-            return true;
-        };
-        let record = record_bytes(&self.title_dir.join("host-pipelines"));
-        let written = self.written_since_noted.load(Ordering::Relaxed);
-        record > record_share(self.max_bytes)
-            || noted.saturating_add(written).saturating_add(record) > self.max_bytes
-    }
-
     /// Brings the title within the bound, unless another thread is doing it now.
     pub fn keep_within_bound(&self) -> Option<Bounded> {
         self.one_pass_at_a_time(|| self.keep_within_bound_now())

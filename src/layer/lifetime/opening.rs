@@ -67,15 +67,9 @@ pub(super) fn open_then_tidy(dev: &Arc<DeviceData>) {
         // with the bound listed then, beside the first pipelines, pygfx warm at one thread on
         // the H200 took 1.21x the build before the use order (5 rounds); waiting for a pause
         // after them, 0.97x.
-        let paused = dev
-            .app_activity
+        dev.app_activity
             .wait_until_quiet_after_building(REBUILD_AFTER_QUIET, &dev.stop);
-        // Ended before a pause (a short launch): the bound is still owed, but its walk only
-        // where the notes say the title may be past it; the stamps the run owes are given by the
-        // writer's end either way.
-        if paused || store.may_be_past_its_bound() {
-            tidy_after_opening(dev, store);
-        }
+        tidy_after_opening(dev, store);
         store.keep_library_within(SETTINGS.library_max_bytes);
     } else {
         // The bound is owed once the store is open, even to a device destroyed meanwhile (its

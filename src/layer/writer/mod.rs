@@ -464,8 +464,8 @@ impl Writer {
     }
 
     /// Wakes the writer thread from its nap while it waits for the application's pause, once the
-    /// queue is closing: the device's end joins it (it napped up to [`NAP`] of a short launch's
-    /// end on RADV).
+    /// queue is closing, so that it sees the close and returns: the device's end joins it (it
+    /// napped up to [`NAP`] of a short launch's end on RADV).
     fn wake(&self) {
         if let Some(handle) = self.thread.locked().as_ref() {
             handle.thread().unpark();
@@ -478,7 +478,6 @@ impl Writer {
     pub fn drain_here(&self, limit: Duration) {
         self.leave_waiting();
         self.shared.0.locked().closing = true;
-        self.wake();
         drain(&self.shared, &self.on_written, Drain::Here);
         self.wait_for_work_in_flight(limit);
     }
@@ -686,6 +685,12 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                         q = lock.locked();
                         continue;
                     }
+                }
+                // Closing, the thread leaves what is left to the ending thread and its helpers,
+                // at the application's priority: a job this idle-priority thread took then would
+                // be waited for on a machine busy on every core.
+                if matches!(who, Drain::Thread(_)) && q.closing {
+                    break None;
                 }
                 working = q.has_work();
                 if let Some(job) = q.jobs.pop_front() {
