@@ -44,7 +44,8 @@ pub enum Phase {
     /// Opening, reading and checking the entry (a miss is an open that fails).
     Lookup,
     /// The loading marker, and the driver making the layer's own cache (and destroying one it
-    /// would not build through).
+    /// would not build through); for a found entry of binaries, the driver's key for the create
+    /// info (`vkGetPipelineKeyKHR`: most of it on RADV) and the binaries made from the entry.
     Cache,
     /// The driver's pipeline call itself (and an as-asked call for an unkept pipeline).
     Driver,
