@@ -1680,7 +1680,10 @@ fn entries_written_together_name_their_shared_stages_from_the_first() {
     let [a, b, c] = [1u8, 2, 3].map(|n| vec![n; 600]);
     let payloads = [stages(&[&a, &b]), stages(&[&a, &c])];
     // The writer's queue at the device's end, told to the store before it is written.
-    store.expect_together(&[(Binaries, &payloads[0][..]), (Binaries, &payloads[1][..])]);
+    store.expect_together(
+        &[(Binaries, &payloads[0][..]), (Binaries, &payloads[1][..])],
+        &[],
+    );
     store
         .write_announced(&key(1), Binaries, &payloads[0], at(99))
         .unwrap();
@@ -1701,6 +1704,34 @@ fn entries_written_together_name_their_shared_stages_from_the_first() {
             _ => panic!("entry {n} not found whole"),
         }
     }
+}
+
+/// The writer's entries holding NVIDIA's dictionary apart at the device's end are told to the
+/// store by the dictionary's record alone (not each put together and cut): the first written
+/// names it as a piece, never standing it inline to be written again.
+#[test]
+fn a_record_entries_carry_apart_is_a_piece_from_the_first_written() {
+    use super::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
+    use envelope::PayloadKind::Cache;
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(100));
+    let dictionary = record(dictionary_key(), 7, &vec![0x4d; 4096]);
+    let own = |n: u8| record([n; 16], u64::from(n), &vec![n; 2048]);
+    let payloads = [1, 2].map(|n| nvidia_cache(&[own(n), dictionary.clone()]));
+    store.expect_together(&[], &[(&dictionary[..], 2)]);
+    store
+        .write_announced(&key(1), Cache, &payloads[0], at(99))
+        .unwrap();
+    assert_eq!(
+        (pieces_named(&store, &key(1)), piece_files(&store).len()),
+        (1, 1),
+        "the dictionary a second entry carries is a piece from the first"
+    );
+    store
+        .write_announced(&key(2), Cache, &payloads[1], at(98))
+        .unwrap();
+    assert_eq!(pieces_named(&store, &key(2)), 1);
+    assert_eq!(piece_files(&store).len(), 1, "the dictionary, once");
 }
 
 #[test]

@@ -65,7 +65,14 @@ impl Store {
     /// two of them carry is written as a piece from the first that carries it. Otherwise the first
     /// stands it inline, and is written a second time naming the piece when the next one comes
     /// (pygfx's 641 entries on RADV: 1,262 renames at the device's end, against 641 entries).
-    pub fn expect_together(&self, payloads: &[(envelope::PayloadKind, &[u8])]) {
+    /// `records_apart`: NVIDIA cache records (head included) that entries not among `payloads`
+    /// carry whole, each with how many do (the writer's entries holding the driver's dictionary
+    /// apart): each named once, not cut from every entry put together.
+    pub fn expect_together(
+        &self,
+        payloads: &[(envelope::PayloadKind, &[u8])],
+        records_apart: &[(&[u8], u32)],
+    ) {
         let chunking = *self.chunking.locked();
         let mut carried: std::collections::HashMap<recipe::PieceName, u32> =
             std::collections::HashMap::new();
@@ -75,6 +82,12 @@ impl Store {
                     *carried.entry(name).or_default() += 1;
                 }
             }
+        }
+        // Cut from their entries, such records are pieces by the same rule.
+        let cut_by_records =
+            |record: &[u8]| chunking.records_from.is_some_and(|min| record.len() >= min);
+        for (record, entries) in records_apart.iter().filter(|(r, _)| cut_by_records(r)) {
+            *carried.entry(*blake3::hash(record).as_bytes()).or_default() += entries;
         }
         let twice = carried
             .into_iter()

@@ -557,16 +557,30 @@ impl Writer {
 }
 
 /// The entries waiting at the device's end, told to their stores together: a piece two of them
-/// carry is written as a piece from the first ([`Store::expect_together`]).
+/// carry is written as a piece from the first ([`Store::expect_together`]). Those holding NVIDIA's
+/// dictionary apart are told by its record alone, named once a dictionary: each put together
+/// and cut on this thread, 394 of them took 1.1 s of ncnn's end at 16 threads on the H100 (700 MB
+/// made and hashed before a helper began).
 fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>) {
     for (store, jobs) in by_store(jobs, |(s, _, _)| s) {
-        let wholes: Vec<(PayloadKind, std::borrow::Cow<'_, [u8]>)> = jobs
-            .iter()
-            .map(|(_, kind, data)| (*kind, data.whole()))
-            .collect();
-        let payloads: Vec<(PayloadKind, &[u8])> =
-            wholes.iter().map(|(k, d)| (*k, d.as_ref())).collect();
-        store.expect_together(&payloads);
+        let mut payloads: Vec<(PayloadKind, &[u8])> = Vec::new();
+        let mut dictionaries: Vec<(&Arc<[u8]>, u32)> = Vec::new();
+        for (_, kind, data) in &jobs {
+            match &**data {
+                Waiting::Whole(bytes) => payloads.push((*kind, bytes)),
+                Waiting::Apart { record, .. } => {
+                    match dictionaries
+                        .iter_mut()
+                        .find(|(r, _)| Arc::ptr_eq(r, record))
+                    {
+                        Some((_, entries)) => *entries += 1,
+                        None => dictionaries.push((record, 1)),
+                    }
+                }
+            }
+        }
+        let records: Vec<(&[u8], u32)> = dictionaries.iter().map(|(r, n)| (&r[..], *n)).collect();
+        store.expect_together(&payloads, &records);
     }
 }
 

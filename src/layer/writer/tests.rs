@@ -246,3 +246,42 @@ fn a_dictionary_waits_once_and_every_entry_is_written_whole() {
     // Another driver's cache data is not framed, so it waits whole.
     assert!(frame_bytes(&cache_data(&identity(), &[7; 100])).is_err());
 }
+
+/// At the device's end, entries holding NVIDIA's dictionary apart are told to the store by the
+/// dictionary's record, not put together: the first written names the dictionary as a piece (not
+/// standing it inline, to be written again once the second comes).
+#[test]
+fn entries_holding_a_dictionary_apart_at_the_end_name_it_as_a_piece_from_the_first() {
+    use crate::store::envelope::{listed_parts, PayloadKind::Cache};
+    use crate::store::nvidia_cache::frame_bytes;
+    use crate::store::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let dictionaries = Dictionaries::default();
+    let dictionary = record(dictionary_key(), 42, &[9; 50_000]);
+    let data = |n: u8| nvidia_cache(&[record([n; 16], n.into(), &[n; 3000]), dictionary.clone()]);
+    let waiting: Vec<Arc<Waiting>> = (1..=2)
+        .map(|n| Arc::new(dictionaries.set_apart(&data(n), frame_bytes(&data(n)).unwrap())))
+        .collect();
+    expect_together(
+        waiting
+            .iter()
+            .map(|w| (store.clone(), Cache, w.clone()))
+            .collect(),
+    );
+    let key = |n: u8| PipelineKey {
+        spirv: [n; 16],
+        state: [n; 16],
+    };
+    store
+        .write_announced(&key(1), Cache, &waiting[0].whole(), SystemTime::now())
+        .unwrap();
+    let named = listed_parts(&std::fs::read(store.entry_path(&key(1))).unwrap())
+        .unwrap()
+        .1;
+    assert_eq!(
+        named,
+        vec![*blake3::hash(&dictionary).as_bytes()],
+        "the dictionary is a piece from the first entry"
+    );
+}
