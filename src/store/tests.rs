@@ -1732,6 +1732,18 @@ fn a_record_entries_carry_apart_is_a_piece_from_the_first_written() {
         .unwrap();
     assert_eq!(pieces_named(&store, &key(2)), 1);
     assert_eq!(piece_files(&store).len(), 1, "the dictionary, once");
+    // A record under the piece size is no piece, whoever carries it.
+    let short = record(dictionary_key(), 8, &[0x4e; 100]);
+    store.expect_together(&[], &[(&short[..], 2)]);
+    store
+        .write_announced(
+            &key(3),
+            Cache,
+            &nvidia_cache(&[own(3), short.clone()]),
+            at(97),
+        )
+        .unwrap();
+    assert_eq!(pieces_named(&store, &key(3)), 0, "it stands inline");
 }
 
 #[test]

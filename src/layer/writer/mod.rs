@@ -15,7 +15,8 @@
 //! The thread runs at the lowest priority (`SCHED_IDLE`, as Mesa's disk-cache queue does): it
 //! takes only time no application thread wants, so a run that keeps every core busy building
 //! pipelines is not slowed by its own bookkeeping. Whatever is still queued at `vkDestroyDevice`
-//! is done by the thread destroying the device, at that thread's priority, beside the writer.
+//! is done by the thread destroying the device (and helpers), at that thread's priority; the
+//! writer thread leaves the queue to them once it closes.
 //! An application thread never waits on the queue's lock, which the idle thread also takes: it
 //! tries it briefly, and otherwise writes or stamps inline.
 //!
@@ -418,8 +419,8 @@ impl Writer {
         }
     }
 
-    /// Writes what is queued, on this thread beside the writer's (whose idle priority may keep
-    /// it waiting behind a busy machine), and joins the thread (at `vkDestroyDevice`).
+    /// Writes what is queued on this thread (and helpers), not the writer's (whose idle priority
+    /// may keep it waiting behind a busy machine), and joins that thread (at `vkDestroyDevice`).
     /// `leave`: the store's last device, whose end may leave entries waiting for the next
     /// process ([`Writer::leave_waiting`]); another device of the process writes them, since the
     /// store is not opened again in it.
@@ -558,9 +559,9 @@ impl Writer {
 
 /// The entries waiting at the device's end, told to their stores together: a piece two of them
 /// carry is written as a piece from the first ([`Store::expect_together`]). Those holding NVIDIA's
-/// dictionary apart are told by its record alone, named once a dictionary: each put together
-/// and cut on this thread, 394 of them took 1.1 s of ncnn's end at 16 threads on the H100 (700 MB
-/// made and hashed before a helper began).
+/// dictionary apart are told by their own bytes and the dictionary's record, named once a
+/// dictionary: each put together and cut on this thread, 394 of them took 1.1 s of ncnn's end
+/// at 16 threads on the H100 (700 MB made and hashed before a helper began).
 fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>) {
     for (store, jobs) in by_store(jobs, |(s, _, _)| s) {
         let mut payloads: Vec<(PayloadKind, &[u8])> = Vec::new();
@@ -568,7 +569,12 @@ fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>) {
         for (_, kind, data) in &jobs {
             match &**data {
                 Waiting::Whole(bytes) => payloads.push((*kind, bytes)),
-                Waiting::Apart { record, .. } => {
+                Waiting::Apart {
+                    without, record, ..
+                } => {
+                    // NVIDIA's data less the dictionary's record: its other records byte for
+                    // byte, named as they are cut from the whole.
+                    payloads.push((*kind, without));
                     match dictionaries
                         .iter_mut()
                         .find(|(r, _)| Arc::ptr_eq(r, record))
@@ -642,7 +648,7 @@ fn run(job: &Job) -> Result<Written, StoreError> {
 /// Who drains the queue.
 #[derive(Clone, Copy)]
 enum Drain<'a> {
-    /// The writer thread: until the queue is empty and closing, leaving it while the
+    /// The writer thread: until the queue closes, leaving it while the
     /// application builds (where it is given that activity) and the queue is under [`PAUSE_LIMIT`].
     Thread(Option<&'a AppActivity>),
     /// Another thread, at the end: until the queue is empty.
@@ -679,7 +685,7 @@ impl Queue {
     }
 }
 
-/// Takes jobs and stamps until the queue is empty and closing (or just empty, for
+/// Takes jobs and stamps until the queue closes (the writer thread) or is empty (for
 /// [`Drain::Here`]).
 fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_>) {
     let (lock, ready) = shared;

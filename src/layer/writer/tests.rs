@@ -247,22 +247,34 @@ fn a_dictionary_waits_once_and_every_entry_is_written_whole() {
     assert!(frame_bytes(&cache_data(&identity(), &[7; 100])).is_err());
 }
 
-/// At the device's end, entries holding NVIDIA's dictionary apart are told to the store by the
-/// dictionary's record, not put together: the first written names the dictionary as a piece (not
-/// standing it inline, to be written again once the second comes).
+/// At the device's end, entries holding NVIDIA's dictionary apart are told to the store by their
+/// own bytes and the dictionary's record, not put together: the first written names as pieces
+/// both the dictionary and a record of its own the second carries too (neither stands inline, to
+/// be written again once the second comes). The two hold the dictionary in records of their own
+/// (two queues' `Dictionaries`): counted by name, together.
 #[test]
-fn entries_holding_a_dictionary_apart_at_the_end_name_it_as_a_piece_from_the_first() {
+fn entries_holding_a_dictionary_apart_at_the_end_name_what_they_share_as_pieces_from_the_first() {
     use crate::store::envelope::{listed_parts, PayloadKind::Cache};
     use crate::store::nvidia_cache::frame_bytes;
     use crate::store::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
-    let dictionaries = Dictionaries::default();
     let dictionary = record(dictionary_key(), 42, &[9; 50_000]);
-    let data = |n: u8| nvidia_cache(&[record([n; 16], n.into(), &[n; 3000]), dictionary.clone()]);
+    let shared = record([7; 16], 7, &[7; 3000]);
+    let data = |n: u8| {
+        nvidia_cache(&[
+            record([n; 16], n.into(), &[n; 3000]),
+            shared.clone(),
+            dictionary.clone(),
+        ])
+    };
     let waiting: Vec<Arc<Waiting>> = (1..=2)
-        .map(|n| Arc::new(dictionaries.set_apart(&data(n), frame_bytes(&data(n)).unwrap())))
+        .map(|n| {
+            let d = data(n);
+            Arc::new(Dictionaries::default().set_apart(&d, frame_bytes(&d).unwrap()))
+        })
         .collect();
+    assert!(waiting.iter().all(|w| matches!(**w, Waiting::Apart { .. })));
     expect_together(
         waiting
             .iter()
@@ -276,12 +288,14 @@ fn entries_holding_a_dictionary_apart_at_the_end_name_it_as_a_piece_from_the_fir
     store
         .write_announced(&key(1), Cache, &waiting[0].whole(), SystemTime::now())
         .unwrap();
-    let named = listed_parts(&std::fs::read(store.entry_path(&key(1))).unwrap())
+    let mut named = listed_parts(&std::fs::read(store.entry_path(&key(1))).unwrap())
         .unwrap()
         .1;
+    named.sort_unstable();
+    let mut expected = [&shared, &dictionary].map(|r| *blake3::hash(r).as_bytes());
+    expected.sort_unstable();
     assert_eq!(
-        named,
-        vec![*blake3::hash(&dictionary).as_bytes()],
-        "the dictionary is a piece from the first entry"
+        named, expected,
+        "the shared record and the dictionary are pieces from the first entry"
     );
 }
