@@ -45,13 +45,30 @@ pub fn check(
     key: &PipelineKey,
     pieces: &Pieces,
 ) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
-    let decoded = envelope::decode(&file, identity, key)?;
+    let whole = 0..file.len();
+    check_within(file, whole, identity, key, pieces)
+}
+
+/// [`check`] of the entry standing at `within` in `file` (a waiting file holds many, each
+/// checked in place: copied out one by one, they were a quarter of its taking).
+pub fn check_within(
+    file: Arc<Vec<u8>>,
+    within: Range<usize>,
+    identity: &Identity,
+    key: &PipelineKey,
+    pieces: &Pieces,
+) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
+    let entry = file.get(within.clone()).ok_or(EntryError::Short {
+        len: file.len() as u64,
+        expected: within.end as u64,
+    })?;
+    let decoded = envelope::decode(entry, identity, key)?;
     let kind = decoded.kind;
     // The payload holds the bytes its inline parts lie in: the entry's file where they stand in
     // it as they are, else (packed parts) the body they were decompressed into, alone.
     let base = match decoded.is_expanded() {
         true => 0,
-        false => envelope::ENVELOPE_LEN,
+        false => within.start + envelope::ENVELOPE_LEN,
     };
     let image_start = decoded.image().as_ptr() as usize;
     let at = |b: &[u8]| {

@@ -210,7 +210,7 @@ impl Store {
             match read_whole(&path) {
                 Ok(bytes) => {
                     bytes_taken += bytes.len() as u64;
-                    let (entries, clean) = self.checked(&bytes, &path);
+                    let (entries, clean) = self.checked(Arc::new(bytes), &path);
                     let keys: Vec<PipelineKey> = entries.iter().map(|e| e.key).collect();
                     held.files.push(TakenFile {
                         path,
@@ -297,13 +297,16 @@ impl Store {
     /// The entries of a waiting file's `bytes` that pass their check (one that fails is
     /// dropped and logged; each record says its own length), and whether the file was clean:
     /// read whole, every record passing.
-    fn checked(&self, bytes: &[u8], path: &std::path::Path) -> (Vec<WaitingEntry>, bool) {
-        let (records, whole) = parse(bytes);
+    fn checked(&self, bytes: Arc<Vec<u8>>, path: &std::path::Path) -> (Vec<WaitingEntry>, bool) {
+        let (records, whole) = parse(&bytes);
         let mut clean = whole;
         let mut out = Vec::with_capacity(records.len());
         for r in records {
-            let file = Arc::new(r.entry.to_vec());
-            match payload::check(file, &self.identity, &r.key, &self.pieces) {
+            // Checked where it stands in the file's bytes (a record's entry is a slice of them).
+            let start = r.entry.as_ptr() as usize - bytes.as_ptr() as usize;
+            let within = start..start + r.entry.len();
+            match payload::check_within(bytes.clone(), within, &self.identity, &r.key, &self.pieces)
+            {
                 Ok((checked, _)) => out.push(WaitingEntry {
                     key: r.key,
                     kind: checked.kind,
