@@ -50,7 +50,9 @@ pub fn check(
 }
 
 /// [`check`] of the entry standing at `within` in `file` (a waiting file holds many, each
-/// checked in place: copied out one by one, they were a quarter of its taking).
+/// checked in place: copied out one by one, they were a quarter of its taking). The payload then
+/// holds all of `file`: its bytes are for copying out, not for holding (reading ahead counts what
+/// a payload holds by [`Payload::file_len`]).
 pub fn check_within(
     file: Arc<Vec<u8>>,
     within: Range<usize>,
@@ -378,6 +380,52 @@ impl Assembly {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An entry checked where it stands behind other bytes (a waiting file's record) gives the
+    /// payload it gives alone: inline parts beside a piece, stored as they are and packed; a range
+    /// past the buffer is refused.
+    #[test]
+    fn an_entry_checked_within_a_larger_buffer_is_the_entry_checked_alone() {
+        use crate::store::envelope::tests::{cache_data, identity};
+        use crate::store::recipe::tests::noise;
+        let root = tempfile::tempdir().unwrap();
+        let pieces = Pieces::new(root.path());
+        let id = identity();
+        let key = PipelineKey {
+            spirv: [3; 16],
+            state: [4; 16],
+        };
+        let piece = noise(3000);
+        let (name, _) = pieces.put(&piece, std::time::SystemTime::now()).unwrap();
+        let head = cache_data(&id, &[7; 2000]);
+        let tail = vec![8u8; 1500];
+        let parts = [
+            Part::Inline(&head),
+            Part::Piece {
+                name,
+                len: piece.len() as u64,
+            },
+            Part::Inline(&tail),
+        ];
+        let as_is = envelope::encode_parts_as_is(&id, &key, PayloadKind::Cache, &parts);
+        let packed = envelope::encode_parts(&id, &key, PayloadKind::Cache, &parts);
+        assert!(packed.len() < as_is.len(), "the packed one is packed");
+        for entry in [as_is, packed] {
+            let bytes = |c: &Checked| c.payload.with_bytes(<[u8]>::to_vec);
+            let alone = check(Arc::new(entry.clone()), &id, &key, &pieces)
+                .unwrap()
+                .0;
+            let junk = vec![0x5a; 97];
+            let file = Arc::new([&junk[..], &entry, &junk].concat());
+            let within = junk.len()..junk.len() + entry.len();
+            let (checked, names) = check_within(file.clone(), within, &id, &key, &pieces).unwrap();
+            assert_eq!(bytes(&checked), bytes(&alone));
+            assert_eq!(bytes(&checked), [&head[..], &piece, &tail].concat());
+            assert_eq!(names, vec![(name, false)]);
+            let past = file.len() - 10..file.len() + 10;
+            assert!(check_within(file, past, &id, &key, &pieces).is_err());
+        }
+    }
 
     #[test]
     fn parts_put_together_in_order_and_a_shared_tail_stays_in_place() {
