@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::files::{self, Written};
-use super::recipe::PieceName;
+use super::recipe::{piece_name, PieceName};
 use super::StoreError;
 use crate::sync::Unpoisoned;
 
@@ -81,13 +81,13 @@ pub fn content_of(file: Vec<u8>, name: &PieceName) -> Option<Vec<u8>> {
         .map(|head| u64::from_le_bytes(head[8..].try_into().expect("8 bytes")));
     if let Some(len) = stated.filter(|len| *len > file.len() as u64) {
         if let Ok(bytes) = unframe(file.clone(), len) {
-            if blake3::hash(&bytes).as_bytes() == name {
+            if piece_name(&bytes) == *name {
                 return Some(bytes);
             }
         }
     }
     // A piece stored as it is whose bytes happen to begin with the magic reads so.
-    (blake3::hash(&file).as_bytes() == name).then_some(file)
+    (piece_name(&file) == *name).then_some(file)
 }
 
 /// A piece's file name.
@@ -390,7 +390,7 @@ impl Pieces {
             },
             None => bytes,
         };
-        if blake3::hash(&bytes).as_bytes() != name {
+        if piece_name(&bytes) != *name {
             return Ok((Err("hash"), file));
         }
         Ok((Ok(bytes.into()), file))
@@ -553,7 +553,7 @@ impl Pieces {
     /// that it is still there (another process bringing the store within its bound may have dropped
     /// it); a missing one is written. Returns its name and the bytes written.
     pub fn put(&self, bytes: &[u8], stamp: SystemTime) -> Result<(PieceName, u64), StoreError> {
-        let name = *blake3::hash(bytes).as_bytes();
+        let name = piece_name(bytes);
         self.put_named(&name, bytes, stamp).map(|n| (name, n))
     }
 

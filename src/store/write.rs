@@ -84,10 +84,10 @@ impl Store {
             }
         }
         // Cut from their entries, such records are pieces by the same rule.
-        let cut_by_records =
-            |record: &[u8]| chunking.records_from.is_some_and(|min| record.len() >= min);
-        for (record, entries) in records_apart.iter().filter(|(r, _)| cut_by_records(r)) {
-            *carried.entry(*blake3::hash(record).as_bytes()).or_default() += entries;
+        for (record, entries) in records_apart {
+            if let Some(name) = recipe::record_piece_name(record, chunking) {
+                *carried.entry(name).or_default() += entries;
+            }
         }
         let twice = carried
             .into_iter()

@@ -16,7 +16,7 @@
 //!   later chunk is a piece, so a block repeated at any offset is kept once. A smaller payload
 //!   stands inline whole.
 
-use super::{encode_list, Part, PieceName, LIST_MAX};
+use super::{encode_list, piece_name, Part, PieceName, LIST_MAX};
 use crate::store::layout::PayloadKind;
 
 /// A `cache` payload this long or longer is cut into chunks.
@@ -84,7 +84,7 @@ pub enum Cut<'a> {
 impl<'a> Cut<'a> {
     fn piece(bytes: &'a [u8]) -> Cut<'a> {
         Cut::Piece {
-            name: *blake3::hash(bytes).as_bytes(),
+            name: piece_name(bytes),
             bytes,
         }
     }
@@ -178,7 +178,7 @@ fn flush_group<'a>(group: Vec<(PieceName, &'a [u8])>, as_list: bool, out: &mut V
     let refs: Vec<(PieceName, u64)> = group.iter().map(|(n, b)| (*n, b.len() as u64)).collect();
     let bytes = encode_list(&refs);
     out.push(Planned::List {
-        name: *blake3::hash(&bytes).as_bytes(),
+        name: piece_name(&bytes),
         len: refs.iter().map(|(_, l)| l).sum(),
         bytes,
         pieces: group,
@@ -234,6 +234,14 @@ fn cut_with<'a>(
     cuts
 }
 
+/// The name one of NVIDIA's records (its head included) is kept under as a piece where `chunking`
+/// cuts a payload carrying it ([`cut_shared`]'s rule for a range); `None` where it stands inline
+/// whoever carries it.
+pub fn record_piece_name(record: &[u8], chunking: Chunking) -> Option<PieceName> {
+    let min = chunking.records_from?;
+    (record.len() >= min).then(|| piece_name(record))
+}
+
 /// Cuts `payload` at `ranges` (a binary each, or a record each): each range of at least `min`
 /// bytes is named once; one the payload carries twice is a piece whatever `shared` says (it is
 /// kept once), any other as `shared` says; every other byte stands inline.
@@ -248,7 +256,7 @@ fn cut_shared<'a>(
         .into_iter()
         .filter(|r| r.len() >= min)
         .map(|r| {
-            let name = *blake3::hash(&payload[r.clone()]).as_bytes();
+            let name = piece_name(&payload[r.clone()]);
             (r, name)
         })
         .collect();

@@ -53,6 +53,12 @@ pub enum Parts {
 /// A piece's name: the BLAKE3 of its bytes.
 pub type PieceName = [u8; 32];
 
+/// The name of a piece (or a list) of `bytes`: their BLAKE3, as a piece's file is named and
+/// checked by.
+pub fn piece_name(bytes: &[u8]) -> PieceName {
+    *blake3::hash(bytes).as_bytes()
+}
+
 /// One part of a payload as an entry lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part<'a> {
