@@ -76,14 +76,24 @@ fn a_busy_first_launch_leaves_its_entries_in_one_file_and_the_next_finds_every_p
     assert_eq!(waiting + files, PIPELINES, "{}", list.stdout);
     // A launch with no pause to write them in finds every pipeline and leaves the file as it
     // found it: before, it wrote the same entries into a file of its own at its end.
+    // It carries their use as its stamp, for the bound.
     let left = waiting_files(&store);
-    let modified = std::fs::metadata(&left[0]).unwrap().modified().unwrap();
+    let before = std::fs::metadata(&left[0]).unwrap();
     let short = run(tmp.path(), true, &[]);
     let w = short.watch();
     assert_eq!((w.found, w.compiled), (PIPELINES, 0), "{}", short.all());
     assert_eq!(waiting_files(&store), left, "{}", short.all());
-    let now = std::fs::metadata(&left[0]).unwrap().modified().unwrap();
-    assert_eq!(now, modified, "not written again");
+    let now = std::fs::metadata(&left[0]).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (now.ino(), now.len()),
+        (before.ino(), before.len()),
+        "not written again"
+    );
+    assert!(
+        now.modified().unwrap() > before.modified().unwrap(),
+        "stamped as used"
+    );
     // Before: 300 entry files written at the device's end, one at a time.
     let warm = run(tmp.path(), false, &["--linger-ms", "1500"]);
     let w = warm.watch();
@@ -114,4 +124,72 @@ fn the_exit_path_leaves_them_too_and_clear_takes_the_file() {
     assert!(waiting_files(&store).is_empty());
     let after = run(tmp.path(), false, &[]);
     assert_eq!(after.watch().compiled, PIPELINES, "{}", after.all());
+}
+
+/// The bytes the bound counts under a store root: entries, pieces and waiting files.
+fn counted_bytes(store: &Path) -> u64 {
+    entries_and_pieces(store)
+        .into_iter()
+        .chain(waiting_files(store))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum()
+}
+
+/// The entries of a store root as `pipekeep list` counts them: files, and those left waiting.
+fn listed_entries(tmp: &Path) -> u64 {
+    let list = App::tool(Driver::Radv, tmp).args(&["list", "--json"]).run();
+    assert!(list.ok, "{}", list.all());
+    let listed: serde_json::Value = serde_json::from_str(list.stdout.trim()).unwrap();
+    listed["titles"][0]["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["waiting"].as_u64().unwrap() + d["entries"].as_u64().unwrap())
+        .sum()
+}
+
+/// The file of entries left waiting counts within the title's bound: the layer's pass (here as
+/// `pipekeep prune` runs it) drops its entries one at a time, writing the file again, and the
+/// next launch finds every entry the pass kept (under the default bound: one as tight would drop
+/// more for the entries this launch writes). Before, the file stood outside the bound (pygfx on
+/// RADV: 5.1 MB kept under a bound of 3.3 MB).
+#[test]
+fn the_waiting_file_counts_within_the_bound_and_the_next_launch_finds_what_it_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    run(tmp.path(), true, &[]);
+    assert_eq!(waiting_files(&store).len(), 1);
+    let record = store.join("pipekeep-testapp/record.foz");
+    let bound = bound_leaving(counted_bytes(&store) / 2, &record);
+    let prune = App::tool(Driver::Radv, tmp.path())
+        .args(&["prune", "--max-bytes", &bound.to_string(), "--json"])
+        .run();
+    assert!(prune.ok, "{}", prune.all());
+    let record_bytes = std::fs::metadata(&record).map_or(0, |m| m.len());
+    let kept_bytes = counted_bytes(&store) + record_bytes.min(bound / 4);
+    assert!(
+        kept_bytes <= bound,
+        "{kept_bytes} kept in a bound of {bound}"
+    );
+    assert_eq!(
+        waiting_files(&store).len(),
+        1,
+        "written again without its oldest entries, not dropped whole\n{}",
+        prune.stdout
+    );
+    let kept = listed_entries(tmp.path());
+    assert!(kept > 0 && kept < PIPELINES, "{kept} kept");
+    let next = App::new(Driver::Radv, tmp.path())
+        .with_layer()
+        .args(&ARGS)
+        .env("PIPEKEEP_TEST_HOLD_WRITES", "1")
+        .run_within(LIMIT);
+    assert!(next.ok, "{}", next.all());
+    let w = next.watch();
+    assert_eq!(
+        (w.found, w.compiled),
+        (kept, PIPELINES - kept),
+        "{}",
+        next.all()
+    );
 }

@@ -1,9 +1,11 @@
-//! The size bound: the sizes (`st_size`) of all `*.entry` and `*.piece` files under one title's
-//! `host-pipelines/` (each piece once, however many entries name it; those of other drivers'
-//! directories set aside, `*.dropped`, too) and of the title's record (`record.foz`) are kept
-//! within `PIPEKEEP_MAX_BYTES`, dropping the set-aside directories first, then a piece that no
-//! kept entry names, then the oldest stamp first, the pieces only a dropped entry named going
-//! right after it ([`super::eviction`]). The stamp is the file's modification time (see
+//! The size bound: the sizes (`st_size`) of all `*.entry`, `*.piece` and `*.waiting` files under
+//! one title's `host-pipelines/` (each piece once, however many entries name it; those of other
+//! drivers' directories set aside, `*.dropped`, too) and of the title's record (`record.foz`) are
+//! kept within `PIPEKEEP_MAX_BYTES`, dropping the set-aside directories first, then a piece that
+//! no kept entry names, then the oldest stamp first, the pieces only a dropped entry named going
+//! right after it ([`super::eviction`]). A file of entries left waiting is dropped one entry at
+//! a time, each stamped as its file (the newest use of its entries), by writing it again without
+//! them ([`super::waiting::as_records`]). The stamp is the file's modification time (see
 //! `Store::next_stamp`; a piece carries its run's newest stamp, so it never goes before an entry
 //! using it). The record is never dropped by the
 //! bound, and takes at most its share of it ([`record_share`], a quarter): it never crowds out
@@ -19,6 +21,7 @@ use std::time::SystemTime;
 use super::eviction::Eviction;
 use super::files::{is_entry_name, names_in};
 use super::identity::DirName;
+use super::waiting::{self, WaitingDrops};
 use super::{Store, StoreError};
 use crate::sync::Unpoisoned;
 
@@ -75,6 +78,7 @@ pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError
             let dir = host_dir.join(&dir_name);
             out.extend(pieces_in(&dir));
             out.extend(entries_in(&dir));
+            out.extend(waiting::files_in(&dir));
         }
     }
     Ok(out)
@@ -96,13 +100,17 @@ fn set_aside_of_title(host_dir: &Path) -> Vec<(PathBuf, u64)> {
         .collect()
 }
 
-/// The bytes of the entries and pieces of one directory.
+/// The bytes of the entries, pieces and waiting files of one directory.
 pub(super) fn files_bytes(dir: &Path) -> u64 {
-    pieces_in(dir)
-        .iter()
-        .chain(entries_in(dir).iter())
-        .map(|e| e.bytes)
-        .sum()
+    files_in(dir).iter().map(|e| e.bytes).sum()
+}
+
+/// Every entry, piece and file of entries left waiting of one directory.
+pub(super) fn files_in(dir: &Path) -> Vec<StampedEntry> {
+    let mut out = pieces_in(dir);
+    out.extend(entries_in(dir));
+    out.extend(waiting::files_in(dir));
+    out
 }
 
 fn is_piece(path: &Path) -> bool {
@@ -121,6 +129,7 @@ pub fn pieces_in(dir: &Path) -> Vec<StampedEntry> {
                 bytes: meta.len(),
                 stamp: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                 path,
+                waiting_record: None,
             })
         })
         .collect()
@@ -145,6 +154,7 @@ pub fn entries_in(dir: &Path) -> Vec<StampedEntry> {
                     path: dir.join(name),
                     bytes: meta.len(),
                     stamp: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                    waiting_record: None,
                 });
             }
         }
@@ -205,7 +215,7 @@ fn dropped_to_fit(entries: Vec<StampedEntry>, max_bytes: u64) -> Vec<StampedEntr
     if total <= max_bytes {
         return Vec::new();
     }
-    let mut order = Eviction::new(entries);
+    let mut order = Eviction::new(waiting::as_records(entries));
     let mut plan = Vec::new();
     while total > max_bytes {
         let Some(i) = order.next() else { break };
@@ -226,6 +236,8 @@ fn dropped_to_fit(entries: Vec<StampedEntry>, max_bytes: u64) -> Vec<StampedEntr
 pub struct Bounded {
     pub report: BoundReport,
     pub kept: Vec<StampedEntry>,
+    /// The entries dropped from files of entries left waiting (each one record of its file).
+    pub waiting_dropped: Vec<StampedEntry>,
 }
 
 /// Brings the title whose `host-pipelines/` is `host_dir` within `max_bytes`. A file found gone
@@ -272,6 +284,7 @@ pub fn keep_within_past_share(
         return Ok(Bounded {
             report,
             kept: entries,
+            waiting_dropped: Vec::new(),
         });
     }
     // Another driver's entries set aside at an opening (`*.dropped`) are dropped once the
@@ -295,11 +308,15 @@ pub fn keep_within_past_share(
         return Ok(Bounded {
             report,
             kept: entries,
+            waiting_dropped: Vec::new(),
         });
     }
-    let mut order = Eviction::new(entries);
+    let listed = waiting::as_records(entries);
+    report.entries = listed.len() as u64;
+    let mut order = Eviction::new(listed);
     let unnamed = order.unnamed_now();
-    let (dropped, in_flight) = drop_in_order(&mut order, max_bytes, in_use, &mut report);
+    let (dropped, in_flight, waiting_dropped) =
+        drop_in_order(&mut order, max_bytes, in_use, &mut report);
     if report.evicted > 0 {
         tracing::info!(
             evicted = report.evicted,
@@ -315,6 +332,7 @@ pub fn keep_within_past_share(
     Ok(Bounded {
         report,
         kept: order.kept(&dropped),
+        waiting_dropped,
     })
 }
 
@@ -336,27 +354,31 @@ pub fn shrink_by(
         return Ok(report);
     }
     let max_bytes = report.bytes.saturating_sub(bytes);
-    let mut order = Eviction::new(entries);
+    let listed = waiting::as_records(entries);
+    report.entries = listed.len() as u64;
+    let mut order = Eviction::new(listed);
     drop_in_order(&mut order, max_bytes, in_use, &mut report);
     Ok(report)
 }
 
 /// Drops files in `order` until the rest is within `max_bytes`, then every piece no kept entry
 /// names (what they hold is no entry's: past the excess, only those go). Returns which files
-/// went, and the bytes of pieces left in flight.
+/// went, the bytes of pieces left in flight, and the records dropped from waiting files (each
+/// file written again without them once every drop is chosen).
 fn drop_in_order(
     order: &mut Eviction,
     max_bytes: u64,
     in_use: &dyn Fn(&Path) -> bool,
     report: &mut BoundReport,
-) -> (Vec<bool>, u64) {
+) -> (Vec<bool>, u64, Vec<StampedEntry>) {
     let mut dropped = vec![false; order.len()];
+    let mut waiting = WaitingDrops::default();
     // Pieces of entries this process is writing now are left to a later pass, and the store may
     // end above the bound by them: their entries, built last, carry this run's oldest stamps,
     // and dropping newer files in their place dropped the boot's entries (issue 38, item 7).
     let mut in_flight = 0;
     let mut take = |order: &mut Eviction, i: usize, in_flight: &mut u64| {
-        match drop_one(order.file(i), in_use, report) {
+        match drop_one(order.file(i), in_use, report, &mut waiting) {
             Dropped::Gone => {
                 dropped[i] = true;
                 order.gone(i);
@@ -374,7 +396,7 @@ fn drop_in_order(
     while let Some(i) = order.next_unnamed() {
         take(order, i, &mut in_flight);
     }
-    (dropped, in_flight)
+    (dropped, in_flight, waiting.apply())
 }
 
 /// What became of a file the order gave.
@@ -389,8 +411,21 @@ enum Dropped {
 
 /// Drops one file the order gave, and counts it in `report`. A piece named by an entry this
 /// process is writing (`in_use`), or stamped again since the listing, stays, and so does a file
-/// that cannot be removed.
-fn drop_one(e: &StampedEntry, in_use: &dyn Fn(&Path) -> bool, report: &mut BoundReport) -> Dropped {
+/// that cannot be removed. A record of a waiting file goes with its file's writing again.
+fn drop_one(
+    e: &StampedEntry,
+    in_use: &dyn Fn(&Path) -> bool,
+    report: &mut BoundReport,
+    waiting: &mut WaitingDrops,
+) -> Dropped {
+    if e.waiting_record.is_some() {
+        waiting.drop_record(e);
+        report.evicted += 1;
+        report.evicted_bytes += e.bytes;
+        report.entries -= 1;
+        report.bytes -= e.bytes;
+        return Dropped::Gone;
+    }
     if is_piece(&e.path) && in_use(&e.path) {
         return Dropped::InFlight;
     }
@@ -468,7 +503,13 @@ impl Store {
         // under way now may count twice: a note errs high).
         self.written_since_noted.store(0, Ordering::Relaxed);
         let report = self.bound_pieces_aware(&self.title_dir.join("host-pipelines"));
-        if let Ok(Bounded { report: r, kept }) = &report {
+        if let Ok(Bounded {
+            report: r,
+            kept,
+            waiting_dropped,
+        }) = &report
+        {
+            self.forget_dropped_waiting(waiting_dropped);
             note_title_bytes(&self.title_dir, r.bytes.saturating_sub(r.record_bytes));
             let live = kept
                 .iter()

@@ -19,12 +19,16 @@ use super::pieces::{self, LIST_FILE_MAX};
 use super::recipe::{self, PieceName};
 use crate::key::PipelineKey;
 
-/// One entry or piece as the bound sees it.
+/// One entry, piece or file of entries left waiting as the bound sees it.
 #[derive(Debug, Clone)]
 pub struct StampedEntry {
     pub path: PathBuf,
     pub bytes: u64,
     pub stamp: SystemTime,
+    /// Where this is one record of a file of entries left waiting (`path`): its place in the
+    /// file and its entry's key. The bound drops such a record by writing the file again
+    /// without it ([`super::waiting::WaitingDrops`]).
+    pub waiting_record: Option<(u32, PipelineKey)>,
 }
 
 impl StampedEntry {
@@ -200,6 +204,9 @@ impl<'a> Names<'a> {
 
     fn of_entry(&mut self, i: usize) -> Vec<usize> {
         let path = &self.files[i].path;
+        if super::waiting::is_waiting_file(path) {
+            return Vec::new(); // its entries are whole: they name no piece
+        }
         let Some(d) = path.parent().and_then(|dir| self.dirs.get(dir)).copied() else {
             return Vec::new(); // a piece, or an entry of a directory with no pieces
         };

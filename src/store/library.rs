@@ -232,10 +232,7 @@ fn title_usage(root: &Path, title: String, current: Option<&str>) -> TitleUsage 
         if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
             continue;
         }
-        let files: Vec<_> = bound::pieces_in(&path)
-            .into_iter()
-            .chain(bound::entries_in(&path))
-            .collect();
+        let files = bound::files_in(&path);
         let bytes = files.iter().map(|f| f.bytes).sum();
         if name.ends_with(SET_ASIDE_SUFFIX) {
             set_aside.push((path, bytes));

@@ -77,9 +77,14 @@ impl Store {
         if let Some(pieces) = pieces {
             self.pieces.stamp_first(&pieces, stamp);
         }
-        match self.stamp_by_name(name, stamp) {
-            Ok(()) => key.into_iter().for_each(|key| self.used(key, stamp)),
-            Err(e) => {
+        match (self.stamp_by_name(name, stamp), key) {
+            (Ok(()), Some(key)) => self.used(key, stamp),
+            (Ok(()), None) => {}
+            // Found while it waits to be written: the file that keeps it carries the use.
+            (Err(e), Some(key)) if e.kind() == io::ErrorKind::NotFound => {
+                self.used_while_waiting(key, stamp)
+            }
+            (Err(e), _) => {
                 tracing::debug!(dir = %self.dir.display(), error = %e, "could not stamp an entry")
             }
         }

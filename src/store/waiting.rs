@@ -21,12 +21,20 @@
 //! same entries into a file of its own; one that wrote some removes the file once the rest are
 //! written or left waiting in its own. Two processes at once may both take a file's entries, and
 //! write the same bytes; a process that dies leaves the file for the next.
+//!
+//! The file counts within the title's bound. Its stamp is the newest use of its entries (a
+//! process that keeps it as it is, having found some of them, stamps it forward), and the bound
+//! drops its entries one at a time in the file's order ([`as_records`]), writing it again
+//! without them ([`WaitingDrops`]); the process that took it forgets them. Before, it stood
+//! outside the bound (pygfx's title on RADV: 5.1 MB under a bound of 3.3 MB).
 
 use std::fs;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::envelope::{self, PayloadKind};
+use super::eviction::StampedEntry;
 use super::identity::Identity;
 use super::payload;
 use super::recipe::Part;
@@ -66,6 +74,8 @@ pub(super) struct Taken {
     /// A file of this ABI was left for a later opening (past [`TAKEN_AT_MOST`]): no file taken
     /// stays as it is, or an opening would take the same ones every time and never the rest.
     left_some: bool,
+    /// The stamps of taken entries found before they were written, by key.
+    used: std::collections::HashMap<PipelineKey, SystemTime>,
 }
 
 /// An entry taken from a waiting file.
@@ -87,16 +97,27 @@ pub fn encode(identity: &Identity, entries: &[ToWait<'_>]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     for (key, kind, data, stamp) in entries {
         let entry = envelope::encode_parts_as_is(identity, key, *kind, &[Part::Inline(data)]);
-        let nanos = stamp
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64);
-        out.extend_from_slice(&nanos.to_le_bytes());
-        out.extend_from_slice(&key.spirv);
-        out.extend_from_slice(&key.state);
-        out.extend_from_slice(&(entry.len() as u64).to_le_bytes());
-        out.extend_from_slice(&entry);
+        encode_record(&mut out, *stamp, key, &entry);
     }
     out
+}
+
+/// Appends one record: stamp, key, length, the entry as it stands on disk.
+fn encode_record(out: &mut Vec<u8>, stamp: SystemTime, key: &PipelineKey, entry: &[u8]) {
+    let nanos = stamp
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64);
+    out.extend_from_slice(&nanos.to_le_bytes());
+    out.extend_from_slice(&key.spirv);
+    out.extend_from_slice(&key.state);
+    out.extend_from_slice(&(entry.len() as u64).to_le_bytes());
+    out.extend_from_slice(entry);
+}
+
+/// The stamp a waiting file carries: the newest of its entries' (each the later of its build
+/// and its last use). The bound counts every entry of the file as used then.
+fn newest_stamp(entries: &[ToWait<'_>]) -> SystemTime {
+    entries.iter().map(|e| e.3).max().unwrap_or(UNIX_EPOCH)
 }
 
 /// A record as read, before its entry is checked.
@@ -155,6 +176,147 @@ pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
     (entries, bytes)
 }
 
+/// Whether `path` names a file of entries left waiting.
+pub fn is_waiting_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(SUFFIX))
+}
+
+/// Every file of entries left waiting in one identity directory (of either ABI), whole: its
+/// length and its stamp (the newest use of its entries). The bound counts them within the title.
+pub fn files_in(dir: &Path) -> Vec<StampedEntry> {
+    files::names_in(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.ends_with(SUFFIX))
+        .filter_map(|n| {
+            let path = dir.join(n);
+            let meta = fs::symlink_metadata(&path).ok().filter(|m| m.is_file())?;
+            Some(StampedEntry {
+                bytes: meta.len(),
+                stamp: meta.modified().unwrap_or(UNIX_EPOCH),
+                path,
+                waiting_record: None,
+            })
+        })
+        .collect()
+}
+
+/// `listed` (a title's entries, pieces and waiting files, as the bound lists them) with each
+/// waiting file given as its records, so that the bound drops what a file holds one entry at a
+/// time: each record stamped as its file is, in the file's order (its oldest first); the
+/// file's own bytes (its magic, and anything past its last whole record) go with its last
+/// record. A file that does not read as listed stays one item, dropped whole.
+pub fn as_records(listed: Vec<StampedEntry>) -> Vec<StampedEntry> {
+    let mut out = Vec::with_capacity(listed.len());
+    for file in listed {
+        if file.waiting_record.is_some() || !is_waiting_file(&file.path) {
+            out.push(file);
+            continue;
+        }
+        match records_of(&file) {
+            Some(records) => out.extend(records),
+            None => out.push(file),
+        }
+    }
+    out
+}
+
+fn records_of(file: &StampedEntry) -> Option<Vec<StampedEntry>> {
+    let bytes = files::read_at_most(&file.path, MOST_BYTES).ok()?;
+    if bytes.len() as u64 != file.bytes {
+        return None; // written again since it was listed
+    }
+    let (records, _) = parse(&bytes);
+    let mut listed: Vec<StampedEntry> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| StampedEntry {
+            path: file.path.clone(),
+            bytes: (RECORD_HEAD + r.entry.len()) as u64,
+            stamp: file.stamp,
+            waiting_record: Some((i as u32, r.key)),
+        })
+        .collect();
+    let counted: u64 = listed.iter().map(|r| r.bytes).sum();
+    listed.last_mut()?.bytes += file.bytes - counted;
+    Some(listed)
+}
+
+/// Records of waiting files a bound pass drops, applied once it has chosen them all: each file
+/// written again without them (where it stands as it was listed; else it is left for the next
+/// pass), or removed where none of its records is left.
+#[derive(Debug, Default)]
+pub struct WaitingDrops {
+    /// By file: its records dropped, as [`as_records`] listed them.
+    files: std::collections::HashMap<PathBuf, Vec<StampedEntry>>,
+}
+
+impl WaitingDrops {
+    /// Drops the waiting record `listed` names (one [`as_records`] gave).
+    pub fn drop_record(&mut self, listed: &StampedEntry) {
+        if listed.waiting_record.is_some() {
+            let file = self.files.entry(listed.path.clone()).or_default();
+            file.push(listed.clone());
+        }
+    }
+
+    /// Writes each file again without its dropped records; returns the records so dropped.
+    pub fn apply(self) -> Vec<StampedEntry> {
+        let mut dropped = Vec::new();
+        for (path, records) in self.files {
+            let places: Vec<u32> = records
+                .iter()
+                .filter_map(|r| Some(r.waiting_record?.0))
+                .collect();
+            match without_records(&path, records[0].stamp, &places) {
+                Ok(true) => dropped.extend(records),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::debug!(file = %path.display(), error = %e, "a waiting file was not written again without the entries the bound dropped")
+                }
+            }
+        }
+        dropped
+    }
+}
+
+/// Writes the waiting file at `path` again without the records at `records`' places (removes
+/// it where none is left); `false` where it no longer stands as it was listed (`stamp`).
+/// (`places`: those [`as_records`] gave, so a file written again since reads otherwise.)
+fn without_records(path: &Path, stamp: SystemTime, places: &[u32]) -> Result<bool, StoreError> {
+    let listed_as_it_is = |p: &Path| {
+        fs::symlink_metadata(p)
+            .and_then(|m| m.modified())
+            .is_ok_and(|now| now == stamp)
+    };
+    if !listed_as_it_is(path) {
+        return Ok(false);
+    }
+    let bytes = files::read_at_most(path, MOST_BYTES).map_err(StoreError::io("read", path))?;
+    let gone: std::collections::HashSet<u32> = places.iter().copied().collect();
+    let (all, _) = parse(&bytes);
+    let kept: Vec<&Record<'_>> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !gone.contains(&(*i as u32)))
+        .map(|(_, r)| r)
+        .collect();
+    if kept.is_empty() {
+        files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
+        return Ok(true);
+    }
+    let mut out = MAGIC.to_vec();
+    for r in kept {
+        encode_record(&mut out, r.stamp, &r.key, r.entry);
+    }
+    match files::write_atomically(path, &out, stamp)? {
+        files::Written::Whole(_) => Ok(true),
+        files::Written::Skipped => Ok(false),
+    }
+}
+
 impl Store {
     /// Keeps `entries` waiting in one new file (the device's end, where writing each would hold
     /// the process); lookups in this process no longer find them from the queue. Returns the
@@ -164,13 +326,18 @@ impl Store {
             return Ok(0);
         }
         self.make_dir()?;
-        let bytes = encode(&self.identity, entries);
+        // An entry found while it waited (from an earlier process's file) keeps that use.
+        let entries: Vec<ToWait<'_>> = entries
+            .iter()
+            .map(|&(key, kind, data, stamp)| (key, kind, data, self.stamp_with_use(&key, stamp)))
+            .collect();
+        let bytes = encode(&self.identity, &entries);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let name = format!("{}-{nanos}{}", std::process::id(), self.waiting_suffix());
         let path = self.dir.join(name);
-        match files::write_atomically(&path, &bytes, SystemTime::now())? {
+        match files::write_atomically(&path, &bytes, newest_stamp(&entries))? {
             files::Written::Whole(_) => {}
             files::Written::Skipped => {
                 return Err(StoreError::io("write", &path)(std::io::Error::other(
@@ -178,10 +345,58 @@ impl Store {
                 )))
             }
         }
-        for (key, ..) in entries {
+        for (key, ..) in &entries {
             self.queued.written(key);
         }
+        // Counted within the title's bound from now on (noted at the run's end).
+        self.written_since_noted
+            .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(bytes.len() as u64)
+    }
+
+    /// Notes the stamp of an entry found while it still waits (its file not yet written, or
+    /// kept in a waiting file): the file that keeps it carries that use, so the bound counts
+    /// it as used now, not when it was built.
+    pub(super) fn used_while_waiting(&self, key: PipelineKey, stamp: SystemTime) {
+        if self.queued.holds(&key) {
+            let mut taken = self.taken.locked();
+            let at = taken.used.entry(key).or_insert(stamp);
+            *at = (*at).max(stamp);
+        }
+    }
+
+    /// `stamp`, or the later stamp of the entry's use while it waited (given, or owed by the
+    /// writer: [`Store::owe_stamp`]).
+    pub(super) fn stamp_with_use(&self, key: &PipelineKey, stamp: SystemTime) -> SystemTime {
+        stamp.max(self.last_use_while_waiting(key).unwrap_or(stamp))
+    }
+
+    fn last_use_while_waiting(&self, key: &PipelineKey) -> Option<SystemTime> {
+        let given = self.taken.locked().used.get(key).copied();
+        let owed = self.owed_stamps.locked().get(key).map(|o| o.1);
+        given.max(owed)
+    }
+
+    /// The entries the bound dropped from waiting files (each file written again without them):
+    /// this process no longer writes them, nor finds them from memory, as if their files had
+    /// gone; a taken file no longer holds them.
+    pub(super) fn forget_dropped_waiting(&self, records: &[StampedEntry]) {
+        let keys: Vec<PipelineKey> = records
+            .iter()
+            .filter_map(|r| Some(r.waiting_record?.1))
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        let dropped: std::collections::HashSet<&PipelineKey> = keys.iter().collect();
+        let mut taken = self.taken.locked();
+        for file in taken.files.iter_mut() {
+            file.keys.retain(|k| !dropped.contains(k));
+        }
+        drop(taken);
+        for key in &keys {
+            self.queued.written(key);
+        }
     }
 
     /// Takes the entries earlier processes left waiting in this identity's directory (at the
@@ -249,20 +464,40 @@ impl Store {
         let mut kept = std::collections::HashSet::new();
         let mut taken = self.taken.locked();
         let may_keep = !taken.left_some;
+        let mut newly_kept = Vec::new();
         for file in taken.files.iter_mut() {
             let untouched = || file.keys.iter().all(|k| self.queued.holds(k));
             if !file.kept && may_keep && file.clean && untouched() && file.path.is_file() {
                 file.kept = true;
+                newly_kept.push((file.path.clone(), file.keys.clone()));
             }
             if file.kept {
                 kept.extend(file.keys.iter().copied());
             }
         }
         drop(taken);
+        for (path, keys) in newly_kept {
+            self.stamp_with_last_use(&path, &keys);
+        }
         for key in &kept {
             self.queued.written(key);
         }
         kept
+    }
+
+    /// A waiting file kept as it is carries the newest use of its entries (`keys`) in this
+    /// process: the bound drops its entries as used then.
+    fn stamp_with_last_use(&self, path: &Path, keys: &[PipelineKey]) {
+        let Some(newest) = keys
+            .iter()
+            .filter_map(|k| self.last_use_while_waiting(k))
+            .max()
+        else {
+            return;
+        };
+        if let Err(e) = files::stamp_forward(None, path, newest) {
+            tracing::debug!(file = %path.display(), error = %e, "a waiting file kept as it is was not stamped with its entries' use");
+        }
     }
 
     /// Whether `key`'s entry still waits in this process to be written (not written, nor kept in

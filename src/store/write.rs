@@ -104,6 +104,8 @@ impl Store {
         data: &[u8],
         stamp: SystemTime,
     ) -> Result<files::Written, StoreError> {
+        // Found while it waited: its file carries that use.
+        let stamp = self.stamp_with_use(key, stamp);
         let written = self.write_announced_now(key, kind, data, stamp);
         // In place or failed: either way no longer waiting (a failed one is compiled again).
         self.queued.written(key);

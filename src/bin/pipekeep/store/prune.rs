@@ -112,10 +112,18 @@ fn prune_titles(
                 .map_err(|e| e.to_string())?;
             let kept: std::collections::HashSet<&Path> =
                 bounded.kept.iter().map(|e| e.path.as_path()).collect();
+            // A waiting file's entries dropped are named one by one, the file not again.
+            let rewritten: std::collections::HashSet<&Path> = bounded
+                .waiting_dropped
+                .iter()
+                .map(|e| e.path.as_path())
+                .collect();
             let mut gone: Vec<_> = listed
                 .iter()
                 .filter(|e| !kept.contains(e.path.as_path()) && !e.path.exists())
+                .filter(|e| !rewritten.contains(e.path.as_path()))
                 .cloned()
+                .chain(bounded.waiting_dropped.iter().cloned())
                 .collect();
             gone.sort_by(|a, b| a.stamp.cmp(&b.stamp).then_with(|| a.path.cmp(&b.path)));
             gone
@@ -129,10 +137,23 @@ fn prune_titles(
             "record_counted": record_counted(record_after, max_bytes),
             "record_pipelines_dropped": compacted.map_or(0, |c| c.pipelines_before - c.pipelines_kept),
             "dry_run": args.dry_run,
-            "dropped_entries": plan.iter().map(|e| e.path.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect::<Vec<_>>(),
+            "dropped_entries": plan.iter().map(dropped_name).collect::<Vec<_>>(),
         }));
     }
     Ok(reports)
+}
+
+/// A dropped file's name; an entry dropped from a waiting file, the name its own file takes.
+fn dropped_name(e: &pipekeep::store::bound::StampedEntry) -> String {
+    match e.waiting_record {
+        Some((_, key)) => key.file_name().to_string(),
+        None => e
+            .path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned(),
+    }
 }
 
 fn print_title(r: &Value, dry_run: bool) {
