@@ -214,11 +214,17 @@ impl Objects {
 
     /// A module was made with this code: held until its last module goes.
     fn hold_code(&self, digest: Digest, code: &[u8]) {
+        if let Some(held) = self.code.writing().get_mut(&digest) {
+            held.modules += 1;
+            return;
+        }
+        // Copied with the lock released: every thread making modules waits on it.
+        let words = Arc::new(module_words(code));
         self.code
             .writing()
             .entry(digest)
-            .or_insert_with(|| HeldCode {
-                code: Arc::new(module_words(code)),
+            .or_insert(HeldCode {
+                code: words,
                 modules: 0,
             })
             .modules += 1;
