@@ -27,7 +27,7 @@ pub struct StampedEntry {
     pub stamp: SystemTime,
     /// Where this is one record of a file of entries left waiting (`path`): its place in the
     /// file and its entry's key. The bound drops such a record by writing the file again
-    /// without it ([`super::waiting::WaitingDrops`]).
+    /// without it (`super::waiting::WaitingDrops`).
     pub waiting_record: Option<(u32, PipelineKey)>,
 }
 
@@ -204,7 +204,7 @@ impl<'a> Names<'a> {
 
     fn of_entry(&mut self, i: usize) -> Vec<usize> {
         let path = &self.files[i].path;
-        if super::waiting::is_waiting_file(path) {
+        if super::files::is_waiting_file(path) {
             return Vec::new(); // its entries are whole: they name no piece
         }
         let Some(d) = path.parent().and_then(|dir| self.dirs.get(dir)).copied() else {

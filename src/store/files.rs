@@ -508,6 +508,16 @@ pub fn is_entry_name(name: &str) -> bool {
     crate::key::PipelineKey::from_file_name(name).is_some()
 }
 
+/// How the name of a file of entries left waiting ends (`super::waiting`).
+pub const WAITING_SUFFIX: &str = ".waiting";
+
+/// Whether `path` names a file of entries left waiting.
+pub fn is_waiting_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(WAITING_SUFFIX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

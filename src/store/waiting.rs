@@ -43,7 +43,7 @@ use crate::key::PipelineKey;
 use crate::sync::Unpoisoned;
 
 /// The waiting file's name ends so.
-pub const SUFFIX: &str = ".waiting";
+pub const SUFFIX: &str = files::WAITING_SUFFIX;
 const MAGIC: &[u8; 8] = b"PKWAIT01";
 /// A record's bytes before its entry: stamp, key, length.
 const RECORD_HEAD: usize = 8 + 32 + 8;
@@ -176,13 +176,6 @@ pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
     (entries, bytes)
 }
 
-/// Whether `path` names a file of entries left waiting.
-pub fn is_waiting_file(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.ends_with(SUFFIX))
-}
-
 /// Every file of entries left waiting in one identity directory (of either ABI), whole: its
 /// length and its stamp (the newest use of its entries). The bound counts them within the title.
 pub fn files_in(dir: &Path) -> Vec<StampedEntry> {
@@ -211,7 +204,7 @@ pub fn files_in(dir: &Path) -> Vec<StampedEntry> {
 pub fn as_records(listed: Vec<StampedEntry>) -> Vec<StampedEntry> {
     let mut out = Vec::with_capacity(listed.len());
     for file in listed {
-        if file.waiting_record.is_some() || !is_waiting_file(&file.path) {
+        if file.waiting_record.is_some() || !files::is_waiting_file(&file.path) {
             out.push(file);
             continue;
         }
