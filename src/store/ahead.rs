@@ -291,8 +291,9 @@ impl Store {
         let entries: Vec<(PipelineKey, u64)> = match order {
             AheadOrder::LastUse(listed) => {
                 let mut entries = match listed {
+                    // (An entry still waiting is in memory: nothing to read.)
                     Some(mut all) => {
-                        all.retain(|e| self.holds(e));
+                        all.retain(|e| self.holds(e) && e.waiting_record.is_none());
                         all
                     }
                     None => bound::entries_in(&self.dir),

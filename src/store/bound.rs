@@ -30,8 +30,9 @@ pub use super::eviction::StampedEntry;
 /// What bringing a title within its bound did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct BoundReport {
+    /// Entries and pieces (and waiting files, or their records where the pass took them apart).
     pub entries: u64,
-    /// Bytes kept: entries, pieces and the record.
+    /// Bytes kept: entries, pieces, waiting files and the record.
     pub bytes: u64,
     /// Of which the record's.
     pub record_bytes: u64,
@@ -44,10 +45,10 @@ pub struct BoundReport {
     pub set_aside_dropped_bytes: u64,
 }
 
-/// The file of a title's bytes of entries and pieces as its bound last counted them (at every
-/// pass), with what its runs wrote since: the library's pass sums these (and each record's
-/// length) before it lists any file, and walks the library only where they say it is over its
-/// bound (`super::library`).
+/// The file of a title's bytes of entries, pieces and waiting files as its bound last counted
+/// them (at every pass), with what its runs wrote since: the library's pass sums these (and each
+/// record's length) before it lists any file, and walks the library only where they say it is
+/// over its bound (`super::library`).
 pub const BYTES_FILE: &str = "library-bytes";
 
 /// The title's bytes as last noted ([`BYTES_FILE`]), where a note reads.
@@ -68,17 +69,13 @@ pub fn note_title_bytes(title_dir: &Path, bytes: u64) {
     }
 }
 
-/// Every entry and piece under `host_dir`, in identity directories of our naming only.
+/// Every entry, piece and file of entries left waiting under `host_dir`, in identity
+/// directories of our naming only.
 pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError> {
     let mut out = Vec::new();
     for dir_name in names_in(host_dir).map_err(StoreError::io("list", host_dir))? {
         if DirName::parse(&dir_name).is_some() {
-            // Pieces before entries: a piece written after its listing is seen stamped anew at
-            // its removal, and an entry renamed after the entries' listing was in flight then.
-            let dir = host_dir.join(&dir_name);
-            out.extend(pieces_in(&dir));
-            out.extend(entries_in(&dir));
-            out.extend(waiting::files_in(&dir));
+            out.extend(files_in(&host_dir.join(&dir_name)));
         }
     }
     Ok(out)
@@ -107,9 +104,10 @@ pub(super) fn files_bytes(dir: &Path) -> u64 {
 
 /// Every entry, piece and file of entries left waiting of one directory.
 pub(super) fn files_in(dir: &Path) -> Vec<StampedEntry> {
+    // Pieces before entries: a piece written after its listing is seen stamped anew at its
+    // removal, and an entry renamed after the entries' listing was in flight then.
     let mut out = pieces_in(dir);
-    out.extend(entries_in(dir));
-    out.extend(waiting::files_in(dir));
+    out.extend(listed_in(dir, true));
     out
 }
 
@@ -139,13 +137,22 @@ pub fn pieces_in(dir: &Path) -> Vec<StampedEntry> {
 /// the open directory (no walk of the whole path per entry). An entry removed by another
 /// process since the listing is simply not counted.
 pub fn entries_in(dir: &Path) -> Vec<StampedEntry> {
+    listed_in(dir, false)
+}
+
+/// The entries of one directory (`waiting_too`: and its files of entries left waiting, whole),
+/// in one listing.
+fn listed_in(dir: &Path, waiting_too: bool) -> Vec<StampedEntry> {
     let Ok(listing) = fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut out = Vec::new();
     for entry in listing.flatten() {
         let name = entry.file_name();
-        if !name.to_str().is_some_and(is_entry_name) {
+        let wanted = |n: &str| {
+            is_entry_name(n) || (waiting_too && n.ends_with(super::files::WAITING_SUFFIX))
+        };
+        if !name.to_str().is_some_and(wanted) {
             continue;
         }
         if let Ok(meta) = entry.metadata() {
@@ -311,8 +318,7 @@ pub fn keep_within_past_share(
             waiting_dropped: Vec::new(),
         });
     }
-    let listed = waiting::as_records(entries);
-    report.entries = listed.len() as u64;
+    let listed = with_waiting_records(entries, &mut report);
     let mut order = Eviction::new(listed);
     let unnamed = order.unnamed_now();
     let (dropped, in_flight, waiting_dropped) =
@@ -354,11 +360,21 @@ pub fn shrink_by(
         return Ok(report);
     }
     let max_bytes = report.bytes.saturating_sub(bytes);
-    let listed = waiting::as_records(entries);
-    report.entries = listed.len() as u64;
+    let listed = with_waiting_records(entries, &mut report);
     let mut order = Eviction::new(listed);
     drop_in_order(&mut order, max_bytes, in_use, &mut report);
     Ok(report)
+}
+
+/// `listed` with its waiting files as their records ([`waiting::as_records`]), `report`
+/// counting them as they read now.
+fn with_waiting_records(listed: Vec<StampedEntry>, report: &mut BoundReport) -> Vec<StampedEntry> {
+    let before: u64 = listed.iter().map(|e| e.bytes).sum();
+    let records = waiting::as_records(listed);
+    let now: u64 = records.iter().map(|e| e.bytes).sum();
+    report.bytes = (report.bytes + now).saturating_sub(before);
+    report.entries = records.len() as u64;
+    records
 }
 
 /// Drops files in `order` until the rest is within `max_bytes`, then every piece no kept entry
@@ -396,7 +412,15 @@ fn drop_in_order(
     while let Some(i) = order.next_unnamed() {
         take(order, i, &mut in_flight);
     }
-    (dropped, in_flight, waiting.apply())
+    // A record whose file could not be written again is still there.
+    let (gone, still_there) = waiting.apply();
+    for r in &still_there {
+        report.evicted -= 1;
+        report.evicted_bytes -= r.bytes;
+        report.entries += 1;
+        report.bytes += r.bytes;
+    }
+    (dropped, in_flight, gone)
 }
 
 /// What became of a file the order gave.

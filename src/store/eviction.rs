@@ -25,16 +25,18 @@ pub struct StampedEntry {
     pub path: PathBuf,
     pub bytes: u64,
     pub stamp: SystemTime,
-    /// Where this is one record of a file of entries left waiting (`path`): its place in the
-    /// file and its entry's key. The bound drops such a record by writing the file again
-    /// without it (`super::waiting::WaitingDrops`).
-    pub waiting_record: Option<(u32, PipelineKey)>,
+    /// Where this is one record of a file of entries left waiting (`path`): its entry's key.
+    /// The bound drops such a record by writing the file again without it
+    /// (`super::waiting::WaitingDrops`).
+    pub waiting_record: Option<PipelineKey>,
 }
 
 impl StampedEntry {
-    /// The key an entry's file name says (`None` for a piece or any other file).
+    /// The key of an entry: its file's name says it, or its record in a waiting file (`None`
+    /// for a piece or any other file).
     pub fn key(&self) -> Option<PipelineKey> {
-        PipelineKey::from_file_name(self.path.file_name()?.to_str()?)
+        self.waiting_record
+            .or_else(|| PipelineKey::from_file_name(self.path.file_name()?.to_str()?))
     }
 }
 

@@ -2147,6 +2147,140 @@ fn a_waiting_file_kept_as_it_is_is_stamped_with_its_entries_use() {
     assert!(newest > at(499) && newest < at(500), "{newest:?}");
 }
 
+/// Keys `keys` left waiting in one file of a store at `root`, each with its stamp; returns the
+/// file's bytes.
+fn left_waiting(root: &Path, keys: &[(u8, u64)]) -> u64 {
+    let data = cache_data(&identity(), &[0; 56]);
+    let run = open(root, 1 << 30, at(100));
+    let entries: Vec<waiting::ToWait<'_>> = keys
+        .iter()
+        .map(|&(k, secs)| (key(k), envelope::PayloadKind::Cache, &data[..], at(secs)))
+        .collect();
+    run.keep_waiting(&entries).unwrap()
+}
+
+/// Two bound passes at once over a waiting file drop its records by key, each once: together
+/// no more than the excess (a record more at most). Dropping by place in the file, a second
+/// pass dropped the next records of the file the first had already written again.
+#[test]
+fn two_passes_at_once_drop_a_waiting_files_records_no_more_than_the_excess() {
+    for round in 0..30 {
+        let root = tempfile::tempdir().unwrap();
+        let keys: Vec<(u8, u64)> = (1..=20).map(|k| (k, 100 + u64::from(k))).collect();
+        let file = left_waiting(root.path(), &keys);
+        let record = (file - 8) / 20;
+        let bound = file - 5 * record - record / 2;
+        let host = root.path().join("title/host-pipelines");
+        let start = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    start.wait();
+                    bound::keep_within(&host, bound, &|_| false).unwrap();
+                });
+            }
+        });
+        let kept = title_bytes(root.path());
+        assert!(kept <= bound, "round {round}: {kept} over {bound}");
+        assert!(
+            kept + 2 * record > bound,
+            "round {round}: {kept} kept in a bound of {bound}: more than the excess dropped"
+        );
+    }
+}
+
+/// Two passes dropping the same records of one listing drop them once: a pass that finds the
+/// file written again by the other drops no other records of it (they are chosen by key, not
+/// by their place in the file).
+#[test]
+fn records_dropped_twice_from_one_listing_go_once() {
+    let root = tempfile::tempdir().unwrap();
+    left_waiting(root.path(), &[(3, 150), (4, 150), (5, 150), (6, 150)]);
+    let host = root.path().join("title/host-pipelines");
+    let listed = waiting::as_records(bound::entries_of_title(&host).unwrap());
+    for _ in 0..2 {
+        let mut drops = waiting::WaitingDrops::default();
+        drops.drop_record(&listed[0]);
+        drops.drop_record(&listed[1]);
+        let (gone, still_there) = drops.apply();
+        assert_eq!((gone.len(), still_there.len()), (2, 0));
+    }
+    let run = open(root.path(), 1 << 30, at(300));
+    let taken: Vec<PipelineKey> = run.take_waiting().iter().map(|e| e.key).collect();
+    assert_eq!(taken, vec![key(5), key(6)]);
+}
+
+/// A waiting record whose entry is a file already (the process that took the file wrote it,
+/// and removes the file at its end) goes first: it holds nothing the title would miss. Before,
+/// the entry files went first (stamped no newer than the file), and the end then removed the
+/// file: entries a bound had room for were lost.
+#[test]
+fn a_waiting_record_whose_entry_is_a_file_already_goes_first() {
+    let root = tempfile::tempdir().unwrap();
+    let file = left_waiting(root.path(), &[(3, 150), (4, 150), (5, 150), (6, 150)]);
+    let record = (file - 8) / 4;
+    let data = cache_data(&identity(), &[0; 56]);
+    let run = open(root.path(), 1 << 30, at(200));
+    for k in [3, 4] {
+        run.write_stamped(&key(k), &data, at(140)).unwrap();
+    }
+    let bound = title_bytes(root.path()) - 2 * record;
+    let after = open(root.path(), bound, at(300));
+    assert!(title_bytes(root.path()) <= bound);
+    let taken: Vec<PipelineKey> = after.take_waiting().iter().map(|e| e.key).collect();
+    assert_eq!(taken, vec![key(5), key(6)]);
+    assert!(
+        found(&after, &key(3)) && found(&after, &key(4)),
+        "kept as files"
+    );
+}
+
+/// Within a waiting file, the bound drops the records of the oldest own stamps first: a boot's
+/// first pipelines, stamped newest, go last.
+#[test]
+fn a_waiting_files_records_go_oldest_stamp_first() {
+    let root = tempfile::tempdir().unwrap();
+    let file = left_waiting(root.path(), &[(3, 150), (4, 140), (5, 160), (6, 130)]);
+    let record = (file - 8) / 4;
+    let after = open(root.path(), file - 2 * record, at(300));
+    let mut taken: Vec<PipelineKey> = after.take_waiting().iter().map(|e| e.key).collect();
+    taken.sort();
+    assert_eq!(taken, vec![key(3), key(5)]);
+}
+
+/// A process forgets only the entries its pass drops from files it took: the same entry left
+/// waiting in another process's file, dropped from that one, is still found and kept here.
+#[test]
+fn a_process_forgets_only_what_its_pass_drops_from_the_files_it_took() {
+    let root = tempfile::tempdir().unwrap();
+    left_waiting(root.path(), &[(3, 150), (4, 150)]);
+    let (run, _) =
+        Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(200), false).unwrap();
+    assert_eq!(take_and_queue(&run).len(), 2);
+    // Another process leaves key 3 waiting too, in an older file the bound drops first.
+    let other = left_waiting(root.path(), &[(3, 50)]);
+    let older = waiting_files(&run)
+        .into_iter()
+        .find(|f| fs::metadata(f).unwrap().len() == other)
+        .unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&older)
+        .unwrap()
+        .set_modified(at(60))
+        .unwrap();
+    let bound = title_bytes(root.path()) - other + 1;
+    let host = root.path().join("title/host-pipelines");
+    let bounded = bound::keep_within(&host, bound, &|_| false).unwrap();
+    assert!(!older.exists(), "the older file went");
+    run.forget_dropped_waiting(&bounded.waiting_dropped);
+    assert!(
+        found(&run, &key(3)),
+        "still waiting in the file this process took"
+    );
+    assert_eq!(run.keep_untouched_waiting().len(), 2);
+}
+
 #[test]
 fn a_waiting_file_of_the_other_abi_is_left_and_a_link_or_fifo_is_never_followed() {
     let tmp = tempfile::tempdir().unwrap();

@@ -117,7 +117,8 @@ fn encode_record(out: &mut Vec<u8>, stamp: SystemTime, key: &PipelineKey, entry:
 /// The stamp a waiting file carries: the newest of its entries' (each the later of its build
 /// and its last use). The bound counts every entry of the file as used then.
 fn newest_stamp(entries: &[ToWait<'_>]) -> SystemTime {
-    entries.iter().map(|e| e.3).max().unwrap_or(UNIX_EPOCH)
+    let newest = entries.iter().map(|e| e.3).max().unwrap_or(UNIX_EPOCH);
+    newest.min(SystemTime::now())
 }
 
 /// A record as read, before its entry is checked.
@@ -176,70 +177,63 @@ pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
     (entries, bytes)
 }
 
-/// Every file of entries left waiting in one identity directory (of either ABI), whole: its
-/// length and its stamp (the newest use of its entries). The bound counts them within the title.
-pub fn files_in(dir: &Path) -> Vec<StampedEntry> {
-    files::names_in(dir)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| n.ends_with(SUFFIX))
-        .filter_map(|n| {
-            let path = dir.join(n);
-            let meta = fs::symlink_metadata(&path).ok().filter(|m| m.is_file())?;
-            Some(StampedEntry {
-                bytes: meta.len(),
-                stamp: meta.modified().unwrap_or(UNIX_EPOCH),
-                path,
-                waiting_record: None,
-            })
-        })
-        .collect()
-}
-
 /// `listed` (a title's entries, pieces and waiting files, as the bound lists them) with each
 /// waiting file given as its records, so that the bound drops what a file holds one entry at a
-/// time: each record stamped as its file is, in the file's order (its oldest first); the
-/// file's own bytes (its magic, and anything past its last whole record) go with its last
-/// record. A file that does not read as listed stays one item, dropped whole.
+/// time. Each record is stamped as its file is (the newest use of its entries), its oldest own
+/// stamp first (a boot's first pipelines, stamped newest, go last); one whose entry is a file
+/// already (the process that took it wrote it, and removes the file at its end) holds nothing
+/// the title would miss, and goes first. The file's own bytes (its magic, anything past its
+/// last whole record) go with the record that goes last. A file is read as it is now, not as
+/// it was listed; one holding no whole record stays one item, dropped whole.
 pub fn as_records(listed: Vec<StampedEntry>) -> Vec<StampedEntry> {
+    let as_files: std::collections::HashSet<&Path> = listed
+        .iter()
+        .filter(|e| e.waiting_record.is_none() && e.key().is_some())
+        .map(|e| e.path.as_path())
+        .collect();
     let mut out = Vec::with_capacity(listed.len());
-    for file in listed {
+    for file in &listed {
         if file.waiting_record.is_some() || !files::is_waiting_file(&file.path) {
-            out.push(file);
+            out.push(file.clone());
             continue;
         }
-        match records_of(&file) {
+        let dir = file.path.parent().unwrap_or(Path::new(""));
+        let is_a_file = |key: &PipelineKey| as_files.contains(dir.join(key.file_name()).as_path());
+        match records_of(file, &is_a_file) {
             Some(records) => out.extend(records),
-            None => out.push(file),
+            None => out.push(file.clone()),
         }
     }
     out
 }
 
-fn records_of(file: &StampedEntry) -> Option<Vec<StampedEntry>> {
+fn records_of(
+    file: &StampedEntry,
+    is_a_file: &dyn Fn(&PipelineKey) -> bool,
+) -> Option<Vec<StampedEntry>> {
     let bytes = files::read_at_most(&file.path, MOST_BYTES).ok()?;
-    if bytes.len() as u64 != file.bytes {
-        return None; // written again since it was listed
-    }
     let (records, _) = parse(&bytes);
-    let mut listed: Vec<StampedEntry> = records
+    let mut order: Vec<(bool, SystemTime, &Record<'_>)> = records
         .iter()
-        .enumerate()
-        .map(|(i, r)| StampedEntry {
+        .map(|r| (!is_a_file(&r.key), r.stamp, r))
+        .collect();
+    order.sort_by_key(|(not_a_file, stamp, _)| (*not_a_file, *stamp));
+    let mut listed: Vec<StampedEntry> = order
+        .iter()
+        .map(|(not_a_file, _, r)| StampedEntry {
             path: file.path.clone(),
             bytes: (RECORD_HEAD + r.entry.len()) as u64,
-            stamp: file.stamp,
-            waiting_record: Some((i as u32, r.key)),
+            stamp: if *not_a_file { file.stamp } else { UNIX_EPOCH },
+            waiting_record: Some(r.key),
         })
         .collect();
     let counted: u64 = listed.iter().map(|r| r.bytes).sum();
-    listed.last_mut()?.bytes += file.bytes - counted;
+    listed.last_mut()?.bytes += bytes.len() as u64 - counted;
     Some(listed)
 }
 
 /// Records of waiting files a bound pass drops, applied once it has chosen them all: each file
-/// written again without them (where it stands as it was listed; else it is left for the next
-/// pass), or removed where none of its records is left.
+/// written again without them, or removed where none of its records is left.
 #[derive(Debug, Default)]
 pub struct WaitingDrops {
     /// By file: its records dropped, as [`as_records`] listed them.
@@ -255,47 +249,48 @@ impl WaitingDrops {
         }
     }
 
-    /// Writes each file again without its dropped records; returns the records so dropped.
-    pub fn apply(self) -> Vec<StampedEntry> {
-        let mut dropped = Vec::new();
+    /// Writes each file again without its dropped records. Returns the records gone (dropped
+    /// now, or gone already: another pass at once dropped them by the same order, or the file
+    /// went) and those still there (the file could not be written again).
+    pub fn apply(self) -> (Vec<StampedEntry>, Vec<StampedEntry>) {
+        let (mut gone, mut still_there) = (Vec::new(), Vec::new());
         for (path, records) in self.files {
-            let places: Vec<u32> = records
-                .iter()
-                .filter_map(|r| Some(r.waiting_record?.0))
-                .collect();
-            match without_records(&path, records[0].stamp, &places) {
-                Ok(true) => dropped.extend(records),
-                Ok(false) => {}
+            let keys: std::collections::HashSet<PipelineKey> =
+                records.iter().filter_map(|r| r.waiting_record).collect();
+            match without(&path, &keys) {
+                Ok(true) => gone.extend(records),
+                Ok(false) => still_there.extend(records),
                 Err(e) => {
-                    tracing::debug!(file = %path.display(), error = %e, "a waiting file was not written again without the entries the bound dropped")
+                    tracing::debug!(file = %path.display(), error = %e, "a waiting file was not written again without the entries the bound dropped");
+                    still_there.extend(records);
                 }
             }
         }
-        dropped
+        (gone, still_there)
     }
 }
 
-/// Writes the waiting file at `path` again without the records at `records`' places (removes
-/// it where none is left); `false` where it no longer stands as it was listed (`stamp`).
-/// (`places`: those [`as_records`] gave, so a file written again since reads otherwise.)
-fn without_records(path: &Path, stamp: SystemTime, places: &[u32]) -> Result<bool, StoreError> {
-    let listed_as_it_is = |p: &Path| {
-        fs::symlink_metadata(p)
-            .and_then(|m| m.modified())
-            .is_ok_and(|now| now == stamp)
+/// Writes the waiting file at `path` again without the records of `keys` (removes it where none
+/// is left), as it reads now: by key, so that two passes at once dropping the same records
+/// drop them once. Its modification time stays (the newer of before and after the read: a
+/// stamp given meanwhile is kept). `false` where another writer holds its temporary file.
+fn without(path: &Path, keys: &std::collections::HashSet<PipelineKey>) -> Result<bool, StoreError> {
+    let modified = || fs::symlink_metadata(path).and_then(|m| m.modified());
+    let before = match modified() {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(StoreError::io("stat", path)(e)),
     };
-    if !listed_as_it_is(path) {
-        return Ok(false);
-    }
-    let bytes = files::read_at_most(path, MOST_BYTES).map_err(StoreError::io("read", path))?;
-    let gone: std::collections::HashSet<u32> = places.iter().copied().collect();
+    let bytes = match files::read_at_most(path, MOST_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(StoreError::io("read", path)(e)),
+    };
     let (all, _) = parse(&bytes);
-    let kept: Vec<&Record<'_>> = all
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !gone.contains(&(*i as u32)))
-        .map(|(_, r)| r)
-        .collect();
+    if !all.iter().any(|r| keys.contains(&r.key)) {
+        return Ok(true);
+    }
+    let kept: Vec<&Record<'_>> = all.iter().filter(|r| !keys.contains(&r.key)).collect();
     if kept.is_empty() {
         files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
         return Ok(true);
@@ -304,6 +299,11 @@ fn without_records(path: &Path, stamp: SystemTime, places: &[u32]) -> Result<boo
     for r in kept {
         encode_record(&mut out, r.stamp, &r.key, r.entry);
     }
+    let stamp = match modified() {
+        Ok(now) => now.max(before),
+        // Removed meanwhile: its process wrote every entry of it first.
+        Err(_) => return Ok(true),
+    };
     match files::write_atomically(path, &out, stamp)? {
         files::Written::Whole(_) => Ok(true),
         files::Written::Skipped => Ok(false),
@@ -370,24 +370,26 @@ impl Store {
         given.max(owed)
     }
 
-    /// The entries the bound dropped from waiting files (each file written again without them):
-    /// this process no longer writes them, nor finds them from memory, as if their files had
-    /// gone; a taken file no longer holds them.
+    /// The entries this process's bound pass dropped from waiting files (each file written
+    /// again without them): of the files this process took, it no longer writes them, nor finds
+    /// them from memory, as if their files had gone.
     pub(super) fn forget_dropped_waiting(&self, records: &[StampedEntry]) {
-        let keys: Vec<PipelineKey> = records
-            .iter()
-            .filter_map(|r| Some(r.waiting_record?.1))
-            .collect();
-        if keys.is_empty() {
+        if records.is_empty() {
             return;
         }
-        let dropped: std::collections::HashSet<&PipelineKey> = keys.iter().collect();
+        let mut forgotten = Vec::new();
         let mut taken = self.taken.locked();
-        for file in taken.files.iter_mut() {
-            file.keys.retain(|k| !dropped.contains(k));
+        for r in records {
+            let Some(key) = r.waiting_record else {
+                continue;
+            };
+            if let Some(file) = taken.files.iter_mut().find(|f| f.path == r.path) {
+                file.keys.retain(|k| *k != key);
+                forgotten.push(key);
+            }
         }
         drop(taken);
-        for key in &keys {
+        for key in &forgotten {
             self.queued.written(key);
         }
     }
@@ -539,7 +541,9 @@ impl Store {
                     key: r.key,
                     kind: checked.kind,
                     data: checked.payload.with_bytes(<[u8]>::to_vec),
-                    stamp: r.stamp,
+                    // A stamp from the future (a clock set back, a damaged record) would keep
+                    // the entry ahead of every other in the bound.
+                    stamp: r.stamp.min(SystemTime::now()),
                 }),
                 Err(why) => {
                     clean = false;

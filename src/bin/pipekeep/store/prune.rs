@@ -129,7 +129,7 @@ fn prune_titles(
             gone
         };
         let dropped_bytes: u64 = plan.iter().map(|e| e.bytes).sum();
-        let entries_bytes = before - record - dropped_bytes;
+        let entries_bytes = before.saturating_sub(record + dropped_bytes);
         reports.push(json!({
             "title": t, "entries": count, "bytes": before, "dropped": plan.len(), "dropped_bytes": dropped_bytes,
             "kept_bytes": entries_bytes + record_after, "entries_bytes": entries_bytes,
@@ -146,7 +146,7 @@ fn prune_titles(
 /// A dropped file's name; an entry dropped from a waiting file, the name its own file takes.
 fn dropped_name(e: &pipekeep::store::bound::StampedEntry) -> String {
     match e.waiting_record {
-        Some((_, key)) => key.file_name().to_string(),
+        Some(key) => key.file_name().to_string(),
         None => e
             .path
             .file_name()
