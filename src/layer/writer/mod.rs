@@ -268,7 +268,7 @@ impl Writer {
             None => (Waiting::Whole(data), None),
         };
         let job = Job::announced(store, key, kind, waiting);
-        if let Some(mut job) = self.queue_job(job, true) {
+        if let Some(mut job) = self.queue_job(job, true, Lock::Spin) {
             if let Some(whole) = whole {
                 job.data = Arc::new(Waiting::Whole(whole));
             }
@@ -291,21 +291,24 @@ impl Writer {
 
     /// Queues an entry an earlier process left waiting ([`crate::store::waiting`]), with the
     /// stamp its pipeline took; lookups find it from now on. Written here where the queue
-    /// cannot take it.
+    /// cannot take it (full or closing): the store's opening waits for the queue's lock rather
+    /// than write an entry here for it (a write of one of them made its file no longer one a
+    /// short launch leaves as it was).
     pub fn write_waiting(&self, store: Arc<Store>, entry: WaitingEntry) {
         let waiting = Waiting::Whole(entry.data);
         let whom = (entry.stamp, WrittenFor::Earlier);
         let job = Job::announced_for(store, entry.key, entry.kind, waiting, whom);
-        if let Some(job) = self.queue_job(job, false) {
+        if let Some(job) = self.queue_job(job, false, Lock::Wait) {
             (self.on_written)(run(&job), WrittenFor::Earlier);
         }
     }
 
     /// Puts an entry's job in the queue, within [`QUEUE_LIMIT`] (waking the thread where `wake`);
     /// gives it back where it is to be written here.
-    fn queue_job(&self, job: Job, wake: bool) -> Option<Job> {
+    fn queue_job(&self, job: Job, wake: bool, lock: Lock) -> Option<Job> {
         let len = job.data.len();
         self.enqueue(
+            lock,
             job,
             |q| q.bytes + len <= QUEUE_LIMIT,
             |q, job| {
@@ -327,6 +330,7 @@ impl Writer {
         };
         stamp.store.owe_stamp(&stamp.name, stamp.stamp);
         let queued = self.enqueue(
+            Lock::Spin,
             stamp,
             |q| q.stamps.len() < STAMPS_LIMIT,
             |q, stamp| {
@@ -344,6 +348,7 @@ impl Writer {
     pub fn record(&self, file: Arc<RecordFile>, record: PipelineRecord, app: Arc<RecordApp>) {
         let job = RecordJob { file, record, app };
         let queued = self.enqueue(
+            Lock::Spin,
             job,
             |q| q.records.len() < STAMPS_LIMIT,
             |q, job| {
@@ -359,6 +364,7 @@ impl Writer {
     /// Queues `chore` for the thread; done on the caller's thread when no thread can take it.
     pub fn later(&self, chore: Chore) {
         let queued = self.enqueue(
+            Lock::Spin,
             chore,
             |q| q.chores.len() < STAMPS_LIMIT,
             |q, chore| {
@@ -375,12 +381,17 @@ impl Writer {
     /// queue is open, `fits` and a thread runs; otherwise gives it back, to be done here.
     fn enqueue<T>(
         &self,
+        locking: Lock,
         item: T,
         fits: impl FnOnce(&Queue) -> bool,
         push: impl FnOnce(&mut Queue, T) -> bool,
     ) -> Option<T> {
         let (lock, ready) = &*self.shared;
-        let Some(mut q) = lock_unless_held_long(lock) else {
+        let held = match locking {
+            Lock::Spin => lock_unless_held_long(lock),
+            Lock::Wait => Some(lock.locked()),
+        };
+        let Some(mut q) = held else {
             return Some(item);
         };
         if q.closing || !fits(&q) || !self.ensure_thread(&mut q) {
@@ -637,6 +648,15 @@ fn lock_unless_held_long(lock: &Mutex<Queue>) -> Option<std::sync::MutexGuard<'_
 
 /// Tries at the queue's lock before an application thread does its work inline.
 const LOCK_SPINS: usize = 256;
+
+/// How a caller takes the queue's lock.
+#[derive(Clone, Copy)]
+enum Lock {
+    /// An application's thread: a short spin ([`lock_unless_held_long`]), then its work inline.
+    Spin,
+    /// The store's opening, queuing what earlier processes left waiting: it waits.
+    Wait,
+}
 
 /// Writes a queued entry; its key was given to `Store::will_write` when it was queued (on the
 /// application's thread), so this thread takes no lock that lookups take.
