@@ -4,8 +4,9 @@
 //! kept within `PIPEKEEP_MAX_BYTES`, dropping the set-aside directories first, then a piece that
 //! no kept entry names, then the oldest stamp first, the pieces only a dropped entry named going
 //! right after it ([`super::eviction`]). A file of entries left waiting is dropped one entry at
-//! a time, each stamped as its file (the newest use of its entries), by writing it again without
-//! them ([`super::waiting::as_records`]). The stamp is the file's modification time (see
+//! a time, each at its file's stamp (the newest use of its entries), its oldest own stamps first
+//! and those whose entry is a file already before any, by writing it again without them
+//! ([`super::waiting::as_records`]). The stamp is the file's modification time (see
 //! `Store::next_stamp`; a piece carries its run's newest stamp, so it never goes before an entry
 //! using it). The record is never dropped by the
 //! bound, and takes at most its share of it ([`record_share`], a quarter): it never crowds out
@@ -82,7 +83,7 @@ pub fn entries_of_title(host_dir: &Path) -> Result<Vec<StampedEntry>, StoreError
 }
 
 /// Every directory of another driver's entries set aside under `host_dir` (`*.dropped`), with
-/// the bytes of its entries and pieces.
+/// the bytes of its entries, pieces and waiting files.
 fn set_aside_of_title(host_dir: &Path) -> Vec<(PathBuf, u64)> {
     names_in(host_dir)
         .unwrap_or_default()
@@ -222,7 +223,7 @@ fn dropped_to_fit(entries: Vec<StampedEntry>, max_bytes: u64) -> Vec<StampedEntr
     if total <= max_bytes {
         return Vec::new();
     }
-    let mut order = Eviction::new(waiting::as_records(entries));
+    let mut order = Eviction::new(waiting::as_records(entries).0);
     let mut plan = Vec::new();
     while total > max_bytes {
         let Some(i) = order.next() else { break };
@@ -319,6 +320,14 @@ pub fn keep_within_past_share(
         });
     }
     let listed = with_waiting_records(entries, &mut report);
+    if report.bytes <= max_bytes {
+        // Its waiting files read shorter than listed: within after all.
+        return Ok(Bounded {
+            report,
+            kept: listed,
+            waiting_dropped: Vec::new(),
+        });
+    }
     let mut order = Eviction::new(listed);
     let unnamed = order.unnamed_now();
     let (dropped, in_flight, waiting_dropped) =
@@ -359,8 +368,8 @@ pub fn shrink_by(
     if bytes == 0 {
         return Ok(report);
     }
-    let max_bytes = report.bytes.saturating_sub(bytes);
     let listed = with_waiting_records(entries, &mut report);
+    let max_bytes = report.bytes.saturating_sub(bytes);
     let mut order = Eviction::new(listed);
     drop_in_order(&mut order, max_bytes, in_use, &mut report);
     Ok(report)
@@ -370,8 +379,8 @@ pub fn shrink_by(
 /// counting them as they read now.
 fn with_waiting_records(listed: Vec<StampedEntry>, report: &mut BoundReport) -> Vec<StampedEntry> {
     let before: u64 = listed.iter().map(|e| e.bytes).sum();
-    let records = waiting::as_records(listed);
-    let now: u64 = records.iter().map(|e| e.bytes).sum();
+    let (records, unread) = waiting::as_records(listed);
+    let now: u64 = records.iter().map(|e| e.bytes).sum::<u64>() + unread;
     report.bytes = (report.bytes + now).saturating_sub(before);
     report.entries = records.len() as u64;
     records

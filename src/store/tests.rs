@@ -2197,7 +2197,7 @@ fn records_dropped_twice_from_one_listing_go_once() {
     let root = tempfile::tempdir().unwrap();
     left_waiting(root.path(), &[(3, 150), (4, 150), (5, 150), (6, 150)]);
     let host = root.path().join("title/host-pipelines");
-    let listed = waiting::as_records(bound::entries_of_title(&host).unwrap());
+    let (listed, _) = waiting::as_records(bound::entries_of_title(&host).unwrap());
     for _ in 0..2 {
         let mut drops = waiting::WaitingDrops::default();
         drops.drop_record(&listed[0]);
@@ -2279,6 +2279,37 @@ fn a_process_forgets_only_what_its_pass_drops_from_the_files_it_took() {
         "still waiting in the file this process took"
     );
     assert_eq!(run.keep_untouched_waiting().len(), 2);
+}
+
+/// An entry two taken files hold, dropped by the process's pass from one of them, still waits
+/// in the other: the process finds it, and its end keeps it there.
+#[test]
+fn an_entry_dropped_from_one_taken_file_still_waits_in_another() {
+    let root = tempfile::tempdir().unwrap();
+    left_waiting(root.path(), &[(3, 150), (4, 150)]);
+    let older_bytes = left_waiting(root.path(), &[(3, 50)]);
+    let (run, _) =
+        Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(200), false).unwrap();
+    let files = waiting_files(&run);
+    let older = files
+        .iter()
+        .find(|f| fs::metadata(f).unwrap().len() == older_bytes)
+        .unwrap()
+        .clone();
+    fs::File::options()
+        .write(true)
+        .open(&older)
+        .unwrap()
+        .set_modified(at(60))
+        .unwrap();
+    take_and_queue(&run);
+    let bound = title_bytes(root.path()) - older_bytes + 1;
+    let host = root.path().join("title/host-pipelines");
+    let bounded = bound::keep_within(&host, bound, &|_| false).unwrap();
+    assert!(!older.exists());
+    run.forget_dropped_waiting(&bounded.waiting_dropped);
+    assert!(found(&run, &key(3)));
+    assert!(run.keep_untouched_waiting().contains(&key(3)));
 }
 
 #[test]

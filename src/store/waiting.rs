@@ -24,9 +24,10 @@
 //!
 //! The file counts within the title's bound. Its stamp is the newest use of its entries (a
 //! process that keeps it as it is, having found some of them, stamps it forward), and the bound
-//! drops its entries one at a time in the file's order ([`as_records`]), writing it again
-//! without them ([`WaitingDrops`]); the process that took it forgets them. Before, it stood
-//! outside the bound (pygfx's title on RADV: 5.1 MB under a bound of 3.3 MB).
+//! drops its entries one at a time at that stamp, the oldest own stamp first and any whose entry
+//! is a file already before them ([`as_records`]), writing it again without them
+//! ([`WaitingDrops`]); the process whose pass dropped them from a file it took forgets them.
+//! Before, it stood outside the bound (pygfx's title on RADV: 4.3 MB under a bound of 3.3 MB).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -184,14 +185,17 @@ pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
 /// already (the process that took it wrote it, and removes the file at its end) holds nothing
 /// the title would miss, and goes first. The file's own bytes (its magic, anything past its
 /// last whole record) go with the record that goes last. A file is read as it is now, not as
-/// it was listed; one holding no whole record stays one item, dropped whole.
-pub fn as_records(listed: Vec<StampedEntry>) -> Vec<StampedEntry> {
+/// it was listed; one holding no whole record stays one item, dropped whole; one that cannot be
+/// read (out of file descriptors, say) is left out of the order, its bytes returned: still
+/// counted, never dropped for a failed read.
+pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
     let as_files: std::collections::HashSet<&Path> = listed
         .iter()
         .filter(|e| e.waiting_record.is_none() && e.key().is_some())
         .map(|e| e.path.as_path())
         .collect();
     let mut out = Vec::with_capacity(listed.len());
+    let mut unread = 0;
     for file in &listed {
         if file.waiting_record.is_some() || !files::is_waiting_file(&file.path) {
             out.push(file.clone());
@@ -199,20 +203,34 @@ pub fn as_records(listed: Vec<StampedEntry>) -> Vec<StampedEntry> {
         }
         let dir = file.path.parent().unwrap_or(Path::new(""));
         let is_a_file = |key: &PipelineKey| as_files.contains(dir.join(key.file_name()).as_path());
-        match records_of(file, &is_a_file) {
+        let bytes = match files::read_at_most(&file.path, MOST_BYTES + 1) {
+            // Larger than a waiting file may be: no opening takes it, and it goes whole.
+            Ok(bytes) if bytes.len() as u64 > MOST_BYTES => {
+                out.push(file.clone());
+                continue;
+            }
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue, // gone since
+            Err(_) => {
+                unread += file.bytes;
+                continue;
+            }
+        };
+        match records_of(file, &bytes, &is_a_file) {
             Some(records) => out.extend(records),
             None => out.push(file.clone()),
         }
     }
-    out
+    (out, unread)
 }
 
+/// The records of a waiting file that reads `bytes` now, in the order the bound drops them.
 fn records_of(
     file: &StampedEntry,
+    bytes: &[u8],
     is_a_file: &dyn Fn(&PipelineKey) -> bool,
 ) -> Option<Vec<StampedEntry>> {
-    let bytes = files::read_at_most(&file.path, MOST_BYTES).ok()?;
-    let (records, _) = parse(&bytes);
+    let (records, _) = parse(bytes);
     let mut order: Vec<(bool, SystemTime, &Record<'_>)> = records
         .iter()
         .map(|r| (!is_a_file(&r.key), r.stamp, r))
@@ -273,41 +291,57 @@ impl WaitingDrops {
 /// Writes the waiting file at `path` again without the records of `keys` (removes it where none
 /// is left), as it reads now: by key, so that two passes at once dropping the same records
 /// drop them once. Its modification time stays (the newer of before and after the read: a
-/// stamp given meanwhile is kept). `false` where another writer holds its temporary file.
+/// stamp given meanwhile is kept). A file written again by another pass between the read and
+/// the write is read again (a few times at most), so that neither brings back what the other
+/// dropped. `false` where it cannot be written again now.
 fn without(path: &Path, keys: &std::collections::HashSet<PipelineKey>) -> Result<bool, StoreError> {
-    let modified = || fs::symlink_metadata(path).and_then(|m| m.modified());
-    let before = match modified() {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
-        Err(e) => return Err(StoreError::io("stat", path)(e)),
+    use std::os::unix::fs::MetadataExt;
+    let seen = || {
+        fs::symlink_metadata(path).map(|m| (m.ino(), m.len(), m.modified().unwrap_or(UNIX_EPOCH)))
     };
-    let bytes = match files::read_at_most(path, MOST_BYTES) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
-        Err(e) => return Err(StoreError::io("read", path)(e)),
-    };
-    let (all, _) = parse(&bytes);
-    if !all.iter().any(|r| keys.contains(&r.key)) {
-        return Ok(true);
+    for _ in 0..3 {
+        let before = match seen() {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(StoreError::io("stat", path)(e)),
+        };
+        let bytes = match files::read_at_most(path, MOST_BYTES + 1) {
+            Ok(bytes) if bytes.len() as u64 <= MOST_BYTES => bytes,
+            // Larger than a waiting file may be: no opening takes it.
+            Ok(_) => {
+                files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
+                return Ok(true);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(StoreError::io("read", path)(e)),
+        };
+        let (all, _) = parse(&bytes);
+        if !all.iter().any(|r| keys.contains(&r.key)) {
+            return Ok(true);
+        }
+        let kept: Vec<&Record<'_>> = all.iter().filter(|r| !keys.contains(&r.key)).collect();
+        let mut out = MAGIC.to_vec();
+        for r in &kept {
+            encode_record(&mut out, r.stamp, &r.key, r.entry);
+        }
+        let now = match seen() {
+            Ok(now) => now,
+            // Removed meanwhile: its process wrote every entry of it first.
+            Err(_) => return Ok(true),
+        };
+        if (now.0, now.1) != (before.0, before.1) {
+            continue; // written again meanwhile
+        }
+        if kept.is_empty() {
+            files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
+            return Ok(true);
+        }
+        return match files::write_atomically(path, &out, now.2.max(before.2))? {
+            files::Written::Whole(_) => Ok(true),
+            files::Written::Skipped => Ok(false),
+        };
     }
-    let kept: Vec<&Record<'_>> = all.iter().filter(|r| !keys.contains(&r.key)).collect();
-    if kept.is_empty() {
-        files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
-        return Ok(true);
-    }
-    let mut out = MAGIC.to_vec();
-    for r in kept {
-        encode_record(&mut out, r.stamp, &r.key, r.entry);
-    }
-    let stamp = match modified() {
-        Ok(now) => now.max(before),
-        // Removed meanwhile: its process wrote every entry of it first.
-        Err(_) => return Ok(true),
-    };
-    match files::write_atomically(path, &out, stamp)? {
-        files::Written::Whole(_) => Ok(true),
-        files::Written::Skipped => Ok(false),
-    }
+    Ok(false)
 }
 
 impl Store {
@@ -388,6 +422,8 @@ impl Store {
                 forgotten.push(key);
             }
         }
+        // One still held by another file it took waits on in this process.
+        forgotten.retain(|key| !taken.files.iter().any(|f| f.keys.contains(key)));
         drop(taken);
         for key in &forgotten {
             self.queued.written(key);
