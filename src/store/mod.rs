@@ -406,15 +406,18 @@ impl Store {
     /// process announced it and its file is not written yet, else by opening its file unless it
     /// is known to be missing; a damaged entry is dropped and logged.
     pub fn lookup(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
-        if let Some(ahead::Ready::Bytes(checked)) = self.ahead.claim(key) {
+        let ahead = self.ahead.claim(key);
+        // Asked before the file, and before what was read ahead of it: a queued entry leaves
+        // the queue only once its file is in place, and one queued while an older file stands
+        // (compiled again, or left waiting by an earlier process) is the newer.
+        if let Some(checked) = self.queued.get(key) {
+            return Ok(Lookup::Found(FoundEntry::new(key.file_name(), checked)));
+        }
+        if let Some(ahead::Ready::Bytes(checked)) = ahead {
             return Ok(Lookup::Found(FoundEntry::new(key.file_name(), checked)));
         }
         if !self.known.may_hold(key) {
             return Ok(Lookup::Missing);
-        }
-        // Asked before the file: a queued entry leaves the queue only once its file is in place.
-        if let Some(checked) = self.queued.get(key) {
-            return Ok(Lookup::Found(FoundEntry::new(key.file_name(), checked)));
         }
         self.read_entry(key)
     }

@@ -2312,6 +2312,38 @@ fn an_entry_dropped_from_one_taken_file_still_waits_in_another() {
     assert!(run.keep_untouched_waiting().contains(&key(3)));
 }
 
+/// An entry left waiting while an older file of the same key stands (compiled again after its
+/// file was refused, as when the backend changes) is the one found, even where the older file
+/// was read ahead: the newer one was once found only in the run that wrote it as a file (the
+/// every-extension cache matrix of `binary_backend`, its end leaving 44 entries waiting).
+#[test]
+fn an_entry_left_waiting_is_found_before_an_older_file_read_ahead() {
+    let root = tempfile::tempdir().unwrap();
+    let (_, old) = written(root.path(), 1);
+    let newer = cache_data(&identity(), &[7; 200]);
+    let run = open(root.path(), 1 << 30, at(150));
+    run.keep_waiting(&[(key(1), envelope::PayloadKind::Cache, &newer[..], at(150))])
+        .unwrap();
+    let next = open(root.path(), 1 << 30, at(200));
+    take_and_queue(&next);
+    let listed = next.keep_within_bound().map(|b| b.kept);
+    let report = next.read_ahead(
+        AheadOrder::LastUse(listed),
+        1 << 20,
+        1,
+        &AtomicBool::new(false),
+    );
+    assert_eq!(report.held, 1, "the older file read ahead");
+    match next.lookup(&key(1)).unwrap() {
+        Lookup::Found(e) => {
+            let data = e.with_data(<[u8]>::to_vec);
+            assert_ne!(data, old);
+            assert_eq!(data, newer);
+        }
+        _ => panic!("not found"),
+    }
+}
+
 #[test]
 fn a_waiting_file_of_the_other_abi_is_left_and_a_link_or_fifo_is_never_followed() {
     let tmp = tempfile::tempdir().unwrap();
