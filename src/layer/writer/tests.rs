@@ -324,7 +324,8 @@ fn fewer_entries_are_left_waiting_where_the_runs_pace_would_hold_the_end() {
                 store.clone(),
                 key_of(n),
                 PayloadKind::Cache,
-                cache_data(&identity(), &[n; 64]),
+                // Together past the bytes from which the pace is asked.
+                cache_data(&identity(), &vec![n; LEAVE_WAITING_BYTES_AT_LEAST / 32]),
                 None,
             );
         }
