@@ -544,19 +544,16 @@ impl Writer {
     }
 
     /// At the end: where at least [`LEAVE_WAITING_FROM`] entries wait, or writing them at this
-    /// run's pace would hold the process [`END_WRITES_AT_MOST`] or longer (at least
-    /// [`LEAVE_WAITING_AT_LEAST`] of them, of [`LEAVE_WAITING_BYTES_AT_LEAST`]), those queued
-    /// whole are kept in one waiting file a store ([`crate::store::waiting`]) for the next
-    /// process to write, instead of a file each while the user waits for this one to end; each
-    /// counts as written. NVIDIA's that hold their dictionary apart are written as ever. Returns
-    /// how many were left waiting.
+    /// run's pace would hold the process [`END_WRITES_AT_MOST`] or longer, those queued whole are
+    /// kept in one waiting file a store ([`crate::store::waiting`]) for the next process to
+    /// write, instead of a file each while the user waits for this one to end; each counts as
+    /// written. NVIDIA's that hold their dictionary apart are written as ever. Returns how many
+    /// were left waiting.
     fn leave_waiting(&self) -> usize {
         let jobs: Vec<Job> = {
             let mut q = self.shared.0.locked();
             let waiting = q.jobs.len();
-            let slow =
-                q.bytes >= LEAVE_WAITING_BYTES_AT_LEAST && q.pace.would_hold_the_end(waiting);
-            if waiting < LEAVE_WAITING_FROM && !slow {
+            if waiting < LEAVE_WAITING_FROM && !q.pace.would_hold_the_end(waiting) {
                 return 0;
             }
             let (whole, apart): (VecDeque<Job>, VecDeque<Job>) = std::mem::take(&mut q.jobs)
@@ -670,11 +667,8 @@ const LEAVE_WAITING_FROM: usize = 256;
 /// threads: 158-237 entries written at the end held it 256-290 ms, one file of 311 77 ms)...
 const END_WRITES_AT_MOST: Duration = Duration::from_millis(100);
 
-/// ...and there are at least this many, of at least this many bytes (a pace measured while
-/// the application held every core, or in a debug build, says little of a few small entries:
-/// RADV's are 2-3 KB, NVIDIA's 13-17 KB).
+/// ...and there are at least this many.
 const LEAVE_WAITING_AT_LEAST: usize = 32;
-const LEAVE_WAITING_BYTES_AT_LEAST: usize = 1 << 20;
 
 /// The queue's lock for an application thread, which must never wait on the idle-priority writer:
 /// a writer preempted while it holds the lock would keep it until a core falls idle. The lock is

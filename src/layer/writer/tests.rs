@@ -324,8 +324,7 @@ fn fewer_entries_are_left_waiting_where_the_runs_pace_would_hold_the_end() {
                 store.clone(),
                 key_of(n),
                 PayloadKind::Cache,
-                // Together past the bytes from which the pace is asked.
-                cache_data(&identity(), &vec![n; LEAVE_WAITING_BYTES_AT_LEAST / 32]),
+                cache_data(&identity(), &[n; 64]),
                 None,
             );
         }
