@@ -195,35 +195,6 @@ struct Queue {
     started: bool,
     /// Work taken from the queue and not yet done (an entry being written, records appended).
     in_flight: usize,
-    /// How long this run's entries took to write, each.
-    pace: WritePace,
-}
-
-/// How long entries took to write in this run: what writing those still queued at the end would
-/// hold the process.
-#[derive(Debug, Default, Clone, Copy)]
-struct WritePace {
-    written: u32,
-    took: Duration,
-}
-
-impl WritePace {
-    fn note(&mut self, took: Duration) {
-        self.written = self.written.saturating_add(1);
-        self.took = self.took.saturating_add(took);
-    }
-
-    /// Whether writing `entries` at the end, at this run's pace and on the end's threads, would
-    /// hold the process [`END_WRITES_AT_MOST`] or longer.
-    fn would_hold_the_end(&self, entries: usize) -> bool {
-        if entries < LEAVE_WAITING_AT_LEAST || self.written == 0 {
-            return false;
-        }
-        let each = self.took / self.written;
-        let threads = 1 + finishing_helpers(entries);
-        let on_each_thread = u32::try_from(entries.div_ceil(threads)).unwrap_or(u32::MAX);
-        each.saturating_mul(on_each_thread) >= END_WRITES_AT_MOST
-    }
 }
 
 /// What the thread takes from the queue at once.
@@ -543,8 +514,7 @@ impl Writer {
         }
     }
 
-    /// At the end: where at least [`LEAVE_WAITING_FROM`] entries wait, or writing them at this
-    /// run's pace would hold the process [`END_WRITES_AT_MOST`] or longer, those queued whole are
+    /// At the end: where at least [`LEAVE_WAITING_FROM`] entries wait, those queued whole are
     /// kept in one waiting file a store ([`crate::store::waiting`]) for the next process to
     /// write, instead of a file each while the user waits for this one to end; each counts as
     /// written. NVIDIA's that hold their dictionary apart are written as ever. Returns how many
@@ -552,8 +522,7 @@ impl Writer {
     fn leave_waiting(&self) -> usize {
         let jobs: Vec<Job> = {
             let mut q = self.shared.0.locked();
-            let waiting = q.jobs.len();
-            if waiting < LEAVE_WAITING_FROM && !q.pace.would_hold_the_end(waiting) {
+            if q.jobs.len() < LEAVE_WAITING_FROM {
                 return 0;
             }
             let (whole, apart): (VecDeque<Job>, VecDeque<Job>) = std::mem::take(&mut q.jobs)
@@ -661,14 +630,6 @@ const ENTRIES_A_HELPER: usize = 64;
 /// ([`Writer::leave_waiting`]): fewer take little to write (RADV, 2 threads: about 0.44 ms an
 /// entry, so 256 hold the process's end some 60-110 ms).
 const LEAVE_WAITING_FROM: usize = 256;
-
-/// Fewer entries waiting at the end than [`LEAVE_WAITING_FROM`] are left waiting too where
-/// writing them would hold the process this long at the run's pace (pygfx on the H200 at 16
-/// threads: 158-237 entries written at the end held it 256-290 ms, one file of 311 77 ms)...
-const END_WRITES_AT_MOST: Duration = Duration::from_millis(100);
-
-/// ...and there are at least this many.
-const LEAVE_WAITING_AT_LEAST: usize = 32;
 
 /// The queue's lock for an application thread, which must never wait on the idle-priority writer:
 /// a writer preempted while it holds the lock would keep it until a core falls idle. The lock is
@@ -800,23 +761,13 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
         let Some(work) = work else {
             return;
         };
-        let mut took = None;
         match work {
-            Work::Write(job) => {
-                let started = Instant::now();
-                on_written(run(&job), job.for_whom);
-                took = Some(started.elapsed());
-            }
+            Work::Write(job) => on_written(run(&job), job.for_whom),
             Work::Stamps(stamps) => stamps.into_iter().for_each(Stamp::give),
             Work::Records(records) => append_records(records),
             Work::Chores(chores) => chores.into_iter().for_each(|chore| chore()),
         }
-        let mut q = lock.locked();
-        q.in_flight -= 1;
-        if let Some(took) = took {
-            q.pace.note(took);
-        }
-        drop(q);
+        lock.locked().in_flight -= 1;
         ready.notify_all();
     }
 }
