@@ -368,8 +368,13 @@ pub fn shrink_by(
     if bytes == 0 {
         return Ok(report);
     }
-    let listed = with_waiting_records(entries, &mut report);
+    // The bytes to give up, from the listing: a pass at once that shrank the title since (its
+    // waiting files read shorter) counts towards them.
     let max_bytes = report.bytes.saturating_sub(bytes);
+    let listed = with_waiting_records(entries, &mut report);
+    if report.bytes <= max_bytes {
+        return Ok(report);
+    }
     let mut order = Eviction::new(listed);
     drop_in_order(&mut order, max_bytes, in_use, &mut report);
     Ok(report)

@@ -1367,12 +1367,7 @@ fn the_pieces_only_a_dropped_entry_named_go_before_the_next_entry() {
     let cut = run2.entry_path(&key(6));
     let three = fs::read(run2.entry_path(&key(3))).unwrap();
     fs::write(&cut, &three[..three.len() - 40]).unwrap();
-    fs::File::options()
-        .write(true)
-        .open(&cut)
-        .unwrap()
-        .set_modified(at(11))
-        .unwrap();
+    set_stamp(&cut, at(11));
     let kept = bytes_of(&named_by_three)
         + [2, 3, 4, 6]
             .map(|n| fs::metadata(run2.entry_path(&key(n))).unwrap().len())
@@ -1433,15 +1428,7 @@ fn two_passes_at_once_over_entries_naming_pieces_drop_no_more_entries_than_one()
         let both = tempfile::tempdir().unwrap();
         let host = three_runs_naming_pieces(both.path());
         assert_eq!(title_bytes(both.path()) / 2, bound);
-        let start = std::sync::Barrier::new(2);
-        std::thread::scope(|s| {
-            for _ in 0..2 {
-                s.spawn(|| {
-                    start.wait();
-                    bound::keep_within(&host, bound, &|_| false).unwrap();
-                });
-            }
-        });
+        two_passes_at_once(&host, bound);
         let two_keep = entries_kept(&host);
         assert!(title_bytes(both.path()) <= bound, "round {round}");
         let lost = one_keeps.difference(&two_keep).count();
@@ -2147,6 +2134,46 @@ fn a_waiting_file_kept_as_it_is_is_stamped_with_its_entries_use() {
     assert!(newest > at(499) && newest < at(500), "{newest:?}");
 }
 
+/// Two passes of the bound over `host` at once.
+fn two_passes_at_once(host: &Path, bound: u64) {
+    let start = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                start.wait();
+                bound::keep_within(host, bound, &|_| false).unwrap();
+            });
+        }
+    });
+}
+
+/// The waiting file of `bytes` bytes, stamped at 60 s: older than any other, the bound drops
+/// it first.
+fn stamped_older(store: &Store, bytes: u64) -> std::path::PathBuf {
+    let older = waiting_files(store)
+        .into_iter()
+        .find(|f| fs::metadata(f).unwrap().len() == bytes)
+        .unwrap();
+    set_stamp(&older, at(60));
+    older
+}
+
+/// Sets a file's modification time, as a stamp.
+fn set_stamp(path: &Path, stamp: SystemTime) {
+    let file = fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(stamp).unwrap();
+}
+
+/// The bytes of `key`'s entry file under `host`.
+fn entry_bytes(host: &Path, key: &PipelineKey) -> u64 {
+    bound::entries_of_title(host)
+        .unwrap()
+        .iter()
+        .find(|e| e.waiting_record.is_none() && e.key() == Some(*key))
+        .map(|e| e.bytes)
+        .unwrap()
+}
+
 /// Keys `keys` left waiting in one file of a store at `root`, each with its stamp; returns the
 /// file's bytes.
 fn left_waiting(root: &Path, keys: &[(u8, u64)]) -> u64 {
@@ -2171,15 +2198,7 @@ fn two_passes_at_once_drop_a_waiting_files_records_no_more_than_the_excess() {
         let record = (file - 8) / 20;
         let bound = file - 5 * record - record / 2;
         let host = root.path().join("title/host-pipelines");
-        let start = std::sync::Barrier::new(2);
-        std::thread::scope(|s| {
-            for _ in 0..2 {
-                s.spawn(|| {
-                    start.wait();
-                    bound::keep_within(&host, bound, &|_| false).unwrap();
-                });
-            }
-        });
+        two_passes_at_once(&host, bound);
         let kept = title_bytes(root.path());
         assert!(kept <= bound, "round {round}: {kept} over {bound}");
         assert!(
@@ -2222,7 +2241,8 @@ fn a_waiting_record_whose_entry_is_a_file_already_goes_first() {
     let data = cache_data(&identity(), &[0; 56]);
     let run = open(root.path(), 1 << 30, at(200));
     for k in [3, 4] {
-        run.write_stamped(&key(k), &data, at(140)).unwrap();
+        // As the process that took the file writes them: with the record's stamp.
+        run.write_stamped(&key(k), &data, at(150)).unwrap();
     }
     let bound = title_bytes(root.path()) - 2 * record;
     let after = open(root.path(), bound, at(300));
@@ -2233,6 +2253,23 @@ fn a_waiting_record_whose_entry_is_a_file_already_goes_first() {
         found(&after, &key(3)) && found(&after, &key(4)),
         "kept as files"
     );
+}
+
+/// A waiting record is no copy of an older file of its key (one it was compiled again to
+/// replace): the bound drops the older file first, and the record stays to be found.
+#[test]
+fn a_waiting_record_newer_than_the_file_of_its_key_is_no_copy() {
+    let root = tempfile::tempdir().unwrap();
+    let stale = cache_data(&identity(), &[1; 56]);
+    let run = open(root.path(), 1 << 30, at(100));
+    run.write_stamped(&key(4), &stale, at(90)).unwrap();
+    left_waiting(root.path(), &[(4, 150), (5, 150)]);
+    let file = entry_bytes(&root.path().join("title/host-pipelines"), &key(4));
+    let bound = title_bytes(root.path()) - file;
+    let after = open(root.path(), bound, at(300));
+    let taken: Vec<PipelineKey> = after.take_waiting().iter().map(|e| e.key).collect();
+    assert_eq!(taken, vec![key(4), key(5)], "both records kept");
+    assert!(!after.entry_path(&key(4)).exists(), "the older file went");
 }
 
 /// Within a waiting file, the bound drops the records of the oldest own stamps first: a boot's
@@ -2259,16 +2296,7 @@ fn a_process_forgets_only_what_its_pass_drops_from_the_files_it_took() {
     assert_eq!(take_and_queue(&run).len(), 2);
     // Another process leaves key 3 waiting too, in an older file the bound drops first.
     let other = left_waiting(root.path(), &[(3, 50)]);
-    let older = waiting_files(&run)
-        .into_iter()
-        .find(|f| fs::metadata(f).unwrap().len() == other)
-        .unwrap();
-    fs::File::options()
-        .write(true)
-        .open(&older)
-        .unwrap()
-        .set_modified(at(60))
-        .unwrap();
+    let older = stamped_older(&run, other);
     let bound = title_bytes(root.path()) - other + 1;
     let host = root.path().join("title/host-pipelines");
     let bounded = bound::keep_within(&host, bound, &|_| false).unwrap();
@@ -2290,18 +2318,7 @@ fn an_entry_dropped_from_one_taken_file_still_waits_in_another() {
     let older_bytes = left_waiting(root.path(), &[(3, 50)]);
     let (run, _) =
         Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(200), false).unwrap();
-    let files = waiting_files(&run);
-    let older = files
-        .iter()
-        .find(|f| fs::metadata(f).unwrap().len() == older_bytes)
-        .unwrap()
-        .clone();
-    fs::File::options()
-        .write(true)
-        .open(&older)
-        .unwrap()
-        .set_modified(at(60))
-        .unwrap();
+    let older = stamped_older(&run, older_bytes);
     take_and_queue(&run);
     let bound = title_bytes(root.path()) - older_bytes + 1;
     let host = root.path().join("title/host-pipelines");

@@ -182,17 +182,17 @@ pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
 /// waiting file given as its records, so that the bound drops what a file holds one entry at a
 /// time. Each record is stamped as its file is (the newest use of its entries), its oldest own
 /// stamp first (a boot's first pipelines, stamped newest, go last); one whose entry is a file
-/// already (the process that took it wrote it, and removes the file at its end) holds nothing
-/// the title would miss, and goes first. The file's own bytes (its magic, anything past its
+/// already (the process that took it wrote it, and removes the file at its end: a file stamped
+/// no earlier than the record) holds nothing the title would miss, and goes first. The file's own bytes (its magic, anything past its
 /// last whole record) go with the record that goes last. A file is read as it is now, not as
 /// it was listed; one holding no whole record stays one item, dropped whole; one that cannot be
 /// read (out of file descriptors, say) is left out of the order, its bytes returned: still
 /// counted, never dropped for a failed read.
 pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
-    let as_files: std::collections::HashSet<&Path> = listed
+    let as_files: std::collections::HashMap<&Path, SystemTime> = listed
         .iter()
         .filter(|e| e.waiting_record.is_none() && e.key().is_some())
-        .map(|e| e.path.as_path())
+        .map(|e| (e.path.as_path(), e.stamp))
         .collect();
     let mut out = Vec::with_capacity(listed.len());
     let mut unread = 0;
@@ -202,7 +202,12 @@ pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
             continue;
         }
         let dir = file.path.parent().unwrap_or(Path::new(""));
-        let is_a_file = |key: &PipelineKey| as_files.contains(dir.join(key.file_name()).as_path());
+        // A copy: its file written from it (stamped with it, or a later use), not an older file
+        // of the key it was compiled again to replace.
+        let is_a_file = |key: &PipelineKey, stamp: SystemTime| {
+            let file = dir.join(key.file_name());
+            as_files.get(file.as_path()).is_some_and(|at| *at >= stamp)
+        };
         let bytes = match files::read_at_most(&file.path, MOST_BYTES + 1) {
             // Larger than a waiting file may be: no opening takes it, and it goes whole.
             Ok(bytes) if bytes.len() as u64 > MOST_BYTES => {
@@ -228,12 +233,12 @@ pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
 fn records_of(
     file: &StampedEntry,
     bytes: &[u8],
-    is_a_file: &dyn Fn(&PipelineKey) -> bool,
+    is_a_file: &dyn Fn(&PipelineKey, SystemTime) -> bool,
 ) -> Option<Vec<StampedEntry>> {
     let (records, _) = parse(bytes);
     let mut order: Vec<(bool, SystemTime, &Record<'_>)> = records
         .iter()
-        .map(|r| (!is_a_file(&r.key), r.stamp, r))
+        .map(|r| (!is_a_file(&r.key, r.stamp), r.stamp, r))
         .collect();
     order.sort_by_key(|(not_a_file, stamp, _)| (*not_a_file, *stamp));
     let mut listed: Vec<StampedEntry> = order

@@ -71,9 +71,7 @@ impl DeviceData {
                     }
                     let store = Arc::new(store);
                     // Announced before the store is published: the first lookup finds them.
-                    for entry in store.take_waiting() {
-                        self.writer.write_waiting(store.clone(), entry);
-                    }
+                    self.writer.write_waiting(store.clone(), store.take_waiting());
                     Some(store)
                 }
                 Err(e) => {

@@ -268,7 +268,7 @@ impl Writer {
             None => (Waiting::Whole(data), None),
         };
         let job = Job::announced(store, key, kind, waiting);
-        if let Some(mut job) = self.queue_job(job, true, Lock::Spin) {
+        if let Some(mut job) = self.queue_job(job, true) {
             if let Some(whole) = whole {
                 job.data = Arc::new(Waiting::Whole(whole));
             }
@@ -289,26 +289,48 @@ impl Writer {
         (self.on_written)(run(&job), WrittenFor::Rebuild);
     }
 
-    /// Queues an entry an earlier process left waiting ([`crate::store::waiting`]), with the
-    /// stamp its pipeline took; lookups find it from now on. Written here where the queue
-    /// cannot take it (full or closing): the store's opening waits for the queue's lock rather
-    /// than write an entry here for it (a write of one of them made its file no longer one a
-    /// short launch leaves as it was).
-    pub fn write_waiting(&self, store: Arc<Store>, entry: WaitingEntry) {
-        let waiting = Waiting::Whole(entry.data);
-        let whom = (entry.stamp, WrittenFor::Earlier);
-        let job = Job::announced_for(store, entry.key, entry.kind, waiting, whom);
-        if let Some(job) = self.queue_job(job, false, Lock::Wait) {
+    /// Queues the entries earlier processes left waiting ([`crate::store::waiting`]), each with
+    /// the stamp its pipeline took; lookups find them from now on. All go in under one hold of
+    /// the queue's lock, which the store's opening waits for: taken before the writer thread
+    /// starts, no idle-priority thread holds it then (one entry written here past a short spin
+    /// made its file no longer one a short launch leaves as it was). Those the queue cannot take
+    /// (full, or closing) are written here.
+    pub fn write_waiting(&self, store: Arc<Store>, entries: Vec<WaitingEntry>) {
+        if entries.is_empty() {
+            return;
+        }
+        let jobs: Vec<Job> = entries
+            .into_iter()
+            .map(|entry| {
+                let waiting = Waiting::Whole(entry.data);
+                let whom = (entry.stamp, WrittenFor::Earlier);
+                Job::announced_for(store.clone(), entry.key, entry.kind, waiting, whom)
+            })
+            .collect();
+        let mut here = Vec::new();
+        {
+            let mut q = self.shared.0.locked();
+            let open = !q.closing && self.ensure_thread(&mut q);
+            for job in jobs {
+                let len = job.data.len();
+                if open && q.bytes + len <= QUEUE_LIMIT {
+                    q.bytes += len;
+                    q.jobs.push_back(job);
+                } else {
+                    here.push(job);
+                }
+            }
+        }
+        for job in here {
             (self.on_written)(run(&job), WrittenFor::Earlier);
         }
     }
 
     /// Puts an entry's job in the queue, within [`QUEUE_LIMIT`] (waking the thread where `wake`);
     /// gives it back where it is to be written here.
-    fn queue_job(&self, job: Job, wake: bool, lock: Lock) -> Option<Job> {
+    fn queue_job(&self, job: Job, wake: bool) -> Option<Job> {
         let len = job.data.len();
         self.enqueue(
-            lock,
             job,
             |q| q.bytes + len <= QUEUE_LIMIT,
             |q, job| {
@@ -330,7 +352,6 @@ impl Writer {
         };
         stamp.store.owe_stamp(&stamp.name, stamp.stamp);
         let queued = self.enqueue(
-            Lock::Spin,
             stamp,
             |q| q.stamps.len() < STAMPS_LIMIT,
             |q, stamp| {
@@ -348,7 +369,6 @@ impl Writer {
     pub fn record(&self, file: Arc<RecordFile>, record: PipelineRecord, app: Arc<RecordApp>) {
         let job = RecordJob { file, record, app };
         let queued = self.enqueue(
-            Lock::Spin,
             job,
             |q| q.records.len() < STAMPS_LIMIT,
             |q, job| {
@@ -364,7 +384,6 @@ impl Writer {
     /// Queues `chore` for the thread; done on the caller's thread when no thread can take it.
     pub fn later(&self, chore: Chore) {
         let queued = self.enqueue(
-            Lock::Spin,
             chore,
             |q| q.chores.len() < STAMPS_LIMIT,
             |q, chore| {
@@ -381,17 +400,12 @@ impl Writer {
     /// queue is open, `fits` and a thread runs; otherwise gives it back, to be done here.
     fn enqueue<T>(
         &self,
-        locking: Lock,
         item: T,
         fits: impl FnOnce(&Queue) -> bool,
         push: impl FnOnce(&mut Queue, T) -> bool,
     ) -> Option<T> {
         let (lock, ready) = &*self.shared;
-        let held = match locking {
-            Lock::Spin => lock_unless_held_long(lock),
-            Lock::Wait => Some(lock.locked()),
-        };
-        let Some(mut q) = held else {
+        let Some(mut q) = lock_unless_held_long(lock) else {
             return Some(item);
         };
         if q.closing || !fits(&q) || !self.ensure_thread(&mut q) {
@@ -648,15 +662,6 @@ fn lock_unless_held_long(lock: &Mutex<Queue>) -> Option<std::sync::MutexGuard<'_
 
 /// Tries at the queue's lock before an application thread does its work inline.
 const LOCK_SPINS: usize = 256;
-
-/// How a caller takes the queue's lock.
-#[derive(Clone, Copy)]
-enum Lock {
-    /// An application's thread: a short spin ([`lock_unless_held_long`]), then its work inline.
-    Spin,
-    /// The store's opening, queuing what earlier processes left waiting: it waits.
-    Wait,
-}
 
 /// Writes a queued entry; its key was given to `Store::will_write` when it was queued (on the
 /// application's thread), so this thread takes no lock that lookups take.
