@@ -46,6 +46,24 @@ pub struct BoundReport {
     pub set_aside_dropped_bytes: u64,
 }
 
+impl BoundReport {
+    /// A file (or a waiting file's record) of `bytes` dropped.
+    fn evicted(&mut self, bytes: u64) {
+        self.evicted += 1;
+        self.evicted_bytes += bytes;
+        self.entries -= 1;
+        self.bytes -= bytes;
+    }
+
+    /// One counted as dropped that stays after all (its waiting file not written again).
+    fn kept_after_all(&mut self, bytes: u64) {
+        self.evicted -= 1;
+        self.evicted_bytes -= bytes;
+        self.entries += 1;
+        self.bytes += bytes;
+    }
+}
+
 /// The file of a title's bytes of entries, pieces and waiting files as its bound last counted
 /// them (at every pass), with what its runs wrote since: the library's pass sums these (and each
 /// record's length) before it lists any file, and walks the library only where they say it is
@@ -147,12 +165,11 @@ fn listed_in(dir: &Path, waiting_too: bool) -> Vec<StampedEntry> {
     let Ok(listing) = fs::read_dir(dir) else {
         return Vec::new();
     };
+    let wanted =
+        |n: &str| is_entry_name(n) || (waiting_too && n.ends_with(super::files::WAITING_SUFFIX));
     let mut out = Vec::new();
     for entry in listing.flatten() {
         let name = entry.file_name();
-        let wanted = |n: &str| {
-            is_entry_name(n) || (waiting_too && n.ends_with(super::files::WAITING_SUFFIX))
-        };
         if !name.to_str().is_some_and(wanted) {
             continue;
         }
@@ -429,10 +446,7 @@ fn drop_in_order(
     // A record whose file could not be written again is still there.
     let (gone, still_there) = waiting.apply();
     for r in &still_there {
-        report.evicted -= 1;
-        report.evicted_bytes -= r.bytes;
-        report.entries += 1;
-        report.bytes += r.bytes;
+        report.kept_after_all(r.bytes);
     }
     (dropped, in_flight, gone)
 }
@@ -458,10 +472,7 @@ fn drop_one(
 ) -> Dropped {
     if e.waiting_record.is_some() {
         waiting.drop_record(e);
-        report.evicted += 1;
-        report.evicted_bytes += e.bytes;
-        report.entries -= 1;
-        report.bytes -= e.bytes;
+        report.evicted(e.bytes);
         return Dropped::Gone;
     }
     if is_piece(&e.path) && in_use(&e.path) {
@@ -472,10 +483,7 @@ fn drop_one(
     }
     match super::files::remove_if_present(&e.path) {
         Ok(true) => {
-            report.evicted += 1;
-            report.evicted_bytes += e.bytes;
-            report.entries -= 1;
-            report.bytes -= e.bytes;
+            report.evicted(e.bytes);
             tracing::debug!(
                 stamp = ?e.stamp,
                 "dropped entry={} reason=evicted",

@@ -1671,19 +1671,13 @@ fn entries_written_together_name_their_shared_stages_from_the_first() {
         &[(Binaries, &payloads[0][..]), (Binaries, &payloads[1][..])],
         &[],
     );
-    store
-        .write_announced(&key(1), Binaries, &payloads[0], at(99))
-        .unwrap();
-    assert_eq!(
-        (pieces_named(&store, &key(1)), piece_files(&store).len()),
-        (1, 1),
-        "the first carrier names the stage the second carries: never written inline, then again"
+    both_naming_one_piece(
+        &store,
+        Binaries,
+        [&payloads[0], &payloads[1]],
+        "the first carrier names the stage the second carries: never written inline, then again",
+        "a, once; b and c inline",
     );
-    store
-        .write_announced(&key(2), Binaries, &payloads[1], at(98))
-        .unwrap();
-    assert_eq!(pieces_named(&store, &key(2)), 1);
-    assert_eq!(piece_files(&store).len(), 1, "a, once; b and c inline");
     let next_run = open(root.path(), 1 << 30, at(200));
     for (n, payload) in (1..=2).zip(&payloads) {
         match next_run.lookup(&key(n)).unwrap() {
@@ -1691,6 +1685,30 @@ fn entries_written_together_name_their_shared_stages_from_the_first() {
             _ => panic!("entry {n} not found whole"),
         }
     }
+}
+
+/// Writes keys 1 and 2 of `payloads`, told together: each names one piece, the first written
+/// naming it already (`first`), and one piece file is kept (`once`).
+fn both_naming_one_piece(
+    store: &Store,
+    kind: envelope::PayloadKind,
+    payloads: [&[u8]; 2],
+    first: &str,
+    once: &str,
+) {
+    store
+        .write_announced(&key(1), kind, payloads[0], at(99))
+        .unwrap();
+    assert_eq!(
+        (pieces_named(store, &key(1)), piece_files(store).len()),
+        (1, 1),
+        "{first}"
+    );
+    store
+        .write_announced(&key(2), kind, payloads[1], at(98))
+        .unwrap();
+    assert_eq!(pieces_named(store, &key(2)), 1);
+    assert_eq!(piece_files(store).len(), 1, "{once}");
 }
 
 /// The writer's entries holding NVIDIA's dictionary apart at the device's end are told to the
@@ -1706,19 +1724,13 @@ fn a_record_entries_carry_apart_is_a_piece_from_the_first_written() {
     let own = |n: u8| record([n; 16], u64::from(n), &vec![n; 2048]);
     let payloads = [1, 2].map(|n| nvidia_cache(&[own(n), dictionary.clone()]));
     store.expect_together(&[], &[(&dictionary[..], 2)]);
-    store
-        .write_announced(&key(1), Cache, &payloads[0], at(99))
-        .unwrap();
-    assert_eq!(
-        (pieces_named(&store, &key(1)), piece_files(&store).len()),
-        (1, 1),
-        "the dictionary a second entry carries is a piece from the first"
+    both_naming_one_piece(
+        &store,
+        Cache,
+        [&payloads[0], &payloads[1]],
+        "the dictionary a second entry carries is a piece from the first",
+        "the dictionary, once",
     );
-    store
-        .write_announced(&key(2), Cache, &payloads[1], at(98))
-        .unwrap();
-    assert_eq!(pieces_named(&store, &key(2)), 1);
-    assert_eq!(piece_files(&store).len(), 1, "the dictionary, once");
     // A record under the piece size is no piece, whoever carries it.
     let short = record(dictionary_key(), 8, &[0x4e; 100]);
     store.expect_together(&[], &[(&short[..], 2)]);

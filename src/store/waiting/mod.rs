@@ -30,7 +30,7 @@
 //! Before, it stood outside the bound (pygfx's title on RADV: 4.3 MB under a bound of 3.3 MB).
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -48,6 +48,9 @@ pub const SUFFIX: &str = files::WAITING_SUFFIX;
 const MAGIC: &[u8; 8] = b"PKWAIT01";
 /// A record's bytes before its entry: stamp, key, length.
 const RECORD_HEAD: usize = 8 + 32 + 8;
+
+mod records;
+pub use records::{as_records, WaitingDrops};
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
 /// entries; NVIDIA's that carry the dictionary apart are never left waiting).
 pub const MOST_BYTES: u64 = 80 << 20;
@@ -178,177 +181,6 @@ pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
     (entries, bytes)
 }
 
-/// `listed` (a title's entries, pieces and waiting files, as the bound lists them) with each
-/// waiting file given as its records, so that the bound drops what a file holds one entry at a
-/// time. Each record is stamped as its file is (the newest use of its entries), its oldest own
-/// stamp first (a boot's first pipelines, stamped newest, go last); one whose entry is a file
-/// already (the process that took it wrote it, and removes the file at its end: a file stamped
-/// no earlier than the record) holds nothing the title would miss, and goes first. The file's own bytes (its magic, anything past its
-/// last whole record) go with the record that goes last. A file is read as it is now, not as
-/// it was listed; one holding no whole record stays one item, dropped whole; one that cannot be
-/// read (out of file descriptors, say) is left out of the order, its bytes returned: still
-/// counted, never dropped for a failed read.
-pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
-    let as_files: std::collections::HashMap<&Path, SystemTime> = listed
-        .iter()
-        .filter(|e| e.waiting_record.is_none() && e.key().is_some())
-        .map(|e| (e.path.as_path(), e.stamp))
-        .collect();
-    let mut out = Vec::with_capacity(listed.len());
-    let mut unread = 0;
-    for file in &listed {
-        if file.waiting_record.is_some() || !files::is_waiting_file(&file.path) {
-            out.push(file.clone());
-            continue;
-        }
-        let dir = file.path.parent().unwrap_or(Path::new(""));
-        // A copy: its file written from it (stamped with it, or a later use), not an older file
-        // of the key it was compiled again to replace.
-        let is_a_file = |key: &PipelineKey, stamp: SystemTime| {
-            let file = dir.join(key.file_name());
-            as_files.get(file.as_path()).is_some_and(|at| *at >= stamp)
-        };
-        let bytes = match files::read_at_most(&file.path, MOST_BYTES + 1) {
-            // Larger than a waiting file may be: no opening takes it, and it goes whole.
-            Ok(bytes) if bytes.len() as u64 > MOST_BYTES => {
-                out.push(file.clone());
-                continue;
-            }
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue, // gone since
-            Err(_) => {
-                unread += file.bytes;
-                continue;
-            }
-        };
-        match records_of(file, &bytes, &is_a_file) {
-            Some(records) => out.extend(records),
-            None => out.push(file.clone()),
-        }
-    }
-    (out, unread)
-}
-
-/// The records of a waiting file that reads `bytes` now, in the order the bound drops them.
-fn records_of(
-    file: &StampedEntry,
-    bytes: &[u8],
-    is_a_file: &dyn Fn(&PipelineKey, SystemTime) -> bool,
-) -> Option<Vec<StampedEntry>> {
-    let (records, _) = parse(bytes);
-    let mut order: Vec<(bool, SystemTime, &Record<'_>)> = records
-        .iter()
-        .map(|r| (!is_a_file(&r.key, r.stamp), r.stamp, r))
-        .collect();
-    order.sort_by_key(|(not_a_file, stamp, _)| (*not_a_file, *stamp));
-    let mut listed: Vec<StampedEntry> = order
-        .iter()
-        .map(|(not_a_file, _, r)| StampedEntry {
-            path: file.path.clone(),
-            bytes: (RECORD_HEAD + r.entry.len()) as u64,
-            stamp: if *not_a_file { file.stamp } else { UNIX_EPOCH },
-            waiting_record: Some(r.key),
-        })
-        .collect();
-    let counted: u64 = listed.iter().map(|r| r.bytes).sum();
-    listed.last_mut()?.bytes += bytes.len() as u64 - counted;
-    Some(listed)
-}
-
-/// Records of waiting files a bound pass drops, applied once it has chosen them all: each file
-/// written again without them, or removed where none of its records is left.
-#[derive(Debug, Default)]
-pub struct WaitingDrops {
-    /// By file: its records dropped, as [`as_records`] listed them.
-    files: std::collections::HashMap<PathBuf, Vec<StampedEntry>>,
-}
-
-impl WaitingDrops {
-    /// Drops the waiting record `listed` names (one [`as_records`] gave).
-    pub fn drop_record(&mut self, listed: &StampedEntry) {
-        if listed.waiting_record.is_some() {
-            let file = self.files.entry(listed.path.clone()).or_default();
-            file.push(listed.clone());
-        }
-    }
-
-    /// Writes each file again without its dropped records. Returns the records gone (dropped
-    /// now, or gone already: another pass at once dropped them by the same order, or the file
-    /// went) and those still there (the file could not be written again).
-    pub fn apply(self) -> (Vec<StampedEntry>, Vec<StampedEntry>) {
-        let (mut gone, mut still_there) = (Vec::new(), Vec::new());
-        for (path, records) in self.files {
-            let keys: std::collections::HashSet<PipelineKey> =
-                records.iter().filter_map(|r| r.waiting_record).collect();
-            match without(&path, &keys) {
-                Ok(true) => gone.extend(records),
-                Ok(false) => still_there.extend(records),
-                Err(e) => {
-                    tracing::debug!(file = %path.display(), error = %e, "a waiting file was not written again without the entries the bound dropped");
-                    still_there.extend(records);
-                }
-            }
-        }
-        (gone, still_there)
-    }
-}
-
-/// Writes the waiting file at `path` again without the records of `keys` (removes it where none
-/// is left), as it reads now: by key, so that two passes at once dropping the same records
-/// drop them once. Its modification time stays (the newer of before and after the read: a
-/// stamp given meanwhile is kept). A file written again by another pass between the read and
-/// the write is read again (a few times at most), so that neither brings back what the other
-/// dropped. `false` where it cannot be written again now.
-fn without(path: &Path, keys: &std::collections::HashSet<PipelineKey>) -> Result<bool, StoreError> {
-    use std::os::unix::fs::MetadataExt;
-    let seen = || {
-        fs::symlink_metadata(path).map(|m| (m.ino(), m.len(), m.modified().unwrap_or(UNIX_EPOCH)))
-    };
-    for _ in 0..3 {
-        let before = match seen() {
-            Ok(s) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
-            Err(e) => return Err(StoreError::io("stat", path)(e)),
-        };
-        let bytes = match files::read_at_most(path, MOST_BYTES + 1) {
-            Ok(bytes) if bytes.len() as u64 <= MOST_BYTES => bytes,
-            // Larger than a waiting file may be: no opening takes it.
-            Ok(_) => {
-                files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
-                return Ok(true);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
-            Err(e) => return Err(StoreError::io("read", path)(e)),
-        };
-        let (all, _) = parse(&bytes);
-        if !all.iter().any(|r| keys.contains(&r.key)) {
-            return Ok(true);
-        }
-        let kept: Vec<&Record<'_>> = all.iter().filter(|r| !keys.contains(&r.key)).collect();
-        let mut out = MAGIC.to_vec();
-        for r in &kept {
-            encode_record(&mut out, r.stamp, &r.key, r.entry);
-        }
-        let now = match seen() {
-            Ok(now) => now,
-            // Removed meanwhile: its process wrote every entry of it first.
-            Err(_) => return Ok(true),
-        };
-        if (now.0, now.1) != (before.0, before.1) {
-            continue; // written again meanwhile
-        }
-        if kept.is_empty() {
-            files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
-            return Ok(true);
-        }
-        return match files::write_atomically(path, &out, now.2.max(before.2))? {
-            files::Written::Whole(_) => Ok(true),
-            files::Written::Skipped => Ok(false),
-        };
-    }
-    Ok(false)
-}
-
 impl Store {
     /// Keeps `entries` waiting in one new file (the device's end, where writing each would hold
     /// the process); lookups in this process no longer find them from the queue. Returns the
@@ -359,10 +191,12 @@ impl Store {
         }
         self.make_dir()?;
         // An entry found while it waited (from an earlier process's file) keeps that use.
-        let entries: Vec<ToWait<'_>> = entries
-            .iter()
-            .map(|&(key, kind, data, stamp)| (key, kind, data, self.stamp_with_use(&key, stamp)))
-            .collect();
+        let entries: Vec<ToWait<'_>> = self.with_last_uses(|last_use| {
+            entries
+                .iter()
+                .map(|&(key, kind, data, stamp)| (key, kind, data, stamp.max(last_use(&key))))
+                .collect()
+        });
         let bytes = encode(&self.identity, &entries);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -397,16 +231,24 @@ impl Store {
         }
     }
 
-    /// `stamp`, or the later stamp of the entry's use while it waited (given, or owed by the
-    /// writer: [`Store::owe_stamp`]).
+    /// `stamp`, or the later stamp the entry was given while it waited to be written (a stamp
+    /// still owed by the writer reaches its file once written: [`Store::give_owed_stamp`]).
     pub(super) fn stamp_with_use(&self, key: &PipelineKey, stamp: SystemTime) -> SystemTime {
-        stamp.max(self.last_use_while_waiting(key).unwrap_or(stamp))
+        let given = self.taken.locked().used.get(key).copied();
+        given.map_or(stamp, |given| stamp.max(given))
     }
 
-    fn last_use_while_waiting(&self, key: &PipelineKey) -> Option<SystemTime> {
-        let given = self.taken.locked().used.get(key).copied();
-        let owed = self.owed_stamps.locked().get(key).map(|o| o.1);
-        given.max(owed)
+    /// Runs `f` with each entry's last use while it waited, given or still owed by the writer
+    /// (`UNIX_EPOCH` where none): for entries that stay waiting, whose owed stamps find no file.
+    fn with_last_uses<R>(&self, f: impl FnOnce(&dyn Fn(&PipelineKey) -> SystemTime) -> R) -> R {
+        let taken = self.taken.locked();
+        let owed = self.owed_stamps.locked();
+        let last_use = |key: &PipelineKey| {
+            let given = taken.used.get(key).copied();
+            let owed = owed.get(key).map(|o| o.1);
+            given.max(owed).unwrap_or(UNIX_EPOCH)
+        };
+        f(&last_use)
     }
 
     /// The entries this process's bound pass dropped from waiting files (each file written
@@ -524,11 +366,8 @@ impl Store {
     /// A waiting file kept as it is carries the newest use of its entries (`keys`) in this
     /// process: the bound drops its entries as used then.
     fn stamp_with_last_use(&self, path: &Path, keys: &[PipelineKey]) {
-        let Some(newest) = keys
-            .iter()
-            .filter_map(|k| self.last_use_while_waiting(k))
-            .max()
-        else {
+        let newest = self.with_last_uses(|last_use| keys.iter().map(last_use).max());
+        let Some(newest) = newest.filter(|t| *t > UNIX_EPOCH) else {
             return;
         };
         if let Err(e) = files::stamp_forward(None, path, newest) {
@@ -602,12 +441,19 @@ impl Store {
 /// The file's bytes. Never through a link, never waiting on a FIFO (`files::read_at_most`); one
 /// larger than [`MOST_BYTES`] is removed unused.
 fn read_whole(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    let bytes = files::read_at_most(path, MOST_BYTES + 1)?;
-    if bytes.len() as u64 > MOST_BYTES {
-        fs::remove_file(path)?;
-        return Err(std::io::Error::other("larger than a waiting file may be"));
+    match read_bounded(path)? {
+        Some(bytes) => Ok(bytes),
+        None => {
+            fs::remove_file(path)?;
+            Err(std::io::Error::other("larger than a waiting file may be"))
+        }
     }
-    Ok(bytes)
+}
+
+/// The file's bytes, or `None` where it is larger than a waiting file may be ([`MOST_BYTES`]).
+fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    let bytes = files::read_at_most(path, MOST_BYTES + 1)?;
+    Ok((bytes.len() as u64 <= MOST_BYTES).then_some(bytes))
 }
 
 #[cfg(test)]
