@@ -528,15 +528,15 @@ impl Writer {
         }
     }
 
-    /// At the end: where at least [`LEAVE_WAITING_FROM`] entries wait, those queued whole are
-    /// kept in one waiting file a store ([`crate::store::waiting`]) for the next process to
-    /// write, instead of a file each while the user waits for this one to end; each counts as
-    /// written. NVIDIA's that hold their dictionary apart are written as ever. Returns how many
-    /// were left waiting.
+    /// At the end: where enough entries wait ([`Queue::worth_leaving_waiting`]), those queued
+    /// whole are kept in one waiting file a store ([`crate::store::waiting`]) for the next
+    /// process to write, instead of a file each while the user waits for this one to end; each
+    /// counts as written. NVIDIA's that hold their dictionary apart are written as ever. Returns
+    /// how many were left waiting.
     fn leave_waiting(&self) -> usize {
         let jobs: Vec<Job> = {
             let mut q = self.shared.0.locked();
-            if q.jobs.len() < LEAVE_WAITING_FROM {
+            if !q.worth_leaving_waiting() {
                 return 0;
             }
             let (whole, apart): (VecDeque<Job>, VecDeque<Job>) = std::mem::take(&mut q.jobs)
@@ -645,6 +645,17 @@ const ENTRIES_A_HELPER: usize = 64;
 /// entry, so 256 hold the process's end some 60-110 ms).
 const LEAVE_WAITING_FROM: usize = 256;
 
+/// Bytes waiting at the end from which fewer than [`LEAVE_WAITING_FROM`] entries are left
+/// waiting too, where there are at least [`LEAVE_WAITING_BYTES_FROM_ENTRIES`] of them: an entry's
+/// write grows with its bytes (pieces cut, named and compressed). NVIDIA's pygfx entries of 13-17
+/// KB at 16 threads on the H200: 158-237 of them held the process's end 256-290 ms as files,
+/// 311 left in one file 77 ms.
+const LEAVE_WAITING_BYTES: usize = 2 << 20;
+
+/// The fewest entries left waiting for their bytes alone: a few large ones take little more to
+/// write as files than as one, and the next process takes a waiting file whole at its opening.
+const LEAVE_WAITING_BYTES_FROM_ENTRIES: usize = 32;
+
 /// The queue's lock for an application thread, which must never wait on the idle-priority writer:
 /// a writer preempted while it holds the lock would keep it until a core falls idle. The lock is
 /// held for a push or a pop, so a short spin covers the other application threads; past it, the
@@ -681,6 +692,14 @@ enum Drain<'a> {
 }
 
 impl Queue {
+    /// Whether what waits at the device's end is left waiting in one file for the next process
+    /// ([`Writer::leave_waiting`]): many entries, or fewer that hold many bytes.
+    fn worth_leaving_waiting(&self) -> bool {
+        let entries = self.jobs.len();
+        entries >= LEAVE_WAITING_FROM
+            || (entries >= LEAVE_WAITING_BYTES_FROM_ENTRIES && self.bytes >= LEAVE_WAITING_BYTES)
+    }
+
     fn has_work(&self) -> bool {
         !(self.jobs.is_empty()
             && self.stamps.is_empty()

@@ -167,6 +167,71 @@ fn the_end_writes_many_waiting_entries_on_several_threads() {
     }
 }
 
+/// Files of entries left waiting anywhere under `dir`.
+fn waiting_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p
+                .to_string_lossy()
+                .ends_with(crate::store::files::WAITING_SUFFIX)
+            {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// Fewer entries than [`LEAVE_WAITING_FROM`] still queued at the end are left waiting in one
+/// file where they hold [`LEAVE_WAITING_BYTES`] (each a file would hold the process's end), and
+/// written as files where they are small; the next process finds them either way.
+#[test]
+fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
+    let entries = LEAVE_WAITING_BYTES_FROM_ENTRIES as u8 + 8;
+    for (entry_bytes, left) in [
+        (LEAVE_WAITING_BYTES / usize::from(entries) + 1024, true),
+        (64, false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_store(dir.path());
+        let building = Arc::new(AppActivity::default());
+        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
+        let key_of = |n: u8| PipelineKey {
+            spirv: [n; 16],
+            state: [n; 16],
+        };
+        for n in 0..entries {
+            building.touch();
+            let payload = vec![n; entry_bytes];
+            let data = cache_data(&identity(), &payload);
+            writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
+        }
+        writer.finish(true);
+        let files = (0..entries).filter(|&n| store.entry_path(&key_of(n)).exists());
+        assert_eq!(files.count(), if left { 0 } else { entries.into() });
+        assert_eq!(
+            waiting_files(dir.path()).len(),
+            usize::from(left),
+            "{entry_bytes} bytes an entry"
+        );
+        drop(store);
+        // The next process, as the layer opens its store: what waits goes to its writer.
+        let next = open_store(dir.path());
+        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), None);
+        writer.write_waiting(next.clone(), next.take_waiting());
+        for n in 0..entries {
+            let found = next.lookup(&key_of(n));
+            assert!(matches!(found, Ok(crate::store::Lookup::Found(_))), "{n}");
+        }
+        writer.finish(true);
+    }
+}
+
 #[test]
 fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
     let dir = tempfile::tempdir().unwrap();
