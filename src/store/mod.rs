@@ -62,7 +62,7 @@ pub use notes::{
     entry_in_note, refuses_binaries, BLAMED_PIECES, DICTIONARY_ENTRY, NOTES, REFUSES_BINARIES,
 };
 pub use open::{drop_set_aside, OpenReport};
-pub use payload::Checked;
+pub use payload::{Checked, Payload};
 pub use queued::QueuedData;
 
 /// An I/O failure of the store, with the path and what was being done.

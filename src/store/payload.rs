@@ -307,6 +307,16 @@ impl Payload {
         })
     }
 
+    /// The payload's bytes as one slice of what it holds, without copying; a payload of several
+    /// parts is put together once, into bytes of its own.
+    pub fn as_one(&self) -> std::borrow::Cow<'_, [u8]> {
+        match &self.parts[..] {
+            [Held::Inline(r)] => self.file[r.clone()].into(),
+            [Held::Piece(b)] => b[..].into(),
+            _ => self.concatenated().into(),
+        }
+    }
+
     fn concatenated(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len);
         for part in self.parts.iter() {

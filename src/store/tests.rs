@@ -1895,7 +1895,7 @@ fn entries_left_waiting_are_taken_whole_by_the_next_opening_and_a_damaged_one_al
     let taken = again.take_waiting();
     let keys: Vec<PipelineKey> = taken.iter().map(|e| e.key).collect();
     assert_eq!(keys, vec![key(1), key(3)]);
-    assert_eq!(taken[0].data, data);
+    assert_eq!(&taken[0].data.as_one()[..], &data[..]);
     assert_eq!(taken[1].stamp, at(53));
     assert!(
         path.exists(),
@@ -1909,7 +1909,7 @@ fn entries_left_waiting_are_taken_whole_by_the_next_opening_and_a_damaged_one_al
 fn take_and_queue(store: &Store) -> Vec<waiting::WaitingEntry> {
     let taken = store.take_waiting();
     for e in &taken {
-        store.will_write_queued(&e.key, e.kind, std::sync::Arc::new(e.data.clone()));
+        store.will_write_queued(&e.key, e.kind, std::sync::Arc::new(e.data.as_one().into_owned()));
     }
     taken
 }
@@ -1969,14 +1969,14 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
     let taken = take_and_queue(&longer);
     assert_eq!(taken.len(), 3);
     longer
-        .write_announced(&taken[0].key, taken[0].kind, &taken[0].data, at(50))
+        .write_announced(&taken[0].key, taken[0].kind, &taken[0].data.as_one(), at(50))
         .unwrap();
     assert!(longer.keep_untouched_waiting().is_empty());
     longer.drop_settled_waiting();
     assert_eq!(file(&longer), first, "two still wait in this process alone");
     for e in &taken[1..] {
         longer
-            .write_announced(&e.key, e.kind, &e.data, at(50))
+            .write_announced(&e.key, e.kind, &e.data.as_one(), at(50))
             .unwrap();
     }
     longer.drop_settled_waiting();
@@ -2133,9 +2133,11 @@ fn a_waiting_file_kept_as_it_is_is_stamped_with_its_entries_use() {
         Lookup::Found(e) => later.stamp(e),
         _ => panic!("not found"),
     }
+    let bytes: Vec<_> = taken.iter().map(|e| e.data.as_one()).collect();
     let again: Vec<waiting::ToWait<'_>> = taken
         .iter()
-        .map(|e| (e.key, e.kind, &e.data[..], e.stamp))
+        .zip(&bytes)
+        .map(|(e, data)| (e.key, e.kind, &data[..], e.stamp))
         .collect();
     later.keep_waiting(&again).unwrap();
     let newest = waiting_files(&later)

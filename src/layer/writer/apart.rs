@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use crate::store::nvidia_cache::{DictionaryId, Framing, RECORD_HEAD};
+use crate::store::Payload;
 use crate::sync::Unpoisoned;
 
 /// An entry's bytes while it waits. NVIDIA's cache data carries the driver's 1.78 MB dictionary
@@ -15,6 +16,8 @@ use crate::sync::Unpoisoned;
 /// is held once for all the entries that carry it, and each entry queues only its own bytes.
 pub(super) enum Waiting {
     Whole(Vec<u8>),
+    /// An entry an earlier process left waiting, where it stands in that file's bytes.
+    Taken(Payload),
     Apart {
         without: Vec<u8>,
         framing: Framing,
@@ -27,14 +30,21 @@ impl Waiting {
     pub(super) fn len(&self) -> usize {
         match self {
             Waiting::Whole(data) => data.len(),
+            Waiting::Taken(payload) => payload.len(),
             Waiting::Apart { without, .. } => without.len(),
         }
+    }
+
+    /// Whether it is held whole, not with a dictionary apart.
+    pub(super) fn is_whole(&self) -> bool {
+        !matches!(self, Waiting::Apart { .. })
     }
 
     /// The data as the driver wrote it.
     pub(super) fn whole(&self) -> std::borrow::Cow<'_, [u8]> {
         match self {
             Waiting::Whole(data) => data.into(),
+            Waiting::Taken(payload) => payload.as_one(),
             Waiting::Apart {
                 without,
                 framing,

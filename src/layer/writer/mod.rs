@@ -302,7 +302,7 @@ impl Writer {
         let jobs: Vec<Job> = entries
             .into_iter()
             .map(|entry| {
-                let waiting = Waiting::Whole(entry.data);
+                let waiting = Waiting::Taken(entry.data);
                 let whom = (entry.stamp, WrittenFor::Earlier);
                 Job::announced_for(store.clone(), entry.key, entry.kind, waiting, whom)
             })
@@ -542,7 +542,7 @@ impl Writer {
             let (whole, apart): (VecDeque<Job>, VecDeque<Job>) = std::mem::take(&mut q.jobs)
                 .into_iter()
                 .filter(|j| !j.kept_where_it_waits())
-                .partition(|j| matches!(*j.data, Waiting::Whole(_)));
+                .partition(|j| j.data.is_whole());
             q.jobs = apart;
             q.bytes = q.jobs.iter().map(|j| j.data.len()).sum();
             whole.into()
@@ -589,17 +589,15 @@ impl Writer {
 /// at 16 threads on the H100 (700 MB made and hashed before a helper began).
 fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>) {
     for (store, jobs) in by_store(jobs, |(s, _, _)| s) {
-        let mut payloads: Vec<(PayloadKind, &[u8])> = Vec::new();
         let mut dictionaries: Vec<(&Arc<[u8]>, u32)> = Vec::new();
-        for (_, kind, data) in &jobs {
-            match &**data {
-                Waiting::Whole(bytes) => payloads.push((*kind, bytes)),
+        let own: Vec<std::borrow::Cow<'_, [u8]>> = jobs
+            .iter()
+            .map(|(_, _, data)| match &**data {
                 Waiting::Apart {
                     without, record, ..
                 } => {
                     // NVIDIA's data less the dictionary's record: its other records byte for
                     // byte, named as they are cut from the whole.
-                    payloads.push((*kind, without));
                     match dictionaries
                         .iter_mut()
                         .find(|(r, _)| Arc::ptr_eq(r, record))
@@ -607,9 +605,16 @@ fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>) {
                         Some((_, entries)) => *entries += 1,
                         None => dictionaries.push((record, 1)),
                     }
+                    without[..].into()
                 }
-            }
-        }
+                whole => whole.whole(),
+            })
+            .collect();
+        let payloads: Vec<(PayloadKind, &[u8])> = jobs
+            .iter()
+            .zip(&own)
+            .map(|((_, kind, _), bytes)| (*kind, &bytes[..]))
+            .collect();
         let records: Vec<(&[u8], u32)> = dictionaries.iter().map(|(r, n)| (&r[..], *n)).collect();
         store.expect_together(&payloads, &records);
     }

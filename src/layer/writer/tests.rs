@@ -284,7 +284,7 @@ fn a_dictionary_waits_once_and_every_entry_is_written_whole() {
         .iter()
         .map(|w| match w {
             Waiting::Apart { record, .. } => record,
-            Waiting::Whole(_) => unreachable!(),
+            Waiting::Whole(_) | Waiting::Taken(_) => unreachable!(),
         })
         .collect();
     assert!(
