@@ -138,7 +138,7 @@ pub fn listed_parts(file: &[u8]) -> Option<(u64, Vec<recipe::PieceName>)> {
         return None;
     }
     let format = u32_at(file, offset::FORMAT);
-    let image = checked_image(file, format).ok()?;
+    let image = checked_image(file, format, DataHash::Check).ok()?;
     match format {
         FORMAT_WHOLE => Some((image.len() as u64, Vec::new())),
         _ => {
@@ -158,7 +158,7 @@ pub fn listed_parts(file: &[u8]) -> Option<(u64, Vec<recipe::PieceName>)> {
 /// The body of a file of `format` whose envelope's length is its own, as the data hash is of
 /// (format 3: each packed part decompressed, [`recipe::expand`]; the body itself where none is
 /// packed, and for the formats before), checked against that hash.
-fn checked_image(file: &[u8], format: u32) -> Result<Cow<'_, [u8]>, EntryError> {
+fn checked_image(file: &[u8], format: u32, hash: DataHash) -> Result<Cow<'_, [u8]>, EntryError> {
     let body = &file[ENVELOPE_LEN..];
     let image = match format {
         FORMAT_WHOLE | FORMAT_PARTS => Cow::Borrowed(body),
@@ -171,7 +171,8 @@ fn checked_image(file: &[u8], format: u32) -> Result<Cow<'_, [u8]>, EntryError> 
         }
         _ => return Err(EntryError::Foreign { field: "format" }),
     };
-    if body_hash(format, &image).as_bytes()[..] != file[offset::DATA_HASH..offset::DATA_HASH + 32] {
+    let data_hash = &file[offset::DATA_HASH..offset::DATA_HASH + 32];
+    if hash == DataHash::Check && body_hash(format, &image).as_bytes()[..] != *data_hash {
         return Err(EntryError::Corrupt { what: "data hash" });
     }
     Ok(image)
@@ -286,6 +287,24 @@ pub fn decode<'a>(
     identity: &Identity,
     key: &PipelineKey,
 ) -> Result<Decoded<'a>, EntryError> {
+    decode_as(file, identity, key, DataHash::Check)
+}
+
+/// Whether an entry's data hash is computed and compared, or was vouched for already by a hash
+/// over bytes holding the whole entry (a sealed waiting file's, `super::waiting`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataHash {
+    Check,
+    Vouched,
+}
+
+/// [`decode`], the data hash compared or not as `hash` says; every other check the same.
+pub fn decode_as<'a>(
+    file: &'a [u8],
+    identity: &Identity,
+    key: &PipelineKey,
+    hash: DataHash,
+) -> Result<Decoded<'a>, EntryError> {
     let len = file.len() as u64;
     if file.len() < ENVELOPE_LEN {
         return Err(EntryError::Short {
@@ -331,7 +350,7 @@ pub fn decode<'a>(
     if len > expected {
         return Err(EntryError::Long { len, expected });
     }
-    let image = checked_image(file, format)?;
+    let image = checked_image(file, format, hash)?;
     let at = |b: &[u8]| {
         let start = b.as_ptr() as usize - image.as_ptr() as usize;
         start..start + b.len()

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::envelope::{self, Body, EntryError, PayloadKind};
+use super::envelope::{self, Body, DataHash, EntryError, PayloadKind};
 use super::identity::Identity;
 use super::pieces::{ListedPieces, Pieces};
 use super::recipe::{Part, PieceName};
@@ -46,7 +46,7 @@ pub fn check(
     pieces: &Pieces,
 ) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
     let whole = 0..file.len();
-    check_within(file, whole, identity, key, pieces)
+    check_within(file, whole, identity, key, pieces, DataHash::Check)
 }
 
 /// [`check`] of the entry standing at `within` in `file` (a waiting file holds many, each
@@ -59,12 +59,13 @@ pub fn check_within(
     identity: &Identity,
     key: &PipelineKey,
     pieces: &Pieces,
+    hash: DataHash,
 ) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
     let entry = file.get(within.clone()).ok_or(EntryError::Short {
         len: file.len() as u64,
         expected: within.end as u64,
     })?;
-    let decoded = envelope::decode(entry, identity, key)?;
+    let decoded = envelope::decode_as(entry, identity, key, hash)?;
     let kind = decoded.kind;
     // The payload holds the bytes its inline parts lie in: the entry's file where they stand in
     // it as they are, else (packed parts) the body they were decompressed into, alone.
@@ -428,12 +429,13 @@ mod tests {
             let junk = vec![0x5a; 97];
             let file = Arc::new([&junk[..], &entry, &junk].concat());
             let within = junk.len()..junk.len() + entry.len();
-            let (checked, names) = check_within(file.clone(), within, &id, &key, &pieces).unwrap();
+            let (checked, names) =
+                check_within(file.clone(), within, &id, &key, &pieces, DataHash::Check).unwrap();
             assert_eq!(bytes(&checked), bytes(&alone));
             assert_eq!(bytes(&checked), [&head[..], &piece, &tail].concat());
             assert_eq!(names, vec![(name, false)]);
             let past = file.len() - 10..file.len() + 10;
-            assert!(check_within(file, past, &id, &key, &pieces).is_err());
+            assert!(check_within(file, past, &id, &key, &pieces, DataHash::Check).is_err());
         }
     }
 

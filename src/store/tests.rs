@@ -1888,7 +1888,8 @@ fn entries_left_waiting_are_taken_whole_by_the_next_opening_and_a_damaged_one_al
     // The middle record damaged: the other two are still taken.
     let path = store.dir().join(&files[0]);
     let mut bytes = fs::read(&path).unwrap();
-    let second = 8 + (48 + (bytes.len() - 8) / 3) + 48 + 60;
+    let head = waiting::head_len(&bytes).unwrap();
+    let second = head + (48 + (bytes.len() - head) / 3) + 48 + 60;
     bytes[second] ^= 0x40;
     fs::write(&path, &bytes).unwrap();
     let again = open(tmp.path(), 1 << 30, at(200));
@@ -1909,7 +1910,11 @@ fn entries_left_waiting_are_taken_whole_by_the_next_opening_and_a_damaged_one_al
 fn take_and_queue(store: &Store) -> Vec<waiting::WaitingEntry> {
     let taken = store.take_waiting();
     for e in &taken {
-        store.will_write_queued(&e.key, e.kind, std::sync::Arc::new(e.data.as_one().into_owned()));
+        store.will_write_queued(
+            &e.key,
+            e.kind,
+            std::sync::Arc::new(e.data.as_one().into_owned()),
+        );
     }
     taken
 }
@@ -1969,7 +1974,12 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
     let taken = take_and_queue(&longer);
     assert_eq!(taken.len(), 3);
     longer
-        .write_announced(&taken[0].key, taken[0].kind, &taken[0].data.as_one(), at(50))
+        .write_announced(
+            &taken[0].key,
+            taken[0].kind,
+            &taken[0].data.as_one(),
+            at(50),
+        )
         .unwrap();
     assert!(longer.keep_untouched_waiting().is_empty());
     longer.drop_settled_waiting();
@@ -2045,7 +2055,7 @@ fn two_written_four_waiting(root: &Path) -> u64 {
         .map(|k| (key(k), envelope::PayloadKind::Cache, &data[..], at(150)))
         .collect();
     let file_bytes = run.keep_waiting(&entries).unwrap();
-    (file_bytes - 8) / 4
+    (file_bytes - waiting::HEAD_LEN) / 4
 }
 
 /// A file of entries left waiting counts within the title's bound, and the bound drops its
@@ -2200,6 +2210,60 @@ fn left_waiting(root: &Path, keys: &[(u8, u64)]) -> u64 {
     run.keep_waiting(&entries).unwrap()
 }
 
+/// The only waiting file of the title at `root` (written by [`left_waiting`]).
+fn the_waiting_file(root: &Path) -> std::path::PathBuf {
+    let run = open(root, 1 << 30, at(100));
+    let files = waiting_files(&run);
+    assert_eq!(files.len(), 1);
+    files[0].clone()
+}
+
+/// A file written before the seal (`PKWAIT01`) is still taken, each record on its own check. A
+/// file whose seal does not hold (a record damaged) gives its sound records and drops the
+/// damaged one; the bound's rewrite of it is not sealed again, so the damage stays found.
+#[test]
+fn a_waiting_file_unsealed_or_damaged_is_taken_record_by_record_and_never_sealed_again() {
+    let root = tempfile::tempdir().unwrap();
+    left_waiting(root.path(), &[(3, 150), (4, 140), (5, 160)]);
+    let path = the_waiting_file(root.path());
+    let bytes = fs::read(&path).unwrap();
+    let head = waiting::HEAD_LEN as usize;
+    let old = [&b"PKWAIT01"[..], &bytes[head..]].concat();
+    fs::write(&path, &old).unwrap();
+    let taken = open(root.path(), 1 << 30, at(200)).take_waiting();
+    assert_eq!(
+        taken.len(),
+        3,
+        "written before the seal: every record taken"
+    );
+    // Key 3's payload damaged (records of one length, in the order written).
+    let record = (bytes.len() - head) / 3;
+    let mut damaged = bytes.clone();
+    damaged[head + record - 1] ^= 0x40;
+    fs::write(&path, &damaged).unwrap();
+    assert!(!waiting::sealed(&damaged));
+    let mut keys: Vec<PipelineKey> = open(root.path(), 1 << 30, at(200))
+        .take_waiting()
+        .iter()
+        .map(|e| e.key)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, vec![key(4), key(5)]);
+    // The bound drops key 4's record (the oldest stamp); what it writes again is not sealed.
+    let host = root.path().join("title/host-pipelines");
+    let bound = title_bytes(root.path()) - record as u64 + 1;
+    let bounded = bound::keep_within(&host, bound, &|_| false).unwrap();
+    assert_eq!(bounded.waiting_dropped.len(), 1);
+    let rewritten = fs::read(&path).unwrap();
+    assert!(rewritten.starts_with(b"PKWAIT01") && !waiting::sealed(&rewritten));
+    let keys: Vec<PipelineKey> = open(root.path(), 1 << 30, at(300))
+        .take_waiting()
+        .iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(keys, vec![key(5)], "the damaged record still dropped");
+}
+
 /// Two bound passes at once over a waiting file drop its records by key, each once: together
 /// no more than the excess (a record more at most). Dropping by place in the file, a second
 /// pass dropped the next records of the file the first had already written again.
@@ -2209,7 +2273,7 @@ fn two_passes_at_once_drop_a_waiting_files_records_no_more_than_the_excess() {
         let root = tempfile::tempdir().unwrap();
         let keys: Vec<(u8, u64)> = (1..=20).map(|k| (k, 100 + u64::from(k))).collect();
         let file = left_waiting(root.path(), &keys);
-        let record = (file - 8) / 20;
+        let record = (file - waiting::HEAD_LEN) / 20;
         let bound = file - 5 * record - record / 2;
         let host = root.path().join("title/host-pipelines");
         two_passes_at_once(&host, bound);
@@ -2251,7 +2315,7 @@ fn records_dropped_twice_from_one_listing_go_once() {
 fn a_waiting_record_whose_entry_is_a_file_already_goes_first() {
     let root = tempfile::tempdir().unwrap();
     let file = left_waiting(root.path(), &[(3, 150), (4, 150), (5, 150), (6, 150)]);
-    let record = (file - 8) / 4;
+    let record = (file - waiting::HEAD_LEN) / 4;
     let data = cache_data(&identity(), &[0; 56]);
     let run = open(root.path(), 1 << 30, at(200));
     for k in [3, 4] {
@@ -2292,7 +2356,7 @@ fn a_waiting_record_newer_than_the_file_of_its_key_is_no_copy() {
 fn a_waiting_files_records_go_oldest_stamp_first() {
     let root = tempfile::tempdir().unwrap();
     let file = left_waiting(root.path(), &[(3, 150), (4, 140), (5, 160), (6, 130)]);
-    let record = (file - 8) / 4;
+    let record = (file - waiting::HEAD_LEN) / 4;
     let after = open(root.path(), file - 2 * record, at(300));
     let mut taken: Vec<PipelineKey> = after.take_waiting().iter().map(|e| e.key).collect();
     taken.sort();

@@ -7,13 +7,15 @@
 //! 6.7 s process to write one file each.
 //!
 //! ```text
-//! "PKWAIT01"
+//! "PKWAIT02" | 32 bytes: the seal, BLAKE3 of every byte after it
 //! then to the end, one record an entry:
 //!   u64 stamp (nanoseconds since the Unix epoch) | 16 + 16 bytes of key | u64 length n
 //!   n bytes: the entry as it would stand on disk, uncompressed (envelope and payload)
 //! ```
-//! Little-endian. Each record is checked as an entry file is (identity, key, the payload's hash):
-//! one that fails is dropped; reading stops at a record cut short. Only the last device of a
+//! Little-endian. Each record is checked as an entry file is (identity, key, the payload's hash),
+//! less the payload's hash where the file's seal holds ([`sealed`]): one that fails is dropped;
+//! reading stops at a record cut short. A file of `"PKWAIT01"` (no seal, written before it) reads
+//! the same, each record's hash checked. Only the last device of a
 //! store in a process leaves entries waiting (an earlier one's end writes them: the store is not
 //! opened again in that process), and a process takes only files of its own ABI. A file is read
 //! but not removed: a process that writes none of a file's entries (a short launch, with no
@@ -34,7 +36,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::envelope::{self, PayloadKind};
+use super::envelope::{self, DataHash, PayloadKind};
 use super::eviction::StampedEntry;
 use super::identity::Identity;
 use super::payload::{self, Payload};
@@ -45,7 +47,16 @@ use crate::sync::Unpoisoned;
 
 /// The waiting file's name ends so.
 pub const SUFFIX: &str = files::WAITING_SUFFIX;
-const MAGIC: &[u8; 8] = b"PKWAIT01";
+/// A file whose records one hash of them all vouches for (its seal), as every process writes them.
+const MAGIC: &[u8; 8] = b"PKWAIT02";
+/// A file whose records each stand on their own entry's data hash: written before the seal, and
+/// by the bound's rewrite of a file whose seal did not hold (sealed again, it would vouch for
+/// damage).
+const MAGIC_UNSEALED: &[u8; 8] = b"PKWAIT01";
+/// The seal's length: BLAKE3 (key derivation, [`SEAL_CONTEXT`]) of every byte after it.
+const SEAL_LEN: usize = 32;
+/// BLAKE3's context for a waiting file's seal (a fixed string, never changed).
+const SEAL_CONTEXT: &str = "pipekeep 2026-12-06 waiting file records, PKWAIT02";
 /// A record's bytes before its entry: stamp, key, length.
 const RECORD_HEAD: usize = 8 + 32 + 8;
 
@@ -99,12 +110,59 @@ pub type ToWait<'a> = (PipelineKey, PayloadKind, &'a [u8], SystemTime);
 
 /// The file's bytes for `entries` of `identity`.
 pub fn encode(identity: &Identity, entries: &[ToWait<'_>]) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
+    let mut out = begin(true);
     for (key, kind, data, stamp) in entries {
         let entry = envelope::encode_parts_as_is(identity, key, *kind, &[Part::Inline(data)]);
         encode_record(&mut out, *stamp, key, &entry);
     }
+    seal(&mut out);
     out
+}
+
+/// A file's bytes begun: its magic, and room for the seal where `sealed`; records follow, then
+/// [`seal`].
+fn begin(sealed: bool) -> Vec<u8> {
+    match sealed {
+        true => [&MAGIC[..], &[0; SEAL_LEN]].concat(),
+        false => MAGIC_UNSEALED.to_vec(),
+    }
+}
+
+/// Writes the seal of a file [`begin`] began sealed, its records all in.
+fn seal(file: &mut [u8]) {
+    if file.starts_with(MAGIC) {
+        let (head, records) = file.split_at_mut(MAGIC.len() + SEAL_LEN);
+        head[MAGIC.len()..].copy_from_slice(seal_of(records).as_bytes());
+    }
+}
+
+fn seal_of(records: &[u8]) -> blake3::Hash {
+    blake3::Hasher::new_derive_key(SEAL_CONTEXT)
+        .update(records)
+        .finalize()
+}
+
+/// A file's records' bytes, and its seal where it has one; `None` for no waiting file's magic.
+fn split(bytes: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    match bytes.strip_prefix(MAGIC.as_slice()) {
+        Some(rest) => Some((rest.get(SEAL_LEN..)?, Some(&rest[..SEAL_LEN]))),
+        None => Some((bytes.strip_prefix(MAGIC_UNSEALED.as_slice())?, None)),
+    }
+}
+
+/// Whether the file's seal holds: every record is as the process that sealed it wrote it, each
+/// entry's own data hash then checked already (one hash of all the file's bytes: 1.2 ms for
+/// ncnn's 8.7 MB against 4.5 ms for its 3,115 entries one by one).
+pub fn sealed(bytes: &[u8]) -> bool {
+    matches!(split(bytes), Some((records, Some(seal))) if seal_of(records).as_bytes()[..] == *seal)
+}
+
+/// The bytes before the first record of a file written now: its magic and seal.
+pub const HEAD_LEN: u64 = (MAGIC.len() + SEAL_LEN) as u64;
+
+/// The bytes before a file's first record (magic, and seal where sealed).
+pub fn head_len(bytes: &[u8]) -> Option<usize> {
+    split(bytes).map(|(records, _)| bytes.len() - records.len())
 }
 
 /// Appends one record: stamp, key, length, the entry as it stands on disk.
@@ -137,7 +195,7 @@ pub struct Record<'a> {
 /// The records of a waiting file, up to the first cut short; `false` where the file did not read
 /// whole (no magic, or a record cut).
 pub fn parse(bytes: &[u8]) -> (Vec<Record<'_>>, bool) {
-    let Some(mut rest) = bytes.strip_prefix(MAGIC.as_slice()) else {
+    let Some((mut rest, _)) = split(bytes) else {
         return (Vec::new(), false);
     };
     let mut records = Vec::new();
@@ -410,14 +468,18 @@ impl Store {
     /// read whole, every record passing.
     fn checked(&self, bytes: Arc<Vec<u8>>, path: &std::path::Path) -> (Vec<WaitingEntry>, bool) {
         let (records, whole) = parse(&bytes);
+        let hash = match sealed(&bytes) {
+            true => DataHash::Vouched,
+            false => DataHash::Check,
+        };
         let mut clean = whole;
         let mut out = Vec::with_capacity(records.len());
         for r in records {
             // Checked where it stands in the file's bytes (a record's entry is a slice of them).
             let start = r.entry.as_ptr() as usize - bytes.as_ptr() as usize;
             let within = start..start + r.entry.len();
-            match payload::check_within(bytes.clone(), within, &self.identity, &r.key, &self.pieces)
-            {
+            let (identity, pieces) = (&self.identity, &self.pieces);
+            match payload::check_within(bytes.clone(), within, identity, &r.key, pieces, hash) {
                 Ok((checked, _)) => out.push(WaitingEntry {
                     key: r.key,
                     kind: checked.kind,
@@ -494,5 +556,29 @@ mod tests {
             assert!(parse(&bytes[..cut]).0.len() < 2, "cut at {cut}");
         }
         assert_eq!(parse(b"PKWAIT00").0.len(), 0);
+    }
+
+    /// A file is sealed as it is written, and its seal holds for those bytes alone: any byte
+    /// changed after the magic breaks it (its records are then each checked on their own).
+    /// A file written before the seal reads as it did.
+    #[test]
+    fn a_waiting_files_seal_holds_only_for_the_bytes_it_was_written_with() {
+        let stamp = UNIX_EPOCH + Duration::from_nanos(7);
+        let entries: Vec<ToWait<'_>> = vec![
+            (key(1), PayloadKind::Cache, &[1, 2, 3][..], stamp),
+            (key(5), PayloadKind::Cache, &[9; 40][..], stamp),
+        ];
+        let bytes = encode(&identity(), &entries);
+        assert!(sealed(&bytes));
+        assert_eq!(head_len(&bytes), Some(HEAD_LEN as usize));
+        for at in MAGIC.len()..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x10;
+            assert!(!sealed(&damaged), "byte {at} changed");
+        }
+        let unsealed = [&MAGIC_UNSEALED[..], &bytes[HEAD_LEN as usize..]].concat();
+        assert!(!sealed(&unsealed));
+        assert_eq!(parse(&unsealed), parse(&bytes));
+        assert!(!sealed(&bytes[..HEAD_LEN as usize - 1]));
     }
 }

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{encode_record, parse, read_bounded, Record, MAGIC, RECORD_HEAD};
+use super::{begin, encode_record, parse, read_bounded, seal, sealed, Record, RECORD_HEAD};
 use crate::key::PipelineKey;
 use crate::store::eviction::StampedEntry;
 use crate::store::{files, StoreError};
@@ -158,10 +158,12 @@ fn without(path: &Path, keys: &std::collections::HashSet<PipelineKey>) -> Result
             return Ok(true);
         }
         let kept: Vec<&Record<'_>> = all.iter().filter(|r| !keys.contains(&r.key)).collect();
-        let mut out = MAGIC.to_vec();
+        // Sealed again only where its seal held: the records kept are then as they were sealed.
+        let mut out = begin(sealed(&bytes));
         for r in &kept {
             encode_record(&mut out, r.stamp, &r.key, r.entry);
         }
+        seal(&mut out);
         let now = match seen() {
             Ok(now) => now,
             // Removed meanwhile: its process wrote every entry of it first.
