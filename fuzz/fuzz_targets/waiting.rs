@@ -12,6 +12,8 @@ fuzz_target!(|data: &[u8]| {
     match head_len(data) {
         Some(head) => {
             assert!(held + head <= data.len());
+            // A seal holds only after the magic that names it.
+            assert!(!sealed || head == pipekeep::store::waiting::HEAD_LEN as usize);
             if whole {
                 assert_eq!(held + head, data.len());
             }

@@ -51,8 +51,8 @@ pub fn check(
 
 /// [`check`] of the entry standing at `within` in `file` (a waiting file holds many, each
 /// checked in place: copied out one by one, they were a quarter of its taking). The payload then
-/// holds all of `file`: its bytes are for copying out, not for holding (reading ahead counts what
-/// a payload holds by [`Payload::file_len`]).
+/// holds all of `file` (reading ahead counts what a payload holds by [`Payload::file_len`]; the
+/// writer holds a waiting file's entries so until each is written).
 pub fn check_within(
     file: Arc<Vec<u8>>,
     within: Range<usize>,
@@ -309,7 +309,7 @@ impl Payload {
     }
 
     /// The payload's bytes as one slice of what it holds, without copying; a payload of several
-    /// parts is put together once, into bytes of its own.
+    /// parts is put together into bytes of its own at each call.
     pub fn as_one(&self) -> std::borrow::Cow<'_, [u8]> {
         match &self.parts[..] {
             [Held::Inline(r)] => self.file[r.clone()].into(),

@@ -63,6 +63,45 @@ fn the_thread_waits_for_a_pause_only_while_the_queue_has_room_and_is_open() {
     assert_eq!(q.waits_for_a_pause(building), None, "closing: it works");
 }
 
+/// Earlier processes' entries, safe in their waiting file, wait for the application's pause
+/// however many bytes they hold and however long they have waited; the process's own past the
+/// same bytes do not, and once they are written the earlier ones wait again.
+#[test]
+fn earlier_processes_entries_wait_for_a_pause_however_many() {
+    let building = Some(Duration::from_millis(5));
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let job = |n: u8, whom| Job {
+        queued: Instant::now().checked_sub(LONGEST_WAIT * 2).unwrap(),
+        ..Job::announced_for(
+            store.clone(),
+            PipelineKey {
+                spirv: [n; 16],
+                state: [n; 16],
+            },
+            PayloadKind::Cache,
+            Waiting::Whole(vec![n; PAUSE_LIMIT]),
+            (SystemTime::now(), whom),
+        )
+    };
+    let mut q = Queue::default();
+    q.push(job(1, WrittenFor::Earlier));
+    assert_eq!(
+        q.waits_for_a_pause(building),
+        Some(NAP),
+        "earlier: it waits"
+    );
+    q.push(job(2, WrittenFor::Application));
+    assert_eq!(q.waits_for_a_pause(building), None, "its own: it works");
+    let first = q.pop().unwrap();
+    assert_eq!(first.for_whom, WrittenFor::Application, "its own first");
+    assert!(!q.has_own_work() && q.has_work());
+    assert_eq!(q.waits_for_a_pause(building), Some(NAP), "earlier again");
+    assert_eq!(q.waits_for_a_pause(Some(QUIET)), None, "a pause: it works");
+    assert!(q.pop().is_some() && q.pop().is_none());
+    assert_eq!((q.bytes, q.earlier_bytes), (0, 0));
+}
+
 /// While the application builds without a pause, an entry is still written once it has
 /// waited its longest, not at the device's end only (a process that dies while it builds
 /// loses at most that long of compiles).
@@ -189,46 +228,68 @@ fn waiting_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 /// Fewer entries than [`LEAVE_WAITING_FROM`] still queued at the end are left waiting in one
 /// file where they hold [`LEAVE_WAITING_BYTES`] (each a file would hold the process's end), and
-/// written as files where they are small; the next process finds them either way.
+/// written as files where they are small or fewer than [`LEAVE_WAITING_BYTES_FROM_ENTRIES`]; the
+/// next process finds them either way, and leaves those it took waiting again by the same rule.
 #[test]
 fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
-    let entries = LEAVE_WAITING_BYTES_FROM_ENTRIES as u8 + 8;
-    for (entry_bytes, left) in [
-        (LEAVE_WAITING_BYTES / usize::from(entries) + 1024, true),
-        (64, false),
+    let most = LEAVE_WAITING_BYTES_FROM_ENTRIES;
+    let large = LEAVE_WAITING_BYTES / most + 16 * 1024;
+    for (entries, entry_bytes, left) in [
+        (most + 8, large, true),
+        (most + 8, 64, false),
+        (
+            most - 1,
+            LEAVE_WAITING_BYTES / (most - 1) + 16 * 1024,
+            false,
+        ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let store = open_store(dir.path());
         let building = Arc::new(AppActivity::default());
         let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
-        let key_of = |n: u8| PipelineKey {
-            spirv: [n; 16],
-            state: [n; 16],
+        let key_of = |n: usize| PipelineKey {
+            spirv: [n as u8; 16],
+            state: [n as u8; 16],
         };
         for n in 0..entries {
             building.touch();
-            let payload = vec![n; entry_bytes];
+            let payload = vec![n as u8; entry_bytes];
             let data = cache_data(&identity(), &payload);
             writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
         }
         writer.finish(true);
-        let files = (0..entries).filter(|&n| store.entry_path(&key_of(n)).exists());
-        assert_eq!(files.count(), if left { 0 } else { entries.into() });
-        assert_eq!(
-            waiting_files(dir.path()).len(),
-            usize::from(left),
-            "{entry_bytes} bytes an entry"
-        );
+        let files = |store: &Store| {
+            (0..entries)
+                .filter(|&n| store.entry_path(&key_of(n)).exists())
+                .count()
+        };
+        let case = format!("{entries} entries of {entry_bytes} bytes");
+        assert_eq!(files(&store), if left { 0 } else { entries }, "{case}");
+        assert_eq!(waiting_files(dir.path()).len(), usize::from(left), "{case}");
         drop(store);
         // The next process, as the layer opens its store: what waits goes to its writer.
+        // It builds all along, and its end comes before any pause.
         let next = open_store(dir.path());
-        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), None);
+        let building = Arc::new(AppActivity::default());
+        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
         writer.write_waiting(next.clone(), next.take_waiting());
         for n in 0..entries {
+            building.touch();
             let found = next.lookup(&key_of(n));
-            assert!(matches!(found, Ok(crate::store::Lookup::Found(_))), "{n}");
+            assert!(
+                matches!(found, Ok(crate::store::Lookup::Found(_))),
+                "{case}: {n}"
+            );
         }
+        // Its end, none of them written: they are left waiting again, in a file of its own.
+        building.touch();
         writer.finish(true);
+        assert_eq!(files(&next), if left { 0 } else { entries }, "{case}");
+        assert_eq!(
+            waiting_files(dir.path()).len(),
+            2 * usize::from(left),
+            "{case}"
+        );
     }
 }
 

@@ -468,11 +468,17 @@ impl Store {
     /// read whole, every record passing.
     fn checked(&self, bytes: Arc<Vec<u8>>, path: &std::path::Path) -> (Vec<WaitingEntry>, bool) {
         let (records, whole) = parse(&bytes);
-        let hash = match sealed(&bytes) {
+        let sealed = sealed(&bytes);
+        let hash = match sealed {
             true => DataHash::Vouched,
             false => DataHash::Check,
         };
-        let mut clean = whole;
+        if !sealed && bytes.starts_with(MAGIC) {
+            tracing::warn!(file = %path.display(), "a file of entries left waiting failed its seal; each entry is checked on its own");
+        }
+        // One not sealed (damaged, or written before the seal) is not kept as it is: its entries
+        // are written anew, sealed, and every later opening checks them by the seal alone.
+        let mut clean = whole && sealed;
         let mut out = Vec::with_capacity(records.len());
         for r in records {
             // Checked where it stands in the file's bytes (a record's entry is a slice of them).

@@ -16,7 +16,7 @@ use crate::store::{files, StoreError};
 /// time. Each record is stamped as its file is (the newest use of its entries), its oldest own
 /// stamp first (a boot's first pipelines, stamped newest, go last); one whose entry is a file
 /// already (the process that took it wrote it, and removes the file at its end: a file stamped
-/// no earlier than the record) holds nothing the title would miss, and goes first. The file's own bytes (its magic, anything past its
+/// no earlier than the record) holds nothing the title would miss, and goes first. The file's own bytes (its magic and seal, anything past its
 /// last whole record) go with the record that goes last. A file is read as it is now, not as
 /// it was listed; one holding no whole record stays one item, dropped whole; one that cannot be
 /// read (out of file descriptors, say) is left out of the order, its bytes returned: still
