@@ -23,9 +23,12 @@
 //! Even at idle priority the thread's writes slow the application's compiles where it runs
 //! beside them (the test app's 600 pipelines at one thread on this project's 2-core VM, RADV:
 //! 5-10% more time in the driver), so while the application builds pipelines (one began or ended
-//! within [`QUIET`]) the thread leaves the queue until it holds [`PAUSE_LIMIT`] bytes or its
-//! oldest entry has waited [`LONGEST_WAIT`]: entries are written in the application's pauses, and
-//! at `vkDestroyDevice` or exit at the latest. The second bound is for a process that dies while
+//! within [`QUIET`]) the thread leaves the queue until it holds [`PAUSE_LIMIT`] bytes of the
+//! process's own entries or the oldest of them has waited [`LONGEST_WAIT`]: entries are written in
+//! the application's pauses, and at `vkDestroyDevice` or exit at the latest. Earlier processes'
+//! entries (taken from their waiting file) wait for a pause whatever their bytes or age: they are
+//! safe in their file, and written while the application builds they only took its cores (unless
+//! they fill the queue near [`QUEUE_LIMIT`], where the application's own would be written inline). The second bound is for a process that dies while
 //! it builds (a crash inside a loading screen, a kill): it loses at most that long of compiles,
 //! as with Mesa's own queue, not every entry of a stretch without a pause, wherever a core is
 //! free for the thread. While the application's threads hold every core, the idle-priority
@@ -65,14 +68,14 @@ const STAMP_BATCH: usize = 64;
 const STAMPS_LIMIT: usize = 1 << 16;
 /// How long the application has built no pipeline before the thread takes its queue.
 const QUIET: Duration = Duration::from_millis(50);
-/// Bytes waiting past which the thread no longer waits for a pause: the entries of a few hundred
-/// pipelines (NVIDIA's counted without their dictionary, which they hold apart). With a 32 MiB
+/// Bytes of the process's own entries waiting past which the thread no longer waits for a pause:
+/// the entries of a few hundred pipelines (NVIDIA's counted without their dictionary, which they hold apart). With a 32 MiB
 /// wait, and NVIDIA's entries counted whole, ncnn cold at 16 threads on the H200 spent twice the
 /// time keeping entries.
 const PAUSE_LIMIT: usize = 8 << 20;
-/// The longest a queued entry waits for a pause: past it the thread takes the queue (and works it
-/// empty) while the application builds, so a process that dies while it builds loses at most
-/// this long of compiles.
+/// The longest an entry of the process's own waits for a pause: past it the thread takes the queue
+/// (and works its own work empty) while the application builds, so a process that dies while it
+/// builds loses at most this long of compiles.
 const LONGEST_WAIT: Duration = Duration::from_secs(1);
 /// The longest the thread sleeps at once while it waits for a pause (a device being destroyed
 /// joins it).
@@ -542,21 +545,23 @@ impl Writer {
     fn leave_waiting(&self) -> usize {
         let jobs: Vec<Job> = {
             let mut q = self.shared.0.locked();
-            let (entries, bytes) = q
-                .all_jobs()
-                .filter(|j| j.data.is_whole() && !j.kept_where_it_waits())
-                .fold((0, 0), |(n, b), j| (n + 1, b + j.data.len()));
-            if !worth_leaving_waiting(entries, bytes) {
-                return 0;
-            }
-            let (whole, apart): (VecDeque<Job>, VecDeque<Job>) = q
+            // Those kept where they wait (their file stays as it was) leave the queue first: the
+            // end neither writes them nor tells their pieces to the store.
+            let (whole, apart): (Vec<Job>, Vec<Job>) = q
                 .take_all()
                 .filter(|j| !j.kept_where_it_waits())
                 .partition(|j| j.data.is_whole());
+            let bytes = whole.iter().map(|j| j.data.len()).sum();
+            if !worth_leaving_waiting(whole.len(), bytes) {
+                for job in whole.into_iter().chain(apart) {
+                    q.push(job);
+                }
+                return 0;
+            }
             for job in apart {
                 q.push(job);
             }
-            whole.into()
+            whole
         };
         let mut left = 0;
         for (store, jobs) in by_store(jobs, |j| &j.store) {
@@ -699,8 +704,8 @@ fn run(job: &Job) -> Result<Written, StoreError> {
 /// Who drains the queue.
 #[derive(Clone, Copy)]
 enum Drain<'a> {
-    /// The writer thread: until the queue closes, leaving it while the
-    /// application builds (where it is given that activity) and the queue is under [`PAUSE_LIMIT`].
+    /// The writer thread: until the queue closes, leaving it while the application builds (where
+    /// it is given that activity) and the process's own entries are under [`PAUSE_LIMIT`].
     Thread(Option<&'a AppActivity>),
     /// Another thread, at the end: until the queue is empty.
     Here,
@@ -727,18 +732,18 @@ impl Queue {
         }
     }
 
-    /// Takes the next job, the process's own before earlier processes', its bytes no longer
-    /// counted.
-    fn pop(&mut self) -> Option<Job> {
-        let job = match self.jobs.pop_front() {
-            Some(job) => job,
-            None => {
-                let job = self.earlier.pop_front()?;
-                self.earlier_bytes -= job.data.len();
-                job
-            }
-        };
+    /// Takes the process's own next job, its bytes no longer counted.
+    fn pop_own(&mut self) -> Option<Job> {
+        let job = self.jobs.pop_front()?;
         self.bytes -= job.data.len();
+        Some(job)
+    }
+
+    /// Takes an earlier process's next entry, its bytes no longer counted.
+    fn pop_earlier(&mut self) -> Option<Job> {
+        let job = self.earlier.pop_front()?;
+        self.bytes -= job.data.len();
+        self.earlier_bytes -= job.data.len();
         Some(job)
     }
 
@@ -776,10 +781,13 @@ impl Queue {
         let quiet = quiet?;
         // Earlier processes' entries wait for a pause however many: safe in their file, they
         // would only take the application's cores (ncnn's later launch on RADV at 2 threads,
-        // its 9 MB of them written while it built: 97 ms to ready against 86 held, medians of
-        // 12 interleaved launches from copies of one store).
+        // its 9 MB of them written while it built: 110 ms to ready against 94, medians of 14
+        // interleaved pairs from copies of one store).
         let own_bytes = self.bytes - self.earlier_bytes;
-        let room = own_bytes < PAUSE_LIMIT && self.stamps.len() < STAMPS_LIMIT / 2;
+        // Near its limit the queue would have the application write its own entries inline.
+        let room = own_bytes < PAUSE_LIMIT
+            && self.bytes + PAUSE_LIMIT <= QUEUE_LIMIT
+            && self.stamps.len() < STAMPS_LIMIT / 2;
         let waited = self
             .jobs
             .front()
@@ -805,6 +813,9 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
         let work = {
             let mut q = lock.locked();
             let work = loop {
+                // Earlier processes' entries only right after the pause was checked (or at the
+                // end): never on the way through the process's own work.
+                let mut may_take_earlier = matches!(who, Drain::Here);
                 if let (Drain::Thread(building), false) = (who, working) {
                     let quiet = building.map(AppActivity::quiet_for);
                     if let Some(nap) = q.has_work().then(|| q.waits_for_a_pause(quiet)).flatten() {
@@ -814,6 +825,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                         q = lock.locked();
                         continue;
                     }
+                    may_take_earlier = true;
                 }
                 // Closing, the thread leaves what is left to the ending thread and its helpers,
                 // at the application's priority: a job this idle-priority thread took then would
@@ -822,10 +834,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                     break None;
                 }
                 working = q.has_own_work();
-                if let Some(job) = q.pop() {
-                    if job.kept_where_it_waits() {
-                        continue;
-                    }
+                if let Some(job) = q.pop_own() {
                     break Some(Work::Write(job));
                 }
                 if !q.stamps.is_empty() {
@@ -836,6 +845,17 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 }
                 if !q.chores.is_empty() {
                     break Some(Work::Chores(std::mem::take(&mut q.chores)));
+                }
+                if !q.earlier.is_empty() {
+                    if !may_take_earlier {
+                        continue; // to the pause's check first
+                    }
+                    working = false; // each of them after its own check of the pause
+                    let job = q.pop_earlier().expect("not empty");
+                    if job.kept_where_it_waits() {
+                        continue;
+                    }
+                    break Some(Work::Write(job));
                 }
                 if q.closing || matches!(who, Drain::Here) {
                     break None;

@@ -93,13 +93,111 @@ fn earlier_processes_entries_wait_for_a_pause_however_many() {
     );
     q.push(job(2, WrittenFor::Application));
     assert_eq!(q.waits_for_a_pause(building), None, "its own: it works");
-    let first = q.pop().unwrap();
-    assert_eq!(first.for_whom, WrittenFor::Application, "its own first");
+    assert!(q.pop_own().is_some() && q.pop_own().is_none());
     assert!(!q.has_own_work() && q.has_work());
     assert_eq!(q.waits_for_a_pause(building), Some(NAP), "earlier again");
     assert_eq!(q.waits_for_a_pause(Some(QUIET)), None, "a pause: it works");
-    assert!(q.pop().is_some() && q.pop().is_none());
+    // So many that the application's own entries would find no room: it works.
+    let mut n = 3;
+    while q.bytes + PAUSE_LIMIT <= QUEUE_LIMIT {
+        q.push(job(n, WrittenFor::Earlier));
+        n += 1;
+    }
+    assert_eq!(
+        q.waits_for_a_pause(building),
+        None,
+        "near the queue's limit"
+    );
+    while q.pop_earlier().is_some() {}
     assert_eq!((q.bytes, q.earlier_bytes), (0, 0));
+}
+
+/// Touches `activity` every millisecond until dropped: an application building all along.
+struct Building(Arc<std::sync::atomic::AtomicBool>);
+
+impl Building {
+    fn start(activity: Arc<AppActivity>) -> Building {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        std::thread::spawn(move || {
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                activity.touch();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        Building(stop)
+    }
+}
+
+impl Drop for Building {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Through the writer thread: while the application builds, the thread writes the process's own
+/// entries past [`PAUSE_LIMIT`] and then leaves earlier processes' entries waiting for a pause,
+/// none written on the way (it once took one after its own work, and all of them while records or
+/// stamps of its own were queued); the pause writes them.
+#[test]
+fn the_thread_writes_no_earlier_entry_while_the_application_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let key_of = |n: u8| PipelineKey {
+        spirv: [n; 16],
+        state: [n; 16],
+    };
+    // An earlier process's entries, left waiting.
+    let earlier: Vec<u8> = (100..140).collect();
+    let data: Vec<Vec<u8>> = earlier
+        .iter()
+        .map(|&n| cache_data(&identity(), &[n; 4096]))
+        .collect();
+    let entries: Vec<ToWait<'_>> = earlier
+        .iter()
+        .zip(&data)
+        .map(|(&n, d)| (key_of(n), PayloadKind::Cache, &d[..], SystemTime::now()))
+        .collect();
+    store.keep_waiting(&entries).unwrap();
+    drop(store);
+    let store = open_store(dir.path());
+    let activity = Arc::new(AppActivity::default());
+    let building = Building::start(activity.clone());
+    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
+    writer.write_waiting(store.clone(), store.take_waiting());
+    // Its own entries past the pause's limit: the thread takes them while it builds.
+    let own = (PAUSE_LIMIT / (1 << 20) + 2) as u8;
+    for n in 0..own {
+        let data = cache_data(&identity(), &vec![n; 1 << 20]);
+        writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
+        writer.stamp(store.clone(), key_of(n).file_name());
+    }
+    let written = |keys: &mut dyn Iterator<Item = u8>| {
+        keys.filter(|&n| store.entry_path(&key_of(n)).exists())
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while written(&mut (0..own)) < usize::from(own) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(written(&mut (0..own)), usize::from(own), "its own");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        written(&mut earlier.iter().copied()),
+        0,
+        "none while it builds"
+    );
+    drop(building);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while written(&mut earlier.iter().copied()) < earlier.len() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        written(&mut earlier.iter().copied()),
+        earlier.len(),
+        "in the pause"
+    );
+    writer.finish(true);
 }
 
 /// While the application builds without a pause, an entry is still written once it has
@@ -245,14 +343,14 @@ fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let store = open_store(dir.path());
-        let building = Arc::new(AppActivity::default());
-        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
+        let activity = Arc::new(AppActivity::default());
+        let _building = Building::start(activity.clone());
+        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
         let key_of = |n: usize| PipelineKey {
             spirv: [n as u8; 16],
             state: [n as u8; 16],
         };
         for n in 0..entries {
-            building.touch();
             let payload = vec![n as u8; entry_bytes];
             let data = cache_data(&identity(), &payload);
             writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
@@ -270,11 +368,11 @@ fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
         // The next process, as the layer opens its store: what waits goes to its writer.
         // It builds all along, and its end comes before any pause.
         let next = open_store(dir.path());
-        let building = Arc::new(AppActivity::default());
-        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
+        let activity = Arc::new(AppActivity::default());
+        let _building = Building::start(activity.clone());
+        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
         writer.write_waiting(next.clone(), next.take_waiting());
         for n in 0..entries {
-            building.touch();
             let found = next.lookup(&key_of(n));
             assert!(
                 matches!(found, Ok(crate::store::Lookup::Found(_))),
@@ -282,7 +380,6 @@ fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
             );
         }
         // Its end, none of them written: they are left waiting again, in a file of its own.
-        building.touch();
         writer.finish(true);
         assert_eq!(files(&next), if left { 0 } else { entries }, "{case}");
         assert_eq!(

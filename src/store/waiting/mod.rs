@@ -65,8 +65,8 @@ pub use records::{as_records, WaitingDrops};
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
 /// entries; NVIDIA's that carry the dictionary apart are never left waiting).
 pub const MOST_BYTES: u64 = 80 << 20;
-/// The bytes of waiting files an opening takes at most: the rest wait for a later one (the
-/// writer's queue then has room for the run's own entries).
+/// The bytes of waiting files an opening takes at most (the first file whatever its length): the
+/// rest wait for a later one (the writer's queue then has room for the run's own entries).
 const TAKEN_AT_MOST: u64 = 32 << 20;
 
 /// A waiting file a process took: its path and the keys of the entries it held (those that
@@ -355,7 +355,10 @@ impl Store {
             if held.files.iter().any(|t| t.path == path) {
                 continue; // taken once a process
             }
-            if bytes_taken >= TAKEN_AT_MOST {
+            // Past the most an opening takes (the first file whatever its length): the rest wait
+            // for a later opening, and the writer's queue keeps room for the run's own entries.
+            let len = fs::symlink_metadata(&path).map_or(0, |m| m.len());
+            if bytes_taken > 0 && bytes_taken + len > TAKEN_AT_MOST {
                 held.left_some = true;
                 break;
             }
@@ -546,14 +549,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_waiting_file_reads_back_every_record_and_stops_at_a_cut() {
-        let stamp = UNIX_EPOCH + Duration::from_nanos(1_234_567_890);
+    /// A file of two entries, keys 1 and 5, both stamped `stamp`.
+    fn two_entries(stamp: SystemTime) -> Vec<u8> {
         let entries: Vec<ToWait<'_>> = vec![
             (key(1), PayloadKind::Cache, &[1, 2, 3][..], stamp),
             (key(5), PayloadKind::Cache, &[9; 40][..], stamp),
         ];
-        let bytes = encode(&identity(), &entries);
+        encode(&identity(), &entries)
+    }
+
+    #[test]
+    fn a_waiting_file_reads_back_every_record_and_stops_at_a_cut() {
+        let stamp = UNIX_EPOCH + Duration::from_nanos(1_234_567_890);
+        let bytes = two_entries(stamp);
         let (records, whole) = parse(&bytes);
         assert!(whole);
         assert_eq!(records.len(), 2);
@@ -569,12 +577,7 @@ mod tests {
     /// A file written before the seal reads as it did.
     #[test]
     fn a_waiting_files_seal_holds_only_for_the_bytes_it_was_written_with() {
-        let stamp = UNIX_EPOCH + Duration::from_nanos(7);
-        let entries: Vec<ToWait<'_>> = vec![
-            (key(1), PayloadKind::Cache, &[1, 2, 3][..], stamp),
-            (key(5), PayloadKind::Cache, &[9; 40][..], stamp),
-        ];
-        let bytes = encode(&identity(), &entries);
+        let bytes = two_entries(UNIX_EPOCH + Duration::from_nanos(7));
         assert!(sealed(&bytes));
         assert_eq!(head_len(&bytes), Some(HEAD_LEN as usize));
         for at in MAGIC.len()..bytes.len() {
