@@ -2019,9 +2019,9 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
 fn no_waiting_file_stays_as_it_was_where_an_opening_left_some_untaken() {
     let tmp = tempfile::tempdir().unwrap();
     let store = open(tmp.path(), 1 << 30, at(100));
-    // Three files of 12 MiB each: an opening takes files while they fit in 32 MiB, so the third
+    // Three files of 20 MiB each: an opening takes files until it holds 32 MiB, so the third
     // waits.
-    let big = cache_data(&identity(), &vec![7; 6 << 20]);
+    let big = cache_data(&identity(), &vec![7; 10 << 20]);
     for k in 1..=3u8 {
         let entries: Vec<waiting::ToWait<'_>> = [2 * k, 2 * k + 1]
             .into_iter()

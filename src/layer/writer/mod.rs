@@ -25,13 +25,13 @@
 //! 5-10% more time in the driver), so while the application builds pipelines (one began or ended
 //! within [`QUIET`]) the thread leaves the queue until it holds [`PAUSE_LIMIT`] bytes of the
 //! process's own entries or the oldest of them has waited [`LONGEST_WAIT`]: entries are written in
-//! the application's pauses, and at `vkDestroyDevice` or exit at the latest. Earlier processes'
-//! entries (taken from their waiting file) wait for a pause whatever their bytes or age: they are
-//! safe in their file, and written while the application builds they only took its cores (unless
-//! they fill the queue near [`QUEUE_LIMIT`], where the application's own would be written inline). The second bound is for a process that dies while
-//! it builds (a crash inside a loading screen, a kill): it loses at most that long of compiles,
-//! as with Mesa's own queue, not every entry of a stretch without a pause, wherever a core is
-//! free for the thread. While the application's threads hold every core, the idle-priority
+//! the application's pauses, and at `vkDestroyDevice` or exit at the latest. The second bound is
+//! for a process that dies while it builds (a crash inside a loading screen, a kill): it loses at
+//! most that long of compiles, as with Mesa's own queue, not every entry of a stretch without a
+//! pause, wherever a core is free for the thread. Earlier processes' entries (taken from their
+//! waiting file) wait for a pause whatever their bytes or age: they are safe in their file, and
+//! written while the application builds they only took its cores (unless they fill the queue
+//! near [`QUEUE_LIMIT`], where the application's own would be written inline). While the application's threads hold every core, the idle-priority
 //! thread gets no time: entries then wait up to [`QUEUE_LIMIT`] (the application's threads write
 //! past it), and a process that dies then loses what waits.
 
@@ -69,9 +69,9 @@ const STAMPS_LIMIT: usize = 1 << 16;
 /// How long the application has built no pipeline before the thread takes its queue.
 const QUIET: Duration = Duration::from_millis(50);
 /// Bytes of the process's own entries waiting past which the thread no longer waits for a pause:
-/// the entries of a few hundred pipelines (NVIDIA's counted without their dictionary, which they hold apart). With a 32 MiB
-/// wait, and NVIDIA's entries counted whole, ncnn cold at 16 threads on the H200 spent twice the
-/// time keeping entries.
+/// the entries of a few hundred pipelines (NVIDIA's counted without their dictionary, which they
+/// hold apart). With a 32 MiB wait, and NVIDIA's entries counted whole, ncnn cold at 16 threads
+/// on the H200 spent twice the time keeping entries.
 const PAUSE_LIMIT: usize = 8 << 20;
 /// The longest an entry of the process's own waits for a pause: past it the thread takes the queue
 /// (and works its own work empty) while the application builds, so a process that dies while it
@@ -193,8 +193,8 @@ struct Queue {
     /// The process's own entries (the application's, the rebuild's), written first.
     jobs: VecDeque<Job>,
     /// Earlier processes' entries ([`Writer::write_waiting`]): safe in their waiting file
-    /// already, they do not make the thread write while the application builds
-    /// ([`Queue::waits_for_a_pause`]).
+    /// already, they do not make the thread write while the application builds, unless they
+    /// fill the queue near [`QUEUE_LIMIT`] ([`Queue::waits_for_a_pause`]).
     earlier: VecDeque<Job>,
     /// The bytes of every job queued ([`QUEUE_LIMIT`]).
     bytes: usize,
@@ -705,7 +705,7 @@ fn run(job: &Job) -> Result<Written, StoreError> {
 #[derive(Clone, Copy)]
 enum Drain<'a> {
     /// The writer thread: until the queue closes, leaving it while the application builds (where
-    /// it is given that activity) and the process's own entries are under [`PAUSE_LIMIT`].
+    /// it is given that activity), as [`Queue::waits_for_a_pause`] says.
     Thread(Option<&'a AppActivity>),
     /// Another thread, at the end: until the queue is empty.
     Here,
@@ -772,8 +772,10 @@ impl Queue {
     }
 
     /// Whether the writer thread leaves its work for now, the application having built nothing
-    /// for `quiet` (none: it is not watched): it builds, the queue has room to wait, and no entry
-    /// has waited its longest; how long the thread then sleeps.
+    /// for `quiet` (none: it is not watched): it builds, the queue has room to wait (the
+    /// process's own entries under [`PAUSE_LIMIT`], all of them not near [`QUEUE_LIMIT`], stamps
+    /// under half theirs), and no entry of the process's own has waited its longest; how long the
+    /// thread then sleeps.
     fn waits_for_a_pause(&self, quiet: Option<Duration>) -> Option<Duration> {
         if crate::layer::guard::SETTINGS.test_hold_writes && !self.closing {
             return Some(NAP);

@@ -65,8 +65,9 @@ pub use records::{as_records, WaitingDrops};
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
 /// entries; NVIDIA's that carry the dictionary apart are never left waiting).
 pub const MOST_BYTES: u64 = 80 << 20;
-/// The bytes of waiting files an opening takes at most (the first file whatever its length): the
-/// rest wait for a later one (the writer's queue then has room for the run's own entries).
+/// The bytes of waiting files past which an opening takes no more: the rest wait for a later one
+/// (the writer's queue then has room for the run's own entries; near its limit the writer writes
+/// earlier entries while the application builds).
 const TAKEN_AT_MOST: u64 = 32 << 20;
 
 /// A waiting file a process took: its path and the keys of the entries it held (those that
@@ -355,10 +356,7 @@ impl Store {
             if held.files.iter().any(|t| t.path == path) {
                 continue; // taken once a process
             }
-            // Past the most an opening takes (the first file whatever its length): the rest wait
-            // for a later opening, and the writer's queue keeps room for the run's own entries.
-            let len = fs::symlink_metadata(&path).map_or(0, |m| m.len());
-            if bytes_taken > 0 && bytes_taken + len > TAKEN_AT_MOST {
+            if bytes_taken >= TAKEN_AT_MOST {
                 held.left_some = true;
                 break;
             }
