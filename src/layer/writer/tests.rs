@@ -110,6 +110,48 @@ fn earlier_processes_entries_wait_for_a_pause_however_many() {
     );
 }
 
+/// At the end, the entries of a waiting file kept as it was leave the queue before the rule that
+/// leaves entries waiting counts, whatever it decides: the end neither writes them nor tells their
+/// pieces to the store (they stayed queued where few entries of the process's own waited).
+#[test]
+fn kept_entries_leave_the_queue_at_the_end_whatever_the_rule_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let key_of = |n: u8| PipelineKey {
+        spirv: [n; 16],
+        state: [n; 16],
+    };
+    let data = cache_data(&identity(), &[1; 512]);
+    let entries: Vec<ToWait<'_>> = (100..110)
+        .map(|n| (key_of(n), PayloadKind::Cache, &data[..], SystemTime::now()))
+        .collect();
+    store.keep_waiting(&entries).unwrap();
+    drop(store);
+    let store = open_store(dir.path());
+    let activity = Arc::new(AppActivity::default());
+    let _building = Building::start(activity.clone());
+    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
+    writer.write_waiting(store.clone(), store.take_waiting());
+    for n in 0..3 {
+        let data = cache_data(&identity(), &[n; 512]);
+        writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
+    }
+    assert_eq!(store.keep_untouched_waiting().len(), 10);
+    assert_eq!(
+        writer.leave_waiting(),
+        0,
+        "three of its own: written as files"
+    );
+    {
+        let q = writer.shared.0.locked();
+        assert_eq!((q.jobs.len(), q.earlier.len()), (3, 0));
+        assert_eq!(q.earlier_bytes, 0);
+    }
+    writer.finish(true);
+    assert!((0..3).all(|n| store.entry_path(&key_of(n)).exists()));
+    assert!((100..110).all(|n| !store.entry_path(&key_of(n)).exists()));
+}
+
 /// Touches `activity` every millisecond until dropped: an application building all along.
 struct Building(Arc<std::sync::atomic::AtomicBool>);
 
