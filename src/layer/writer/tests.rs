@@ -116,22 +116,8 @@ fn earlier_processes_entries_wait_for_a_pause_however_many() {
 #[test]
 fn kept_entries_leave_the_queue_at_the_end_whatever_the_rule_decides() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open_store(dir.path());
-    let key_of = |n: u8| PipelineKey {
-        spirv: [n; 16],
-        state: [n; 16],
-    };
-    let data = cache_data(&identity(), &[1; 512]);
-    let entries: Vec<ToWait<'_>> = (100..110)
-        .map(|n| (key_of(n), PayloadKind::Cache, &data[..], SystemTime::now()))
-        .collect();
-    store.keep_waiting(&entries).unwrap();
-    drop(store);
-    let store = open_store(dir.path());
-    let activity = Arc::new(AppActivity::default());
-    let _building = Building::start(activity.clone());
-    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
-    writer.write_waiting(store.clone(), store.take_waiting());
+    let earlier: Vec<u8> = (100..110).collect();
+    let (store, _building, writer) = taking_earlier_entries(dir.path(), &earlier, 512);
     for n in 0..3 {
         let data = cache_data(&identity(), &[n; 512]);
         writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
@@ -150,6 +136,40 @@ fn kept_entries_leave_the_queue_at_the_end_whatever_the_rule_decides() {
     writer.finish(true);
     assert!((0..3).all(|n| store.entry_path(&key_of(n)).exists()));
     assert!((100..110).all(|n| !store.entry_path(&key_of(n)).exists()));
+}
+
+/// A process that builds all along and has taken the entries `earlier` (each `bytes` of `n`)
+/// an earlier process left waiting in a store at `dir`: its store, its building and its writer.
+fn taking_earlier_entries(
+    dir: &std::path::Path,
+    earlier: &[u8],
+    bytes: usize,
+) -> (Arc<Store>, Building, Writer) {
+    let store = open_store(dir);
+    let data: Vec<Vec<u8>> = earlier
+        .iter()
+        .map(|&n| cache_data(&identity(), &vec![n; bytes]))
+        .collect();
+    let entries: Vec<ToWait<'_>> = earlier
+        .iter()
+        .zip(&data)
+        .map(|(&n, d)| (key_of(n), PayloadKind::Cache, &d[..], SystemTime::now()))
+        .collect();
+    store.keep_waiting(&entries).unwrap();
+    drop(store);
+    let store = open_store(dir);
+    let activity = Arc::new(AppActivity::default());
+    let building = Building::start(activity.clone());
+    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
+    writer.write_waiting(store.clone(), store.take_waiting());
+    (store, building, writer)
+}
+
+fn key_of(n: u8) -> PipelineKey {
+    PipelineKey {
+        spirv: [n; 16],
+        state: [n; 16],
+    }
 }
 
 /// Touches `activity` every millisecond until dropped: an application building all along.
@@ -183,29 +203,9 @@ impl Drop for Building {
 #[test]
 fn the_thread_writes_no_earlier_entry_while_the_application_builds() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open_store(dir.path());
-    let key_of = |n: u8| PipelineKey {
-        spirv: [n; 16],
-        state: [n; 16],
-    };
     // An earlier process's entries, left waiting.
     let earlier: Vec<u8> = (100..140).collect();
-    let data: Vec<Vec<u8>> = earlier
-        .iter()
-        .map(|&n| cache_data(&identity(), &[n; 4096]))
-        .collect();
-    let entries: Vec<ToWait<'_>> = earlier
-        .iter()
-        .zip(&data)
-        .map(|(&n, d)| (key_of(n), PayloadKind::Cache, &d[..], SystemTime::now()))
-        .collect();
-    store.keep_waiting(&entries).unwrap();
-    drop(store);
-    let store = open_store(dir.path());
-    let activity = Arc::new(AppActivity::default());
-    let building = Building::start(activity.clone());
-    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
-    writer.write_waiting(store.clone(), store.take_waiting());
+    let (store, building, writer) = taking_earlier_entries(dir.path(), &earlier, 4096);
     // Its own entries past the pause's limit: the thread takes them while it builds.
     let own = (PAUSE_LIMIT / (1 << 20) + 2) as u8;
     for n in 0..own {
@@ -292,10 +292,6 @@ fn the_end_writes_what_waited_for_a_pause() {
         }),
         Some(building.clone()),
     );
-    let key_of = |n: u8| PipelineKey {
-        spirv: [n; 16],
-        state: [n; 16],
-    };
     for n in 0..3u8 {
         building.touch();
         writer.write(
