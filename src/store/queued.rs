@@ -20,13 +20,14 @@ use crate::sync::Unpoisoned;
 
 /// An entry's data while it waits to be written.
 pub trait QueuedData: Send + Sync {
-    /// The data as the driver gave it.
-    fn bytes(&self) -> Vec<u8>;
+    /// The data as the driver gave it, for a lookup: held as it stands where it can be (an
+    /// entry taken from a waiting file, in that file's bytes), else put together.
+    fn payload(&self) -> Payload;
 }
 
 impl QueuedData for Vec<u8> {
-    fn bytes(&self) -> Vec<u8> {
-        self.clone()
+    fn payload(&self) -> Payload {
+        Payload::whole(Arc::new(self.clone()), 0..self.len())
     }
 }
 
@@ -77,11 +78,9 @@ impl QueuedEntries {
             return None;
         }
         let (kind, data) = self.waiting.locked().get(key).cloned()?;
-        let bytes = data.bytes();
-        let len = bytes.len();
         Some(Checked {
             kind,
-            payload: Payload::whole(Arc::new(bytes), 0..len),
+            payload: data.payload(),
         })
     }
 }

@@ -55,8 +55,16 @@ impl Waiting {
 }
 
 impl crate::store::QueuedData for Waiting {
-    fn bytes(&self) -> Vec<u8> {
-        self.whole().into_owned()
+    fn payload(&self) -> Payload {
+        match self {
+            // Checked already, where it stands in its file: no copy at each lookup.
+            Waiting::Taken(payload) => payload.clone(),
+            waiting => {
+                let bytes = waiting.whole().into_owned();
+                let len = bytes.len();
+                Payload::whole(Arc::new(bytes), 0..len)
+            }
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! The writer's queue, thread and end, with real stores in temporary directories.
 
+use super::end::*;
 use super::*;
 use crate::store::envelope::tests::{cache_data, identity};
+use crate::store::waiting::ToWait;
 use std::sync::mpsc;
 use std::time::Duration;
 

@@ -1,0 +1,245 @@
+//! The device's end: what is still queued is written by the destroying thread and helpers (the
+//! writer thread, at idle priority, may wait behind a busy machine), or left waiting in one file
+//! for the next process where that holds the process's end less; and the writer thread joined.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::apart::Waiting;
+use super::{drain, Drain, Job, Writer, WrittenFor};
+use crate::store::envelope::PayloadKind;
+use crate::store::files::Written;
+use crate::store::waiting::ToWait;
+use crate::store::Store;
+use crate::sync::Unpoisoned;
+
+impl Writer {
+    /// Writes what is queued on this thread (and helpers), not the writer's (whose idle priority
+    /// may keep it waiting behind a busy machine), and joins that thread (at `vkDestroyDevice`).
+    /// `leave`: the store's last device, whose end may leave entries waiting for the next
+    /// process ([`Writer::leave_waiting`]); another device of the process writes them, since the
+    /// store is not opened again in it.
+    pub fn finish(&self, leave: bool) {
+        let started = Instant::now();
+        let left = if leave { self.leave_waiting() } else { 0 };
+        let (waiting, together) = {
+            let (lock, ready) = &*self.shared;
+            let mut q = lock.locked();
+            q.closing = true;
+            ready.notify_all();
+            let together: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)> = q
+                .all_jobs()
+                .map(|j| (j.store.clone(), j.kind, j.data.clone()))
+                .collect();
+            (together.len(), together)
+        };
+        self.wake();
+        expect_together(together);
+        // The device's builds are over, so its cores are free: many entries waiting (NVIDIA's,
+        // held apart while every core built) are written by a few threads, not by this one alone
+        // (ncnn at 16 threads on the H200: 3,115 entries, 3.3-3.8 s on one thread).
+        std::thread::scope(|s| {
+            for _ in 0..finishing_helpers(waiting) {
+                let helper = std::thread::Builder::new()
+                    .name("pipekeep-finish".into())
+                    .spawn_scoped(s, || {
+                        let write = || drain(&self.shared, &self.on_written, Drain::Here);
+                        crate::layer::guard::guarded("writer", write, || ())
+                    });
+                if helper.is_err() {
+                    break; // this thread writes the rest
+                }
+            }
+            drain(&self.shared, &self.on_written, Drain::Here);
+        });
+        if let Some(handle) = self.thread.locked().take() {
+            let _ = handle.join();
+        }
+        tracing::debug!(entries = waiting, left_waiting = left, helpers = finishing_helpers(waiting), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "the entries still queued at the device's end written");
+    }
+
+    /// Wakes the writer thread from its nap while it waits for the application's pause, once the
+    /// queue is closing, so that it sees the close and returns: the device's end joins it (it
+    /// napped up to [`super::NAP`] of a short launch's end on RADV).
+    fn wake(&self) {
+        if let Some(handle) = self.thread.locked().as_ref() {
+            handle.thread().unpark();
+        }
+    }
+
+    /// Writes what is queued on this thread, without waiting for the writer thread (at exit,
+    /// where the writer thread may be stopped at any moment).
+    /// Then waits, at most `limit`, for what the writer thread took from the queue.
+    pub fn drain_here(&self, limit: Duration) {
+        self.leave_waiting();
+        self.shared.0.locked().closing = true;
+        drain(&self.shared, &self.on_written, Drain::Here);
+        self.wait_for_work_in_flight(limit);
+    }
+
+    /// Waits, at most `limit`, for what the writer thread took from the queue (an entry it is
+    /// writing, records it appends): the process's exit would cut it short (an entry's file
+    /// left half written, one compile at the next launch).
+    fn wait_for_work_in_flight(&self, limit: Duration) {
+        let (lock, done) = &*self.shared;
+        let until = Instant::now() + limit;
+        let mut q = lock.locked();
+        while q.in_flight > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::debug!("the writer thread's work was still under way at exit");
+                return;
+            }
+            q = match done.wait_timeout(q, left) {
+                Ok((q, _)) => q,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
+    /// At the end: where enough entries wait ([`worth_leaving_waiting`]), those queued
+    /// whole are kept in one waiting file a store ([`crate::store::waiting`]) for the next
+    /// process to write, instead of a file each while the user waits for this one to end; each
+    /// counts as written. NVIDIA's that hold their dictionary apart are written as ever. Returns
+    /// how many were left waiting.
+    pub(super) fn leave_waiting(&self) -> usize {
+        let jobs: Vec<Job> = {
+            let mut q = self.shared.0.locked();
+            // Those kept where they wait (their file stays as it was) leave the queue first: the
+            // end neither writes them nor tells their pieces to the store.
+            let (whole, apart): (Vec<Job>, Vec<Job>) = q
+                .take_all()
+                .filter(|j| !j.kept_where_it_waits())
+                .partition(|j| j.data.is_whole());
+            let bytes = whole.iter().map(|j| j.data.len()).sum();
+            if !worth_leaving_waiting(whole.len(), bytes) {
+                for job in whole.into_iter().chain(apart) {
+                    q.push(job);
+                }
+                return 0;
+            }
+            for job in apart {
+                q.push(job);
+            }
+            whole
+        };
+        let mut left = 0;
+        for (store, jobs) in by_store(jobs, |j| &j.store) {
+            let whole: Vec<std::borrow::Cow<'_, [u8]>> =
+                jobs.iter().map(|j| j.data.whole()).collect();
+            let entries: Vec<ToWait<'_>> = jobs
+                .iter()
+                .zip(&whole)
+                .map(|(j, data)| (j.key, j.kind, data.as_ref(), j.stamp))
+                .collect();
+            match store.keep_waiting(&entries) {
+                Ok(bytes) => {
+                    left += jobs.len();
+                    let each = bytes / jobs.len() as u64;
+                    // An earlier process's left waiting again was counted where it was built.
+                    for job in jobs
+                        .iter()
+                        .filter(|j| j.for_whom == WrittenFor::Application)
+                    {
+                        (self.on_written)(Ok(Written::Whole(each)), job.for_whom);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, entries = jobs.len(), "entries could not be left waiting; written one by one");
+                    let mut q = self.shared.0.locked();
+                    for job in jobs {
+                        q.push(job);
+                    }
+                }
+            }
+        }
+        left
+    }
+}
+
+/// The entries waiting at the device's end, told to their stores together: a piece two of them
+/// carry is written as a piece from the first ([`Store::expect_together`]). Those holding NVIDIA's
+/// dictionary apart are told by their own bytes and the dictionary's record, named once a
+/// dictionary: each put together and cut on this thread, 394 of them took 1.1 s of ncnn's end
+/// at 16 threads on the H100 (700 MB made and hashed before a helper began).
+pub(super) fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>) {
+    for (store, jobs) in by_store(jobs, |(s, _, _)| s) {
+        let mut dictionaries: Vec<(&Arc<[u8]>, u32)> = Vec::new();
+        let own: Vec<std::borrow::Cow<'_, [u8]>> = jobs
+            .iter()
+            .map(|(_, _, data)| match &**data {
+                Waiting::Apart {
+                    without, record, ..
+                } => {
+                    // NVIDIA's data less the dictionary's record: its other records byte for
+                    // byte, named as they are cut from the whole.
+                    match dictionaries
+                        .iter_mut()
+                        .find(|(r, _)| Arc::ptr_eq(r, record))
+                    {
+                        Some((_, entries)) => *entries += 1,
+                        None => dictionaries.push((record, 1)),
+                    }
+                    without[..].into()
+                }
+                whole => whole.whole(),
+            })
+            .collect();
+        let payloads: Vec<(PayloadKind, &[u8])> = jobs
+            .iter()
+            .zip(&own)
+            .map(|((_, kind, _), bytes)| (*kind, &bytes[..]))
+            .collect();
+        let records: Vec<(&[u8], u32)> = dictionaries.iter().map(|(r, n)| (&r[..], *n)).collect();
+        store.expect_together(&payloads, &records);
+    }
+}
+
+/// `items` grouped by the store each is for, in the order each store first comes.
+fn by_store<T>(items: Vec<T>, store_of: impl Fn(&T) -> &Arc<Store>) -> Vec<(Arc<Store>, Vec<T>)> {
+    let mut groups: Vec<(Arc<Store>, Vec<T>)> = Vec::new();
+    for item in items {
+        match groups
+            .iter_mut()
+            .find(|(s, _)| Arc::ptr_eq(s, store_of(&item)))
+        {
+            Some((_, all)) => all.push(item),
+            None => groups.push((store_of(&item).clone(), vec![item])),
+        }
+    }
+    groups
+}
+
+/// Threads beside the finishing one that write what waits at the device's end: one for every
+/// [`ENTRIES_A_HELPER`] entries, at most half the cores.
+pub(super) fn finishing_helpers(waiting: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (waiting / ENTRIES_A_HELPER).min((cores / 2).max(1))
+}
+
+/// Entries waiting at the device's end that are worth a thread more to write.
+pub(super) const ENTRIES_A_HELPER: usize = 64;
+
+/// Entries waiting at the end from which they are left waiting in one file for the next process
+/// ([`Writer::leave_waiting`]): fewer take little to write (RADV, 2 threads: about 0.44 ms an
+/// entry, so 256 hold the process's end some 60-110 ms).
+pub(super) const LEAVE_WAITING_FROM: usize = 256;
+
+/// Bytes waiting at the end from which fewer than [`LEAVE_WAITING_FROM`] entries are left
+/// waiting too, where there are at least [`LEAVE_WAITING_BYTES_FROM_ENTRIES`] of them: an entry's
+/// write grows with its bytes (pieces cut, named and compressed). NVIDIA's pygfx entries of 13-17
+/// KB at 16 threads on the H200: 158-237 of them held the process's end 256-290 ms as files,
+/// 311 left in one file 77 ms.
+pub(super) const LEAVE_WAITING_BYTES: usize = 2 << 20;
+
+/// The fewest entries left waiting for their bytes alone: a few large ones take little more to
+/// write as files than as one, and the next process takes a waiting file whole at its opening.
+pub(super) const LEAVE_WAITING_BYTES_FROM_ENTRIES: usize = 32;
+
+/// Whether `entries` holding `bytes`, all that could be left waiting at the device's end, are
+/// left waiting in one file for the next process ([`Writer::leave_waiting`]): many entries, or
+/// fewer that hold many bytes.
+fn worth_leaving_waiting(entries: usize, bytes: usize) -> bool {
+    entries >= LEAVE_WAITING_FROM
+        || (entries >= LEAVE_WAITING_BYTES_FROM_ENTRIES && bytes >= LEAVE_WAITING_BYTES)
+}
