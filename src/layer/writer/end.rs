@@ -22,7 +22,8 @@ impl Writer {
     pub fn finish(&self, leave: bool) {
         let started = Instant::now();
         let left = if leave { self.leave_waiting() } else { 0 };
-        let (waiting, together) = {
+        let left_at = started.elapsed();
+        let (waiting, in_flight, together) = {
             let (lock, ready) = &*self.shared;
             let mut q = lock.locked();
             q.closing = true;
@@ -31,10 +32,11 @@ impl Writer {
                 .all_jobs()
                 .map(|j| (j.store.clone(), j.kind, j.data.clone()))
                 .collect();
-            (together.len(), together)
+            (together.len(), q.in_flight, together)
         };
         self.wake();
         expect_together(together);
+        let told_at = started.elapsed();
         // The device's builds are over, so its cores are free: many entries waiting (NVIDIA's,
         // held apart while every core built) are written by a few threads, not by this one alone
         // (ncnn at 16 threads on the H200: 3,115 entries, 3.3-3.8 s on one thread).
@@ -52,10 +54,25 @@ impl Writer {
             }
             drain(&self.shared, &self.on_written, Drain::Here);
         });
+        let written_at = started.elapsed();
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
-        tracing::debug!(entries = waiting, left_waiting = left, helpers = finishing_helpers(waiting), took_ms = %format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3), "the entries still queued at the device's end written");
+        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+        // Where the end's time goes: leaving entries waiting, telling the stores what comes
+        // together, writing (this thread and helpers), then the writer thread's own last job.
+        tracing::debug!(
+            entries = waiting,
+            left_waiting = left,
+            in_flight,
+            helpers = finishing_helpers(waiting),
+            leave_ms = %ms(left_at),
+            together_ms = %ms(told_at - left_at),
+            write_ms = %ms(written_at - told_at),
+            join_ms = %ms(started.elapsed() - written_at),
+            took_ms = %ms(started.elapsed()),
+            "the entries still queued at the device's end written"
+        );
     }
 
     /// Wakes the writer thread from its nap while it waits for the application's pause, once the

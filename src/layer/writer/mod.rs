@@ -44,8 +44,9 @@ use super::activity::AppActivity;
 use crate::key::{EntryName, PipelineKey};
 mod apart;
 mod end;
+mod records;
 
-use crate::replay::record::{Batch, DbEntry, PipelineRecord, RecordApp, RecordFile};
+use crate::replay::record::{PipelineRecord, RecordApp, RecordFile};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::nvidia_cache::Framing;
@@ -53,6 +54,7 @@ use crate::store::waiting::WaitingEntry;
 use crate::store::{Store, StoreError};
 use crate::sync::{Unpoisoned, UnpoisonedWait};
 use apart::{Dictionaries, Waiting};
+use records::{append_records, RecordJob};
 
 /// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
 /// holds while every core is busy and the idle-priority thread waits, besides the records of
@@ -127,50 +129,6 @@ impl Job {
     /// ([`Store::keep_untouched_waiting`]): nothing to write.
     fn kept_where_it_waits(&self) -> bool {
         self.for_whom == WrittenFor::Earlier && !self.store.waits_to_be_written(&self.key)
-    }
-}
-
-/// A compiled pipeline for the title's record.
-struct RecordJob {
-    file: Arc<RecordFile>,
-    record: PipelineRecord,
-    app: Arc<RecordApp>,
-}
-
-impl RecordJob {
-    fn append(self) {
-        append_records(vec![self]);
-    }
-}
-
-/// Appends compiled pipelines to their titles' records, one file operation a title.
-fn append_records(jobs: Vec<RecordJob>) {
-    // A title's record, its entries, and its batch (each object's document made once for all
-    // its jobs; the file drops what it holds already).
-    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>, Batch)> = Vec::new();
-    for job in jobs {
-        let at = match by_file
-            .iter()
-            .position(|(f, _, _)| Arc::ptr_eq(f, &job.file))
-        {
-            Some(at) => at,
-            None => {
-                by_file.push((job.file.clone(), Vec::new(), Batch::default()));
-                by_file.len() - 1
-            }
-        };
-        let (_, all, batch) = &mut by_file[at];
-        match batch.entries(&job.record, job.app.entry()) {
-            Ok(entries) => all.extend(entries),
-            Err(e) => {
-                tracing::debug!(pipeline = %job.record.key.file_name(), error = %e, "a pipeline is not recorded");
-            }
-        }
-    }
-    for (file, entries, _) in by_file {
-        if let Err(e) = file.append(entries) {
-            tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
-        }
     }
 }
 

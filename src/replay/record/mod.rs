@@ -31,7 +31,7 @@ mod file;
 mod links;
 pub mod stype;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use compaction::{live_part, stamps_of, within_share};
 pub use configuration::{

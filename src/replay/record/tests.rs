@@ -203,7 +203,7 @@ fn an_append_after_damage_inside_the_record_keeps_what_follows_it() {
 }
 
 /// The test pipeline with its own module and key (`n`), sharing the layout and set layout.
-fn nth_record(n: u8) -> PipelineRecord {
+pub(crate) fn nth_record(n: u8) -> PipelineRecord {
     let mut r = record();
     r.key.spirv = [n; 16];
     let module = Digest([100 + n; 32]);
