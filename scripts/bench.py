@@ -116,7 +116,7 @@ def run(cmd, env, timeout):
         # the time between the last pipeline and the process's end goes.
         if "the entries still queued at the device's end written" in line:
             for tok in line.split():
-                if tok.startswith(("entries=", "left_waiting=", "in_flight=", "leave_ms=",
+                if tok.startswith(("entries=", "left_waiting=", "in_flight=", "helpers=", "leave_ms=",
                                    "together_ms=", "write_ms=", "join_ms=", "took_ms=")):
                     k, v = tok.split("=", 1)
                     end[f"end_{k}"] = v

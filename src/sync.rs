@@ -18,6 +18,42 @@ pub(crate) fn logging_as_here<R>(work: impl FnOnce() -> R) -> impl FnOnce() -> R
     move || tracing::dispatcher::with_default(&log, work)
 }
 
+/// Threads the crate's work in shares takes at most: the cores, up to 8.
+pub(crate) fn share_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// `items` worked in shares, in order, on up to `threads` threads named `name`, each logging
+/// as this one does: each share with its result, `None` where its thread panicked. A share whose
+/// thread cannot be started is worked on this one.
+pub(crate) fn in_shares<'a, T: Sync, R: Send>(
+    items: &'a [T],
+    threads: usize,
+    name: &str,
+    work: impl Fn(&'a [T]) -> R + Sync,
+) -> Vec<(&'a [T], Option<R>)> {
+    let share = items.len().div_ceil(threads.max(1)).max(1);
+    let work = &work;
+    std::thread::scope(|s| {
+        let started: Vec<_> = items
+            .chunks(share)
+            .map(|part| {
+                let thread = std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn_scoped(s, logging_as_here(move || work(part)));
+                (part, thread)
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|(part, thread)| match thread {
+                Ok(thread) => (part, thread.join().ok()),
+                Err(_) => (part, Some(work(part))),
+            })
+            .collect()
+    })
+}
+
 /// A mutex taken whether or not a holder panicked.
 pub(crate) trait Unpoisoned<T: ?Sized> {
     fn locked(&self) -> MutexGuard<'_, T>;
@@ -74,6 +110,21 @@ impl UnpoisonedWait for Condvar {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn shares_come_back_in_order_and_a_panicked_one_as_none() {
+        let items: Vec<u32> = (0..10).collect();
+        let sums = in_shares(&items, 3, "test-shares", |part| {
+            assert!(!part.contains(&5), "a share fails");
+            part.iter().sum::<u32>()
+        });
+        let parts: Vec<&[u32]> = sums.iter().map(|(part, _)| *part).collect();
+        assert_eq!(parts, [&items[0..4], &items[4..8], &items[8..10]]);
+        let sums: Vec<Option<u32>> = sums.into_iter().map(|(_, sum)| sum).collect();
+        assert_eq!(sums, [Some(6), None, Some(17)]);
+        // More threads than items: a share an item.
+        assert_eq!(in_shares(&items[..2], 8, "test-shares", |p| p.len()).len(), 2);
+    }
 
     #[test]
     fn a_lock_a_panicking_thread_held_is_taken_as_it_was_left() {

@@ -249,12 +249,11 @@ const DEFLATE_APART_FROM: usize = 1 << 20;
 /// of payloads, 81 ms on one thread at zlib's best level): many bytes are deflated on up to 8
 /// threads, each a share of the entries, in order.
 fn deflated_each(entries: &[(u32, u64, Vec<u8>)]) -> Vec<Option<Vec<u8>>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    deflated_on(entries, threads)
+    deflated_on(entries, crate::sync::share_threads())
 }
 
-/// [`deflated_each`] on at most `threads` threads; a share whose thread cannot be started is
-/// deflated on this one.
+/// [`deflated_each`] on at most `threads` threads; a share whose thread cannot be started (or
+/// panicked) is deflated on this one.
 fn deflated_on(entries: &[(u32, u64, Vec<u8>)], threads: usize) -> Vec<Option<Vec<u8>>> {
     let one = |(_, _, payload): &(u32, u64, Vec<u8>)| {
         Some(deflated(payload)).filter(|d| d.len() < payload.len())
@@ -264,27 +263,10 @@ fn deflated_on(entries: &[(u32, u64, Vec<u8>)], threads: usize) -> Vec<Option<Ve
     if bytes < DEFLATE_APART_FROM || threads < 2 {
         return share_of(entries);
     }
-    let share = entries.len().div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        let parts: Vec<_> = entries
-            .chunks(share)
-            .map(|part| {
-                let spawned = std::thread::Builder::new()
-                    .name("pipekeep-deflate".into())
-                    .spawn_scoped(s, move || share_of(part));
-                (part, spawned.ok())
-            })
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|(part, thread)| {
-                // A share whose thread failed (or panicked) is deflated here.
-                thread
-                    .and_then(|t| t.join().ok())
-                    .unwrap_or_else(|| share_of(part))
-            })
-            .collect()
-    })
+    crate::sync::in_shares(entries, threads, "pipekeep-deflate", share_of)
+        .into_iter()
+        .flat_map(|(part, deflated)| deflated.unwrap_or_else(|| share_of(part)))
+        .collect()
 }
 
 /// The bytes a payload takes stored by [`write_entries_deflated`] (its head not counted).

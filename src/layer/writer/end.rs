@@ -58,19 +58,21 @@ impl Writer {
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
+        let ended = started.elapsed();
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         // Where the end's time goes: leaving entries waiting, telling the stores what comes
-        // together, writing (this thread and helpers), then the writer thread's own last job.
+        // together, writing (this thread and helpers), then what was left of the writer thread's
+        // last job (`in_flight`: it had one when the end began).
         tracing::debug!(
             entries = waiting,
             left_waiting = left,
             in_flight,
             helpers = finishing_helpers(waiting),
             leave_ms = %ms(left_at),
-            together_ms = %ms(told_at - left_at),
-            write_ms = %ms(written_at - told_at),
-            join_ms = %ms(started.elapsed() - written_at),
-            took_ms = %ms(started.elapsed()),
+            together_ms = %ms(told_at.saturating_sub(left_at)),
+            write_ms = %ms(written_at.saturating_sub(told_at)),
+            join_ms = %ms(ended.saturating_sub(written_at)),
+            took_ms = %ms(ended),
             "the entries still queued at the device's end written"
         );
     }

@@ -608,7 +608,14 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
         match work {
             Work::Write(job) => on_written(run(&job), job.for_whom),
             Work::Stamps(stamps) => stamps.into_iter().for_each(Stamp::give),
-            Work::Records(records) => append_records(records),
+            Work::Records(records) => {
+                // On the free cores only: the application's pause, or its end.
+                let spread = match who {
+                    Drain::Here => true,
+                    Drain::Thread(building) => building.is_some_and(|b| b.quiet_for() >= QUIET),
+                };
+                append_records(records, spread)
+            }
             Work::Chores(chores) => chores.into_iter().for_each(|chore| chore()),
         }
         lock.locked().in_flight -= 1;

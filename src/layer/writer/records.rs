@@ -1,6 +1,6 @@
 //! The titles' records: compiled pipelines appended to each title's `record.foz`, their
-//! documents made on several threads where many wait (a cold launch's end appends its whole
-//! record at once, while the user waits for the process to end).
+//! documents made on several threads where many wait and the cores are free (a cold launch's
+//! end appends its whole record at once, while the user waits for the process to end).
 
 use std::sync::Arc;
 
@@ -15,59 +15,54 @@ pub(super) struct RecordJob {
 
 impl RecordJob {
     pub(super) fn append(self) {
-        append_records(vec![self]);
+        append_records(vec![self], false);
     }
 }
 
-/// Pipelines past which their documents are made on several threads, a share each: pygfx's 641
+/// Pipelines a thread is given at least when their documents are made on several: pygfx's 641
 /// at a cold launch's end took 39-49 ms of JSON on one thread on the H100, which the process's
 /// end waited for (the writer's last job, or the ending thread's).
-const DOCUMENTS_APART_FROM: usize = 128;
+const JOBS_A_SHARE: usize = 64;
 
-/// Appends compiled pipelines to their titles' records, one file operation a title.
-pub(super) fn append_records(jobs: Vec<RecordJob>) {
-    for (file, entries) in documents(&jobs) {
+/// Appends compiled pipelines to their titles' records, one file operation a title. `spread`:
+/// the cores are free (the application's pause, or its device's end), and many pipelines' documents
+/// are made on several threads; else on this one alone, beside the application's builds.
+pub(super) fn append_records(jobs: Vec<RecordJob>, spread: bool) {
+    let threads = if spread {
+        crate::sync::share_threads().min(jobs.len() / JOBS_A_SHARE)
+    } else {
+        1
+    };
+    for (file, entries) in documents_on(&jobs, threads) {
         if let Err(e) = file.append(entries) {
             tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
         }
     }
 }
 
-/// Each title's record with the entries of `jobs` for it, in their order: on up to 8 threads
-/// where there are many, each a share of the jobs in order. An object two shares name is made
-/// by each and kept once (the file's append drops what it holds or was given before).
-fn documents(jobs: &[RecordJob]) -> Vec<(Arc<RecordFile>, Vec<DbEntry>)> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    let threads = cores.min(jobs.len() / (DOCUMENTS_APART_FROM / 2)).max(1);
-    if threads < 2 || jobs.len() < DOCUMENTS_APART_FROM {
+/// Each title's record with the entries of `jobs` for it, in their order, made on up to
+/// `threads` threads, each a share of the jobs in order. An object two shares name is made by
+/// each; the file's append keeps the first (that of the first pipeline naming it, as on one
+/// thread) and drops the rest. A share whose thread panicked is not recorded (each share makes
+/// every object its pipelines name: the others stand without it).
+fn documents_on(jobs: &[RecordJob], threads: usize) -> Vec<(Arc<RecordFile>, Vec<DbEntry>)> {
+    if threads < 2 {
         return documents_of(jobs);
     }
-    let share = jobs.len().div_ceil(threads);
-    let shares: Vec<Vec<(Arc<RecordFile>, Vec<DbEntry>)>> = std::thread::scope(|s| {
-        let spawned: Vec<_> = jobs
-            .chunks(share)
-            .map(|part| {
-                let thread = std::thread::Builder::new()
-                    .name("pipekeep-records".into())
-                    .spawn_scoped(s, move || documents_of(part));
-                (part, thread.ok())
-            })
-            .collect();
-        spawned
-            .into_iter()
-            // A share whose thread failed (or panicked) is made here.
-            .map(|(part, thread)| {
-                thread
-                    .and_then(|t| t.join().ok())
-                    .unwrap_or_else(|| documents_of(part))
-            })
-            .collect()
-    });
     let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>)> = Vec::new();
-    for (file, entries) in shares.into_iter().flatten() {
-        match by_file.iter_mut().find(|(f, _)| Arc::ptr_eq(f, &file)) {
-            Some((_, all)) => all.extend(entries),
-            None => by_file.push((file, entries)),
+    for (part, made) in crate::sync::in_shares(jobs, threads, "pipekeep-records", documents_of) {
+        let Some(made) = made else {
+            tracing::debug!(
+                pipelines = part.len(),
+                "pipelines are not recorded: making their documents failed"
+            );
+            continue;
+        };
+        for (file, entries) in made {
+            match by_file.iter_mut().find(|(f, _)| Arc::ptr_eq(f, &file)) {
+                Some((_, all)) => all.extend(entries),
+                None => by_file.push((file, entries)),
+            }
         }
     }
     by_file
@@ -101,8 +96,6 @@ fn documents_of(jobs: &[RecordJob]) -> Vec<(Arc<RecordFile>, Vec<DbEntry>)> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
-
     use super::*;
     use crate::replay::record::tests::nth_record;
     use crate::replay::record::AppState;
@@ -118,35 +111,37 @@ mod tests {
             .collect()
     }
 
-    fn names(entries: &[DbEntry]) -> Vec<(u32, u64)> {
-        entries.iter().map(|(tag, hash, _)| (*tag, *hash)).collect()
-    }
-
     #[test]
-    fn many_pipelines_documents_made_in_shares_are_one_threads_and_written_once_each() {
+    fn documents_made_in_shares_are_written_as_one_thread_writes_them() {
         let dir = tempfile::tempdir().unwrap();
         let file = Arc::new(RecordFile::new(dir.path()));
         // Every pipeline names the same layout and set layout: each share makes them again.
         let jobs = jobs(&file, 150);
-        let alone = documents_of(&jobs);
-        let shared = documents(&jobs);
+        let alone = documents_on(&jobs, 1);
+        let shared = documents_on(&jobs, 4);
         assert_eq!((alone.len(), shared.len()), (1, 1));
         let (alone, shared) = (&alone[0].1, &shared[0].1);
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-        if threads > 1 {
-            assert!(
-                shared.len() > alone.len(),
-                "the shares each make the shared objects"
-            );
-        }
-        let unique: HashSet<(u32, u64)> = names(shared).into_iter().collect();
-        assert_eq!(unique, names(alone).into_iter().collect::<HashSet<_>>());
-        append_records(jobs);
+        assert!(
+            shared.len() > alone.len(),
+            "each share makes the objects all name"
+        );
+        // Kept once, the first of each: the one thread's entries, in its order.
+        let mut seen = std::collections::HashSet::new();
+        let firsts: Vec<&DbEntry> = shared
+            .iter()
+            .filter(|(tag, hash, _)| seen.insert((*tag, *hash)))
+            .collect();
+        assert_eq!(firsts, alone.iter().collect::<Vec<_>>());
+
+        file.append(shared.clone()).unwrap();
         let read = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();
-        let written: Vec<(u32, u64)> = read.iter().map(|e| (e.tag, e.hash)).collect();
-        assert_eq!(written.len(), unique.len(), "each entry once");
-        assert_eq!(written.iter().collect::<HashSet<_>>().len(), unique.len());
-        let catalog = crate::replay::objects::Catalog::from_entries(read);
-        assert_eq!(catalog.pipelines(), 150);
+        let written: Vec<(u32, u64, Vec<u8>)> = read
+            .into_iter()
+            .map(|e| (e.tag, e.hash, e.payload.unwrap()))
+            .collect();
+        assert_eq!(
+            &written, alone,
+            "the file holds each entry once, in one thread's order"
+        );
     }
 }

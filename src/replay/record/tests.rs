@@ -202,7 +202,8 @@ fn an_append_after_damage_inside_the_record_keeps_what_follows_it() {
     assert!(kept.contains(&hashes[39]) && kept.contains(&hashes[0]));
 }
 
-/// The test pipeline with its own module and key (`n`), sharing the layout and set layout.
+/// The test pipeline with its own module and key (`n`, below 156), sharing the layout and set
+/// layout.
 pub(crate) fn nth_record(n: u8) -> PipelineRecord {
     let mut r = record();
     r.key.spirv = [n; 16];
