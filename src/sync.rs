@@ -123,7 +123,10 @@ mod tests {
         let sums: Vec<Option<u32>> = sums.into_iter().map(|(_, sum)| sum).collect();
         assert_eq!(sums, [Some(6), None, Some(17)]);
         // More threads than items: a share an item.
-        assert_eq!(in_shares(&items[..2], 8, "test-shares", |p| p.len()).len(), 2);
+        assert_eq!(
+            in_shares(&items[..2], 8, "test-shares", |p| p.len()).len(),
+            2
+        );
     }
 
     #[test]
