@@ -23,9 +23,9 @@ pub(crate) fn share_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
-/// `items` worked in shares, in order, on up to `threads` threads named `name`, each logging
-/// as this one does: each share with its result, `None` where its thread panicked. A share whose
-/// thread cannot be started is worked on this one.
+/// `items` worked in shares, in order, on up to `threads` threads: this one (the last share) and
+/// others named `name`, each logging as this one does. Each share with its result, `None` where
+/// its work panicked. A share whose thread cannot be started is worked on this one.
 pub(crate) fn in_shares<'a, T: Sync, R: Send>(
     items: &'a [T],
     threads: usize,
@@ -33,24 +33,33 @@ pub(crate) fn in_shares<'a, T: Sync, R: Send>(
     work: impl Fn(&'a [T]) -> R + Sync,
 ) -> Vec<(&'a [T], Option<R>)> {
     let share = items.len().div_ceil(threads.max(1)).max(1);
-    let work = &work;
+    let here =
+        |part: &'a [T]| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(part))).ok();
+    let mut parts: Vec<&'a [T]> = items.chunks(share).collect();
+    let Some(last) = parts.pop() else {
+        return Vec::new();
+    };
+    let here = &here;
     std::thread::scope(|s| {
-        let started: Vec<_> = items
-            .chunks(share)
+        let started: Vec<_> = parts
+            .into_iter()
             .map(|part| {
                 let thread = std::thread::Builder::new()
                     .name(name.into())
-                    .spawn_scoped(s, logging_as_here(move || work(part)));
+                    .spawn_scoped(s, logging_as_here(move || here(part)));
                 (part, thread)
             })
             .collect();
-        started
+        let last = (last, here(last));
+        let mut done: Vec<(&'a [T], Option<R>)> = started
             .into_iter()
             .map(|(part, thread)| match thread {
-                Ok(thread) => (part, thread.join().ok()),
-                Err(_) => (part, Some(work(part))),
+                Ok(thread) => (part, thread.join().ok().flatten()),
+                Err(_) => (part, here(part)),
             })
-            .collect()
+            .collect();
+        done.push(last);
+        done
     })
 }
 

@@ -203,21 +203,27 @@ fn unpack(stored: &[u8], flags: u32, crc: u32, inflated: u32) -> Result<Vec<u8>,
 /// Writes a database with every payload stored as it is (flag 1), as pipekeep wrote its record
 /// before it deflated payloads (for tests and tools that make damaged or small copies).
 pub fn write_entries(entries: &[(u32, u64, Vec<u8>)]) -> Vec<u8> {
-    write_with(entries, false)
+    write_with(entries, None)
 }
 
 /// Writes a database as Fossilize's own writer does: each payload deflated (zlib, flag 2) where
 /// that makes it smaller, stored as it is (flag 1) where not (a link of a few dozen bytes). The
 /// CRC-32 is of the stored bytes, as Fossilize's. Valve's readers and every pipekeep inflate it.
 pub fn write_entries_deflated(entries: &[(u32, u64, Vec<u8>)]) -> Vec<u8> {
-    write_with(entries, true)
+    write_entries_deflated_on(entries, crate::sync::share_threads())
 }
 
-fn write_with(entries: &[(u32, u64, Vec<u8>)], deflate: bool) -> Vec<u8> {
-    let deflated = if deflate {
-        deflated_each(entries)
-    } else {
-        vec![None; entries.len()]
+/// [`write_entries_deflated`], deflating on at most `threads` threads (one: beside an
+/// application's builds, whose cores they would take).
+pub fn write_entries_deflated_on(entries: &[(u32, u64, Vec<u8>)], threads: usize) -> Vec<u8> {
+    write_with(entries, Some(threads))
+}
+
+/// `deflate_on`: the threads payloads are deflated on; none, stored as they are.
+fn write_with(entries: &[(u32, u64, Vec<u8>)], deflate_on: Option<usize>) -> Vec<u8> {
+    let deflated = match deflate_on {
+        Some(threads) => deflated_on(entries, threads),
+        None => vec![None; entries.len()],
     };
     let mut out = Vec::new();
     out.extend_from_slice(&MAGIC);
@@ -244,16 +250,11 @@ fn write_with(entries: &[(u32, u64, Vec<u8>)], deflate: bool) -> Vec<u8> {
 /// Past this many bytes of payloads, they are deflated on several threads.
 const DEFLATE_APART_FROM: usize = 1 << 20;
 
-/// Each payload deflated where that makes it smaller (`None`: stored as it is). A process's
-/// end appends its whole record at once while the cores are free (pygfx: 641 pipelines, 3.5 MB
-/// of payloads, 81 ms on one thread at zlib's best level): many bytes are deflated on up to 8
-/// threads, each a share of the entries, in order.
-fn deflated_each(entries: &[(u32, u64, Vec<u8>)]) -> Vec<Option<Vec<u8>>> {
-    deflated_on(entries, crate::sync::share_threads())
-}
-
-/// [`deflated_each`] on at most `threads` threads; a share whose thread cannot be started (or
-/// panicked) is deflated on this one.
+/// Each payload deflated where that makes it smaller (`None`: stored as it is), on at most
+/// `threads` threads, each a share of the entries in order, where they hold many bytes. A
+/// process's end appends its whole record at once while the cores are free (pygfx: 641
+/// pipelines, 3.5 MB of payloads, 81 ms on one thread at zlib's best level). A share whose
+/// thread panicked is stored as it is (deflating it again here would panic again).
 fn deflated_on(entries: &[(u32, u64, Vec<u8>)], threads: usize) -> Vec<Option<Vec<u8>>> {
     let one = |(_, _, payload): &(u32, u64, Vec<u8>)| {
         Some(deflated(payload)).filter(|d| d.len() < payload.len())
@@ -265,7 +266,7 @@ fn deflated_on(entries: &[(u32, u64, Vec<u8>)], threads: usize) -> Vec<Option<Ve
     }
     crate::sync::in_shares(entries, threads, "pipekeep-deflate", share_of)
         .into_iter()
-        .flat_map(|(part, deflated)| deflated.unwrap_or_else(|| share_of(part)))
+        .flat_map(|(part, deflated)| deflated.unwrap_or_else(|| vec![None; part.len()]))
         .collect()
 }
 

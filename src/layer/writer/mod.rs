@@ -171,7 +171,8 @@ struct Queue {
 enum Work {
     Write(Job),
     Stamps(Vec<Stamp>),
-    Records(Vec<RecordJob>),
+    /// The record's pipelines, and whether the cores are free to make their documents.
+    Records(Vec<RecordJob>, bool),
     Chores(Vec<Chore>),
 }
 
@@ -494,15 +495,20 @@ impl Queue {
     }
 
     fn has_work(&self) -> bool {
-        self.has_own_work() || !self.earlier.is_empty()
+        self.has_own_work() || !self.earlier.is_empty() || !self.records.is_empty()
     }
 
-    /// Work of this process's own: all but earlier processes' entries.
+    /// Work of this process's own that the thread works through once it takes the queue: all
+    /// but earlier processes' entries and the record's pipelines, which wait for a pause.
     fn has_own_work(&self) -> bool {
-        !(self.jobs.is_empty()
-            && self.stamps.is_empty()
-            && self.records.is_empty()
-            && self.chores.is_empty())
+        !(self.jobs.is_empty() && self.stamps.is_empty() && self.chores.is_empty())
+    }
+
+    /// Whether the thread takes the record's pipelines now, the application having built nothing
+    /// for `quiet` (none: it is not watched): in its pause, their documents made on the cores it
+    /// leaves; or near their limit, past which its threads would append them.
+    fn may_take_records(&self, quiet: Option<Duration>) -> bool {
+        quiet.is_none_or(|q| q >= QUIET) || self.records.len() >= STAMPS_LIMIT / 2
     }
 
     /// Whether the writer thread leaves its work for now, the application having built nothing
@@ -523,7 +529,8 @@ impl Queue {
         // Near its limit the queue would have the application write its own entries inline.
         let room = own_bytes < PAUSE_LIMIT
             && self.bytes + PAUSE_LIMIT <= QUEUE_LIMIT
-            && self.stamps.len() < STAMPS_LIMIT / 2;
+            && self.stamps.len() < STAMPS_LIMIT / 2
+            && self.records.len() < STAMPS_LIMIT / 2;
         let waited = self
             .jobs
             .front()
@@ -550,8 +557,11 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
             let mut q = lock.locked();
             let work = loop {
                 // Earlier processes' entries only right after the pause was checked (or at the
-                // end): never on the way through the process's own work.
+                // end): never on the way through the process's own work. The record's pipelines
+                // likewise, and only in the application's pause: their documents take every core
+                // it leaves (a cold launch's record was the job its end waited for).
                 let mut may_take_earlier = matches!(who, Drain::Here);
+                let mut may_take_records = None;
                 if let (Drain::Thread(building), false) = (who, working) {
                     let quiet = building.map(AppActivity::quiet_for);
                     if let Some(nap) = q.has_work().then(|| q.waits_for_a_pause(quiet)).flatten() {
@@ -562,6 +572,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                         continue;
                     }
                     may_take_earlier = true;
+                    may_take_records = Some(quiet);
                 }
                 // Closing, the thread leaves what is left to the ending thread and its helpers,
                 // at the application's priority: a job this idle-priority thread took then would
@@ -576,8 +587,16 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 if !q.stamps.is_empty() {
                     break Some(Work::Stamps(std::mem::take(&mut q.stamps)));
                 }
-                if !q.records.is_empty() {
-                    break Some(Work::Records(std::mem::take(&mut q.records)));
+                // Spread over the cores at the end, or where the application pauses.
+                let records_now = match (who, may_take_records) {
+                    (Drain::Here, _) => Some(true),
+                    (_, Some(quiet)) if q.may_take_records(quiet) => {
+                        Some(quiet.is_none_or(|q| q >= QUIET))
+                    }
+                    _ => None,
+                };
+                if let (false, Some(spread)) = (q.records.is_empty(), records_now) {
+                    break Some(Work::Records(std::mem::take(&mut q.records), spread));
                 }
                 if !q.chores.is_empty() {
                     break Some(Work::Chores(std::mem::take(&mut q.chores)));
@@ -596,6 +615,9 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 if q.closing || matches!(who, Drain::Here) {
                     break None;
                 }
+                if !q.records.is_empty() {
+                    continue; // to the pause's check first
+                }
                 q = ready.wait_on(q);
             };
             // Counted under the lock it was taken under: the exit waits for it.
@@ -608,14 +630,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
         match work {
             Work::Write(job) => on_written(run(&job), job.for_whom),
             Work::Stamps(stamps) => stamps.into_iter().for_each(Stamp::give),
-            Work::Records(records) => {
-                // On the free cores only: the application's pause, or its end.
-                let spread = match who {
-                    Drain::Here => true,
-                    Drain::Thread(building) => building.is_some_and(|b| b.quiet_for() >= QUIET),
-                };
-                append_records(records, spread)
-            }
+            Work::Records(records, spread) => append_records(records, spread),
             Work::Chores(chores) => chores.into_iter().for_each(|chore| chore()),
         }
         lock.locked().in_flight -= 1;

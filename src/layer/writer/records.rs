@@ -25,19 +25,25 @@ impl RecordJob {
 const JOBS_A_SHARE: usize = 64;
 
 /// Appends compiled pipelines to their titles' records, one file operation a title. `spread`:
-/// the cores are free (the application's pause, or its device's end), and many pipelines' documents
-/// are made on several threads; else on this one alone, beside the application's builds.
+/// the cores are free (the application's pause, or its device's end), and many pipelines'
+/// documents are made, and their payloads deflated, on several threads; else on this one alone.
 pub(super) fn append_records(jobs: Vec<RecordJob>, spread: bool) {
-    let threads = if spread {
-        crate::sync::share_threads().min(jobs.len() / JOBS_A_SHARE)
+    let cores = if spread {
+        crate::sync::share_threads()
     } else {
         1
     };
-    for (file, entries) in documents_on(&jobs, threads) {
-        if let Err(e) = file.append(entries) {
+    for (file, entries) in documents_on(&jobs, document_threads(jobs.len(), cores)) {
+        if let Err(e) = file.append_on(entries, cores) {
             tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
         }
     }
+}
+
+/// The threads `jobs` pipelines' documents are made on, of `cores`: one a share of at least
+/// [`JOBS_A_SHARE`] (fewer than two: this thread alone).
+fn document_threads(jobs: usize, cores: usize) -> usize {
+    cores.min(jobs / JOBS_A_SHARE)
 }
 
 /// Each title's record with the entries of `jobs` for it, in their order, made on up to
@@ -109,6 +115,14 @@ mod tests {
                 app: app.clone(),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_share_holds_at_least_64_pipelines_on_at_most_the_cores_given() {
+        assert!(document_threads(127, 8) < 2, "made on this thread");
+        assert_eq!(document_threads(128, 8), 2);
+        assert_eq!(document_threads(641, 8), 8);
+        assert_eq!(document_threads(641, 1), 1);
     }
 
     #[test]

@@ -102,6 +102,11 @@ impl RecordFile {
     /// Appends the entries the file does not hold yet. Returns how many were written. What
     /// another process appended since this one last looked is read first (only that part).
     pub fn append(&self, entries: Vec<DbEntry>) -> io::Result<usize> {
+        self.append_on(entries, crate::sync::share_threads())
+    }
+
+    /// [`RecordFile::append`], deflating on at most `threads` threads.
+    pub fn append_on(&self, entries: Vec<DbEntry>, threads: usize) -> io::Result<usize> {
         if entries.is_empty() {
             return Ok(0);
         }
@@ -122,7 +127,7 @@ impl RecordFile {
         if new.is_empty() {
             return Ok(0);
         }
-        let mut bytes = crate::replay::foz::write_entries_deflated(&new);
+        let mut bytes = crate::replay::foz::write_entries_deflated_on(&new, threads);
         if held.len > 0 {
             bytes.drain(..HEADER_LEN); // the header is there already
         }
