@@ -69,6 +69,8 @@ const STAMP_BATCH: usize = 64;
 /// every core is busy the idle-priority thread waits, and a warm run of a few thousand pipelines
 /// then queues them all rather than stamp on its own threads.
 const STAMPS_LIMIT: usize = 1 << 16;
+/// The record's pipelines the thread takes as one job while the application builds.
+const RECORDS_A_JOB: usize = 64;
 /// How long the application has built no pipeline before the thread takes its queue.
 const QUIET: Duration = Duration::from_millis(50);
 /// Bytes of the process's own entries waiting past which the thread no longer waits for a pause:
@@ -495,20 +497,29 @@ impl Queue {
     }
 
     fn has_work(&self) -> bool {
-        self.has_own_work() || !self.earlier.is_empty() || !self.records.is_empty()
+        self.has_own_work() || !self.earlier.is_empty()
     }
 
-    /// Work of this process's own that the thread works through once it takes the queue: all
-    /// but earlier processes' entries and the record's pipelines, which wait for a pause.
+    /// Work of this process's own: all but earlier processes' entries.
     fn has_own_work(&self) -> bool {
-        !(self.jobs.is_empty() && self.stamps.is_empty() && self.chores.is_empty())
+        !(self.jobs.is_empty()
+            && self.stamps.is_empty()
+            && self.records.is_empty()
+            && self.chores.is_empty())
     }
 
-    /// Whether the thread takes the record's pipelines now, the application having built nothing
-    /// for `quiet` (none: it is not watched): in its pause, their documents made on the cores it
-    /// leaves; or near their limit, past which its threads would append them.
-    fn may_take_records(&self, quiet: Option<Duration>) -> bool {
-        quiet.is_none_or(|q| q >= QUIET) || self.records.len() >= STAMPS_LIMIT / 2
+    /// The record's pipelines the thread takes as one job: all of them where the cores are free
+    /// (`spread`: the application's pause, or its end), their documents then made on several;
+    /// else the first [`RECORDS_A_JOB`], on the thread alone, so that the job the device's end
+    /// may find under way is short (a cold launch's 641, taken while it built, were the job its
+    /// end waited for: 55-82 ms on the H100).
+    fn take_records(&mut self, spread: bool) -> Vec<RecordJob> {
+        let first = if spread {
+            self.records.len()
+        } else {
+            self.records.len().min(RECORDS_A_JOB)
+        };
+        self.records.drain(..first).collect()
     }
 
     /// Whether the writer thread leaves its work for now, the application having built nothing
@@ -529,8 +540,7 @@ impl Queue {
         // Near its limit the queue would have the application write its own entries inline.
         let room = own_bytes < PAUSE_LIMIT
             && self.bytes + PAUSE_LIMIT <= QUEUE_LIMIT
-            && self.stamps.len() < STAMPS_LIMIT / 2
-            && self.records.len() < STAMPS_LIMIT / 2;
+            && self.stamps.len() < STAMPS_LIMIT / 2;
         let waited = self
             .jobs
             .front()
@@ -557,11 +567,8 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
             let mut q = lock.locked();
             let work = loop {
                 // Earlier processes' entries only right after the pause was checked (or at the
-                // end): never on the way through the process's own work. The record's pipelines
-                // likewise, and only in the application's pause: their documents take every core
-                // it leaves (a cold launch's record was the job its end waited for).
+                // end): never on the way through the process's own work.
                 let mut may_take_earlier = matches!(who, Drain::Here);
-                let mut may_take_records = None;
                 if let (Drain::Thread(building), false) = (who, working) {
                     let quiet = building.map(AppActivity::quiet_for);
                     if let Some(nap) = q.has_work().then(|| q.waits_for_a_pause(quiet)).flatten() {
@@ -572,7 +579,6 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                         continue;
                     }
                     may_take_earlier = true;
-                    may_take_records = Some(quiet);
                 }
                 // Closing, the thread leaves what is left to the ending thread and its helpers,
                 // at the application's priority: a job this idle-priority thread took then would
@@ -587,16 +593,13 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 if !q.stamps.is_empty() {
                     break Some(Work::Stamps(std::mem::take(&mut q.stamps)));
                 }
-                // Spread over the cores at the end, or where the application pauses.
-                let records_now = match (who, may_take_records) {
-                    (Drain::Here, _) => Some(true),
-                    (_, Some(quiet)) if q.may_take_records(quiet) => {
-                        Some(quiet.is_none_or(|q| q >= QUIET))
-                    }
-                    _ => None,
-                };
-                if let (false, Some(spread)) = (q.records.is_empty(), records_now) {
-                    break Some(Work::Records(std::mem::take(&mut q.records), spread));
+                if !q.records.is_empty() {
+                    // The cores are free at the end, and where the application pauses.
+                    let spread = match who {
+                        Drain::Here => true,
+                        Drain::Thread(building) => building.is_none_or(|b| b.quiet_for() >= QUIET),
+                    };
+                    break Some(Work::Records(q.take_records(spread), spread));
                 }
                 if !q.chores.is_empty() {
                     break Some(Work::Chores(std::mem::take(&mut q.chores)));
@@ -614,9 +617,6 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 }
                 if q.closing || matches!(who, Drain::Here) {
                     break None;
-                }
-                if !q.records.is_empty() {
-                    continue; // to the pause's check first
                 }
                 q = ready.wait_on(q);
             };

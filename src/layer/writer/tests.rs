@@ -562,59 +562,37 @@ fn entries_holding_a_dictionary_apart_at_the_end_name_what_they_share_as_pieces_
     );
 }
 
-/// Through the writer thread: the record's pipelines wait for the application's pause, even
-/// while the thread writes its entries (past [`PAUSE_LIMIT`]) as it builds: made then, on one
-/// idle thread, their documents were the job a cold launch's end waited for. The pause appends
-/// them.
+/// While the application builds, the thread takes the record's pipelines a few at a time, so that
+/// the job the device's end may find under way is short; where the cores are free, all of them.
 #[test]
-fn the_records_pipelines_wait_for_the_applications_pause() {
+fn the_records_pipelines_are_taken_a_few_at_a_time_while_the_application_builds() {
     use crate::replay::record::{AppState, RecordApp, RecordFile};
     let dir = tempfile::tempdir().unwrap();
-    let store = open_store(dir.path());
-    let activity = Arc::new(AppActivity::default());
-    let building = Building::start(activity.clone());
-    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
-    let file = Arc::new(RecordFile::new(&dir.path().join("t")));
+    let file = Arc::new(RecordFile::new(dir.path()));
     let app = Arc::new(RecordApp::new(AppState::default()));
-    for n in 0..10 {
-        writer.record(
-            file.clone(),
-            crate::replay::record::tests::nth_record(n),
-            app.clone(),
-        );
-    }
-    let own = (PAUSE_LIMIT / (1 << 20) + 2) as u8;
-    for n in 0..own {
-        let data = cache_data(&identity(), &vec![n; 1 << 20]);
-        writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
-    }
-    let written = || {
-        (0..own)
-            .filter(|&n| store.entry_path(&key_of(n)).exists())
-            .count()
+    let mut q = Queue {
+        records: (0..150)
+            .map(|n| RecordJob {
+                file: file.clone(),
+                record: crate::replay::record::tests::nth_record(n),
+                app: app.clone(),
+            })
+            .collect(),
+        ..Queue::default()
     };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while written() < usize::from(own) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(written(), usize::from(own), "its entries while it builds");
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(
-        !file.path().exists(),
-        "no pipeline recorded while it builds"
+    let first = q.take_records(false);
+    assert_eq!(first.len(), RECORDS_A_JOB);
+    assert_eq!(
+        first[0].record.key,
+        crate::replay::record::tests::nth_record(0).key
     );
-    drop(building);
-    let recorded = || {
-        // Read as it is being written: a file too short for its header holds none yet.
-        let bytes = std::fs::read(file.path()).unwrap_or_default();
-        crate::replay::foz::read_entries(&bytes).map_or(0, |entries| {
-            crate::replay::objects::Catalog::from_entries(entries).pipelines()
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while recorded() < 10 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(recorded(), 10, "in the pause");
-    writer.finish(true);
+    assert_eq!(q.take_records(false).len(), RECORDS_A_JOB);
+    assert_eq!(q.records.len(), 150 - 2 * RECORDS_A_JOB);
+    q.records.extend(first);
+    assert_eq!(
+        q.take_records(true).len(),
+        150 - RECORDS_A_JOB,
+        "all where the cores are free"
+    );
+    assert!(q.records.is_empty() && q.take_records(false).is_empty());
 }
