@@ -14,6 +14,9 @@ mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
+# The fuzz targets (scripts/fuzz.sh runs them) build against the library as it is: one stayed
+# broken, unseen, for sessions after an API it used changed.
+(cd fuzz && cargo check --bins --locked)
 # No circle of imports in the library crate (and the check finds the circles it must).
 python3 scripts/import-circles.py --self-test
 python3 scripts/import-circles.py

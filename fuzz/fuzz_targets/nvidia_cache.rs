@@ -8,12 +8,17 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use pipekeep::store::nvidia_cache::{
-    frame, frame_bytes, frames, merged, FramingError,
+    frame_bytes, frame_parts, frames, merged, Framing, FramingError,
 };
 use pipekeep::store::payload::Payload;
 
 fn whole(bytes: &[u8]) -> Payload {
     Payload::whole(Arc::new(bytes.to_vec()), 0..bytes.len())
+}
+
+/// A payload framed from its parts, as the store frames a found entry's.
+fn frame(data: &Payload) -> Result<Framing, FramingError> {
+    frame_parts(data.len(), |range, out| data.copy_range(range, out))
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -29,7 +34,8 @@ fuzz_target!(|data: &[u8]| {
         assert!(frames(&together) && together.len() <= data.len());
     }
     if let Ok(framing) = framed {
-        let without = framing.without_dictionary(&payload);
+        let without =
+            framing.without_dictionary_parts(|range, out| payload.copy_range(range, out));
         assert!(without.len() < data.len());
         assert_eq!(
             data.len() - without.len(),
