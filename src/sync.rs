@@ -131,6 +131,13 @@ mod tests {
         assert_eq!(parts, [&items[0..4], &items[4..8], &items[8..10]]);
         let sums: Vec<Option<u32>> = sums.into_iter().map(|(_, sum)| sum).collect();
         assert_eq!(sums, [Some(6), None, Some(17)]);
+        // The last share, worked on this thread, panics: the others stand.
+        let last = in_shares(&items, 3, "test-shares", |part| {
+            assert!(!part.contains(&9), "the last share fails");
+            part.iter().sum::<u32>()
+        });
+        let last: Vec<Option<u32>> = last.into_iter().map(|(_, sum)| sum).collect();
+        assert_eq!(last, [Some(6), Some(22), None]);
         // More threads than items: a share an item.
         assert_eq!(
             in_shares(&items[..2], 8, "test-shares", |p| p.len()).len(),

@@ -580,13 +580,13 @@ fn the_records_pipelines_are_taken_a_few_at_a_time_while_the_application_builds(
             .collect(),
         ..Queue::default()
     };
+    let nth = |n: usize| crate::replay::record::tests::nth_record(n as u8).key;
     let first = q.take_records(false);
     assert_eq!(first.len(), RECORDS_A_JOB);
-    assert_eq!(
-        first[0].record.key,
-        crate::replay::record::tests::nth_record(0).key
-    );
-    assert_eq!(q.take_records(false).len(), RECORDS_A_JOB);
+    assert_eq!(first[0].record.key, nth(0));
+    let second = q.take_records(false);
+    assert_eq!(second.len(), RECORDS_A_JOB);
+    assert_eq!(second[0].record.key, nth(RECORDS_A_JOB), "in order");
     assert_eq!(q.records.len(), 150 - 2 * RECORDS_A_JOB);
     q.records.extend(first);
     assert_eq!(
@@ -595,4 +595,19 @@ fn the_records_pipelines_are_taken_a_few_at_a_time_while_the_application_builds(
         "all where the cores are free"
     );
     assert!(q.records.is_empty() && q.take_records(false).is_empty());
+}
+
+/// The cores are free for the record's documents at the end, and where the application has built
+/// nothing for [`QUIET`]; not while it builds.
+#[test]
+fn the_records_documents_are_spread_only_where_the_application_leaves_the_cores() {
+    let activity = AppActivity::default();
+    activity.touch();
+    assert!(
+        !Drain::Thread(Some(&activity)).cores_are_free(),
+        "it builds"
+    );
+    assert!(Drain::Here.cores_are_free(), "the end");
+    std::thread::sleep(QUIET + Duration::from_millis(10));
+    assert!(Drain::Thread(Some(&activity)).cores_are_free(), "its pause");
 }
