@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::apart::Waiting;
-use super::{drain, Drain, Job, Writer, WrittenFor};
+use super::{drain, grouped, Drain, Job, Writer, WrittenFor};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::waiting::ToWait;
@@ -143,7 +143,7 @@ impl Writer {
             whole
         };
         let mut left = 0;
-        for (store, jobs) in by_store(jobs, |j| &j.store) {
+        for (store, jobs) in grouped(jobs, |j| &j.store) {
             let whole: Vec<std::borrow::Cow<'_, [u8]>> =
                 jobs.iter().map(|j| j.data.whole()).collect();
             let entries: Vec<ToWait<'_>> = jobs
@@ -182,7 +182,7 @@ impl Writer {
 /// dictionary: each put together and cut on this thread, 394 of them took 1.1 s of ncnn's end
 /// at 16 threads on the H100 (700 MB made and hashed before a helper began).
 pub(super) fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>) {
-    for (store, jobs) in by_store(jobs, |(s, _, _)| s) {
+    for (store, jobs) in grouped(jobs, |(s, _, _)| s) {
         let mut dictionaries: Vec<(&Arc<[u8]>, u32)> = Vec::new();
         let own: Vec<std::borrow::Cow<'_, [u8]>> = jobs
             .iter()
@@ -212,21 +212,6 @@ pub(super) fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>
         let records: Vec<(&[u8], u32)> = dictionaries.iter().map(|(r, n)| (&r[..], *n)).collect();
         store.expect_together(&payloads, &records);
     }
-}
-
-/// `items` grouped by the store each is for, in the order each store first comes.
-fn by_store<T>(items: Vec<T>, store_of: impl Fn(&T) -> &Arc<Store>) -> Vec<(Arc<Store>, Vec<T>)> {
-    let mut groups: Vec<(Arc<Store>, Vec<T>)> = Vec::new();
-    for item in items {
-        match groups
-            .iter_mut()
-            .find(|(s, _)| Arc::ptr_eq(s, store_of(&item)))
-        {
-            Some((_, all)) => all.push(item),
-            None => groups.push((store_of(&item).clone(), vec![item])),
-        }
-    }
-    groups
 }
 
 /// Threads beside the finishing one that write what waits at the device's end: one for every

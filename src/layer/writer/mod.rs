@@ -31,8 +31,8 @@
 //! pause, wherever a core is free for the thread. Earlier processes' entries (taken from their
 //! waiting file) wait for a pause whatever their bytes or age: they are safe in their file, and
 //! written while the application builds they only took its cores (unless they fill the queue
-//! near [`QUEUE_LIMIT`], where the application's own would be written inline). While the application's threads hold every core, the idle-priority
-//! thread gets no time: entries then wait up to [`QUEUE_LIMIT`] (the application's threads write
+//! near [`QUEUE_LIMIT`], where the application's own would be written inline). While the
+//! application's threads hold every core, the idle-priority thread gets no time: entries then wait up to [`QUEUE_LIMIT`] (the application's threads write
 //! past it), and a process that dies then loses what waits.
 
 use std::collections::VecDeque;
@@ -440,6 +440,22 @@ fn run(job: &Job) -> Result<Written, StoreError> {
         .write_announced(&job.key, job.kind, &job.data.whole(), job.stamp)
 }
 
+/// `items` grouped by the store, record or other shared object each is for (by pointer), in the
+/// order each first comes.
+fn grouped<K, T>(
+    items: impl IntoIterator<Item = T>,
+    of: impl Fn(&T) -> &Arc<K>,
+) -> Vec<(Arc<K>, Vec<T>)> {
+    let mut groups: Vec<(Arc<K>, Vec<T>)> = Vec::new();
+    for item in items {
+        match groups.iter_mut().find(|(k, _)| Arc::ptr_eq(k, of(&item))) {
+            Some((_, all)) => all.push(item),
+            None => groups.push((of(&item).clone(), vec![item])),
+        }
+    }
+    groups
+}
+
 /// Who drains the queue.
 #[derive(Clone, Copy)]
 enum Drain<'a> {
@@ -535,8 +551,8 @@ impl Queue {
     /// Whether the writer thread leaves its work for now, the application having built nothing
     /// for `quiet` (none: it is not watched): it builds, the queue has room to wait (the
     /// process's own entries under [`PAUSE_LIMIT`], all of them not near [`QUEUE_LIMIT`], stamps
-    /// and the record's pipelines under half their limit), and no entry of the process's own has waited its longest; how long the
-    /// thread then sleeps.
+    /// and the record's pipelines under half their limit), and no entry of the process's own has
+    /// waited its longest; how long the thread then sleeps.
     fn waits_for_a_pause(&self, quiet: Option<Duration>) -> Option<Duration> {
         if crate::layer::guard::SETTINGS.test_hold_writes && !self.closing {
             return Some(NAP);

@@ -55,49 +55,40 @@ fn documents_on(jobs: &[RecordJob], threads: usize) -> Vec<(Arc<RecordFile>, Vec
     if threads < 2 {
         return documents_of(jobs);
     }
-    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>)> = Vec::new();
-    for (part, made) in crate::sync::in_shares(jobs, threads, "pipekeep-records", documents_of) {
-        let Some(made) = made else {
+    let shares = crate::sync::in_shares(jobs, threads, "pipekeep-records", documents_of);
+    let made = shares.into_iter().filter_map(|(part, made)| {
+        if made.is_none() {
             tracing::debug!(
                 pipelines = part.len(),
                 "pipelines are not recorded: making their documents failed"
             );
-            continue;
-        };
-        for (file, entries) in made {
-            match by_file.iter_mut().find(|(f, _)| Arc::ptr_eq(f, &file)) {
-                Some((_, all)) => all.extend(entries),
-                None => by_file.push((file, entries)),
-            }
         }
-    }
+        made
+    });
+    let by_file = super::grouped(made.flatten(), |(file, _)| file);
     by_file
+        .into_iter()
+        .map(|(file, shares)| (file, shares.into_iter().flat_map(|(_, e)| e).collect()))
+        .collect()
 }
 
 /// Each title's record with the entries of `jobs` for it, made on this thread: each object's
 /// document once for all of them.
 fn documents_of(jobs: &[RecordJob]) -> Vec<(Arc<RecordFile>, Vec<DbEntry>)> {
-    let mut by_file: Vec<(Arc<RecordFile>, Vec<DbEntry>, Batch)> = Vec::new();
-    for job in jobs {
-        let at = match by_file
-            .iter()
-            .position(|(f, _, _)| Arc::ptr_eq(f, &job.file))
-        {
-            Some(at) => at,
-            None => {
-                by_file.push((job.file.clone(), Vec::new(), Batch::default()));
-                by_file.len() - 1
-            }
-        };
-        let (_, all, batch) = &mut by_file[at];
-        match batch.entries(&job.record, job.app.entry()) {
-            Ok(entries) => all.extend(entries),
-            Err(e) => {
-                tracing::debug!(pipeline = %job.record.key.file_name(), error = %e, "a pipeline is not recorded");
-            }
-        }
-    }
-    by_file.into_iter().map(|(f, e, _)| (f, e)).collect()
+    let by_file = super::grouped(jobs, |job: &&RecordJob| &job.file);
+    by_file
+        .into_iter()
+        .map(|(file, jobs)| {
+            let mut batch = Batch::default();
+            let entries = jobs.iter().flat_map(|job| {
+                batch
+                    .entries(&job.record, job.app.entry())
+                    .inspect_err(|e| tracing::debug!(pipeline = %job.record.key.file_name(), error = %e, "a pipeline is not recorded"))
+                    .unwrap_or_default()
+            });
+            (file, entries.collect())
+        })
+        .collect()
 }
 
 #[cfg(test)]
