@@ -193,3 +193,61 @@ fn the_waiting_file_counts_within_the_bound_and_the_next_launch_finds_what_it_ke
         next.all()
     );
 }
+
+/// `pipekeep verify` checks each record of a waiting file as the next opening would, and
+/// `--fix` writes the file again without its damage, sealed: the next launch finds every sound
+/// entry with no line of damage. Before, verify read no waiting file (a file damaged in two
+/// places: "0 bad", exit 0).
+#[test]
+fn verify_checks_the_entries_left_waiting_and_fix_writes_the_file_again_without_its_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    run(tmp.path(), true, &[]);
+    let file = waiting_files(&store).pop().expect("a waiting file");
+    let verify = |args: &[&str]| {
+        let run = App::tool(Driver::Radv, tmp.path())
+            .args(&[&["verify", "--json"], args].concat())
+            .run();
+        let j: serde_json::Value = serde_json::from_str(run.stdout.trim())
+            .unwrap_or_else(|e| panic!("{e}\n{}", run.all()));
+        (run.code, j["waiting"].clone())
+    };
+    let (code, sound) = verify(&[]);
+    let waiting = sound["entries"].as_u64().unwrap();
+    assert_eq!(code, Some(0), "{sound}");
+    assert_eq!(waiting + entries(&store).len() as u64, PIPELINES, "{sound}");
+    assert_eq!(sound["files"][0]["seal"], "held", "{sound}");
+
+    // The last byte of the second record's entry flipped (docs/FORMAT.md: magic and seal, then
+    // each record's stamp, key and length before its entry), and the file cut short in its last.
+    let mut bytes = std::fs::read(&file).unwrap();
+    let len_at = |at: usize| u64::from_le_bytes(bytes[at + 40..at + 48].try_into().unwrap());
+    let second = 40 + 48 + len_at(40) as usize;
+    let flip = second + 48 + len_at(second) as usize - 1;
+    bytes[flip] ^= 0x40;
+    bytes.truncate(bytes.len() - 10);
+    std::fs::write(&file, &bytes).unwrap();
+    let (code, damaged) = verify(&[]);
+    assert_eq!(code, Some(1), "{damaged}");
+    let f = &damaged["files"][0];
+    assert_eq!(
+        (f["seal"].as_str(), f["whole"].as_bool()),
+        (Some("failed"), Some(false)),
+        "{damaged}"
+    );
+    assert_eq!(f["bad_entries"].as_array().unwrap().len(), 1, "{damaged}");
+    assert_eq!(damaged["entries"].as_u64(), Some(waiting - 2), "{damaged}");
+
+    let (code, fixed) = verify(&["--fix"]);
+    assert_eq!(code, Some(1), "what it found is still reported: {fixed}");
+    assert_eq!(fixed["files"][0]["fixed"], true, "{fixed}");
+    let (code, after) = verify(&[]);
+    assert_eq!(code, Some(0), "{after}");
+    assert_eq!(after["files"][0]["seal"], "held", "{after}");
+    assert_eq!(after["entries"].as_u64(), Some(waiting - 2), "{after}");
+
+    let next = run(tmp.path(), true, &[]);
+    let w = next.watch();
+    assert_eq!((w.found, w.compiled), (PIPELINES - 2, 2), "{}", next.all());
+    assert!(!next.stderr.contains("WARN"), "{}", next.all());
+}

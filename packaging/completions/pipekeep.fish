@@ -29,7 +29,7 @@ complete -c pipekeep -n "__fish_pipekeep_needs_command" -s V -l version -d 'Prin
 complete -c pipekeep -n "__fish_pipekeep_needs_command" -f -a "replay" -d 'Replay every pipeline of Fossilize databases (.foz) through the Vulkan loader'
 complete -c pipekeep -n "__fish_pipekeep_needs_command" -f -a "rebuild" -d 'Rebuild titles\' stores from their records, for the driver present'
 complete -c pipekeep -n "__fish_pipekeep_needs_command" -f -a "list" -d 'Every title, each identity directory under it, its entries, bytes and stamps'
-complete -c pipekeep -n "__fish_pipekeep_needs_command" -f -a "verify" -d 'Check every entry as the layer would (envelope, length, hash, cache header)'
+complete -c pipekeep -n "__fish_pipekeep_needs_command" -f -a "verify" -d 'Check every entry as the layer would (envelope, length, hash, cache header), those left waiting too'
 complete -c pipekeep -n "__fish_pipekeep_needs_command" -f -a "prune" -d 'Bring a title\'s store within N bytes, in the layer\'s order: pieces no kept entry names first, then the oldest stamps, an entry\'s own pieces right after it; the title\'s record takes at most its share (a quarter), and is compacted to it in the same order. With --library, then the whole library within its bound, as the layer\'s opening keeps it: other drivers\' directories first, then the least recently used titles, each one\'s entries before its record'
 complete -c pipekeep -n "__fish_pipekeep_needs_command" -f -a "clear" -d 'Remove every entry (and marker and partial write) of a title, or of every title'
 complete -c pipekeep -n "__fish_pipekeep_needs_command" -f -a "stats" -d 'The history of recent runs, from each title\'s runs.jsonl'
@@ -61,7 +61,7 @@ complete -c pipekeep -n "__fish_pipekeep_using_subcommand list" -s h -l help -d 
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l dir -d 'The library root (default: PIPEKEEP_DIR, else $XDG_CACHE_HOME/pipekeep, else ~/.cache/pipekeep)' -r -F
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l title -d 'Only this title' -r
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l json -d 'Machine-readable output'
-complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l fix -d 'Drop the bad entries'
+complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l fix -d 'Drop the bad entries; write each damaged file of entries left waiting again without its damage'
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -s h -l help -d 'Print help'
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand prune" -l dir -d 'The library root (default: PIPEKEEP_DIR, else $XDG_CACHE_HOME/pipekeep, else ~/.cache/pipekeep)' -r -F
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand prune" -l title -d 'Only this title' -r
@@ -85,7 +85,7 @@ complete -c pipekeep -n "__fish_pipekeep_using_subcommand where" -s h -l help -d
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand help; and not __fish_seen_subcommand_from replay rebuild list verify prune clear stats where help" -f -a "replay" -d 'Replay every pipeline of Fossilize databases (.foz) through the Vulkan loader'
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand help; and not __fish_seen_subcommand_from replay rebuild list verify prune clear stats where help" -f -a "rebuild" -d 'Rebuild titles\' stores from their records, for the driver present'
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand help; and not __fish_seen_subcommand_from replay rebuild list verify prune clear stats where help" -f -a "list" -d 'Every title, each identity directory under it, its entries, bytes and stamps'
-complete -c pipekeep -n "__fish_pipekeep_using_subcommand help; and not __fish_seen_subcommand_from replay rebuild list verify prune clear stats where help" -f -a "verify" -d 'Check every entry as the layer would (envelope, length, hash, cache header)'
+complete -c pipekeep -n "__fish_pipekeep_using_subcommand help; and not __fish_seen_subcommand_from replay rebuild list verify prune clear stats where help" -f -a "verify" -d 'Check every entry as the layer would (envelope, length, hash, cache header), those left waiting too'
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand help; and not __fish_seen_subcommand_from replay rebuild list verify prune clear stats where help" -f -a "prune" -d 'Bring a title\'s store within N bytes, in the layer\'s order: pieces no kept entry names first, then the oldest stamps, an entry\'s own pieces right after it; the title\'s record takes at most its share (a quarter), and is compacted to it in the same order. With --library, then the whole library within its bound, as the layer\'s opening keeps it: other drivers\' directories first, then the least recently used titles, each one\'s entries before its record'
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand help; and not __fish_seen_subcommand_from replay rebuild list verify prune clear stats where help" -f -a "clear" -d 'Remove every entry (and marker and partial write) of a title, or of every title'
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand help; and not __fish_seen_subcommand_from replay rebuild list verify prune clear stats where help" -f -a "stats" -d 'The history of recent runs, from each title\'s runs.jsonl'

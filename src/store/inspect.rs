@@ -1,7 +1,8 @@
 //! Looking at a store from outside a running application (the `pipekeep` tool): the titles and
-//! identity directories of a library, and an entry checked exactly as the layer checks it, with
-//! the identity read from its directory's name, the key from its file name and the ABI from its
-//! envelope (either ABI is this device's; the layer of that ABI would accept it).
+//! identity directories of a library, and an entry, or a waiting file's records, checked exactly
+//! as the layer checks them, with the identity read from its directory's name, the key from its
+//! file name (a record's own) and the ABI from its envelope (a waiting file's from its name;
+//! either ABI is this device's: the layer of that ABI would accept it).
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +10,7 @@ use super::envelope::{self, EntryError};
 use super::files::{is_entry_name, names_in};
 use super::identity::{DirName, Identity};
 use super::pieces::Pieces;
+use super::waiting;
 use crate::key::PipelineKey;
 
 /// An identity directory of a title.
@@ -69,6 +71,8 @@ pub enum CheckError {
     NotOurs,
     #[error("cannot read: {0}")]
     Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Store(#[from] super::StoreError),
 }
 
 impl CheckError {
@@ -78,6 +82,7 @@ impl CheckError {
             CheckError::Entry(e) => e.reason(),
             CheckError::NotOurs => "not-ours",
             CheckError::Io(_) => "unreadable",
+            CheckError::Store(_) => "unwritable",
         }
     }
 }
@@ -91,12 +96,7 @@ pub fn check_entry(path: &Path) -> Result<u64, CheckError> {
 
 /// [`check_entry`] with pieces already checked by earlier entries of the same directory.
 pub fn check_entry_with(path: &Path, pieces: &Pieces) -> Result<u64, CheckError> {
-    let dir = path
-        .parent()
-        .and_then(|p| p.file_name())
-        .and_then(|n| n.to_str())
-        .and_then(DirName::parse)
-        .ok_or(CheckError::NotOurs)?;
+    let dir = dir_name_of(path)?;
     let key = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -105,20 +105,80 @@ pub fn check_entry_with(path: &Path, pieces: &Pieces) -> Result<u64, CheckError>
     let (bytes, _) =
         super::files::read_entry_file(super::files::open_entry_file(None, path, false))?;
     let bytes = bytes?;
-    let abi = envelope::abi_of(&bytes).unwrap_or(0);
-    let identity = Identity {
+    let identity = identity_of(&dir, envelope::abi_of(&bytes));
+    let checked = super::payload::check(std::sync::Arc::new(bytes), &identity, &key, pieces)?;
+    Ok(checked.0.payload.len() as u64)
+}
+
+/// The waiting files of an identity directory (entries a process's end left for the next).
+pub fn waiting_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = names_in(dir)?
+        .into_iter()
+        .map(|n| dir.join(n))
+        .filter(|p| super::files::is_waiting_file(p))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// A waiting file's records checked as the opening of the layer of its ABI (the name's last
+/// number) would take them, with the pieces of its directory.
+pub fn check_waiting(path: &Path, pieces: &Pieces) -> Result<waiting::CheckedFile, CheckError> {
+    let identity = waiting_identity(path)?;
+    let bytes = super::files::read_at_most(path, waiting::MOST_BYTES + 1)?;
+    if bytes.len() as u64 > waiting::MOST_BYTES {
+        let len = std::fs::metadata(path).map_or(bytes.len() as u64, |m| m.len());
+        return Err(EntryError::TooLarge { len }.into());
+    }
+    Ok(waiting::check_file(
+        std::sync::Arc::new(bytes),
+        &identity,
+        pieces,
+    ))
+}
+
+/// Writes a waiting file again without its damage, checked as [`check_waiting`] does
+/// ([`waiting::without_damage`]); one larger than a waiting file may be is removed. `false`
+/// where it could not be written now.
+pub fn fix_waiting(path: &Path, pieces: &Pieces) -> Result<bool, CheckError> {
+    let identity = waiting_identity(path)?;
+    Ok(waiting::without_damage(path, &identity, pieces)?)
+}
+
+/// The identity a waiting file's records are checked against: its directory's, of the ABI its
+/// name ends with (`<pid>-<nanos>-<abi>.waiting`).
+fn waiting_identity(path: &Path) -> Result<Identity, CheckError> {
+    let abi = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(waiting::SUFFIX))
+        .and_then(|n| n.rsplit('-').next())
+        .and_then(|abi| abi.parse().ok());
+    Ok(identity_of(&dir_name_of(path)?, abi))
+}
+
+/// The identity directory's name of the file at `path`.
+fn dir_name_of(path: &Path) -> Result<DirName, CheckError> {
+    path.parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+        .and_then(DirName::parse)
+        .ok_or(CheckError::NotOurs)
+}
+
+/// The identity of a directory's files of `abi` (either ABI is this device's: the layer of that
+/// ABI would accept it; another, or none, is taken as this build's).
+fn identity_of(dir: &DirName, abi: Option<u32>) -> Identity {
+    Identity {
         vendor_id: dir.vendor_id,
         device_id: dir.device_id,
         driver_version: dir.driver_version,
         cache_uuid: dir.cache_uuid,
-        abi: if abi == 4 || abi == 8 {
-            abi
-        } else {
-            super::identity::HOST_ABI
+        abi: match abi {
+            Some(abi @ (4 | 8)) => abi,
+            _ => super::identity::HOST_ABI,
         },
-    };
-    let checked = super::payload::check(std::sync::Arc::new(bytes), &identity, &key, pieces)?;
-    Ok(checked.0.payload.len() as u64)
+    }
 }
 
 /// A piece file checked against its name (stored as it is or compressed): its bytes' length, or

@@ -14,7 +14,7 @@ use clap_complete::Shell;
 use super::Cli;
 
 /// The day the man pages last changed, in `.TH`'s date field.
-const PAGES_DATE: &str = "2026-12-02";
+const PAGES_DATE: &str = "2026-12-06";
 
 /// Every generated file, by its path under the repository's root.
 fn generated() -> BTreeMap<PathBuf, Vec<u8>> {

@@ -36,10 +36,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::envelope::{self, DataHash, PayloadKind};
+use super::envelope::{self, DataHash, EntryError, PayloadKind};
 use super::eviction::StampedEntry;
 use super::identity::Identity;
 use super::payload::{self, Payload};
+use super::pieces::Pieces;
 use super::recipe::Part;
 use super::{files, Store, StoreError};
 use crate::key::PipelineKey;
@@ -61,7 +62,7 @@ const SEAL_CONTEXT: &str = "pipekeep 2026-12-06 waiting file records, PKWAIT02";
 const RECORD_HEAD: usize = 8 + 32 + 8;
 
 mod records;
-pub use records::{as_records, WaitingDrops};
+pub use records::{as_records, without_damage, WaitingDrops};
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
 /// entries; NVIDIA's that carry the dictionary apart are never left waiting).
 pub const MOST_BYTES: u64 = 80 << 20;
@@ -468,43 +469,109 @@ impl Store {
     /// dropped and logged; each record says its own length), and whether the file was clean:
     /// read whole, every record passing.
     fn checked(&self, bytes: Arc<Vec<u8>>, path: &std::path::Path) -> (Vec<WaitingEntry>, bool) {
-        let (records, whole) = parse(&bytes);
-        let sealed = sealed(&bytes);
-        let hash = match sealed {
-            true => DataHash::Vouched,
-            false => DataHash::Check,
-        };
-        if !sealed && bytes.starts_with(MAGIC) {
+        let file = check_file(bytes, &self.identity, &self.pieces);
+        if file.seal == Seal::Failed {
             tracing::warn!(file = %path.display(), "a file of entries left waiting failed its seal; each entry is checked on its own");
+        }
+        for bad in &file.bad {
+            tracing::warn!(file = %path.display(), entry = %bad.key.file_name(), reason = bad.why.reason(), "dropped an entry left waiting that failed its check; it is compiled again");
+        }
+        if !file.whole {
+            tracing::warn!(file = %path.display(), "a file of entries left waiting is cut short; those past the cut are compiled again");
         }
         // One not sealed (damaged, or written before the seal) is not kept as it is: its entries
         // are written anew, sealed, and every later opening checks them by the seal alone.
-        let mut clean = whole && sealed;
-        let mut out = Vec::with_capacity(records.len());
-        for r in records {
-            // Checked where it stands in the file's bytes (a record's entry is a slice of them).
-            let start = r.entry.as_ptr() as usize - bytes.as_ptr() as usize;
-            let within = start..start + r.entry.len();
-            let (identity, pieces) = (&self.identity, &self.pieces);
-            match payload::check_within(bytes.clone(), within, identity, &r.key, pieces, hash) {
-                Ok((checked, _)) => out.push(WaitingEntry {
-                    key: r.key,
-                    kind: checked.kind,
-                    data: checked.payload,
-                    // A stamp from the future (a clock set back, a damaged record) would keep
-                    // the entry ahead of every other in the bound.
-                    stamp: r.stamp.min(SystemTime::now()),
-                }),
-                Err(why) => {
-                    clean = false;
-                    tracing::warn!(file = %path.display(), entry = %r.key.file_name(), reason = why.reason(), "dropped an entry left waiting that failed its check; it is compiled again");
-                }
-            }
+        let clean = file.is_clean();
+        (file.entries, clean)
+    }
+}
+
+/// A waiting file's seal, as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seal {
+    /// It holds: every record is as the process that sealed it wrote it.
+    Held,
+    /// A sealed file's records are not as they were sealed.
+    Failed,
+    /// A file written before the seal (`PKWAIT01`), or by the bound's rewrite of one whose seal
+    /// failed (or no waiting file's magic: it reads no record).
+    None,
+}
+
+/// A record of a waiting file that fails its check.
+#[derive(Debug)]
+pub struct BadRecord {
+    /// Its place among the file's records.
+    pub at: usize,
+    pub key: PipelineKey,
+    pub why: EntryError,
+}
+
+/// A waiting file's records checked as an opening takes them.
+#[derive(Debug)]
+pub struct CheckedFile {
+    /// The entries that pass their check, in the file's order.
+    pub entries: Vec<WaitingEntry>,
+    /// The records that fail it (each is dropped and compiled again).
+    pub bad: Vec<BadRecord>,
+    /// It read to its end: no record cut short.
+    pub whole: bool,
+    pub seal: Seal,
+}
+
+impl CheckedFile {
+    /// Read whole, sealed, every record passing: the only file an opening may keep as it is.
+    pub fn is_clean(&self) -> bool {
+        self.whole && self.seal == Seal::Held && self.bad.is_empty()
+    }
+
+    /// Damaged: what an opening would log at `warn` (a file of the format before the seal,
+    /// sound, is not).
+    pub fn is_damaged(&self) -> bool {
+        !self.whole || self.seal == Seal::Failed || !self.bad.is_empty()
+    }
+}
+
+/// Each record of a waiting file's `bytes` checked as an entry file is (identity, key, the
+/// payload's hash unless the file's seal holds), where it stands in the bytes; reading stops at
+/// a record cut short. For the opening that takes the file, and `pipekeep verify`.
+pub fn check_file(bytes: Arc<Vec<u8>>, identity: &Identity, pieces: &Pieces) -> CheckedFile {
+    let (records, whole) = parse(&bytes);
+    let seal = match (sealed(&bytes), bytes.starts_with(MAGIC)) {
+        (true, _) => Seal::Held,
+        (false, true) => Seal::Failed,
+        (false, false) => Seal::None,
+    };
+    let hash = match seal {
+        Seal::Held => DataHash::Vouched,
+        _ => DataHash::Check,
+    };
+    let (mut entries, mut bad) = (Vec::with_capacity(records.len()), Vec::new());
+    for (at, r) in records.into_iter().enumerate() {
+        // Checked where it stands in the file's bytes (a record's entry is a slice of them).
+        let start = r.entry.as_ptr() as usize - bytes.as_ptr() as usize;
+        let within = start..start + r.entry.len();
+        match payload::check_within(bytes.clone(), within, identity, &r.key, pieces, hash) {
+            Ok((checked, _)) => entries.push(WaitingEntry {
+                key: r.key,
+                kind: checked.kind,
+                data: checked.payload,
+                // A stamp from the future (a clock set back, a damaged record) would keep the
+                // entry ahead of every other in the bound.
+                stamp: r.stamp.min(SystemTime::now()),
+            }),
+            Err(why) => bad.push(BadRecord {
+                at,
+                key: r.key,
+                why,
+            }),
         }
-        if !whole {
-            tracing::warn!(file = %path.display(), "a file of entries left waiting is cut short; those past the cut are compiled again");
-        }
-        (out, clean)
+    }
+    CheckedFile {
+        entries,
+        bad,
+        whole,
+        seal,
     }
 }
 
@@ -587,5 +654,60 @@ mod tests {
         assert!(!sealed(&unsealed));
         assert_eq!(parse(&unsealed), parse(&bytes));
         assert!(!sealed(&bytes[..HEAD_LEN as usize - 1]));
+    }
+
+    /// The opening's check of a file and `pipekeep verify --fix` agree: a sound file is left as
+    /// it is; a record that fails its check is named by its place, and the file is written again
+    /// with the sound ones alone, sealed; a file with none sound goes.
+    #[test]
+    fn a_damaged_file_is_written_again_with_its_sound_records_sealed() {
+        use crate::store::envelope::tests::cache_data;
+        let dir = tempfile::tempdir().unwrap();
+        let pieces = Pieces::for_looking(dir.path());
+        let path = dir.path().join("1-2-8.waiting");
+        let stamp = UNIX_EPOCH + Duration::from_nanos(7);
+        let (one, five) = (
+            cache_data(&identity(), &[1; 90]),
+            cache_data(&identity(), &[5; 40]),
+        );
+        let entries: Vec<ToWait<'_>> = vec![
+            (key(1), PayloadKind::Cache, &one, stamp),
+            (key(5), PayloadKind::Cache, &five, stamp),
+        ];
+        let bytes = encode(&identity(), &entries);
+        let check = |bytes: &[u8]| check_file(Arc::new(bytes.to_vec()), &identity(), &pieces);
+        assert!(check(&bytes).is_clean());
+        fs::write(&path, &bytes).unwrap();
+        assert!(without_damage(&path, &identity(), &pieces).unwrap());
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            bytes,
+            "a sound file is not written again"
+        );
+
+        // The last byte of the first record's entry flipped.
+        let first = HEAD_LEN as usize;
+        let len = u64::from_le_bytes(bytes[first + 40..first + 48].try_into().unwrap());
+        let mut damaged = bytes.clone();
+        damaged[first + RECORD_HEAD + len as usize - 1] ^= 1;
+        let found = check(&damaged);
+        assert_eq!((found.seal, found.whole), (Seal::Failed, true));
+        assert_eq!(
+            found.bad.iter().map(|b| (b.at, b.key)).collect::<Vec<_>>(),
+            [(0, key(1))]
+        );
+        assert!(found.is_damaged() && !found.is_clean());
+        fs::write(&path, &damaged).unwrap();
+        assert!(without_damage(&path, &identity(), &pieces).unwrap());
+        let fixed = check(&fs::read(&path).unwrap());
+        assert!(fixed.is_clean(), "{fixed:?}");
+        let keys: Vec<PipelineKey> = fixed.entries.iter().map(|e| e.key).collect();
+        assert_eq!(keys, [key(5)]);
+
+        // Cut inside its only record: nothing sound, the file goes.
+        let only = fs::read(&path).unwrap();
+        fs::write(&path, &only[..only.len() - 1]).unwrap();
+        assert!(without_damage(&path, &identity(), &pieces).unwrap());
+        assert!(!path.exists());
     }
 }

@@ -2,13 +2,19 @@
 //! records, in the order they go ([`as_records`]), and written again without those a pass drops
 //! ([`WaitingDrops`]). The file and its records: the parent module.
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{begin, encode_record, parse, read_bounded, seal, sealed, Record, RECORD_HEAD};
+use super::{
+    begin, check_file, encode_record, parse, read_bounded, seal, sealed, Record, RECORD_HEAD,
+};
 use crate::key::PipelineKey;
 use crate::store::eviction::StampedEntry;
+use crate::store::identity::Identity;
+use crate::store::pieces::Pieces;
 use crate::store::{files, StoreError};
 
 /// `listed` (a title's entries, pieces and waiting files, as the bound lists them) with each
@@ -111,7 +117,7 @@ impl WaitingDrops {
     pub fn apply(self) -> (Vec<StampedEntry>, Vec<StampedEntry>) {
         let (mut gone, mut still_there) = (Vec::new(), Vec::new());
         for (path, records) in self.files {
-            let keys: std::collections::HashSet<PipelineKey> =
+            let keys: HashSet<PipelineKey> =
                 records.iter().filter_map(|r| r.waiting_record).collect();
             match without(&path, &keys) {
                 Ok(true) => gone.extend(records),
@@ -128,11 +134,52 @@ impl WaitingDrops {
 
 /// Writes the waiting file at `path` again without the records of `keys` (removes it where none
 /// is left), as it reads now: by key, so that two passes at once dropping the same records
-/// drop them once. Its modification time stays (the newer of before and after the read: a
-/// stamp given meanwhile is kept). A file written again by another pass between the read and
-/// the write is read again (a few times at most), so that neither brings back what the other
-/// dropped. `false` where it cannot be written again now.
-fn without(path: &Path, keys: &std::collections::HashSet<PipelineKey>) -> Result<bool, StoreError> {
+/// drop them once.
+fn without(path: &Path, keys: &HashSet<PipelineKey>) -> Result<bool, StoreError> {
+    written_again(path, &|bytes, all| {
+        all.iter().any(|r| keys.contains(&r.key)).then(|| {
+            let kept = (0..all.len()).filter(|&i| !keys.contains(&all[i].key));
+            // Sealed again only where its seal held: the records kept are then as they were sealed.
+            (kept.collect(), sealed(bytes))
+        })
+    })
+}
+
+/// Writes the waiting file at `path` again without its damage (`pipekeep verify --fix`): the
+/// records that fail their check as an opening takes them, anything past a record cut short, a
+/// seal that fails; removes it where no record is sound. It is sealed: every record kept passed
+/// its check in this read, its data hash too where the seal did not hold. `false` where it
+/// cannot be written again now.
+pub fn without_damage(
+    path: &Path,
+    identity: &Identity,
+    pieces: &Pieces,
+) -> Result<bool, StoreError> {
+    written_again(path, &|bytes, all| {
+        let file = check_file(bytes.clone(), identity, pieces);
+        file.is_damaged().then(|| {
+            let bad: HashSet<usize> = file.bad.iter().map(|b| b.at).collect();
+            ((0..all.len()).filter(|i| !bad.contains(i)).collect(), true)
+        })
+    })
+}
+
+/// The records a waiting file keeps when it is written again (their places in its order), and
+/// whether it is sealed; `None` where it stays as it is.
+type Kept = Option<(Vec<usize>, bool)>;
+
+/// Chooses what a waiting file keeps, given its bytes as read and their records.
+type Keep<'k> = &'k dyn Fn(&Arc<Vec<u8>>, &[Record<'_>]) -> Kept;
+
+/// Writes the waiting file at `path` again with the records `keep` chooses of it as it reads
+/// now (removes it where none is left). Its modification time stays (the newer of before and
+/// after the read: a stamp given meanwhile is kept). A file written again by another pass
+/// between the read and the write is read again (a few times at most), so that neither brings
+/// back what the other dropped. `false` where it cannot be written again now.
+fn written_again(
+    path: &Path,
+    keep: Keep<'_>,
+) -> Result<bool, StoreError> {
     use std::os::unix::fs::MetadataExt;
     let seen = || {
         fs::symlink_metadata(path).map(|m| (m.ino(), m.len(), m.modified().unwrap_or(UNIX_EPOCH)))
@@ -144,7 +191,7 @@ fn without(path: &Path, keys: &std::collections::HashSet<PipelineKey>) -> Result
             Err(e) => return Err(StoreError::io("stat", path)(e)),
         };
         let bytes = match read_bounded(path) {
-            Ok(Some(bytes)) => bytes,
+            Ok(Some(bytes)) => Arc::new(bytes),
             // Larger than a waiting file may be: no opening takes it.
             Ok(None) => {
                 files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
@@ -154,13 +201,11 @@ fn without(path: &Path, keys: &std::collections::HashSet<PipelineKey>) -> Result
             Err(e) => return Err(StoreError::io("read", path)(e)),
         };
         let (all, _) = parse(&bytes);
-        if !all.iter().any(|r| keys.contains(&r.key)) {
+        let Some((kept, sealed)) = keep(&bytes, &all) else {
             return Ok(true);
-        }
-        let kept: Vec<&Record<'_>> = all.iter().filter(|r| !keys.contains(&r.key)).collect();
-        // Sealed again only where its seal held: the records kept are then as they were sealed.
-        let mut out = begin(sealed(&bytes));
-        for r in &kept {
+        };
+        let mut out = begin(sealed);
+        for r in kept.iter().filter_map(|&i| all.get(i)) {
             encode_record(&mut out, r.stamp, &r.key, r.entry);
         }
         seal(&mut out);

@@ -1,5 +1,6 @@
-//! `pipekeep verify`: every entry and piece checked as the layer would, each title's record and
-//! order of use too; `--fix` drops what is bad by the layer's own rules.
+//! `pipekeep verify`: every entry and piece checked as the layer would, the records of every
+//! file of entries left waiting, each title's record and order of use too; `--fix` drops what is
+//! bad by the layer's own rules.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,15 +12,20 @@ use super::{readable, Scope};
 use crate::progress::bar;
 use pipekeep::settings::Settings;
 use pipekeep::store::files::remove_if_present;
-use pipekeep::store::inspect::{check_entry_with, check_piece, entry_files, identity_dirs};
+use pipekeep::store::inspect::{
+    check_entry_with, check_piece, check_waiting, entry_files, fix_waiting, identity_dirs,
+    waiting_files,
+};
 use pipekeep::store::pieces::Pieces;
 
-/// Check every entry as the layer would (envelope, length, hash, cache header).
+/// Check every entry as the layer would (envelope, length, hash, cache header), those left
+/// waiting too.
 #[derive(clap::Args)]
 pub struct VerifyArgs {
     #[command(flatten)]
     scope: Scope,
-    /// Drop the bad entries.
+    /// Drop the bad entries; write each damaged file of entries left waiting again without its
+    /// damage.
     #[arg(long)]
     fix: bool,
 }
@@ -86,6 +92,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     if let Some(progress) = progress {
         progress.finish();
     }
+    let waiting = check_waiting_files(&dirs, args.fix);
     // Each title's record: every entry whole (a cut last one is ignored by readers, not damage).
     // And within its share of the bound.
     let mut bad_records: Vec<(String, serde_json::Value)> = titles
@@ -131,7 +138,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             .collect();
         println!(
             "{}",
-            json!({ "checked": files.len(), "pieces_checked": piece_files.len(), "bad_pieces": bad_pieces, "good": good, "bad": list, "dropped": dropped, "bad_records": bad_records, "bad_use_orders": bad_orders.iter().map(|(f, why)| json!({ "path": f, "detail": why })).collect::<Vec<_>>() })
+            json!({ "checked": files.len(), "pieces_checked": piece_files.len(), "bad_pieces": bad_pieces, "good": good, "bad": list, "dropped": dropped, "waiting": waiting.as_json(), "bad_records": bad_records, "bad_use_orders": bad_orders.iter().map(|(f, why)| json!({ "path": f, "detail": why })).collect::<Vec<_>>() })
         );
     } else {
         for (i, (f, reason, why, _)) in bad.iter().enumerate() {
@@ -142,6 +149,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
                 f.display()
             );
         }
+        waiting.print();
         for r in &bad_records {
             println!(
                 "bad record={} damaged_entries={} bytes={} share={}{}",
@@ -172,9 +180,13 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
                 String::new()
             }
         );
+        if !waiting.files.is_empty() {
+            println!("{}", waiting.summary(args.fix));
+        }
     }
     Ok(
-        if bad.is_empty() && bad_records.is_empty() && bad_orders.is_empty() {
+        if bad.is_empty() && bad_records.is_empty() && bad_orders.is_empty() && waiting.all_sound()
+        {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(1)
@@ -188,4 +200,152 @@ fn bad_use_order(dir: &Path) -> Option<(PathBuf, String)> {
     pipekeep::store::order::read(&path)
         .err()
         .map(|e| (path, e.to_string()))
+}
+
+/// What the check of the waiting files found: each file's sound and bad records, whether it read
+/// whole and its seal held, and, with `--fix`, whether it was written again without its damage.
+struct WaitingReport {
+    files: Vec<WaitingFile>,
+}
+
+struct WaitingFile {
+    path: PathBuf,
+    checked: Result<pipekeep::store::waiting::CheckedFile, pipekeep::store::inspect::CheckError>,
+    /// `--fix`: written again without its damage (or removed, nothing sound in it); the error
+    /// where it could not be.
+    fixed: Option<Result<bool, String>>,
+}
+
+impl WaitingFile {
+    fn is_bad(&self) -> bool {
+        self.checked.as_ref().map_or(true, |c| c.is_damaged())
+    }
+
+    fn seal(&self) -> &'static str {
+        use pipekeep::store::waiting::Seal;
+        match &self.checked {
+            Ok(c) => match c.seal {
+                Seal::Held => "held",
+                Seal::Failed => "failed",
+                Seal::None => "none",
+            },
+            Err(_) => "-",
+        }
+    }
+}
+
+/// Checks every waiting file of `dirs` as an opening would take it; with `fix`, writes each
+/// damaged one again without its damage.
+fn check_waiting_files(dirs: &[PathBuf], fix: bool) -> WaitingReport {
+    let mut files = Vec::new();
+    for dir in dirs {
+        let pieces = Pieces::for_looking(dir);
+        for path in readable(dir, waiting_files(dir)) {
+            let checked = check_waiting(&path, &pieces);
+            let mut file = WaitingFile {
+                path,
+                checked,
+                fixed: None,
+            };
+            if fix && file.is_bad() {
+                file.fixed = Some(fix_waiting(&file.path, &pieces).map_err(|e| e.to_string()));
+            }
+            files.push(file);
+        }
+    }
+    WaitingReport { files }
+}
+
+impl WaitingReport {
+    fn all_sound(&self) -> bool {
+        !self.files.iter().any(WaitingFile::is_bad)
+    }
+
+    fn entries(&self) -> usize {
+        let sound = |f: &WaitingFile| f.checked.as_ref().map_or(0, |c| c.entries.len());
+        self.files.iter().map(sound).sum()
+    }
+
+    fn as_json(&self) -> serde_json::Value {
+        let files: Vec<_> = self
+            .files
+            .iter()
+            .map(|f| {
+                let (entries, bad, whole, error) = match &f.checked {
+                    Ok(c) => {
+                        let bad: Vec<_> = c
+                            .bad
+                            .iter()
+                            .map(|b| json!({ "entry": b.key.file_name().to_string(), "reason": b.why.reason(), "detail": b.why.to_string() }))
+                            .collect();
+                        (c.entries.len(), bad, c.whole, None)
+                    }
+                    Err(e) => (0, Vec::new(), false, Some(json!({ "reason": e.reason(), "detail": e.to_string() }))),
+                };
+                json!({ "path": f.path, "entries": entries, "bad_entries": bad, "whole": whole, "seal": f.seal(), "bad": f.is_bad(), "error": error, "fixed": f.fixed.as_ref().map(|r| r.clone().unwrap_or(false)) })
+            })
+            .collect();
+        json!({ "files": files, "entries": self.entries(), "bad_files": self.files.iter().filter(|f| f.is_bad()).count() })
+    }
+
+    /// A line for each damage found, as the layer would log it.
+    fn print(&self) {
+        for f in self.files.iter().filter(|f| f.is_bad()) {
+            let fixed = match &f.fixed {
+                Some(Ok(true)) => " written again without its damage",
+                Some(Ok(false)) => " not written again (another process holds it)",
+                Some(Err(_)) | None => "",
+            };
+            match &f.checked {
+                Ok(c) => {
+                    println!(
+                        "bad waiting={} entries={} bad_entries={} whole={} seal={}{fixed} path={}",
+                        f.path.file_name().unwrap_or_default().to_string_lossy(),
+                        c.entries.len(),
+                        c.bad.len(),
+                        c.whole,
+                        f.seal(),
+                        f.path.display()
+                    );
+                    for b in &c.bad {
+                        println!(
+                            "bad waiting-entry={} reason={} ({}) path={}",
+                            b.key.file_name(),
+                            b.why.reason(),
+                            b.why,
+                            f.path.display()
+                        );
+                    }
+                }
+                Err(e) => println!(
+                    "bad waiting={} reason={} ({e}){fixed} path={}",
+                    f.path.file_name().unwrap_or_default().to_string_lossy(),
+                    e.reason(),
+                    f.path.display()
+                ),
+            }
+            if let Some(Err(e)) = &f.fixed {
+                println!("pipekeep: {} was not written again: {e}", f.path.display());
+            }
+        }
+    }
+
+    fn summary(&self, fix: bool) -> String {
+        let bad = self.files.iter().filter(|f| f.is_bad()).count();
+        let fixed = self
+            .files
+            .iter()
+            .filter(|f| matches!(f.fixed, Some(Ok(true))))
+            .count();
+        format!(
+            "checked {} files of entries left waiting: {} sound entries, {bad} damaged files{}",
+            self.files.len(),
+            self.entries(),
+            if fix {
+                format!(", {fixed} written again without their damage")
+            } else {
+                String::new()
+            }
+        )
+    }
 }
