@@ -203,7 +203,9 @@ fn verify_checks_the_entries_left_waiting_and_fix_writes_the_file_again_without_
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
     run(tmp.path(), true, &[]);
-    let file = waiting_files(&store).pop().expect("a waiting file");
+    let mut waiting_now = waiting_files(&store);
+    assert_eq!(waiting_now.len(), 1);
+    let file = waiting_now.pop().unwrap();
     let verify = |args: &[&str]| {
         let run = App::tool(Driver::Radv, tmp.path())
             .args(&[&["verify", "--json"], args].concat())
@@ -238,9 +240,25 @@ fn verify_checks_the_entries_left_waiting_and_fix_writes_the_file_again_without_
     assert_eq!(f["bad_entries"].as_array().unwrap().len(), 1, "{damaged}");
     assert_eq!(damaged["entries"].as_u64(), Some(waiting - 2), "{damaged}");
 
+    // Named as no opening takes it (an ABI neither 4 nor 8), and a link: each reported, and
+    // removed by the fix.
+    let dir = file.parent().unwrap();
+    std::fs::copy(&file, dir.join("zz-1.waiting")).unwrap();
+    std::os::unix::fs::symlink(&file, dir.join("zz-2-8.waiting")).unwrap();
+    let (code, odd) = verify(&[]);
+    assert_eq!(code, Some(1), "{odd}");
+    let reasons: Vec<&str> = odd["files"].as_array().unwrap()[1..]
+        .iter()
+        .map(|f| f["error"]["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["not-ours", "not-a-file"], "{odd}");
+
     let (code, fixed) = verify(&["--fix"]);
     assert_eq!(code, Some(1), "what it found is still reported: {fixed}");
-    assert_eq!(fixed["files"][0]["fixed"], true, "{fixed}");
+    for f in fixed["files"].as_array().unwrap() {
+        assert_eq!(f["fixed"], true, "{fixed}");
+    }
+    assert_eq!(waiting_files(&store), std::slice::from_ref(&file));
     let (code, after) = verify(&[]);
     assert_eq!(code, Some(0), "{after}");
     assert_eq!(after["files"][0]["seal"], "held", "{after}");

@@ -61,7 +61,7 @@ complete -c pipekeep -n "__fish_pipekeep_using_subcommand list" -s h -l help -d 
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l dir -d 'The library root (default: PIPEKEEP_DIR, else $XDG_CACHE_HOME/pipekeep, else ~/.cache/pipekeep)' -r -F
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l title -d 'Only this title' -r
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l json -d 'Machine-readable output'
-complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l fix -d 'Drop the bad entries; write each damaged file of entries left waiting again without its damage'
+complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -l fix -d 'Drop the bad entries; write each damaged file of entries left waiting again without its damage (removed where nothing in it is sound, or no opening would take it)'
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand verify" -s h -l help -d 'Print help'
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand prune" -l dir -d 'The library root (default: PIPEKEEP_DIR, else $XDG_CACHE_HOME/pipekeep, else ~/.cache/pipekeep)' -r -F
 complete -c pipekeep -n "__fish_pipekeep_using_subcommand prune" -l title -d 'Only this title' -r

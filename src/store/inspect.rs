@@ -71,8 +71,8 @@ pub enum CheckError {
     NotOurs,
     #[error("cannot read: {0}")]
     Io(#[from] std::io::Error),
-    #[error("{0}")]
-    Store(#[from] super::StoreError),
+    #[error("{len} bytes, more than a waiting file may hold")]
+    WaitingTooLarge { len: u64 },
 }
 
 impl CheckError {
@@ -82,7 +82,7 @@ impl CheckError {
             CheckError::Entry(e) => e.reason(),
             CheckError::NotOurs => "not-ours",
             CheckError::Io(_) => "unreadable",
-            CheckError::Store(_) => "unwritable",
+            CheckError::WaitingTooLarge { .. } => "too-large",
         }
     }
 }
@@ -122,39 +122,51 @@ pub fn waiting_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// A waiting file's records checked as the opening of the layer of its ABI (the name's last
-/// number) would take them, with the pieces of its directory.
+/// number) would take them, with the pieces of its directory. A file no opening takes (no ABI
+/// of ours in its name, not a file, larger than a waiting file may be) is an error.
 pub fn check_waiting(path: &Path, pieces: &Pieces) -> Result<waiting::CheckedFile, CheckError> {
-    let identity = waiting_identity(path)?;
-    let bytes = super::files::read_at_most(path, waiting::MOST_BYTES + 1)?;
-    if bytes.len() as u64 > waiting::MOST_BYTES {
-        let len = std::fs::metadata(path).map_or(bytes.len() as u64, |m| m.len());
-        return Err(EntryError::TooLarge { len }.into());
-    }
-    Ok(waiting::check_file(
-        std::sync::Arc::new(bytes),
-        &identity,
-        pieces,
-    ))
+    let identity = waiting_identity(path).ok_or(CheckError::NotOurs)?;
+    let bytes = match waiting::read_bounded(path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            let len = std::fs::metadata(path).map_or(0, |m| m.len());
+            return Err(CheckError::WaitingTooLarge { len });
+        }
+        Err(e) if super::files::is_not_a_file(&e) => return Err(EntryError::NotAFile.into()),
+        Err(e) => return Err(e.into()),
+    };
+    let bytes = std::sync::Arc::new(bytes);
+    Ok(waiting::check_file(bytes, &identity, pieces))
 }
 
 /// Writes a waiting file again without its damage, checked as [`check_waiting`] does
-/// ([`waiting::without_damage`]); one larger than a waiting file may be is removed. `false`
+/// ([`waiting::without_damage`]; one larger than a waiting file may be is removed); one no
+/// opening takes otherwise (no ABI of ours in its name, not a file) goes by its path. `false`
 /// where it could not be written now.
-pub fn fix_waiting(path: &Path, pieces: &Pieces) -> Result<bool, CheckError> {
-    let identity = waiting_identity(path)?;
-    Ok(waiting::without_damage(path, &identity, pieces)?)
+pub fn fix_waiting(path: &Path, pieces: &Pieces) -> Result<bool, String> {
+    let is_file = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file());
+    match waiting_identity(path) {
+        Some(identity) if is_file => {
+            waiting::without_damage(path, &identity, pieces).map_err(|e| e.to_string())
+        }
+        _ => super::files::remove_if_present(path)
+            .map(|_| true)
+            .map_err(|e| format!("{}: {e}", path.display())),
+    }
 }
 
 /// The identity a waiting file's records are checked against: its directory's, of the ABI its
-/// name ends with (`<pid>-<nanos>-<abi>.waiting`).
-fn waiting_identity(path: &Path) -> Result<Identity, CheckError> {
+/// name ends with (`<pid>-<nanos>-<abi>.waiting`, 4 or 8); `None` for a name an opening of
+/// neither ABI takes.
+fn waiting_identity(path: &Path) -> Option<Identity> {
     let abi = path
         .file_name()
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_suffix(waiting::SUFFIX))
         .and_then(|n| n.rsplit('-').next())
-        .and_then(|abi| abi.parse().ok());
-    Ok(identity_of(&dir_name_of(path)?, abi))
+        .and_then(|abi| abi.parse().ok())
+        .filter(|abi| matches!(abi, 4 | 8))?;
+    Some(identity_of(&dir_name_of(path).ok()?, Some(abi)))
 }
 
 /// The identity directory's name of the file at `path`.

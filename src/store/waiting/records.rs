@@ -176,10 +176,7 @@ type Keep<'k> = &'k dyn Fn(&Arc<Vec<u8>>, &[Record<'_>]) -> Kept;
 /// after the read: a stamp given meanwhile is kept). A file written again by another pass
 /// between the read and the write is read again (a few times at most), so that neither brings
 /// back what the other dropped. `false` where it cannot be written again now.
-fn written_again(
-    path: &Path,
-    keep: Keep<'_>,
-) -> Result<bool, StoreError> {
+fn written_again(path: &Path, keep: Keep<'_>) -> Result<bool, StoreError> {
     use std::os::unix::fs::MetadataExt;
     let seen = || {
         fs::symlink_metadata(path).map(|m| (m.ino(), m.len(), m.modified().unwrap_or(UNIX_EPOCH)))

@@ -25,7 +25,7 @@ pub struct VerifyArgs {
     #[command(flatten)]
     scope: Scope,
     /// Drop the bad entries; write each damaged file of entries left waiting again without its
-    /// damage.
+    /// damage (removed where nothing in it is sound, or no opening would take it).
     #[arg(long)]
     fix: bool,
 }
@@ -211,8 +211,9 @@ struct WaitingReport {
 struct WaitingFile {
     path: PathBuf,
     checked: Result<pipekeep::store::waiting::CheckedFile, pipekeep::store::inspect::CheckError>,
-    /// `--fix`: written again without its damage (or removed, nothing sound in it); the error
-    /// where it could not be.
+    /// `--fix`: fixed (written again without its damage, removed where nothing in it is sound
+    /// or no opening takes it, or found gone or sound at the fix's own read); the error where
+    /// it could not be.
     fixed: Option<Result<bool, String>>,
 }
 
@@ -248,7 +249,7 @@ fn check_waiting_files(dirs: &[PathBuf], fix: bool) -> WaitingReport {
                 fixed: None,
             };
             if fix && file.is_bad() {
-                file.fixed = Some(fix_waiting(&file.path, &pieces).map_err(|e| e.to_string()));
+                file.fixed = Some(fix_waiting(&file.path, &pieces));
             }
             files.push(file);
         }
@@ -282,7 +283,7 @@ impl WaitingReport {
                     }
                     Err(e) => (0, Vec::new(), false, Some(json!({ "reason": e.reason(), "detail": e.to_string() }))),
                 };
-                json!({ "path": f.path, "entries": entries, "bad_entries": bad, "whole": whole, "seal": f.seal(), "bad": f.is_bad(), "error": error, "fixed": f.fixed.as_ref().map(|r| r.clone().unwrap_or(false)) })
+                json!({ "path": f.path, "entries": entries, "bad_entries": bad, "whole": whole, "seal": f.seal(), "bad": f.is_bad(), "error": error, "fixed": f.fixed.as_ref().map(|r| *r.as_ref().unwrap_or(&false)), "fix_error": f.fixed.as_ref().and_then(|r| r.as_ref().err()) })
             })
             .collect();
         json!({ "files": files, "entries": self.entries(), "bad_files": self.files.iter().filter(|f| f.is_bad()).count() })
@@ -292,8 +293,8 @@ impl WaitingReport {
     fn print(&self) {
         for f in self.files.iter().filter(|f| f.is_bad()) {
             let fixed = match &f.fixed {
-                Some(Ok(true)) => " written again without its damage",
-                Some(Ok(false)) => " not written again (another process holds it)",
+                Some(Ok(true)) => " fixed",
+                Some(Ok(false)) => " not fixed (another process holds it)",
                 Some(Err(_)) | None => "",
             };
             match &f.checked {
@@ -325,7 +326,7 @@ impl WaitingReport {
                 ),
             }
             if let Some(Err(e)) = &f.fixed {
-                println!("pipekeep: {} was not written again: {e}", f.path.display());
+                eprintln!("pipekeep: {} was not fixed: {e}", f.path.display());
             }
         }
     }
@@ -342,7 +343,7 @@ impl WaitingReport {
             self.files.len(),
             self.entries(),
             if fix {
-                format!(", {fixed} written again without their damage")
+                format!(", {fixed} fixed")
             } else {
                 String::new()
             }
