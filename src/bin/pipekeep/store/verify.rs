@@ -338,9 +338,10 @@ impl WaitingReport {
             .iter()
             .filter(|f| matches!(f.fixed, Some(Ok(true))))
             .count();
+        let files = self.files.len();
         format!(
-            "checked {} files of entries left waiting: {} sound entries, {bad} damaged files{}",
-            self.files.len(),
+            "checked {files} {} of entries left waiting: {} sound entries, {bad} damaged{}",
+            if files == 1 { "file" } else { "files" },
             self.entries(),
             if fix {
                 format!(", {fixed} fixed")
