@@ -110,17 +110,6 @@ pub fn check_entry_with(path: &Path, pieces: &Pieces) -> Result<u64, CheckError>
     Ok(checked.0.payload.len() as u64)
 }
 
-/// The waiting files of an identity directory (entries a process's end left for the next).
-pub fn waiting_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out: Vec<PathBuf> = names_in(dir)?
-        .into_iter()
-        .map(|n| dir.join(n))
-        .filter(|p| super::files::is_waiting_file(p))
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
 /// A waiting file's records checked as the opening of the layer of its ABI (the name's last
 /// number) would take them, with the pieces of its directory. A file no opening takes (no ABI
 /// of ours in its name, not a file, larger than a waiting file may be) is an error.
@@ -156,16 +145,9 @@ pub fn fix_waiting(path: &Path, pieces: &Pieces) -> Result<bool, String> {
 }
 
 /// The identity a waiting file's records are checked against: its directory's, of the ABI its
-/// name ends with (`<pid>-<nanos>-<abi>.waiting`, 4 or 8); `None` for a name an opening of
-/// neither ABI takes.
+/// name ends with; `None` for a name an opening of neither ABI takes.
 fn waiting_identity(path: &Path) -> Option<Identity> {
-    let abi = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(waiting::SUFFIX))
-        .and_then(|n| n.rsplit('-').next())
-        .and_then(|abi| abi.parse().ok())
-        .filter(|abi| matches!(abi, 4 | 8))?;
+    let abi = waiting::abi_in_name(path.file_name()?.to_str()?)?;
     Some(identity_of(&dir_name_of(path).ok()?, Some(abi)))
 }
 

@@ -34,7 +34,7 @@ pub(super) fn append_records(jobs: Vec<RecordJob>, spread: bool) {
         1
     };
     for (file, entries) in documents_on(&jobs, document_threads(jobs.len(), cores)) {
-        if let Err(e) = file.append_on(entries, cores) {
+        if let Err(e) = file.append(entries, cores) {
             tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
         }
     }
@@ -138,7 +138,7 @@ mod tests {
             .collect();
         assert_eq!(firsts, alone.iter().collect::<Vec<_>>());
 
-        file.append(shared.clone()).unwrap();
+        file.append(shared.clone(), 1).unwrap();
         let read = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();
         let written: Vec<(u32, u64, Vec<u8>)> = read
             .into_iter()

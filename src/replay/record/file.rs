@@ -99,14 +99,10 @@ impl RecordFile {
         }
     }
 
-    /// Appends the entries the file does not hold yet. Returns how many were written. What
-    /// another process appended since this one last looked is read first (only that part).
-    pub fn append(&self, entries: Vec<DbEntry>) -> io::Result<usize> {
-        self.append_on(entries, crate::sync::share_threads())
-    }
-
-    /// [`RecordFile::append`], deflating on at most `threads` threads.
-    pub fn append_on(&self, entries: Vec<DbEntry>, threads: usize) -> io::Result<usize> {
+    /// Appends the entries the file does not hold yet, their payloads deflated on at most
+    /// `threads` threads. Returns how many were written. What another process appended since
+    /// this one last looked is read first (only that part).
+    pub fn append(&self, entries: Vec<DbEntry>, threads: usize) -> io::Result<usize> {
         if entries.is_empty() {
             return Ok(0);
         }

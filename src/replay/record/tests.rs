@@ -85,8 +85,8 @@ fn a_recorded_pipeline_reads_back_with_every_object_it_names() {
     let file = RecordFile::new(dir.path());
     let app = AppState::default();
     let entries = pipeline_entries(&record(), &app).unwrap();
-    assert_eq!(file.append(entries.clone()).unwrap(), entries.len());
-    assert_eq!(file.append(entries).unwrap(), 0, "each object once");
+    assert_eq!(file.append(entries.clone(), 1).unwrap(), entries.len());
+    assert_eq!(file.append(entries, 1).unwrap(), 0, "each object once");
     let catalog = catalog_of(file.path());
     assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
     assert_eq!(catalog.compute.len(), 1);
@@ -108,7 +108,7 @@ fn a_record_cut_inside_its_last_entry_keeps_what_is_whole_and_appends_after_it()
     let dir = tempfile::tempdir().unwrap();
     let file = RecordFile::new(dir.path());
     let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
-    file.append(entries.clone()).unwrap();
+    file.append(entries.clone(), 1).unwrap();
     let whole = std::fs::read(file.path()).unwrap();
     let last_len = whole.len()
         - crate::replay::foz::read_database(&whole[..whole.len() - 1])
@@ -122,7 +122,7 @@ fn a_record_cut_inside_its_last_entry_keeps_what_is_whole_and_appends_after_it()
     std::fs::write(file.path(), &whole[..whole.len() - 7]).unwrap();
     let again = RecordFile::new(dir.path());
     assert_eq!(
-        again.append(entries.clone()).unwrap(),
+        again.append(entries.clone(), 1).unwrap(),
         1,
         "the cut one again"
     );
@@ -141,7 +141,7 @@ fn a_record_made_but_not_yet_written_reads_as_empty_and_the_next_append_fills_it
     std::fs::write(file.path(), &crate::replay::foz::MAGIC[..5]).unwrap();
     assert!(read(file.path()).unwrap().0.is_empty());
     let entries = pipeline_entries(&record(), &AppState::default()).unwrap();
-    assert_eq!(file.append(entries.clone()).unwrap(), entries.len());
+    assert_eq!(file.append(entries.clone(), 1).unwrap(), entries.len());
     assert_eq!(read(file.path()).unwrap().0.len(), entries.len());
 }
 
@@ -157,7 +157,7 @@ fn payloads_are_stored_deflated_as_fossilize_stores_them_and_read_back_whole() {
     r.contents[0].1 = Arc::new(Content::Module(code.clone()));
     let entries = pipeline_entries(&r, &AppState::default()).unwrap();
     let stored = crate::replay::foz::write_entries(&entries).len() as u64;
-    file.append(entries.clone()).unwrap();
+    file.append(entries.clone(), 1).unwrap();
     let bytes = std::fs::read(file.path()).unwrap();
     assert!(
         (bytes.len() as u64) * 4 < stored,
@@ -189,7 +189,10 @@ fn an_append_after_damage_inside_the_record_keeps_what_follows_it() {
     std::fs::write(file.path(), &bytes).unwrap();
     let again = RecordFile::new(dir.path());
     again
-        .append(pipeline_entries(&nth_record(0), &AppState::default()).unwrap())
+        .append(
+            pipeline_entries(&nth_record(0), &AppState::default()).unwrap(),
+            1,
+        )
         .unwrap();
     assert!(std::fs::metadata(file.path()).unwrap().len() as usize >= len);
     let catalog = catalog_of(file.path());
@@ -222,7 +225,7 @@ fn recorded(file: &RecordFile, pipelines: u8) -> Vec<u64> {
     (0..pipelines)
         .map(|n| {
             let r = nth_record(n);
-            file.append(pipeline_entries(&r, &AppState::default()).unwrap())
+            file.append(pipeline_entries(&r, &AppState::default()).unwrap(), 1)
                 .unwrap();
             pipeline_hash(&r.key)
         })
@@ -318,7 +321,10 @@ fn a_record_within_its_share_waiting_for_a_rebuild_or_appended_to_is_not_compact
         .unwrap());
     let appender = RecordFile::new(dir.path());
     appender
-        .append(pipeline_entries(&nth_record(9), &AppState::default()).unwrap())
+        .append(
+            pipeline_entries(&nth_record(9), &AppState::default()).unwrap(),
+            1,
+        )
         .unwrap();
     assert_eq!(
         appender.compact_to_share(len / 2, false, &none).unwrap(),
@@ -365,8 +371,11 @@ fn the_pending_mark_stays_when_the_record_grew_after_the_rebuild_read_it() {
     let read_len = std::fs::metadata(file.path()).unwrap().len();
     file.mark_pending().unwrap();
     assert!(file.is_pending());
-    file.append(pipeline_entries(&nth_record(7), &AppState::default()).unwrap())
-        .unwrap();
+    file.append(
+        pipeline_entries(&nth_record(7), &AppState::default()).unwrap(),
+        1,
+    )
+    .unwrap();
     assert!(file.is_pending());
     assert!(!file.clear_pending_unless_grown(read_len).unwrap());
     assert!(file.is_pending());
@@ -458,7 +467,7 @@ fn a_writer_that_knew_the_record_before_a_compaction_writes_again_what_it_droppe
     let again = nth_record(3);
     assert!(
         other_process
-            .append(pipeline_entries(&again, &AppState::default()).unwrap())
+            .append(pipeline_entries(&again, &AppState::default()).unwrap(), 1)
             .unwrap()
             > 0
     );
@@ -538,15 +547,22 @@ fn each_configuration_is_one_entry_and_a_pipeline_is_linked_once_to_each() {
     );
     assert_ne!(configuration_hash(&first), configuration_hash(&second));
     let under_first = pipeline_entries(&record(), &first).unwrap();
-    assert_eq!(file.append(under_first.clone()).unwrap(), under_first.len());
-    assert_eq!(file.append(under_first).unwrap(), 0, "once a configuration");
+    assert_eq!(
+        file.append(under_first.clone(), 1).unwrap(),
+        under_first.len()
+    );
+    assert_eq!(
+        file.append(under_first, 1).unwrap(),
+        0,
+        "once a configuration"
+    );
     let other = nth_record(1);
-    file.append(pipeline_entries(&other, &first).unwrap())
+    file.append(pipeline_entries(&other, &first).unwrap(), 1)
         .unwrap();
     // The same pipeline (its key) under another configuration: only the configuration and
     // the link are new.
     assert_eq!(
-        file.append(pipeline_entries(&record(), &second).unwrap())
+        file.append(pipeline_entries(&record(), &second).unwrap(), 1)
             .unwrap(),
         2
     );
@@ -616,10 +632,10 @@ fn pipelines_of_a_damaged_configuration_go_under_no_other() {
         configuration("a game", false),
         configuration("a game", true),
     );
-    file.append(pipeline_entries(&record(), &first).unwrap())
+    file.append(pipeline_entries(&record(), &first).unwrap(), 1)
         .unwrap();
     let other = nth_record(1);
-    file.append(pipeline_entries(&other, &second).unwrap())
+    file.append(pipeline_entries(&other, &second).unwrap(), 1)
         .unwrap();
     let mut entries = read(file.path()).unwrap().0;
     let damaged = configuration_hash(&second);
@@ -673,7 +689,7 @@ fn an_older_record_of_one_application_and_no_links_still_reads_as_one_configurat
     std::fs::write(dir.path().join(FILE_NAME), &bytes).unwrap();
     let file = RecordFile::new(dir.path());
     let new = configuration("old-title", false);
-    file.append(pipeline_entries(&nth_record(3), &new).unwrap())
+    file.append(pipeline_entries(&nth_record(3), &new).unwrap(), 1)
         .unwrap();
     let configs = catalog_of(file.path()).configurations();
     assert_eq!(configs.len(), 2);
@@ -921,7 +937,7 @@ fn a_compaction_keeping_a_link_keeps_its_libraries() {
     let library = ray_tracing_record(LIBRARY_KEY, ray_tracing_desc(true, Vec::new()));
     let link = ray_tracing_record(link_key, ray_tracing_desc(false, vec![LIBRARY_KEY]));
     for r in [&library, &link] {
-        file.append(pipeline_entries(r, &AppState::default()).unwrap())
+        file.append(pipeline_entries(r, &AppState::default()).unwrap(), 1)
             .unwrap();
     }
     let entries = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();

@@ -226,15 +226,35 @@ fn next_record(rest: &[u8]) -> Option<Record<'_>> {
     })
 }
 
+/// The waiting files of an identity directory, of either ABI, in name order.
+pub fn files_in(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut out: Vec<std::path::PathBuf> = files::names_in(dir)?
+        .into_iter()
+        .filter(|n| n.ends_with(SUFFIX))
+        .map(|n| dir.join(n))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The ABI a waiting file's name ends with (`<pid>-<nanos>-<abi>.waiting`, as
+/// [`Store::waiting_suffix`] names it), where it is one an opening takes: 4 or 8.
+pub fn abi_in_name(name: &str) -> Option<u32> {
+    let abi = name
+        .strip_suffix(SUFFIX)?
+        .rsplit('-')
+        .next()?
+        .parse()
+        .ok()?;
+    matches!(abi, 4 | 8).then_some(abi)
+}
+
 /// The entries left waiting in an identity directory and the bytes of their files, as the files
 /// read (records counted, not checked; for `pipekeep list`).
 pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
     let (mut entries, mut bytes) = (0, 0);
-    for name in files::names_in(dir).unwrap_or_default() {
-        if !name.ends_with(SUFFIX) {
-            continue;
-        }
-        if let Ok(read) = files::read_at_most(&dir.join(&name), MOST_BYTES) {
+    for path in files_in(dir).unwrap_or_default() {
+        if let Ok(read) = files::read_at_most(&path, MOST_BYTES) {
             bytes += read.len() as u64;
             entries += parse(&read).0.len() as u64;
         }
@@ -486,7 +506,7 @@ impl Store {
     }
 }
 
-/// A waiting file's seal, as read.
+/// A waiting file's seal, as read ([`Seal::word`]: as `pipekeep verify` reports it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Seal {
     /// It holds: every record is as the process that sealed it wrote it.
@@ -496,6 +516,16 @@ pub enum Seal {
     /// A file written before the seal (`PKWAIT01`), or by the bound's rewrite of one whose seal
     /// failed (or no waiting file's magic: it reads no record).
     None,
+}
+
+impl Seal {
+    pub fn word(self) -> &'static str {
+        match self {
+            Seal::Held => "held",
+            Seal::Failed => "failed",
+            Seal::None => "none",
+        }
+    }
 }
 
 /// A record of a waiting file that fails its check.

@@ -14,7 +14,6 @@ use pipekeep::settings::Settings;
 use pipekeep::store::files::remove_if_present;
 use pipekeep::store::inspect::{
     check_entry_with, check_piece, check_waiting, entry_files, fix_waiting, identity_dirs,
-    waiting_files,
 };
 use pipekeep::store::pieces::Pieces;
 
@@ -223,15 +222,7 @@ impl WaitingFile {
     }
 
     fn seal(&self) -> &'static str {
-        use pipekeep::store::waiting::Seal;
-        match &self.checked {
-            Ok(c) => match c.seal {
-                Seal::Held => "held",
-                Seal::Failed => "failed",
-                Seal::None => "none",
-            },
-            Err(_) => "-",
-        }
+        self.checked.as_ref().map_or("-", |c| c.seal.word())
     }
 }
 
@@ -241,7 +232,7 @@ fn check_waiting_files(dirs: &[PathBuf], fix: bool) -> WaitingReport {
     let mut files = Vec::new();
     for dir in dirs {
         let pieces = Pieces::for_looking(dir);
-        for path in readable(dir, waiting_files(dir)) {
+        for path in readable(dir, pipekeep::store::waiting::files_in(dir)) {
             let checked = check_waiting(&path, &pieces);
             let mut file = WaitingFile {
                 path,
