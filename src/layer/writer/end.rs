@@ -23,7 +23,7 @@ impl Writer {
         let started = Instant::now();
         let left = if leave { self.leave_waiting() } else { 0 };
         let left_at = started.elapsed();
-        let (waiting, in_flight, together) = {
+        let (waiting, in_flight, under_way, together) = {
             let (lock, ready) = &*self.shared;
             let mut q = lock.locked();
             q.closing = true;
@@ -32,7 +32,7 @@ impl Writer {
                 .all_jobs()
                 .map(|j| (j.store.clone(), j.kind, j.data.clone()))
                 .collect();
-            (together.len(), q.in_flight, together)
+            (together.len(), q.in_flight, q.under_way, together)
         };
         self.wake();
         expect_together(together);
@@ -63,11 +63,15 @@ impl Writer {
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         // Where the end's time goes: leaving entries waiting, telling the stores what comes
         // together, writing (this thread and helpers), then what was left of the writer thread's
-        // last job (`in_flight`: it had one when the end began).
+        // last job (`in_flight`: it had one when the end began; `under_way`: what, how many,
+        // and how long it had been under way then).
         tracing::debug!(
             entries = waiting,
             left_waiting = left,
             in_flight,
+            under_way = under_way.map_or("none", |u| u.what),
+            under_way_items = under_way.map_or(0, |u| u.items),
+            under_way_ms = %ms(under_way.map_or(Duration::ZERO, |u| started.saturating_duration_since(u.since))),
             helpers,
             leave_ms = %ms(left_at),
             together_ms = %ms(told_at.saturating_sub(left_at)),

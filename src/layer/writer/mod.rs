@@ -167,6 +167,17 @@ struct Queue {
     started: bool,
     /// Work taken from the queue and not yet done (an entry being written, records appended).
     in_flight: usize,
+    /// What the writer thread has taken and not yet done: the device's end waits for it.
+    under_way: Option<UnderWay>,
+}
+
+/// The writer thread's work under way, as the device's end finds it (its debug line).
+#[derive(Clone, Copy, Debug)]
+struct UnderWay {
+    what: &'static str,
+    /// Entries, stamps, the record's pipelines or chores taken.
+    items: usize,
+    since: Instant,
 }
 
 /// What the thread takes from the queue at once.
@@ -176,6 +187,23 @@ enum Work {
     /// The record's pipelines, and whether the cores are free to make their documents.
     Records(Vec<RecordJob>, bool),
     Chores(Vec<Chore>),
+}
+
+impl Work {
+    /// What it is, and how many items, for the device's end's debug line.
+    fn under_way(&self) -> UnderWay {
+        let (what, items) = match self {
+            Work::Write(_) => ("entry", 1),
+            Work::Stamps(stamps) => ("stamps", stamps.len()),
+            Work::Records(records, _) => ("records", records.len()),
+            Work::Chores(chores) => ("chores", chores.len()),
+        };
+        UnderWay {
+            what,
+            items,
+            since: Instant::now(),
+        }
+    }
 }
 
 /// A small write of the layer's own besides entries (the note naming NVIDIA's dictionary), kept
@@ -645,6 +673,9 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
             };
             // Counted under the lock it was taken under: the exit waits for it.
             q.in_flight += usize::from(work.is_some());
+            if matches!(who, Drain::Thread(_)) {
+                q.under_way = work.as_ref().map(Work::under_way);
+            }
             work
         };
         let Some(work) = work else {
@@ -658,7 +689,13 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
             Work::Records(records, spread) => append_records(records, spread),
             Work::Chores(chores) => chores.into_iter().for_each(|chore| chore()),
         }));
-        lock.locked().in_flight -= 1;
+        {
+            let mut q = lock.locked();
+            q.in_flight -= 1;
+            if matches!(who, Drain::Thread(_)) {
+                q.under_way = None;
+            }
+        }
         ready.notify_all();
         if let Err(panic) = done {
             std::panic::resume_unwind(panic);
