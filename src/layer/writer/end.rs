@@ -59,6 +59,7 @@ impl Writer {
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
+        self.remove_copies(true);
         let ended = started.elapsed();
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         // Where the end's time goes: leaving entries waiting, telling the stores what comes
@@ -98,13 +99,14 @@ impl Writer {
         self.leave_waiting();
         self.shared.0.locked().closing = true;
         drain(&self.shared, &self.on_written, Drain::Here);
-        self.wait_for_work_in_flight(limit);
+        let settled = self.wait_for_work_in_flight(limit);
+        self.remove_copies(settled);
     }
 
     /// Waits, at most `limit`, for what the writer thread took from the queue (an entry it is
     /// writing, records it appends): the process's exit would cut it short (an entry's file
-    /// left half written, one compile at the next launch).
-    fn wait_for_work_in_flight(&self, limit: Duration) {
+    /// left half written, one compile at the next launch). Whether it was done in time.
+    fn wait_for_work_in_flight(&self, limit: Duration) -> bool {
         let (lock, done) = &*self.shared;
         let until = Instant::now() + limit;
         let mut q = lock.locked();
@@ -112,13 +114,14 @@ impl Writer {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 tracing::debug!("the writer thread's work was still under way at exit");
-                return;
+                return false;
             }
             q = match done.wait_timeout(q, left) {
                 Ok((q, _)) => q,
                 Err(poisoned) => poisoned.into_inner().0,
             };
         }
+        true
     }
 
     /// At the end: where enough entries wait ([`worth_leaving_waiting`]), those queued

@@ -43,6 +43,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::activity::AppActivity;
 use crate::key::{EntryName, PipelineKey};
 mod apart;
+mod checkpoint;
 mod end;
 mod records;
 
@@ -97,6 +98,8 @@ struct Job {
     queued: Instant,
     /// This process's pipeline, or one an earlier process left waiting.
     for_whom: WrittenFor,
+    /// Copied into a waiting file should the process die before it is written ([`checkpoint`]).
+    copied: bool,
 }
 
 impl Job {
@@ -124,6 +127,7 @@ impl Job {
             stamp,
             queued: Instant::now(),
             for_whom,
+            copied: false,
         }
     }
 
@@ -169,6 +173,8 @@ struct Queue {
     in_flight: usize,
     /// What the writer thread has taken and not yet done: the device's end waits for it.
     under_way: Option<UnderWay>,
+    /// The copies made of what waits, should the process die ([`checkpoint`]).
+    copies: checkpoint::Copies,
 }
 
 /// The writer thread's work under way, as the device's end finds it (its debug line).
@@ -228,6 +234,8 @@ pub enum WrittenFor {
 pub struct Writer {
     shared: Arc<(Mutex<Queue>, Condvar)>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The thread making the last copy of what waits ([`checkpoint`]).
+    copier: Mutex<Option<JoinHandle<()>>>,
     on_written: OnWritten,
     /// The application's pipeline building, which the thread waits out (none: it never waits).
     building: Option<Arc<AppActivity>>,
@@ -239,6 +247,7 @@ impl Writer {
         Writer {
             shared: Arc::default(),
             thread: Mutex::new(None),
+            copier: Mutex::new(None),
             on_written,
             building,
             dictionaries: Dictionaries::default(),
@@ -269,11 +278,25 @@ impl Writer {
             None => (Waiting::Whole(data), None),
         };
         let job = Job::announced(store, key, kind, waiting);
-        if let Some(mut job) = self.queue_job(job, true) {
+        let len = job.data.len();
+        let mut copy_due = false;
+        let here = self.enqueue(
+            job,
+            |q| q.has_room_for(len),
+            |q, job| {
+                q.push(job);
+                copy_due = q.copy_due();
+                true
+            },
+        );
+        if let Some(mut job) = here {
             if let Some(whole) = whole {
                 job.data = Arc::new(Waiting::Whole(whole));
             }
             (self.on_written)(run(&job), WrittenFor::Application);
+        }
+        if copy_due {
+            self.start_a_copy();
         }
     }
 
@@ -323,20 +346,6 @@ impl Writer {
         for job in here {
             (self.on_written)(run(&job), WrittenFor::Earlier);
         }
-    }
-
-    /// Puts an entry's job in the queue, within [`QUEUE_LIMIT`] (waking the thread where `wake`);
-    /// gives it back where it is to be written here.
-    fn queue_job(&self, job: Job, wake: bool) -> Option<Job> {
-        let len = job.data.len();
-        self.enqueue(
-            job,
-            |q| q.has_room_for(len),
-            |q, job| {
-                q.push(job);
-                wake
-            },
-        )
     }
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
