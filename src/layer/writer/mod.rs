@@ -33,7 +33,8 @@
 //! written while the application builds they only took its cores (unless they fill the queue
 //! near [`QUEUE_LIMIT`], where the application's own would be written inline). While the
 //! application's threads hold every core, the idle-priority thread gets no time: entries then wait up to [`QUEUE_LIMIT`] (the application's threads write
-//! past it), and a process that dies then loses what waits.
+//! past it), and what has waited [`LONGEST_WAIT`] is copied into a waiting file for the next
+//! process, should this one die ([`checkpoint`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};

@@ -17,7 +17,9 @@
 //! reading stops at a record cut short. A file of `"PKWAIT01"` (no seal, written before it) reads
 //! the same, each record's hash checked. Only the last device of a
 //! store in a process leaves entries waiting (an earlier one's end writes them: the store is not
-//! opened again in that process), and a process takes only files of its own ABI. A file is read
+//! opened again in that process), and a process takes only files of its own ABI. While the
+//! application builds, the layer's writer also copies what has waited a second into such a file
+//! ([`Store::keep_waiting_copy`]), removed at its end: a process that dies leaves it for the next. A file is read
 //! but not removed: a process that writes none of a file's entries (a short launch, with no
 //! pause to write them in) leaves the file as it found it at its end, rather than writing the
 //! same entries into a file of its own; one that wrote some removes the file once the rest are
