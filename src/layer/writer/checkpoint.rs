@@ -93,7 +93,10 @@ impl Writer {
             .name("pipekeep-copy".into())
             .spawn(move || {
                 crate::layer::guard::guarded("writer", || make_a_copy(&shared), || ());
-                shared.0.locked().copies.making = false;
+                // Counted as made even where it panicked: the next waits its turn.
+                let mut q = shared.0.locked();
+                q.copies.making = false;
+                q.copies.last = Some(Instant::now());
             });
         let mut copier = self.copier.locked();
         match started {
@@ -155,7 +158,5 @@ fn make_a_copy(shared: &(Mutex<Queue>, Condvar)) {
         took_ms = %format!("{:.1}", started.elapsed().as_secs_f64() * 1e3),
         "the entries waiting copied for the next process"
     );
-    let mut q = shared.0.locked();
-    q.copies.files.extend(files);
-    q.copies.last = Some(Instant::now());
+    shared.0.locked().copies.files.extend(files);
 }
