@@ -32,7 +32,9 @@ impl Writer {
                 .all_jobs()
                 .map(|j| (j.store.clone(), j.kind, j.data.clone()))
                 .collect();
-            (together.len(), q.in_flight, q.under_way, together)
+            // What the writer thread had under way as the queue closed, and how long it had run.
+            let under_way = q.under_way.map(|u| (u.what, u.items, u.since.elapsed()));
+            (together.len(), q.in_flight, under_way, together)
         };
         self.wake();
         expect_together(together);
@@ -59,20 +61,19 @@ impl Writer {
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
-        self.remove_copies(true);
         let ended = started.elapsed();
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         // Where the end's time goes: leaving entries waiting, telling the stores what comes
         // together, writing (this thread and helpers), then what was left of the writer thread's
-        // last job (`in_flight`: it had one when the end began; `under_way`: what, how many,
+        // last job (`in_flight`: it had one as the queue closed; `under_way`: what, how many,
         // and how long it had been under way then).
         tracing::debug!(
             entries = waiting,
             left_waiting = left,
             in_flight,
-            under_way = under_way.map_or("none", |u| u.what),
-            under_way_items = under_way.map_or(0, |u| u.items),
-            under_way_ms = %ms(under_way.map_or(Duration::ZERO, |u| started.saturating_duration_since(u.since))),
+            under_way = %under_way.map_or("none", |u| u.0),
+            under_way_items = under_way.map_or(0, |u| u.1),
+            under_way_ms = %ms(under_way.map_or(Duration::ZERO, |u| u.2)),
             helpers,
             leave_ms = %ms(left_at),
             together_ms = %ms(told_at.saturating_sub(left_at)),
@@ -99,14 +100,13 @@ impl Writer {
         self.leave_waiting();
         self.shared.0.locked().closing = true;
         drain(&self.shared, &self.on_written, Drain::Here);
-        let settled = self.wait_for_work_in_flight(limit);
-        self.remove_copies(settled);
+        self.wait_for_work_in_flight(limit);
     }
 
     /// Waits, at most `limit`, for what the writer thread took from the queue (an entry it is
     /// writing, records it appends): the process's exit would cut it short (an entry's file
-    /// left half written, one compile at the next launch). Whether it was done in time.
-    fn wait_for_work_in_flight(&self, limit: Duration) -> bool {
+    /// left half written, one compile at the next launch).
+    fn wait_for_work_in_flight(&self, limit: Duration) {
         let (lock, done) = &*self.shared;
         let until = Instant::now() + limit;
         let mut q = lock.locked();
@@ -114,14 +114,13 @@ impl Writer {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 tracing::debug!("the writer thread's work was still under way at exit");
-                return false;
+                return;
             }
             q = match done.wait_timeout(q, left) {
                 Ok((q, _)) => q,
                 Err(poisoned) => poisoned.into_inner().0,
             };
         }
-        true
     }
 
     /// At the end: where enough entries wait ([`worth_leaving_waiting`]), those queued

@@ -33,8 +33,7 @@
 //! written while the application builds they only took its cores (unless they fill the queue
 //! near [`QUEUE_LIMIT`], where the application's own would be written inline). While the
 //! application's threads hold every core, the idle-priority thread gets no time: entries then wait up to [`QUEUE_LIMIT`] (the application's threads write
-//! past it), and what has waited [`LONGEST_WAIT`] is copied into a waiting file for the next
-//! process, should this one die ([`checkpoint`]).
+//! past it), and a process that dies then loses what waits.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -44,7 +43,6 @@ use std::time::{Duration, Instant, SystemTime};
 use super::activity::AppActivity;
 use crate::key::{EntryName, PipelineKey};
 mod apart;
-mod checkpoint;
 mod end;
 mod records;
 
@@ -99,8 +97,6 @@ struct Job {
     queued: Instant,
     /// This process's pipeline, or one an earlier process left waiting.
     for_whom: WrittenFor,
-    /// Copied into a waiting file should the process die before it is written ([`checkpoint`]).
-    copied: bool,
 }
 
 impl Job {
@@ -128,7 +124,6 @@ impl Job {
             stamp,
             queued: Instant::now(),
             for_whom,
-            copied: false,
         }
     }
 
@@ -174,8 +169,6 @@ struct Queue {
     in_flight: usize,
     /// What the writer thread has taken and not yet done: the device's end waits for it.
     under_way: Option<UnderWay>,
-    /// The copies made of what waits, should the process die ([`checkpoint`]).
-    copies: checkpoint::Copies,
 }
 
 /// The writer thread's work under way, as the device's end finds it (its debug line).
@@ -235,8 +228,6 @@ pub enum WrittenFor {
 pub struct Writer {
     shared: Arc<(Mutex<Queue>, Condvar)>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// The thread making the last copy of what waits ([`checkpoint`]).
-    copier: Mutex<Option<JoinHandle<()>>>,
     on_written: OnWritten,
     /// The application's pipeline building, which the thread waits out (none: it never waits).
     building: Option<Arc<AppActivity>>,
@@ -248,7 +239,6 @@ impl Writer {
         Writer {
             shared: Arc::default(),
             thread: Mutex::new(None),
-            copier: Mutex::new(None),
             on_written,
             building,
             dictionaries: Dictionaries::default(),
@@ -279,25 +269,11 @@ impl Writer {
             None => (Waiting::Whole(data), None),
         };
         let job = Job::announced(store, key, kind, waiting);
-        let len = job.data.len();
-        let mut copy_due = false;
-        let here = self.enqueue(
-            job,
-            |q| q.has_room_for(len),
-            |q, job| {
-                q.push(job);
-                copy_due = q.copy_due();
-                true
-            },
-        );
-        if let Some(mut job) = here {
+        if let Some(mut job) = self.queue_job(job, true) {
             if let Some(whole) = whole {
                 job.data = Arc::new(Waiting::Whole(whole));
             }
             (self.on_written)(run(&job), WrittenFor::Application);
-        }
-        if copy_due {
-            self.start_a_copy();
         }
     }
 
@@ -347,6 +323,20 @@ impl Writer {
         for job in here {
             (self.on_written)(run(&job), WrittenFor::Earlier);
         }
+    }
+
+    /// Puts an entry's job in the queue, within [`QUEUE_LIMIT`] (waking the thread where `wake`);
+    /// gives it back where it is to be written here.
+    fn queue_job(&self, job: Job, wake: bool) -> Option<Job> {
+        let len = job.data.len();
+        self.enqueue(
+            job,
+            |q| q.has_room_for(len),
+            |q, job| {
+                q.push(job);
+                wake
+            },
+        )
     }
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this

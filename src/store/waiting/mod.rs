@@ -17,9 +17,7 @@
 //! reading stops at a record cut short. A file of `"PKWAIT01"` (no seal, written before it) reads
 //! the same, each record's hash checked. Only the last device of a
 //! store in a process leaves entries waiting (an earlier one's end writes them: the store is not
-//! opened again in that process), and a process takes only files of its own ABI. While the
-//! application builds, the layer's writer also copies what has waited a second into such a file
-//! ([`Store::keep_waiting_copy`]), removed at its end: a process that dies leaves it for the next. A file is read
+//! opened again in that process), and a process takes only files of its own ABI. A file is read
 //! but not removed: a process that writes none of a file's entries (a short launch, with no
 //! pause to write them in) leaves the file as it found it at its end, rather than writing the
 //! same entries into a file of its own; one that wrote some removes the file once the rest are
@@ -269,49 +267,8 @@ impl Store {
     /// the process); lookups in this process no longer find them from the queue. Returns the
     /// file's length.
     pub fn keep_waiting(&self, entries: &[ToWait<'_>]) -> Result<u64, StoreError> {
-        let Some((_, bytes)) = self.write_waiting_file(entries)? else {
-            return Ok(0);
-        };
-        for (key, ..) in entries {
-            self.queued.written(key);
-        }
-        // Counted within the title's bound from now on (noted at the run's end).
-        self.written_since_noted
-            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
-        Ok(bytes)
-    }
-
-    /// A copy of `entries`, still queued, in one new waiting file: should this process die
-    /// before they are written, the next takes it as it takes any dead process's file. Lookups
-    /// here still find them from the queue; the caller removes the file once they are written
-    /// ([`Store::remove_waiting_copy`]). Its path, none where the store keeps nothing.
-    pub fn keep_waiting_copy(
-        &self,
-        entries: &[ToWait<'_>],
-    ) -> Result<Option<std::path::PathBuf>, StoreError> {
-        Ok(self.write_waiting_file(entries)?.map(|(path, _)| path))
-    }
-
-    /// Removes a copy [`Store::keep_waiting_copy`] made, its entries written or left waiting in
-    /// another file (one the bound or another process has already taken away is gone).
-    pub fn remove_waiting_copy(&self, path: &Path) {
-        match fs::remove_file(path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::debug!(path = %path.display(), error = %e, "a copy of entries left waiting was not removed")
-            }
-        }
-    }
-
-    /// Writes `entries` as one new waiting file, each with its last use while it waited: its
-    /// path and length, none where the store keeps nothing or there are none.
-    fn write_waiting_file(
-        &self,
-        entries: &[ToWait<'_>],
-    ) -> Result<Option<(std::path::PathBuf, u64)>, StoreError> {
         if self.max_bytes == 0 || entries.is_empty() {
-            return Ok(None);
+            return Ok(0);
         }
         self.make_dir()?;
         // An entry found while it waited (from an earlier process's file) keeps that use.
@@ -328,11 +285,20 @@ impl Store {
         let name = format!("{}-{nanos}{}", std::process::id(), self.waiting_suffix());
         let path = self.dir.join(name);
         match files::write_atomically(&path, &bytes, newest_stamp(&entries))? {
-            files::Written::Whole(_) => Ok(Some((path, bytes.len() as u64))),
-            files::Written::Skipped => Err(StoreError::io("write", &path)(std::io::Error::other(
-                "another writer holds its temporary file",
-            ))),
+            files::Written::Whole(_) => {}
+            files::Written::Skipped => {
+                return Err(StoreError::io("write", &path)(std::io::Error::other(
+                    "another writer holds its temporary file",
+                )))
+            }
         }
+        for (key, ..) in &entries {
+            self.queued.written(key);
+        }
+        // Counted within the title's bound from now on (noted at the run's end).
+        self.written_since_noted
+            .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(bytes.len() as u64)
     }
 
     /// Notes the stamp of an entry found while it still waits (its file not yet written, or
