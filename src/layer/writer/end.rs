@@ -23,7 +23,7 @@ impl Writer {
         let started = Instant::now();
         let left = if leave { self.leave_waiting() } else { 0 };
         let left_at = started.elapsed();
-        let (waiting, in_flight, under_way, together) = {
+        let (waiting, in_flight, (under_way, under_way_items, under_way_for), together) = {
             let (lock, ready) = &*self.shared;
             let mut q = lock.locked();
             q.closing = true;
@@ -33,7 +33,9 @@ impl Writer {
                 .map(|j| (j.store.clone(), j.kind, j.data.clone()))
                 .collect();
             // What the writer thread had under way as the queue closed, and how long it had run.
-            let under_way = q.under_way.map(|u| (u.what, u.items, u.since.elapsed()));
+            let under_way = q.under_way.map_or(("none", 0, Duration::ZERO), |u| {
+                (u.what, u.items, u.since.elapsed())
+            });
             (together.len(), q.in_flight, under_way, together)
         };
         self.wake();
@@ -71,9 +73,9 @@ impl Writer {
             entries = waiting,
             left_waiting = left,
             in_flight,
-            under_way = %under_way.map_or("none", |u| u.0),
-            under_way_items = under_way.map_or(0, |u| u.1),
-            under_way_ms = %ms(under_way.map_or(Duration::ZERO, |u| u.2)),
+            under_way = %under_way,
+            under_way_items,
+            under_way_ms = %ms(under_way_for),
             helpers,
             leave_ms = %ms(left_at),
             together_ms = %ms(told_at.saturating_sub(left_at)),

@@ -32,8 +32,9 @@
 //! waiting file) wait for a pause whatever their bytes or age: they are safe in their file, and
 //! written while the application builds they only took its cores (unless they fill the queue
 //! near [`QUEUE_LIMIT`], where the application's own would be written inline). While the
-//! application's threads hold every core, the idle-priority thread gets no time: entries then wait up to [`QUEUE_LIMIT`] (the application's threads write
-//! past it), and a process that dies then loses what waits.
+//! application's threads hold every core, the idle-priority thread gets no time: entries then
+//! wait up to [`QUEUE_LIMIT`] (the application's threads write past it), and a process that dies
+//! then loses what waits.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};

@@ -249,8 +249,12 @@ fn check_waiting_files(dirs: &[PathBuf], fix: bool) -> WaitingReport {
 }
 
 impl WaitingReport {
+    fn bad_files(&self) -> usize {
+        self.files.iter().filter(|f| f.is_bad()).count()
+    }
+
     fn all_sound(&self) -> bool {
-        !self.files.iter().any(WaitingFile::is_bad)
+        self.bad_files() == 0
     }
 
     fn entries(&self) -> usize {
@@ -277,7 +281,7 @@ impl WaitingReport {
                 json!({ "path": f.path, "entries": entries, "bad_entries": bad, "whole": whole, "seal": f.seal(), "bad": f.is_bad(), "error": error, "fixed": f.fixed.as_ref().map(|r| *r.as_ref().unwrap_or(&false)), "fix_error": f.fixed.as_ref().and_then(|r| r.as_ref().err()) })
             })
             .collect();
-        json!({ "files": files, "entries": self.entries(), "bad_files": self.files.iter().filter(|f| f.is_bad()).count() })
+        json!({ "files": files, "entries": self.entries(), "bad_files": self.bad_files() })
     }
 
     /// A line for each damage found, as the layer would log it.
@@ -323,7 +327,7 @@ impl WaitingReport {
     }
 
     fn summary(&self, fix: bool) -> String {
-        let bad = self.files.iter().filter(|f| f.is_bad()).count();
+        let bad = self.bad_files();
         let fixed = self
             .files
             .iter()
