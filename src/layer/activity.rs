@@ -1,8 +1,9 @@
-//! When the application last built a pipeline of its own: the background rebuild waits while it
-//! does (its own pipelines are built and kept anyway; the rebuild's are for those it does not
-//! reach this run), and so does the writer thread, within bounds (`writer.rs`).
+//! When the application last built a pipeline of its own, and how many of its threads build one
+//! now: the background rebuild waits while it builds (its own pipelines are built and kept anyway;
+//! the rebuild's are for those it does not reach this run), and so does the writer thread, within
+//! bounds, unless the application leaves cores free beside its builds (`writer`).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The last moment the application began or ended a pipeline, in milliseconds since this was
@@ -11,18 +12,51 @@ use std::time::{Duration, Instant};
 pub struct AppActivity {
     since: Instant,
     last_ms: AtomicU64,
+    /// The application's threads inside a pipeline's (or shader's) creation now.
+    building: AtomicUsize,
+    /// The machine's cores.
+    cores: usize,
 }
 
 impl Default for AppActivity {
     fn default() -> AppActivity {
-        AppActivity {
-            since: Instant::now(),
-            last_ms: AtomicU64::new(0),
-        }
+        AppActivity::on_cores(std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 }
 
+/// The fewest cores of a machine on which the application may leave cores free for the layer's
+/// writing beside its builds: on two, the writer thread's files beside one application thread's
+/// compiles cost them 5-10% more time in RADV (`writer`).
+const FREE_CORES_FROM: usize = 4;
+
 impl AppActivity {
+    /// Watching an application on a machine of `cores` cores.
+    pub fn on_cores(cores: usize) -> AppActivity {
+        AppActivity {
+            since: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            building: AtomicUsize::new(0),
+            cores,
+        }
+    }
+
+    /// The application begins a pipeline (or shaders) on this thread: touched now and again when
+    /// the guard drops, and counted as building until then (a panic inside drops it too).
+    pub fn begin(&self) -> BuildingNow<'_> {
+        self.touch();
+        self.building.fetch_add(1, Ordering::Relaxed);
+        BuildingNow(self)
+    }
+
+    /// Whether the application leaves cores free beside its builds now: half of them at least
+    /// (no more building than that), on a machine of at least [`FREE_CORES_FROM`]. Not fewer: a
+    /// sandbox may run the writer thread at the application's priority whatever it asks (gVisor
+    /// on the H200: pygfx at 16 threads, writing where two of 16 cores were free, was ready at
+    /// 1.04-1.14x no layer's against 1.05-1.08x).
+    pub fn leaves_cores_free(&self) -> bool {
+        self.cores >= FREE_CORES_FROM && self.building.load(Ordering::Relaxed) * 2 <= self.cores
+    }
+
     /// The application began or ended a pipeline now. Called twice a pipeline from every
     /// application thread: the shared word is written only when the millisecond moved on, so
     /// threads building at once mostly read it.
@@ -81,10 +115,42 @@ impl AppActivity {
     }
 }
 
+/// An application thread's build under way ([`AppActivity::begin`]).
+pub struct BuildingNow<'a>(&'a AppActivity);
+
+impl Drop for BuildingNow<'_> {
+    fn drop(&mut self) {
+        self.0.building.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn cores_are_free_beside_builds_only_where_half_have_none_on_a_machine_of_four_or_more() {
+        let two = AppActivity::on_cores(2);
+        assert!(!two.leaves_cores_free(), "two cores: never");
+        let _one = two.begin();
+        assert!(!two.leaves_cores_free(), "two cores: never");
+        let four = AppActivity::on_cores(4);
+        let first = four.begin();
+        let second = four.begin();
+        assert!(four.leaves_cores_free(), "two of four building");
+        let third = four.begin();
+        assert!(!four.leaves_cores_free(), "three of four building");
+        drop((first, third));
+        assert!(four.leaves_cores_free());
+        drop(second);
+        assert_eq!(four.building.load(Ordering::Relaxed), 0);
+        assert!(
+            four.quiet_for() < Duration::from_secs(1),
+            "touched at the end"
+        );
+    }
 
     #[test]
     fn the_wait_ends_only_after_the_application_stopped_building() {

@@ -211,14 +211,12 @@ impl Call<'_> {
         let started = Instant::now();
         let (dev, n) = (self.dev, self.infos.len() as u64);
         let rebuilding = on_rebuild_thread();
-        // The application compiles: the background rebuild waits for a pause, as for pipelines.
-        if !rebuilding {
-            dev.app_activity.touch();
-        }
+        // The application compiles: the background rebuild waits for a pause, as for pipelines
+        // (counted as building until this returns).
+        let _building = (!rebuilding).then(|| dev.app_activity.begin());
         let counted = |outcome, r: vk::Result| {
             if !rebuilding {
                 dev.watch.shaders(outcome, n, nanos(started));
-                dev.app_activity.touch();
             } else if r == vk::Result::SUCCESS {
                 dev.watch.rebuilt();
             }

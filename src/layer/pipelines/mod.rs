@@ -376,9 +376,8 @@ unsafe fn build_one<T: PipelineInfo>(
     // Code chained inline into its stages stays readable (for the record) until it returns.
     let _inline_code = InlineCodeScope::open();
     let rebuilding = on_rebuild_thread();
-    if !rebuilding {
-        dev.app_activity.touch();
-    }
+    // Counted as the application's build until this returns (or unwinds).
+    let _building = (!rebuilding).then(|| dev.app_activity.begin());
     let as_asked = |outcome, lap: &mut Lap, slot: &mut vk::Pipeline| {
         lap.to(Phase::Keep); // whatever the kept path did before it gave up
         prime_dictionary(dev);
@@ -454,9 +453,6 @@ unsafe fn build_one<T: PipelineInfo>(
         } else {
             dev.watch.record(outcome, &lap);
         }
-    }
-    if !rebuilding {
-        dev.app_activity.touch();
     }
     r
 }

@@ -20,20 +20,28 @@ fn the_thread_waits_for_a_pause_only_while_the_queue_has_room_and_is_open() {
     let building = Some(Duration::from_millis(5));
     let mut q = Queue::default();
     assert_eq!(
-        q.waits_for_a_pause(building),
+        q.waits_for_a_pause(building, false),
         Some(NAP),
         "building: it waits"
     );
     assert_eq!(
-        q.waits_for_a_pause(Some(QUIET - Duration::from_millis(2))),
+        q.waits_for_a_pause(Some(QUIET - Duration::from_millis(2)), false),
         Some(Duration::from_millis(2)),
         "no longer than the pause it needs"
     );
-    assert_eq!(q.waits_for_a_pause(Some(QUIET)), None, "a pause: it works");
-    assert_eq!(q.waits_for_a_pause(None), None, "not watched: it works");
+    assert_eq!(
+        q.waits_for_a_pause(Some(QUIET), false),
+        None,
+        "a pause: it works"
+    );
+    assert_eq!(
+        q.waits_for_a_pause(None, false),
+        None,
+        "not watched: it works"
+    );
     q.bytes = PAUSE_LIMIT;
     assert_eq!(
-        q.waits_for_a_pause(building),
+        q.waits_for_a_pause(building, false),
         None,
         "past its limit: it works"
     );
@@ -53,16 +61,37 @@ fn the_thread_waits_for_a_pause_only_while_the_queue_has_room_and_is_open() {
     };
     q.jobs.push_back(queued_ago(LONGEST_WAIT));
     assert_eq!(
-        q.waits_for_a_pause(building),
+        q.waits_for_a_pause(building, false),
         None,
         "an entry waited its longest: it works"
     );
     q.jobs[0] = queued_ago(LONGEST_WAIT - Duration::from_millis(500));
-    let nap = q.waits_for_a_pause(building).expect("waited half a second");
+    let nap = q
+        .waits_for_a_pause(building, false)
+        .expect("waited half a second");
     assert!(nap <= NAP, "{nap:?}");
+    assert_eq!(
+        q.waits_for_a_pause(building, true),
+        None,
+        "cores free beside the builds: it works"
+    );
     q.jobs.clear();
+    q.stamps.push(Stamp {
+        store: open_store(dir.path()),
+        name: key_of(5).file_name(),
+        stamp: SystemTime::now(),
+    });
+    assert_eq!(
+        q.waits_for_a_pause(building, true),
+        Some(NAP),
+        "stamps alone wait for a pause, however free the cores"
+    );
     q.closing = true;
-    assert_eq!(q.waits_for_a_pause(building), None, "closing: it works");
+    assert_eq!(
+        q.waits_for_a_pause(building, false),
+        None,
+        "closing: it works"
+    );
 }
 
 /// Earlier processes' entries, safe in their waiting file, wait for the application's pause
@@ -89,24 +118,45 @@ fn earlier_processes_entries_wait_for_a_pause_however_many() {
     let mut q = Queue::default();
     q.push(job(1, WrittenFor::Earlier));
     assert_eq!(
-        q.waits_for_a_pause(building),
+        q.waits_for_a_pause(building, false),
         Some(NAP),
         "earlier: it waits"
     );
     q.push(job(2, WrittenFor::Application));
-    assert_eq!(q.waits_for_a_pause(building), None, "its own: it works");
+    assert_eq!(
+        q.waits_for_a_pause(building, false),
+        None,
+        "its own: it works"
+    );
     assert!(q.pop_own().is_some() && q.pop_own().is_none());
     assert!(!q.has_own_work() && q.has_work());
-    assert_eq!(q.waits_for_a_pause(building), Some(NAP), "earlier again");
-    assert_eq!(q.waits_for_a_pause(Some(QUIET)), None, "a pause: it works");
+    assert_eq!(
+        q.waits_for_a_pause(building, false),
+        Some(NAP),
+        "earlier again"
+    );
+    assert_eq!(
+        q.waits_for_a_pause(building, true),
+        Some(NAP),
+        "earlier, however free the cores"
+    );
+    assert_eq!(
+        q.waits_for_a_pause(Some(QUIET), false),
+        None,
+        "a pause: it works"
+    );
     assert!(q.pop_earlier().is_some() && q.pop_earlier().is_none());
     assert_eq!((q.bytes, q.earlier_bytes), (0, 0));
     // So many that the application's own entries would soon find no room: it works.
     (q.bytes, q.earlier_bytes) = (QUEUE_LIMIT - PAUSE_LIMIT, QUEUE_LIMIT - PAUSE_LIMIT);
-    assert_eq!(q.waits_for_a_pause(building), Some(NAP), "room for its own");
+    assert_eq!(
+        q.waits_for_a_pause(building, false),
+        Some(NAP),
+        "room for its own"
+    );
     (q.bytes, q.earlier_bytes) = (q.bytes + 1, q.earlier_bytes + 1);
     assert_eq!(
-        q.waits_for_a_pause(building),
+        q.waits_for_a_pause(building, false),
         None,
         "near the queue's limit"
     );
@@ -160,7 +210,7 @@ fn taking_earlier_entries(
     store.keep_waiting(&entries).unwrap();
     drop(store);
     let store = open_store(dir);
-    let activity = Arc::new(AppActivity::default());
+    let activity = Arc::new(AppActivity::on_cores(2));
     let building = Building::start(activity.clone());
     let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
     writer.write_waiting(store.clone(), store.take_waiting());
@@ -250,7 +300,7 @@ fn the_thread_writes_no_earlier_entry_while_the_application_builds() {
 fn an_entry_waits_for_a_pause_no_longer_than_its_longest() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
-    let building = Arc::new(AppActivity::default());
+    let building = Arc::new(AppActivity::on_cores(2));
     let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
     let key = PipelineKey {
         spirv: [3; 16],
@@ -284,7 +334,7 @@ fn an_entry_waits_for_a_pause_no_longer_than_its_longest() {
 fn the_end_writes_what_waited_for_a_pause() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
-    let building = Arc::new(AppActivity::default());
+    let building = Arc::new(AppActivity::on_cores(2));
     let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = written.clone();
     let writer = Writer::new(
@@ -318,7 +368,7 @@ fn the_end_writes_what_waited_for_a_pause() {
 fn the_end_writes_many_waiting_entries_on_several_threads() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
-    let building = Arc::new(AppActivity::default());
+    let building = Arc::new(AppActivity::on_cores(2));
     let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
     let key_of = |n: u16| PipelineKey {
         spirv: [(n >> 8) as u8; 16],
@@ -382,7 +432,7 @@ fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let store = open_store(dir.path());
-        let activity = Arc::new(AppActivity::default());
+        let activity = Arc::new(AppActivity::on_cores(2));
         let _building = Building::start(activity.clone());
         let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
         let key_of = |n: usize| PipelineKey {
@@ -407,7 +457,7 @@ fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
         // The next process, as the layer opens its store: what waits goes to its writer.
         // It builds all along, and its end comes before any pause.
         let next = open_store(dir.path());
-        let activity = Arc::new(AppActivity::default());
+        let activity = Arc::new(AppActivity::on_cores(2));
         let _building = Building::start(activity.clone());
         let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
         writer.write_waiting(next.clone(), next.take_waiting());
@@ -601,7 +651,7 @@ fn the_records_pipelines_are_taken_a_few_at_a_time_while_the_application_builds(
 /// nothing for [`QUIET`]; not while it builds.
 #[test]
 fn the_records_documents_are_spread_only_where_the_application_leaves_the_cores() {
-    let activity = AppActivity::default();
+    let activity = AppActivity::on_cores(2);
     activity.touch();
     assert!(
         !Drain::Thread(Some(&activity)).cores_are_free(),
