@@ -42,14 +42,16 @@ impl AppActivity {
 
     /// The application begins a pipeline (or shaders) on this thread: touched now and again when
     /// the guard drops, and counted as building until then (a panic inside drops it too).
+    #[must_use = "the build is counted until the guard drops"]
     pub fn begin(&self) -> BuildingNow<'_> {
         self.touch();
         self.building.fetch_add(1, Ordering::Relaxed);
         BuildingNow(self)
     }
 
-    /// Whether the application leaves cores free beside its builds now: half of them at least
-    /// (no more building than that), on a machine of at least [`FREE_CORES_FROM`]. Not fewer: a
+    /// Whether the application's threads building pipelines (of this device) leave half the
+    /// machine's cores free now, on a machine of at least [`FREE_CORES_FROM`] (other threads and
+    /// processes are not seen). Not fewer: a
     /// sandbox may run the writer thread at the application's priority whatever it asks (gVisor
     /// on the H200: pygfx at 16 threads, writing where two of 16 cores were free, was ready at
     /// 1.04-1.14x no layer's against 1.05-1.08x).
@@ -116,6 +118,7 @@ impl AppActivity {
 }
 
 /// An application thread's build under way ([`AppActivity::begin`]).
+#[must_use = "the build is counted until the guard drops"]
 pub struct BuildingNow<'a>(&'a AppActivity);
 
 impl Drop for BuildingNow<'_> {
@@ -144,12 +147,24 @@ mod tests {
         assert!(!four.leaves_cores_free(), "three of four building");
         drop((first, third));
         assert!(four.leaves_cores_free());
+        std::thread::sleep(Duration::from_millis(30));
         drop(second);
         assert_eq!(four.building.load(Ordering::Relaxed), 0);
         assert!(
-            four.quiet_for() < Duration::from_secs(1),
+            four.quiet_for() < Duration::from_millis(20),
             "touched at the end"
         );
+    }
+
+    #[test]
+    fn a_build_that_panics_is_no_longer_counted() {
+        let activity = AppActivity::on_cores(4);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _building = activity.begin();
+            panic!("inside the build");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(activity.building.load(Ordering::Relaxed), 0);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! The bytes stay where the queue keeps them (NVIDIA's with their dictionary held apart): this
 //! map holds a way to them, not a copy. An entry leaves it only after its file is renamed in
 //! place, and a lookup asks here before it opens the file, so between the two one of them always
-//! has it.
+//! has it. A lookup never waits on the map's lock, which the idle-priority writer takes after
+//! each file: past a short spin it opens the file (written by then, or compiled once more).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,7 +78,9 @@ impl QueuedEntries {
         if self.count.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let (kind, data) = self.waiting.locked().get(key).cloned()?;
+        let waiting = crate::sync::lock_unless_held_long(&self.waiting)?;
+        let (kind, data) = waiting.get(key).cloned()?;
+        drop(waiting);
         Some(Checked {
             kind,
             payload: data.payload(),

@@ -32,7 +32,7 @@
 //! with no build of its own ([`AppActivity::leaves_cores_free`], on a machine of four cores or
 //! more), the thread writes the process's own entries as they come, and with them whatever else
 //! of its own waits: on the H200 the device's end of ncnn at 4 threads took 1-2 ms against 9-57
-//! (5-59 entries written there), and pygfx's at 4 left none waiting (0-149 before). Not for
+//! in the same calls (5-59 entries written there; up to 120 ms in others), and pygfx's at 4 left none waiting (0-149 before). Not for
 //! stamps and the record alone (a later launch's found entries): stamped beside ncnn's found
 //! pipelines at 4 threads, its later launches were ready at 0.45-0.57x no layer's (median 0.55x)
 //! against 0.44-0.52x (0.47x). Earlier processes' entries (taken from their
@@ -411,7 +411,8 @@ impl Writer {
         push: impl FnOnce(&mut Queue, T) -> bool,
     ) -> Option<T> {
         let (lock, ready) = &*self.shared;
-        let Some(mut q) = lock_unless_held_long(lock) else {
+        // Past a short spin (the idle-priority writer holds it), the caller does its work inline.
+        let Some(mut q) = crate::sync::lock_unless_held_long(lock) else {
             return Some(item);
         };
         if q.closing || !fits(&q) || !self.ensure_thread(&mut q) {
@@ -450,24 +451,6 @@ impl Writer {
         }
     }
 }
-
-/// The queue's lock for an application thread, which must never wait on the idle-priority writer:
-/// a writer preempted while it holds the lock would keep it until a core falls idle. The lock is
-/// held for a push or a pop, so a short spin covers the other application threads; past it, the
-/// caller does its work inline.
-fn lock_unless_held_long(lock: &Mutex<Queue>) -> Option<std::sync::MutexGuard<'_, Queue>> {
-    for _ in 0..LOCK_SPINS {
-        match lock.try_lock() {
-            Ok(q) => return Some(q),
-            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
-        }
-    }
-    None
-}
-
-/// Tries at the queue's lock before an application thread does its work inline.
-const LOCK_SPINS: usize = 256;
 
 /// Writes a queued entry; its key was given to `Store::will_write` when it was queued (on the
 /// application's thread), so this thread takes no lock that lookups take.
@@ -584,13 +567,23 @@ impl Queue {
         self.records.drain(..first).collect()
     }
 
+    /// How long the writer thread sleeps before it looks again, where it leaves the work it has
+    /// for now ([`Queue::waits_for_a_pause`]) while the application builds as `building` says
+    /// (none: it is not watched).
+    fn nap_while(&self, building: Option<&AppActivity>) -> Option<Duration> {
+        let quiet = building.map(AppActivity::quiet_for);
+        let beside = building.is_some_and(AppActivity::leaves_cores_free);
+        self.has_work()
+            .then(|| self.waits_for_a_pause(quiet, beside))
+            .flatten()
+    }
+
     /// Whether the writer thread leaves its work for now, the application having built nothing
     /// for `quiet` (none: it is not watched): it builds, the queue has room to wait (the
     /// process's own entries under [`PAUSE_LIMIT`], all of them not near [`QUEUE_LIMIT`], stamps
     /// and the record's pipelines under half their limit), no entry of the process's own has
-    /// waited its longest, and no work of its own is to be done `beside` the builds (the
-    /// application leaves cores free: [`AppActivity::leaves_cores_free`]); how long the thread
-    /// then sleeps.
+    /// waited its longest, and none waits while its threads building leave half the cores free
+    /// (`beside`: [`AppActivity::leaves_cores_free`]); how long the thread then sleeps.
     fn waits_for_a_pause(&self, quiet: Option<Duration>, beside: bool) -> Option<Duration> {
         if crate::layer::guard::SETTINGS.test_hold_writes && !self.closing {
             return Some(NAP);
@@ -637,10 +630,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 // end): never on the way through the process's own work.
                 let mut may_take_earlier = matches!(who, Drain::Here);
                 if let (Drain::Thread(building), false) = (who, working) {
-                    let quiet = building.map(AppActivity::quiet_for);
-                    let beside = building.is_some_and(AppActivity::leaves_cores_free);
-                    let nap = q.has_work().then(|| q.waits_for_a_pause(quiet, beside));
-                    if let Some(nap) = nap.flatten() {
+                    if let Some(nap) = q.nap_while(building) {
                         drop(q);
                         // Parked, not asleep: the device's end unparks it ([`Writer::wake`]).
                         std::thread::park_timeout(nap);

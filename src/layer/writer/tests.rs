@@ -94,6 +94,42 @@ fn the_thread_waits_for_a_pause_only_while_the_queue_has_room_and_is_open() {
     );
 }
 
+/// The thread's own look at the application: where its threads building leave half the cores free
+/// (a machine of four), an entry of the process's own is written at once; where they take more,
+/// or on a machine of two, it waits for a pause; stamps alone wait however free the cores.
+#[test]
+fn the_thread_writes_beside_builds_that_leave_half_the_cores_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let mut q = Queue::default();
+    q.push(Job::announced(
+        store.clone(),
+        key_of(7),
+        PayloadKind::Cache,
+        Waiting::Whole(Vec::new()),
+    ));
+    let four = AppActivity::on_cores(4);
+    let two = AppActivity::on_cores(2);
+    let (_a, _b, _c) = (four.begin(), four.begin(), two.begin());
+    assert_eq!(q.nap_while(Some(&four)), None, "two of four building");
+    assert_eq!(q.nap_while(Some(&two)), Some(NAP), "one of two building");
+    let _third = four.begin();
+    assert_eq!(
+        q.nap_while(Some(&four)),
+        Some(NAP),
+        "three of four building"
+    );
+    assert_eq!(q.nap_while(None), None, "not watched");
+    assert!(q.pop_own().is_some());
+    q.stamps.push(Stamp {
+        store,
+        name: key_of(7).file_name(),
+        stamp: SystemTime::now(),
+    });
+    drop(_third);
+    assert_eq!(q.nap_while(Some(&four)), Some(NAP), "stamps alone");
+}
+
 /// Earlier processes' entries, safe in their waiting file, wait for the application's pause
 /// however many bytes they hold and however long they have waited; the process's own past the
 /// same bytes do not, and once they are written the earlier ones wait again.
