@@ -1,12 +1,15 @@
 //! A file of entries left waiting (`<pid>-<nanos>.waiting`), on any bytes: never a panic; the
-//! records read lie within the file, after its head, in order; a seal that holds is of these
-//! bytes alone.
+//! records read (entries' and pieces') lie within the file, after its head, in order; the entries'
+//! are among them; a seal that holds is of these bytes alone.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pipekeep::store::waiting::{head_len, parse, sealed};
+use pipekeep::store::waiting::{head_len, parse, parse_all, sealed};
 
 fuzz_target!(|data: &[u8]| {
-    let (records, whole) = parse(data);
+    let (records, whole) = parse_all(data);
+    let (entries, entries_whole) = parse(data);
+    assert_eq!(whole, entries_whole);
+    assert_eq!(entries.len(), records.iter().filter(|r| !r.piece).count());
     let held: usize = records.iter().map(|r| 48 + r.entry.len()).sum();
     let sealed = sealed(data);
     match head_len(data) {

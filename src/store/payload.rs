@@ -61,6 +61,21 @@ pub fn check_within(
     pieces: &Pieces,
     hash: DataHash,
 ) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
+    let none = std::collections::HashMap::new();
+    check_within_holding(file, within, identity, key, (pieces, &none), hash)
+}
+
+/// [`check_within`] where `file` holds pieces of its own (a waiting file's, each checked
+/// against its name already): a piece the entry names is taken from `own` where it is there at
+/// the length the entry gives, else from `pieces`.
+pub fn check_within_holding(
+    file: Arc<Vec<u8>>,
+    within: Range<usize>,
+    identity: &Identity,
+    key: &PipelineKey,
+    (pieces, own): (&Pieces, &std::collections::HashMap<PieceName, Arc<[u8]>>),
+    hash: DataHash,
+) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
     let entry = file.get(within.clone()).ok_or(EntryError::Short {
         len: file.len() as u64,
         expected: within.end as u64,
@@ -113,7 +128,23 @@ pub fn check_within(
         tracing::debug!(error = %e, "an entry's piece cannot be used");
         e.for_the_entry()
     };
-    let mut found = pieces.get_all(&direct).map_err(unusable)?.into_iter();
+    let own_piece = |(name, len): &(PieceName, Option<u64>)| {
+        own.get(name)
+            .filter(|b| len.is_none_or(|l| b.len() as u64 == l))
+            .cloned()
+    };
+    let elsewhere: Vec<(PieceName, Option<u64>)> = direct
+        .iter()
+        .filter(|wanted| own_piece(wanted).is_none())
+        .copied()
+        .collect();
+    let mut from_pieces = pieces.get_all(&elsewhere).map_err(unusable)?.into_iter();
+    let mut found = direct
+        .iter()
+        .map(|wanted| own_piece(wanted).or_else(|| from_pieces.next()))
+        .collect::<Option<Vec<Arc<[u8]>>>>()
+        .expect("one a named piece")
+        .into_iter();
     let mut sources = Vec::with_capacity(parts.len());
     let mut names = Vec::new();
     for part in parts {

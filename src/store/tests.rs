@@ -2020,12 +2020,23 @@ fn no_waiting_file_stays_as_it_was_where_an_opening_left_some_untaken() {
     let tmp = tempfile::tempdir().unwrap();
     let store = open(tmp.path(), 1 << 30, at(100));
     // Three files of 20 MiB each: an opening takes files until it holds 32 MiB, so the third
-    // waits.
-    let big = cache_data(&identity(), &vec![7; 10 << 20]);
+    // waits. (Each entry's bytes its own: what two entries of a file share, it holds once.)
+    let noise = crate::store::recipe::tests::noise(10 << 20);
+    let big: Vec<Vec<u8>> = (1..=6u8)
+        .map(|n| {
+            cache_data(
+                &identity(),
+                &noise.iter().map(|b| b ^ n).collect::<Vec<u8>>(),
+            )
+        })
+        .collect();
     for k in 1..=3u8 {
         let entries: Vec<waiting::ToWait<'_>> = [2 * k, 2 * k + 1]
             .into_iter()
-            .map(|n| (key(n), envelope::PayloadKind::Cache, &big[..], at(50)))
+            .map(|n| {
+                let data = &big[usize::from(n) - 2][..];
+                (key(n), envelope::PayloadKind::Cache, data, at(50))
+            })
             .collect();
         store.keep_waiting(&entries).unwrap();
     }

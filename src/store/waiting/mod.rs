@@ -7,15 +7,24 @@
 //! 6.7 s process to write one file each.
 //!
 //! ```text
-//! "PKWAIT02" | 32 bytes: the seal, BLAKE3 of every byte after it
-//! then to the end, one record an entry:
+//! "PKWAIT03" | 32 bytes: the seal, BLAKE3 of every byte after it
+//! then to the end, one record an entry or a piece:
 //!   u64 stamp (nanoseconds since the Unix epoch) | 16 + 16 bytes of key | u64 length n
 //!   n bytes: the entry as it would stand on disk, uncompressed (envelope and payload)
+//! a piece: stamp 2^64 - 1 | its name, BLAKE3 of its bytes (32) | u64 length n | n bytes
 //! ```
 //! Little-endian. Each record is checked as an entry file is (identity, key, the payload's hash),
 //! less the payload's hash where the file's seal holds ([`sealed`]): one that fails is dropped;
-//! reading stops at a record cut short. A file of `"PKWAIT01"` (no seal, written before it) reads
-//! the same, each record's hash checked. Only the last device of a
+//! reading stops at a record cut short. An entry names the pieces it shares with other entries of
+//! the file (a stage binary, one of NVIDIA's records: [`crate::store::recipe`]'s cut, where two
+//! entries of the file carry it), as an entry file names piece files, and the file holds each
+//! once: whole, NVIDIA's entries seeded by their twins and stages carried the same records many
+//! times (pygfx at 16 threads on the H200: 157-321 entries made the title 18-25 MB against 11 MB
+//! as files). A piece is checked against its name (where the seal does not vouch for it), before
+//! an entry naming it is; one that fails makes those entries fail. A file of `"PKWAIT02"` (sealed,
+//! no pieces of its own, written before them) or `"PKWAIT01"` (no seal, written before it, or by
+//! the bound's rewrite of a file whose seal failed) reads the same, each record's hash checked in
+//! the last. Only the last device of a
 //! store in a process leaves entries waiting (an earlier one's end writes them: the store is not
 //! opened again in that process), and a process takes only files of its own ABI. A file is read
 //! but not removed: a process that writes none of a file's entries (a short launch, with no
@@ -41,22 +50,28 @@ use super::eviction::StampedEntry;
 use super::identity::Identity;
 use super::payload::{self, Payload};
 use super::pieces::Pieces;
-use super::recipe::Part;
+use super::recipe::{self, Chunking, Cut, Part, PieceName};
 use super::{files, Store, StoreError};
 use crate::key::PipelineKey;
 use crate::sync::Unpoisoned;
+use std::collections::{HashMap, HashSet};
 
 /// The waiting file's name ends so.
 pub const SUFFIX: &str = files::WAITING_SUFFIX;
-/// A file whose records one hash of them all vouches for (its seal), as every process writes them.
-const MAGIC: &[u8; 8] = b"PKWAIT02";
+/// A file whose records one hash of them all vouches for (its seal), its entries naming pieces it
+/// holds, as every process writes them.
+const MAGIC: &[u8; 8] = b"PKWAIT03";
+/// A sealed file written before the file held pieces of its own.
+const MAGIC_BEFORE_PIECES: &[u8; 8] = b"PKWAIT02";
+/// The stamp that marks a piece's record (no entry's: nanoseconds past the year 2500).
+const PIECE_STAMP: u64 = u64::MAX;
 /// A file whose records each stand on their own entry's data hash: written before the seal, and
 /// by the bound's rewrite of a file whose seal did not hold (sealed again, it would vouch for
 /// damage).
 const MAGIC_UNSEALED: &[u8; 8] = b"PKWAIT01";
 /// The seal's length: BLAKE3 (key derivation, [`SEAL_CONTEXT`]) of every byte after it.
 const SEAL_LEN: usize = 32;
-/// BLAKE3's context for a waiting file's seal (a fixed string, never changed).
+/// BLAKE3's context for a waiting file's seal, whichever its magic (a fixed string, never changed).
 const SEAL_CONTEXT: &str = "pipekeep 2026-12-06 waiting file records, PKWAIT02";
 /// A record's bytes before its entry: stamp, key, length.
 const RECORD_HEAD: usize = 8 + 32 + 8;
@@ -92,7 +107,7 @@ pub(super) struct Taken {
     /// stays as it is, or an opening would take the same ones every time and never the rest.
     left_some: bool,
     /// The stamps of taken entries found before they were written, by key.
-    used: std::collections::HashMap<PipelineKey, SystemTime>,
+    used: HashMap<PipelineKey, SystemTime>,
 }
 
 /// An entry taken from a waiting file.
@@ -111,18 +126,73 @@ pub struct WaitingEntry {
 pub type ToWait<'a> = (PipelineKey, PayloadKind, &'a [u8], SystemTime);
 
 /// The file's bytes for `entries` of `identity`.
-pub fn encode(identity: &Identity, entries: &[ToWait<'_>]) -> Vec<u8> {
+/// `chunking`: how the store cuts payloads into pieces ([`crate::store::recipe::cut`]); what two
+/// entries of the file carry stands in it once, as a piece.
+pub fn encode(identity: &Identity, chunking: Chunking, entries: &[ToWait<'_>]) -> Vec<u8> {
+    let cuts: Vec<Vec<Cut<'_>>> = entries
+        .iter()
+        .map(|(_, kind, data, _)| recipe::cut(*kind, data, chunking))
+        .collect();
+    let mut carried: HashMap<PieceName, u32> = HashMap::new();
+    for cut in cuts.iter().flatten() {
+        if let Cut::Piece { name, .. } = cut {
+            *carried.entry(*name).or_default() += 1;
+        }
+    }
+    let shared = |name: &PieceName| carried.get(name).is_some_and(|n| *n > 1);
     let mut out = begin(true);
-    for (key, kind, data, stamp) in entries {
-        let entry = envelope::encode_parts_as_is(identity, key, *kind, &[Part::Inline(data)]);
+    let mut written: HashSet<PieceName> = HashSet::new();
+    for cut in cuts.iter().flatten() {
+        if let Cut::Piece { name, bytes } = cut {
+            if shared(name) && written.insert(*name) {
+                encode_piece_record(&mut out, name, bytes);
+            }
+        }
+    }
+    for ((key, kind, data, stamp), cuts) in entries.iter().zip(&cuts) {
+        let parts = parts_naming(data, cuts, &shared);
+        let entry = envelope::encode_parts_as_is(identity, key, *kind, &parts);
         encode_record(&mut out, *stamp, key, &entry);
     }
     seal(&mut out);
     out
 }
 
+/// An entry's parts in a waiting file: each piece `shared` names by its name, every other byte
+/// inline (`data` whole where it names none).
+fn parts_naming<'a>(
+    data: &'a [u8],
+    cuts: &[Cut<'a>],
+    shared: &dyn Fn(&PieceName) -> bool,
+) -> Vec<Part<'a>> {
+    let mut parts = Vec::new();
+    let mut inline_from = 0;
+    let mut at = 0;
+    for cut in cuts {
+        match cut {
+            Cut::Piece { name, bytes } if shared(name) => {
+                if inline_from < at {
+                    parts.push(Part::Inline(&data[inline_from..at]));
+                }
+                parts.push(Part::Piece {
+                    name: *name,
+                    len: bytes.len() as u64,
+                });
+                at += bytes.len();
+                inline_from = at;
+            }
+            Cut::Piece { bytes, .. } | Cut::Inline(bytes) => at += bytes.len(),
+        }
+    }
+    if inline_from < data.len() || parts.is_empty() {
+        parts.push(Part::Inline(&data[inline_from..]));
+    }
+    parts
+}
+
 /// A file's bytes begun: its magic, and room for the seal where `sealed`; records follow, then
-/// [`seal`].
+/// [`seal`]. (Unsealed, the magic of the format before the seal: a reader of that format takes
+/// no piece's record for an entry, since none has a piece's stamp.)
 fn begin(sealed: bool) -> Vec<u8> {
     match sealed {
         true => [&MAGIC[..], &[0; SEAL_LEN]].concat(),
@@ -132,7 +202,7 @@ fn begin(sealed: bool) -> Vec<u8> {
 
 /// Writes the seal of a file [`begin`] began sealed, its records all in.
 fn seal(file: &mut [u8]) {
-    if file.starts_with(MAGIC) {
+    if has_sealed_magic(file) {
         let (head, records) = file.split_at_mut(MAGIC.len() + SEAL_LEN);
         head[MAGIC.len()..].copy_from_slice(seal_of(records).as_bytes());
     }
@@ -144,12 +214,18 @@ fn seal_of(records: &[u8]) -> blake3::Hash {
         .finalize()
 }
 
+/// Whether `bytes` begin with the magic of a sealed file (of either format).
+fn has_sealed_magic(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC) || bytes.starts_with(MAGIC_BEFORE_PIECES)
+}
+
 /// A file's records' bytes, and its seal where it has one; `None` for no waiting file's magic.
 fn split(bytes: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
-    match bytes.strip_prefix(MAGIC.as_slice()) {
-        Some(rest) => Some((rest.get(SEAL_LEN..)?, Some(&rest[..SEAL_LEN]))),
-        None => Some((bytes.strip_prefix(MAGIC_UNSEALED.as_slice())?, None)),
+    if has_sealed_magic(bytes) {
+        let rest = &bytes[MAGIC.len()..];
+        return Some((rest.get(SEAL_LEN..)?, Some(rest.get(..SEAL_LEN)?)));
     }
+    Some((bytes.strip_prefix(MAGIC_UNSEALED.as_slice())?, None))
 }
 
 /// Whether the file's seal holds: every record is as the process that sealed it wrote it, each
@@ -169,14 +245,36 @@ pub fn head_len(bytes: &[u8]) -> Option<usize> {
 
 /// Appends one record: stamp, key, length, the entry as it stands on disk.
 fn encode_record(out: &mut Vec<u8>, stamp: SystemTime, key: &PipelineKey, entry: &[u8]) {
+    // Never a piece's stamp.
     let nanos = stamp
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64);
-    out.extend_from_slice(&nanos.to_le_bytes());
-    out.extend_from_slice(&key.spirv);
-    out.extend_from_slice(&key.state);
-    out.extend_from_slice(&(entry.len() as u64).to_le_bytes());
-    out.extend_from_slice(entry);
+        .map_or(0, |d| d.as_nanos().min(u128::from(PIECE_STAMP - 1)) as u64);
+    encode_raw_record(
+        out,
+        nanos,
+        &[&key.spirv[..], &key.state[..]].concat(),
+        entry,
+    );
+}
+
+/// Appends a piece's record: the piece's stamp, its name, length, bytes.
+fn encode_piece_record(out: &mut Vec<u8>, name: &PieceName, bytes: &[u8]) {
+    encode_raw_record(out, PIECE_STAMP, name, bytes);
+}
+
+fn encode_raw_record(out: &mut Vec<u8>, stamp: u64, key: &[u8], bytes: &[u8]) {
+    out.extend_from_slice(&stamp.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Appends `record` as it was read (an entry's or a piece's).
+fn encode_as_read(out: &mut Vec<u8>, record: &Record<'_>) {
+    match record.piece {
+        true => encode_piece_record(out, &record.name(), record.entry),
+        false => encode_record(out, record.stamp, &record.key, record.entry),
+    }
 }
 
 /// The stamp a waiting file carries: the newest of its entries' (each the later of its build
@@ -186,17 +284,38 @@ fn newest_stamp(entries: &[ToWait<'_>]) -> SystemTime {
     newest.min(SystemTime::now())
 }
 
-/// A record as read, before its entry is checked.
+/// A record as read, before its entry (or piece) is checked.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Record<'a> {
     pub stamp: SystemTime,
     pub key: PipelineKey,
+    /// The entry's bytes, or the piece's.
     pub entry: &'a [u8],
+    /// A piece the file's entries name, its name in `key`'s place.
+    pub piece: bool,
 }
 
-/// The records of a waiting file, up to the first cut short; `false` where the file did not read
-/// whole (no magic, or a record cut).
+impl Record<'_> {
+    /// A piece's name, as its record gives it.
+    fn name(&self) -> PieceName {
+        let mut name = [0; 32];
+        name[..16].copy_from_slice(&self.key.spirv);
+        name[16..].copy_from_slice(&self.key.state);
+        name
+    }
+}
+
+/// The entries' records of a waiting file, up to the first cut short; `false` where the file did
+/// not read whole (no magic, or a record cut).
 pub fn parse(bytes: &[u8]) -> (Vec<Record<'_>>, bool) {
+    let (mut records, whole) = parse_all(bytes);
+    records.retain(|r| !r.piece);
+    (records, whole)
+}
+
+/// Every record of a waiting file, its pieces' among its entries', in the file's order, up to the
+/// first cut short; `false` where the file did not read whole.
+pub fn parse_all(bytes: &[u8]) -> (Vec<Record<'_>>, bool) {
     let Some((mut rest, _)) = split(bytes) else {
         return (Vec::new(), false);
     };
@@ -216,8 +335,10 @@ fn next_record(rest: &[u8]) -> Option<Record<'_>> {
     let u64_at = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().expect("8 bytes"));
     let len = usize::try_from(u64_at(40)).ok()?;
     let entry = rest.get(RECORD_HEAD..RECORD_HEAD.checked_add(len)?)?;
+    let nanos = u64_at(0);
     Some(Record {
-        stamp: UNIX_EPOCH + Duration::from_nanos(u64_at(0)),
+        piece: nanos == PIECE_STAMP,
+        stamp: UNIX_EPOCH + Duration::from_nanos(nanos),
         key: PipelineKey {
             spirv: head[8..24].try_into().expect("16 bytes"),
             state: head[24..40].try_into().expect("16 bytes"),
@@ -256,7 +377,7 @@ pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
     for path in files_in(dir).unwrap_or_default() {
         if let Ok(read) = files::read_at_most(&path, MOST_BYTES) {
             bytes += read.len() as u64;
-            entries += parse(&read).0.len() as u64;
+            entries += parse(&read).0.len() as u64; // entries, not pieces
         }
     }
     (entries, bytes)
@@ -278,7 +399,7 @@ impl Store {
                 .map(|&(key, kind, data, stamp)| (key, kind, data, stamp.max(last_use(&key))))
                 .collect()
         });
-        let bytes = encode(&self.identity, &entries);
+        let bytes = encode(&self.identity, *self.chunking.locked(), &entries);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -493,6 +614,9 @@ impl Store {
         if file.seal == Seal::Failed {
             tracing::warn!(file = %path.display(), "a file of entries left waiting failed its seal; each entry is checked on its own");
         }
+        if !file.bad_pieces.is_empty() {
+            tracing::warn!(file = %path.display(), pieces = file.bad_pieces.len(), "pieces of a file of entries left waiting failed their names; the entries naming them are compiled again");
+        }
         for bad in &file.bad {
             tracing::warn!(file = %path.display(), entry = %bad.key.file_name(), reason = bad.why.reason(), "dropped an entry left waiting that failed its check; it is compiled again");
         }
@@ -544,6 +668,8 @@ pub struct CheckedFile {
     pub entries: Vec<WaitingEntry>,
     /// The records that fail it (each is dropped and compiled again).
     pub bad: Vec<BadRecord>,
+    /// The places, among the file's pieces, of those that fail their name.
+    pub bad_pieces: Vec<usize>,
     /// It read to its end: no record cut short.
     pub whole: bool,
     pub seal: Seal,
@@ -552,13 +678,16 @@ pub struct CheckedFile {
 impl CheckedFile {
     /// Read whole, sealed, every record passing: the only file an opening may keep as it is.
     pub fn is_clean(&self) -> bool {
-        self.whole && self.seal == Seal::Held && self.bad.is_empty()
+        self.whole && self.seal == Seal::Held && self.bad.is_empty() && self.bad_pieces.is_empty()
     }
 
     /// Damaged: what an opening would log at `warn` (a file of the format before the seal,
     /// sound, is not).
     pub fn is_damaged(&self) -> bool {
-        !self.whole || self.seal == Seal::Failed || !self.bad.is_empty()
+        !self.whole
+            || self.seal == Seal::Failed
+            || !self.bad.is_empty()
+            || !self.bad_pieces.is_empty()
     }
 }
 
@@ -566,8 +695,8 @@ impl CheckedFile {
 /// payload's hash unless the file's seal holds), where it stands in the bytes; reading stops at
 /// a record cut short. For the opening that takes the file, and `pipekeep verify`.
 pub fn check_file(bytes: Arc<Vec<u8>>, identity: &Identity, pieces: &Pieces) -> CheckedFile {
-    let (records, whole) = parse(&bytes);
-    let seal = match (sealed(&bytes), bytes.starts_with(MAGIC)) {
+    let (all, whole) = parse_all(&bytes);
+    let seal = match (sealed(&bytes), has_sealed_magic(&bytes)) {
         (true, _) => Seal::Held,
         (false, true) => Seal::Failed,
         (false, false) => Seal::None,
@@ -576,12 +705,15 @@ pub fn check_file(bytes: Arc<Vec<u8>>, identity: &Identity, pieces: &Pieces) -> 
         Seal::Held => DataHash::Vouched,
         _ => DataHash::Check,
     };
-    let (mut entries, mut bad) = (Vec::with_capacity(records.len()), Vec::new());
-    for (at, r) in records.into_iter().enumerate() {
+    let (own, bad_pieces) = own_pieces(&all, seal == Seal::Held);
+    let records = all.into_iter().filter(|r| !r.piece);
+    let (mut entries, mut bad) = (Vec::new(), Vec::new());
+    for (at, r) in records.enumerate() {
         // Checked where it stands in the file's bytes (a record's entry is a slice of them).
         let start = r.entry.as_ptr() as usize - bytes.as_ptr() as usize;
         let within = start..start + r.entry.len();
-        match payload::check_within(bytes.clone(), within, identity, &r.key, pieces, hash) {
+        let with = (pieces, &own);
+        match payload::check_within_holding(bytes.clone(), within, identity, &r.key, with, hash) {
             Ok((checked, _)) => entries.push(WaitingEntry {
                 key: r.key,
                 kind: checked.kind,
@@ -600,9 +732,26 @@ pub fn check_file(bytes: Arc<Vec<u8>>, identity: &Identity, pieces: &Pieces) -> 
     CheckedFile {
         entries,
         bad,
+        bad_pieces,
         whole,
         seal,
     }
+}
+
+/// The pieces a file holds (of its records, `all`), by name: each checked against its name
+/// unless the file's seal `vouches` for it. Those that fail are left out (an entry naming one
+/// then fails its check), their places among the file's pieces returned.
+fn own_pieces(all: &[Record<'_>], vouches: bool) -> (HashMap<PieceName, Arc<[u8]>>, Vec<usize>) {
+    let (mut own, mut bad) = (HashMap::new(), Vec::new());
+    for (at, r) in all.iter().filter(|r| r.piece).enumerate() {
+        let name = r.name();
+        if vouches || recipe::piece_name(r.entry) == name {
+            own.insert(name, Arc::from(r.entry));
+        } else {
+            bad.push(at);
+        }
+    }
+    (own, bad)
 }
 
 /// The file's bytes. Never through a link, never waiting on a FIFO (`files::read_at_most`); one
@@ -651,7 +800,7 @@ mod tests {
             (key(1), PayloadKind::Cache, &[1, 2, 3][..], stamp),
             (key(5), PayloadKind::Cache, &[9; 40][..], stamp),
         ];
-        encode(&identity(), &entries)
+        encode(&identity(), Chunking::CHOSEN, &entries)
     }
 
     #[test]
@@ -687,6 +836,75 @@ mod tests {
         assert!(!sealed(&bytes[..HEAD_LEN as usize - 1]));
     }
 
+    /// Two entries sharing most of their bytes (a block at another offset in each): the file holds
+    /// the block's pieces once, each entry names them, and both read back byte for byte; a piece
+    /// that fails its name (the seal broken) fails the entries naming it, and the fix drops them
+    /// with it; the bound's rewrite without one entry keeps the pieces the other names.
+    #[test]
+    fn pieces_two_entries_share_stand_in_the_file_once() {
+        use crate::store::envelope::tests::cache_data;
+        let dir = tempfile::tempdir().unwrap();
+        let pieces = Pieces::for_looking(dir.path());
+        let block = crate::store::recipe::tests::noise(256 << 10);
+        let with_head = |head: &[u8]| {
+            let body: Vec<u8> = head.iter().chain(&block).copied().collect();
+            cache_data(&identity(), &body)
+        };
+        let (one, five) = (with_head(&[1; 3000]), with_head(&[5; 7000]));
+        let stamp = UNIX_EPOCH + Duration::from_nanos(7);
+        let entries: Vec<ToWait<'_>> = vec![
+            (key(1), PayloadKind::Cache, &one, stamp),
+            (key(5), PayloadKind::Cache, &five, stamp),
+        ];
+        let bytes = encode(&identity(), Chunking::CHOSEN, &entries);
+        assert!(bytes.starts_with(MAGIC) && sealed(&bytes));
+        assert!(
+            bytes.len() < one.len() + five.len() / 2,
+            "the block once: {} bytes for {} + {}",
+            bytes.len(),
+            one.len(),
+            five.len()
+        );
+        let (all, whole) = parse_all(&bytes);
+        assert!(whole && all.iter().filter(|r| r.piece).count() > 10);
+        assert_eq!(parse(&bytes).0.len(), 2, "entries only");
+        let check = |bytes: &[u8]| check_file(Arc::new(bytes.to_vec()), &identity(), &pieces);
+        let read = check(&bytes);
+        assert!(read.is_clean(), "{read:?}");
+        let read_back: Vec<Vec<u8>> = read
+            .entries
+            .iter()
+            .map(|e| e.data.with_bytes(|b| b.to_vec()))
+            .collect();
+        assert_eq!(read_back, [one.clone(), five.clone()]);
+        // Unsealed (no seal to vouch), each piece is checked against its name: all hold.
+        let unsealed = [&MAGIC_UNSEALED[..], &bytes[HEAD_LEN as usize..]].concat();
+        assert_eq!(check(&unsealed).entries.len(), 2);
+
+        // The bound drops the first entry: the second still reads whole.
+        let path = dir.path().join("1-2-8.waiting");
+        fs::write(&path, &bytes).unwrap();
+        let dropped: HashSet<PipelineKey> = [key(1)].into();
+        assert!(records::tests::without(&path, &dropped).unwrap());
+        let left = check(&fs::read(&path).unwrap());
+        assert!(left.is_clean(), "{left:?}");
+        assert_eq!(left.entries.len(), 1);
+        assert_eq!(left.entries[0].data.with_bytes(|b| b.to_vec()), five);
+
+        // A byte of the first piece flipped: both entries name it and fail; the fix leaves
+        // nothing sound, and the file goes.
+        let first_piece = all.iter().find(|r| r.piece).unwrap();
+        let at = first_piece.entry.as_ptr() as usize - bytes.as_ptr() as usize;
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 1;
+        let found = check(&damaged);
+        assert_eq!((found.seal, found.bad_pieces.len()), (Seal::Failed, 1));
+        assert!(found.entries.is_empty() && found.is_damaged());
+        fs::write(&path, &damaged).unwrap();
+        assert!(without_damage(&path, &identity(), &pieces).unwrap());
+        assert!(!path.exists());
+    }
+
     /// The opening's check of a file and `pipekeep verify --fix` agree: a sound file is left as
     /// it is; a record that fails its check is named by its place, and the file is written again
     /// with the sound ones alone, sealed; a file with none sound goes.
@@ -705,7 +923,7 @@ mod tests {
             (key(1), PayloadKind::Cache, &one, stamp),
             (key(5), PayloadKind::Cache, &five, stamp),
         ];
-        let bytes = encode(&identity(), &entries);
+        let bytes = encode(&identity(), Chunking::CHOSEN, &entries);
         let check = |bytes: &[u8]| check_file(Arc::new(bytes.to_vec()), &identity(), &pieces);
         assert!(check(&bytes).is_clean());
         fs::write(&path, &bytes).unwrap();

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{
-    begin, check_file, encode_record, parse, read_bounded, seal, sealed, Record, RECORD_HEAD,
+    begin, check_file, encode_as_read, parse, parse_all, read_bounded, seal, sealed, Record,
+    RECORD_HEAD,
 };
 use crate::key::PipelineKey;
 use crate::store::eviction::StampedEntry;
@@ -171,8 +172,9 @@ type Kept = Option<(Vec<usize>, bool)>;
 /// Chooses what a waiting file keeps, given its bytes as read and their records.
 type Keep<'k> = &'k dyn Fn(&Arc<Vec<u8>>, &[Record<'_>]) -> Kept;
 
-/// Writes the waiting file at `path` again with the records `keep` chooses of it as it reads
-/// now (removes it where none is left). Its modification time stays (the newer of before and
+/// Writes the waiting file at `path` again with the entries' records `keep` chooses of it as it
+/// reads now, and its pieces but those that fail their name (removes it where no entry is left:
+/// a piece stays while any entry of the file does, whether it names it or not). Its modification time stays (the newer of before and
 /// after the read: a stamp given meanwhile is kept). A file written again by another pass
 /// between the read and the write is read again (a few times at most), so that neither brings
 /// back what the other dropped. `false` where it cannot be written again now.
@@ -202,8 +204,12 @@ fn written_again(path: &Path, keep: Keep<'_>) -> Result<bool, StoreError> {
             return Ok(true);
         };
         let mut out = begin(sealed);
-        for r in kept.iter().filter_map(|&i| all.get(i)) {
-            encode_record(&mut out, r.stamp, &r.key, r.entry);
+        let (every, _) = parse_all(&bytes);
+        let sound_pieces = every
+            .iter()
+            .filter(|r| r.piece && crate::store::recipe::piece_name(r.entry) == r.name());
+        for r in sound_pieces.chain(kept.iter().filter_map(|&i| all.get(i))) {
+            encode_as_read(&mut out, r);
         }
         seal(&mut out);
         let now = match seen() {
@@ -224,4 +230,14 @@ fn written_again(path: &Path, keep: Keep<'_>) -> Result<bool, StoreError> {
         };
     }
     Ok(false)
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// [`without`], for the parent's tests.
+    pub fn without(path: &Path, keys: &HashSet<PipelineKey>) -> Result<bool, StoreError> {
+        super::without(path, keys)
+    }
 }

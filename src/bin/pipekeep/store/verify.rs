@@ -267,18 +267,18 @@ impl WaitingReport {
             .files
             .iter()
             .map(|f| {
-                let (entries, bad, whole, error) = match &f.checked {
+                let (entries, bad, bad_pieces, whole, error) = match &f.checked {
                     Ok(c) => {
                         let bad: Vec<_> = c
                             .bad
                             .iter()
                             .map(|b| json!({ "entry": b.key.file_name().to_string(), "reason": b.why.reason(), "detail": b.why.to_string() }))
                             .collect();
-                        (c.entries.len(), bad, c.whole, None)
+                        (c.entries.len(), bad, c.bad_pieces.len(), c.whole, None)
                     }
-                    Err(e) => (0, Vec::new(), false, Some(json!({ "reason": e.reason(), "detail": e.to_string() }))),
+                    Err(e) => (0, Vec::new(), 0, false, Some(json!({ "reason": e.reason(), "detail": e.to_string() }))),
                 };
-                json!({ "path": f.path, "entries": entries, "bad_entries": bad, "whole": whole, "seal": f.seal(), "bad": f.is_bad(), "error": error, "fixed": f.fixed.as_ref().map(|r| *r.as_ref().unwrap_or(&false)), "fix_error": f.fixed.as_ref().and_then(|r| r.as_ref().err()) })
+                json!({ "path": f.path, "entries": entries, "bad_entries": bad, "bad_pieces": bad_pieces, "whole": whole, "seal": f.seal(), "bad": f.is_bad(), "error": error, "fixed": f.fixed.as_ref().map(|r| *r.as_ref().unwrap_or(&false)), "fix_error": f.fixed.as_ref().and_then(|r| r.as_ref().err()) })
             })
             .collect();
         json!({ "files": files, "entries": self.entries(), "bad_files": self.bad_files() })
@@ -295,10 +295,11 @@ impl WaitingReport {
             match &f.checked {
                 Ok(c) => {
                     println!(
-                        "bad waiting={} entries={} bad_entries={} whole={} seal={}{fixed} path={}",
+                        "bad waiting={} entries={} bad_entries={} bad_pieces={} whole={} seal={}{fixed} path={}",
                         f.path.file_name().unwrap_or_default().to_string_lossy(),
                         c.entries.len(),
                         c.bad.len(),
+                        c.bad_pieces.len(),
                         c.whole,
                         f.seal(),
                         f.path.display()
