@@ -31,7 +31,7 @@ pub fn by_entry(
         return Vec::new();
     };
     let mut window = Window::new(&file);
-    match read_names(&mut window) {
+    match read_names(&mut |at, buf| window.read(at, buf)) {
         Ok(names) => names,
         Err(what) => {
             tracing::debug!(entry = %path.display(), what, "the bound takes this entry for naming no piece");
@@ -40,10 +40,24 @@ pub fn by_entry(
     }
 }
 
-/// The names an entry's file lists, read through `window`.
-fn read_names(window: &mut Window<'_>) -> Result<Vec<(PieceName, bool)>, &'static str> {
+/// The pieces and lists (`true`) the entry standing in `bytes` names (one of a waiting file's
+/// records); nothing where it does not read as an entry of pieces.
+pub fn in_bytes(bytes: &[u8]) -> Vec<(PieceName, bool)> {
+    let mut read = |at: u64, buf: &mut [u8]| {
+        let from = usize::try_from(at).ok();
+        let within = from.and_then(|f| bytes.get(f..f.checked_add(buf.len())?));
+        within.map(|b| buf.copy_from_slice(b)).is_some()
+    };
+    read_names(&mut read).unwrap_or_default()
+}
+
+/// The names an entry lists, its bytes read through `read` (fills the buffer from an offset;
+/// false where it cannot).
+fn read_names(
+    read: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+) -> Result<Vec<(PieceName, bool)>, &'static str> {
     let mut head = [0u8; ENVELOPE_LEN];
-    if !window.read(0, &mut head) {
+    if !read(0, &mut head) {
         return Err("shorter than an envelope");
     }
     let (format, body_len) = envelope::format_and_body_len(&head).ok_or("not an envelope")?;
@@ -57,7 +71,7 @@ fn read_names(window: &mut Window<'_>) -> Result<Vec<(PieceName, bool)>, &'stati
         return Err("larger than an entry may be");
     }
     recipe::names_in(body_len, which, &mut |at, buf| {
-        window.read(ENVELOPE_LEN as u64 + at, buf)
+        read(ENVELOPE_LEN as u64 + at, buf)
     })
     .map_err(|_| "its parts do not read")
 }

@@ -61,19 +61,27 @@ pub fn check_within(
     pieces: &Pieces,
     hash: DataHash,
 ) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
-    let none = std::collections::HashMap::new();
+    let none = OwnPieces::default();
     check_within_holding(file, within, identity, key, (pieces, &none), hash)
 }
 
-/// [`check_within`] where `file` holds pieces of its own (a waiting file's, each checked
-/// against its name already): a piece the entry names is taken from `own` where it is there at
-/// the length the entry gives, else from `pieces`.
+/// The pieces a file holds of its own (a waiting file's): those that hold their names, and the
+/// names of those that do not.
+#[derive(Debug, Default)]
+pub struct OwnPieces {
+    pub held: std::collections::HashMap<PieceName, Arc<[u8]>>,
+    pub failed: std::collections::HashSet<PieceName>,
+}
+
+/// [`check_within`] where `file` holds pieces of its own: a piece the entry names is taken from
+/// `own` where it is there at the length the entry gives, else from `pieces`; one of the file's
+/// that failed its name fails the entry (`corrupt-piece`), wherever else it stands.
 pub fn check_within_holding(
     file: Arc<Vec<u8>>,
     within: Range<usize>,
     identity: &Identity,
     key: &PipelineKey,
-    (pieces, own): (&Pieces, &std::collections::HashMap<PieceName, Arc<[u8]>>),
+    (pieces, own): (&Pieces, &OwnPieces),
     hash: DataHash,
 ) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
     let entry = file.get(within.clone()).ok_or(EntryError::Short {
@@ -128,8 +136,12 @@ pub fn check_within_holding(
         tracing::debug!(error = %e, "an entry's piece cannot be used");
         e.for_the_entry()
     };
+    if direct.iter().any(|(name, _)| own.failed.contains(name)) {
+        return Err(EntryError::CorruptPiece);
+    }
     let own_piece = |(name, len): &(PieceName, Option<u64>)| {
-        own.get(name)
+        own.held
+            .get(name)
             .filter(|b| len.is_none_or(|l| b.len() as u64 == l))
             .cloned()
     };

@@ -7,8 +7,8 @@
 //! The bytes stay where the queue keeps them (NVIDIA's with their dictionary held apart): this
 //! map holds a way to them, not a copy. An entry leaves it only after its file is renamed in
 //! place, and a lookup asks here before it opens the file, so between the two one of them always
-//! has it. A lookup never waits on the map's lock, which the idle-priority writer takes after
-//! each file: past a short spin it opens the file (written by then, or compiled once more).
+//! has it. (The idle-priority writer takes the map's lock after each file, for a removal: a
+//! lookup that gave up on it instead would open a file not yet written, and compile once more.)
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -78,9 +78,7 @@ impl QueuedEntries {
         if self.count.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let waiting = crate::sync::lock_unless_held_long(&self.waiting)?;
-        let (kind, data) = waiting.get(key).cloned()?;
-        drop(waiting);
+        let (kind, data) = self.waiting.locked().get(key).cloned()?;
         Some(Checked {
             kind,
             payload: data.payload(),

@@ -2013,6 +2013,56 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
     assert!(after_damage.keep_untouched_waiting().is_empty());
 }
 
+/// Entries sharing a block, left waiting (the file holds the block's pieces once): the next
+/// opening takes them, its lookups find each byte for byte from memory, its writes make entry
+/// files that a third opening finds, and the file goes once every entry is written.
+#[test]
+fn entries_left_waiting_with_shared_pieces_are_found_and_written_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let block = crate::store::recipe::tests::noise(200 << 10);
+    let data: Vec<Vec<u8>> = (1..=3u8)
+        .map(|k| {
+            let body: Vec<u8> = [k; 1000].iter().chain(&block).copied().collect();
+            cache_data(&identity(), &body)
+        })
+        .collect();
+    let store = open(tmp.path(), 1 << 30, at(100));
+    let entries: Vec<waiting::ToWait<'_>> = (1..=3u8)
+        .map(|k| {
+            let d = &data[usize::from(k) - 1][..];
+            (key(k), envelope::PayloadKind::Cache, d, at(50))
+        })
+        .collect();
+    let file_bytes = store.keep_waiting(&entries).unwrap();
+    assert!(file_bytes < (data[0].len() * 2) as u64, "{file_bytes}");
+    drop(store);
+
+    let later = open(tmp.path(), 1 << 30, at(200));
+    let taken = take_and_queue(&later);
+    assert_eq!(taken.len(), 3);
+    for k in 1..=3u8 {
+        match later.lookup(&key(k)).unwrap() {
+            Lookup::Found(e) => assert_eq!(e.with_data(<[u8]>::to_vec), data[usize::from(k) - 1]),
+            _ => panic!("key {k} not found"),
+        }
+    }
+    for e in &taken {
+        let whole = e.data.as_one();
+        later
+            .write_announced(&e.key, e.kind, &whole, e.stamp)
+            .unwrap();
+    }
+    later.drop_settled_waiting();
+    assert!(waiting_files(&later).is_empty(), "every entry written");
+    let third = open(tmp.path(), 1 << 30, at(300));
+    for k in 1..=3u8 {
+        match third.lookup(&key(k)).unwrap() {
+            Lookup::Found(e) => assert_eq!(e.with_data(<[u8]>::to_vec), data[usize::from(k) - 1]),
+            _ => panic!("key {k} not found"),
+        }
+    }
+}
+
 /// Where an opening leaves waiting files for a later one (past what it takes at most), none it
 /// took stays as it is: else each opening would take the same ones and never the rest.
 #[test]

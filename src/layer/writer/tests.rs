@@ -76,16 +76,6 @@ fn the_thread_waits_for_a_pause_only_while_the_queue_has_room_and_is_open() {
         "cores free beside the builds: it works"
     );
     q.jobs.clear();
-    q.stamps.push(Stamp {
-        store: open_store(dir.path()),
-        name: key_of(5).file_name(),
-        stamp: SystemTime::now(),
-    });
-    assert_eq!(
-        q.waits_for_a_pause(building, true),
-        Some(NAP),
-        "stamps alone wait for a pause, however free the cores"
-    );
     q.closing = true;
     assert_eq!(
         q.waits_for_a_pause(building, false),

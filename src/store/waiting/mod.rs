@@ -48,7 +48,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::envelope::{self, DataHash, EntryError, PayloadKind};
 use super::eviction::StampedEntry;
 use super::identity::Identity;
-use super::payload::{self, Payload};
+use super::payload::{self, OwnPieces, Payload};
 use super::pieces::Pieces;
 use super::recipe::{self, Chunking, Cut, Part, PieceName};
 use super::{files, Store, StoreError};
@@ -71,8 +71,10 @@ const PIECE_STAMP: u64 = u64::MAX;
 const MAGIC_UNSEALED: &[u8; 8] = b"PKWAIT01";
 /// The seal's length: BLAKE3 (key derivation, [`SEAL_CONTEXT`]) of every byte after it.
 const SEAL_LEN: usize = 32;
-/// BLAKE3's context for a waiting file's seal, whichever its magic (a fixed string, never changed).
-const SEAL_CONTEXT: &str = "pipekeep 2026-12-06 waiting file records, PKWAIT02";
+/// BLAKE3's context for a waiting file's seal (fixed strings, never changed).
+const SEAL_CONTEXT: &str = "pipekeep 2026-12-06 waiting file records and pieces, PKWAIT03";
+/// The same, for a file of [`MAGIC_BEFORE_PIECES`].
+const SEAL_CONTEXT_BEFORE_PIECES: &str = "pipekeep 2026-12-06 waiting file records, PKWAIT02";
 /// A record's bytes before its entry: stamp, key, length.
 const RECORD_HEAD: usize = 8 + 32 + 8;
 
@@ -191,8 +193,9 @@ fn parts_naming<'a>(
 }
 
 /// A file's bytes begun: its magic, and room for the seal where `sealed`; records follow, then
-/// [`seal`]. (Unsealed, the magic of the format before the seal: a reader of that format takes
-/// no piece's record for an entry, since none has a piece's stamp.)
+/// [`seal`]. (Unsealed, the magic of the format before the seal, whose files this build reads
+/// with pieces too: a build before pieces takes a piece's record for an entry that fails its
+/// check, and the entries naming it for ones whose piece is missing, each compiled again.)
 fn begin(sealed: bool) -> Vec<u8> {
     match sealed {
         true => [&MAGIC[..], &[0; SEAL_LEN]].concat(),
@@ -204,12 +207,19 @@ fn begin(sealed: bool) -> Vec<u8> {
 fn seal(file: &mut [u8]) {
     if has_sealed_magic(file) {
         let (head, records) = file.split_at_mut(MAGIC.len() + SEAL_LEN);
-        head[MAGIC.len()..].copy_from_slice(seal_of(records).as_bytes());
+        let seal = seal_of(&head[..MAGIC.len()], records);
+        head[MAGIC.len()..].copy_from_slice(seal.as_bytes());
     }
 }
 
-fn seal_of(records: &[u8]) -> blake3::Hash {
-    blake3::Hasher::new_derive_key(SEAL_CONTEXT)
+/// The seal of `records` under a file's `magic`: each format its own context, so that a file of
+/// one never passes for the other's.
+fn seal_of(magic: &[u8], records: &[u8]) -> blake3::Hash {
+    let context = match magic == MAGIC {
+        true => SEAL_CONTEXT,
+        false => SEAL_CONTEXT_BEFORE_PIECES,
+    };
+    blake3::Hasher::new_derive_key(context)
         .update(records)
         .finalize()
 }
@@ -232,7 +242,7 @@ fn split(bytes: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
 /// entry's own data hash then checked already (one hash of all the file's bytes: 1.2 ms for
 /// ncnn's 8.7 MB against 4.5 ms for its 3,115 entries one by one).
 pub fn sealed(bytes: &[u8]) -> bool {
-    matches!(split(bytes), Some((records, Some(seal))) if seal_of(records).as_bytes()[..] == *seal)
+    matches!(split(bytes), Some((records, Some(seal))) if seal_of(&bytes[..MAGIC.len()], records).as_bytes()[..] == *seal)
 }
 
 /// The bytes before the first record of a file written now: its magic and seal.
@@ -302,6 +312,11 @@ impl Record<'_> {
         name[..16].copy_from_slice(&self.key.spirv);
         name[16..].copy_from_slice(&self.key.state);
         name
+    }
+
+    /// A piece whose bytes are what its name says.
+    fn holds_its_name(&self) -> bool {
+        recipe::piece_name(self.entry) == self.name()
     }
 }
 
@@ -739,15 +754,15 @@ pub fn check_file(bytes: Arc<Vec<u8>>, identity: &Identity, pieces: &Pieces) -> 
 }
 
 /// The pieces a file holds (of its records, `all`), by name: each checked against its name
-/// unless the file's seal `vouches` for it. Those that fail are left out (an entry naming one
-/// then fails its check), their places among the file's pieces returned.
-fn own_pieces(all: &[Record<'_>], vouches: bool) -> (HashMap<PieceName, Arc<[u8]>>, Vec<usize>) {
-    let (mut own, mut bad) = (HashMap::new(), Vec::new());
+/// unless the file's seal `vouches` for it. One that fails fails every entry naming it; their
+/// places among the file's pieces are returned too.
+fn own_pieces(all: &[Record<'_>], vouches: bool) -> (OwnPieces, Vec<usize>) {
+    let (mut own, mut bad) = (OwnPieces::default(), Vec::new());
     for (at, r) in all.iter().filter(|r| r.piece).enumerate() {
-        let name = r.name();
-        if vouches || recipe::piece_name(r.entry) == name {
-            own.insert(name, Arc::from(r.entry));
+        if vouches || r.holds_its_name() {
+            own.held.insert(r.name(), Arc::from(r.entry));
         } else {
+            own.failed.insert(r.name());
             bad.push(at);
         }
     }
@@ -903,6 +918,91 @@ mod tests {
         fs::write(&path, &damaged).unwrap();
         assert!(without_damage(&path, &identity(), &pieces).unwrap());
         assert!(!path.exists());
+    }
+
+    /// A piece's record, byte for byte: if this fails, the file's format changed (bump its magic).
+    #[test]
+    fn a_pieces_record_is_its_stamp_name_length_and_bytes() {
+        let mut out = Vec::new();
+        encode_piece_record(&mut out, &[0xab; 32], &[1, 2, 3]);
+        let mut expected = vec![0xff; 8];
+        expected.extend_from_slice(&[0xab; 32]);
+        expected.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(out, expected);
+        assert_eq!(&MAGIC[..], b"PKWAIT03");
+    }
+
+    /// A sealed file of the format before pieces (`PKWAIT02`) reads as it did: sealed, clean.
+    #[test]
+    fn a_file_sealed_before_pieces_reads_clean() {
+        use crate::store::envelope::tests::cache_data;
+        let dir = tempfile::tempdir().unwrap();
+        let pieces = Pieces::for_looking(dir.path());
+        let data = cache_data(&identity(), &[4; 64]);
+        let entries: Vec<ToWait<'_>> = vec![(key(4), PayloadKind::Cache, &data, UNIX_EPOCH)];
+        let mut bytes = encode(&identity(), Chunking::CHOSEN, &entries);
+        bytes[..MAGIC.len()].copy_from_slice(MAGIC_BEFORE_PIECES);
+        assert!(!sealed(&bytes), "each format its own seal");
+        seal(&mut bytes);
+        assert!(sealed(&bytes));
+        let read = check_file(Arc::new(bytes), &identity(), &pieces);
+        assert!(read.is_clean() && read.entries.len() == 1, "{read:?}");
+    }
+
+    /// The bound's rewrite keeps the pieces its kept entries name, no others; and it counts a
+    /// piece with the last record to go that names it.
+    #[test]
+    fn the_bound_drops_a_piece_with_the_last_entry_naming_it() {
+        use crate::store::envelope::tests::cache_data;
+        let dir = tempfile::tempdir().unwrap();
+        let noise = crate::store::recipe::tests::noise(128 << 10);
+        let (a, b): (Vec<u8>, Vec<u8>) = (noise.iter().map(|x| x ^ 1).collect(), noise.clone());
+        let with = |head: u8, block: &[u8]| {
+            let body: Vec<u8> = [head; 2000].iter().chain(block).copied().collect();
+            cache_data(&identity(), &body)
+        };
+        let data = [with(1, &a), with(2, &a), with(3, &b), with(4, &b)];
+        let entry = |k: u8, stamp: u64| {
+            let d = &data[usize::from(k) - 1][..];
+            (
+                key(k),
+                PayloadKind::Cache,
+                d,
+                UNIX_EPOCH + Duration::from_secs(stamp),
+            )
+        };
+        let all = [entry(1, 10), entry(2, 20), entry(3, 30), entry(4, 40)];
+        let bytes = encode(&identity(), Chunking::CHOSEN, &all);
+        let path = dir.path().join("1-2-8.waiting");
+        fs::write(&path, &bytes).unwrap();
+        let listed = StampedEntry {
+            path: path.clone(),
+            bytes: bytes.len() as u64,
+            stamp: UNIX_EPOCH + Duration::from_secs(50),
+            waiting_record: None,
+        };
+        let (records, unread) = as_records(vec![listed]);
+        assert_eq!(unread, 0);
+        let order: Vec<PipelineKey> = records.iter().filter_map(|r| r.waiting_record).collect();
+        assert_eq!(
+            order,
+            [key(1), key(2), key(3), key(4)],
+            "oldest own stamp first"
+        );
+        let sum: u64 = records.iter().map(|r| r.bytes).sum();
+        assert_eq!(sum, bytes.len() as u64);
+        assert!(
+            records[1].bytes > records[0].bytes * 10 && records[3].bytes > records[2].bytes * 10,
+            "each block with the second entry naming it: {:?}",
+            records.iter().map(|r| r.bytes).collect::<Vec<_>>()
+        );
+
+        // Dropping the last two leaves the file as the first two alone make it.
+        let dropped: HashSet<PipelineKey> = [key(3), key(4)].into();
+        assert!(records::tests::without(&path, &dropped).unwrap());
+        let first_two = encode(&identity(), Chunking::CHOSEN, &all[..2]);
+        assert_eq!(fs::read(&path).unwrap(), first_two);
     }
 
     /// The opening's check of a file and `pipekeep verify --fix` agree: a sound file is left as

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{
-    begin, check_file, encode_as_read, parse, parse_all, read_bounded, seal, sealed, Record,
-    RECORD_HEAD,
+    begin, check_file, encode_as_read, parse_all, read_bounded, seal, sealed, Record, RECORD_HEAD,
 };
 use crate::key::PipelineKey;
 use crate::store::eviction::StampedEntry;
 use crate::store::identity::Identity;
 use crate::store::pieces::Pieces;
+use crate::store::recipe::PieceName;
 use crate::store::{files, StoreError};
 
 /// `listed` (a title's entries, pieces and waiting files, as the bound lists them) with each
@@ -24,7 +24,8 @@ use crate::store::{files, StoreError};
 /// stamp first (a boot's first pipelines, stamped newest, go last); one whose entry is a file
 /// already (the process that took it wrote it, and removes the file at its end: a file stamped
 /// no earlier than the record) holds nothing the title would miss, and goes first. The file's own bytes (its magic and seal, anything past its
-/// last whole record) go with the record that goes last. A file is read as it is now, not as
+/// last whole record) go with the record that goes last; a piece it holds with the last record
+/// to go that names it ([`records_of`]). A file is read as it is now, not as
 /// it was listed; one holding no whole record stays one item, dropped whole; one that cannot be
 /// read (out of file descriptors, say) is left out of the order, its bytes returned: still
 /// counted, never dropped for a failed read.
@@ -69,13 +70,17 @@ pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
     (out, unread)
 }
 
-/// The records of a waiting file that reads `bytes` now, in the order the bound drops them.
+/// The records of a waiting file that reads `bytes` now, in the order the bound drops them. A
+/// piece the file holds counts with the last of them that names it (it goes with that one: the
+/// rewrite keeps only the pieces a kept entry names), one none names with the first.
 fn records_of(
     file: &StampedEntry,
     bytes: &[u8],
     is_a_file: &dyn Fn(&PipelineKey, SystemTime) -> bool,
 ) -> Option<Vec<StampedEntry>> {
-    let (records, _) = parse(bytes);
+    let (all, _) = parse_all(bytes);
+    let (pieces, records): (Vec<Record<'_>>, Vec<Record<'_>>) =
+        all.into_iter().partition(|r| r.piece);
     let mut order: Vec<(bool, SystemTime, &Record<'_>)> = records
         .iter()
         .map(|r| (!is_a_file(&r.key, r.stamp), r.stamp, r))
@@ -90,9 +95,31 @@ fn records_of(
             waiting_record: Some(r.key),
         })
         .collect();
+    if !pieces.is_empty() {
+        let named: Vec<HashSet<PieceName>> = order
+            .iter()
+            .map(|(_, _, r)| pieces_named(r.entry))
+            .collect();
+        for piece in &pieces {
+            let name = piece.name();
+            let at = named.iter().rposition(|n| n.contains(&name)).unwrap_or(0);
+            if let Some(record) = listed.get_mut(at) {
+                record.bytes += (RECORD_HEAD + piece.entry.len()) as u64;
+            }
+        }
+    }
     let counted: u64 = listed.iter().map(|r| r.bytes).sum();
     listed.last_mut()?.bytes += bytes.len() as u64 - counted;
     Some(listed)
+}
+
+/// The pieces an entry of a waiting file names.
+fn pieces_named(entry: &[u8]) -> HashSet<PieceName> {
+    let names = crate::store::named::in_bytes(entry).into_iter();
+    names
+        .filter(|(_, list)| !list)
+        .map(|(name, _)| name)
+        .collect()
 }
 
 /// Records of waiting files a bound pass drops, applied once it has chosen them all: each file
@@ -173,8 +200,8 @@ type Kept = Option<(Vec<usize>, bool)>;
 type Keep<'k> = &'k dyn Fn(&Arc<Vec<u8>>, &[Record<'_>]) -> Kept;
 
 /// Writes the waiting file at `path` again with the entries' records `keep` chooses of it as it
-/// reads now, and its pieces but those that fail their name (removes it where no entry is left:
-/// a piece stays while any entry of the file does, whether it names it or not). Its modification time stays (the newer of before and
+/// reads now, and the pieces they name that hold their names (removes it where no entry is
+/// left). Its modification time stays (the newer of before and
 /// after the read: a stamp given meanwhile is kept). A file written again by another pass
 /// between the read and the write is read again (a few times at most), so that neither brings
 /// back what the other dropped. `false` where it cannot be written again now.
@@ -199,16 +226,19 @@ fn written_again(path: &Path, keep: Keep<'_>) -> Result<bool, StoreError> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
             Err(e) => return Err(StoreError::io("read", path)(e)),
         };
-        let (all, _) = parse(&bytes);
+        let (every, _) = parse_all(&bytes);
+        let (pieces, all): (Vec<Record<'_>>, Vec<Record<'_>>) =
+            every.into_iter().partition(|r| r.piece);
         let Some((kept, sealed)) = keep(&bytes, &all) else {
             return Ok(true);
         };
+        let kept: Vec<&Record<'_>> = kept.iter().filter_map(|&i| all.get(i)).collect();
+        let named: HashSet<PieceName> = kept.iter().flat_map(|r| pieces_named(r.entry)).collect();
+        // Where the seal held it vouched for every name; else each piece is checked.
+        let vouched = super::sealed(&bytes);
+        let sound = |r: &&Record<'_>| named.contains(&r.name()) && (vouched || r.holds_its_name());
         let mut out = begin(sealed);
-        let (every, _) = parse_all(&bytes);
-        let sound_pieces = every
-            .iter()
-            .filter(|r| r.piece && crate::store::recipe::piece_name(r.entry) == r.name());
-        for r in sound_pieces.chain(kept.iter().filter_map(|&i| all.get(i))) {
+        for r in pieces.iter().filter(sound).chain(kept.iter().copied()) {
             encode_as_read(&mut out, r);
         }
         seal(&mut out);
