@@ -920,7 +920,56 @@ mod tests {
         assert!(!path.exists());
     }
 
-    /// A piece's record, byte for byte: if this fails, the file's format changed (bump its magic).
+    /// A file holding pieces, cut anywhere or with any byte flipped, reads without a panic: each
+    /// entry found is one of its records, every bad one a place among them.
+    #[test]
+    fn a_file_with_pieces_cut_or_flipped_anywhere_reads_safely() {
+        use crate::store::envelope::tests::cache_data;
+        let dir = tempfile::tempdir().unwrap();
+        let pieces = Pieces::for_looking(dir.path());
+        let block = crate::store::recipe::tests::noise(64 << 10);
+        let data: Vec<Vec<u8>> = (1..=3u8)
+            .map(|k| {
+                let body: Vec<u8> = [k; 500].iter().chain(&block).copied().collect();
+                cache_data(&identity(), &body)
+            })
+            .collect();
+        let entries: Vec<ToWait<'_>> = (1..=3u8)
+            .map(|k| {
+                (
+                    key(k),
+                    PayloadKind::Cache,
+                    &data[usize::from(k) - 1][..],
+                    UNIX_EPOCH,
+                )
+            })
+            .collect();
+        let bytes = encode(&identity(), Chunking::CHOSEN, &entries);
+        let check = |bytes: Vec<u8>| {
+            let read = check_file(Arc::new(bytes.clone()), &identity(), &pieces);
+            let (records, whole) = parse(&bytes);
+            assert_eq!(read.whole, whole);
+            assert_eq!(read.entries.len() + read.bad.len(), records.len());
+            for e in &read.entries {
+                let at = usize::from(e.key.spirv[0]) - 1;
+                assert_eq!(
+                    e.data.with_bytes(|b| b.to_vec()),
+                    data[at],
+                    "never a wrong byte"
+                );
+            }
+        };
+        for cut in (0..bytes.len()).step_by(97) {
+            check(bytes[..cut].to_vec());
+        }
+        for at in (MAGIC.len()..bytes.len()).step_by(101) {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x40;
+            check(flipped);
+        }
+    }
+
+    /// A piece's record, byte for byte:    /// A piece's record, byte for byte: if this fails, the file's format changed (bump its magic).
     #[test]
     fn a_pieces_record_is_its_stamp_name_length_and_bytes() {
         let mut out = Vec::new();
