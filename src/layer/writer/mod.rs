@@ -453,9 +453,7 @@ impl Writer {
 }
 
 /// Writes a queued entry; its key was given to `Store::will_write` when it was queued (on the
-/// application's thread), so this thread takes neither the known keys' lock nor, once written,
-/// the queued entries' (it sends the key): lookups wait on both. (The pieces' locks it still
-/// takes, as lookups do.)
+/// application's thread), so this thread takes no lock that lookups take.
 fn run(job: &Job) -> Result<Written, StoreError> {
     job.store
         .write_announced(&job.key, job.kind, &job.data.whole(), job.stamp)
