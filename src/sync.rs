@@ -68,25 +68,6 @@ pub(crate) trait Unpoisoned<T: ?Sized> {
     fn locked(&self) -> MutexGuard<'_, T>;
 }
 
-/// `lock` for an application thread, which must never wait on a thread of the layer's own at idle
-/// priority: one preempted while it holds the lock would keep it until a core falls idle. Such
-/// locks are held for a push, a pop or a look, so a short spin covers the other application
-/// threads; past it, `None`, and the caller goes without (does its work inline, or reads the
-/// file).
-pub(crate) fn lock_unless_held_long<T: ?Sized>(lock: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    for _ in 0..LOCK_SPINS {
-        match lock.try_lock() {
-            Ok(held) => return Some(held),
-            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
-        }
-    }
-    None
-}
-
-/// Tries at a lock before [`lock_unless_held_long`] gives up.
-const LOCK_SPINS: usize = 256;
-
 impl<T: ?Sized> Unpoisoned<T> for Mutex<T> {
     fn locked(&self) -> MutexGuard<'_, T> {
         self.lock().unwrap_or_else(PoisonError::into_inner)

@@ -51,10 +51,9 @@ impl AppActivity {
 
     /// Whether the application's threads building pipelines (of this device) leave half the
     /// machine's cores free now, on a machine of at least [`FREE_CORES_FROM`] (other threads and
-    /// processes are not seen). Not fewer: a
-    /// sandbox may run the writer thread at the application's priority whatever it asks (gVisor
-    /// on the H200: pygfx at 16 threads, writing where two of 16 cores were free, was ready at
-    /// 1.04-1.14x no layer's against 1.05-1.08x).
+    /// processes are not seen). Not fewer: a sandbox may run the writer thread at the
+    /// application's priority whatever it asks (gVisor on the H200: pygfx at 16 threads, writing
+    /// where two of 16 cores were free, was ready at 1.04-1.14x no layer's against 1.05-1.08x).
     pub fn leaves_cores_free(&self) -> bool {
         self.cores >= FREE_CORES_FROM && self.building.load(Ordering::Relaxed) * 2 <= self.cores
     }

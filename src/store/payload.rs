@@ -61,8 +61,7 @@ pub fn check_within(
     pieces: &Pieces,
     hash: DataHash,
 ) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
-    let none = OwnPieces::default();
-    check_within_holding(file, within, identity, key, (pieces, &none), hash)
+    check_within_holding(file, within, identity, key, (pieces, None), hash)
 }
 
 /// The pieces a file holds of its own (a waiting file's): those that hold their names, and the
@@ -73,15 +72,50 @@ pub struct OwnPieces {
     pub failed: std::collections::HashSet<PieceName>,
 }
 
-/// [`check_within`] where `file` holds pieces of its own: a piece the entry names is taken from
-/// `own` where it is there at the length the entry gives, else from `pieces`; one of the file's
-/// that failed its name fails the entry (`corrupt-piece`), wherever else it stands.
+impl OwnPieces {
+    /// The pieces `wanted` names ([`Pieces::get_all`]'s order): each from here where it is here
+    /// at the length wanted, else from `pieces`; one of the file's that failed its name fails the
+    /// entry (`corrupt-piece`), wherever else it stands.
+    fn get_all(
+        &self,
+        wanted: &[(PieceName, Option<u64>)],
+        pieces: &Pieces,
+    ) -> Result<Vec<Arc<[u8]>>, EntryError> {
+        if wanted.iter().any(|(name, _)| self.failed.contains(name)) {
+            return Err(EntryError::CorruptPiece);
+        }
+        let here: Vec<Option<Arc<[u8]>>> = wanted
+            .iter()
+            .map(|(name, len)| {
+                let held = self.held.get(name);
+                held.filter(|b| len.is_none_or(|l| b.len() as u64 == l))
+                    .cloned()
+            })
+            .collect();
+        let elsewhere: Vec<(PieceName, Option<u64>)> = wanted
+            .iter()
+            .zip(&here)
+            .filter_map(|(w, h)| h.is_none().then_some(*w))
+            .collect();
+        let mut elsewhere = pieces.get_all(&elsewhere).map_err(unusable)?.into_iter();
+        let all = here.into_iter().map(|h| h.or_else(|| elsewhere.next()));
+        Ok(all.collect::<Option<_>>().expect("one a named piece"))
+    }
+}
+
+/// A piece an entry names that cannot be used: logged, and the entry's reason.
+fn unusable(e: super::pieces::PieceError) -> EntryError {
+    tracing::debug!(error = %e, "an entry's piece cannot be used");
+    e.for_the_entry()
+}
+
+/// [`check_within`] where `file` may hold pieces of its own (`own`: [`OwnPieces::get_all`]).
 pub fn check_within_holding(
     file: Arc<Vec<u8>>,
     within: Range<usize>,
     identity: &Identity,
     key: &PipelineKey,
-    (pieces, own): (&Pieces, &OwnPieces),
+    (pieces, own): (&Pieces, Option<&OwnPieces>),
     hash: DataHash,
 ) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
     let entry = file.get(within.clone()).ok_or(EntryError::Short {
@@ -132,31 +166,11 @@ pub fn check_within_holding(
             _ => None,
         })
         .collect();
-    let unusable = |e: super::pieces::PieceError| {
-        tracing::debug!(error = %e, "an entry's piece cannot be used");
-        e.for_the_entry()
+    let found = match own {
+        Some(own) => own.get_all(&direct, pieces)?,
+        None => pieces.get_all(&direct).map_err(unusable)?,
     };
-    if direct.iter().any(|(name, _)| own.failed.contains(name)) {
-        return Err(EntryError::CorruptPiece);
-    }
-    let own_piece = |(name, len): &(PieceName, Option<u64>)| {
-        own.held
-            .get(name)
-            .filter(|b| len.is_none_or(|l| b.len() as u64 == l))
-            .cloned()
-    };
-    let elsewhere: Vec<(PieceName, Option<u64>)> = direct
-        .iter()
-        .filter(|wanted| own_piece(wanted).is_none())
-        .copied()
-        .collect();
-    let mut from_pieces = pieces.get_all(&elsewhere).map_err(unusable)?.into_iter();
-    let mut found = direct
-        .iter()
-        .map(|wanted| own_piece(wanted).or_else(|| from_pieces.next()))
-        .collect::<Option<Vec<Arc<[u8]>>>>()
-        .expect("one a named piece")
-        .into_iter();
+    let mut found = found.into_iter();
     let mut sources = Vec::with_capacity(parts.len());
     let mut names = Vec::new();
     for part in parts {

@@ -2020,12 +2020,8 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
 fn entries_left_waiting_with_shared_pieces_are_found_and_written_whole() {
     let tmp = tempfile::tempdir().unwrap();
     let block = crate::store::recipe::tests::noise(200 << 10);
-    let data: Vec<Vec<u8>> = (1..=3u8)
-        .map(|k| {
-            let body: Vec<u8> = [k; 1000].iter().chain(&block).copied().collect();
-            cache_data(&identity(), &body)
-        })
-        .collect();
+    let heads = [(1, 1000), (2, 1000), (3, 1000)];
+    let data = waiting::tests::sharing_a_block(&identity(), &heads, &block);
     let store = open(tmp.path(), 1 << 30, at(100));
     let entries: Vec<waiting::ToWait<'_>> = (1..=3u8)
         .map(|k| {

@@ -32,16 +32,16 @@
 //! with no build of its own ([`AppActivity::leaves_cores_free`], on a machine of four cores or
 //! more), the thread writes the process's own entries as they come, and with them whatever else
 //! of its own waits: on the H200 the device's end of ncnn at 4 threads took 1-2 ms against 9-57
-//! in the same calls (5-59 entries written there; up to 120 ms in others), and pygfx's at 4 left none waiting (0-149 before). Not for
-//! stamps and the record alone (a later launch's found entries): stamped beside ncnn's found
-//! pipelines at 4 threads, its later launches were ready at 0.45-0.57x no layer's (median 0.55x)
-//! against 0.44-0.52x (0.47x). Earlier processes' entries (taken from their
-//! waiting file) wait for a pause whatever their bytes or age: they are safe in their file, and
-//! written while the application builds they only took its cores (unless they fill the queue
-//! near [`QUEUE_LIMIT`], where the application's own would be written inline). While the
-//! application's threads hold every core, the idle-priority thread gets no time: entries then
-//! wait up to [`QUEUE_LIMIT`] (the application's threads write past it), and a process that dies
-//! then loses what waits.
+//! in the same calls (5-59 entries written there; up to 120 ms in others), and pygfx's at 4 left
+//! none waiting (0-149 before). Not for stamps and the record alone (a later launch's found
+//! entries): stamped beside ncnn's found pipelines at 4 threads, its later launches were ready at
+//! 0.45-0.57x no layer's (median 0.55x) against 0.44-0.52x (0.47x). Earlier processes' entries
+//! (taken from their waiting file) wait for a pause whatever their bytes or age: they are safe in
+//! their file, and written while the application builds they only took its cores (unless they
+//! fill the queue near [`QUEUE_LIMIT`], where the application's own would be written inline).
+//! While the application's threads hold every core, the idle-priority thread gets no time:
+//! entries then wait up to [`QUEUE_LIMIT`] (the application's threads write past it), and a
+//! process that dies then loses what waits.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -411,8 +411,7 @@ impl Writer {
         push: impl FnOnce(&mut Queue, T) -> bool,
     ) -> Option<T> {
         let (lock, ready) = &*self.shared;
-        // Past a short spin (the idle-priority writer holds it), the caller does its work inline.
-        let Some(mut q) = crate::sync::lock_unless_held_long(lock) else {
+        let Some(mut q) = lock_unless_held_long(lock) else {
             return Some(item);
         };
         if q.closing || !fits(&q) || !self.ensure_thread(&mut q) {
@@ -451,6 +450,24 @@ impl Writer {
         }
     }
 }
+
+/// The queue's lock for an application thread, which must never wait on the idle-priority writer:
+/// a writer preempted while it holds the lock would keep it until a core falls idle. The lock is
+/// held for a push or a pop, so a short spin covers the other application threads; past it, the
+/// caller does its work inline.
+fn lock_unless_held_long(lock: &Mutex<Queue>) -> Option<std::sync::MutexGuard<'_, Queue>> {
+    for _ in 0..LOCK_SPINS {
+        match lock.try_lock() {
+            Ok(q) => return Some(q),
+            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+        }
+    }
+    None
+}
+
+/// Tries at the queue's lock before an application thread does its work inline.
+const LOCK_SPINS: usize = 256;
 
 /// Writes a queued entry; its key was given to `Store::will_write` when it was queued (on the
 /// application's thread), so this thread takes no lock that lookups take.

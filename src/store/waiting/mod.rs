@@ -259,22 +259,20 @@ fn encode_record(out: &mut Vec<u8>, stamp: SystemTime, key: &PipelineKey, entry:
     let nanos = stamp
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos().min(u128::from(PIECE_STAMP - 1)) as u64);
-    encode_raw_record(
-        out,
-        nanos,
-        &[&key.spirv[..], &key.state[..]].concat(),
-        entry,
-    );
+    encode_raw_record(out, nanos, [&key.spirv, &key.state], entry);
 }
 
 /// Appends a piece's record: the piece's stamp, its name, length, bytes.
 fn encode_piece_record(out: &mut Vec<u8>, name: &PieceName, bytes: &[u8]) {
-    encode_raw_record(out, PIECE_STAMP, name, bytes);
+    let (first, second) = name.split_at(16);
+    encode_raw_record(out, PIECE_STAMP, [first, second], bytes);
 }
 
-fn encode_raw_record(out: &mut Vec<u8>, stamp: u64, key: &[u8], bytes: &[u8]) {
+/// Appends a record: stamp, the two halves of its key (or a piece's name), length, bytes.
+fn encode_raw_record(out: &mut Vec<u8>, stamp: u64, key: [&[u8]; 2], bytes: &[u8]) {
     out.extend_from_slice(&stamp.to_le_bytes());
-    out.extend_from_slice(key);
+    out.extend_from_slice(key[0]);
+    out.extend_from_slice(key[1]);
     out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     out.extend_from_slice(bytes);
 }
@@ -727,7 +725,7 @@ pub fn check_file(bytes: Arc<Vec<u8>>, identity: &Identity, pieces: &Pieces) -> 
         // Checked where it stands in the file's bytes (a record's entry is a slice of them).
         let start = r.entry.as_ptr() as usize - bytes.as_ptr() as usize;
         let within = start..start + r.entry.len();
-        let with = (pieces, &own);
+        let with = (pieces, Some(&own));
         match payload::check_within_holding(bytes.clone(), within, identity, &r.key, with, hash) {
             Ok((checked, _)) => entries.push(WaitingEntry {
                 key: r.key,
@@ -789,4 +787,4 @@ pub fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -2,6 +2,22 @@
 
 use super::*;
 
+/// Cache data of `identity` for each head (a byte, so many times), then `block`: payloads that
+/// share most of their bytes, each at another offset.
+pub(crate) fn sharing_a_block(
+    identity: &Identity,
+    heads: &[(u8, usize)],
+    block: &[u8],
+) -> Vec<Vec<u8>> {
+    let with = |&(byte, len): &(u8, usize)| {
+        let body: Vec<u8> = std::iter::repeat_n(byte, len)
+            .chain(block.iter().copied())
+            .collect();
+        crate::store::envelope::tests::cache_data(identity, &body)
+    };
+    heads.iter().map(with).collect()
+}
+
 fn identity() -> Identity {
     Identity {
         vendor_id: 0x1002,
@@ -67,15 +83,12 @@ fn a_waiting_files_seal_holds_only_for_the_bytes_it_was_written_with() {
 /// with it; the bound's rewrite without one entry keeps the pieces the other names.
 #[test]
 fn pieces_two_entries_share_stand_in_the_file_once() {
-    use crate::store::envelope::tests::cache_data;
     let dir = tempfile::tempdir().unwrap();
     let pieces = Pieces::for_looking(dir.path());
     let block = crate::store::recipe::tests::noise(256 << 10);
-    let with_head = |head: &[u8]| {
-        let body: Vec<u8> = head.iter().chain(&block).copied().collect();
-        cache_data(&identity(), &body)
-    };
-    let (one, five) = (with_head(&[1; 3000]), with_head(&[5; 7000]));
+    let [one, five]: [Vec<u8>; 2] = sharing_a_block(&identity(), &[(1, 3000), (5, 7000)], &block)
+        .try_into()
+        .unwrap();
     let stamp = UNIX_EPOCH + Duration::from_nanos(7);
     let entries: Vec<ToWait<'_>> = vec![
         (key(1), PayloadKind::Cache, &one, stamp),
@@ -134,16 +147,10 @@ fn pieces_two_entries_share_stand_in_the_file_once() {
 /// entry found is one of its records, every bad one a place among them.
 #[test]
 fn a_file_with_pieces_cut_or_flipped_anywhere_reads_safely() {
-    use crate::store::envelope::tests::cache_data;
     let dir = tempfile::tempdir().unwrap();
     let pieces = Pieces::for_looking(dir.path());
     let block = crate::store::recipe::tests::noise(64 << 10);
-    let data: Vec<Vec<u8>> = (1..=3u8)
-        .map(|k| {
-            let body: Vec<u8> = [k; 500].iter().chain(&block).copied().collect();
-            cache_data(&identity(), &body)
-        })
-        .collect();
+    let data = sharing_a_block(&identity(), &[(1, 500), (2, 500), (3, 500)], &block);
     let entries: Vec<ToWait<'_>> = (1..=3u8)
         .map(|k| {
             (
@@ -213,15 +220,11 @@ fn a_file_sealed_before_pieces_reads_clean() {
 /// piece with the last record to go that names it.
 #[test]
 fn the_bound_drops_a_piece_with_the_last_entry_naming_it() {
-    use crate::store::envelope::tests::cache_data;
     let dir = tempfile::tempdir().unwrap();
     let noise = crate::store::recipe::tests::noise(128 << 10);
     let (a, b): (Vec<u8>, Vec<u8>) = (noise.iter().map(|x| x ^ 1).collect(), noise.clone());
-    let with = |head: u8, block: &[u8]| {
-        let body: Vec<u8> = [head; 2000].iter().chain(block).copied().collect();
-        cache_data(&identity(), &body)
-    };
-    let data = [with(1, &a), with(2, &a), with(3, &b), with(4, &b)];
+    let mut data = sharing_a_block(&identity(), &[(1, 2000), (2, 2000)], &a);
+    data.extend(sharing_a_block(&identity(), &[(3, 2000), (4, 2000)], &b));
     let entry = |k: u8, stamp: u64| {
         let d = &data[usize::from(k) - 1][..];
         (
