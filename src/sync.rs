@@ -74,6 +74,31 @@ impl<T: ?Sized> Unpoisoned<T> for Mutex<T> {
     }
 }
 
+/// A mutex an application thread takes only where it can at once, because a thread of the
+/// layer's own at idle priority also takes it (SPEC: no application thread waits on such a
+/// lock; one preempted while it holds it keeps it until a core falls idle). The other holders
+/// hold it for a few statements, so a short spin covers the application's own threads; past
+/// it, `None`, and the caller does without (its fallback says how).
+pub(crate) trait AtOnce<T: ?Sized> {
+    fn locked_at_once(&self) -> Option<MutexGuard<'_, T>>;
+}
+
+/// Tries at such a lock before its caller does without.
+const AT_ONCE_SPINS: usize = 256;
+
+impl<T: ?Sized> AtOnce<T> for Mutex<T> {
+    fn locked_at_once(&self) -> Option<MutexGuard<'_, T>> {
+        for _ in 0..AT_ONCE_SPINS {
+            match self.try_lock() {
+                Ok(held) => return Some(held),
+                Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+            }
+        }
+        None
+    }
+}
+
 /// A read-write lock taken whether or not a holder panicked.
 pub(crate) trait UnpoisonedRw<T: ?Sized> {
     fn reading(&self) -> RwLockReadGuard<'_, T>;
@@ -119,6 +144,24 @@ impl UnpoisonedWait for Condvar {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn a_lock_held_elsewhere_is_not_waited_on_and_a_free_or_poisoned_one_is_taken() {
+        let lock = Arc::new(Mutex::new(1));
+        assert_eq!(lock.locked_at_once().map(|v| *v), Some(1));
+        let held = lock.locked();
+        let other = Arc::clone(&lock);
+        let tried = std::thread::spawn(move || other.locked_at_once().is_none());
+        assert!(tried.join().unwrap(), "held: done without");
+        drop(held);
+        let poisoner = Arc::clone(&lock);
+        let _ = std::thread::spawn(move || {
+            let _held = poisoner.lock().unwrap();
+            panic!("poisons the lock");
+        })
+        .join();
+        assert_eq!(lock.locked_at_once().map(|v| *v), Some(1));
+    }
 
     #[test]
     fn shares_come_back_in_order_and_a_panicked_one_as_none() {

@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use crate::key::{EntryName, PipelineKey};
-use crate::sync::Unpoisoned;
+use crate::sync::{AtOnce, Unpoisoned};
 pub use ahead::AheadOrder;
 pub use dropping::drop_directory;
 pub use envelope::EntryError;
@@ -63,7 +63,7 @@ pub use notes::{
 };
 pub use open::{drop_set_aside, OpenReport};
 pub use payload::{Checked, Payload};
-pub use queued::QueuedData;
+pub use queued::{Queued, QueuedData};
 
 /// An I/O failure of the store, with the path and what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -152,7 +152,8 @@ pub struct Store {
     other_drivers: Mutex<Vec<PathBuf>>,
     /// A device of this process took the rebuild the driver change calls for.
     rebuild_taken: AtomicBool,
-    /// The pieces each entry found with pieces names, until its stamp stamps them.
+    /// The pieces each entry found with pieces names, until its stamp stamps them. Taken by
+    /// lookups, readers ahead and the writer alike, each only where it can at once.
     named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>>,
     /// Entries this run found whose stamps wait in the layer's writer queue ([`Store::owe_stamp`]):
     /// a bound pass gives them first, or it would take this run's first used entries for the
@@ -446,7 +447,15 @@ impl Store {
     fn check(&self, file: Arc<Vec<u8>>, key: &PipelineKey) -> Result<Checked, EntryError> {
         let (checked, pieces) = payload::check(file, &self.identity, key, &self.pieces)?;
         if !pieces.is_empty() {
-            self.named_pieces.locked().insert(*key, pieces);
+            // Where the writer or a reader ahead holds the map, its stamp leaves the pieces
+            // as they were stamped before: never wrong, at worst a piece dropped before the
+            // entry under a tight bound, and the entry compiled once more.
+            match self.named_pieces.locked_at_once() {
+                Some(mut named) => drop(named.insert(*key, pieces)),
+                None => {
+                    tracing::debug!(entry = %key.file_name(), "an entry's pieces are not remembered for its stamp")
+                }
+            }
         }
         Ok(checked)
     }

@@ -18,6 +18,8 @@
 //! entries using it (the bound drops it after them; at an equal stamp an entry's path sorts
 //! first), and a piece no entry names any more ages out in the same order. A stamp only moves
 //! forward: a process that opened earlier never sets back one a later process gave.
+//! Lookups take the memory (and the lists held) only where they can at once: the writer, at
+//! idle priority, takes it too, and a piece is then read from its file.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
@@ -29,7 +31,7 @@ use std::time::SystemTime;
 use super::files::{self, Written};
 use super::recipe::{piece_name, PieceName};
 use super::StoreError;
-use crate::sync::Unpoisoned;
+use crate::sync::{AtOnce, Unpoisoned};
 
 /// The directory of an identity directory's pieces.
 pub const DIR: &str = "pieces";
@@ -227,9 +229,9 @@ impl Pieces {
         &self,
         wanted: &[(PieceName, Option<u64>)],
     ) -> Result<Vec<Arc<[u8]>>, PieceError> {
-        let mut found: Vec<Option<Arc<[u8]>>> = {
-            let memory = self.memory.locked();
-            wanted
+        // Where the writer holds the memory, every piece is read from its file.
+        let mut found: Vec<Option<Arc<[u8]>>> = match self.memory.locked_at_once() {
+            Some(memory) => wanted
                 .iter()
                 .map(|(name, len)| {
                     memory
@@ -237,7 +239,8 @@ impl Pieces {
                         .filter(|b| len.is_none_or(|l| b.len() as u64 == l))
                         .cloned()
                 })
-                .collect()
+                .collect(),
+            None => vec![None; wanted.len()],
         };
         // A piece named again in the same payload is read once: its bytes are shared.
         let mut read_here: HashMap<PieceName, Arc<[u8]>> = HashMap::new();
@@ -268,7 +271,10 @@ impl Pieces {
         name: &PieceName,
         len: u64,
     ) -> Result<Arc<ListedPieces>, PieceError> {
-        let held = self.lists.locked().get(name).cloned();
+        let held = self
+            .lists
+            .locked_at_once()
+            .and_then(|l| l.get(name).cloned());
         if let Some(listed) = held.filter(|l| l.len as u64 == len) {
             return Ok(listed);
         }
@@ -292,11 +298,12 @@ impl Pieces {
             pieces: self.get_all(&wanted)?,
             len: total as usize,
         });
-        let mut lists = self.lists.locked();
-        if lists.len() >= LISTS_HELD {
-            lists.clear();
+        if let Some(mut lists) = self.lists.locked_at_once() {
+            if lists.len() >= LISTS_HELD {
+                lists.clear();
+            }
+            lists.insert(*name, Arc::clone(&listed));
         }
-        lists.insert(*name, Arc::clone(&listed));
         Ok(listed)
     }
 
@@ -412,12 +419,10 @@ impl Pieces {
     fn hold(&self, name: PieceName, bytes: Arc<[u8]>) {
         let limit = self.memory_limit.load(Ordering::Relaxed);
         let len = bytes.len();
-        self.memory.locked().hold(
-            name,
-            bytes,
-            len,
-            usize::try_from(limit).unwrap_or(usize::MAX),
-        );
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        if let Some(mut memory) = self.memory.locked_at_once() {
+            memory.hold(name, bytes, len, limit);
+        }
     }
 
     /// Forgets a piece found missing or damaged: the next write of an entry naming it writes it.
@@ -758,6 +763,30 @@ mod tests {
         );
         let got = again.get_all(&[(name, Some(5000))]).unwrap();
         assert_eq!(&got[0][..], &bytes[..]);
+    }
+
+    /// A lookup never waits on the pieces' memory, which the idle-priority writer takes (SPEC):
+    /// where another thread holds it, the pieces are read from their files, checked as ever.
+    #[test]
+    fn pieces_are_read_from_their_files_while_another_thread_holds_the_memory() {
+        let (_root, pieces) = pieces();
+        let bytes = crate::store::recipe::tests::noise(5000);
+        let (name, _) = pieces.put(&bytes, SystemTime::now()).unwrap();
+        let wanted = [(name, Some(5000))];
+        pieces.get_all(&wanted).unwrap();
+        let pieces = Arc::new(pieces);
+        let held = pieces.memory.locked();
+        assert!(held.get(&name).is_some(), "held after its first read");
+        let (done, got) = std::sync::mpsc::channel();
+        let looking = Arc::clone(&pieces);
+        std::thread::spawn(move || {
+            done.send(looking.get_all(&wanted).unwrap()).unwrap();
+        });
+        let got = got
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("read without the memory's lock");
+        assert_eq!(&got[0][..], &bytes[..]);
+        drop(held);
     }
 
     /// One zstd frame (libzstd 1.5.7, level 1) of [`packable`].

@@ -5,14 +5,21 @@
 //! pre-compilers and vkd3d-proton do, gets its pipeline, not `VK_PIPELINE_COMPILE_REQUIRED`).
 //!
 //! The bytes stay where the queue keeps them (NVIDIA's with their dictionary held apart): this
-//! map holds a way to them, not a copy. An entry leaves it only after its file is renamed in
-//! place, and a lookup asks here before it opens the file, so between the two one of them always
-//! has it. (The idle-priority writer takes the map's lock after each file, for a removal: a
-//! lookup that gave up on it instead would open a file not yet written, and compile once more.)
+//! map holds a weak way to them, not a copy, and not the data's life. The queue's job holds the
+//! data until its file is renamed in place (or its write failed), then drops it: from then on
+//! the map's way leads nowhere, and a lookup opens the file. So the writer, at idle priority,
+//! never takes this map's lock (SPEC: no application thread waits on a lock an idle-priority
+//! thread may hold; a writer preempted holding it while every core builds would keep every
+//! lookup waiting). Ways that lead nowhere are cleared by the application's threads as they
+//! queue more.
+//!
+//! An entry an earlier process left waiting may need no writing after all: its file stays as it
+//! was, the bound dropped it, or this process queued the key again. The data then says so
+//! ([`Queued::passed_over`]), and the writer reads it there, not here.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::envelope::PayloadKind;
 use super::payload::{Checked, Payload};
@@ -32,16 +39,64 @@ impl QueuedData for Vec<u8> {
     }
 }
 
-/// One entry waiting: its kind and its data.
-type Waiting = (PayloadKind, Arc<dyn QueuedData>);
+/// An entry's data as the queue holds it (the one strong hold on it, until its file is in
+/// place), with whether it still needs writing.
+pub struct Queued<T: ?Sized> {
+    passed_over: AtomicBool,
+    data: T,
+}
 
-/// The entries waiting to be written, by key.
+impl<T> Queued<T> {
+    pub fn new(data: T) -> Arc<Queued<T>> {
+        Arc::new(Queued {
+            passed_over: AtomicBool::new(false),
+            data,
+        })
+    }
+}
+
+impl<T: ?Sized> Queued<T> {
+    /// Whether it no longer needs writing (for an earlier process's entry: kept in its waiting
+    /// file, dropped by the bound, or queued again since).
+    pub fn passed_over(&self) -> bool {
+        self.passed_over.load(Ordering::Acquire)
+    }
+
+    fn pass_over(&self) {
+        self.passed_over.store(true, Ordering::Release);
+    }
+}
+
+impl<T: ?Sized> std::ops::Deref for Queued<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.data
+    }
+}
+
+/// One entry waiting: its kind and a way to its data.
+type Waiting = (PayloadKind, Weak<Queued<dyn QueuedData>>);
+
+/// The entries waiting to be written, by key. Only the application's threads (and the device's
+/// end, and a bound pass) take its lock; see the module doc.
 #[derive(Default)]
 pub(super) struct QueuedEntries {
-    waiting: Mutex<HashMap<PipelineKey, Waiting>>,
-    /// How many wait: a warm run, which writes nothing, never takes the lock.
+    pub(super) waiting: Mutex<Ways>,
+    /// How many ways the map holds, leading somewhere or not: a warm run, which writes nothing,
+    /// never takes the lock.
     count: AtomicUsize,
 }
+
+#[derive(Default)]
+pub(super) struct Ways {
+    by_key: HashMap<PipelineKey, Waiting>,
+    /// How many there were after the last clearing: cleared again at twice as many (each clearing
+    /// costs what the ways added since, and a cold run's map stays near what its queue holds).
+    after_clearing: usize,
+}
+
+/// Ways held before the first clearing.
+const CLEARED_FROM: usize = 256;
 
 impl std::fmt::Debug for QueuedEntries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -52,25 +107,53 @@ impl std::fmt::Debug for QueuedEntries {
 }
 
 impl QueuedEntries {
-    pub(super) fn hold(&self, key: PipelineKey, kind: PayloadKind, data: Arc<dyn QueuedData>) {
-        let mut waiting = self.waiting.locked();
-        waiting.insert(key, (kind, data));
-        self.count.store(waiting.len(), Ordering::Release);
+    /// Holds a way to `data` until its holder drops it. An earlier entry of the key, still
+    /// held, needs no writing: this one is the newer.
+    pub(super) fn hold(
+        &self,
+        key: PipelineKey,
+        kind: PayloadKind,
+        data: &Arc<Queued<dyn QueuedData>>,
+    ) {
+        let replaced = {
+            let mut ways = self.waiting.locked();
+            let replaced = ways.by_key.insert(key, (kind, Arc::downgrade(data)));
+            ways.clear_if_due();
+            self.count.store(ways.by_key.len(), Ordering::Release);
+            replaced.and_then(|(_, way)| way.upgrade())
+        };
+        // Past the lock: where the holder dropped it meanwhile, its data is freed here.
+        if let Some(older) = replaced {
+            older.pass_over();
+        }
     }
 
-    /// After the entry's file is in place (or its write failed).
-    pub(super) fn written(&self, key: &PipelineKey) {
+    /// `key`'s entry needs no writing (it stays where it waits, or the bound dropped it): lookups
+    /// no longer find it here, and the writer passes over it.
+    pub(super) fn passed_over(&self, key: &PipelineKey) {
         if self.count.load(Ordering::Acquire) == 0 {
             return;
         }
-        let mut waiting = self.waiting.locked();
-        waiting.remove(key);
-        self.count.store(waiting.len(), Ordering::Release);
+        let removed = {
+            let mut ways = self.waiting.locked();
+            let removed = ways.by_key.remove(key);
+            self.count.store(ways.by_key.len(), Ordering::Release);
+            removed.and_then(|(_, way)| way.upgrade())
+        };
+        if let Some(data) = removed {
+            data.pass_over();
+        }
     }
 
     /// Whether `key`'s entry waits to be written.
     pub(super) fn holds(&self, key: &PipelineKey) -> bool {
-        self.count.load(Ordering::Acquire) > 0 && self.waiting.locked().contains_key(key)
+        self.count.load(Ordering::Acquire) > 0
+            && self
+                .waiting
+                .locked()
+                .by_key
+                .get(key)
+                .is_some_and(|(_, way)| way.strong_count() > 0)
     }
 
     /// The payload of `key`'s entry, if it waits to be written.
@@ -78,7 +161,11 @@ impl QueuedEntries {
         if self.count.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let (kind, data) = self.waiting.locked().get(key).cloned()?;
+        let (kind, data) = {
+            let ways = self.waiting.locked();
+            let (kind, way) = ways.by_key.get(key)?;
+            (*kind, way.upgrade()?)
+        };
         Some(Checked {
             kind,
             payload: data.payload(),
@@ -86,23 +173,110 @@ impl QueuedEntries {
     }
 }
 
+impl Ways {
+    /// Drops the ways that lead nowhere, where due (a way holds no data: nothing is freed).
+    fn clear_if_due(&mut self) {
+        if self.by_key.len() < (2 * self.after_clearing).max(CLEARED_FROM) {
+            return;
+        }
+        self.by_key.retain(|_, (_, way)| way.strong_count() > 0);
+        self.after_clearing = self.by_key.len();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_entry_waits_until_it_is_written_and_no_longer() {
-        let queued = QueuedEntries::default();
-        let key = PipelineKey {
-            spirv: [1; 16],
+    fn key(n: u8) -> PipelineKey {
+        PipelineKey {
+            spirv: [n; 16],
             state: [2; 16],
-        };
-        assert!(queued.get(&key).is_none());
-        queued.hold(key, PayloadKind::Binaries, Arc::new(vec![7u8, 8, 9]));
-        let found = queued.get(&key).expect("waiting");
+        }
+    }
+
+    fn queued(bytes: &[u8]) -> Arc<Queued<dyn QueuedData>> {
+        Queued::new(bytes.to_vec())
+    }
+
+    #[test]
+    fn an_entry_waits_until_its_holder_drops_it_and_no_longer() {
+        let entries = QueuedEntries::default();
+        assert!(entries.get(&key(1)).is_none());
+        let data = queued(&[7, 8, 9]);
+        entries.hold(key(1), PayloadKind::Binaries, &data);
+        let found = entries.get(&key(1)).expect("waiting");
         assert_eq!(found.kind, PayloadKind::Binaries);
         found.payload.with_bytes(|b| assert_eq!(b, [7, 8, 9]));
-        queued.written(&key);
-        assert!(queued.get(&key).is_none());
+        assert!(entries.holds(&key(1)));
+        drop(data);
+        assert!(entries.get(&key(1)).is_none());
+        assert!(!entries.holds(&key(1)));
+    }
+
+    /// The writer ends an entry's wait by dropping its data, never by taking the map's lock,
+    /// which application threads take at every lookup of a cold run.
+    #[test]
+    fn a_wait_ends_while_another_thread_holds_the_map() {
+        let entries = QueuedEntries::default();
+        let data = queued(&[1; 64]);
+        entries.hold(key(1), PayloadKind::Cache, &data);
+        let held = entries.waiting.locked();
+        let (done, ended) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(data);
+            done.send(()).unwrap();
+        });
+        ended
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the wait ended without the map's lock");
+        drop(held);
+        assert!(entries.get(&key(1)).is_none());
+    }
+
+    #[test]
+    fn a_key_queued_again_passes_over_the_older_entry() {
+        let entries = QueuedEntries::default();
+        let older = queued(&[1]);
+        let newer = queued(&[2]);
+        entries.hold(key(1), PayloadKind::Cache, &older);
+        entries.hold(key(1), PayloadKind::Cache, &newer);
+        assert!(older.passed_over());
+        assert!(!newer.passed_over());
+        let found = entries.get(&key(1)).expect("the newer waits");
+        found.payload.with_bytes(|b| assert_eq!(b, [2]));
+    }
+
+    #[test]
+    fn an_entry_passed_over_is_no_longer_found_and_its_data_says_so() {
+        let entries = QueuedEntries::default();
+        let data = queued(&[3]);
+        entries.hold(key(1), PayloadKind::Cache, &data);
+        entries.passed_over(&key(1));
+        assert!(data.passed_over());
+        assert!(entries.get(&key(1)).is_none());
+        assert!(!entries.holds(&key(1)));
+    }
+
+    /// A cold run queues every pipeline it builds: the ways its written entries leave are
+    /// cleared as more are queued, so the map stays near what waits.
+    #[test]
+    fn ways_that_lead_nowhere_are_cleared_as_more_are_queued() {
+        let entries = QueuedEntries::default();
+        let still = queued(&[9]);
+        entries.hold(key(0), PayloadKind::Cache, &still);
+        for n in 1..=250u8 {
+            for m in 0..4u8 {
+                let written = queued(&[m]);
+                let key = PipelineKey {
+                    spirv: [n; 16],
+                    state: [m; 16],
+                };
+                entries.hold(key, PayloadKind::Cache, &written);
+            }
+        }
+        let held = entries.waiting.locked().by_key.len();
+        assert!(held < 2 * CLEARED_FROM, "{held} ways held");
+        assert!(entries.get(&key(0)).is_some(), "one still waiting stays");
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use super::{bound, files, order, FoundEntry, Store, StoreError};
 use crate::key::{EntryName, PipelineKey};
-use crate::sync::Unpoisoned;
+use crate::sync::{AtOnce, Unpoisoned};
 
 /// What [`Store::remember_use_order`] needs: the order the last run left, this run's uses with
 /// their stamps, and the entries the bound last saw.
@@ -39,11 +39,19 @@ impl Store {
     }
 
     /// Notes that a found entry's stamp, taken now, is queued to be given later
-    /// ([`Store::give_owed_stamp`]): a bound pass meanwhile gives it first.
-    pub fn owe_stamp(&self, name: &EntryName, stamp: SystemTime) {
-        if let Some(key) = PipelineKey::from_file_name(name) {
-            self.owed_stamps.locked().insert(key, (*name, stamp));
-        }
+    /// ([`Store::give_owed_stamp`]): a bound pass meanwhile gives it first. False where it is not
+    /// noted: the writer, at idle priority, holds what notes it (an application thread never
+    /// waits on it), and the caller gives it at once ([`Store::stamp_found`]).
+    #[must_use]
+    pub fn owe_stamp(&self, name: &EntryName, stamp: SystemTime) -> bool {
+        let Some(key) = PipelineKey::from_file_name(name) else {
+            return false;
+        };
+        let Some(mut owed) = self.owed_stamps.locked_at_once() else {
+            return false;
+        };
+        owed.insert(key, (*name, stamp));
+        true
     }
 
     /// Gives a stamp noted by [`Store::owe_stamp`], unless a bound pass gave it already.
@@ -73,7 +81,7 @@ impl Store {
         let key = PipelineKey::from_file_name(name);
         // Its pieces first: the bound lists entries before pieces, so whoever sees the entry's
         // new stamp sees its pieces' too.
-        let pieces = key.and_then(|key| self.named_pieces.locked().remove(&key));
+        let pieces = key.and_then(|key| self.named_pieces.locked_at_once()?.remove(&key));
         if let Some(pieces) = pieces {
             self.pieces.stamp_first(&pieces, stamp);
         }

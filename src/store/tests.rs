@@ -10,6 +10,7 @@ use super::envelope::tests::{cache_data, identity};
 use super::files::{lock_path, Locked, Written};
 use super::*;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 fn key(n: u8) -> PipelineKey {
     PipelineKey {
@@ -1907,16 +1908,43 @@ fn entries_left_waiting_are_taken_whole_by_the_next_opening_and_a_damaged_one_al
 
 /// Takes the waiting files and announces their entries as the layer's writer does, to be
 /// written later.
-fn take_and_queue(store: &Store) -> Vec<waiting::WaitingEntry> {
-    let taken = store.take_waiting();
-    for e in &taken {
-        store.will_write_queued(
-            &e.key,
-            e.kind,
-            std::sync::Arc::new(e.data.as_one().into_owned()),
-        );
+fn take_and_queue(store: &Store) -> TakenAndQueued {
+    let entries = store.take_waiting();
+    let held = entries
+        .iter()
+        .map(|e| {
+            let data: Arc<Queued<dyn QueuedData>> = Queued::new(e.data.as_one().into_owned());
+            store.will_write_queued(&e.key, e.kind, &data);
+            Some(data)
+        })
+        .collect();
+    TakenAndQueued { entries, held }
+}
+
+/// Entries taken from waiting files and queued, their data held as the layer's writer holds it:
+/// each waits (found from memory) until written here, or until this is dropped.
+#[must_use]
+struct TakenAndQueued {
+    entries: Vec<waiting::WaitingEntry>,
+    held: Vec<Option<Arc<Queued<dyn QueuedData>>>>,
+}
+
+impl std::ops::Deref for TakenAndQueued {
+    type Target = [waiting::WaitingEntry];
+    fn deref(&self) -> &Self::Target {
+        &self.entries
     }
-    taken
+}
+
+impl TakenAndQueued {
+    /// Writes the `i`th entry with `stamp`, as the writer does, and lets go of its data.
+    fn write(&mut self, store: &Store, i: usize, stamp: SystemTime) {
+        let e = &self.entries[i];
+        store
+            .write_announced(&e.key, e.kind, &e.data.as_one(), stamp)
+            .unwrap();
+        self.held[i] = None;
+    }
 }
 
 /// A process that wrote none of the entries of a waiting file it took leaves the file as it
@@ -1944,7 +1972,7 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
 
     // A launch that writes none of them: the file stays, untouched, and they need no writing.
     let short = open(tmp.path(), 1 << 30, at(200));
-    take_and_queue(&short);
+    let _held = take_and_queue(&short);
     let kept = short.keep_untouched_waiting();
     assert_eq!(kept.len(), 3);
     assert!(
@@ -1971,23 +1999,14 @@ fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
 
     // A launch that writes one: the file goes once the other two are written too.
     let longer = open(tmp.path(), 1 << 30, at(400));
-    let taken = take_and_queue(&longer);
+    let mut taken = take_and_queue(&longer);
     assert_eq!(taken.len(), 3);
-    longer
-        .write_announced(
-            &taken[0].key,
-            taken[0].kind,
-            &taken[0].data.as_one(),
-            at(50),
-        )
-        .unwrap();
+    taken.write(&longer, 0, at(50));
     assert!(longer.keep_untouched_waiting().is_empty());
     longer.drop_settled_waiting();
     assert_eq!(file(&longer), first, "two still wait in this process alone");
-    for e in &taken[1..] {
-        longer
-            .write_announced(&e.key, e.kind, &e.data.as_one(), at(50))
-            .unwrap();
+    for i in 1..3 {
+        taken.write(&longer, i, at(50));
     }
     longer.drop_settled_waiting();
     assert!(
@@ -2034,7 +2053,7 @@ fn entries_left_waiting_with_shared_pieces_are_found_and_written_whole() {
     drop(store);
 
     let later = open(tmp.path(), 1 << 30, at(200));
-    let taken = take_and_queue(&later);
+    let mut taken = take_and_queue(&later);
     assert_eq!(taken.len(), 3);
     for k in 1..=3u8 {
         match later.lookup(&key(k)).unwrap() {
@@ -2042,11 +2061,9 @@ fn entries_left_waiting_with_shared_pieces_are_found_and_written_whole() {
             _ => panic!("key {k} not found"),
         }
     }
-    for e in &taken {
-        let whole = e.data.as_one();
-        later
-            .write_announced(&e.key, e.kind, &whole, e.stamp)
-            .unwrap();
+    for i in 0..3 {
+        let stamp = taken[i].stamp;
+        taken.write(&later, i, stamp);
     }
     later.drop_settled_waiting();
     assert!(waiting_files(&later).is_empty(), "every entry written");
@@ -2161,16 +2178,14 @@ fn entries_the_bound_drops_from_a_taken_waiting_file_are_forgotten_by_the_proces
     let (run, _) =
         Store::open_then_bound(root.path(), "title", identity(), bound, at(200), false).unwrap();
     let run = run;
-    assert_eq!(take_and_queue(&run).len(), 4);
+    let taken = take_and_queue(&run);
+    assert_eq!(taken.len(), 4);
     run.keep_within_bound().unwrap();
     let kept: Vec<u8> = (3..=6).filter(|k| found(&run, &key(*k))).collect();
     assert_eq!(kept, vec![6]);
     let untouched = run.keep_untouched_waiting();
     assert_eq!(untouched.into_iter().collect::<Vec<_>>(), vec![key(6)]);
-    assert!(
-        !run.waits_to_be_written(&key(3)),
-        "dropped: nothing to write"
-    );
+    assert!(!run.queued.holds(&key(3)), "dropped: nothing to write");
 }
 
 /// A waiting file kept as it is by a launch that found its entries carries that use as its
@@ -2180,7 +2195,7 @@ fn a_waiting_file_kept_as_it_is_is_stamped_with_its_entries_use() {
     let root = tempfile::tempdir().unwrap();
     two_written_four_waiting(root.path());
     let run = open(root.path(), 1 << 30, at(400));
-    take_and_queue(&run);
+    let _held = take_and_queue(&run);
     match run.lookup(&key(4)).unwrap() {
         Lookup::Found(e) => run.stamp(e),
         _ => panic!("not found"),
@@ -2428,7 +2443,8 @@ fn a_process_forgets_only_what_its_pass_drops_from_the_files_it_took() {
     left_waiting(root.path(), &[(3, 150), (4, 150)]);
     let (run, _) =
         Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(200), false).unwrap();
-    assert_eq!(take_and_queue(&run).len(), 2);
+    let taken = take_and_queue(&run);
+    assert_eq!(taken.len(), 2);
     // Another process leaves key 3 waiting too, in an older file the bound drops first.
     let other = left_waiting(root.path(), &[(3, 50)]);
     let older = stamped_older(&run, other);
@@ -2454,7 +2470,7 @@ fn an_entry_dropped_from_one_taken_file_still_waits_in_another() {
     let (run, _) =
         Store::open_then_bound(root.path(), "title", identity(), 1 << 30, at(200), false).unwrap();
     let older = stamped_older(&run, older_bytes);
-    take_and_queue(&run);
+    let _held = take_and_queue(&run);
     let bound = title_bytes(root.path()) - older_bytes + 1;
     let host = root.path().join("title/host-pipelines");
     let bounded = bound::keep_within(&host, bound, &|_| false).unwrap();
@@ -2477,7 +2493,7 @@ fn an_entry_left_waiting_is_found_before_an_older_file_read_ahead() {
     run.keep_waiting(&[(key(1), envelope::PayloadKind::Cache, &newer[..], at(150))])
         .unwrap();
     let next = open(root.path(), 1 << 30, at(200));
-    take_and_queue(&next);
+    let _held = take_and_queue(&next);
     let listed = next.keep_within_bound().map(|b| b.kept);
     let report = next.read_ahead(
         AheadOrder::LastUse(listed),
@@ -2530,4 +2546,70 @@ fn a_waiting_file_of_the_other_abi_is_left_and_a_link_or_fifo_is_never_followed(
         store.dir().join(&other_abi).exists(),
         "the other ABI's file stays"
     );
+}
+
+/// The idle-priority writer writes an entry, and lets go of its data, without the queued
+/// entries' lock that every lookup of a cold run takes (SPEC: no application thread waits on a
+/// lock an idle-priority thread may hold). Before, each write took it to end the entry's wait.
+#[test]
+fn writing_a_queued_entry_takes_no_lock_a_lookup_takes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(tmp.path(), 1 << 30, at(100)));
+    let payload = cache_data(&identity(), &[5; 300]);
+    let data: Arc<Queued<dyn QueuedData>> = Queued::new(payload.clone());
+    store.will_write_queued(&key(1), envelope::PayloadKind::Cache, &data);
+    let held = store.queued.waiting.locked();
+    let (done, ended) = std::sync::mpsc::channel();
+    let writer = store.clone();
+    std::thread::spawn(move || {
+        writer
+            .write_announced(&key(1), envelope::PayloadKind::Cache, &payload, at(100))
+            .unwrap();
+        drop(data);
+        done.send(()).unwrap();
+    });
+    ended
+        .recv_timeout(Duration::from_secs(30))
+        .expect("written while a lookup held the queued entries' lock");
+    drop(held);
+    assert!(store.queued.get(&key(1)).is_none(), "no longer waiting");
+    assert!(found(&store, &key(1)), "found from its file");
+}
+
+/// An entry naming pieces is found whole while the idle-priority writer holds the store's map of
+/// entries' pieces and its owed stamps (SPEC: a lookup never waits on such a lock): the entry is
+/// not remembered for its stamp, and the stamp is not noted as owed (the caller gives it now).
+#[test]
+fn an_entry_naming_pieces_is_found_while_the_writer_holds_what_its_stamp_takes() {
+    let root = tempfile::tempdir().unwrap();
+    let data = data_with_block(1, 1);
+    finely(open(root.path(), 1 << 30, at(0)))
+        .write(&key(1), &data)
+        .unwrap();
+    let run = Arc::new(finely(open(root.path(), 1 << 30, at(10))));
+    let named = run.named_pieces.locked();
+    let owed = run.owed_stamps.locked();
+    let (done, looked) = std::sync::mpsc::channel();
+    let looking = Arc::clone(&run);
+    std::thread::spawn(move || {
+        let found = match looking.lookup(&key(1)).unwrap() {
+            Lookup::Found(e) => e,
+            _ => panic!("not found"),
+        };
+        let owed = looking.owe_stamp(&found.name(), at(11));
+        done.send((found.with_data(<[u8]>::to_vec), owed)).unwrap();
+    });
+    let (got, owed_noted) = looked
+        .recv_timeout(Duration::from_secs(30))
+        .expect("found without the writer's locks");
+    assert_eq!(got, data);
+    assert!(!owed_noted, "given at once by the caller");
+    assert!(named.is_empty(), "not remembered");
+    drop((named, owed));
+    assert!(found(&run, &key(1)));
+    assert!(
+        run.named_pieces.locked().contains_key(&key(1)),
+        "remembered"
+    );
+    assert!(run.owe_stamp(&key(1).file_name(), at(12)));
 }

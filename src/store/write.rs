@@ -39,20 +39,21 @@ impl Store {
 
     /// Tells the store that `key`'s entry is about to be written (by a queue, later), so that
     /// lookups open it from now on. Called on the thread that queues the write: the writer
-    /// thread, at idle priority, then takes no lock that lookups take.
+    /// thread, at idle priority, never takes the known entries' lock that lookups take.
     pub fn will_write(&self, key: &PipelineKey) {
         if self.max_bytes > 0 {
             self.known.wrote(key);
         }
     }
 
-    /// [`Store::will_write`] for an entry whose data waits in a queue meanwhile: until its file is
-    /// written, a lookup in this process finds it from `data`.
+    /// [`Store::will_write`] for an entry whose data waits in a queue meanwhile: until the queue
+    /// drops `data` (once its file is in place, or its write failed), a lookup in this process
+    /// finds it from there.
     pub fn will_write_queued(
         &self,
         key: &PipelineKey,
         kind: envelope::PayloadKind,
-        data: std::sync::Arc<dyn super::QueuedData>,
+        data: &std::sync::Arc<super::Queued<dyn super::QueuedData>>,
     ) {
         if self.max_bytes > 0 {
             self.queued.hold(*key, kind, data);
@@ -106,10 +107,9 @@ impl Store {
     ) -> Result<files::Written, StoreError> {
         // Found while it waited: its file carries that use.
         let stamp = self.stamp_with_use(key, stamp);
-        let written = self.write_announced_now(key, kind, data, stamp);
-        // In place or failed: either way no longer waiting (a failed one is compiled again).
-        self.queued.written(key);
-        written
+        // In place or failed, the queue drops its data: either way no longer waiting (a failed
+        // one is compiled again). The lookups' map is not touched here (`queued.rs`).
+        self.write_announced_now(key, kind, data, stamp)
     }
 
     fn write_announced_now(

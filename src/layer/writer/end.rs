@@ -10,7 +10,7 @@ use super::{drain, grouped, Drain, Job, Writer, WrittenFor};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::waiting::ToWait;
-use crate::store::Store;
+use crate::store::{Queued, Store};
 use crate::sync::Unpoisoned;
 
 impl Writer {
@@ -28,7 +28,7 @@ impl Writer {
             let mut q = lock.locked();
             q.closing = true;
             ready.notify_all();
-            let together: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)> = q
+            let together: Vec<(Arc<Store>, PayloadKind, Arc<Queued<Waiting>>)> = q
                 .all_jobs()
                 .map(|j| (j.store.clone(), j.kind, j.data.clone()))
                 .collect();
@@ -190,12 +190,12 @@ impl Writer {
 /// dictionary apart are told by their own bytes and the dictionary's record, named once a
 /// dictionary: each put together and cut on this thread, 394 of them took 1.1 s of ncnn's end
 /// at 16 threads on the H100 (700 MB made and hashed before a helper began).
-pub(super) fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Waiting>)>) {
+pub(super) fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Queued<Waiting>>)>) {
     for (store, jobs) in grouped(jobs, |(s, _, _)| s) {
         let mut dictionaries: Vec<(&Arc<[u8]>, u32)> = Vec::new();
         let own: Vec<std::borrow::Cow<'_, [u8]>> = jobs
             .iter()
-            .map(|(_, _, data)| match &**data {
+            .map(|(_, _, data)| match &***data {
                 Waiting::Apart {
                     without, record, ..
                 } => {

@@ -59,8 +59,8 @@ use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::nvidia_cache::Framing;
 use crate::store::waiting::WaitingEntry;
-use crate::store::{Store, StoreError};
-use crate::sync::{Unpoisoned, UnpoisonedWait};
+use crate::store::{Queued, QueuedData, Store, StoreError};
+use crate::sync::{AtOnce, Unpoisoned, UnpoisonedWait};
 use apart::{Dictionaries, Waiting};
 use records::{append_records, RecordJob};
 
@@ -98,8 +98,9 @@ struct Job {
     store: Arc<Store>,
     key: PipelineKey,
     kind: PayloadKind,
-    /// Shared with the store, where a lookup finds the entry until its file is written.
-    data: Arc<Waiting>,
+    /// The one strong hold on the entry's data, which a lookup finds through the store until
+    /// this job is dropped (once written, or found needing no writing).
+    data: Arc<Queued<Waiting>>,
     stamp: SystemTime,
     /// When it was made: the queue's first job says how long an entry has waited for a pause.
     queued: Instant,
@@ -122,8 +123,9 @@ impl Job {
         data: Waiting,
         (stamp, for_whom): (SystemTime, WrittenFor),
     ) -> Job {
-        let data = Arc::new(data);
-        store.will_write_queued(&key, kind, data.clone());
+        let data = Queued::new(data);
+        let shared: Arc<Queued<dyn QueuedData>> = data.clone();
+        store.will_write_queued(&key, kind, &shared);
         Job {
             store,
             key,
@@ -136,9 +138,10 @@ impl Job {
     }
 
     /// An earlier process's entry whose waiting file stays as it was
-    /// ([`Store::keep_untouched_waiting`]): nothing to write.
+    /// ([`Store::keep_untouched_waiting`]), which the bound dropped, or whose key this process
+    /// queued again: nothing to write. Read from the data, with no lock a lookup takes.
     fn kept_where_it_waits(&self) -> bool {
-        self.for_whom == WrittenFor::Earlier && !self.store.waits_to_be_written(&self.key)
+        self.for_whom == WrittenFor::Earlier && self.data.passed_over()
     }
 }
 
@@ -278,10 +281,11 @@ impl Writer {
         };
         let job = Job::announced(store, key, kind, waiting);
         if let Some(mut job) = self.queue_job(job, true) {
-            if let Some(whole) = whole {
-                job.data = Arc::new(Waiting::Whole(whole));
-            }
+            // The data announced is held until the entry is written: lookups find it meanwhile.
+            let announced = whole
+                .map(|whole| std::mem::replace(&mut job.data, Queued::new(Waiting::Whole(whole))));
             (self.on_written)(run(&job), WrittenFor::Application);
+            drop(announced);
         }
     }
 
@@ -348,15 +352,17 @@ impl Writer {
     }
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
-    /// moment's place in the run's order); given on the caller's thread when too many wait or
-    /// no thread can be started.
+    /// moment's place in the run's order); given on the caller's thread when too many wait, no
+    /// thread can be started, or the writer holds the store's list of owed stamps.
     pub fn stamp(&self, store: Arc<Store>, name: EntryName) {
         let stamp = Stamp {
             stamp: store.next_stamp(),
             store,
             name,
         };
-        stamp.store.owe_stamp(&stamp.name, stamp.stamp);
+        if !stamp.store.owe_stamp(&stamp.name, stamp.stamp) {
+            return stamp.store.stamp_found(&stamp.name, stamp.stamp);
+        }
         let queued = self.enqueue(
             stamp,
             |q| q.stamps.len() < STAMPS_LIMIT,
@@ -411,7 +417,7 @@ impl Writer {
         push: impl FnOnce(&mut Queue, T) -> bool,
     ) -> Option<T> {
         let (lock, ready) = &*self.shared;
-        let Some(mut q) = lock_unless_held_long(lock) else {
+        let Some(mut q) = lock.locked_at_once() else {
             return Some(item);
         };
         if q.closing || !fits(&q) || !self.ensure_thread(&mut q) {
@@ -451,26 +457,9 @@ impl Writer {
     }
 }
 
-/// The queue's lock for an application thread, which must never wait on the idle-priority writer:
-/// a writer preempted while it holds the lock would keep it until a core falls idle. The lock is
-/// held for a push or a pop, so a short spin covers the other application threads; past it, the
-/// caller does its work inline.
-fn lock_unless_held_long(lock: &Mutex<Queue>) -> Option<std::sync::MutexGuard<'_, Queue>> {
-    for _ in 0..LOCK_SPINS {
-        match lock.try_lock() {
-            Ok(q) => return Some(q),
-            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
-        }
-    }
-    None
-}
-
-/// Tries at the queue's lock before an application thread does its work inline.
-const LOCK_SPINS: usize = 256;
-
 /// Writes a queued entry; its key was given to `Store::will_write` when it was queued (on the
-/// application's thread), so this thread takes no lock that lookups take.
+/// application's thread), and its wait ends as the job is dropped: this thread takes neither
+/// lock a lookup of it takes (the known entries', the queued entries').
 fn run(job: &Job) -> Result<Written, StoreError> {
     job.store
         .write_announced(&job.key, job.kind, &job.data.whole(), job.stamp)

@@ -606,13 +606,15 @@ fn entries_holding_a_dictionary_apart_at_the_end_name_what_they_share_as_pieces_
             dictionary.clone(),
         ])
     };
-    let waiting: Vec<Arc<Waiting>> = (1..=2)
+    let waiting: Vec<Arc<Queued<Waiting>>> = (1..=2)
         .map(|n| {
             let d = data(n);
-            Arc::new(Dictionaries::default().set_apart(&d, frame_bytes(&d).unwrap()))
+            Queued::new(Dictionaries::default().set_apart(&d, frame_bytes(&d).unwrap()))
         })
         .collect();
-    assert!(waiting.iter().all(|w| matches!(**w, Waiting::Apart { .. })));
+    assert!(waiting
+        .iter()
+        .all(|w| matches!(***w, Waiting::Apart { .. })));
     expect_together(
         waiting
             .iter()

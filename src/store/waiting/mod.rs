@@ -427,7 +427,7 @@ impl Store {
             }
         }
         for (key, ..) in &entries {
-            self.queued.written(key);
+            self.queued.passed_over(key);
         }
         // Counted within the title's bound from now on (noted at the run's end).
         self.written_since_noted
@@ -488,7 +488,7 @@ impl Store {
         forgotten.retain(|key| !taken.files.iter().any(|f| f.keys.contains(key)));
         drop(taken);
         for key in &forgotten {
-            self.queued.written(key);
+            self.queued.passed_over(key);
         }
     }
 
@@ -552,7 +552,7 @@ impl Store {
     /// Each device of the store may ask (at the process's exit every device ends so, in any
     /// order): the files kept by an earlier one are named again. A damaged file, or any where a
     /// file was left for a later opening, is not kept. The writer passes over their entries
-    /// ([`Store::waits_to_be_written`]).
+    /// ([`crate::store::Queued::passed_over`]).
     pub fn keep_untouched_waiting(&self) -> std::collections::HashSet<PipelineKey> {
         let mut kept = std::collections::HashSet::new();
         let mut taken = self.taken.locked();
@@ -573,7 +573,7 @@ impl Store {
             self.stamp_with_last_use(&path, &keys);
         }
         for key in &kept {
-            self.queued.written(key);
+            self.queued.passed_over(key);
         }
         kept
     }
@@ -588,12 +588,6 @@ impl Store {
         if let Err(e) = files::stamp_forward(None, path, newest) {
             tracing::debug!(file = %path.display(), error = %e, "a waiting file kept as it is was not stamped with its entries' use");
         }
-    }
-
-    /// Whether `key`'s entry still waits in this process to be written (not written, nor kept in
-    /// a waiting file that stays as it was).
-    pub fn waits_to_be_written(&self, key: &PipelineKey) -> bool {
-        self.queued.holds(key)
     }
 
     /// Removes each taken file not kept none of whose entries waits any more in this process
