@@ -152,8 +152,7 @@ pub struct Store {
     other_drivers: Mutex<Vec<PathBuf>>,
     /// A device of this process took the rebuild the driver change calls for.
     rebuild_taken: AtomicBool,
-    /// The pieces each entry found with pieces names, until its stamp stamps them. Taken by
-    /// lookups, readers ahead and the writer alike, each only where it can at once.
+    /// The pieces each entry found with pieces names, until its stamp stamps them.
     named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>>,
     /// Entries this run found whose stamps wait in the layer's writer queue ([`Store::owe_stamp`]):
     /// a bound pass gives them first, or it would take this run's first used entries for the
@@ -186,7 +185,11 @@ impl KnownEntries {
         match self.at_opening.get() {
             None => true,
             Some(listed) if listed.contains(key) => true,
-            Some(_) => self.written.locked().contains(key),
+            // Where a thread of the layer's own (the rebuild's) holds it, the file is opened.
+            Some(_) => self
+                .written
+                .locked_at_once()
+                .is_none_or(|written| written.contains(key)),
         }
     }
 
@@ -447,15 +450,7 @@ impl Store {
     fn check(&self, file: Arc<Vec<u8>>, key: &PipelineKey) -> Result<Checked, EntryError> {
         let (checked, pieces) = payload::check(file, &self.identity, key, &self.pieces)?;
         if !pieces.is_empty() {
-            // Where the writer or a reader ahead holds the map, its stamp leaves the pieces
-            // as they were stamped before: never wrong, at worst a piece dropped before the
-            // entry under a tight bound, and the entry compiled once more.
-            match self.named_pieces.locked_at_once() {
-                Some(mut named) => drop(named.insert(*key, pieces)),
-                None => {
-                    tracing::debug!(entry = %key.file_name(), "an entry's pieces are not remembered for its stamp")
-                }
-            }
+            self.named_pieces.locked().insert(*key, pieces);
         }
         Ok(checked)
     }

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::envelope::PayloadKind;
 use super::payload::{Checked, Payload};
@@ -43,6 +43,8 @@ impl QueuedData for Vec<u8> {
 /// place), with whether it still needs writing.
 pub struct Queued<T: ?Sized> {
     passed_over: AtomicBool,
+    /// The live count of the map holding a way to it, told at its drop.
+    counted: OnceLock<Arc<AtomicUsize>>,
     data: T,
 }
 
@@ -50,8 +52,17 @@ impl<T> Queued<T> {
     pub fn new(data: T) -> Arc<Queued<T>> {
         Arc::new(Queued {
             passed_over: AtomicBool::new(false),
+            counted: OnceLock::new(),
             data,
         })
+    }
+}
+
+impl<T: ?Sized> Drop for Queued<T> {
+    fn drop(&mut self) {
+        if let Some(live) = self.counted.get() {
+            live.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -82,9 +93,9 @@ type Waiting = (PayloadKind, Weak<Queued<dyn QueuedData>>);
 #[derive(Default)]
 pub(super) struct QueuedEntries {
     pub(super) waiting: Mutex<Ways>,
-    /// How many ways the map holds, leading somewhere or not: a warm run, which writes nothing,
-    /// never takes the lock.
-    count: AtomicUsize,
+    /// How many entries held here are still alive (counted at their hold, counted out at their
+    /// data's drop, with no lock): a run whose queue is empty, a warm one, takes no lock.
+    live: Arc<AtomicUsize>,
 }
 
 #[derive(Default)]
@@ -101,7 +112,7 @@ const CLEARED_FROM: usize = 256;
 impl std::fmt::Debug for QueuedEntries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueuedEntries")
-            .field("count", &self.count.load(Ordering::Relaxed))
+            .field("live", &self.live.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -117,9 +128,11 @@ impl QueuedEntries {
     ) {
         let replaced = {
             let mut ways = self.waiting.locked();
+            if data.counted.set(Arc::clone(&self.live)).is_ok() {
+                self.live.fetch_add(1, Ordering::AcqRel);
+            }
             let replaced = ways.by_key.insert(key, (kind, Arc::downgrade(data)));
             ways.clear_if_due();
-            self.count.store(ways.by_key.len(), Ordering::Release);
             replaced.and_then(|(_, way)| way.upgrade())
         };
         // Past the lock: where the holder dropped it meanwhile, its data is freed here.
@@ -131,15 +144,11 @@ impl QueuedEntries {
     /// `key`'s entry needs no writing (it stays where it waits, or the bound dropped it): lookups
     /// no longer find it here, and the writer passes over it.
     pub(super) fn passed_over(&self, key: &PipelineKey) {
-        if self.count.load(Ordering::Acquire) == 0 {
+        if self.live.load(Ordering::Acquire) == 0 {
             return;
         }
-        let removed = {
-            let mut ways = self.waiting.locked();
-            let removed = ways.by_key.remove(key);
-            self.count.store(ways.by_key.len(), Ordering::Release);
-            removed.and_then(|(_, way)| way.upgrade())
-        };
+        let removed = self.waiting.locked().by_key.remove(key);
+        let removed = removed.and_then(|(_, way)| way.upgrade());
         if let Some(data) = removed {
             data.pass_over();
         }
@@ -147,7 +156,7 @@ impl QueuedEntries {
 
     /// Whether `key`'s entry waits to be written.
     pub(super) fn holds(&self, key: &PipelineKey) -> bool {
-        self.count.load(Ordering::Acquire) > 0
+        self.live.load(Ordering::Acquire) > 0
             && self
                 .waiting
                 .locked()
@@ -158,7 +167,7 @@ impl QueuedEntries {
 
     /// The payload of `key`'s entry, if it waits to be written.
     pub(super) fn get(&self, key: &PipelineKey) -> Option<Checked> {
-        if self.count.load(Ordering::Acquire) == 0 {
+        if self.live.load(Ordering::Acquire) == 0 {
             return None;
         }
         let (kind, data) = {
@@ -214,24 +223,28 @@ mod tests {
         assert!(!entries.holds(&key(1)));
     }
 
-    /// The writer ends an entry's wait by dropping its data, never by taking the map's lock,
-    /// which application threads take at every lookup of a cold run.
+    /// Once every entry queued is written (its data dropped), a lookup takes no lock again, as
+    /// in a warm run: the ways left behind are not counted.
     #[test]
-    fn a_wait_ends_while_another_thread_holds_the_map() {
-        let entries = QueuedEntries::default();
-        let data = queued(&[1; 64]);
-        entries.hold(key(1), PayloadKind::Cache, &data);
+    fn a_lookup_takes_no_lock_once_every_entry_queued_is_written() {
+        let entries = Arc::new(QueuedEntries::default());
+        let data: Vec<_> = (1..=3).map(|n| queued(&[n])).collect();
+        for (n, d) in (1..=3).zip(&data) {
+            entries.hold(key(n), PayloadKind::Cache, d);
+        }
+        drop(data);
         let held = entries.waiting.locked();
-        let (done, ended) = std::sync::mpsc::channel();
+        let (done, looked) = std::sync::mpsc::channel();
+        let looking = Arc::clone(&entries);
         std::thread::spawn(move || {
-            drop(data);
-            done.send(()).unwrap();
+            done.send(looking.get(&key(1)).is_none() && !looking.holds(&key(2)))
+                .unwrap();
         });
-        ended
+        let missing = looked
             .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("the wait ended without the map's lock");
+            .expect("looked up without the map's lock");
+        assert!(missing);
         drop(held);
-        assert!(entries.get(&key(1)).is_none());
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl Store {
         let key = PipelineKey::from_file_name(name);
         // Its pieces first: the bound lists entries before pieces, so whoever sees the entry's
         // new stamp sees its pieces' too.
-        let pieces = key.and_then(|key| self.named_pieces.locked_at_once()?.remove(&key));
+        let pieces = key.and_then(|key| self.named_pieces.locked().remove(&key));
         if let Some(pieces) = pieces {
             self.pieces.stamp_first(&pieces, stamp);
         }

@@ -2576,18 +2576,17 @@ fn writing_a_queued_entry_takes_no_lock_a_lookup_takes() {
     assert!(found(&store, &key(1)), "found from its file");
 }
 
-/// An entry naming pieces is found whole while the idle-priority writer holds the store's map of
-/// entries' pieces and its owed stamps (SPEC: a lookup never waits on such a lock): the entry is
-/// not remembered for its stamp, and the stamp is not noted as owed (the caller gives it now).
+/// An entry naming pieces is found whole, and its stamp owed, without waiting on the owed
+/// stamps the idle-priority writer takes (SPEC: a lookup never waits on such a lock): where
+/// the writer holds them, the stamp is not noted as owed, and the caller gives it now.
 #[test]
-fn an_entry_naming_pieces_is_found_while_the_writer_holds_what_its_stamp_takes() {
+fn a_found_entrys_stamp_is_owed_only_where_the_writer_does_not_hold_the_owed_stamps() {
     let root = tempfile::tempdir().unwrap();
     let data = data_with_block(1, 1);
     finely(open(root.path(), 1 << 30, at(0)))
         .write(&key(1), &data)
         .unwrap();
     let run = Arc::new(finely(open(root.path(), 1 << 30, at(10))));
-    let named = run.named_pieces.locked();
     let owed = run.owed_stamps.locked();
     let (done, looked) = std::sync::mpsc::channel();
     let looking = Arc::clone(&run);
@@ -2601,15 +2600,42 @@ fn an_entry_naming_pieces_is_found_while_the_writer_holds_what_its_stamp_takes()
     });
     let (got, owed_noted) = looked
         .recv_timeout(Duration::from_secs(30))
-        .expect("found without the writer's locks");
+        .expect("found without the writer's lock");
     assert_eq!(got, data);
     assert!(!owed_noted, "given at once by the caller");
-    assert!(named.is_empty(), "not remembered");
-    drop((named, owed));
-    assert!(found(&run, &key(1)));
-    assert!(
-        run.named_pieces.locked().contains_key(&key(1)),
-        "remembered"
-    );
+    drop(owed);
+    assert!(run.named_pieces.locked().contains_key(&key(1)));
     assert!(run.owe_stamp(&key(1).file_name(), at(12)));
+}
+
+/// The writer stamps an entry found while it still waits to be written (its file not there)
+/// without the queued entries' lock every lookup of the run takes.
+#[test]
+fn stamping_an_entry_found_while_it_waits_takes_no_lock_a_lookup_takes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(tmp.path(), 1 << 30, at(100)));
+    let payload = cache_data(&identity(), &[6; 300]);
+    let data: Arc<Queued<dyn QueuedData>> = Queued::new(payload);
+    store.will_write_queued(&key(1), envelope::PayloadKind::Cache, &data);
+    let name = match store.lookup(&key(1)).unwrap() {
+        Lookup::Found(e) => e.into_name(),
+        _ => panic!("found from the queue"),
+    };
+    let held = store.queued.waiting.locked();
+    let (done, stamped) = std::sync::mpsc::channel();
+    let writer = store.clone();
+    std::thread::spawn(move || {
+        writer.stamp_found(&name, at(150));
+        done.send(()).unwrap();
+    });
+    stamped
+        .recv_timeout(Duration::from_secs(30))
+        .expect("stamped while a lookup held the queued entries' lock");
+    drop(held);
+    assert_eq!(
+        store.stamp_with_use(&key(1), at(120)),
+        at(150),
+        "its use noted"
+    );
+    drop(data);
 }

@@ -298,8 +298,12 @@ impl Writer {
         kind: PayloadKind,
         data: Vec<u8>,
     ) {
-        let job = Job::announced(store, key, kind, Waiting::Whole(data));
-        (self.on_written)(run(&job), WrittenFor::Rebuild);
+        // Written at once on this (idle-priority) thread: announced to the known entries alone,
+        // not to the queued ones, whose lock lookups wait on.
+        store.will_write(&key);
+        let stamp = store.next_stamp();
+        let written = store.write_announced(&key, kind, &data, stamp);
+        (self.on_written)(written, WrittenFor::Rebuild);
     }
 
     /// Queues the entries earlier processes left waiting ([`crate::store::waiting`]), each with
@@ -694,7 +698,15 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
         // Counted out even where the work panicked (the thread's guard then ends it): the exit
         // would wait for it to its limit.
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match work {
-            Work::Write(job) => on_written(run(&job), job.for_whom),
+            Work::Write(job) => match std::panic::catch_unwind(|| run(&job)) {
+                Ok(written) => on_written(written, job.for_whom),
+                Err(panic) => {
+                    // Its file never came: it stays found from memory, and its waiting file
+                    // stays (as before the queue held only a weak way to it).
+                    std::mem::forget(Arc::clone(&job.data));
+                    std::panic::resume_unwind(panic)
+                }
+            },
             Work::Stamps(stamps) => stamps.into_iter().for_each(Stamp::give),
             Work::Records(records, spread) => append_records(records, spread),
             Work::Chores(chores) => chores.into_iter().for_each(|chore| chore()),

@@ -435,15 +435,15 @@ impl Store {
         Ok(bytes.len() as u64)
     }
 
-    /// Notes the stamp of an entry found while it still waits (its file not yet written, or
-    /// kept in a waiting file): the file that keeps it carries that use, so the bound counts
-    /// it as used now, not when it was built.
+    /// Notes the stamp of an entry found whose file is not there: found while it still waits
+    /// (its file not yet written, or kept in a waiting file), the file that keeps it carries
+    /// that use, so the bound counts it as used now, not when it was built. (Asked on the
+    /// writer's thread: not whether it is queued, whose lock lookups wait on; a use noted for
+    /// an entry gone since only ever dates a later write of it as used.)
     pub(super) fn used_while_waiting(&self, key: PipelineKey, stamp: SystemTime) {
-        if self.queued.holds(&key) {
-            let mut taken = self.taken.locked();
-            let at = taken.used.entry(key).or_insert(stamp);
-            *at = (*at).max(stamp);
-        }
+        let mut taken = self.taken.locked();
+        let at = taken.used.entry(key).or_insert(stamp);
+        *at = (*at).max(stamp);
     }
 
     /// `stamp`, or the later stamp the entry was given while it waited to be written (a stamp
