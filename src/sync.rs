@@ -83,6 +83,22 @@ pub(crate) trait AtOnce<T: ?Sized> {
     fn locked_at_once(&self) -> Option<MutexGuard<'_, T>>;
 }
 
+thread_local! {
+    static AT_IDLE_PRIORITY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as one of the layer's own at idle priority (as it lowers itself).
+pub(crate) fn mark_at_idle_priority() {
+    AT_IDLE_PRIORITY.set(true);
+}
+
+/// Whether the calling thread is one of the layer's own at idle priority: such a thread takes a
+/// lock application threads wait on only where it can at once (held by it while it is
+/// preempted, the lock would keep them waiting until a core falls idle).
+pub(crate) fn at_idle_priority() -> bool {
+    AT_IDLE_PRIORITY.get()
+}
+
 /// Tries at such a lock before its caller does without.
 const AT_ONCE_SPINS: usize = 256;
 

@@ -46,6 +46,8 @@ pub fn lower_this_threads_priority(thread: &str) {
         // SAFETY: pid 0 names the calling thread; `param` is a valid sched_param.
         if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
             tracing::debug!(thread, error = %std::io::Error::last_os_error(), "a thread of the layer keeps its priority");
+        } else {
+            crate::sync::mark_at_idle_priority();
         }
     }
 }

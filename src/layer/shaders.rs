@@ -340,7 +340,7 @@ impl Call<'_> {
             }
         }
         for entry in found {
-            self.dev.writer.stamp(store.clone(), entry.name());
+            self.dev.writer.stamp(store.clone(), entry.to_stamp());
         }
         true
     }

@@ -38,6 +38,7 @@ pub mod pieces;
 mod queued;
 pub mod recipe;
 mod stamps;
+pub use stamps::ToStamp;
 pub mod waiting;
 mod write;
 
@@ -152,12 +153,11 @@ pub struct Store {
     other_drivers: Mutex<Vec<PathBuf>>,
     /// A device of this process took the rebuild the driver change calls for.
     rebuild_taken: AtomicBool,
-    /// The pieces each entry found with pieces names, until its stamp stamps them.
-    named_pieces: Mutex<std::collections::HashMap<PipelineKey, Vec<(recipe::PieceName, bool)>>>,
-    /// Entries this run found whose stamps wait in the layer's writer queue ([`Store::owe_stamp`]):
-    /// a bound pass gives them first, or it would take this run's first used entries for the
-    /// last run's and evict them before what this run wrote after them (the boot lost).
-    owed_stamps: Mutex<std::collections::HashMap<PipelineKey, (EntryName, SystemTime)>>,
+    /// Entries this run found whose stamps wait in the layer's writer queue ([`Store::owe_stamp`]),
+    /// each with the pieces it names: a bound pass gives them first, or it would take this run's
+    /// first used entries for the last run's and evict them before what this run wrote after
+    /// them (the boot lost).
+    owed_stamps: Mutex<std::collections::HashMap<PipelineKey, stamps::Owed>>,
     /// The bytes of the title's record where its compaction could not bring it within its share
     /// ([`Store::record_past_its_share`]): the bound takes them from the entries' room.
     record_floor: AtomicU64,
@@ -239,6 +239,22 @@ impl FoundEntry {
     /// Its name, for a stamp given later.
     pub fn into_name(self) -> EntryName {
         self.name
+    }
+
+    /// What its stamp, given later, needs: its name and the pieces it names.
+    pub fn into_stamp(self) -> stamps::ToStamp {
+        stamps::ToStamp {
+            name: self.name,
+            pieces: self.checked.pieces,
+        }
+    }
+
+    /// [`FoundEntry::into_stamp`], keeping the entry.
+    pub fn to_stamp(&self) -> stamps::ToStamp {
+        stamps::ToStamp {
+            name: self.name,
+            pieces: self.checked.pieces.clone(),
+        }
     }
 
     /// Its name.
@@ -323,7 +339,6 @@ impl Store {
             queued: queued::QueuedEntries::default(),
             chunking: Mutex::default(),
             pieces: pieces::Pieces::new(&dir),
-            named_pieces: Mutex::default(),
             owed_stamps: Mutex::default(),
             record_floor: AtomicU64::new(0),
             driver_changed: AtomicBool::new(false),
@@ -445,13 +460,11 @@ impl Store {
         Ok(Lookup::Dropped(refused))
     }
 
-    /// Checks an entry's bytes whole for `key`, with the pieces it names (remembered until the
-    /// entry's stamp, which stamps them too).
+    /// Checks an entry's bytes whole for `key`, with the pieces it names (carried to its stamp,
+    /// which stamps them too).
     fn check(&self, file: Arc<Vec<u8>>, key: &PipelineKey) -> Result<Checked, EntryError> {
-        let (checked, pieces) = payload::check(file, &self.identity, key, &self.pieces)?;
-        if !pieces.is_empty() {
-            self.named_pieces.locked().insert(*key, pieces);
-        }
+        let (mut checked, pieces) = payload::check(file, &self.identity, key, &self.pieces)?;
+        checked.pieces = pieces;
         Ok(checked)
     }
 

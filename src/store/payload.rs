@@ -23,6 +23,9 @@ use crate::key::PipelineKey;
 pub struct Checked {
     pub kind: PayloadKind,
     pub payload: Payload,
+    /// The store's pieces it names (each a list or not), for its stamp to stamp them first: an
+    /// entry carries them to its stamp, so no map of them stands between a lookup and the writer.
+    pub pieces: Vec<(PieceName, bool)>,
 }
 
 impl From<Vec<u8>> for Checked {
@@ -32,6 +35,7 @@ impl From<Vec<u8>> for Checked {
         Checked {
             kind: PayloadKind::Cache,
             payload: Payload::whole(Arc::new(bytes), 0..len),
+            pieces: Vec::new(),
         }
     }
 }
@@ -153,6 +157,7 @@ pub fn check_within_holding(
             let checked = Checked {
                 kind,
                 payload: Payload::whole(file, range),
+                pieces: Vec::new(),
             };
             return Ok((checked, Vec::new()));
         }
@@ -194,7 +199,11 @@ pub fn check_within_holding(
     if kind == PayloadKind::Binaries {
         payload.with_bytes(|b| envelope::check_payload(kind, b, identity))?;
     }
-    let checked = Checked { kind, payload };
+    let checked = Checked {
+        kind,
+        payload,
+        pieces: Vec::new(),
+    };
     Ok((checked, names))
 }
 

@@ -19,12 +19,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use super::envelope::PayloadKind;
 use super::payload::{Checked, Payload};
 use crate::key::PipelineKey;
-use crate::sync::Unpoisoned;
+use crate::sync::{AtOnce, Unpoisoned};
 
 /// An entry's data while it waits to be written.
 pub trait QueuedData: Send + Sync {
@@ -90,20 +91,37 @@ type Waiting = (PayloadKind, Weak<Queued<dyn QueuedData>>);
 
 /// The entries waiting to be written, by key. Only the application's threads (and the device's
 /// end, and a bound pass) take its lock; see the module doc.
-#[derive(Default)]
 pub(super) struct QueuedEntries {
     pub(super) waiting: Mutex<Ways>,
     /// How many entries held here are still alive (counted at their hold, counted out at their
     /// data's drop, with no lock): a run whose queue is empty, a warm one, takes no lock.
     live: Arc<AtomicUsize>,
+    /// Keys a bound pass dropped, told without the lock (the pass runs on the writer's thread, or
+    /// on the opening's at idle priority): passed over at the map's next taking.
+    dropped: Sender<PipelineKey>,
 }
 
-#[derive(Default)]
+impl Default for QueuedEntries {
+    fn default() -> QueuedEntries {
+        let (dropped, told) = std::sync::mpsc::channel();
+        QueuedEntries {
+            waiting: Mutex::new(Ways {
+                by_key: HashMap::new(),
+                after_clearing: 0,
+                dropped: told,
+            }),
+            live: Arc::default(),
+            dropped,
+        }
+    }
+}
+
 pub(super) struct Ways {
     by_key: HashMap<PipelineKey, Waiting>,
     /// How many there were after the last clearing: cleared again at twice as many (each clearing
     /// costs what the ways added since, and a cold run's map stays near what its queue holds).
     after_clearing: usize,
+    dropped: Receiver<PipelineKey>,
 }
 
 /// Ways held before the first clearing.
@@ -127,7 +145,7 @@ impl QueuedEntries {
         data: &Arc<Queued<dyn QueuedData>>,
     ) {
         let replaced = {
-            let mut ways = self.waiting.locked();
+            let mut ways = self.ways();
             if data.counted.set(Arc::clone(&self.live)).is_ok() {
                 self.live.fetch_add(1, Ordering::AcqRel);
             }
@@ -147,22 +165,54 @@ impl QueuedEntries {
         if self.live.load(Ordering::Acquire) == 0 {
             return;
         }
-        let removed = self.waiting.locked().by_key.remove(key);
+        let removed = self.ways().by_key.remove(key);
         let removed = removed.and_then(|(_, way)| way.upgrade());
         if let Some(data) = removed {
             data.pass_over();
         }
     }
 
+    /// [`QueuedEntries::passed_over`], told from a thread of the layer's own at idle priority,
+    /// which never takes the map's lock (lookups wait on it): done at the map's next taking, by
+    /// a lookup or a queueing. Until then a lookup may still find it (its bytes are sound), and
+    /// the writer may still write it (the next pass counts it).
+    pub(super) fn passed_over_later(&self, key: PipelineKey) {
+        let _ = self.dropped.send(key);
+    }
+
+    /// [`QueuedEntries::ways`] for a lookup or a question: on a thread of the layer's own at
+    /// idle priority (the rebuild's), only where it can at once, else `None` (an entry the
+    /// rebuild then misses, it compiles: work wasted, never a wrong pipeline).
+    fn ways_unless_idle(&self) -> Option<MutexGuard<'_, Ways>> {
+        if !crate::sync::at_idle_priority() {
+            return Some(self.ways());
+        }
+        let ways = self.waiting.locked_at_once()?;
+        Some(Self::passing_over_what_was_told(ways))
+    }
+
+    /// The map, with the keys told dropped since passed over.
+    fn ways(&self) -> MutexGuard<'_, Ways> {
+        Self::passing_over_what_was_told(self.waiting.locked())
+    }
+
+    fn passing_over_what_was_told(mut ways: MutexGuard<'_, Ways>) -> MutexGuard<'_, Ways> {
+        while let Ok(key) = ways.dropped.try_recv() {
+            if let Some(data) = ways.by_key.remove(&key).and_then(|(_, way)| way.upgrade()) {
+                data.pass_over();
+            }
+        }
+        ways
+    }
+
     /// Whether `key`'s entry waits to be written.
     pub(super) fn holds(&self, key: &PipelineKey) -> bool {
         self.live.load(Ordering::Acquire) > 0
-            && self
-                .waiting
-                .locked()
-                .by_key
-                .get(key)
-                .is_some_and(|(_, way)| way.strong_count() > 0)
+            && self.ways_unless_idle().is_some_and(|ways| {
+                ways.by_key
+                    .get(key)
+                    .is_some_and(|(_, way)| way.strong_count() > 0)
+            })
     }
 
     /// The payload of `key`'s entry, if it waits to be written.
@@ -171,13 +221,14 @@ impl QueuedEntries {
             return None;
         }
         let (kind, data) = {
-            let ways = self.waiting.locked();
+            let ways = self.ways_unless_idle()?;
             let (kind, way) = ways.by_key.get(key)?;
             (*kind, way.upgrade()?)
         };
         Some(Checked {
             kind,
             payload: data.payload(),
+            pieces: Vec::new(),
         })
     }
 }
@@ -245,6 +296,42 @@ mod tests {
             .expect("looked up without the map's lock");
         assert!(missing);
         drop(held);
+    }
+
+    /// A bound pass on an idle-priority thread tells what it dropped without the map's lock; the
+    /// next taking of the map passes it over.
+    #[test]
+    fn an_entry_the_bound_dropped_is_passed_over_at_the_maps_next_taking() {
+        let entries = Arc::new(QueuedEntries::default());
+        let data = queued(&[4]);
+        entries.hold(key(1), PayloadKind::Cache, &data);
+        let held = entries.waiting.locked();
+        let telling = Arc::clone(&entries);
+        let told = std::thread::spawn(move || telling.passed_over_later(key(1)));
+        told.join().unwrap();
+        drop(held);
+        assert!(!data.passed_over(), "not until the map is taken");
+        assert!(entries.get(&key(1)).is_none());
+        assert!(data.passed_over());
+    }
+
+    /// A lookup on a thread of the layer's own at idle priority (the rebuild's) never holds
+    /// the map while an application thread might wait: where it is held, it misses.
+    #[test]
+    fn an_idle_threads_lookup_misses_where_the_map_is_held() {
+        let entries = Arc::new(QueuedEntries::default());
+        let data = queued(&[5]);
+        entries.hold(key(1), PayloadKind::Cache, &data);
+        let idle_lookup = |entries: Arc<QueuedEntries>| {
+            std::thread::spawn(move || {
+                crate::sync::mark_at_idle_priority();
+                entries.get(&key(1)).is_some()
+            })
+        };
+        let held = entries.waiting.locked();
+        assert!(!idle_lookup(Arc::clone(&entries)).join().unwrap());
+        drop(held);
+        assert!(idle_lookup(Arc::clone(&entries)).join().unwrap());
     }
 
     #[test]

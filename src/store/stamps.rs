@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
+use super::recipe::PieceName;
 use super::{bound, files, order, FoundEntry, Store, StoreError};
 use crate::key::{EntryName, PipelineKey};
 use crate::sync::{AtOnce, Unpoisoned};
@@ -24,6 +25,32 @@ pub(super) struct UseOrders {
     pub(super) live: Mutex<Option<HashSet<PipelineKey>>>,
 }
 
+/// A found entry's stamp, to be given later: its name and the store's pieces it names (each a
+/// list or not), which its stamp stamps first.
+#[derive(Debug, Clone)]
+pub struct ToStamp {
+    pub(super) name: EntryName,
+    pub(super) pieces: Vec<(PieceName, bool)>,
+}
+
+impl ToStamp {
+    pub fn name(&self) -> EntryName {
+        self.name
+    }
+
+    /// Test only: the stamp of an entry that names no piece.
+    #[cfg(test)]
+    pub fn of(name: EntryName) -> ToStamp {
+        ToStamp {
+            name,
+            pieces: Vec::new(),
+        }
+    }
+}
+
+/// A stamp owed: the entry's name, its stamp, the pieces it names.
+pub(super) type Owed = (EntryName, SystemTime, Vec<(PieceName, bool)>);
+
 impl Store {
     /// The next stamp: just before the opening, one microsecond earlier for each one taken.
     pub fn next_stamp(&self) -> SystemTime {
@@ -35,31 +62,30 @@ impl Store {
 
     /// Stamps an entry this run found.
     pub fn stamp(&self, found: FoundEntry) {
-        self.stamp_found(&found.into_name(), self.next_stamp());
+        self.stamp_found(&found.into_stamp(), self.next_stamp());
     }
 
     /// Notes that a found entry's stamp, taken now, is queued to be given later
-    /// ([`Store::give_owed_stamp`]): a bound pass meanwhile gives it first. False where it is not
-    /// noted: the writer, at idle priority, holds what notes it (an application thread never
-    /// waits on it), and the caller gives it at once ([`Store::stamp_found`]).
-    #[must_use]
-    pub fn owe_stamp(&self, name: &EntryName, stamp: SystemTime) -> bool {
-        let Some(key) = PipelineKey::from_file_name(name) else {
-            return false;
+    /// ([`Store::give_owed_stamp`]): a bound pass meanwhile gives it first. Gives `entry` back
+    /// where it is not noted: the writer, at idle priority, holds what notes it (an application
+    /// thread never waits on it), and the caller's stamp carries it ([`Store::stamp_found`]).
+    pub fn owe_stamp(&self, entry: ToStamp, stamp: SystemTime) -> Option<ToStamp> {
+        let Some(key) = PipelineKey::from_file_name(&entry.name) else {
+            return Some(entry);
         };
         let Some(mut owed) = self.owed_stamps.locked_at_once() else {
-            return false;
+            return Some(entry);
         };
-        owed.insert(key, (*name, stamp));
-        true
+        owed.insert(key, (entry.name, stamp, entry.pieces));
+        None
     }
 
     /// Gives a stamp noted by [`Store::owe_stamp`], unless a bound pass gave it already.
     pub fn give_owed_stamp(&self, name: &EntryName, stamp: SystemTime) {
         let owed = PipelineKey::from_file_name(name)
-            .is_some_and(|key| self.owed_stamps.locked().remove(&key).is_some());
-        if owed {
-            self.stamp_found(name, stamp);
+            .and_then(|key| self.owed_stamps.locked().remove(&key));
+        if let Some((name, _, pieces)) = owed {
+            self.stamp_found(&ToStamp { name, pieces }, stamp);
         }
     }
 
@@ -68,22 +94,22 @@ impl Store {
         let owed = std::mem::take(&mut *self.owed_stamps.locked());
         let mut owed: Vec<_> = owed.into_values().collect();
         // The newest first, as the run took them.
-        owed.sort_by_key(|(_, stamp)| std::cmp::Reverse(*stamp));
-        for (name, stamp) in owed {
-            self.stamp_found(&name, stamp);
+        owed.sort_by_key(|(_, stamp, _)| std::cmp::Reverse(*stamp));
+        for (name, stamp, pieces) in owed {
+            self.stamp_found(&ToStamp { name, pieces }, stamp);
         }
     }
 
     /// Stamps a found entry, by its name, with a stamp taken when it was used (the layer's
-    /// writer thread stamps later, off the application's thread, in the run's order of use). An
-    /// entry gone since is not stamped.
-    pub fn stamp_found(&self, name: &EntryName, stamp: SystemTime) {
+    /// writer thread stamps later, off the application's thread, in the run's order of use), and
+    /// the pieces it names first. An entry gone since is not stamped.
+    pub fn stamp_found(&self, entry: &ToStamp, stamp: SystemTime) {
+        let name = &entry.name;
         let key = PipelineKey::from_file_name(name);
         // Its pieces first: the bound lists entries before pieces, so whoever sees the entry's
         // new stamp sees its pieces' too.
-        let pieces = key.and_then(|key| self.named_pieces.locked().remove(&key));
-        if let Some(pieces) = pieces {
-            self.pieces.stamp_first(&pieces, stamp);
+        if !entry.pieces.is_empty() {
+            self.pieces.stamp_first(&entry.pieces, stamp);
         }
         match (self.stamp_by_name(name, stamp), key) {
             (Ok(()), Some(key)) => self.used(key, stamp),

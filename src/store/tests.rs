@@ -2578,7 +2578,8 @@ fn writing_a_queued_entry_takes_no_lock_a_lookup_takes() {
 
 /// An entry naming pieces is found whole, and its stamp owed, without waiting on the owed
 /// stamps the idle-priority writer takes (SPEC: a lookup never waits on such a lock): where
-/// the writer holds them, the stamp is not noted as owed, and the caller gives it now.
+/// the writer holds them, the stamp is not noted as owed and carries the entry's pieces itself.
+/// Either way its stamp stamps the pieces the entry names.
 #[test]
 fn a_found_entrys_stamp_is_owed_only_where_the_writer_does_not_hold_the_owed_stamps() {
     let root = tempfile::tempdir().unwrap();
@@ -2595,17 +2596,29 @@ fn a_found_entrys_stamp_is_owed_only_where_the_writer_does_not_hold_the_owed_sta
             Lookup::Found(e) => e,
             _ => panic!("not found"),
         };
-        let owed = looking.owe_stamp(&found.name(), at(11));
-        done.send((found.with_data(<[u8]>::to_vec), owed)).unwrap();
+        let given_back = looking.owe_stamp(found.to_stamp(), at(11));
+        done.send((found.with_data(<[u8]>::to_vec), given_back))
+            .unwrap();
     });
-    let (got, owed_noted) = looked
+    let (got, given_back) = looked
         .recv_timeout(Duration::from_secs(30))
         .expect("found without the writer's lock");
     assert_eq!(got, data);
-    assert!(!owed_noted, "given at once by the caller");
+    let carried = given_back.expect("not noted: the caller's stamp carries it");
+    assert!(!carried.pieces.is_empty(), "the pieces it names");
     drop(owed);
-    assert!(run.named_pieces.locked().contains_key(&key(1)));
-    assert!(run.owe_stamp(&key(1).file_name(), at(12)));
+    run.stamp_found(&carried, at(15));
+    let piece = |s: &ToStamp| run.pieces.path(&s.pieces[0].0);
+    let stamp_of = |p: std::path::PathBuf| fs::metadata(p).unwrap().modified().unwrap();
+    assert_eq!(stamp_of(piece(&carried)), at(15));
+    let found = match run.lookup(&key(1)).unwrap() {
+        Lookup::Found(e) => e.into_stamp(),
+        _ => panic!("not found"),
+    };
+    assert!(run.owe_stamp(found.clone(), at(20)).is_none(), "noted");
+    run.give_owed_stamp(&found.name(), at(20));
+    assert_eq!(stamp_of(piece(&found)), at(20));
+    assert_eq!(stamp_of(run.entry_path(&key(1))), at(20));
 }
 
 /// The writer stamps an entry found while it still waits to be written (its file not there)
@@ -2617,15 +2630,15 @@ fn stamping_an_entry_found_while_it_waits_takes_no_lock_a_lookup_takes() {
     let payload = cache_data(&identity(), &[6; 300]);
     let data: Arc<Queued<dyn QueuedData>> = Queued::new(payload);
     store.will_write_queued(&key(1), envelope::PayloadKind::Cache, &data);
-    let name = match store.lookup(&key(1)).unwrap() {
-        Lookup::Found(e) => e.into_name(),
+    let entry = match store.lookup(&key(1)).unwrap() {
+        Lookup::Found(e) => e.into_stamp(),
         _ => panic!("found from the queue"),
     };
     let held = store.queued.waiting.locked();
     let (done, stamped) = std::sync::mpsc::channel();
     let writer = store.clone();
     std::thread::spawn(move || {
-        writer.stamp_found(&name, at(150));
+        writer.stamp_found(&entry, at(150));
         done.send(()).unwrap();
     });
     stamped

@@ -95,7 +95,7 @@ pub(super) unsafe fn build_from_binaries<T: PipelineInfo>(
     };
     // SAFETY: the application's chain.
     unsafe { report_found_to_the_application(b.info, lap) };
-    b.dev.writer.stamp(b.store.clone(), entry.name());
+    b.dev.writer.stamp(b.store.clone(), entry.to_stamp());
     Ok(Kept::Made(r, Outcome::Found))
 }
 

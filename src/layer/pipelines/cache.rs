@@ -324,7 +324,7 @@ pub(super) unsafe fn build_cached<T: PipelineInfo>(
                 f.report_found(lap);
             }
             // Stamped by the writer thread: the time update leaves the application's thread.
-            dev.writer.stamp(store.clone(), entry.into_name());
+            dev.writer.stamp(store.clone(), entry.into_stamp());
             Outcome::Found
         }
         seeded => {

@@ -59,7 +59,7 @@ use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::nvidia_cache::Framing;
 use crate::store::waiting::WaitingEntry;
-use crate::store::{Queued, QueuedData, Store, StoreError};
+use crate::store::{Queued, QueuedData, Store, StoreError, ToStamp};
 use crate::sync::{AtOnce, Unpoisoned, UnpoisonedWait};
 use apart::{Dictionaries, Waiting};
 use records::{append_records, RecordJob};
@@ -148,13 +148,23 @@ impl Job {
 /// A found entry, to be stamped.
 struct Stamp {
     store: Arc<Store>,
-    name: EntryName,
+    of: StampOf,
     stamp: SystemTime,
+}
+
+/// Whose stamp: one the store notes as owed, or one this job carries (the writer held the
+/// store's owed stamps when it was taken).
+enum StampOf {
+    Owed(EntryName),
+    Carried(ToStamp),
 }
 
 impl Stamp {
     fn give(self) {
-        self.store.give_owed_stamp(&self.name, self.stamp);
+        match self.of {
+            StampOf::Owed(name) => self.store.give_owed_stamp(&name, self.stamp),
+            StampOf::Carried(entry) => self.store.stamp_found(&entry, self.stamp),
+        }
     }
 }
 
@@ -356,17 +366,16 @@ impl Writer {
     }
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
-    /// moment's place in the run's order); given on the caller's thread when too many wait, no
-    /// thread can be started, or the writer holds the store's list of owed stamps.
-    pub fn stamp(&self, store: Arc<Store>, name: EntryName) {
-        let stamp = Stamp {
-            stamp: store.next_stamp(),
-            store,
-            name,
+    /// moment's place in the run's order); given on the caller's thread when too many wait or
+    /// no thread can be started.
+    pub fn stamp(&self, store: Arc<Store>, entry: ToStamp) {
+        let stamp = store.next_stamp();
+        let name = entry.name();
+        let of = match store.owe_stamp(entry, stamp) {
+            None => StampOf::Owed(name),
+            Some(entry) => StampOf::Carried(entry),
         };
-        if !stamp.store.owe_stamp(&stamp.name, stamp.stamp) {
-            return stamp.store.stamp_found(&stamp.name, stamp.stamp);
-        }
+        let stamp = Stamp { store, of, stamp };
         let queued = self.enqueue(
             stamp,
             |q| q.stamps.len() < STAMPS_LIMIT,

@@ -113,7 +113,7 @@ fn the_thread_writes_beside_builds_that_leave_half_the_cores_free() {
     assert!(q.pop_own().is_some());
     q.stamps.push(Stamp {
         store,
-        name: key_of(7).file_name(),
+        of: StampOf::Owed(key_of(7).file_name()),
         stamp: SystemTime::now(),
     });
     drop(_third);
@@ -289,7 +289,7 @@ fn the_thread_writes_no_earlier_entry_while_the_application_builds() {
     for n in 0..own {
         let data = cache_data(&identity(), &vec![n; 1 << 20]);
         writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
-        writer.stamp(store.clone(), key_of(n).file_name());
+        writer.stamp(store.clone(), ToStamp::of(key_of(n).file_name()));
     }
     let written = |keys: &mut dyn Iterator<Item = u8>| {
         keys.filter(|&n| store.entry_path(&key_of(n)).exists())
@@ -522,7 +522,7 @@ fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
         std::thread::spawn(move || {
             let data = cache_data(&identity(), &[7; 64]);
             writer.write(store.clone(), key, PayloadKind::Cache, data, None);
-            writer.stamp(store, key.file_name());
+            writer.stamp(store, ToStamp::of(key.file_name()));
             done.send(()).unwrap();
         });
     }

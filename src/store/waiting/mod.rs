@@ -468,7 +468,8 @@ impl Store {
 
     /// The entries this process's bound pass dropped from waiting files (each file written
     /// again without them): of the files this process took, it no longer writes them, nor finds
-    /// them from memory, as if their files had gone.
+    /// them from memory, as if their files had gone, from the queued entries' next taking by a
+    /// lookup or a queueing (the pass may run at idle priority: `queued.rs`).
     pub(super) fn forget_dropped_waiting(&self, records: &[StampedEntry]) {
         if records.is_empty() {
             return;
@@ -488,7 +489,7 @@ impl Store {
         forgotten.retain(|key| !taken.files.iter().any(|f| f.keys.contains(key)));
         drop(taken);
         for key in &forgotten {
-            self.queued.passed_over(key);
+            self.queued.passed_over_later(*key);
         }
     }
 
