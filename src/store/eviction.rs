@@ -4,8 +4,9 @@
 //! entry. A piece carries the newest stamp of the entries naming it, so in the stamps' order
 //! alone a piece whose entries the bound had dropped stayed while the newer entries of a boot
 //! went instead (issue 38: the boot's 20 entries fitting the bound, 15-17 found). What an entry
-//! names is read from its file ([`super::named`]), pieces through lists included; one that
-//! cannot be read names nothing, and never makes a piece another entry names go. A piece named
+//! names is read from its file ([`super::named`]), pieces through lists included (an entry left
+//! waiting, from its record in its waiting file: the piece files it names beside the file's own
+//! pieces); one that cannot be read names nothing, and never makes a piece another entry names go. A piece named
 //! by a kept entry is dropped only once every entry naming it has gone.
 
 use std::cmp::Reverse;
@@ -167,6 +168,8 @@ struct Names<'a> {
     held: Vec<HeldDir>,
     /// Each list read, by its index: the pieces it names.
     lists: HashMap<usize, Vec<usize>>,
+    /// Each waiting file read: what each of its entries names.
+    waiting: HashMap<PathBuf, HashMap<PipelineKey, Vec<(PieceName, bool)>>>,
     no_atime: AtomicBool,
 }
 
@@ -178,6 +181,7 @@ impl<'a> Names<'a> {
             dirs: HashMap::new(),
             held: Vec::new(),
             lists: HashMap::new(),
+            waiting: HashMap::new(),
             no_atime: AtomicBool::new(true),
         };
         for (i, f) in files.iter().enumerate() {
@@ -206,16 +210,27 @@ impl<'a> Names<'a> {
 
     fn of_entry(&mut self, i: usize) -> Vec<usize> {
         let path = &self.files[i].path;
-        if super::files::is_waiting_file(path) {
-            return Vec::new(); // its entries are whole: they name no piece
-        }
         let Some(d) = path.parent().and_then(|dir| self.dirs.get(dir)).copied() else {
             return Vec::new(); // a piece, or an entry of a directory with no pieces
         };
-        let dir = path.parent().expect("an entry's directory");
-        let held = self.held[d].get(dir);
+        let listed = if super::files::is_waiting_file(path) {
+            // A record names the store's pieces it shares with entry files (the file's own
+            // pieces are no piece files: not among them); a file listed whole names none.
+            let Some(key) = self.files[i].waiting_record else {
+                return Vec::new();
+            };
+            let file = self
+                .waiting
+                .entry(path.clone())
+                .or_insert_with(|| super::waiting::named_by_entries(path));
+            file.get(&key).cloned().unwrap_or_default()
+        } else {
+            let dir = path.parent().expect("an entry's directory");
+            let held = self.held[d].get(dir);
+            super::named::by_entry(held.as_deref(), path, &self.no_atime)
+        };
         let mut named = Vec::new();
-        for (name, is_list) in super::named::by_entry(held.as_deref(), path, &self.no_atime) {
+        for (name, is_list) in listed {
             let Some(&piece) = self.pieces.get(&(d, name)) else {
                 continue; // missing: the entry is a miss at its next lookup
             };

@@ -18,9 +18,11 @@
 //! reading stops at a record cut short. An entry names the pieces it shares with other entries of
 //! the file (a stage binary, one of NVIDIA's records: [`crate::store::recipe`]'s cut, where two
 //! entries of the file carry it), as an entry file names piece files, and the file holds each
-//! once: whole, NVIDIA's entries seeded by their twins and stages carried the same records many
-//! times (pygfx at 16 threads on the H200: 157-321 entries made the title 18-25 MB against 11 MB
-//! as files). A piece is checked against its name (where the seal does not vouch for it), before
+//! once; a piece the store keeps already as a file this run (shared with entries written as
+//! files) it names and does not hold, and the bound keeps that file while the entry waits.
+//! Whole, NVIDIA's entries seeded by their twins and stages carried the same records many times
+//! (pygfx at 16 threads on the H200: 157-321 entries made the title 18-25 MB against 11 MB as
+//! files). A piece is checked against its name (where the seal does not vouch for it), before
 //! an entry naming it is; one that fails makes those entries fail. A file of `"PKWAIT02"` (sealed,
 //! no pieces of its own, written before them) or `"PKWAIT01"` (no seal, written before it, or by
 //! the bound's rewrite of a file whose seal failed) reads the same, each record's hash checked in
@@ -79,7 +81,7 @@ const SEAL_CONTEXT_BEFORE_PIECES: &str = "pipekeep 2026-12-06 waiting file recor
 const RECORD_HEAD: usize = 8 + 32 + 8;
 
 mod records;
-pub use records::{as_records, without_damage, WaitingDrops};
+pub use records::{as_records, named_by_entries, without_damage, WaitingDrops};
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
 /// entries; NVIDIA's that carry the dictionary apart are never left waiting).
 pub const MOST_BYTES: u64 = 80 << 20;
@@ -129,8 +131,14 @@ pub type ToWait<'a> = (PipelineKey, PayloadKind, &'a [u8], SystemTime);
 
 /// The file's bytes for `entries` of `identity`.
 /// `chunking`: how the store cuts payloads into pieces ([`crate::store::recipe::cut`]); what two
-/// entries of the file carry stands in it once, as a piece.
-pub fn encode(identity: &Identity, chunking: Chunking, entries: &[ToWait<'_>]) -> Vec<u8> {
+/// entries of the file carry stands in it once, as a piece, and what the store keeps already as
+/// a piece file (`kept`: written or stamped this run) is named, not carried.
+pub fn encode(
+    identity: &Identity,
+    chunking: Chunking,
+    entries: &[ToWait<'_>],
+    kept: &dyn Fn(&PieceName) -> bool,
+) -> Vec<u8> {
     let cuts: Vec<Vec<Cut<'_>>> = entries
         .iter()
         .map(|(_, kind, data, _)| recipe::cut(*kind, data, chunking))
@@ -141,18 +149,21 @@ pub fn encode(identity: &Identity, chunking: Chunking, entries: &[ToWait<'_>]) -
             *carried.entry(*name).or_default() += 1;
         }
     }
+    // Asked once a piece: the store's answer takes a lock.
+    let in_store: HashSet<PieceName> = carried.keys().filter(|n| kept(n)).copied().collect();
     let shared = |name: &PieceName| carried.get(name).is_some_and(|n| *n > 1);
+    let named = |name: &PieceName| in_store.contains(name) || shared(name);
     let mut out = begin(true);
     let mut written: HashSet<PieceName> = HashSet::new();
     for cut in cuts.iter().flatten() {
         if let Cut::Piece { name, bytes } = cut {
-            if shared(name) && written.insert(*name) {
+            if shared(name) && !in_store.contains(name) && written.insert(*name) {
                 encode_piece_record(&mut out, name, bytes);
             }
         }
     }
     for ((key, kind, data, stamp), cuts) in entries.iter().zip(&cuts) {
-        let parts = parts_naming(data, cuts, &shared);
+        let parts = parts_naming(data, cuts, &named);
         let entry = envelope::encode_parts_as_is(identity, key, *kind, &parts);
         encode_record(&mut out, *stamp, key, &entry);
     }
@@ -412,7 +423,9 @@ impl Store {
                 .map(|&(key, kind, data, stamp)| (key, kind, data, stamp.max(last_use(&key))))
                 .collect()
         });
-        let bytes = encode(&self.identity, *self.chunking.locked(), &entries);
+        let chunking = *self.chunking.locked();
+        let kept = |name: &PieceName| self.pieces.touched_this_run(name);
+        let bytes = encode(&self.identity, chunking, &entries, &kept);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());

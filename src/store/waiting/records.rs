@@ -113,6 +113,23 @@ fn records_of(
     Some(listed)
 }
 
+/// What each entry of the waiting file at `path` names (pieces and lists, `true`), by key: of
+/// the store's pieces too, which the bound keeps while an entry names them. Nothing where the
+/// file cannot be read.
+pub fn named_by_entries(
+    path: &Path,
+) -> std::collections::HashMap<PipelineKey, Vec<(PieceName, bool)>> {
+    let Ok(Some(bytes)) = read_bounded(path) else {
+        return Default::default();
+    };
+    let (records, _) = parse_all(&bytes);
+    records
+        .into_iter()
+        .filter(|r| !r.piece)
+        .map(|r| (r.key, crate::store::named::in_bytes(r.entry)))
+        .collect()
+}
+
 /// The pieces an entry of a waiting file names.
 fn pieces_named(entry: &[u8]) -> HashSet<PieceName> {
     let names = crate::store::named::in_bytes(entry).into_iter();

@@ -41,7 +41,7 @@ fn two_entries(stamp: SystemTime) -> Vec<u8> {
         (key(1), PayloadKind::Cache, &[1, 2, 3][..], stamp),
         (key(5), PayloadKind::Cache, &[9; 40][..], stamp),
     ];
-    encode(&identity(), Chunking::CHOSEN, &entries)
+    encode(&identity(), Chunking::CHOSEN, &entries, &|_| false)
 }
 
 #[test]
@@ -94,7 +94,7 @@ fn pieces_two_entries_share_stand_in_the_file_once() {
         (key(1), PayloadKind::Cache, &one, stamp),
         (key(5), PayloadKind::Cache, &five, stamp),
     ];
-    let bytes = encode(&identity(), Chunking::CHOSEN, &entries);
+    let bytes = encode(&identity(), Chunking::CHOSEN, &entries, &|_| false);
     assert!(bytes.starts_with(MAGIC) && sealed(&bytes));
     assert!(
         bytes.len() < one.len() + five.len() / 2,
@@ -161,7 +161,7 @@ fn a_file_with_pieces_cut_or_flipped_anywhere_reads_safely() {
             )
         })
         .collect();
-    let bytes = encode(&identity(), Chunking::CHOSEN, &entries);
+    let bytes = encode(&identity(), Chunking::CHOSEN, &entries, &|_| false);
     let check = |bytes: Vec<u8>| {
         let read = check_file(Arc::new(bytes.clone()), &identity(), &pieces);
         let (records, whole) = parse(&bytes);
@@ -207,7 +207,7 @@ fn a_file_sealed_before_pieces_reads_clean() {
     let pieces = Pieces::for_looking(dir.path());
     let data = cache_data(&identity(), &[4; 64]);
     let entries: Vec<ToWait<'_>> = vec![(key(4), PayloadKind::Cache, &data, UNIX_EPOCH)];
-    let mut bytes = encode(&identity(), Chunking::CHOSEN, &entries);
+    let mut bytes = encode(&identity(), Chunking::CHOSEN, &entries, &|_| false);
     bytes[..MAGIC.len()].copy_from_slice(MAGIC_BEFORE_PIECES);
     assert!(!sealed(&bytes), "each format its own seal");
     seal(&mut bytes);
@@ -235,7 +235,7 @@ fn the_bound_drops_a_piece_with_the_last_entry_naming_it() {
         )
     };
     let all = [entry(1, 10), entry(2, 20), entry(3, 30), entry(4, 40)];
-    let bytes = encode(&identity(), Chunking::CHOSEN, &all);
+    let bytes = encode(&identity(), Chunking::CHOSEN, &all, &|_| false);
     let path = dir.path().join("1-2-8.waiting");
     fs::write(&path, &bytes).unwrap();
     let listed = StampedEntry {
@@ -263,7 +263,7 @@ fn the_bound_drops_a_piece_with_the_last_entry_naming_it() {
     // Dropping the last two leaves the file as the first two alone make it.
     let dropped: HashSet<PipelineKey> = [key(3), key(4)].into();
     assert!(records::tests::without(&path, &dropped).unwrap());
-    let first_two = encode(&identity(), Chunking::CHOSEN, &all[..2]);
+    let first_two = encode(&identity(), Chunking::CHOSEN, &all[..2], &|_| false);
     assert_eq!(fs::read(&path).unwrap(), first_two);
 }
 
@@ -285,7 +285,7 @@ fn a_damaged_file_is_written_again_with_its_sound_records_sealed() {
         (key(1), PayloadKind::Cache, &one, stamp),
         (key(5), PayloadKind::Cache, &five, stamp),
     ];
-    let bytes = encode(&identity(), Chunking::CHOSEN, &entries);
+    let bytes = encode(&identity(), Chunking::CHOSEN, &entries, &|_| false);
     let check = |bytes: &[u8]| check_file(Arc::new(bytes.to_vec()), &identity(), &pieces);
     assert!(check(&bytes).is_clean());
     fs::write(&path, &bytes).unwrap();
