@@ -92,9 +92,9 @@ pub(crate) fn mark_at_idle_priority() {
     AT_IDLE_PRIORITY.set(true);
 }
 
-/// Whether the calling thread is one of the layer's own at idle priority: such a thread takes a
-/// lock application threads wait on only where it can at once (held by it while it is
-/// preempted, the lock would keep them waiting until a core falls idle).
+/// Whether the calling thread is one of the layer's own at idle priority: such a thread never
+/// holds a lock application threads wait on (held by it while it is preempted, the lock would
+/// keep them waiting until a core falls idle); it does without, or tells what it did.
 pub(crate) fn at_idle_priority() -> bool {
     AT_IDLE_PRIORITY.get()
 }

@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use crate::key::{EntryName, PipelineKey};
-use crate::sync::{AtOnce, Unpoisoned};
+use crate::sync::Unpoisoned;
 pub use ahead::AheadOrder;
 pub use dropping::drop_directory;
 pub use envelope::EntryError;
@@ -172,12 +172,35 @@ pub struct Store {
 /// waits on the directory's lock behind the writer's creates (1 ms stalls, 150 us a pipeline
 /// measured on RADV), and the listing is taken at opening anyway. An entry another process
 /// writes during this run is found from the next run on.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct KnownEntries {
     /// `None` until the opening has listed the directory (or when it could not): every lookup
     /// then opens.
     at_opening: OnceLock<HashSet<PipelineKey>>,
-    written: Mutex<HashSet<PipelineKey>>,
+    written: Mutex<WrittenSince>,
+    /// Keys written by threads of the layer's own at idle priority (the rebuild's), told
+    /// without the lock lookups take: taken in at the next lookup that asks.
+    told: std::sync::mpsc::Sender<PipelineKey>,
+}
+
+#[derive(Debug)]
+struct WrittenSince {
+    keys: HashSet<PipelineKey>,
+    told: std::sync::mpsc::Receiver<PipelineKey>,
+}
+
+impl Default for KnownEntries {
+    fn default() -> KnownEntries {
+        let (told, receiver) = std::sync::mpsc::channel();
+        KnownEntries {
+            at_opening: OnceLock::new(),
+            written: Mutex::new(WrittenSince {
+                keys: HashSet::new(),
+                told: receiver,
+            }),
+            told,
+        }
+    }
 }
 
 impl KnownEntries {
@@ -185,11 +208,13 @@ impl KnownEntries {
         match self.at_opening.get() {
             None => true,
             Some(listed) if listed.contains(key) => true,
-            // Where a thread of the layer's own (the rebuild's) holds it, the file is opened.
-            Some(_) => self
-                .written
-                .locked_at_once()
-                .is_none_or(|written| written.contains(key)),
+            Some(_) => {
+                let mut written = self.written.locked();
+                while let Ok(told) = written.told.try_recv() {
+                    written.keys.insert(told);
+                }
+                written.keys.contains(key)
+            }
         }
     }
 
@@ -204,7 +229,13 @@ impl KnownEntries {
             .get()
             .is_some_and(|listed| !listed.contains(key))
         {
-            self.written.locked().insert(*key);
+            // A thread of the layer's own at idle priority (the rebuild's) never holds the lock
+            // lookups take: it tells the key instead.
+            if crate::sync::at_idle_priority() {
+                let _ = self.told.send(*key);
+            } else {
+                self.written.locked().keys.insert(*key);
+            }
         }
     }
 }

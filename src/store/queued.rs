@@ -10,22 +10,24 @@
 //! the map's way leads nowhere, and a lookup opens the file. So the writer, at idle priority,
 //! never takes this map's lock (SPEC: no application thread waits on a lock an idle-priority
 //! thread may hold; a writer preempted holding it while every core builds would keep every
-//! lookup waiting). Ways that lead nowhere are cleared by the application's threads as they
-//! queue more.
+//! lookup waiting), nor does any thread of the layer's own at idle priority (the rebuild's
+//! lookups do without it). Ways that lead nowhere are cleared by the application's threads as
+//! they queue more.
 //!
 //! An entry an earlier process left waiting may need no writing after all: its file stays as it
 //! was, the bound dropped it, or this process queued the key again. The data then says so
-//! ([`Queued::passed_over`]), and the writer reads it there, not here.
+//! ([`Queued::passed_over`]): the writer reads it there, and lookups no longer find it. A bound
+//! pass (at idle priority) reaches an earlier process's entry through ways of its own, which no
+//! application thread takes.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use super::envelope::PayloadKind;
 use super::payload::{Checked, Payload};
 use crate::key::PipelineKey;
-use crate::sync::{AtOnce, Unpoisoned};
+use crate::sync::Unpoisoned;
 
 /// An entry's data while it waits to be written.
 pub trait QueuedData: Send + Sync {
@@ -90,38 +92,26 @@ impl<T: ?Sized> std::ops::Deref for Queued<T> {
 type Waiting = (PayloadKind, Weak<Queued<dyn QueuedData>>);
 
 /// The entries waiting to be written, by key. Only the application's threads (and the device's
-/// end, and a bound pass) take its lock; see the module doc.
+/// end) take its lock; see the module doc.
+#[derive(Default)]
 pub(super) struct QueuedEntries {
     pub(super) waiting: Mutex<Ways>,
     /// How many entries held here are still alive (counted at their hold, counted out at their
     /// data's drop, with no lock): a run whose queue is empty, a warm one, takes no lock.
     live: Arc<AtomicUsize>,
-    /// Keys a bound pass dropped, told without the lock (the pass runs on the writer's thread, or
-    /// on the opening's at idle priority): passed over at the map's next taking.
-    dropped: Sender<PipelineKey>,
+    /// The entries earlier processes left waiting, queued at the opening: a bound pass (on the
+    /// writer's thread, or the opening's, at idle priority) passes over those it drops from
+    /// their file through these ways, never through the lookups' map. No application thread
+    /// takes this lock (the opening fills it before the store is published).
+    earlier: Mutex<HashMap<PipelineKey, Weak<Queued<dyn QueuedData>>>>,
 }
 
-impl Default for QueuedEntries {
-    fn default() -> QueuedEntries {
-        let (dropped, told) = std::sync::mpsc::channel();
-        QueuedEntries {
-            waiting: Mutex::new(Ways {
-                by_key: HashMap::new(),
-                after_clearing: 0,
-                dropped: told,
-            }),
-            live: Arc::default(),
-            dropped,
-        }
-    }
-}
-
+#[derive(Default)]
 pub(super) struct Ways {
     by_key: HashMap<PipelineKey, Waiting>,
     /// How many there were after the last clearing: cleared again at twice as many (each clearing
     /// costs what the ways added since, and a cold run's map stays near what its queue holds).
     after_clearing: usize,
-    dropped: Receiver<PipelineKey>,
 }
 
 /// Ways held before the first clearing.
@@ -172,37 +162,31 @@ impl QueuedEntries {
         }
     }
 
-    /// [`QueuedEntries::passed_over`], told from a thread of the layer's own at idle priority,
-    /// which never takes the map's lock (lookups wait on it): done at the map's next taking, by
-    /// a lookup or a queueing. Until then a lookup may still find it (its bytes are sound), and
-    /// the writer may still write it (the next pass counts it).
-    pub(super) fn passed_over_later(&self, key: PipelineKey) {
-        let _ = self.dropped.send(key);
+    /// Holds a way to an entry an earlier process left waiting, besides [`QueuedEntries::hold`]:
+    /// at the opening, before the store is published.
+    pub(super) fn hold_earlier(&self, key: PipelineKey, data: &Arc<Queued<dyn QueuedData>>) {
+        self.earlier.locked().insert(key, Arc::downgrade(data));
     }
 
-    /// [`QueuedEntries::ways`] for a lookup or a question: on a thread of the layer's own at
-    /// idle priority (the rebuild's), only where it can at once, else `None` (an entry the
-    /// rebuild then misses, it compiles: work wasted, never a wrong pipeline).
+    /// An entry an earlier process left waiting that a bound pass dropped from its file needs no
+    /// writing, and is no longer found: marked on its data, so the map's lock is not taken (the
+    /// pass runs at idle priority).
+    pub(super) fn earlier_passed_over(&self, key: &PipelineKey) {
+        let way = self.earlier.locked().remove(key);
+        if let Some(data) = way.and_then(|way| way.upgrade()) {
+            data.pass_over();
+        }
+    }
+
+    /// The map for a lookup or a question: never on a thread of the layer's own at idle priority
+    /// (the rebuild's), which would hold it while preempted with application threads waiting;
+    /// an entry the rebuild then misses, it compiles (work wasted, never a wrong pipeline).
     fn ways_unless_idle(&self) -> Option<MutexGuard<'_, Ways>> {
-        if !crate::sync::at_idle_priority() {
-            return Some(self.ways());
-        }
-        let ways = self.waiting.locked_at_once()?;
-        Some(Self::passing_over_what_was_told(ways))
+        (!crate::sync::at_idle_priority()).then(|| self.ways())
     }
 
-    /// The map, with the keys told dropped since passed over.
     fn ways(&self) -> MutexGuard<'_, Ways> {
-        Self::passing_over_what_was_told(self.waiting.locked())
-    }
-
-    fn passing_over_what_was_told(mut ways: MutexGuard<'_, Ways>) -> MutexGuard<'_, Ways> {
-        while let Ok(key) = ways.dropped.try_recv() {
-            if let Some(data) = ways.by_key.remove(&key).and_then(|(_, way)| way.upgrade()) {
-                data.pass_over();
-            }
-        }
-        ways
+        self.waiting.locked()
     }
 
     /// Whether `key`'s entry waits to be written.
@@ -211,7 +195,8 @@ impl QueuedEntries {
             && self.ways_unless_idle().is_some_and(|ways| {
                 ways.by_key
                     .get(key)
-                    .is_some_and(|(_, way)| way.strong_count() > 0)
+                    .and_then(|(_, way)| way.upgrade())
+                    .is_some_and(|data| !data.passed_over())
             })
     }
 
@@ -225,6 +210,9 @@ impl QueuedEntries {
             let (kind, way) = ways.by_key.get(key)?;
             (*kind, way.upgrade()?)
         };
+        if data.passed_over() {
+            return None; // dropped by the bound (or kept where it waits)
+        }
         Some(Checked {
             kind,
             payload: data.payload(),
@@ -298,40 +286,52 @@ mod tests {
         drop(held);
     }
 
-    /// A bound pass on an idle-priority thread tells what it dropped without the map's lock; the
-    /// next taking of the map passes it over.
+    /// A bound pass on an idle-priority thread passes over an earlier process's entry it dropped
+    /// without the lookups' lock: the writer skips it and lookups no longer find it.
     #[test]
-    fn an_entry_the_bound_dropped_is_passed_over_at_the_maps_next_taking() {
+    fn an_earlier_entry_the_bound_dropped_is_passed_over_without_the_maps_lock() {
         let entries = Arc::new(QueuedEntries::default());
         let data = queued(&[4]);
+        entries.hold_earlier(key(1), &data);
         entries.hold(key(1), PayloadKind::Cache, &data);
         let held = entries.waiting.locked();
-        let telling = Arc::clone(&entries);
-        let told = std::thread::spawn(move || telling.passed_over_later(key(1)));
-        told.join().unwrap();
+        let passing = Arc::clone(&entries);
+        let (done, passed) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            passing.earlier_passed_over(&key(1));
+            done.send(()).unwrap();
+        });
+        passed
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("passed over without the map's lock");
         drop(held);
-        assert!(!data.passed_over(), "not until the map is taken");
-        assert!(entries.get(&key(1)).is_none());
         assert!(data.passed_over());
+        assert!(entries.get(&key(1)).is_none() && !entries.holds(&key(1)));
     }
 
-    /// A lookup on a thread of the layer's own at idle priority (the rebuild's) never holds
-    /// the map while an application thread might wait: where it is held, it misses.
+    /// A lookup on a thread of the layer's own at idle priority (the rebuild's) never takes the
+    /// map, which it would hold while preempted with application threads waiting: it misses.
     #[test]
-    fn an_idle_threads_lookup_misses_where_the_map_is_held() {
+    fn an_idle_threads_lookup_never_takes_the_map() {
         let entries = Arc::new(QueuedEntries::default());
         let data = queued(&[5]);
         entries.hold(key(1), PayloadKind::Cache, &data);
-        let idle_lookup = |entries: Arc<QueuedEntries>| {
-            std::thread::spawn(move || {
-                crate::sync::mark_at_idle_priority();
-                entries.get(&key(1)).is_some()
-            })
-        };
         let held = entries.waiting.locked();
-        assert!(!idle_lookup(Arc::clone(&entries)).join().unwrap());
+        let looking = Arc::clone(&entries);
+        let (done, looked) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            crate::sync::mark_at_idle_priority();
+            done.send(looking.get(&key(1)).is_some()).unwrap();
+        });
+        let found = looked
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("looked up without the map");
+        assert!(!found);
         drop(held);
-        assert!(idle_lookup(Arc::clone(&entries)).join().unwrap());
+        assert!(
+            entries.get(&key(1)).is_some(),
+            "found by an application thread"
+        );
     }
 
     #[test]

@@ -1914,7 +1914,7 @@ fn take_and_queue(store: &Store) -> TakenAndQueued {
         .iter()
         .map(|e| {
             let data: Arc<Queued<dyn QueuedData>> = Queued::new(e.data.as_one().into_owned());
-            store.will_write_queued(&e.key, e.kind, &data);
+            store.will_write_earlier(&e.key, e.kind, &data);
             Some(data)
         })
         .collect();
@@ -2692,4 +2692,61 @@ fn entries_left_waiting_name_the_pieces_the_store_keeps() {
             _ => panic!("key {k} not found"),
         }
     }
+}
+
+/// A piece this run kept but that is gone by the end (a bound pass's, this process's or
+/// another's) is carried by the entries left waiting, not named: named, it would cost them a
+/// compile at the next launch.
+#[test]
+fn entries_left_waiting_carry_a_piece_gone_since_this_run_kept_it() {
+    let root = tempfile::tempdir().unwrap();
+    let run = finely(open(root.path(), 1 << 30, at(100)));
+    for k in 1..=2 {
+        run.write(&key(k), &data_with_block(1, k)).unwrap();
+    }
+    for piece in piece_files(&run) {
+        fs::remove_file(piece).unwrap();
+    }
+    let data: Vec<Vec<u8>> = (3..=4).map(|k| data_with_block(1, k)).collect();
+    let entries: Vec<waiting::ToWait<'_>> = (3..=4u8)
+        .zip(&data)
+        .map(|(k, d)| (key(k), envelope::PayloadKind::Cache, &d[..], at(150)))
+        .collect();
+    let file_bytes = run.keep_waiting(&entries).unwrap();
+    assert!(file_bytes > 8_000, "the block carried: {file_bytes}");
+    drop(run);
+    let later = open(root.path(), 1 << 30, at(200));
+    let _held = take_and_queue(&later);
+    for (k, d) in (3..=4u8).zip(&data) {
+        match later.lookup(&key(k)).unwrap() {
+            Lookup::Found(e) => assert_eq!(&e.with_data(<[u8]>::to_vec), d),
+            _ => panic!("key {k} not found"),
+        }
+    }
+}
+
+/// The rebuild's threads (at idle priority) write entries without the known entries' lock
+/// every lookup takes: each key is told, and the next lookup of it opens its file.
+#[test]
+fn an_entry_the_rebuild_writes_is_found_without_its_thread_taking_the_lookups_lock() {
+    let root = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(root.path(), 1 << 30, at(100)));
+    assert!(!found(&store, &key(1)));
+    let held = store.known.written.locked();
+    let (done, written) = std::sync::mpsc::channel();
+    let rebuild = Arc::clone(&store);
+    std::thread::spawn(move || {
+        crate::sync::mark_at_idle_priority();
+        let data = cache_data(&identity(), &[8; 100]);
+        rebuild.will_write(&key(1));
+        rebuild
+            .write_announced(&key(1), envelope::PayloadKind::Cache, &data, at(100))
+            .unwrap();
+        done.send(()).unwrap();
+    });
+    written
+        .recv_timeout(Duration::from_secs(30))
+        .expect("written while a lookup held the known entries");
+    drop(held);
+    assert!(found(&store, &key(1)));
 }

@@ -61,6 +61,21 @@ impl Store {
         }
     }
 
+    /// [`Store::will_write_queued`] for an entry an earlier process left waiting (at the
+    /// opening, before the store is published): a bound pass that drops it from its file passes
+    /// over it without the lookups' lock.
+    pub fn will_write_earlier(
+        &self,
+        key: &PipelineKey,
+        kind: envelope::PayloadKind,
+        data: &std::sync::Arc<super::Queued<dyn super::QueuedData>>,
+    ) {
+        if self.max_bytes > 0 {
+            self.queued.hold_earlier(*key, data);
+            self.will_write_queued(key, kind, data);
+        }
+    }
+
     /// Entries about to be written together (what the layer's writer holds at the device's end,
     /// when the application waits for the process to end): every stage binary (or NVIDIA record)
     /// two of them carry is written as a piece from the first that carries it. Otherwise the first

@@ -125,7 +125,10 @@ impl Job {
     ) -> Job {
         let data = Queued::new(data);
         let shared: Arc<Queued<dyn QueuedData>> = data.clone();
-        store.will_write_queued(&key, kind, &shared);
+        match for_whom {
+            WrittenFor::Earlier => store.will_write_earlier(&key, kind, &shared),
+            _ => store.will_write_queued(&key, kind, &shared),
+        }
         Job {
             store,
             key,

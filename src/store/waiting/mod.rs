@@ -424,7 +424,11 @@ impl Store {
                 .collect()
         });
         let chunking = *self.chunking.locked();
-        let kept = |name: &PieceName| self.pieces.touched_this_run(name);
+        // Kept this run and there now (a piece this process's bound or another's removed since
+        // is carried: named, it would cost its entries a compile).
+        let kept = |name: &PieceName| {
+            self.pieces.touched_this_run(name) && self.pieces.path(name).is_file()
+        };
         let bytes = encode(&self.identity, chunking, &entries, &kept);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -502,7 +506,7 @@ impl Store {
         forgotten.retain(|key| !taken.files.iter().any(|f| f.keys.contains(key)));
         drop(taken);
         for key in &forgotten {
-            self.queued.passed_over_later(*key);
+            self.queued.earlier_passed_over(key);
         }
     }
 
