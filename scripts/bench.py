@@ -368,6 +368,9 @@ def bench_runs_in_a_row(name, cmd_for, args, drv, threads, manifest, scratch):
                 # What is on disk after the launch: pipekeep's store (entries, pieces and the
                 # record) and what the driver's own disk cache holds beside it.
                 s["store_bytes"] = dir_bytes(os.path.join(place, "store")) + dir_bytes(os.path.join(place, "each"))
+                # Of them, the entries and pieces alone (issue 58 weighs them against the driver's
+                # disk cache, the record against Fossilize's own database).
+                s["kept_bytes"] = kept_bytes(os.path.join(place, "store"))
                 s["driver_cache_bytes"] = dir_bytes(os.path.join(place, "driver"))
                 if env.get("VK_INSTANCE_LAYERS") == LAYER and i == 0 and not os.path.isdir(os.path.join(place, "store")):
                     # A layer that did not load leaves no store: its figures would be no layer's.

@@ -92,11 +92,27 @@ pub(crate) fn mark_at_idle_priority() {
     AT_IDLE_PRIORITY.set(true);
 }
 
-/// Whether the calling thread is one of the layer's own at idle priority: such a thread never
-/// holds a lock application threads wait on (held by it while it is preempted, the lock would
-/// keep them waiting until a core falls idle); it does without, or tells what it did.
+/// Whether the calling thread is one of the layer's own at idle priority: where application
+/// threads wait on a lock, such a thread does without it or tells what it did (held by it while
+/// it is preempted, the lock would keep them waiting until a core falls idle).
 pub(crate) fn at_idle_priority() -> bool {
     AT_IDLE_PRIORITY.get()
+}
+
+/// Test only: `work`'s result, run on another thread that must end while the caller holds what it
+/// holds (a lock the work must not wait on); `what` names the wait where it does not end.
+#[cfg(test)]
+pub(crate) fn done_elsewhere<R: Send + 'static>(
+    what: &str,
+    work: impl FnOnce() -> R + Send + 'static,
+) -> R {
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(work());
+    });
+    result
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{what}: it waited"))
 }
 
 /// Tries at such a lock before its caller does without.

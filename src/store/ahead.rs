@@ -135,6 +135,11 @@ impl ReadAhead {
         if self.over.load(Ordering::Acquire) {
             return None;
         }
+        // A thread of the layer's own at idle priority (the rebuild's) takes nothing read ahead:
+        // it would hold the lock while an application thread might wait on it.
+        if crate::sync::at_idle_priority() {
+            return None;
+        }
         let mut held = if self.readers_gone.load(Ordering::Acquire) {
             self.held.locked()
         } else {

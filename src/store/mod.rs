@@ -208,6 +208,9 @@ impl KnownEntries {
         match self.at_opening.get() {
             None => true,
             Some(listed) if listed.contains(key) => true,
+            // A thread of the layer's own at idle priority (the rebuild, the readers ahead)
+            // never holds the lock lookups take: it opens the file.
+            Some(_) if crate::sync::at_idle_priority() => true,
             Some(_) => {
                 let mut written = self.written.locked();
                 while let Ok(told) = written.told.try_recv() {
@@ -282,10 +285,7 @@ impl FoundEntry {
 
     /// [`FoundEntry::into_stamp`], keeping the entry.
     pub fn to_stamp(&self) -> stamps::ToStamp {
-        stamps::ToStamp {
-            name: self.name,
-            pieces: self.checked.pieces.clone(),
-        }
+        self.clone().into_stamp()
     }
 
     /// Its name.

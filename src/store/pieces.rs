@@ -407,13 +407,17 @@ impl Pieces {
         if self.keeps {
             let path = self.path(name);
             let _ = files::remove_if_still(&path, read);
-            self.removed_as_damaged.locked().insert(*name);
+            // Where the writer holds it, a later lookup calls it missing, not damaged.
+            if let Some(mut removed) = self.removed_as_damaged.locked_at_once() {
+                removed.insert(*name);
+            }
             tracing::debug!(path = %path.display(), "dropped a damaged piece");
         }
     }
 
     fn was_removed_as_damaged(&self, name: &PieceName) -> bool {
-        self.removed_as_damaged.locked().contains(name)
+        let removed = self.removed_as_damaged.locked_at_once();
+        removed.is_some_and(|removed| removed.contains(name))
     }
 
     fn hold(&self, name: PieceName, bytes: Arc<[u8]>) {
@@ -426,10 +430,19 @@ impl Pieces {
     }
 
     /// Forgets a piece found missing or damaged: the next write of an entry naming it writes it.
+    /// Each part only where it can be taken at once (a lookup finds a piece missing, and the
+    /// writer takes them too): one left is harmless, since writing a piece first stamps the
+    /// file, and writes it where it is not there.
     pub fn forget(&self, name: &PieceName) {
-        self.lists.locked().remove(name);
-        self.touched.locked().remove(name);
-        self.memory.locked().forget(name);
+        if let Some(mut lists) = self.lists.locked_at_once() {
+            lists.remove(name);
+        }
+        if let Some(mut touched) = self.touched.locked_at_once() {
+            touched.remove(name);
+        }
+        if let Some(mut memory) = self.memory.locked_at_once() {
+            memory.forget(name);
+        }
     }
 
     /// Records `stamp` for a piece unless this run gave it a newer one, which it returns.
@@ -777,14 +790,10 @@ mod tests {
         let pieces = Arc::new(pieces);
         let held = pieces.memory.locked();
         assert!(held.get(&name).is_some(), "held after its first read");
-        let (done, got) = std::sync::mpsc::channel();
         let looking = Arc::clone(&pieces);
-        std::thread::spawn(move || {
-            done.send(looking.get_all(&wanted).unwrap()).unwrap();
+        let got = crate::sync::done_elsewhere("read without the memory's lock", move || {
+            looking.get_all(&wanted).unwrap()
         });
-        let got = got
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("read without the memory's lock");
         assert_eq!(&got[0][..], &bytes[..]);
         drop(held);
     }

@@ -101,8 +101,9 @@ pub(super) struct QueuedEntries {
     live: Arc<AtomicUsize>,
     /// The entries earlier processes left waiting, queued at the opening: a bound pass (on the
     /// writer's thread, or the opening's, at idle priority) passes over those it drops from
-    /// their file through these ways, never through the lookups' map. No application thread
-    /// takes this lock (the opening fills it before the store is published).
+    /// their file through these ways, never through the lookups' map. Taken by the opening
+    /// (before the store is published) and by bound passes, which run one at a time: never by
+    /// a lookup.
     earlier: Mutex<HashMap<PipelineKey, Weak<Queued<dyn QueuedData>>>>,
 }
 
@@ -135,7 +136,7 @@ impl QueuedEntries {
         data: &Arc<Queued<dyn QueuedData>>,
     ) {
         let replaced = {
-            let mut ways = self.ways();
+            let mut ways = self.waiting.locked();
             if data.counted.set(Arc::clone(&self.live)).is_ok() {
                 self.live.fetch_add(1, Ordering::AcqRel);
             }
@@ -155,7 +156,7 @@ impl QueuedEntries {
         if self.live.load(Ordering::Acquire) == 0 {
             return;
         }
-        let removed = self.ways().by_key.remove(key);
+        let removed = self.waiting.locked().by_key.remove(key);
         let removed = removed.and_then(|(_, way)| way.upgrade());
         if let Some(data) = removed {
             data.pass_over();
@@ -182,11 +183,7 @@ impl QueuedEntries {
     /// (the rebuild's), which would hold it while preempted with application threads waiting;
     /// an entry the rebuild then misses, it compiles (work wasted, never a wrong pipeline).
     fn ways_unless_idle(&self) -> Option<MutexGuard<'_, Ways>> {
-        (!crate::sync::at_idle_priority()).then(|| self.ways())
-    }
-
-    fn ways(&self) -> MutexGuard<'_, Ways> {
-        self.waiting.locked()
+        (!crate::sync::at_idle_priority()).then(|| self.waiting.locked())
     }
 
     /// Whether `key`'s entry waits to be written.
@@ -273,15 +270,10 @@ mod tests {
         }
         drop(data);
         let held = entries.waiting.locked();
-        let (done, looked) = std::sync::mpsc::channel();
         let looking = Arc::clone(&entries);
-        std::thread::spawn(move || {
-            done.send(looking.get(&key(1)).is_none() && !looking.holds(&key(2)))
-                .unwrap();
+        let missing = crate::sync::done_elsewhere("looked up without the map's lock", move || {
+            looking.get(&key(1)).is_none() && !looking.holds(&key(2))
         });
-        let missing = looked
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("looked up without the map's lock");
         assert!(missing);
         drop(held);
     }
@@ -296,14 +288,9 @@ mod tests {
         entries.hold(key(1), PayloadKind::Cache, &data);
         let held = entries.waiting.locked();
         let passing = Arc::clone(&entries);
-        let (done, passed) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
+        crate::sync::done_elsewhere("passed over without the map's lock", move || {
             passing.earlier_passed_over(&key(1));
-            done.send(()).unwrap();
         });
-        passed
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("passed over without the map's lock");
         drop(held);
         assert!(data.passed_over());
         assert!(entries.get(&key(1)).is_none() && !entries.holds(&key(1)));
@@ -316,18 +303,17 @@ mod tests {
         let entries = Arc::new(QueuedEntries::default());
         let data = queued(&[5]);
         entries.hold(key(1), PayloadKind::Cache, &data);
+        let idle_lookup = |entries: &Arc<QueuedEntries>| {
+            let looking = Arc::clone(entries);
+            crate::sync::done_elsewhere("looked up without the map", move || {
+                crate::sync::mark_at_idle_priority();
+                looking.get(&key(1)).is_some() || looking.holds(&key(1))
+            })
+        };
         let held = entries.waiting.locked();
-        let looking = Arc::clone(&entries);
-        let (done, looked) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            crate::sync::mark_at_idle_priority();
-            done.send(looking.get(&key(1)).is_some()).unwrap();
-        });
-        let found = looked
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("looked up without the map");
-        assert!(!found);
+        assert!(!idle_lookup(&entries), "held: missed");
         drop(held);
+        assert!(!idle_lookup(&entries), "free: missed all the same");
         assert!(
             entries.get(&key(1)).is_some(),
             "found by an application thread"

@@ -2559,18 +2559,16 @@ fn writing_a_queued_entry_takes_no_lock_a_lookup_takes() {
     let data: Arc<Queued<dyn QueuedData>> = Queued::new(payload.clone());
     store.will_write_queued(&key(1), envelope::PayloadKind::Cache, &data);
     let held = store.queued.waiting.locked();
-    let (done, ended) = std::sync::mpsc::channel();
     let writer = store.clone();
-    std::thread::spawn(move || {
-        writer
-            .write_announced(&key(1), envelope::PayloadKind::Cache, &payload, at(100))
-            .unwrap();
-        drop(data);
-        done.send(()).unwrap();
-    });
-    ended
-        .recv_timeout(Duration::from_secs(30))
-        .expect("written while a lookup held the queued entries' lock");
+    crate::sync::done_elsewhere(
+        "written while a lookup held the queued entries' lock",
+        move || {
+            writer
+                .write_announced(&key(1), envelope::PayloadKind::Cache, &payload, at(100))
+                .unwrap();
+            drop(data);
+        },
+    );
     drop(held);
     assert!(store.queued.get(&key(1)).is_none(), "no longer waiting");
     assert!(found(&store, &key(1)), "found from its file");
@@ -2589,20 +2587,16 @@ fn a_found_entrys_stamp_is_owed_only_where_the_writer_does_not_hold_the_owed_sta
         .unwrap();
     let run = Arc::new(finely(open(root.path(), 1 << 30, at(10))));
     let owed = run.owed_stamps.locked();
-    let (done, looked) = std::sync::mpsc::channel();
     let looking = Arc::clone(&run);
-    std::thread::spawn(move || {
-        let found = match looking.lookup(&key(1)).unwrap() {
-            Lookup::Found(e) => e,
-            _ => panic!("not found"),
-        };
-        let given_back = looking.owe_stamp(found.to_stamp(), at(11));
-        done.send((found.with_data(<[u8]>::to_vec), given_back))
-            .unwrap();
-    });
-    let (got, given_back) = looked
-        .recv_timeout(Duration::from_secs(30))
-        .expect("found without the writer's lock");
+    let (got, given_back) =
+        crate::sync::done_elsewhere("found without the writer's lock", move || {
+            let found = match looking.lookup(&key(1)).unwrap() {
+                Lookup::Found(e) => e,
+                _ => panic!("not found"),
+            };
+            let given_back = looking.owe_stamp(found.to_stamp(), at(11));
+            (found.with_data(<[u8]>::to_vec), given_back)
+        });
     assert_eq!(got, data);
     let carried = given_back.expect("not noted: the caller's stamp carries it");
     assert!(!carried.pieces.is_empty(), "the pieces it names");
@@ -2635,15 +2629,13 @@ fn stamping_an_entry_found_while_it_waits_takes_no_lock_a_lookup_takes() {
         _ => panic!("found from the queue"),
     };
     let held = store.queued.waiting.locked();
-    let (done, stamped) = std::sync::mpsc::channel();
     let writer = store.clone();
-    std::thread::spawn(move || {
-        writer.stamp_found(&entry, at(150));
-        done.send(()).unwrap();
-    });
-    stamped
-        .recv_timeout(Duration::from_secs(30))
-        .expect("stamped while a lookup held the queued entries' lock");
+    crate::sync::done_elsewhere(
+        "stamped while a lookup held the queued entries' lock",
+        move || {
+            writer.stamp_found(&entry, at(150));
+        },
+    );
     drop(held);
     assert_eq!(
         store.stamp_with_use(&key(1), at(120)),
@@ -2733,20 +2725,17 @@ fn an_entry_the_rebuild_writes_is_found_without_its_thread_taking_the_lookups_lo
     let store = Arc::new(open(root.path(), 1 << 30, at(100)));
     assert!(!found(&store, &key(1)));
     let held = store.known.written.locked();
-    let (done, written) = std::sync::mpsc::channel();
     let rebuild = Arc::clone(&store);
-    std::thread::spawn(move || {
+    let found_there = crate::sync::done_elsewhere("written and looked up", move || {
         crate::sync::mark_at_idle_priority();
         let data = cache_data(&identity(), &[8; 100]);
         rebuild.will_write(&key(1));
         rebuild
             .write_announced(&key(1), envelope::PayloadKind::Cache, &data, at(100))
             .unwrap();
-        done.send(()).unwrap();
+        found(&rebuild, &key(1))
     });
-    written
-        .recv_timeout(Duration::from_secs(30))
-        .expect("written while a lookup held the known entries");
+    assert!(found_there, "the rebuild's own lookup opens the file");
     drop(held);
     assert!(found(&store, &key(1)));
 }

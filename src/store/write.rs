@@ -72,8 +72,8 @@ impl Store {
     ) {
         if self.max_bytes > 0 {
             self.queued.hold_earlier(*key, data);
-            self.will_write_queued(key, kind, data);
         }
+        self.will_write_queued(key, kind, data);
     }
 
     /// Entries about to be written together (what the layer's writer holds at the device's end,

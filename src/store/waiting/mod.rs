@@ -485,8 +485,8 @@ impl Store {
 
     /// The entries this process's bound pass dropped from waiting files (each file written
     /// again without them): of the files this process took, it no longer writes them, nor finds
-    /// them from memory, as if their files had gone, from the queued entries' next taking by a
-    /// lookup or a queueing (the pass may run at idle priority: `queued.rs`).
+    /// them from memory, as if their files had gone (marked on each entry's data: the pass may
+    /// run at idle priority, and takes no lock lookups take: `queued.rs`).
     pub(super) fn forget_dropped_waiting(&self, records: &[StampedEntry]) {
         if records.is_empty() {
             return;
