@@ -240,7 +240,7 @@ fn dropped_to_fit(entries: Vec<StampedEntry>, max_bytes: u64) -> Vec<StampedEntr
     if total <= max_bytes {
         return Vec::new();
     }
-    let mut order = Eviction::new(waiting::as_records(entries).0);
+    let mut order = Eviction::new(waiting::as_records(entries).0, &waiting::named_by_entries);
     let mut plan = Vec::new();
     while total > max_bytes {
         let Some(i) = order.next() else { break };
@@ -345,7 +345,7 @@ pub fn keep_within_past_share(
             waiting_dropped: Vec::new(),
         });
     }
-    let mut order = Eviction::new(listed);
+    let mut order = Eviction::new(listed, &waiting::named_by_entries);
     let unnamed = order.unnamed_now();
     let (dropped, in_flight, waiting_dropped) =
         drop_in_order(&mut order, max_bytes, in_use, &mut report);
@@ -392,7 +392,7 @@ pub fn shrink_by(
     if report.bytes <= max_bytes {
         return Ok(report);
     }
-    let mut order = Eviction::new(listed);
+    let mut order = Eviction::new(listed, &waiting::named_by_entries);
     drop_in_order(&mut order, max_bytes, in_use, &mut report);
     Ok(report)
 }

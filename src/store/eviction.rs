@@ -59,11 +59,12 @@ pub struct Eviction {
 
 impl Eviction {
     /// The order of `files` (every entry and piece of a title, as the bound lists them), each
-    /// entry's names read from its file.
-    pub fn new(mut files: Vec<StampedEntry>) -> Eviction {
+    /// entry's names read from its file; a waiting file's entries' names by `waiting_names`
+    /// (what each entry of the waiting file at a path names, by key).
+    pub fn new(mut files: Vec<StampedEntry>, waiting_names: &WaitingNames) -> Eviction {
         files.sort_by(|a, b| a.stamp.cmp(&b.stamp).then_with(|| a.path.cmp(&b.path)));
         let is_piece: Vec<bool> = files.iter().map(|f| piece_of(&f.path).is_some()).collect();
-        let names = Names::of(&files).read();
+        let names = Names::of(&files, waiting_names).read();
         let mut namers = vec![0u32; files.len()];
         for piece in names.iter().flatten() {
             namers[*piece] += 1;
@@ -158,9 +159,13 @@ fn piece_of(path: &Path) -> Option<(&Path, PieceName)> {
     Some((dir.parent()?, name))
 }
 
+/// What each entry of the waiting file at a path names (pieces and lists, `true`), by key.
+pub type WaitingNames = dyn Fn(&Path) -> HashMap<PipelineKey, Vec<(PieceName, bool)>>;
+
 /// What the entries of a listing name, by the index of each piece in it.
 struct Names<'a> {
     files: &'a [StampedEntry],
+    waiting_names: &'a WaitingNames,
     /// Each piece's index, by its identity directory (numbered) and name.
     pieces: HashMap<(usize, PieceName), usize>,
     dirs: HashMap<PathBuf, usize>,
@@ -174,9 +179,10 @@ struct Names<'a> {
 }
 
 impl<'a> Names<'a> {
-    fn of(files: &'a [StampedEntry]) -> Names<'a> {
+    fn of(files: &'a [StampedEntry], waiting_names: &'a WaitingNames) -> Names<'a> {
         let mut names = Names {
             files,
+            waiting_names,
             pieces: HashMap::new(),
             dirs: HashMap::new(),
             held: Vec::new(),
@@ -219,10 +225,11 @@ impl<'a> Names<'a> {
             let Some(key) = self.files[i].waiting_record else {
                 return Vec::new();
             };
+            let read = self.waiting_names;
             let file = self
                 .waiting
                 .entry(path.clone())
-                .or_insert_with(|| super::waiting::named_by_entries(path));
+                .or_insert_with(|| read(path));
             file.get(&key).cloned().unwrap_or_default()
         } else {
             let dir = path.parent().expect("an entry's directory");
