@@ -44,7 +44,7 @@ fn payloads(dir: &Path) -> Vec<Payload> {
         let key = PipelineKey::from_file_name(path.file_name().unwrap().to_str().unwrap()).unwrap();
         let file = std::sync::Arc::new(std::fs::read(&path).unwrap());
         match pipekeep::store::payload::check(file, &identity, &key, &pieces) {
-            Ok((checked, _)) => out.push(Payload {
+            Ok(checked) => out.push(Payload {
                 kind: checked.kind,
                 bytes: checked.payload.with_bytes(<[u8]>::to_vec),
             }),

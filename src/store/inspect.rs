@@ -107,7 +107,7 @@ pub fn check_entry_with(path: &Path, pieces: &Pieces) -> Result<u64, CheckError>
     let bytes = bytes?;
     let identity = identity_of(&dir, envelope::abi_of(&bytes));
     let checked = super::payload::check(std::sync::Arc::new(bytes), &identity, &key, pieces)?;
-    Ok(checked.0.payload.len() as u64)
+    Ok(checked.payload.len() as u64)
 }
 
 /// A waiting file's records checked as the opening of the layer of its ABI (the name's last

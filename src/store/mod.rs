@@ -494,9 +494,7 @@ impl Store {
     /// Checks an entry's bytes whole for `key`, with the pieces it names (carried to its stamp,
     /// which stamps them too).
     fn check(&self, file: Arc<Vec<u8>>, key: &PipelineKey) -> Result<Checked, EntryError> {
-        let (mut checked, pieces) = payload::check(file, &self.identity, key, &self.pieces)?;
-        checked.pieces = pieces;
-        Ok(checked)
+        payload::check(file, &self.identity, key, &self.pieces)
     }
 
     /// Opens an entry for reading (never through a link, never blocking), relative to the

@@ -48,7 +48,7 @@ pub fn check(
     identity: &Identity,
     key: &PipelineKey,
     pieces: &Pieces,
-) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
+) -> Result<Checked, EntryError> {
     let whole = 0..file.len();
     check_within(file, whole, identity, key, pieces, DataHash::Check)
 }
@@ -64,7 +64,7 @@ pub fn check_within(
     key: &PipelineKey,
     pieces: &Pieces,
     hash: DataHash,
-) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
+) -> Result<Checked, EntryError> {
     check_within_holding(file, within, identity, key, (pieces, None), hash)
 }
 
@@ -121,7 +121,7 @@ pub fn check_within_holding(
     key: &PipelineKey,
     (pieces, own): (&Pieces, Option<&OwnPieces>),
     hash: DataHash,
-) -> Result<(Checked, Vec<(PieceName, bool)>), EntryError> {
+) -> Result<Checked, EntryError> {
     let entry = file.get(within.clone()).ok_or(EntryError::Short {
         len: file.len() as u64,
         expected: within.end as u64,
@@ -154,12 +154,11 @@ pub fn check_within_holding(
     let file = held_bytes(decoded, &file);
     let parts = match listed {
         Err(range) => {
-            let checked = Checked {
+            return Ok(Checked {
                 kind,
                 payload: Payload::whole(file, range),
                 pieces: Vec::new(),
-            };
-            return Ok((checked, Vec::new()));
+            });
         }
         Ok(parts) => parts,
     };
@@ -199,12 +198,11 @@ pub fn check_within_holding(
     if kind == PayloadKind::Binaries {
         payload.with_bytes(|b| envelope::check_payload(kind, b, identity))?;
     }
-    let checked = Checked {
+    Ok(Checked {
         kind,
         payload,
-        pieces: Vec::new(),
-    };
-    Ok((checked, names))
+        pieces: names,
+    })
 }
 
 /// A part of a checked entry: inline bytes, by their range in the bytes the payload holds.
@@ -489,17 +487,15 @@ mod tests {
         assert!(packed.len() < as_is.len(), "the packed one is packed");
         for entry in [as_is, packed] {
             let bytes = |c: &Checked| c.payload.with_bytes(<[u8]>::to_vec);
-            let alone = check(Arc::new(entry.clone()), &id, &key, &pieces)
-                .unwrap()
-                .0;
+            let alone = check(Arc::new(entry.clone()), &id, &key, &pieces).unwrap();
             let junk = vec![0x5a; 97];
             let file = Arc::new([&junk[..], &entry, &junk].concat());
             let within = junk.len()..junk.len() + entry.len();
-            let (checked, names) =
+            let checked =
                 check_within(file.clone(), within, &id, &key, &pieces, DataHash::Check).unwrap();
             assert_eq!(bytes(&checked), bytes(&alone));
             assert_eq!(bytes(&checked), [&head[..], &piece, &tail].concat());
-            assert_eq!(names, vec![(name, false)]);
+            assert_eq!(checked.pieces, vec![(name, false)]);
             let past = file.len() - 10..file.len() + 10;
             assert!(check_within(file, past, &id, &key, &pieces, DataHash::Check).is_err());
         }

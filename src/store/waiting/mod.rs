@@ -739,7 +739,7 @@ pub fn check_file(bytes: Arc<Vec<u8>>, identity: &Identity, pieces: &Pieces) -> 
         let within = start..start + r.entry.len();
         let with = (pieces, Some(&own));
         match payload::check_within_holding(bytes.clone(), within, identity, &r.key, with, hash) {
-            Ok((checked, _)) => entries.push(WaitingEntry {
+            Ok(checked) => entries.push(WaitingEntry {
                 key: r.key,
                 kind: checked.kind,
                 data: checked.payload,
