@@ -2645,6 +2645,37 @@ fn stamping_an_entry_found_while_it_waits_takes_no_lock_a_lookup_takes() {
     drop(data);
 }
 
+/// A run that wrote entries 1 and 2 sharing block 1 (kept as pieces), then leaves entries 3 and
+/// 4, sharing it too, waiting at its end (after `between`): their data and the file's bytes.
+fn waiting_beside_pieces(root: &Path, between: impl FnOnce(&Store)) -> (Vec<Vec<u8>>, u64) {
+    let run = finely(open(root, 1 << 30, at(100)));
+    for k in 1..=2 {
+        run.write(&key(k), &data_with_block(1, k)).unwrap();
+    }
+    assert!(!piece_files(&run).is_empty(), "the block kept as pieces");
+    between(&run);
+    let data: Vec<Vec<u8>> = (3..=4).map(|k| data_with_block(1, k)).collect();
+    let entries: Vec<waiting::ToWait<'_>> = (3..=4u8)
+        .zip(&data)
+        .map(|(k, d)| (key(k), envelope::PayloadKind::Cache, &d[..], at(150)))
+        .collect();
+    let file_bytes = run.keep_waiting(&entries).unwrap();
+    (data, file_bytes)
+}
+
+/// The next opening under `bound` takes entries 3 and 4 ([`waiting_beside_pieces`]) and finds
+/// each whole.
+fn finds_the_waiting_pair(root: &Path, bound: u64, data: &[Vec<u8>]) {
+    let later = open(root, bound, at(200));
+    let _held = take_and_queue(&later);
+    for (k, d) in (3..=4u8).zip(data) {
+        match later.lookup(&key(k)).unwrap() {
+            Lookup::Found(e) => assert_eq!(&e.with_data(<[u8]>::to_vec), d),
+            _ => panic!("key {k} not found"),
+        }
+    }
+}
+
 /// Entries left waiting name the pieces this run keeps as files already (a stage binary, one of
 /// NVIDIA's records, shared with entries written before the end) rather than carry them: the
 /// waiting file holds their own bytes alone (NVIDIA, pygfx at 16 threads: 59-221 entries left
@@ -2653,37 +2684,18 @@ fn stamping_an_entry_found_while_it_waits_takes_no_lock_a_lookup_takes() {
 #[test]
 fn entries_left_waiting_name_the_pieces_the_store_keeps() {
     let root = tempfile::tempdir().unwrap();
-    let run = finely(open(root.path(), 1 << 30, at(100)));
-    for k in 1..=2 {
-        run.write(&key(k), &data_with_block(1, k)).unwrap();
-    }
-    assert!(!piece_files(&run).is_empty(), "the block kept as pieces");
-    let data: Vec<Vec<u8>> = (3..=4).map(|k| data_with_block(1, k)).collect();
-    let entries: Vec<waiting::ToWait<'_>> = (3..=4u8)
-        .zip(&data)
-        .map(|(k, d)| (key(k), envelope::PayloadKind::Cache, &d[..], at(150)))
-        .collect();
-    let file_bytes = run.keep_waiting(&entries).unwrap();
+    let (data, file_bytes) = waiting_beside_pieces(root.path(), |_| {});
     assert!(
         file_bytes < 8_000,
         "the shared block not carried: {file_bytes}"
     );
-    let files: Vec<std::path::PathBuf> = (1..=2).map(|k| run.entry_path(&key(k))).collect();
-    drop(run);
-
-    // The entry files go, older, under a bound that has room for the rest; the pieces the
-    // waiting entries name stay with them.
-    // (Past both: the pieces only entry 2 named go with it.)
+    // The entry files go, older, under a bound that has room for the rest (past both: the
+    // pieces only entry 2 named go with it); the pieces the waiting entries name stay.
+    let dir = open(root.path(), 1 << 30, at(120)).dir().to_path_buf();
+    let files: Vec<std::path::PathBuf> = (1..=2).map(|k| dir.join(key(k).file_name())).collect();
     let bound = title_bytes(root.path()) - bytes_of(&files) - 1_000;
-    let later = open(root.path(), bound, at(200));
+    finds_the_waiting_pair(root.path(), bound, &data);
     assert!(files.iter().all(|f| !f.exists()), "the entry files went");
-    let _held = take_and_queue(&later);
-    for (k, d) in (3..=4u8).zip(&data) {
-        match later.lookup(&key(k)).unwrap() {
-            Lookup::Found(e) => assert_eq!(&e.with_data(<[u8]>::to_vec), d),
-            _ => panic!("key {k} not found"),
-        }
-    }
 }
 
 /// A piece this run kept but that is gone by the end (a bound pass's, this process's or
@@ -2692,29 +2704,13 @@ fn entries_left_waiting_name_the_pieces_the_store_keeps() {
 #[test]
 fn entries_left_waiting_carry_a_piece_gone_since_this_run_kept_it() {
     let root = tempfile::tempdir().unwrap();
-    let run = finely(open(root.path(), 1 << 30, at(100)));
-    for k in 1..=2 {
-        run.write(&key(k), &data_with_block(1, k)).unwrap();
-    }
-    for piece in piece_files(&run) {
-        fs::remove_file(piece).unwrap();
-    }
-    let data: Vec<Vec<u8>> = (3..=4).map(|k| data_with_block(1, k)).collect();
-    let entries: Vec<waiting::ToWait<'_>> = (3..=4u8)
-        .zip(&data)
-        .map(|(k, d)| (key(k), envelope::PayloadKind::Cache, &d[..], at(150)))
-        .collect();
-    let file_bytes = run.keep_waiting(&entries).unwrap();
-    assert!(file_bytes > 8_000, "the block carried: {file_bytes}");
-    drop(run);
-    let later = open(root.path(), 1 << 30, at(200));
-    let _held = take_and_queue(&later);
-    for (k, d) in (3..=4u8).zip(&data) {
-        match later.lookup(&key(k)).unwrap() {
-            Lookup::Found(e) => assert_eq!(&e.with_data(<[u8]>::to_vec), d),
-            _ => panic!("key {k} not found"),
+    let (data, file_bytes) = waiting_beside_pieces(root.path(), |run| {
+        for piece in piece_files(run) {
+            fs::remove_file(piece).unwrap();
         }
-    }
+    });
+    assert!(file_bytes > 8_000, "the block carried: {file_bytes}");
+    finds_the_waiting_pair(root.path(), 1 << 30, &data);
 }
 
 /// The rebuild's threads (at idle priority) write entries without the known entries' lock
