@@ -110,9 +110,11 @@ pub(crate) fn done_elsewhere<R: Send + 'static>(
     std::thread::spawn(move || {
         let _ = done.send(work());
     });
-    result
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| panic!("{what}: it waited"))
+    match result.recv_timeout(Duration::from_secs(30)) {
+        Ok(r) => r,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("{what}: it waited"),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: it panicked"),
+    }
 }
 
 /// Tries at such a lock before its caller does without.

@@ -127,7 +127,9 @@ pub struct AheadReport {
 
 impl ReadAhead {
     /// A lookup's claim on `key`: the entry's bytes if they were read ahead (already checked);
-    /// either way the key is not read ahead after this. Never waits: with the lock taken (by a
+    /// either way the key is not read ahead after this. A lookup on a thread of the layer's own
+    /// at idle priority (the rebuild's) claims nothing: it would hold the lock while an
+    /// application thread might wait on it (the readers may then read that key too). Never waits: with the lock taken (by a
     /// reader, perhaps preempted at idle priority) the claim is left for the readers, and the
     /// lookup reads the entry itself. Once the readers are gone only lookups take the lock, each
     /// briefly: a lookup then waits its turn rather than miss what is held.
@@ -311,9 +313,11 @@ impl Store {
             }
             // Sizes unknown until read: each reader's entry is counted once it is read, so the
             // window is exceeded by at most the entries the readers are reading.
+            // (On the opening's thread, at idle priority: by the listing alone, without the known
+            // entries' lock. One written since waits in the queue, or is read by its lookup.)
             AheadOrder::Remembered(keys) => keys
                 .iter()
-                .filter(|k| self.known.may_hold(k))
+                .filter(|k| self.known.listed_at_opening(k))
                 .map(|k| (*k, 0))
                 .collect(),
         };

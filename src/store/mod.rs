@@ -181,6 +181,20 @@ struct KnownEntries {
     /// Keys written by threads of the layer's own at idle priority (the rebuild's), told
     /// without the lock lookups take: taken in at the next lookup that asks.
     told: std::sync::mpsc::Sender<PipelineKey>,
+    /// A bit for every key written since the opening, by a few bits of the key (two keys may
+    /// share one): a lookup whose bit is clear knows the entry missing without the lock, and a
+    /// thread of the layer's own at idle priority, which never takes it, opens only where set.
+    written_bits: Box<[AtomicU64]>,
+}
+
+/// Words of [`KnownEntries::written_bits`]: 64 Kibit, for a few thousand keys a run.
+const WRITTEN_WORDS: usize = 1024;
+
+/// The word and bit of `key` in [`KnownEntries::written_bits`].
+fn written_bit(key: &PipelineKey) -> (usize, u64) {
+    let low = |b: &[u8; 16]| u64::from_le_bytes(b[..8].try_into().expect("eight bytes"));
+    let h = low(&key.spirv) ^ low(&key.state).rotate_left(17);
+    ((h >> 6) as usize % WRITTEN_WORDS, 1 << (h & 63))
 }
 
 #[derive(Debug)]
@@ -199,6 +213,7 @@ impl Default for KnownEntries {
                 told: receiver,
             }),
             told,
+            written_bits: (0..WRITTEN_WORDS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 }
@@ -208,8 +223,9 @@ impl KnownEntries {
         match self.at_opening.get() {
             None => true,
             Some(listed) if listed.contains(key) => true,
-            // A thread of the layer's own at idle priority (the rebuild, the readers ahead)
-            // never holds the lock lookups take: it opens the file.
+            Some(_) if !self.written_since_opening(key) => false,
+            // A thread of the layer's own at idle priority (the rebuild's) never holds the lock
+            // lookups take: where the key's bit is set, it opens the file.
             Some(_) if crate::sync::at_idle_priority() => true,
             Some(_) => {
                 let mut written = self.written.locked();
@@ -219,6 +235,19 @@ impl KnownEntries {
                 written.keys.contains(key)
             }
         }
+    }
+
+    /// Whether the opening listed `key` (true before it has, or where it could not).
+    fn listed_at_opening(&self, key: &PipelineKey) -> bool {
+        self.at_opening
+            .get()
+            .is_none_or(|listed| listed.contains(key))
+    }
+
+    /// Whether `key`'s bit is set: written since the opening, perhaps (another key may share it).
+    fn written_since_opening(&self, key: &PipelineKey) -> bool {
+        let (word, bit) = written_bit(key);
+        self.written_bits[word].load(Ordering::Acquire) & bit != 0
     }
 
     fn listed(&self, names: &[String]) {
@@ -233,12 +262,15 @@ impl KnownEntries {
             .is_some_and(|listed| !listed.contains(key))
         {
             // A thread of the layer's own at idle priority (the rebuild's) never holds the lock
-            // lookups take: it tells the key instead.
+            // lookups take: it tells the key instead. The bit last: a lookup that sees it set
+            // finds the key told or inserted.
             if crate::sync::at_idle_priority() {
                 let _ = self.told.send(*key);
             } else {
                 self.written.locked().keys.insert(*key);
             }
+            let (word, bit) = written_bit(key);
+            self.written_bits[word].fetch_or(bit, Ordering::Release);
         }
     }
 }

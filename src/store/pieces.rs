@@ -164,7 +164,9 @@ pub struct Pieces {
     lists: Mutex<HashMap<PieceName, Arc<ListedPieces>>>,
     /// Pieces this process removed as damaged and has not written since. An entry naming one
     /// then finds it gone, and is dropped for the damage (`corrupt-piece`), not as missing one:
-    /// a reader ahead and a lookup may meet the piece in either order.
+    /// a reader ahead and a lookup may meet the piece in either order. (Where another thread
+    /// holds this at the moment, the reason given may be `missing-piece`: the entry goes
+    /// either way.)
     removed_as_damaged: Mutex<HashSet<PieceName>>,
     dir_made: AtomicBool,
     /// Pieces are read without updating their access time until the kernel refuses it (only

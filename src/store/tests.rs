@@ -2646,8 +2646,12 @@ fn stamping_an_entry_found_while_it_waits_takes_no_lock_a_lookup_takes() {
 }
 
 /// A run that wrote entries 1 and 2 sharing block 1 (kept as pieces), then leaves entries 3 and
-/// 4, sharing it too, waiting at its end (after `between`): their data and the file's bytes.
-fn waiting_beside_pieces(root: &Path, between: impl FnOnce(&Store)) -> (Vec<Vec<u8>>, u64) {
+/// 4, sharing it too, waiting at its end (after `between`): their data, the file's bytes and
+/// the files of entries 1 and 2.
+fn waiting_beside_pieces(
+    root: &Path,
+    between: impl FnOnce(&Store),
+) -> (Vec<Vec<u8>>, u64, Vec<std::path::PathBuf>) {
     let run = finely(open(root, 1 << 30, at(100)));
     for k in 1..=2 {
         run.write(&key(k), &data_with_block(1, k)).unwrap();
@@ -2660,7 +2664,8 @@ fn waiting_beside_pieces(root: &Path, between: impl FnOnce(&Store)) -> (Vec<Vec<
         .map(|(k, d)| (key(k), envelope::PayloadKind::Cache, &d[..], at(150)))
         .collect();
     let file_bytes = run.keep_waiting(&entries).unwrap();
-    (data, file_bytes)
+    let files = (1..=2).map(|k| run.entry_path(&key(k))).collect();
+    (data, file_bytes, files)
 }
 
 /// The next opening under `bound` takes entries 3 and 4 ([`waiting_beside_pieces`]) and finds
@@ -2684,15 +2689,13 @@ fn finds_the_waiting_pair(root: &Path, bound: u64, data: &[Vec<u8>]) {
 #[test]
 fn entries_left_waiting_name_the_pieces_the_store_keeps() {
     let root = tempfile::tempdir().unwrap();
-    let (data, file_bytes) = waiting_beside_pieces(root.path(), |_| {});
+    let (data, file_bytes, files) = waiting_beside_pieces(root.path(), |_| {});
     assert!(
         file_bytes < 8_000,
         "the shared block not carried: {file_bytes}"
     );
     // The entry files go, older, under a bound that has room for the rest (past both: the
     // pieces only entry 2 named go with it); the pieces the waiting entries name stay.
-    let dir = open(root.path(), 1 << 30, at(120)).dir().to_path_buf();
-    let files: Vec<std::path::PathBuf> = (1..=2).map(|k| dir.join(key(k).file_name())).collect();
     let bound = title_bytes(root.path()) - bytes_of(&files) - 1_000;
     finds_the_waiting_pair(root.path(), bound, &data);
     assert!(files.iter().all(|f| !f.exists()), "the entry files went");
@@ -2704,7 +2707,7 @@ fn entries_left_waiting_name_the_pieces_the_store_keeps() {
 #[test]
 fn entries_left_waiting_carry_a_piece_gone_since_this_run_kept_it() {
     let root = tempfile::tempdir().unwrap();
-    let (data, file_bytes) = waiting_beside_pieces(root.path(), |run| {
+    let (data, file_bytes, _) = waiting_beside_pieces(root.path(), |run| {
         for piece in piece_files(run) {
             fs::remove_file(piece).unwrap();
         }
@@ -2733,5 +2736,55 @@ fn an_entry_the_rebuild_writes_is_found_without_its_thread_taking_the_lookups_lo
     });
     assert!(found_there, "the rebuild's own lookup opens the file");
     drop(held);
+    assert!(found(&store, &key(1)));
+}
+
+/// Reading ahead in the last run's order, on the opening's thread at idle priority, filters by
+/// what the opening listed (a remembered entry gone since is passed over), without the known
+/// entries' lock lookups take.
+#[test]
+fn reading_ahead_in_the_remembered_order_reads_only_what_the_opening_listed() {
+    let root = tempfile::tempdir().unwrap();
+    let (run1, _) = written(root.path(), 3);
+    fs::remove_file(run1.entry_path(&key(2))).unwrap();
+    let run2 = Arc::new(open(root.path(), 1 << 30, at(200)));
+    let held = run2.known.written.locked();
+    let reading = Arc::clone(&run2);
+    let report = crate::sync::done_elsewhere("read ahead", move || {
+        crate::sync::mark_at_idle_priority();
+        let order = [key(1), key(2), key(3)];
+        reading.read_ahead(
+            AheadOrder::Remembered(&order),
+            1 << 20,
+            1,
+            &AtomicBool::new(false),
+        )
+    });
+    drop(held);
+    assert_eq!(report.held, 2, "{report:?}");
+}
+
+/// Keys written since the opening are known by a bit each: a lookup whose bit is clear finds
+/// the entry missing without the known entries' lock; the rebuild's (at idle priority) opens
+/// the file only where the bit is set.
+#[test]
+fn an_entry_not_written_since_the_opening_is_missing_without_the_known_entries_lock() {
+    let root = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(root.path(), 1 << 30, at(100)));
+    store
+        .write(&key(1), &cache_data(&identity(), &[1; 50]))
+        .unwrap();
+    let held = store.known.written.locked();
+    let looking = Arc::clone(&store);
+    let (missing, idle_missing) = crate::sync::done_elsewhere("looked up", move || {
+        let missing = !looking.known.may_hold(&key(2));
+        crate::sync::mark_at_idle_priority();
+        (
+            missing,
+            !looking.known.may_hold(&key(2)) && looking.known.may_hold(&key(1)),
+        )
+    });
+    drop(held);
+    assert!(missing && idle_missing);
     assert!(found(&store, &key(1)));
 }
