@@ -340,7 +340,7 @@ impl Call<'_> {
             }
         }
         for entry in found {
-            self.dev.writer.stamp(store.clone(), entry.to_stamp());
+            self.dev.writer.stamp(store.clone(), entry.into_stamp());
         }
         true
     }

@@ -315,9 +315,13 @@ impl FoundEntry {
         }
     }
 
-    /// [`FoundEntry::into_stamp`], keeping the entry.
+    /// [`FoundEntry::into_stamp`], keeping the entry (a found pipeline's path: its payload is
+    /// not copied).
     pub fn to_stamp(&self) -> stamps::ToStamp {
-        self.clone().into_stamp()
+        stamps::ToStamp {
+            name: self.name,
+            pieces: self.checked.pieces.clone(),
+        }
     }
 
     /// Its name.

@@ -150,28 +150,15 @@ impl QueuedEntries {
         }
     }
 
-    /// `key`'s entry needs no writing (it stays where it waits, or the bound dropped it): lookups
-    /// no longer find it here, and the writer passes over it.
-    pub(super) fn passed_over(&self, key: &PipelineKey) {
-        if self.live.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let removed = self.waiting.locked().by_key.remove(key);
-        let removed = removed.and_then(|(_, way)| way.upgrade());
-        if let Some(data) = removed {
-            data.pass_over();
-        }
-    }
-
     /// Holds a way to an entry an earlier process left waiting, besides [`QueuedEntries::hold`]:
     /// at the opening, before the store is published.
     pub(super) fn hold_earlier(&self, key: PipelineKey, data: &Arc<Queued<dyn QueuedData>>) {
         self.earlier.locked().insert(key, Arc::downgrade(data));
     }
 
-    /// An entry an earlier process left waiting that a bound pass dropped from its file needs no
-    /// writing, and is no longer found: marked on its data, so the map's lock is not taken (the
-    /// pass runs at idle priority).
+    /// An entry an earlier process left waiting needs no writing, and is no longer found (its
+    /// file stays as it was, or a bound pass dropped it from there): marked on its data, so the
+    /// lookups' map is not taken (a bound pass runs at idle priority).
     pub(super) fn earlier_passed_over(&self, key: &PipelineKey) {
         let way = self.earlier.locked().remove(key);
         if let Some(data) = way.and_then(|way| way.upgrade()) {
@@ -337,8 +324,9 @@ mod tests {
     fn an_entry_passed_over_is_no_longer_found_and_its_data_says_so() {
         let entries = QueuedEntries::default();
         let data = queued(&[3]);
+        entries.hold_earlier(key(1), &data);
         entries.hold(key(1), PayloadKind::Cache, &data);
-        entries.passed_over(&key(1));
+        entries.earlier_passed_over(&key(1));
         assert!(data.passed_over());
         assert!(entries.get(&key(1)).is_none());
         assert!(!entries.holds(&key(1)));

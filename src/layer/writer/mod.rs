@@ -293,12 +293,16 @@ impl Writer {
             None => (Waiting::Whole(data), None),
         };
         let job = Job::announced(store, key, kind, waiting);
-        if let Some(mut job) = self.queue_job(job, true) {
-            // The data announced is held until the entry is written: lookups find it meanwhile.
-            let announced = whole
-                .map(|whole| std::mem::replace(&mut job.data, Queued::new(Waiting::Whole(whole))));
-            (self.on_written)(run(&job), WrittenFor::Application);
-            drop(announced);
+        if let Some(job) = self.queue_job(job, true) {
+            // Written from the data whole where the job holds it apart; the job, whose data
+            // lookups find meanwhile, goes once it is written.
+            let written = match &whole {
+                Some(whole) => job
+                    .store
+                    .write_announced(&job.key, job.kind, whole, job.stamp),
+                None => run(&job),
+            };
+            (self.on_written)(written, WrittenFor::Application);
         }
     }
 
