@@ -165,6 +165,9 @@ pub struct Store {
     use_order: stamps::UseOrders,
     /// The waiting files this process took, until its end settles them ([`waiting`]).
     taken: Mutex<waiting::Taken>,
+    /// The entries whose load a stopped process's marker names (the opening dropped their
+    /// files): a copy waiting in a file is not taken either, or the next load stops again.
+    stopped_loads: OnceLock<HashSet<PipelineKey>>,
 }
 
 /// The entries this store may hold: those its directory listed at opening and those this run
@@ -413,6 +416,7 @@ impl Store {
             rebuild_taken: AtomicBool::new(false),
             use_order: stamps::UseOrders::default(),
             taken: Mutex::default(),
+            stopped_loads: OnceLock::new(),
         };
         let report = open::sweep(&store, bound_now)?;
         store.driver_changed.store(

@@ -7,6 +7,7 @@
 //! and stays); every `*.tmp` whose lock can be taken (a stopped write), the title's own
 //! `record.foz.tmp` and `runs.jsonl.tmp` too; D744's `host-pipelines.bin`, unread.
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -24,6 +25,7 @@ use super::identity::DirName;
 use super::marker::{inspect, MarkerState};
 use super::pieces;
 use super::{log_drop, Store, StoreError};
+use crate::key::PipelineKey;
 use crate::sync::Unpoisoned;
 
 /// What an opening found and did.
@@ -87,11 +89,14 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     store.known.listed(&own);
     // Read only where a stale marker names an entry: most openings find none.
     let mut blamed = None;
+    let mut stopped = HashSet::new();
     for name in &own {
         if let Some(entry) = name.strip_suffix(".loading") {
-            report.stale_marker_drops += sweep_marker(&store.dir, name, entry, &mut blamed);
+            report.stale_marker_drops +=
+                sweep_marker(&store.dir, name, entry, &mut blamed, &mut stopped);
         }
     }
+    let _ = store.stopped_loads.set(stopped);
     if let Some(blamed) = blamed {
         blamed.save();
     }
@@ -196,12 +201,14 @@ fn drop_title_partial_writes(title_dir: &Path) -> u64 {
 }
 
 /// A marker `<entry>.loading` (the seed's form) or `<pid>-<tid>.loading` (one per thread).
-/// Returns how many entries it cost: the one it names, alone (its pieces are blamed, below).
+/// Returns how many entries it cost: the one it names, alone (its pieces are blamed, below),
+/// whose key goes in `stopped` (a copy left waiting in a file is not taken either).
 fn sweep_marker(
     dir: &Path,
     marker_name: &str,
     stem: &str,
     blamed: &mut Option<BlamedPieces>,
+    stopped: &mut HashSet<PipelineKey>,
 ) -> u64 {
     let marker = dir.join(marker_name);
     let named = if is_entry_name(stem) {
@@ -219,6 +226,7 @@ fn sweep_marker(
     let _ = remove_if_present(&marker);
     match named.filter(|n| is_entry_name(n)) {
         Some(entry) => {
+            stopped.extend(PipelineKey::from_file_name(&entry));
             let path = dir.join(entry);
             blame_pieces_of(
                 dir,

@@ -2788,3 +2788,28 @@ fn an_entry_not_written_since_the_opening_is_missing_without_the_known_entries_l
     assert!(missing && idle_missing);
     assert!(found(&store, &key(1)));
 }
+
+/// An entry whose load a stopped process's marker names is not taken from the file it waits in
+/// either: it costs one compile, never a second stop (before, the opening dropped its entry file
+/// and the next lookup found the copy waiting, and loaded it again). The file is no longer kept
+/// as it was, so the process's end writes it anew without the entry.
+#[test]
+fn an_entry_a_stopped_load_names_is_not_taken_from_its_waiting_file() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(100));
+    let data = cache_data(&identity(), &[4; 200]);
+    let entries: Vec<waiting::ToWait<'_>> = (1..=2)
+        .map(|k| (key(k), envelope::PayloadKind::Cache, &data[..], at(50)))
+        .collect();
+    store.keep_waiting(&entries).unwrap();
+    stale_marker_naming(&store, &key(1), 1);
+    let (again, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(200)).unwrap();
+    assert_eq!(report.stale_marker_drops, 0, "no entry file to drop");
+    let taken = take_and_queue(&again);
+    assert_eq!(
+        taken.iter().map(|e| e.key).collect::<Vec<_>>(),
+        vec![key(2)]
+    );
+    assert!(!found(&again, &key(1)), "compiled once");
+    assert!(again.keep_untouched_waiting().is_empty(), "written anew");
+}

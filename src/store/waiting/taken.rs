@@ -139,7 +139,13 @@ impl Store {
             match read_whole(&path) {
                 Ok(bytes) => {
                     bytes_taken += bytes.len() as u64;
-                    let (entries, clean) = self.checked(Arc::new(bytes), &path);
+                    let (mut entries, clean) = self.checked(Arc::new(bytes), &path);
+                    // One a stopped load names is left (its file is written anew without it).
+                    let read = entries.len();
+                    if let Some(stopped) = self.stopped_loads.get() {
+                        entries.retain(|e| !stopped.contains(&e.key));
+                    }
+                    let clean = clean && entries.len() == read;
                     let keys: Vec<PipelineKey> = entries.iter().map(|e| e.key).collect();
                     held.files.push(TakenFile {
                         path,
