@@ -2791,8 +2791,9 @@ fn an_entry_not_written_since_the_opening_is_missing_without_the_known_entries_l
 
 /// An entry whose load a stopped process's marker names is not taken from the file it waits in
 /// either: it costs one compile, never a second stop (before, the opening dropped its entry file
-/// and the next lookup found the copy waiting, and loaded it again). The file is no longer kept
-/// as it was, so the process's end writes it anew without the entry.
+/// and the next lookup found the copy waiting, and loaded it again). The opening writes the file
+/// anew without it at once, so a process that dies before its end (no marker is left then) does
+/// not leave it for the next opening to load again.
 #[test]
 fn an_entry_a_stopped_load_names_is_not_taken_from_its_waiting_file() {
     let root = tempfile::tempdir().unwrap();
@@ -2803,13 +2804,19 @@ fn an_entry_a_stopped_load_names_is_not_taken_from_its_waiting_file() {
         .collect();
     store.keep_waiting(&entries).unwrap();
     stale_marker_naming(&store, &key(1), 1);
+    let keys = |taken: &TakenAndQueued| taken.iter().map(|e| e.key).collect::<Vec<_>>();
     let (again, report) = Store::open(root.path(), "title", identity(), 1 << 30, at(200)).unwrap();
     assert_eq!(report.stale_marker_drops, 0, "no entry file to drop");
     let taken = take_and_queue(&again);
-    assert_eq!(
-        taken.iter().map(|e| e.key).collect::<Vec<_>>(),
-        vec![key(2)]
-    );
+    assert_eq!(keys(&taken), vec![key(2)]);
     assert!(!found(&again, &key(1)), "compiled once");
-    assert!(again.keep_untouched_waiting().is_empty(), "written anew");
+    // This process dies before its end: the next opening has no marker.
+    let (third, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(300)).unwrap();
+    let taken = take_and_queue(&third);
+    assert_eq!(keys(&taken), vec![key(2)], "never loaded again");
+    assert_eq!(
+        third.keep_untouched_waiting(),
+        [key(2)].into_iter().collect(),
+        "the file written anew is kept as it is"
+    );
 }

@@ -82,7 +82,7 @@ const RECORD_HEAD: usize = 8 + 32 + 8;
 
 mod records;
 mod taken;
-pub use records::{as_records, named_by_entries, without_damage, WaitingDrops};
+pub use records::{as_records, named_by_entries, without, without_damage, WaitingDrops};
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
 /// entries; NVIDIA's that carry the dictionary apart are never left waiting).
 pub const MOST_BYTES: u64 = 80 << 20;

@@ -179,8 +179,8 @@ impl WaitingDrops {
 
 /// Writes the waiting file at `path` again without the records of `keys` (removes it where none
 /// is left), as it reads now: by key, so that two passes at once dropping the same records
-/// drop them once.
-fn without(path: &Path, keys: &HashSet<PipelineKey>) -> Result<bool, StoreError> {
+/// drop them once. `false` where it cannot be written again now.
+pub fn without(path: &Path, keys: &HashSet<PipelineKey>) -> Result<bool, StoreError> {
     written_again(path, &|bytes, all| {
         all.iter().any(|r| keys.contains(&r.key)).then(|| {
             let kept = (0..all.len()).filter(|&i| !keys.contains(&all[i].key));
@@ -277,14 +277,4 @@ fn written_again(path: &Path, keep: Keep<'_>) -> Result<bool, StoreError> {
         };
     }
     Ok(false)
-}
-
-#[cfg(test)]
-pub(super) mod tests {
-    use super::*;
-
-    /// [`without`], for the parent's tests.
-    pub fn without(path: &Path, keys: &HashSet<PipelineKey>) -> Result<bool, StoreError> {
-        super::without(path, keys)
-    }
 }

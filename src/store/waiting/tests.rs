@@ -123,7 +123,7 @@ fn pieces_two_entries_share_stand_in_the_file_once() {
     let path = dir.path().join("1-2-8.waiting");
     fs::write(&path, &bytes).unwrap();
     let dropped: HashSet<PipelineKey> = [key(1)].into();
-    assert!(records::tests::without(&path, &dropped).unwrap());
+    assert!(without(&path, &dropped).unwrap());
     let left = check(&fs::read(&path).unwrap());
     assert!(left.is_clean(), "{left:?}");
     assert_eq!(left.entries.len(), 1);
@@ -262,7 +262,7 @@ fn the_bound_drops_a_piece_with_the_last_entry_naming_it() {
 
     // Dropping the last two leaves the file as the first two alone make it.
     let dropped: HashSet<PipelineKey> = [key(3), key(4)].into();
-    assert!(records::tests::without(&path, &dropped).unwrap());
+    assert!(without(&path, &dropped).unwrap());
     let first_two = encode(&identity(), Chunking::CHOSEN, &all[..2], &|_| false);
     assert_eq!(fs::read(&path).unwrap(), first_two);
 }
