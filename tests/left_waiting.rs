@@ -126,6 +126,42 @@ fn the_exit_path_leaves_them_too_and_clear_takes_the_file() {
     assert_eq!(after.watch().compiled, PIPELINES, "{}", after.all());
 }
 
+/// Two launches that each die inside the driver loading an entry left waiting (the second
+/// before its end could write the file anew) cost exactly those two entries: the opening after
+/// the first takes the entry out of its file at once. Before, it was only passed over in that
+/// launch, and the launch after the second, with no marker naming it any more, loaded it again
+/// (found 299, compiled 1).
+#[test]
+fn two_launches_dying_in_loads_of_entries_left_waiting_cost_those_two_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    // One thread: no entry is written inline, and the first load is of an entry waiting.
+    let one_thread = ["--compute", "300", "--graphics", "0", "--threads", "1"];
+    let launch = |dies: bool| {
+        let app = App::new(Driver::Radv, tmp.path())
+            .with_layer()
+            .args(&one_thread)
+            .env("PIPEKEEP_TEST_HOLD_WRITES", "1");
+        let app = if dies {
+            app.env("PIPEKEEP_TEST_ABORT_IN_LOAD", "1")
+        } else {
+            app
+        };
+        let run = app.run_within(LIMIT);
+        assert_eq!(run.ok, !dies, "{}", run.all());
+        run
+    };
+    launch(false);
+    assert_eq!(waiting_files(&store).len(), 1);
+    assert!(entries(&store).is_empty(), "every entry waits");
+    launch(true);
+    launch(true);
+    let after = launch(false);
+    let w = after.watch();
+    assert_eq!((w.found, w.compiled), (PIPELINES - 2, 2), "{}", after.all());
+    assert_eq!(launch(false).watch().found, PIPELINES);
+}
+
 /// The bytes the bound counts under a store root: entries, pieces and waiting files.
 fn counted_bytes(store: &Path) -> u64 {
     entries_and_pieces(store)

@@ -2,12 +2,13 @@
 //! must not be loaded, then bring the title within its bound.
 //!
 //! Dropped at opening: every entry a stale loading marker names (and the marker; the pieces it
-//! names are blamed, `blamed.rs`, and go at a second blame); every other
+//! names are blamed, `blamed.rs`, and go at a second blame), from its file and from any file of
+//! entries left waiting; every other
 //! driver's directory of the same vendor and device (another device's directory is a second GPU
 //! and stays); every `*.tmp` whose lock can be taken (a stopped write), the title's own
 //! `record.foz.tmp` and `runs.jsonl.tmp` too; D744's `host-pipelines.bin`, unread.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -24,6 +25,8 @@ use super::files::{
 use super::identity::DirName;
 use super::marker::{inspect, MarkerState};
 use super::pieces;
+use super::recipe::PieceName;
+use super::waiting;
 use super::{log_drop, Store, StoreError};
 use crate::key::PipelineKey;
 use crate::sync::Unpoisoned;
@@ -89,14 +92,18 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     store.known.listed(&own);
     // Read only where a stale marker names an entry: most openings find none.
     let mut blamed = None;
-    let mut stopped = HashSet::new();
+    let mut stopped = HashMap::new();
     for name in &own {
         if let Some(entry) = name.strip_suffix(".loading") {
             report.stale_marker_drops +=
                 sweep_marker(&store.dir, name, entry, &mut blamed, &mut stopped);
         }
     }
-    let _ = store.stopped_loads.set(stopped);
+    if !stopped.is_empty() {
+        let blamed = blamed.get_or_insert_with(|| BlamedPieces::read(&store.dir));
+        without_stopped_loads_waiting(&store.dir, &stopped, blamed);
+    }
+    let _ = store.stopped_loads.set(stopped.into_keys().collect());
     if let Some(blamed) = blamed {
         blamed.save();
     }
@@ -200,15 +207,39 @@ fn drop_title_partial_writes(title_dir: &Path) -> u64 {
     drop_partial_writes_among(title_dir, &present)
 }
 
+/// Takes the entries stale markers named (`stopped`: whether each one's pieces were blamed from
+/// its entry file) out of the files of entries left waiting, blaming the pieces of those whose
+/// entry file was not there from their copy waiting.
+fn without_stopped_loads_waiting(
+    dir: &Path,
+    stopped: &HashMap<PipelineKey, bool>,
+    blamed: &mut BlamedPieces,
+) {
+    let mut unblamed: HashSet<PipelineKey> = stopped
+        .iter()
+        .filter(|(_, b)| !**b)
+        .map(|(k, _)| *k)
+        .collect();
+    let keys = stopped.keys().copied().collect();
+    waiting::without_stopped_loads(dir, &keys, &mut |key, named, own| {
+        if unblamed.remove(key) {
+            blame_pieces_named(dir, named, own, blamed)
+        } else {
+            HashSet::new()
+        }
+    });
+}
+
 /// A marker `<entry>.loading` (the seed's form) or `<pid>-<tid>.loading` (one per thread).
 /// Returns how many entries it cost: the one it names, alone (its pieces are blamed, below),
-/// whose key goes in `stopped` (a copy left waiting in a file is not taken either).
+/// whose key goes in `stopped` (a copy left waiting in a file goes too), with whether its pieces
+/// were blamed from its entry file (else from that copy).
 fn sweep_marker(
     dir: &Path,
     marker_name: &str,
     stem: &str,
     blamed: &mut Option<BlamedPieces>,
-    stopped: &mut HashSet<PipelineKey>,
+    stopped: &mut HashMap<PipelineKey, bool>,
 ) -> u64 {
     let marker = dir.join(marker_name);
     let named = if is_entry_name(stem) {
@@ -226,13 +257,12 @@ fn sweep_marker(
     let _ = remove_if_present(&marker);
     match named.filter(|n| is_entry_name(n)) {
         Some(entry) => {
-            stopped.extend(PipelineKey::from_file_name(&entry));
-            let path = dir.join(entry);
-            blame_pieces_of(
-                dir,
-                &path,
-                blamed.get_or_insert_with(|| BlamedPieces::read(dir)),
-            );
+            let path = dir.join(&entry);
+            let blamed = blamed.get_or_insert_with(|| BlamedPieces::read(dir));
+            if let Some(key) = PipelineKey::from_file_name(&entry) {
+                let from_file = blame_pieces_of(dir, &path, blamed);
+                *stopped.entry(key).or_insert(false) |= from_file;
+            }
             let existed = remove_if_present(&path).unwrap_or(false);
             log_drop(&path, "stale-marker");
             u64::from(existed)
@@ -246,36 +276,58 @@ fn sweep_marker(
 /// goes. Each is checked against its name now (a damaged one goes at once); one blamed before
 /// (by an earlier stopped load) goes, and every entry naming it is a miss (`missing-piece`)
 /// instead of stopping the driver again.
-fn blame_pieces_of(dir: &Path, entry: &Path, blamed: &mut BlamedPieces) {
+/// `false` where there is no entry file to read (its copy waiting in a file is read instead).
+fn blame_pieces_of(dir: &Path, entry: &Path, blamed: &mut BlamedPieces) -> bool {
     let Ok((Ok(bytes), _)) =
         super::files::read_entry_file(super::files::open_entry_file(None, entry, false))
     else {
-        return;
+        return false;
     };
+    let named = super::envelope::listed_parts(&bytes).map_or(Vec::new(), |(_, p)| p);
+    blame_pieces_named(dir, named, &HashMap::new(), blamed);
+    true
+}
+
+/// Blames `named` (the pieces and lists an entry names), as [`blame_pieces_of`] does; `own`: the
+/// pieces the waiting file that holds the entry carries, by name, and whether each holds what
+/// its name says. Returns the pieces that go (damaged or blamed twice): a waiting file's
+/// entries naming one go with it.
+fn blame_pieces_named(
+    dir: &Path,
+    mut named: Vec<PieceName>,
+    own: &HashMap<PieceName, bool>,
+    blamed: &mut BlamedPieces,
+) -> HashSet<PieceName> {
     let pieces = pieces::Pieces::for_looking(dir);
-    let mut named = super::envelope::listed_parts(&bytes).map_or(Vec::new(), |(_, p)| p);
     let listed: Vec<_> = named.iter().flat_map(|n| pieces.listed_by(n)).collect();
     named.extend(listed);
     named.sort_unstable();
     named.dedup();
+    let mut gone = HashSet::new();
     for name in named {
         let path = pieces.path(&name);
-        let why = if !piece_matches_its_name(&path, &name) {
+        let sound = own
+            .get(&name)
+            .copied()
+            .unwrap_or_else(|| piece_matches_its_name(&path, &name));
+        let why = if !sound {
             "dropped a damaged piece the stopped load named"
         } else if blamed.blame(&name) {
             "dropped a piece a second stopped load named"
         } else {
             continue;
         };
-        if remove_if_present(&path).unwrap_or(false) {
+        gone.insert(name);
+        if remove_if_present(&path).unwrap_or(false) || own.contains_key(&name) {
             tracing::warn!(path = %path.display(), "{why}");
         }
     }
+    gone
 }
 
 /// Whether the piece file at `path` holds bytes (as they are, or compressed) whose BLAKE3 is
 /// `name` (a missing one does not).
-fn piece_matches_its_name(path: &Path, name: &super::recipe::PieceName) -> bool {
+fn piece_matches_its_name(path: &Path, name: &PieceName) -> bool {
     super::files::read_at_most(path, super::files::ENTRY_FILE_LIMIT + 1)
         .is_ok_and(|bytes| pieces::content_of(bytes, name).is_some())
 }

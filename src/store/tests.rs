@@ -1179,6 +1179,46 @@ fn a_stale_marker_costs_its_entry_alone_and_a_second_blame_drops_the_shared_piec
     ));
 }
 
+/// The same where the entries wait in a file (as most of a first launch's do on two cores): the
+/// stopped entry's pieces, carried by the file, are blamed from its record there, and at a
+/// second blame every waiting entry naming one goes too (before, no piece of a waiting entry was
+/// blamed, and each launch could stop on the next entry sharing it).
+#[test]
+fn a_second_stopped_load_drops_the_waiting_entries_naming_the_pieces_it_blamed() {
+    let root = tempfile::tempdir().unwrap();
+    let store = open(root.path(), 1 << 30, at(0));
+    let data: Vec<Vec<u8>> = [(1, 5_000), (2, 9_000), (3, 13_000)]
+        .iter()
+        .map(|&(n, len)| data_sharing_a_block(n + 2, len))
+        .collect();
+    let entries: Vec<waiting::ToWait<'_>> = (1..=3)
+        .map(|n| {
+            (
+                key(n),
+                envelope::PayloadKind::Cache,
+                &data[n as usize - 1][..],
+                at(0),
+            )
+        })
+        .collect();
+    store.keep_waiting(&entries).unwrap();
+    let taken_keys = |store: &Store| -> Vec<PipelineKey> {
+        store.take_waiting().iter().map(|e| e.key).collect()
+    };
+    stale_marker_naming(&store, &key(1), 1);
+    let (again, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(1)).unwrap();
+    assert_eq!(
+        taken_keys(&again),
+        vec![key(2), key(3)],
+        "one crash, one compile"
+    );
+    assert!(again.dir().join(BLAMED_PIECES).is_file());
+
+    stale_marker_naming(&again, &key(2), 2);
+    let (third, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
+    assert!(taken_keys(&third).is_empty(), "a crash loop ends");
+}
+
 #[test]
 fn a_damaged_note_of_blamed_pieces_is_ignored_with_a_line() {
     let root = tempfile::tempdir().unwrap();

@@ -82,7 +82,11 @@ const RECORD_HEAD: usize = 8 + 32 + 8;
 
 mod records;
 mod taken;
-pub use records::{as_records, named_by_entries, without, without_damage, WaitingDrops};
+#[cfg(test)]
+use records::without;
+pub use records::{
+    as_records, named_by_entries, without_damage, without_stopped_loads, WaitingDrops,
+};
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
 /// entries; NVIDIA's that carry the dictionary apart are never left waiting).
 pub const MOST_BYTES: u64 = 80 << 20;

@@ -2,14 +2,15 @@
 //! records, in the order they go ([`as_records`]), and written again without those a pass drops
 //! ([`WaitingDrops`]). The file and its records: the parent module.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{
-    begin, check_file, encode_as_read, parse_all, read_bounded, seal, sealed, Record, RECORD_HEAD,
+    begin, check_file, encode_as_read, files_in, parse_all, read_bounded, seal, sealed, Record,
+    RECORD_HEAD,
 };
 use crate::key::PipelineKey;
 use crate::store::eviction::StampedEntry;
@@ -177,10 +178,74 @@ impl WaitingDrops {
     }
 }
 
+/// Writes each waiting file in `dir` again without the entries stale markers named (`stopped`),
+/// at the opening: a process that dies before its end would leave them for an opening that no
+/// longer has the markers, and it would load them again. `blame` is given each stopped entry's
+/// key, the pieces and lists it names, and its file's own pieces (by name: whether each holds
+/// what its name says), and returns the pieces that go; the entries naming one go too, from
+/// every waiting file.
+pub fn without_stopped_loads(dir: &Path, stopped: &HashSet<PipelineKey>, blame: Blame<'_>) {
+    let files = files_in(dir).unwrap_or_default();
+    let mut gone = HashSet::new();
+    for path in &files {
+        let Ok(Some(bytes)) = read_bounded(path) else {
+            continue;
+        };
+        let (all, _) = parse_all(&bytes);
+        let own: HashMap<PieceName, bool> = all
+            .iter()
+            .filter(|r| r.piece)
+            .map(|r| (r.name(), r.holds_its_name()))
+            .collect();
+        for r in all.iter().filter(|r| !r.piece && stopped.contains(&r.key)) {
+            let named = crate::store::named::in_bytes(r.entry);
+            gone.extend(blame(
+                &r.key,
+                named.into_iter().map(|(n, _)| n).collect(),
+                &own,
+            ));
+        }
+    }
+    for path in &files {
+        let Ok(Some(bytes)) = read_bounded(path) else {
+            continue;
+        };
+        let (all, _) = parse_all(&bytes);
+        let goes =
+            |r: &Record<'_>| stopped.contains(&r.key) || !pieces_named(r.entry).is_disjoint(&gone);
+        let keys: HashSet<PipelineKey> = all
+            .iter()
+            .filter(|r| !r.piece && goes(r))
+            .map(|r| r.key)
+            .collect();
+        if keys.is_empty() {
+            continue;
+        }
+        match without(path, &keys) {
+            Ok(true) => {
+                tracing::warn!(file = %path.display(), entries = keys.len(), "dropped the entries left waiting that a stopped load named, or that name a piece it blamed twice; they are compiled again")
+            }
+            Ok(false) => {
+                tracing::warn!(file = %path.display(), "a file of entries left waiting holds an entry whose load stopped a process and could not be written again now; this process leaves the entry and writes the file anew at its end")
+            }
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "a file of entries left waiting holds an entry whose load stopped a process and could not be written again now; this process leaves the entry and writes the file anew at its end")
+            }
+        }
+    }
+}
+
+/// Blames a stopped entry's pieces (see [`without_stopped_loads`]).
+pub type Blame<'b> = &'b mut dyn FnMut(
+    &PipelineKey,
+    Vec<PieceName>,
+    &HashMap<PieceName, bool>,
+) -> HashSet<PieceName>;
+
 /// Writes the waiting file at `path` again without the records of `keys` (removes it where none
 /// is left), as it reads now: by key, so that two passes at once dropping the same records
 /// drop them once. `false` where it cannot be written again now.
-pub fn without(path: &Path, keys: &HashSet<PipelineKey>) -> Result<bool, StoreError> {
+pub(super) fn without(path: &Path, keys: &HashSet<PipelineKey>) -> Result<bool, StoreError> {
     written_again(path, &|bytes, all| {
         all.iter().any(|r| keys.contains(&r.key)).then(|| {
             let kept = (0..all.len()).filter(|&i| !keys.contains(&all[i].key));

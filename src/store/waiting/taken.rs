@@ -139,14 +139,14 @@ impl Store {
             match read_whole(&path) {
                 Ok(bytes) => {
                     bytes_taken += bytes.len() as u64;
-                    let (mut entries, mut clean) = self.checked(Arc::new(bytes), &path);
+                    let (mut entries, clean) = self.checked(Arc::new(bytes), &path);
+                    // The opening wrote the file anew without an entry a stopped load names;
+                    // where it could not, the entry is left here and the file not kept as it is.
                     let read = entries.len();
                     if let Some(stopped) = self.stopped_loads.get() {
                         entries.retain(|e| !stopped.contains(&e.key));
                     }
-                    if entries.len() != read {
-                        clean &= self.without_stopped_loads(&path);
-                    }
+                    let clean = clean && entries.len() == read;
                     let keys: Vec<PipelineKey> = entries.iter().map(|e| e.key).collect();
                     held.files.push(TakenFile {
                         path,
@@ -170,24 +170,6 @@ impl Store {
             );
         }
         taken
-    }
-
-    /// Writes the waiting file at `path` again without the entries the stale markers named
-    /// (the opening's `stopped_loads`), at once: a process that dies before its end would
-    /// otherwise leave them for the next opening, which no longer has the markers and would
-    /// load them again (two bad entries stopping every other launch in turn). `false` where the
-    /// file was not written again; its end then writes what it took anew.
-    fn without_stopped_loads(&self, path: &Path) -> bool {
-        let Some(stopped) = self.stopped_loads.get() else {
-            return false;
-        };
-        match without(path, stopped) {
-            Ok(done) => done,
-            Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "a file of entries left waiting still holds an entry whose load stopped a process; this process's end writes it anew without it");
-                false
-            }
-        }
     }
 
     /// At the process's end (its store's last device), before what is still queued is written or
