@@ -38,6 +38,7 @@ pub mod pieces;
 mod queued;
 pub mod recipe;
 mod stamps;
+mod stopped;
 pub use stamps::ToStamp;
 pub mod waiting;
 mod write;

@@ -1,20 +1,16 @@
 //! Opening a store, once per device identity per process: drop what an earlier run left that
 //! must not be loaded, then bring the title within its bound.
 //!
-//! Dropped at opening: every entry a stale loading marker names (and the marker; the pieces it
-//! names are blamed, `blamed.rs`, and go at a second blame), from its file and from any file of
-//! entries left waiting; every other
-//! driver's directory of the same vendor and device (another device's directory is a second GPU
-//! and stays); every `*.tmp` whose lock can be taken (a stopped write), the title's own
+//! Dropped at opening: every entry a stale loading marker names, from its file and the files of
+//! entries left waiting (`stopped.rs`); every other driver's directory of the same vendor and
+//! device (another device's directory is a second GPU and stays); every `*.tmp` whose lock can be taken (a stopped write), the title's own
 //! `record.foz.tmp` and `runs.jsonl.tmp` too; D744's `host-pipelines.bin`, unread.
 
-use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use super::blamed::BlamedPieces;
 use super::bound::BoundReport;
 use super::dropping::{
     drop_directory, drop_partial_writes, drop_partial_writes_among, is_write_or_load,
@@ -23,12 +19,9 @@ use super::files::{
     is_entry_name, lock_path, names_in, remove_if_present, Locked, SET_ASIDE_SUFFIX,
 };
 use super::identity::DirName;
-use super::marker::{inspect, MarkerState};
 use super::pieces;
-use super::recipe::PieceName;
-use super::waiting;
+use super::stopped::StoppedLoads;
 use super::{log_drop, Store, StoreError};
-use crate::key::PipelineKey;
 use crate::sync::Unpoisoned;
 
 /// What an opening found and did.
@@ -91,22 +84,13 @@ pub(super) fn sweep(store: &Store, bound_now: bool) -> Result<OpenReport, StoreE
     let own = names_in(&store.dir).map_err(StoreError::io("list", &store.dir))?;
     store.known.listed(&own);
     // Read only where a stale marker names an entry: most openings find none.
-    let mut blamed = None;
-    let mut stopped = HashMap::new();
-    for name in &own {
-        if let Some(entry) = name.strip_suffix(".loading") {
-            report.stale_marker_drops +=
-                sweep_marker(&store.dir, name, entry, &mut blamed, &mut stopped);
-        }
+    let mut stopped = StoppedLoads::default();
+    for name in own.iter().filter(|n| n.ends_with(".loading")) {
+        stopped.note(&store.dir, name);
     }
-    if !stopped.is_empty() {
-        let blamed = blamed.get_or_insert_with(|| BlamedPieces::read(&store.dir));
-        without_stopped_loads_waiting(&store.dir, &stopped, blamed);
-    }
-    let _ = store.stopped_loads.set(stopped.into_keys().collect());
-    if let Some(blamed) = blamed {
-        blamed.save();
-    }
+    let settled = stopped.settle(&store.dir);
+    report.stale_marker_drops += settled.dropped;
+    let _ = store.stopped_loads.set(settled.going);
     // The identity directory's listing above serves here too: the first pipelines wait for
     // this opening, and a listing of thousands of entries is most of it.
     report.partial_writes_dropped += drop_partial_writes_among(&store.dir, &own);
@@ -205,129 +189,4 @@ fn drop_title_partial_writes(title_dir: &Path) -> u64 {
         .map(|n| (*n).to_owned())
         .collect();
     drop_partial_writes_among(title_dir, &present)
-}
-
-/// Takes the entries stale markers named (`stopped`: whether each one's pieces were blamed from
-/// its entry file) out of the files of entries left waiting, blaming the pieces of those whose
-/// entry file was not there from their copy waiting.
-fn without_stopped_loads_waiting(
-    dir: &Path,
-    stopped: &HashMap<PipelineKey, bool>,
-    blamed: &mut BlamedPieces,
-) {
-    let mut unblamed: HashSet<PipelineKey> = stopped
-        .iter()
-        .filter(|(_, b)| !**b)
-        .map(|(k, _)| *k)
-        .collect();
-    let keys = stopped.keys().copied().collect();
-    waiting::without_stopped_loads(dir, &keys, &mut |key, named, own| {
-        if unblamed.remove(key) {
-            blame_pieces_named(dir, named, own, blamed)
-        } else {
-            HashSet::new()
-        }
-    });
-}
-
-/// A marker `<entry>.loading` (the seed's form) or `<pid>-<tid>.loading` (one per thread).
-/// Returns how many entries it cost: the one it names, alone (its pieces are blamed, below),
-/// whose key goes in `stopped` (a copy left waiting in a file goes too), with whether its pieces
-/// were blamed from its entry file (else from that copy).
-fn sweep_marker(
-    dir: &Path,
-    marker_name: &str,
-    stem: &str,
-    blamed: &mut Option<BlamedPieces>,
-    stopped: &mut HashMap<PipelineKey, bool>,
-) -> u64 {
-    let marker = dir.join(marker_name);
-    let named = if is_entry_name(stem) {
-        Some(stem.to_owned())
-    } else {
-        match inspect(&marker) {
-            Ok((MarkerState::Live, _)) | Err(_) => return 0,
-            // The lock is held while the marker is removed, so no thread can adopt it meanwhile.
-            Ok((MarkerState::Stale(named), _lock)) => {
-                let _ = remove_if_present(&marker);
-                named
-            }
-        }
-    };
-    let _ = remove_if_present(&marker);
-    match named.filter(|n| is_entry_name(n)) {
-        Some(entry) => {
-            let path = dir.join(&entry);
-            let blamed = blamed.get_or_insert_with(|| BlamedPieces::read(dir));
-            if let Some(key) = PipelineKey::from_file_name(&entry) {
-                let from_file = blame_pieces_of(dir, &path, blamed);
-                *stopped.entry(key).or_insert(false) |= from_file;
-            }
-            let existed = remove_if_present(&path).unwrap_or(false);
-            log_drop(&path, "stale-marker");
-            u64::from(existed)
-        }
-        None => 0,
-    }
-}
-
-/// Blames the pieces an entry names (and the pieces of the lists it names): the driver stopped
-/// while loading it, maybe on one of them, but other entries share them and the entry alone
-/// goes. Each is checked against its name now (a damaged one goes at once); one blamed before
-/// (by an earlier stopped load) goes, and every entry naming it is a miss (`missing-piece`)
-/// instead of stopping the driver again.
-/// `false` where there is no entry file to read (its copy waiting in a file is read instead).
-fn blame_pieces_of(dir: &Path, entry: &Path, blamed: &mut BlamedPieces) -> bool {
-    let Ok((Ok(bytes), _)) =
-        super::files::read_entry_file(super::files::open_entry_file(None, entry, false))
-    else {
-        return false;
-    };
-    let named = super::envelope::listed_parts(&bytes).map_or(Vec::new(), |(_, p)| p);
-    blame_pieces_named(dir, named, &HashMap::new(), blamed);
-    true
-}
-
-/// Blames `named` (the pieces and lists an entry names), as [`blame_pieces_of`] does; `own`: the
-/// pieces the waiting file that holds the entry carries, by name, and whether each holds what
-/// its name says. Returns the pieces that go (damaged or blamed twice): a waiting file's
-/// entries naming one go with it.
-fn blame_pieces_named(
-    dir: &Path,
-    mut named: Vec<PieceName>,
-    own: &HashMap<PieceName, bool>,
-    blamed: &mut BlamedPieces,
-) -> HashSet<PieceName> {
-    let pieces = pieces::Pieces::for_looking(dir);
-    let listed: Vec<_> = named.iter().flat_map(|n| pieces.listed_by(n)).collect();
-    named.extend(listed);
-    named.sort_unstable();
-    named.dedup();
-    let mut gone = HashSet::new();
-    for name in named {
-        let path = pieces.path(&name);
-        let sound = own
-            .get(&name)
-            .copied()
-            .unwrap_or_else(|| piece_matches_its_name(&path, &name));
-        let why = if !sound {
-            "dropped a damaged piece the stopped load named"
-        } else if blamed.blame(&name) {
-            "dropped a piece a second stopped load named"
-        } else {
-            continue;
-        };
-        gone.insert(name);
-        if remove_if_present(&path).unwrap_or(false) || own.contains_key(&name) {
-            tracing::warn!(path = %path.display(), "{why}");
-        }
-    }
-    gone
-}
-
-/// Whether the piece file at `path` holds bytes (as they are, or compressed) whose BLAKE3 is
-/// `name` (a missing one does not).
-fn piece_matches_its_name(path: &Path, name: &PieceName) -> bool {
-    super::files::read_at_most(path, super::files::ENTRY_FILE_LIMIT + 1)
-        .is_ok_and(|bytes| pieces::content_of(bytes, name).is_some())
 }

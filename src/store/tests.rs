@@ -1191,17 +1191,9 @@ fn a_second_stopped_load_drops_the_waiting_entries_naming_the_pieces_it_blamed()
         .iter()
         .map(|&(n, len)| data_sharing_a_block(n + 2, len))
         .collect();
-    let entries: Vec<waiting::ToWait<'_>> = (1..=3)
-        .map(|n| {
-            (
-                key(n),
-                envelope::PayloadKind::Cache,
-                &data[n as usize - 1][..],
-                at(0),
-            )
-        })
-        .collect();
-    store.keep_waiting(&entries).unwrap();
+    store
+        .keep_waiting(&waiting_entries(&data, 1..=3, at(0)))
+        .unwrap();
     let taken_keys = |store: &Store| -> Vec<PipelineKey> {
         store.take_waiting().iter().map(|e| e.key).collect()
     };
@@ -1217,6 +1209,110 @@ fn a_second_stopped_load_drops_the_waiting_entries_naming_the_pieces_it_blamed()
     stale_marker_naming(&again, &key(2), 2);
     let (third, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
     assert!(taken_keys(&third).is_empty(), "a crash loop ends");
+}
+
+/// Entries `keys` to leave waiting: key `n` with `data[n - 1]`, stamped `stamp`.
+fn waiting_entries(
+    data: &[Vec<u8>],
+    keys: std::ops::RangeInclusive<u8>,
+    stamp: SystemTime,
+) -> Vec<waiting::ToWait<'_>> {
+    keys.map(|n| {
+        (
+            key(n),
+            envelope::PayloadKind::Cache,
+            &data[n as usize - 1][..],
+            stamp,
+        )
+    })
+    .collect()
+}
+
+/// Entries 1 and 2 are files sharing a block; a later process, which never touched their
+/// pieces, left 3 and 4 waiting in a file that carries the block itself. Two stops in a row on
+/// the files blame the block twice: the waiting entries carrying it go too, or the next launches
+/// would stop on them (their file's copy is taken before the store's).
+#[test]
+fn a_second_blame_from_entry_files_takes_the_waiting_entries_carrying_the_piece() {
+    let root = tempfile::tempdir().unwrap();
+    let data: Vec<Vec<u8>> = (1..=4u8)
+        .map(|n| data_sharing_a_block(n + 2, 5_000 + 4_000 * n as usize))
+        .collect();
+    let first = open(root.path(), 1 << 30, at(0));
+    for n in 1..=2u8 {
+        first.write(&key(n), &data[n as usize - 1]).unwrap();
+    }
+    let later = open(root.path(), 1 << 30, at(1));
+    let entries = waiting_entries(&data, 3..=4, at(1));
+    later.keep_waiting(&entries).unwrap();
+    stale_marker_naming(&later, &key(1), 1);
+    let (again, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
+    stale_marker_naming(&again, &key(2), 2);
+    let (third, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(3)).unwrap();
+    assert!(third.take_waiting().is_empty(), "a crash loop ends");
+}
+
+/// One stop of a process whose threads were loading two entries at once (two markers) blames
+/// their shared pieces once: the entries it named go, the others sharing the pieces stay.
+#[test]
+fn one_stop_of_two_threads_blames_the_pieces_they_share_once() {
+    let root = tempfile::tempdir().unwrap();
+    let data: Vec<Vec<u8>> = (1..=6u8)
+        .map(|n| data_sharing_a_block(n + 2, 5_000 + 4_000 * n as usize))
+        .collect();
+    let store = open(root.path(), 1 << 30, at(0));
+    for n in 1..=3u8 {
+        store.write(&key(n), &data[n as usize - 1]).unwrap();
+    }
+    let later = open(root.path(), 1 << 30, at(1));
+    let entries = waiting_entries(&data, 4..=6, at(1));
+    later.keep_waiting(&entries).unwrap();
+    stale_marker_naming(&later, &key(1), 1);
+    stale_marker_naming(&later, &key(2), 2);
+    stale_marker_naming(&later, &key(4), 3);
+    let (again, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
+    let taken: Vec<PipelineKey> = again.take_waiting().iter().map(|e| e.key).collect();
+    assert_eq!(taken, vec![key(5), key(6)]);
+    assert!(
+        found(&again, &key(3)),
+        "one stop costs the entries it named alone"
+    );
+    assert!(!found(&again, &key(1)) && !found(&again, &key(2)));
+}
+
+/// A waiting file's damaged copy of a piece the store keeps sound: a stop on an entry naming it
+/// leaves the store's piece (the entry files naming it are still found).
+#[test]
+fn a_damaged_copy_in_a_waiting_file_leaves_the_stores_sound_piece() {
+    let root = tempfile::tempdir().unwrap();
+    let data: Vec<Vec<u8>> = (1..=3u8)
+        .map(|n| data_sharing_a_block(n + 2, 5_000 + 4_000 * n as usize))
+        .collect();
+    open(root.path(), 1 << 30, at(0))
+        .write(&key(1), &data[0])
+        .unwrap();
+    let later = open(root.path(), 1 << 30, at(1));
+    let entries = waiting_entries(&data, 2..=3, at(1));
+    later.keep_waiting(&entries).unwrap();
+    let file = waiting::files_in(later.dir()).unwrap().pop().unwrap();
+    let mut bytes = fs::read(&file).unwrap();
+    // A byte flipped in a piece the file carries that the store keeps too.
+    let flip = {
+        let all = waiting::parse_all(&bytes).0;
+        let kept = all.iter().find(|r| {
+            let name = [r.key.spirv, r.key.state].concat();
+            r.piece && later.pieces.path(&name.try_into().unwrap()).is_file()
+        });
+        kept.unwrap().entry.as_ptr() as usize - bytes.as_ptr() as usize
+    };
+    bytes[flip + 10] ^= 0x40;
+    fs::write(&file, &bytes).unwrap();
+    stale_marker_naming(&later, &key(2), 1);
+    let (again, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
+    assert!(found(&again, &key(1)), "the store's piece stays");
+    // Written anew without entry 2 and the damaged copy: entry 3 takes the store's piece.
+    let taken: Vec<PipelineKey> = again.take_waiting().iter().map(|e| e.key).collect();
+    assert_eq!(taken, vec![key(3)]);
 }
 
 #[test]

@@ -85,7 +85,8 @@ mod taken;
 #[cfg(test)]
 use records::without;
 pub use records::{
-    as_records, named_by_entries, without_damage, without_stopped_loads, WaitingDrops,
+    as_records, named_by_entries, stopped_copies, without_damage, without_stopped, StoppedCopies,
+    WaitingDrops,
 };
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
 /// entries; NVIDIA's that carry the dictionary apart are never left waiting).

@@ -178,69 +178,106 @@ impl WaitingDrops {
     }
 }
 
-/// Writes each waiting file in `dir` again without the entries stale markers named (`stopped`),
-/// at the opening: a process that dies before its end would leave them for an opening that no
-/// longer has the markers, and it would load them again. `blame` is given each stopped entry's
-/// key, the pieces and lists it names, and its file's own pieces (by name: whether each holds
-/// what its name says), and returns the pieces that go; the entries naming one go too, from
-/// every waiting file.
-pub fn without_stopped_loads(dir: &Path, stopped: &HashSet<PipelineKey>, blame: Blame<'_>) {
-    let files = files_in(dir).unwrap_or_default();
-    let mut gone = HashSet::new();
-    for path in &files {
-        let Ok(Some(bytes)) = read_bounded(path) else {
+/// What the copies of stopped loads' entries waiting in files name ([`stopped_copies`]).
+#[derive(Debug, Default)]
+pub struct StoppedCopies {
+    /// The pieces and lists they name.
+    pub named: Vec<PieceName>,
+    /// The pieces their files carry, by name, with whether a copy holds what its name says.
+    pub own: HashMap<PieceName, bool>,
+}
+
+/// What the copies of `keys` waiting in the files of `dir`, of either ABI, name, and what their
+/// files carry.
+pub fn stopped_copies(dir: &Path, keys: &HashSet<PipelineKey>) -> StoppedCopies {
+    let mut copies = StoppedCopies::default();
+    for path in stopped_files(dir) {
+        let Some(bytes) = read_for_stopped(&path) else {
             continue;
         };
         let (all, _) = parse_all(&bytes);
-        let own: HashMap<PieceName, bool> = all
+        let stopped: Vec<&Record<'_>> = all
             .iter()
-            .filter(|r| r.piece)
-            .map(|r| (r.name(), r.holds_its_name()))
+            .filter(|r| !r.piece && keys.contains(&r.key))
             .collect();
-        for r in all.iter().filter(|r| !r.piece && stopped.contains(&r.key)) {
-            let named = crate::store::named::in_bytes(r.entry);
-            gone.extend(blame(
-                &r.key,
-                named.into_iter().map(|(n, _)| n).collect(),
-                &own,
-            ));
+        if stopped.is_empty() {
+            continue;
+        }
+        for r in stopped {
+            let names = crate::store::named::in_bytes(r.entry).into_iter();
+            copies.named.extend(names.map(|(name, _)| name));
+        }
+        let (own, _) = super::own_pieces(&all, sealed(&bytes));
+        for name in own.held.into_keys() {
+            copies.own.insert(name, true);
+        }
+        for name in own.failed {
+            copies.own.entry(name).or_insert(false);
         }
     }
-    for path in &files {
-        let Ok(Some(bytes)) = read_bounded(path) else {
+    copies
+}
+
+/// Writes each waiting file of `dir`, of either ABI, anew without the entries of `keys` (those
+/// stale markers named) and those naming a piece of `gone` (blamed twice), at the opening, before
+/// the markers go: a process that died before its end would leave them for an opening with no
+/// marker, which would load them again. Returns the keys of the entries that go, whether or not
+/// their file could be written anew (the opening's take leaves those it finds still there).
+pub fn without_stopped(
+    dir: &Path,
+    keys: &HashSet<PipelineKey>,
+    gone: &HashSet<PieceName>,
+) -> HashSet<PipelineKey> {
+    let mut going = HashSet::new();
+    for path in stopped_files(dir) {
+        let Some(bytes) = read_for_stopped(&path) else {
             continue;
         };
         let (all, _) = parse_all(&bytes);
         let goes =
-            |r: &Record<'_>| stopped.contains(&r.key) || !pieces_named(r.entry).is_disjoint(&gone);
-        let keys: HashSet<PipelineKey> = all
+            |r: &Record<'_>| keys.contains(&r.key) || !pieces_named(r.entry).is_disjoint(gone);
+        let here: HashSet<PipelineKey> = all
             .iter()
             .filter(|r| !r.piece && goes(r))
             .map(|r| r.key)
             .collect();
-        if keys.is_empty() {
+        if here.is_empty() {
             continue;
         }
-        match without(path, &keys) {
+        match without(&path, &here) {
             Ok(true) => {
-                tracing::warn!(file = %path.display(), entries = keys.len(), "dropped the entries left waiting that a stopped load named, or that name a piece it blamed twice; they are compiled again")
+                tracing::warn!(file = %path.display(), entries = here.len(), "dropped entries left waiting that a stopped load named or that name a piece blamed twice; they are compiled again")
             }
-            Ok(false) => {
-                tracing::warn!(file = %path.display(), "a file of entries left waiting holds an entry whose load stopped a process and could not be written again now; this process leaves the entry and writes the file anew at its end")
+            written => {
+                let error = written.err().map(|e| e.to_string());
+                tracing::warn!(file = %path.display(), error, "a file of entries left waiting could not be written anew without a stopped load's entries; this process leaves them, and writes the file anew at its end");
             }
-            Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "a file of entries left waiting holds an entry whose load stopped a process and could not be written again now; this process leaves the entry and writes the file anew at its end")
-            }
+        }
+        going.extend(here);
+    }
+    going
+}
+
+/// The waiting files of `dir` (none, with a line, where it cannot be listed).
+fn stopped_files(dir: &Path) -> Vec<PathBuf> {
+    files_in(dir).unwrap_or_else(|e| {
+        tracing::warn!(dir = %dir.display(), error = %e, "the files of entries left waiting could not be listed to leave out a stopped load's entries");
+        Vec::new()
+    })
+}
+
+/// A waiting file's bytes, for a stopped load's entries: none where it is gone or larger than any
+/// opening takes, and none, with a line, where it cannot be read.
+fn read_for_stopped(path: &Path) -> Option<Vec<u8>> {
+    match read_bounded(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "a file of entries left waiting could not be read to leave out a stopped load's entries");
+            None
         }
     }
 }
-
-/// Blames a stopped entry's pieces (see [`without_stopped_loads`]).
-pub type Blame<'b> = &'b mut dyn FnMut(
-    &PipelineKey,
-    Vec<PieceName>,
-    &HashMap<PieceName, bool>,
-) -> HashSet<PieceName>;
 
 /// Writes the waiting file at `path` again without the records of `keys` (removes it where none
 /// is left), as it reads now: by key, so that two passes at once dropping the same records
