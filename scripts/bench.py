@@ -118,7 +118,8 @@ def run(cmd, env, timeout):
             for tok in line.split():
                 if tok.startswith(("entries=", "left_waiting=", "in_flight=", "helpers=", "leave_ms=",
                                    "together_ms=", "write_ms=", "join_ms=", "took_ms=", "under_way=",
-                                   "under_way_items=", "under_way_ms=")):
+                                   "under_way_items=", "under_way_ms=", "records=",
+                                   "records_documents_ms=", "records_appended_ms=")):
                     k, v = tok.split("=", 1)
                     end[f"end_{k}"] = v
     watch.update(end)

@@ -253,13 +253,15 @@ const DEFLATE_APART_FROM: usize = 1 << 20;
 /// Each payload deflated where that makes it smaller (`None`: stored as it is), on at most
 /// `threads` threads, each a share of the entries in order, where they hold many bytes. A
 /// process's end appends its whole record at once while the cores are free (pygfx: 641
-/// pipelines, 3.5 MB of payloads, 81 ms on one thread at zlib's best level). A share whose
-/// thread panicked is stored as it is (deflating it again here would panic again).
+/// pipelines, 3.5 MB of payloads). A share whose thread panicked is stored as it is (deflating
+/// it again here would panic again).
 fn deflated_on(entries: &[(u32, u64, Vec<u8>)], threads: usize) -> Vec<Option<Vec<u8>>> {
-    let one = |(_, _, payload): &(u32, u64, Vec<u8>)| {
-        Some(deflated(payload)).filter(|d| d.len() < payload.len())
+    let share_of = |part: &[(u32, u64, Vec<u8>)]| {
+        let mut deflater = Deflater::new();
+        part.iter()
+            .map(|(_, _, payload)| deflater.smaller(payload))
+            .collect::<Vec<_>>()
     };
-    let share_of = |part: &[(u32, u64, Vec<u8>)]| part.iter().map(one).collect::<Vec<_>>();
     let bytes: usize = entries.iter().map(|(_, _, p)| p.len()).sum();
     if bytes < DEFLATE_APART_FROM || threads < 2 {
         return share_of(entries);
@@ -272,19 +274,45 @@ fn deflated_on(entries: &[(u32, u64, Vec<u8>)], threads: usize) -> Vec<Option<Ve
 
 /// The bytes a payload takes stored by [`write_entries_deflated`] (its head not counted).
 pub fn stored_len(payload: &[u8]) -> usize {
-    deflated(payload).len().min(payload.len())
+    Deflater::new()
+        .smaller(payload)
+        .map_or(payload.len(), |d| d.len())
 }
 
-/// A payload deflated as zlib does at its best level (the record is written once and read at
-/// rebuilds only: the bytes kept matter more than the microseconds).
-fn deflated(payload: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut e = flate2::write::ZlibEncoder::new(
-        Vec::with_capacity(payload.len() / 2),
-        flate2::Compression::best(),
-    );
-    e.write_all(payload).expect("writing into memory");
-    e.finish().expect("writing into memory")
+/// Payloads shorter than this are stored as they are: a link's 60-130 bytes deflate by 2%, and
+/// each costs the deflater's setting up (pygfx's 641 links and ncnn's 3,115 cost 6 and 30 ms
+/// for 1.0 and 4.5 KB).
+const DEFLATED_FROM: usize = 128;
+
+/// zlib's level for the record: 4, where the best (9) took 28-75% longer for 0.1-0.3% fewer
+/// bytes (pygfx's and ncnn's records on RADV: 1.90 MB in 61 ms against 1.90 MB in 77 ms, 2.55 MB
+/// in 88 ms against 2.54 MB in 157 ms). Fossilize's own layer writes at level 1.
+const LEVEL: u32 = 4;
+
+/// One zlib deflater for many payloads in turn: made once (its tables are large enough that a
+/// fresh one a payload was a third of ncnn's deflating).
+struct Deflater(flate2::Compress);
+
+impl Deflater {
+    fn new() -> Deflater {
+        Deflater(flate2::Compress::new(flate2::Compression::new(LEVEL), true))
+    }
+
+    /// `payload` deflated (zlib) where that makes it smaller and it is not short.
+    fn smaller(&mut self, payload: &[u8]) -> Option<Vec<u8>> {
+        if payload.len() < DEFLATED_FROM {
+            return None;
+        }
+        self.0.reset();
+        // Room for as many bytes as the payload's: a deflate that needs more is no smaller (and
+        // one call finishes whatever fits).
+        let mut out = Vec::with_capacity(payload.len());
+        let status = self
+            .0
+            .compress_vec(payload, &mut out, flate2::FlushCompress::Finish)
+            .ok()?;
+        (status == flate2::Status::StreamEnd && out.len() < payload.len()).then_some(out)
+    }
 }
 
 #[cfg(test)]
@@ -328,7 +356,7 @@ mod tests {
         assert!(bytes > DEFLATE_APART_FROM);
         let mut one_thread = write_entries(&[]);
         for (tag, hash, payload) in &entries {
-            let stored = super::deflated(payload);
+            let stored = Deflater::new().smaller(payload).unwrap();
             one_thread.extend_from_slice(format!("{tag:024x}{hash:016x}").as_bytes());
             for w in [
                 stored.len() as u32,
@@ -346,6 +374,41 @@ mod tests {
         let read = read_entries(&one_thread).unwrap();
         assert_eq!(read.len(), 300);
         assert_eq!(read[299].payload.as_deref(), Ok(&entries[299].2[..]));
+    }
+
+    /// One deflater for many payloads gives each what a fresh one gives it; a short payload, or
+    /// one deflate makes no smaller, is stored as it is.
+    #[test]
+    fn a_deflater_made_once_deflates_each_payload_as_a_fresh_one() {
+        let payloads: Vec<Vec<u8>> = (0..20u32)
+            .map(|n| {
+                format!(
+                    "{{\"n\":{n},\"code\":\"{}\"}}",
+                    "xy".repeat(100 * n as usize)
+                )
+            })
+            .map(String::into_bytes)
+            .collect();
+        let mut once = Deflater::new();
+        for payload in &payloads {
+            let fresh = Deflater::new().smaller(payload);
+            assert_eq!(once.smaller(payload), fresh);
+            if let Some(d) = fresh {
+                let mut inflated = Vec::new();
+                std::io::Read::read_to_end(
+                    &mut flate2::read::ZlibDecoder::new(&d[..]),
+                    &mut inflated,
+                )
+                .unwrap();
+                assert_eq!(&inflated, payload);
+            }
+        }
+        assert_eq!(once.smaller(&[b'a'; DEFLATED_FROM - 1]), None, "short");
+        let noise: Vec<u8> = (0..128u32)
+            .flat_map(|i| *blake3::hash(&i.to_le_bytes()).as_bytes())
+            .collect();
+        assert_eq!(once.smaller(&noise), None, "no smaller");
+        assert_eq!(stored_len(&noise), noise.len());
     }
 
     #[test]

@@ -60,13 +60,15 @@ impl Writer {
             drain(&self.shared, &self.on_written, Drain::Here);
         });
         let written_at = started.elapsed();
+        let records = self.shared.0.locked().records_at_end;
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
         let ended = started.elapsed();
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         // Where the end's time goes: leaving entries waiting, telling the stores what comes
-        // together, writing (this thread and helpers), then what was left of the writer thread's
+        // together, writing (this thread and helpers; of it, the record's pipelines: their
+        // documents and their append, summed over the threads), then what was left of the writer thread's
         // last job (`in_flight`: it had one as the queue closed; `under_way`: what, how many,
         // and how long it had been under way then).
         tracing::debug!(
@@ -80,6 +82,9 @@ impl Writer {
             leave_ms = %ms(left_at),
             together_ms = %ms(told_at.saturating_sub(left_at)),
             write_ms = %ms(written_at.saturating_sub(told_at)),
+            records = records.pipelines,
+            records_documents_ms = %ms(records.documents),
+            records_appended_ms = %ms(records.appended),
             join_ms = %ms(ended.saturating_sub(written_at)),
             took_ms = %ms(ended),
             "the entries still queued at the device's end written"

@@ -62,7 +62,7 @@ use crate::store::waiting::WaitingEntry;
 use crate::store::{Queued, QueuedData, Store, StoreError, ToStamp};
 use crate::sync::{AtOnce, Unpoisoned, UnpoisonedWait};
 use apart::{Dictionaries, Waiting};
-use records::{append_records, RecordJob};
+use records::{append_records, RecordJob, RecordsDone};
 
 /// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
 /// holds while every core is busy and the idle-priority thread waits, besides the records of
@@ -193,6 +193,8 @@ struct Queue {
     in_flight: usize,
     /// What the writer thread has taken and not yet done: the device's end waits for it.
     under_way: Option<UnderWay>,
+    /// The record's pipelines appended by the device's end (its threads'), for its debug line.
+    records_at_end: RecordsDone,
 }
 
 /// The writer thread's work under way, as the device's end finds it (its debug line).
@@ -713,6 +715,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
         };
         // Counted out even where the work panicked (the thread's guard then ends it): the exit
         // would wait for it to its limit.
+        let mut records = RecordsDone::default();
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match work {
             Work::Write(job) => match std::panic::catch_unwind(|| run(&job)) {
                 Ok(written) => on_written(written, job.for_whom),
@@ -724,14 +727,15 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 }
             },
             Work::Stamps(stamps) => stamps.into_iter().for_each(Stamp::give),
-            Work::Records(records, spread) => append_records(records, spread),
+            Work::Records(jobs, spread) => records = append_records(jobs, spread),
             Work::Chores(chores) => chores.into_iter().for_each(|chore| chore()),
         }));
         {
             let mut q = lock.locked();
             q.in_flight -= 1;
-            if matches!(who, Drain::Thread(_)) {
-                q.under_way = None;
+            match who {
+                Drain::Thread(_) => q.under_way = None,
+                Drain::Here => q.records_at_end += records,
             }
         }
         ready.notify_all();

@@ -27,16 +27,43 @@ const JOBS_A_SHARE: usize = 64;
 /// Appends compiled pipelines to their titles' records, one file operation a title. `spread`:
 /// the cores are free (the application's pause, or its device's end), and many pipelines'
 /// documents are made, and their payloads deflated, on several threads; else on this one alone.
-pub(super) fn append_records(jobs: Vec<RecordJob>, spread: bool) {
+pub(super) fn append_records(jobs: Vec<RecordJob>, spread: bool) -> RecordsDone {
     let cores = if spread {
         crate::sync::share_threads()
     } else {
         1
     };
-    for (file, entries) in documents_on(&jobs, document_threads(jobs.len(), cores)) {
+    let started = std::time::Instant::now();
+    let made = documents_on(&jobs, document_threads(jobs.len(), cores));
+    let documents = started.elapsed();
+    for (file, entries) in made {
         if let Err(e) = file.append(entries, cores) {
             tracing::debug!(record = %file.path().display(), error = %e, "pipelines were not recorded");
         }
+    }
+    RecordsDone {
+        pipelines: jobs.len(),
+        documents,
+        appended: started.elapsed() - documents,
+    }
+}
+
+/// What an append of the record's pipelines did, and where its time went (the device's end
+/// says, for what it appended).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct RecordsDone {
+    pub(super) pipelines: usize,
+    /// Making their documents (JSON).
+    pub(super) documents: std::time::Duration,
+    /// Deflating them and appending them to the file.
+    pub(super) appended: std::time::Duration,
+}
+
+impl std::ops::AddAssign for RecordsDone {
+    fn add_assign(&mut self, other: RecordsDone) {
+        self.pipelines += other.pipelines;
+        self.documents += other.documents;
+        self.appended += other.appended;
     }
 }
 
