@@ -21,10 +21,11 @@ impl Writer {
     /// store is not opened again in it.
     pub fn finish(&self, leave: bool) {
         let started = Instant::now();
+        self.close_handover();
         let left = if leave { self.leave_waiting() } else { 0 };
         let left_at = started.elapsed();
         let (waiting, in_flight, (under_way, under_way_items, under_way_for), together) = {
-            let (lock, ready) = &*self.shared;
+            let (lock, ready) = (&self.shared.queue, &self.shared.ready);
             let mut q = lock.locked();
             q.closing = true;
             ready.notify_all();
@@ -60,7 +61,7 @@ impl Writer {
             drain(&self.shared, &self.on_written, Drain::Here);
         });
         let written_at = started.elapsed();
-        let records = self.shared.0.locked().records_at_end;
+        let records = self.shared.queue.locked().records_at_end;
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
@@ -91,6 +92,16 @@ impl Writer {
         );
     }
 
+    /// Closes the handing over ([`super::Handover`]) and takes what it holds into the queue:
+    /// from here on what an application thread cannot queue at once is done on its thread.
+    fn close_handover(&self) {
+        self.shared.handover.close();
+        self.shared
+            .queue
+            .locked()
+            .take_handed(&self.shared.handover);
+    }
+
     /// Wakes the writer thread from its nap while it waits for the application's pause, once the
     /// queue is closing, so that it sees the close and returns: the device's end joins it (it
     /// napped up to [`super::NAP`] of a short launch's end on RADV).
@@ -104,8 +115,9 @@ impl Writer {
     /// where the writer thread may be stopped at any moment).
     /// Then waits, at most `limit`, for what the writer thread took from the queue.
     pub fn drain_here(&self, limit: Duration) {
+        self.close_handover();
         self.leave_waiting();
-        self.shared.0.locked().closing = true;
+        self.shared.queue.locked().closing = true;
         drain(&self.shared, &self.on_written, Drain::Here);
         self.wait_for_work_in_flight(limit);
     }
@@ -114,7 +126,7 @@ impl Writer {
     /// writing, records it appends): the process's exit would cut it short (an entry's file
     /// left half written, one compile at the next launch).
     fn wait_for_work_in_flight(&self, limit: Duration) {
-        let (lock, done) = &*self.shared;
+        let (lock, done) = (&self.shared.queue, &self.shared.ready);
         let until = Instant::now() + limit;
         let mut q = lock.locked();
         while q.in_flight > 0 {
@@ -137,7 +149,7 @@ impl Writer {
     /// how many were left waiting.
     pub(super) fn leave_waiting(&self) -> usize {
         let jobs: Vec<Job> = {
-            let mut q = self.shared.0.locked();
+            let mut q = self.shared.queue.locked();
             // Those kept where they wait (their file stays as it was) leave the queue first: the
             // end neither writes them nor tells their pieces to the store.
             let (whole, apart): (Vec<Job>, Vec<Job>) = q
@@ -179,7 +191,7 @@ impl Writer {
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, entries = jobs.len(), "entries could not be left waiting; written one by one");
-                    let mut q = self.shared.0.locked();
+                    let mut q = self.shared.queue.locked();
                     for job in jobs {
                         q.push(job);
                     }

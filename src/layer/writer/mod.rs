@@ -18,7 +18,8 @@
 //! is done by the thread destroying the device (and helpers), at that thread's priority; the
 //! writer thread leaves the queue to them once it closes.
 //! An application thread never waits on the queue's lock, which the idle thread also takes: it
-//! tries it briefly, and otherwise writes or stamps inline.
+//! tries it briefly, and otherwise hands its work over (`handover.rs`), to be taken into the
+//! queue by the lock's next holder.
 //!
 //! Even at idle priority the thread's writes slow the application's compiles where it runs
 //! beside them (the test app's 600 pipelines at one thread on this project's 2-core VM, RADV:
@@ -52,6 +53,7 @@ use super::activity::AppActivity;
 use crate::key::{EntryName, PipelineKey};
 mod apart;
 mod end;
+mod handover;
 mod records;
 
 use crate::replay::record::{PipelineRecord, RecordApp, RecordFile};
@@ -62,6 +64,7 @@ use crate::store::waiting::WaitingEntry;
 use crate::store::{Queued, QueuedData, Store, StoreError, ToStamp};
 use crate::sync::{AtOnce, Unpoisoned, UnpoisonedWait};
 use apart::{Dictionaries, Waiting};
+use handover::{Handed, Handover};
 use records::{append_records, RecordJob, RecordsDone};
 
 /// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
@@ -195,6 +198,30 @@ struct Queue {
     under_way: Option<UnderWay>,
     /// The record's pipelines appended by the device's end (its threads'), for its debug line.
     records_at_end: RecordsDone,
+    /// What application threads handed over while another held the lock ([`Handover`]).
+    handed: Option<std::sync::mpsc::Receiver<Handed>>,
+}
+
+/// The queue, its thread's wake, and what is handed over to it.
+struct Shared {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    handover: Handover,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        let (handover, receiver) = Handover::new();
+        let queue = Queue {
+            handed: Some(receiver),
+            ..Queue::default()
+        };
+        Shared {
+            queue: Mutex::new(queue),
+            ready: Condvar::new(),
+            handover,
+        }
+    }
 }
 
 /// The writer thread's work under way, as the device's end finds it (its debug line).
@@ -252,7 +279,7 @@ pub enum WrittenFor {
 }
 
 pub struct Writer {
-    shared: Arc<(Mutex<Queue>, Condvar)>,
+    shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
     on_written: OnWritten,
     /// The application's pipeline building, which the thread waits out (none: it never waits).
@@ -263,7 +290,7 @@ pub struct Writer {
 impl Writer {
     pub fn new(on_written: OnWritten, building: Option<Arc<AppActivity>>) -> Writer {
         Writer {
-            shared: Arc::default(),
+            shared: Arc::new(Shared::new()),
             thread: Mutex::new(None),
             on_written,
             building,
@@ -345,7 +372,7 @@ impl Writer {
             .collect();
         let mut here = Vec::new();
         {
-            let mut q = self.shared.0.locked();
+            let mut q = self.shared.queue.locked();
             let open = !q.closing && self.ensure_thread(&mut q);
             for job in jobs {
                 if open && q.has_room_for(job.data.len()) {
@@ -366,6 +393,7 @@ impl Writer {
         let len = job.data.len();
         self.enqueue(
             job,
+            (len, Handed::Job),
             |q| q.has_room_for(len),
             |q, job| {
                 q.push(job);
@@ -387,6 +415,7 @@ impl Writer {
         let stamp = Stamp { store, of, stamp };
         let queued = self.enqueue(
             stamp,
+            (0, Handed::Stamp),
             |q| q.stamps.len() < STAMPS_LIMIT,
             |q, stamp| {
                 q.stamps.push(stamp);
@@ -404,6 +433,7 @@ impl Writer {
         let job = RecordJob { file, record, app };
         let queued = self.enqueue(
             job,
+            (0, Handed::Record),
             |q| q.records.len() < STAMPS_LIMIT,
             |q, job| {
                 q.records.push_back(job);
@@ -419,6 +449,7 @@ impl Writer {
     pub fn later(&self, chore: Chore) {
         let queued = self.enqueue(
             chore,
+            (0, Handed::Chore),
             |q| q.chores.len() < STAMPS_LIMIT,
             |q, chore| {
                 q.chores.push(chore);
@@ -431,16 +462,28 @@ impl Writer {
     }
 
     /// Puts `item` in the queue with `push` (which says whether to wake the thread) when the
-    /// queue is open, `fits` and a thread runs; otherwise gives it back, to be done here.
+    /// queue is open, `fits` and a thread runs; otherwise gives it back, to be done here. Where
+    /// another thread holds the queue's lock it is handed over (`handed`: its bytes of entries,
+    /// and what it is handed over as), never waited for nor done here.
     fn enqueue<T>(
         &self,
         item: T,
+        handed: (usize, fn(T) -> Handed),
         fits: impl FnOnce(&Queue) -> bool,
         push: impl FnOnce(&mut Queue, T) -> bool,
     ) -> Option<T> {
-        let (lock, ready) = &*self.shared;
+        let Shared {
+            queue: lock,
+            ready,
+            handover,
+        } = &*self.shared;
         let Some(mut q) = lock.locked_at_once() else {
-            return Some(item);
+            let (bytes, wrap) = handed;
+            let back = handover.hand(item, bytes, wrap);
+            if back.is_none() {
+                ready.notify_one();
+            }
+            return back;
         };
         if q.closing || !fits(&q) || !self.ensure_thread(&mut q) {
             return Some(item);
@@ -525,6 +568,21 @@ impl Drain<'_> {
 }
 
 impl Queue {
+    /// Takes into the queue what application threads handed over while others held its lock.
+    fn take_handed(&mut self, handover: &Handover) {
+        let Some(receiver) = &self.handed else {
+            return;
+        };
+        for item in handover.take(receiver) {
+            match item {
+                Handed::Job(job) => self.push(job),
+                Handed::Stamp(stamp) => self.stamps.push(stamp),
+                Handed::Record(record) => self.records.push_back(record),
+                Handed::Chore(chore) => self.chores.push(chore),
+            }
+        }
+    }
+
     /// Queues `job` last of its kind, counting its bytes.
     fn push(&mut self, job: Job) {
         let len = job.data.len();
@@ -644,8 +702,12 @@ impl Queue {
 
 /// Takes jobs and stamps until the queue closes (the writer thread) or is empty (for
 /// [`Drain::Here`]).
-fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_>) {
-    let (lock, ready) = shared;
+fn drain(shared: &Shared, on_written: &OnWritten, who: Drain<'_>) {
+    let Shared {
+        queue: lock,
+        ready,
+        handover,
+    } = shared;
     // Once the thread takes the queue it works until the process's own work is done: waiting
     // again at every job would leave it a job per nap while a busy application fills the queue
     // past its bound. Earlier processes' entries then wait for a pause again.
@@ -654,6 +716,7 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
         let work = {
             let mut q = lock.locked();
             let work = loop {
+                q.take_handed(handover);
                 // Earlier processes' entries only right after the pause was checked (or at the
                 // end): never on the way through the process's own work.
                 let mut may_take_earlier = matches!(who, Drain::Here);
@@ -701,7 +764,12 @@ fn drain(shared: &(Mutex<Queue>, Condvar), on_written: &OnWritten, who: Drain<'_
                 if q.closing || matches!(who, Drain::Here) {
                     break None;
                 }
-                q = ready.wait_on(q);
+                if handover.waits() {
+                    continue;
+                }
+                // Woken by what is queued; a handing over between the look above and this wait
+                // is taken within a second (the longest an entry waits while the cores are free).
+                q = ready.wait_on_at_most(q, LONGEST_WAIT).0;
             };
             // Counted under the lock it was taken under: the exit waits for it.
             q.in_flight += usize::from(work.is_some());

@@ -4,7 +4,6 @@ use super::end::*;
 use super::*;
 use crate::store::envelope::tests::{cache_data, identity};
 use crate::store::waiting::ToWait;
-use std::sync::mpsc;
 use std::time::Duration;
 
 fn open_store(dir: &std::path::Path) -> Arc<Store> {
@@ -207,7 +206,7 @@ fn kept_entries_leave_the_queue_at_the_end_whatever_the_rule_decides() {
         "three of its own: written as files"
     );
     {
-        let q = writer.shared.0.locked();
+        let q = writer.shared.queue.locked();
         assert_eq!((q.jobs.len(), q.earlier.len()), (3, 0));
         assert_eq!(q.earlier_bytes, 0);
     }
@@ -505,8 +504,12 @@ fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
     }
 }
 
+/// Where the writer holds the queue's lock (preempted, as an idle-priority thread is on a busy
+/// machine), an application thread's entry, stamp and chore are handed over: it neither waits
+/// for the lock nor does the work itself (an entry's files, which take locks the writer takes
+/// too), and the entry is found from memory meanwhile. Before, each was done on its thread.
 #[test]
-fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
+fn an_application_thread_hands_its_work_over_where_the_writer_holds_the_queue() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
     let writer = Arc::new(Writer::new(Arc::new(|_, _| {}), None));
@@ -514,28 +517,55 @@ fn an_application_thread_never_waits_for_a_queue_lock_the_writer_holds() {
         spirv: [1; 16],
         state: [2; 16],
     };
+    let chore_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // As the idle-priority writer would, preempted while it holds the queue's lock.
-    let held = writer.shared.0.lock().unwrap();
-    let (done, finished) = mpsc::channel();
+    let held = writer.shared.queue.lock().unwrap();
     {
-        let (writer, store) = (writer.clone(), store.clone());
-        std::thread::spawn(move || {
+        let (writer, store, chore_done) = (writer.clone(), store.clone(), chore_done.clone());
+        crate::sync::done_elsewhere("queueing while the writer holds the queue", move || {
             let data = cache_data(&identity(), &[7; 64]);
             writer.write(store.clone(), key, PayloadKind::Cache, data, None);
             writer.stamp(store, ToStamp::of(key.file_name()));
-            done.send(()).unwrap();
+            let done = move || chore_done.store(true, std::sync::atomic::Ordering::SeqCst);
+            writer.later(Box::new(done));
         });
     }
-    let returned = finished.recv_timeout(Duration::from_secs(20));
-    drop(held);
     assert!(
-        returned.is_ok(),
-        "the application's thread waited for the lock"
+        !store.entry_path(&key).exists(),
+        "written on the application's thread"
     );
+    assert!(!chore_done.load(std::sync::atomic::Ordering::SeqCst));
+    let found = store.lookup(&key);
+    assert!(matches!(found, Ok(crate::store::Lookup::Found(_))));
+    drop(held);
+    writer.finish(false);
     assert!(
         store.entry_path(&key).exists(),
-        "written on the application's thread instead"
+        "written by the queue's drain"
     );
+    assert!(chore_done.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+/// What is handed over while the writer thread waits is written by it, with no end to drain it.
+#[test]
+fn the_writer_thread_writes_what_was_handed_over_while_it_waited() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let writer = Arc::new(Writer::new(Arc::new(|_, _| {}), None));
+    let write = |n: u8| {
+        let data = cache_data(&identity(), &[n; 64]);
+        writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
+    };
+    write(1); // starts the thread
+    let held = writer.shared.queue.lock().unwrap();
+    write(2);
+    drop(held);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !store.entry_path(&key_of(2)).exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(store.entry_path(&key_of(2)).exists());
+    writer.finish(false);
 }
 
 /// NVIDIA's cache data waits with its dictionary's record set apart, held once for every
