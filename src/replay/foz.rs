@@ -274,6 +274,9 @@ fn deflated_on(entries: &[(u32, u64, Vec<u8>)], threads: usize) -> Vec<Option<Ve
 
 /// The bytes a payload takes stored by [`write_entries_deflated`] (its head not counted).
 pub fn stored_len(payload: &[u8]) -> usize {
+    if payload.len() < DEFLATED_FROM {
+        return payload.len();
+    }
     Deflater::new()
         .smaller(payload)
         .map_or(payload.len(), |d| d.len())

@@ -21,7 +21,7 @@ impl Writer {
     /// store is not opened again in it.
     pub fn finish(&self, leave: bool) {
         let started = Instant::now();
-        self.close_handover();
+        self.close_handover(false);
         let left = if leave { self.leave_waiting() } else { 0 };
         let left_at = started.elapsed();
         let (waiting, in_flight, (under_way, under_way_items, under_way_for), together) = {
@@ -92,10 +92,11 @@ impl Writer {
         );
     }
 
-    /// Closes the handing over ([`super::Handover`]) and takes what it holds into the queue:
-    /// from here on what an application thread cannot queue at once is done on its thread.
-    fn close_handover(&self) {
-        self.shared.handover.close();
+    /// Closes the handing over ([`super::Handover`]; at the process's `exit`, waiting for a
+    /// thread midway a moment only) and takes what it holds into the queue: from here on what an
+    /// application thread cannot queue at once is done on its thread.
+    fn close_handover(&self, exit: bool) {
+        self.shared.handover.close(exit);
         self.shared
             .queue
             .locked()
@@ -115,7 +116,7 @@ impl Writer {
     /// where the writer thread may be stopped at any moment).
     /// Then waits, at most `limit`, for what the writer thread took from the queue.
     pub fn drain_here(&self, limit: Duration) {
-        self.close_handover();
+        self.close_handover(true);
         self.leave_waiting();
         self.shared.queue.locked().closing = true;
         drain(&self.shared, &self.on_written, Drain::Here);

@@ -10,7 +10,8 @@
 //! warm run would otherwise pay on the application's thread for every pipeline. The thread is
 //! woken when a batch of [`STAMP_BATCH`] stamps is full, once, not at every stamp after it (a
 //! wake is a system call, and while every core is busy the idle-priority thread leaves the
-//! stamps waiting); fewer wait until the next write or the end.
+//! stamps waiting); fewer wait until the next write, the thread's look a second after its last
+//! (in a pause), or the end.
 //!
 //! The thread runs at the lowest priority (`SCHED_IDLE`, as Mesa's disk-cache queue does): it
 //! takes only time no application thread wants, so a run that keeps every core busy building
@@ -18,8 +19,8 @@
 //! is done by the thread destroying the device (and helpers), at that thread's priority; the
 //! writer thread leaves the queue to them once it closes.
 //! An application thread never waits on the queue's lock, which the idle thread also takes: it
-//! tries it briefly, and otherwise hands its work over (`handover.rs`), to be taken into the
-//! queue by the lock's next holder.
+//! tries it briefly, and otherwise hands its work over (`handover.rs`), taken into the queue by
+//! the thread at its next look (a handed entry or chore wakes it) or by the device's end.
 //!
 //! Even at idle priority the thread's writes slow the application's compiles where it runs
 //! beside them (the test app's 600 pipelines at one thread on this project's 2-core VM, RADV:
@@ -72,7 +73,9 @@ use records::{append_records, RecordJob, RecordsDone};
 /// NVIDIA's dictionaries its entries hold apart ([`Dictionaries`]: one a dictionary, 1.78 MB,
 /// the last four) and the files of entries earlier processes left waiting: their entries are
 /// counted by their own bytes, but each holds its whole file until the last of them leaves the
-/// queue (at most [`crate::store::waiting::MOST_BYTES`] past the bytes an opening takes).
+/// queue (at most [`crate::store::waiting::MOST_BYTES`] past the bytes an opening takes), and
+/// what application threads hand over while another holds the queue's lock
+/// ([`handover::HANDED_BYTES_AT_MOST`] of entries, taken in whatever the queue holds).
 const QUEUE_LIMIT: usize = 64 << 20;
 /// Stamps whose queueing wakes the thread.
 const STAMP_BATCH: usize = 64;
@@ -299,7 +302,8 @@ impl Writer {
     }
 
     /// Queues an entry, stamped now and announced to the store (lookups open it from now on);
-    /// written on the caller's thread when the queue is full or no thread can be started.
+    /// written on the caller's thread when the queue is full or no thread can be started (or
+    /// past the handover's limits, where another thread holds the queue).
     /// `framing`: NVIDIA's framing of cache data that carries its dictionary, which then waits
     /// apart ([`Dictionaries`]).
     pub fn write(
@@ -393,7 +397,7 @@ impl Writer {
         let len = job.data.len();
         self.enqueue(
             job,
-            (len, Handed::Job),
+            (len, Handed::Job, wake),
             |q| q.has_room_for(len),
             |q, job| {
                 q.push(job);
@@ -404,7 +408,7 @@ impl Writer {
 
     /// Queues the stamp of a found entry, taken now (the writer gives it later, keeping this
     /// moment's place in the run's order); given on the caller's thread when too many wait or
-    /// no thread can be started.
+    /// no thread can be started (or past the handover's limits).
     pub fn stamp(&self, store: Arc<Store>, entry: ToStamp) {
         let stamp = store.next_stamp();
         let name = entry.name();
@@ -415,7 +419,7 @@ impl Writer {
         let stamp = Stamp { store, of, stamp };
         let queued = self.enqueue(
             stamp,
-            (0, Handed::Stamp),
+            (0, Handed::Stamp, false),
             |q| q.stamps.len() < STAMPS_LIMIT,
             |q, stamp| {
                 q.stamps.push(stamp);
@@ -433,7 +437,7 @@ impl Writer {
         let job = RecordJob { file, record, app };
         let queued = self.enqueue(
             job,
-            (0, Handed::Record),
+            (0, Handed::Record, false),
             |q| q.records.len() < STAMPS_LIMIT,
             |q, job| {
                 q.records.push_back(job);
@@ -449,7 +453,7 @@ impl Writer {
     pub fn later(&self, chore: Chore) {
         let queued = self.enqueue(
             chore,
-            (0, Handed::Chore),
+            (0, Handed::Chore, true),
             |q| q.chores.len() < STAMPS_LIMIT,
             |q, chore| {
                 q.chores.push(chore);
@@ -463,12 +467,13 @@ impl Writer {
 
     /// Puts `item` in the queue with `push` (which says whether to wake the thread) when the
     /// queue is open, `fits` and a thread runs; otherwise gives it back, to be done here. Where
-    /// another thread holds the queue's lock it is handed over (`handed`: its bytes of entries,
-    /// and what it is handed over as), never waited for nor done here.
+    /// another thread holds the queue's lock it is handed over instead, within the handover's
+    /// own limits (`handed`: its bytes of entries, what it is handed over as, and whether that
+    /// wakes the thread, as `push` would), never waited for.
     fn enqueue<T>(
         &self,
         item: T,
-        handed: (usize, fn(T) -> Handed),
+        handed: (usize, fn(T) -> Handed, bool),
         fits: impl FnOnce(&Queue) -> bool,
         push: impl FnOnce(&mut Queue, T) -> bool,
     ) -> Option<T> {
@@ -478,9 +483,9 @@ impl Writer {
             handover,
         } = &*self.shared;
         let Some(mut q) = lock.locked_at_once() else {
-            let (bytes, wrap) = handed;
+            let (bytes, wrap, wakes) = handed;
             let back = handover.hand(item, bytes, wrap);
-            if back.is_none() {
+            if back.is_none() && wakes {
                 ready.notify_one();
             }
             return back;
@@ -512,6 +517,7 @@ impl Writer {
             Ok(handle) => {
                 *self.thread.locked() = Some(handle);
                 q.started = true;
+                self.shared.handover.thread_runs();
                 true
             }
             Err(e) => {

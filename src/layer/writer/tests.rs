@@ -518,7 +518,9 @@ fn an_application_thread_hands_its_work_over_where_the_writer_holds_the_queue() 
         state: [2; 16],
     };
     let chore_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // As the idle-priority writer would, preempted while it holds the queue's lock.
+    let data = cache_data(&identity(), &[9; 64]);
+    writer.write(store.clone(), key_of(9), PayloadKind::Cache, data, None); // starts the thread
+                                                                            // As the idle-priority writer would, preempted while it holds the queue's lock.
     let held = writer.shared.queue.lock().unwrap();
     {
         let (writer, store, chore_done) = (writer.clone(), store.clone(), chore_done.clone());
@@ -546,7 +548,8 @@ fn an_application_thread_hands_its_work_over_where_the_writer_holds_the_queue() 
     assert!(chore_done.load(std::sync::atomic::Ordering::SeqCst));
 }
 
-/// What is handed over while the writer thread waits is written by it, with no end to drain it.
+/// What is handed over while the writer thread waits is written by it, with no end to drain it
+/// (before, it was written on the caller's thread).
 #[test]
 fn the_writer_thread_writes_what_was_handed_over_while_it_waited() {
     let dir = tempfile::tempdir().unwrap();
@@ -559,6 +562,7 @@ fn the_writer_thread_writes_what_was_handed_over_while_it_waited() {
     write(1); // starts the thread
     let held = writer.shared.queue.lock().unwrap();
     write(2);
+    assert!(!store.entry_path(&key_of(2)).exists(), "handed over");
     drop(held);
     let until = Instant::now() + Duration::from_secs(30);
     while !store.entry_path(&key_of(2)).exists() && Instant::now() < until {
@@ -566,6 +570,47 @@ fn the_writer_thread_writes_what_was_handed_over_while_it_waited() {
     }
     assert!(store.entry_path(&key_of(2)).exists());
     writer.finish(false);
+}
+
+/// Where the queue is held, work is still done on the caller's thread where handing it over
+/// would leave it waiting or let an application thread wait: no writer thread runs yet (it would
+/// wait for the end), the queue closed (nothing takes it any more), the handover holds its most,
+/// or the caller is a thread of the layer's own at idle priority (the rebuild's).
+#[test]
+fn held_work_is_done_here_where_handing_it_over_would_leave_it_or_hold_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let writer = Arc::new(Writer::new(Arc::new(|_, _| {}), None));
+    let write = |n: u8, bytes: usize| {
+        let data = cache_data(&identity(), &vec![n; bytes]);
+        writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
+        store.entry_path(&key_of(n)).exists()
+    };
+    {
+        let _held = writer.shared.queue.lock().unwrap();
+        assert!(write(1, 64), "no writer thread yet");
+    }
+    write(2, 64); // starts the thread
+    {
+        let _held = writer.shared.queue.lock().unwrap();
+        assert!(
+            write(3, handover::HANDED_BYTES_AT_MOST as usize + 1),
+            "past the handover's bytes"
+        );
+        let (writer, store) = (writer.clone(), store.clone());
+        let idle = crate::sync::done_elsewhere("an idle thread's write", move || {
+            crate::sync::mark_at_idle_priority();
+            let data = cache_data(&identity(), &[4; 64]);
+            writer.write(store.clone(), key_of(4), PayloadKind::Cache, data, None);
+            store.entry_path(&key_of(4)).exists()
+        });
+        assert!(idle, "an idle-priority thread's");
+        assert!(!write(5, 64), "handed over");
+    }
+    writer.finish(false);
+    let _held = writer.shared.queue.lock().unwrap();
+    assert!(write(6, 64), "the queue closed");
+    assert!(store.entry_path(&key_of(5)).exists());
 }
 
 /// NVIDIA's cache data waits with its dictionary's record set apart, held once for every
