@@ -86,10 +86,12 @@ impl StoppedLoads {
             settled.dropped += u64::from(remove_if_present(&path).unwrap_or(false));
             log_drop(&path, "stale-marker");
         }
+        // Noted before the markers go: a stop whose blame was lost would take a crash loop on a
+        // shared piece a run more (one killed in between is blamed twice: a compile, no loop).
+        blamed.save();
         for (marker, _lock) in &self.markers {
             let _ = remove_if_present(marker);
         }
-        blamed.save();
         settled
     }
 }

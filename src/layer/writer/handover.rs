@@ -72,12 +72,16 @@ impl Handover {
     /// already, or this is a thread of the layer's own at idle priority (the rebuild's: an
     /// application thread sending behind it might wait on it).
     pub(super) fn hand<T>(&self, item: T, bytes: usize, wrap: fn(T) -> Handed) -> Option<T> {
+        // Before the count the device's end waits on: it never waits on an idle thread.
+        if crate::sync::at_idle_priority() {
+            return Some(item);
+        }
         let bytes = isize::try_from(bytes).unwrap_or(isize::MAX);
         self.sending.fetch_add(1, SeqCst);
         let room = self.items.load(SeqCst) < HANDED_AT_MOST
             && self.bytes.load(SeqCst).saturating_add(bytes) <= HANDED_BYTES_AT_MOST;
         let open = !self.closed.load(SeqCst) && self.runs.load(SeqCst);
-        let back = if !open || !room || crate::sync::at_idle_priority() {
+        let back = if !open || !room {
             Some(item)
         } else {
             // The receiver lives in the queue, as long as this: a send never fails.

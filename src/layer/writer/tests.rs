@@ -519,8 +519,8 @@ fn an_application_thread_hands_its_work_over_where_the_writer_holds_the_queue() 
     };
     let chore_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let data = cache_data(&identity(), &[9; 64]);
-    writer.write(store.clone(), key_of(9), PayloadKind::Cache, data, None); // starts the thread
-                                                                            // As the idle-priority writer would, preempted while it holds the queue's lock.
+    // The thread started, as the idle-priority writer would hold the queue's lock, preempted.
+    writer.write(store.clone(), key_of(9), PayloadKind::Cache, data, None);
     let held = writer.shared.queue.lock().unwrap();
     {
         let (writer, store, chore_done) = (writer.clone(), store.clone(), chore_done.clone());
