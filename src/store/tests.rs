@@ -1228,6 +1228,28 @@ fn waiting_entries(
     .collect()
 }
 
+/// A store at `root` whose entries `files` (sharing a block) one process wrote as files, and
+/// `waiting` a later one (which never touched their pieces) left waiting: the later one's.
+fn files_then_waiting(
+    root: &Path,
+    files: std::ops::RangeInclusive<u8>,
+    waiting: std::ops::RangeInclusive<u8>,
+) -> Store {
+    let last = *files.end().max(waiting.end());
+    let data: Vec<Vec<u8>> = (1..=last)
+        .map(|n| data_sharing_a_block(n + 2, 5_000 + 4_000 * n as usize))
+        .collect();
+    let first = open(root, 1 << 30, at(0));
+    for n in files {
+        first.write(&key(n), &data[n as usize - 1]).unwrap();
+    }
+    let later = open(root, 1 << 30, at(1));
+    later
+        .keep_waiting(&waiting_entries(&data, waiting, at(1)))
+        .unwrap();
+    later
+}
+
 /// Entries 1 and 2 are files sharing a block; a later process, which never touched their
 /// pieces, left 3 and 4 waiting in a file that carries the block itself. Two stops in a row on
 /// the files blame the block twice: the waiting entries carrying it go too, or the next launches
@@ -1235,16 +1257,7 @@ fn waiting_entries(
 #[test]
 fn a_second_blame_from_entry_files_takes_the_waiting_entries_carrying_the_piece() {
     let root = tempfile::tempdir().unwrap();
-    let data: Vec<Vec<u8>> = (1..=4u8)
-        .map(|n| data_sharing_a_block(n + 2, 5_000 + 4_000 * n as usize))
-        .collect();
-    let first = open(root.path(), 1 << 30, at(0));
-    for n in 1..=2u8 {
-        first.write(&key(n), &data[n as usize - 1]).unwrap();
-    }
-    let later = open(root.path(), 1 << 30, at(1));
-    let entries = waiting_entries(&data, 3..=4, at(1));
-    later.keep_waiting(&entries).unwrap();
+    let later = files_then_waiting(root.path(), 1..=2, 3..=4);
     stale_marker_naming(&later, &key(1), 1);
     let (again, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(2)).unwrap();
     stale_marker_naming(&again, &key(2), 2);
@@ -1257,16 +1270,7 @@ fn a_second_blame_from_entry_files_takes_the_waiting_entries_carrying_the_piece(
 #[test]
 fn one_stop_of_two_threads_blames_the_pieces_they_share_once() {
     let root = tempfile::tempdir().unwrap();
-    let data: Vec<Vec<u8>> = (1..=6u8)
-        .map(|n| data_sharing_a_block(n + 2, 5_000 + 4_000 * n as usize))
-        .collect();
-    let store = open(root.path(), 1 << 30, at(0));
-    for n in 1..=3u8 {
-        store.write(&key(n), &data[n as usize - 1]).unwrap();
-    }
-    let later = open(root.path(), 1 << 30, at(1));
-    let entries = waiting_entries(&data, 4..=6, at(1));
-    later.keep_waiting(&entries).unwrap();
+    let later = files_then_waiting(root.path(), 1..=3, 4..=6);
     stale_marker_naming(&later, &key(1), 1);
     stale_marker_naming(&later, &key(2), 2);
     stale_marker_naming(&later, &key(4), 3);
@@ -1285,15 +1289,7 @@ fn one_stop_of_two_threads_blames_the_pieces_they_share_once() {
 #[test]
 fn a_damaged_copy_in_a_waiting_file_leaves_the_stores_sound_piece() {
     let root = tempfile::tempdir().unwrap();
-    let data: Vec<Vec<u8>> = (1..=3u8)
-        .map(|n| data_sharing_a_block(n + 2, 5_000 + 4_000 * n as usize))
-        .collect();
-    open(root.path(), 1 << 30, at(0))
-        .write(&key(1), &data[0])
-        .unwrap();
-    let later = open(root.path(), 1 << 30, at(1));
-    let entries = waiting_entries(&data, 2..=3, at(1));
-    later.keep_waiting(&entries).unwrap();
+    let later = files_then_waiting(root.path(), 1..=1, 2..=3);
     let file = waiting::files_in(later.dir()).unwrap().pop().unwrap();
     let mut bytes = fs::read(&file).unwrap();
     // A byte flipped in a piece the file carries that the store keeps too.
