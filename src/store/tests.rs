@@ -1265,6 +1265,40 @@ fn a_second_blame_from_entry_files_takes_the_waiting_entries_carrying_the_piece(
     assert!(third.take_waiting().is_empty(), "a crash loop ends");
 }
 
+/// A stopped entry waiting in one file names a piece the store no longer keeps (another bound
+/// dropped it) that another waiting file carries: the piece is blamed all the same, so a second
+/// stop, on an entry of that other file, takes its entries naming it (before, only the pieces of
+/// files holding a stopped copy counted, and the second stop was the first blame).
+#[test]
+fn a_piece_only_another_waiting_file_carries_is_blamed() {
+    let root = tempfile::tempdir().unwrap();
+    let data: Vec<Vec<u8>> = (1..=6u8)
+        .map(|n| data_sharing_a_block(n + 2, 5_000 + 4_000 * n as usize))
+        .collect();
+    open(root.path(), 1 << 30, at(0))
+        .write(&key(1), &data[0])
+        .unwrap();
+    // Touching the block's pieces, it names them; the next process carries them.
+    let naming = open(root.path(), 1 << 30, at(1));
+    naming.write(&key(2), &data[1]).unwrap();
+    naming
+        .keep_waiting(&waiting_entries(&data, 3..=4, at(1)))
+        .unwrap();
+    let carrying = open(root.path(), 1 << 30, at(2));
+    carrying
+        .keep_waiting(&waiting_entries(&data, 5..=6, at(2)))
+        .unwrap();
+    for piece in piece_files(&carrying) {
+        fs::remove_file(piece).unwrap();
+    }
+    stale_marker_naming(&carrying, &key(3), 1);
+    let (again, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(3)).unwrap();
+    stale_marker_naming(&again, &key(5), 2);
+    let (third, _) = Store::open(root.path(), "title", identity(), 1 << 30, at(4)).unwrap();
+    let taken: Vec<PipelineKey> = third.take_waiting().iter().map(|e| e.key).collect();
+    assert!(!taken.contains(&key(6)), "a crash loop ends: {taken:?}");
+}
+
 /// One stop of a process whose threads were loading two entries at once (two markers) blames
 /// their shared pieces once: the entries it named go, the others sharing the pieces stay.
 #[test]

@@ -1,13 +1,15 @@
 //! What an application thread hands the writer's queue where the queue's lock is held at that
 //! moment (by the writer thread, which a busy machine preempts while it holds the lock, or by
-//! another application thread): a channel, whose sending takes no lock, emptied into the queue
-//! by the writer thread at its next look and by the device's end. Done on the application's
-//! thread instead, the work took locks the idle-priority writer takes too (an entry's pieces,
-//! the record's file lock) and a file's I/O: 17-23 of a cold pygfx launch's 1,282 queueings at 16
-//! threads on two cores (RADV), 0.35-1.95 s of its threads' summed time.
+//! another application thread): a stack that takes no lock and never waits on another thread,
+//! emptied into the queue by the writer thread at its next look and by the device's end. Done on
+//! the application's thread instead, the work took locks the idle-priority writer takes too (an
+//! entry's pieces, the record's file lock) and a file's I/O: 17-23 of a cold pygfx launch's 1,282
+//! queueings at 16 threads on two cores (RADV), 0.35-1.95 s of its threads' summed time. (A
+//! channel of the standard library has its receiver spin on a sender preempted midway: the
+//! idle-priority writer would spin while it holds the queue.)
 
-use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering::SeqCst};
-use std::sync::mpsc;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicPtr, Ordering::SeqCst};
 
 use super::records::RecordJob;
 use super::{Chore, Job, Stamp};
@@ -20,6 +22,12 @@ pub(super) enum Handed {
     Chore(Chore),
 }
 
+// Handed over between threads: the stack's raw pointers would not ask.
+const _: fn() = || {
+    fn sent_between_threads<T: Send>() {}
+    sent_between_threads::<Handed>();
+};
+
 /// The most things handed over and not yet taken, and the most bytes of entries among them
 /// (about: threads handing at once may each pass the look): past either, the work is done on
 /// the application's thread, as where the queue is full. The queue's memory is bounded by its own
@@ -31,35 +39,38 @@ pub(super) const HANDED_BYTES_AT_MOST: isize = super::PAUSE_LIMIT as isize;
 /// over (the device's end waits for them however long).
 const EXIT_TRIES: usize = 1 << 16;
 
-/// The sending side, and what is on its way.
+/// One thing on the stack, and the one handed over before it.
+struct Node {
+    item: Handed,
+    below: *mut Node,
+}
+
+/// The stack, and what is on it.
 pub(super) struct Handover {
-    sender: mpsc::Sender<Handed>,
-    /// Sent and not yet taken into the queue: counted after the send, so that it is never more
-    /// than the channel holds (a take between a send and its count makes it less a moment).
+    /// The last thing handed over (null: none).
+    top: AtomicPtr<Node>,
+    /// Things on the stack, and the bytes of the entries among them: counted after the push, so
+    /// a take between a push and its count makes them less than the stack holds a moment.
     items: AtomicIsize,
-    /// The bytes of the entries among them, counted so too.
     bytes: AtomicIsize,
     /// The writer thread runs: without it, what is handed over would wait for the end.
     runs: AtomicBool,
     /// The queue closes (the device's end, the exit): nothing more is handed over.
     closed: AtomicBool,
-    /// Threads between their look at `closed` and their count.
+    /// Threads between their look at `closed` and their push.
     sending: AtomicIsize,
 }
 
 impl Handover {
-    /// A handover, and its receiving side, for the queue.
-    pub(super) fn new() -> (Handover, mpsc::Receiver<Handed>) {
-        let (sender, receiver) = mpsc::channel();
-        let handover = Handover {
-            sender,
+    pub(super) fn new() -> Handover {
+        Handover {
+            top: AtomicPtr::new(ptr::null_mut()),
             items: AtomicIsize::new(0),
             bytes: AtomicIsize::new(0),
             runs: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             sending: AtomicIsize::new(0),
-        };
-        (handover, receiver)
+        }
     }
 
     /// The writer thread started (under the queue's lock).
@@ -69,10 +80,9 @@ impl Handover {
 
     /// Hands `item` (`bytes` of entries) over as `wrap` makes it; gives it back, to be done on
     /// this thread, where the queue closes, no writer thread runs, as much waits handed over
-    /// already, or this is a thread of the layer's own at idle priority (the rebuild's: an
-    /// application thread sending behind it might wait on it).
+    /// already, or this is a thread of the layer's own at idle priority (the rebuild's: the
+    /// device's end waits for threads midway here, and never waits on an idle one).
     pub(super) fn hand<T>(&self, item: T, bytes: usize, wrap: fn(T) -> Handed) -> Option<T> {
-        // Before the count the device's end waits on: it never waits on an idle thread.
         if crate::sync::at_idle_priority() {
             return Some(item);
         }
@@ -81,22 +91,38 @@ impl Handover {
         let room = self.items.load(SeqCst) < HANDED_AT_MOST
             && self.bytes.load(SeqCst).saturating_add(bytes) <= HANDED_BYTES_AT_MOST;
         let open = !self.closed.load(SeqCst) && self.runs.load(SeqCst);
-        let back = if !open || !room {
-            Some(item)
-        } else {
-            // The receiver lives in the queue, as long as this: a send never fails.
-            let _ = self.sender.send(wrap(item));
+        let back = if open && room {
+            self.push(wrap(item));
             self.bytes.fetch_add(bytes, SeqCst);
             self.items.fetch_add(1, SeqCst);
             None
+        } else {
+            Some(item)
         };
         self.sending.fetch_sub(1, SeqCst);
         back
     }
 
+    /// Puts `item` on top: its node is whole before the exchange publishes it.
+    fn push(&self, item: Handed) {
+        let node = Box::into_raw(Box::new(Node {
+            item,
+            below: ptr::null_mut(),
+        }));
+        let mut top = self.top.load(SeqCst);
+        loop {
+            // SAFETY: `node` is this thread's own until the exchange below publishes it.
+            unsafe { (*node).below = top };
+            match self.top.compare_exchange_weak(top, node, SeqCst, SeqCst) {
+                Ok(_) => return,
+                Err(now) => top = now,
+            }
+        }
+    }
+
     /// Whether anything handed over waits to be taken.
     pub(super) fn waits(&self) -> bool {
-        self.items.load(SeqCst) > 0
+        !self.top.load(SeqCst).is_null()
     }
 
     /// Closes it, once no thread is midway through handing over (a few instructions each). At
@@ -111,16 +137,90 @@ impl Handover {
         }
     }
 
-    /// What was handed over, taken through `receiver` (the queue's, by a holder of its lock).
-    pub(super) fn take(&self, receiver: &mpsc::Receiver<Handed>) -> Vec<Handed> {
-        let taken: Vec<Handed> = receiver.try_iter().collect();
-        for item in &taken {
+    /// Everything handed over, in the order it was: the whole stack taken at once, so a take
+    /// never waits on a thread pushing.
+    pub(super) fn take(&self) -> Vec<Handed> {
+        let mut node = self.top.swap(ptr::null_mut(), SeqCst);
+        let mut taken = Vec::new();
+        while !node.is_null() {
+            // SAFETY: the swap made every node below it this thread's alone, each whole (each
+            // was written before the exchange that published it) and made by `Box::into_raw`.
+            let Node { item, below } = *unsafe { Box::from_raw(node) };
             self.items.fetch_sub(1, SeqCst);
-            if let Handed::Job(job) = item {
+            if let Handed::Job(job) = &item {
                 let bytes = isize::try_from(job.data.len()).unwrap_or(isize::MAX);
                 self.bytes.fetch_sub(bytes, SeqCst);
             }
+            taken.push(item);
+            node = below;
         }
+        taken.reverse();
         taken
+    }
+}
+
+impl Drop for Handover {
+    /// What no drain took (a writer dropped without its end) goes with it.
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    /// Threads handing over while another takes: every thing is taken once, and each thread's
+    /// in the order it handed them over.
+    #[test]
+    fn every_thing_handed_over_at_once_is_taken_once_in_its_threads_order() {
+        let handover = Arc::new(Handover::new());
+        handover.thread_runs();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let handers: Vec<_> = (0..4usize)
+            .map(|thread| {
+                let (handover, seen) = (handover.clone(), seen.clone());
+                std::thread::spawn(move || {
+                    for n in 0..2_000usize {
+                        let seen = seen.clone();
+                        let mut chore: Chore =
+                            Box::new(move || seen.lock().unwrap().push((thread, n)));
+                        // Past the handover's limit while the taker is behind: again.
+                        while let Some(back) = handover.hand(chore, 0, Handed::Chore) {
+                            chore = back;
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let taken = AtomicUsize::new(0);
+        let take = || {
+            for item in handover.take() {
+                let Handed::Chore(chore) = item else {
+                    panic!("only chores were handed over")
+                };
+                chore();
+                taken.fetch_add(1, SeqCst);
+            }
+        };
+        while handers.iter().any(|h| !h.is_finished()) {
+            take();
+        }
+        handers.into_iter().for_each(|h| h.join().unwrap());
+        take();
+        assert_eq!(taken.load(SeqCst), 8_000);
+        assert!(!handover.waits());
+        let seen = seen.lock().unwrap();
+        for thread in 0..4 {
+            let order: Vec<usize> = seen
+                .iter()
+                .filter(|(t, _)| *t == thread)
+                .map(|(_, n)| *n)
+                .collect();
+            assert_eq!(order, (0..2_000).collect::<Vec<_>>(), "thread {thread}");
+        }
     }
 }

@@ -201,8 +201,6 @@ struct Queue {
     under_way: Option<UnderWay>,
     /// The record's pipelines appended by the device's end (its threads'), for its debug line.
     records_at_end: RecordsDone,
-    /// What application threads handed over while another held the lock ([`Handover`]).
-    handed: Option<std::sync::mpsc::Receiver<Handed>>,
 }
 
 /// The queue, its thread's wake, and what is handed over to it.
@@ -214,15 +212,10 @@ struct Shared {
 
 impl Shared {
     fn new() -> Shared {
-        let (handover, receiver) = Handover::new();
-        let queue = Queue {
-            handed: Some(receiver),
-            ..Queue::default()
-        };
         Shared {
-            queue: Mutex::new(queue),
+            queue: Mutex::default(),
             ready: Condvar::new(),
-            handover,
+            handover: Handover::new(),
         }
     }
 }
@@ -576,10 +569,7 @@ impl Drain<'_> {
 impl Queue {
     /// Takes into the queue what application threads handed over while others held its lock.
     fn take_handed(&mut self, handover: &Handover) {
-        let Some(receiver) = &self.handed else {
-            return;
-        };
-        for item in handover.take(receiver) {
+        for item in handover.take() {
             match item {
                 Handed::Job(job) => self.push(job),
                 Handed::Stamp(stamp) => self.stamps.push(stamp),

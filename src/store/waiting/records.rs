@@ -183,12 +183,12 @@ impl WaitingDrops {
 pub struct StoppedCopies {
     /// The pieces and lists they name.
     pub named: Vec<PieceName>,
-    /// The pieces their files carry, by name, with whether a copy holds what its name says.
+    /// The pieces the waiting files carry, by name, with whether a copy holds what its name says.
     pub own: HashMap<PieceName, bool>,
 }
 
-/// What the copies of `keys` waiting in the files of `dir`, of either ABI, name, and what their
-/// files carry.
+/// What the copies of `keys` waiting in the files of `dir`, of either ABI, name, and what every
+/// waiting file there carries.
 pub fn stopped_copies(dir: &Path, keys: &HashSet<PipelineKey>) -> StoppedCopies {
     let mut copies = StoppedCopies::default();
     for path in stopped_files(dir) {
@@ -196,17 +196,12 @@ pub fn stopped_copies(dir: &Path, keys: &HashSet<PipelineKey>) -> StoppedCopies 
             continue;
         };
         let (all, _) = parse_all(&bytes);
-        let stopped: Vec<&Record<'_>> = all
-            .iter()
-            .filter(|r| !r.piece && keys.contains(&r.key))
-            .collect();
-        if stopped.is_empty() {
-            continue;
-        }
-        for r in stopped {
+        for r in all.iter().filter(|r| !r.piece && keys.contains(&r.key)) {
             let names = crate::store::named::in_bytes(r.entry).into_iter();
             copies.named.extend(names.map(|(name, _)| name));
         }
+        // Every file's own, those holding no stopped copy too: a piece gone from the store that
+        // another file carries is still one its entries would load.
         let (own, _) = super::own_pieces(&all, sealed(&bytes));
         for name in own.held.into_keys() {
             copies.own.insert(name, true);
