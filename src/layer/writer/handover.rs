@@ -73,9 +73,9 @@ impl Handover {
         }
     }
 
-    /// The writer thread started (under the queue's lock).
-    pub(super) fn thread_runs(&self) {
-        self.runs.store(true, SeqCst);
+    /// Whether the writer thread runs (told under the queue's lock, as it is started).
+    pub(super) fn thread_runs(&self, runs: bool) {
+        self.runs.store(runs, SeqCst);
     }
 
     /// Hands `item` (`bytes` of entries) over as `wrap` makes it; gives it back, to be done on
@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn every_thing_handed_over_at_once_is_taken_once_in_its_threads_order() {
         let handover = Arc::new(Handover::new());
-        handover.thread_runs();
+        handover.thread_runs(true);
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let handers: Vec<_> = (0..4usize)
             .map(|thread| {

@@ -500,6 +500,8 @@ impl Writer {
         let shared = self.shared.clone();
         let on_written = self.on_written.clone();
         let building = self.building.clone();
+        // Told before the start, which other threads' queueings wait out by handing over.
+        self.shared.handover.thread_runs(true);
         match std::thread::Builder::new()
             .name("pipekeep-writer".into())
             .spawn(move || {
@@ -510,10 +512,11 @@ impl Writer {
             Ok(handle) => {
                 *self.thread.locked() = Some(handle);
                 q.started = true;
-                self.shared.handover.thread_runs();
                 true
             }
             Err(e) => {
+                // What was handed over meanwhile waits for the end.
+                self.shared.handover.thread_runs(false);
                 tracing::debug!(error = %e, "no writer thread; entries are written inline");
                 false
             }
