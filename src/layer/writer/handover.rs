@@ -39,9 +39,10 @@ pub(super) const HANDED_BYTES_AT_MOST: isize = super::PAUSE_LIMIT as isize;
 /// over (the device's end waits for them however long).
 const EXIT_TRIES: usize = 1 << 16;
 
-/// One thing on the stack, and the one handed over before it.
+/// One thing on the stack, its bytes of entries as counted, and the one handed over before it.
 struct Node {
     item: Handed,
+    bytes: isize,
     below: *mut Node,
 }
 
@@ -92,7 +93,7 @@ impl Handover {
             && self.bytes.load(SeqCst).saturating_add(bytes) <= HANDED_BYTES_AT_MOST;
         let open = !self.closed.load(SeqCst) && self.runs.load(SeqCst);
         let back = if open && room {
-            self.push(wrap(item));
+            self.push(wrap(item), bytes);
             self.bytes.fetch_add(bytes, SeqCst);
             self.items.fetch_add(1, SeqCst);
             None
@@ -104,9 +105,10 @@ impl Handover {
     }
 
     /// Puts `item` on top: its node is whole before the exchange publishes it.
-    fn push(&self, item: Handed) {
+    fn push(&self, item: Handed, bytes: isize) {
         let node = Box::into_raw(Box::new(Node {
             item,
+            bytes,
             below: ptr::null_mut(),
         }));
         let mut top = self.top.load(SeqCst);
@@ -145,12 +147,9 @@ impl Handover {
         while !node.is_null() {
             // SAFETY: the swap made every node below it this thread's alone, each whole (each
             // was written before the exchange that published it) and made by `Box::into_raw`.
-            let Node { item, below } = *unsafe { Box::from_raw(node) };
+            let Node { item, bytes, below } = *unsafe { Box::from_raw(node) };
             self.items.fetch_sub(1, SeqCst);
-            if let Handed::Job(job) = &item {
-                let bytes = isize::try_from(job.data.len()).unwrap_or(isize::MAX);
-                self.bytes.fetch_sub(bytes, SeqCst);
-            }
+            self.bytes.fetch_sub(bytes, SeqCst);
             taken.push(item);
             node = below;
         }
@@ -213,6 +212,10 @@ mod tests {
         take();
         assert_eq!(taken.load(SeqCst), 8_000);
         assert!(!handover.waits());
+        assert_eq!(
+            (handover.items.load(SeqCst), handover.bytes.load(SeqCst)),
+            (0, 0)
+        );
         let seen = seen.lock().unwrap();
         for thread in 0..4 {
             let order: Vec<usize> = seen
