@@ -72,14 +72,14 @@ impl StoppedLoads {
             .collect();
         // One stop blames each piece once, whichever of its threads' entries (files, or copies
         // waiting in files of either ABI: a marker does not say which process's) names it.
-        let copies = waiting::stopped_copies(dir, &keys);
-        let mut named = copies.named;
+        let mut copies = waiting::stopped_copies(dir, &keys);
+        let mut named = std::mem::take(&mut copies.named);
         for entry in &self.entries {
             named.extend(named_by_entry_file(&dir.join(entry)));
         }
         let mut blamed = BlamedPieces::read(dir);
         let gone = blame_once(dir, named, &copies.own, &mut blamed);
-        settled.going = waiting::without_stopped(dir, &keys, &gone);
+        settled.going = waiting::without_stopped(&copies, &keys, &gone);
         settled.going.extend(keys);
         for entry in &self.entries {
             let path = dir.join(entry);

@@ -45,7 +45,6 @@
 //! entries then wait up to [`QUEUE_LIMIT`] (the application's threads write past it), and a
 //! process that dies then loses what waits.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -55,6 +54,7 @@ use crate::key::{EntryName, PipelineKey};
 mod apart;
 mod end;
 mod handover;
+mod queue;
 mod records;
 
 use crate::replay::record::{PipelineRecord, RecordApp, RecordFile};
@@ -66,6 +66,7 @@ use crate::store::{Queued, QueuedData, Store, StoreError, ToStamp};
 use crate::sync::{AtOnce, Unpoisoned, UnpoisonedWait};
 use apart::{Dictionaries, Waiting};
 use handover::{Handed, Handover};
+use queue::Queue;
 use records::{append_records, RecordJob, RecordsDone};
 
 /// Bytes waiting past which writes are done on the caller's thread: the most memory the queue
@@ -175,32 +176,6 @@ impl Stamp {
             StampOf::Carried(entry) => self.store.stamp_found(&entry, self.stamp),
         }
     }
-}
-
-#[derive(Default)]
-struct Queue {
-    /// The process's own entries (the application's, the rebuild's), written first.
-    jobs: VecDeque<Job>,
-    /// Earlier processes' entries ([`Writer::write_waiting`]): safe in their waiting file
-    /// already, they do not make the thread write while the application builds, unless they
-    /// fill the queue near [`QUEUE_LIMIT`] ([`Queue::waits_for_a_pause`]).
-    earlier: VecDeque<Job>,
-    /// The bytes of every job queued ([`QUEUE_LIMIT`]).
-    bytes: usize,
-    /// Those of [`Queue::earlier`].
-    earlier_bytes: usize,
-    stamps: Vec<Stamp>,
-    records: VecDeque<RecordJob>,
-    chores: Vec<Chore>,
-    closing: bool,
-    /// The thread was started (its handle is in `Writer::thread`, for the join).
-    started: bool,
-    /// Work taken from the queue and not yet done (an entry being written, records appended).
-    in_flight: usize,
-    /// What the writer thread has taken and not yet done: the device's end waits for it.
-    under_way: Option<UnderWay>,
-    /// The record's pipelines appended by the device's end (its threads'), for its debug line.
-    records_at_end: RecordsDone,
 }
 
 /// The queue, its thread's wake, and what is handed over to it.
@@ -566,136 +541,6 @@ impl Drain<'_> {
             Drain::Here => true,
             Drain::Thread(building) => building.is_none_or(|b| b.quiet_for() >= QUIET),
         }
-    }
-}
-
-impl Queue {
-    /// Takes into the queue what application threads handed over while others held its lock.
-    fn take_handed(&mut self, handover: &Handover) {
-        for item in handover.take() {
-            match item {
-                Handed::Job(job) => self.push(job),
-                Handed::Stamp(stamp) => self.stamps.push(stamp),
-                Handed::Record(record) => self.records.push_back(record),
-                Handed::Chore(chore) => self.chores.push(chore),
-            }
-        }
-    }
-
-    /// Queues `job` last of its kind, counting its bytes.
-    fn push(&mut self, job: Job) {
-        let len = job.data.len();
-        self.bytes += len;
-        if job.for_whom == WrittenFor::Earlier {
-            self.earlier_bytes += len;
-            self.earlier.push_back(job);
-        } else {
-            self.jobs.push_back(job);
-        }
-    }
-
-    /// Whether a job of `bytes` fits within [`QUEUE_LIMIT`]; else it is written on the caller's
-    /// thread.
-    fn has_room_for(&self, bytes: usize) -> bool {
-        self.bytes + bytes <= QUEUE_LIMIT
-    }
-
-    /// Takes the process's own next job, its bytes no longer counted.
-    fn pop_own(&mut self) -> Option<Job> {
-        let job = self.jobs.pop_front()?;
-        self.bytes -= job.data.len();
-        Some(job)
-    }
-
-    /// Takes an earlier process's next entry, its bytes no longer counted.
-    fn pop_earlier(&mut self) -> Option<Job> {
-        let job = self.earlier.pop_front()?;
-        self.bytes -= job.data.len();
-        self.earlier_bytes -= job.data.len();
-        Some(job)
-    }
-
-    /// Every job queued: the process's own, then earlier processes'.
-    fn all_jobs(&self) -> impl Iterator<Item = &Job> {
-        self.jobs.iter().chain(&self.earlier)
-    }
-
-    /// Takes every job queued, in [`Queue::all_jobs`]'s order.
-    fn take_all(&mut self) -> impl Iterator<Item = Job> {
-        (self.bytes, self.earlier_bytes) = (0, 0);
-        let own = std::mem::take(&mut self.jobs);
-        own.into_iter().chain(std::mem::take(&mut self.earlier))
-    }
-
-    fn has_work(&self) -> bool {
-        self.has_own_work() || !self.earlier.is_empty()
-    }
-
-    /// Work of this process's own: all but earlier processes' entries.
-    fn has_own_work(&self) -> bool {
-        !(self.jobs.is_empty()
-            && self.stamps.is_empty()
-            && self.records.is_empty()
-            && self.chores.is_empty())
-    }
-
-    /// The record's pipelines the thread takes as one job: all of them where the cores are free
-    /// (`spread`: the application's pause, or its end), their documents then made on several;
-    /// else the first [`RECORDS_A_JOB`], on the thread alone, so that the job the device's end
-    /// may find under way is short (on the H100 a cold pygfx launch's end waited for 641 under
-    /// way on the writer, 38.6 ms of JSON, joined 55.6 ms).
-    fn take_records(&mut self, spread: bool) -> Vec<RecordJob> {
-        if spread {
-            return std::mem::take(&mut self.records).into();
-        }
-        let first = self.records.len().min(RECORDS_A_JOB);
-        self.records.drain(..first).collect()
-    }
-
-    /// How long the writer thread sleeps before it looks again, where it leaves the work it has
-    /// for now ([`Queue::waits_for_a_pause`]) while the application builds as `building` says
-    /// (none: it is not watched).
-    fn nap_while(&self, building: Option<&AppActivity>) -> Option<Duration> {
-        let quiet = building.map(AppActivity::quiet_for);
-        let beside = building.is_some_and(AppActivity::leaves_cores_free);
-        self.has_work()
-            .then(|| self.waits_for_a_pause(quiet, beside))
-            .flatten()
-    }
-
-    /// Whether the writer thread leaves its work for now, the application having built nothing
-    /// for `quiet` (none: it is not watched): it builds, the queue has room to wait (the
-    /// process's own entries under [`PAUSE_LIMIT`], all of them not near [`QUEUE_LIMIT`], stamps
-    /// and the record's pipelines under half their limit), no entry of the process's own has
-    /// waited its longest, and none waits while its threads building leave half the cores free
-    /// (`beside`: [`AppActivity::leaves_cores_free`]); how long the thread then sleeps.
-    fn waits_for_a_pause(&self, quiet: Option<Duration>, beside: bool) -> Option<Duration> {
-        if crate::layer::guard::SETTINGS.test_hold_writes && !self.closing {
-            return Some(NAP);
-        }
-        let quiet = quiet?;
-        // Earlier processes' entries wait for a pause however many: safe in their file, they
-        // would only take the application's cores (ncnn's later launch on RADV at 2 threads,
-        // its 9 MB of them written while it built: 110 ms to ready against 94, medians of 14
-        // interleaved pairs from copies of one store).
-        let own_bytes = self.bytes - self.earlier_bytes;
-        // Near its limit the queue would have the application write its own entries inline.
-        let room = own_bytes < PAUSE_LIMIT
-            && self.bytes + PAUSE_LIMIT <= QUEUE_LIMIT
-            && self.stamps.len() < STAMPS_LIMIT / 2
-            && self.records.len() < STAMPS_LIMIT / 2;
-        let waited = self
-            .jobs
-            .front()
-            .map_or(Duration::ZERO, |j| j.queued.elapsed());
-        // Beside the builds, the process's own entries are written as they come.
-        let entries_beside = beside && !self.jobs.is_empty();
-        let in_time = waited < LONGEST_WAIT && !entries_beside;
-        (!self.closing && room && in_time && quiet < QUIET).then(|| {
-            (QUIET - quiet)
-                .min(NAP)
-                .min(LONGEST_WAIT.saturating_sub(waited))
-        })
     }
 }
 

@@ -150,10 +150,10 @@ pub fn within_share(
 ) -> Vec<DbEntry> {
     let parts = Parts::of(entries);
     // What each entry takes in the file, as written.
-    let sizes: Vec<u64> = parts
-        .whole
-        .iter()
-        .map(|(_, _, p)| 56 + crate::replay::foz::stored_len(p) as u64)
+    let payloads = parts.whole.iter().map(|(_, _, p)| &p[..]);
+    let sizes: Vec<u64> = crate::replay::foz::stored_lens(payloads)
+        .into_iter()
+        .map(|len| 56 + len as u64)
         .collect();
     let mut order: Vec<(Option<SystemTime>, usize, u64)> = parts
         .parts

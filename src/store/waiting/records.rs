@@ -178,9 +178,11 @@ impl WaitingDrops {
     }
 }
 
-/// What the copies of stopped loads' entries waiting in files name ([`stopped_copies`]).
+/// What the copies of stopped loads' entries waiting in files name ([`stopped_copies`]), and the
+/// waiting files as read (each read once for both this and [`without_stopped`]).
 #[derive(Debug, Default)]
 pub struct StoppedCopies {
+    files: Vec<(PathBuf, Vec<u8>)>,
     /// The pieces and lists they name.
     pub named: Vec<PieceName>,
     /// The pieces the waiting files carry, by name, with whether a copy holds what its name says.
@@ -191,18 +193,19 @@ pub struct StoppedCopies {
 /// waiting file there carries.
 pub fn stopped_copies(dir: &Path, keys: &HashSet<PipelineKey>) -> StoppedCopies {
     let mut copies = StoppedCopies::default();
-    for path in stopped_files(dir) {
-        let Some(bytes) = read_for_stopped(&path) else {
-            continue;
-        };
-        let (all, _) = parse_all(&bytes);
+    let files = stopped_files(dir).into_iter();
+    copies.files = files
+        .filter_map(|path| Some((path.clone(), read_for_stopped(&path)?)))
+        .collect();
+    for (_, bytes) in &copies.files {
+        let (all, _) = parse_all(bytes);
         for r in all.iter().filter(|r| !r.piece && keys.contains(&r.key)) {
             let names = crate::store::named::in_bytes(r.entry).into_iter();
             copies.named.extend(names.map(|(name, _)| name));
         }
         // Every file's own, those holding no stopped copy too: a piece gone from the store that
         // another file carries is still one its entries would load.
-        let (own, _) = super::own_pieces(&all, sealed(&bytes));
+        let (own, _) = super::own_pieces(&all, sealed(bytes));
         for name in own.held.into_keys() {
             copies.own.insert(name, true);
         }
@@ -213,22 +216,19 @@ pub fn stopped_copies(dir: &Path, keys: &HashSet<PipelineKey>) -> StoppedCopies 
     copies
 }
 
-/// Writes each waiting file of `dir`, of either ABI, anew without the entries of `keys` (those
+/// Writes each waiting file of `copies` (all of a directory's, either ABI's) anew without the entries of `keys` (those
 /// stale markers named) and those naming a piece of `gone` (blamed twice), at the opening, before
 /// the markers go: a process that died before its end would leave them for an opening with no
 /// marker, which would load them again. Returns the keys of the entries that go, whether or not
 /// their file could be written anew (the opening's take leaves those it finds still there).
 pub fn without_stopped(
-    dir: &Path,
+    copies: &StoppedCopies,
     keys: &HashSet<PipelineKey>,
     gone: &HashSet<PieceName>,
 ) -> HashSet<PipelineKey> {
     let mut going = HashSet::new();
-    for path in stopped_files(dir) {
-        let Some(bytes) = read_for_stopped(&path) else {
-            continue;
-        };
-        let (all, _) = parse_all(&bytes);
+    for (path, bytes) in &copies.files {
+        let (all, _) = parse_all(bytes);
         let goes =
             |r: &Record<'_>| keys.contains(&r.key) || !pieces_named(r.entry).is_disjoint(gone);
         let here: HashSet<PipelineKey> = all
@@ -239,7 +239,8 @@ pub fn without_stopped(
         if here.is_empty() {
             continue;
         }
-        match without(&path, &here) {
+        // Written anew from the file as it reads then (another process may have changed it).
+        match without(path, &here) {
             Ok(true) => {
                 tracing::warn!(file = %path.display(), entries = here.len(), "dropped entries left waiting that a stopped load named or that name a piece blamed twice; they are compiled again")
             }
