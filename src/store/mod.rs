@@ -135,6 +135,9 @@ pub struct Store {
     /// Stage binaries (and NVIDIA records) that two entries written together carry
     /// ([`Store::expect_together`]): written as pieces from the first, no entry inline.
     shared_ahead: Mutex<HashSet<recipe::PieceName>>,
+    /// The removal of entry files moved into the waiting file the end left, under way beside the
+    /// rest of the end ([`Store::moved_removed`]).
+    removing_moved: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Test only: every stage binary large enough is a piece, shared or not.
     pieces_always: AtomicBool,
     /// Entries are opened without updating their access time (whose update would dirty the inode
@@ -403,6 +406,7 @@ impl Store {
             dir_fd: files::HeldDir::default(),
             inline_once: Mutex::default(),
             shared_ahead: Mutex::default(),
+            removing_moved: Mutex::default(),
             pieces_always: AtomicBool::new(false),
             no_atime: AtomicBool::new(true),
             ahead: ahead::ReadAhead::default(),

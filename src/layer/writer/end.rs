@@ -22,7 +22,10 @@ impl Writer {
     pub fn finish(&self, leave: bool) {
         let started = Instant::now();
         self.close_handover(false);
-        let left = if leave { self.leave_waiting() } else { 0 };
+        let (left, moving) = match leave {
+            true => self.leave_waiting(),
+            false => (0, Vec::new()),
+        };
         let left_at = started.elapsed();
         let (waiting, in_flight, (under_way, under_way_items, under_way_for), together) = {
             let (lock, ready) = (&self.shared.queue, &self.shared.ready);
@@ -65,13 +68,18 @@ impl Writer {
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
+        let joined_at = started.elapsed();
+        for store in moving {
+            store.moved_removed();
+        }
         let ended = started.elapsed();
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         // Where the end's time goes: leaving entries waiting, telling the stores what comes
         // together, writing (this thread and helpers; of it, the record's pipelines: their
         // documents and their append, summed over the threads), then what was left of the writer thread's
         // last job (`in_flight`: it had one as the queue closed; `under_way`: what, how many,
-        // and how long it had been under way then).
+        // and how long it had been under way then), then what was left of removing the entry
+        // files moved into the waiting file.
         tracing::debug!(
             entries = waiting,
             left_waiting = left,
@@ -86,7 +94,8 @@ impl Writer {
             records = records.pipelines,
             records_documents_ms = %ms(records.documents),
             records_appended_ms = %ms(records.appended),
-            join_ms = %ms(ended.saturating_sub(written_at)),
+            join_ms = %ms(joined_at.saturating_sub(written_at)),
+            moved_ms = %ms(ended.saturating_sub(joined_at)),
             took_ms = %ms(ended),
             "the entries still queued at the device's end written"
         );
@@ -117,10 +126,13 @@ impl Writer {
     /// Then waits, at most `limit`, for what the writer thread took from the queue.
     pub fn drain_here(&self, limit: Duration) {
         self.close_handover(true);
-        self.leave_waiting();
+        let (_, moving) = self.leave_waiting();
         self.shared.queue.locked().closing = true;
         drain(&self.shared, &self.on_written, Drain::Here);
         self.wait_for_work_in_flight(limit);
+        for store in moving {
+            store.moved_removed();
+        }
     }
 
     /// Waits, at most `limit`, for what the writer thread took from the queue (an entry it is
@@ -147,8 +159,9 @@ impl Writer {
     /// whole are kept in one waiting file a store ([`crate::store::waiting`]) for the next
     /// process to write, instead of a file each while the user waits for this one to end; each
     /// counts as written. NVIDIA's that hold their dictionary apart are written as ever. Returns
-    /// how many were left waiting.
-    pub(super) fn leave_waiting(&self) -> usize {
+    /// how many were left waiting, and the stores that left some (each may be removing entry
+    /// files it moved into its waiting file: [`Store::moved_removed`]).
+    pub(super) fn leave_waiting(&self) -> (usize, Vec<Arc<Store>>) {
         let jobs: Vec<Job> = {
             let mut q = self.shared.queue.locked();
             // Those kept where they wait (their file stays as it was) leave the queue first: the
@@ -162,7 +175,7 @@ impl Writer {
                 for job in whole.into_iter().chain(apart) {
                     q.push(job);
                 }
-                return 0;
+                return (0, Vec::new());
             }
             for job in apart {
                 q.push(job);
@@ -170,6 +183,7 @@ impl Writer {
             whole
         };
         let mut left = 0;
+        let mut moving = Vec::new();
         for (store, jobs) in grouped(jobs, |j| &j.store) {
             let whole: Vec<std::borrow::Cow<'_, [u8]>> =
                 jobs.iter().map(|j| j.data.whole()).collect();
@@ -181,6 +195,7 @@ impl Writer {
             match store.keep_waiting(&entries) {
                 Ok(bytes) => {
                     left += jobs.len();
+                    moving.push(store.clone());
                     let each = bytes / jobs.len() as u64;
                     // An earlier process's left waiting again was counted where it was built.
                     for job in jobs
@@ -199,7 +214,7 @@ impl Writer {
                 }
             }
         }
-        left
+        (left, moving)
     }
 }
 

@@ -201,7 +201,7 @@ fn kept_entries_leave_the_queue_at_the_end_whatever_the_rule_decides() {
     }
     assert_eq!(store.keep_untouched_waiting().len(), 10);
     assert_eq!(
-        writer.leave_waiting(),
+        writer.leave_waiting().0,
         0,
         "three of its own: written as files"
     );

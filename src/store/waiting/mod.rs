@@ -19,7 +19,9 @@
 //! the file (a stage binary, one of NVIDIA's records: [`crate::store::recipe`]'s cut, where two
 //! entries of the file carry it), as an entry file names piece files, and the file holds each
 //! once; a piece the store keeps already as a file this run (shared with entries written as
-//! files) it names and does not hold, and the bound keeps that file while the entry waits.
+//! files) it names and does not hold, and the bound keeps that file while the entry waits; an
+//! entry file this run wrote holding inline a piece an entry of the file carries moves into the
+//! file ([`holders`]), so that the piece stands once.
 //! Whole, NVIDIA's entries seeded by their twins and stages carried the same records many times
 //! (pygfx at 16 threads on the H200: 157-321 entries made the title 18-25 MB against 11 MB as
 //! files). A piece is checked against its name (where the seal does not vouch for it), before
@@ -80,6 +82,7 @@ const SEAL_CONTEXT_BEFORE_PIECES: &str = "pipekeep 2026-12-06 waiting file recor
 /// A record's bytes before its entry: stamp, key, length.
 const RECORD_HEAD: usize = 8 + 32 + 8;
 
+mod holders;
 mod records;
 mod taken;
 #[cfg(test)]
@@ -145,10 +148,35 @@ pub fn encode(
     entries: &[ToWait<'_>],
     kept: &dyn Fn(&PieceName) -> bool,
 ) -> Vec<u8> {
-    let cuts: Vec<Vec<Cut<'_>>> = entries
+    encode_cut(identity, entries, &cut_all(entries, chunking), kept)
+}
+
+/// Each entry's payload cut as the store cuts it ([`crate::store::recipe::cut`]).
+fn cut_all<'a>(entries: &[ToWait<'a>], chunking: Chunking) -> Vec<Vec<Cut<'a>>> {
+    entries
         .iter()
         .map(|(_, kind, data, _)| recipe::cut(*kind, data, chunking))
-        .collect();
+        .collect()
+}
+
+/// The names of the pieces `cuts` hold, each once.
+fn piece_names(cuts: &[Vec<Cut<'_>>]) -> HashSet<PieceName> {
+    cuts.iter()
+        .flatten()
+        .filter_map(|cut| match cut {
+            Cut::Piece { name, .. } => Some(*name),
+            Cut::Inline(_) => None,
+        })
+        .collect()
+}
+
+/// [`encode`] of entries already cut (`cuts`, in `entries`' order).
+fn encode_cut(
+    identity: &Identity,
+    entries: &[ToWait<'_>],
+    cuts: &[Vec<Cut<'_>>],
+    kept: &dyn Fn(&PieceName) -> bool,
+) -> Vec<u8> {
     let mut carried: HashMap<PieceName, u32> = HashMap::new();
     for cut in cuts.iter().flatten() {
         if let Cut::Piece { name, .. } = cut {
@@ -168,7 +196,7 @@ pub fn encode(
             }
         }
     }
-    for ((key, kind, data, stamp), cuts) in entries.iter().zip(&cuts) {
+    for ((key, kind, data, stamp), cuts) in entries.iter().zip(cuts) {
         let parts = parts_naming(data, cuts, &named);
         let entry = envelope::encode_parts_as_is(identity, key, *kind, &parts);
         encode_record(&mut out, *stamp, key, &entry);

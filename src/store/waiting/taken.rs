@@ -18,20 +18,34 @@ impl Store {
             return Ok(0);
         }
         self.make_dir()?;
-        // An entry found while it waited (from an earlier process's file) keeps that use.
-        let entries: Vec<ToWait<'_>> = self.with_last_uses(|last_use| {
-            entries
-                .iter()
-                .map(|&(key, kind, data, stamp)| (key, kind, data, stamp.max(last_use(&key))))
-                .collect()
-        });
         let chunking = *self.chunking.locked();
         // Kept this run and there now (a piece this process's bound or another's removed since
         // is carried: named, it would cost its entries a compile).
         let kept = |name: &PieceName| {
             self.pieces.touched_this_run(name) && self.pieces.path(name).is_file()
         };
-        let bytes = encode(&self.identity, chunking, &entries, &kept);
+        let cuts = cut_all(entries, chunking);
+        let asked = piece_names(&cuts);
+        let in_store: HashSet<PieceName> = asked.iter().copied().filter(kept).collect();
+        let waiting: HashSet<PipelineKey> = entries.iter().map(|e| e.0).collect();
+        let not_kept = asked.iter().copied().filter(|n| !in_store.contains(n));
+        let moved = self.inline_holders(not_kept, &waiting);
+        let moved_in = moved.iter().map(|m| (m.key, m.kind, &m.data[..], m.stamp));
+        // An entry found while it waited (from an earlier process's file) keeps that use.
+        let entries: Vec<ToWait<'_>> = self.with_last_uses(|last_use| {
+            entries
+                .iter()
+                .copied()
+                .chain(moved_in)
+                .map(|(key, kind, data, stamp)| (key, kind, data, stamp.max(last_use(&key))))
+                .collect()
+        });
+        let mut cuts = cuts;
+        cuts.extend(cut_all(&entries[cuts.len()..], chunking));
+        // The moved entries' other pieces asked too (each piece asked once: a file's metadata).
+        let kept =
+            |name: &PieceName| in_store.contains(name) || (!asked.contains(name) && kept(name));
+        let bytes = encode_cut(&self.identity, &entries, &cuts, &kept);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -45,6 +59,7 @@ impl Store {
                 )))
             }
         }
+        self.remove_moved(&moved);
         // Counted within the title's bound from now on (noted at the run's end).
         self.written_since_noted
             .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
