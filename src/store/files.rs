@@ -445,6 +445,27 @@ pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 /// process that stopped at once is a `*.tmp` nobody holds: the next opening drops it.
 pub fn remove_if_still(path: &Path, read: Option<&File>) -> io::Result<bool> {
     let ours = read.map(File::metadata).transpose()?;
+    remove_if_still_the(path, ours.as_ref().map(FileId::of))
+}
+
+/// A file as the file system knows it, whatever its name: its device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    pub fn of(meta: &fs::Metadata) -> FileId {
+        FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+}
+
+/// [`remove_if_still`] of the file `read` names (none: not a regular file).
+pub fn remove_if_still_the(path: &Path, read: Option<FileId>) -> io::Result<bool> {
     static MOVED_ASIDE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = MOVED_ASIDE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let aside = with_suffix(path, &format!(".{}-{n}.dropping.tmp", std::process::id()));
@@ -454,8 +475,8 @@ pub fn remove_if_still(path: &Path, read: Option<&File>) -> io::Result<bool> {
         Err(e) => return Err(e),
     }
     let moved = fs::symlink_metadata(&aside)?;
-    let still = match &ours {
-        Some(ours) => moved.ino() == ours.ino() && moved.dev() == ours.dev(),
+    let still = match read {
+        Some(read) => FileId::of(&moved) == read,
         None => !moved.file_type().is_file(),
     };
     if still {

@@ -135,9 +135,9 @@ pub struct Store {
     /// Stage binaries (and NVIDIA records) that two entries written together carry
     /// ([`Store::expect_together`]): written as pieces from the first, no entry inline.
     shared_ahead: Mutex<HashSet<recipe::PieceName>>,
-    /// The removal of entry files moved into the waiting file the end left, under way beside the
-    /// rest of the end ([`Store::moved_removed`]).
-    removing_moved: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The entry files moved into the waiting files the end left, and their removal under way
+    /// beside the rest of the end ([`Store::moved_removed`]).
+    moved_out: Mutex<waiting::MovedOut>,
     /// Test only: every stage binary large enough is a piece, shared or not.
     pieces_always: AtomicBool,
     /// Entries are opened without updating their access time (whose update would dirty the inode
@@ -406,7 +406,7 @@ impl Store {
             dir_fd: files::HeldDir::default(),
             inline_once: Mutex::default(),
             shared_ahead: Mutex::default(),
-            removing_moved: Mutex::default(),
+            moved_out: Mutex::default(),
             pieces_always: AtomicBool::new(false),
             no_atime: AtomicBool::new(true),
             ahead: ahead::ReadAhead::default(),
@@ -521,19 +521,42 @@ impl Store {
     /// file, or larger than an entry may be, is dropped after at most one read of its first
     /// 64 KiB ([`files::read_whole`]), never waited on and never followed.
     fn read_entry(&self, key: &PipelineKey) -> Result<Lookup, StoreError> {
+        self.read_entry_then(key, |_| ()).map(|(lookup, _)| lookup)
+    }
+
+    /// [`Store::read_entry`], asking `of_file` of the file read where the entry is found (before
+    /// it is closed).
+    fn read_entry_then<T>(
+        &self,
+        key: &PipelineKey,
+        of_file: impl FnOnce(&File) -> T,
+    ) -> Result<(Lookup, Option<T>), StoreError> {
         let name = key.file_name();
         let path = || self.dir.join(name);
         let (refused, file) = match files::read_entry_file(self.open_entry(&name)) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Missing),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Lookup::Missing, None)),
             Err(e) => return Err(StoreError::io("read", &path())(e)),
             Ok((Ok(bytes), file)) => match self.check(Arc::new(bytes), key) {
-                Ok(checked) => return Ok(Lookup::Found(FoundEntry::new(name, checked))),
+                Ok(checked) => {
+                    let asked = file.as_ref().map(of_file);
+                    return Ok((Lookup::Found(FoundEntry::new(name, checked)), asked));
+                }
                 Err(why) => (why, file),
             },
             Ok((Err(why), file)) => (why, file),
         };
         self.drop_entry(&path(), file.as_ref(), refused.reason());
-        Ok(Lookup::Dropped(refused))
+        Ok((Lookup::Dropped(refused), None))
+    }
+
+    /// `key`'s entry file read back whole and checked (one found damaged is dropped, as a lookup
+    /// drops it): its payload and kind, and its file's metadata (the file read, never through a
+    /// link). `None` where it is gone or damaged.
+    fn read_back(&self, key: &PipelineKey) -> Option<(FoundEntry, fs::Metadata)> {
+        match self.read_entry_then(key, File::metadata) {
+            Ok((Lookup::Found(entry), Some(Ok(meta)))) => Some((entry, meta)),
+            _ => None,
+        }
     }
 
     /// Checks an entry's bytes whole for `key`, with the pieces it names (carried to its stamp,

@@ -2294,6 +2294,61 @@ fn an_entry_file_holding_what_an_entry_left_waiting_carries_moves_into_its_file(
     }
 }
 
+/// An entry a process wrote from an earlier process's waiting file is never moved back into
+/// the file its end leaves: each launch that writes some of a file's entries leaves them as files
+/// (here one a launch), so the entries become files, not the same pair swapped at every end.
+#[test]
+fn entries_written_from_a_waiting_file_are_not_moved_back_at_the_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let noise = crate::store::recipe::tests::noise(3 * 8000);
+    let (own_a, own_b, shared) = (&noise[..8000], &noise[8000..16000], &noise[16000..]);
+    let data = [
+        binaries::encode(&[], [(&[1u8][..], own_a), (&[9u8][..], shared)]),
+        binaries::encode(&[], [(&[2u8][..], own_b), (&[9u8][..], shared)]),
+    ];
+    let first = open(tmp.path(), 1 << 30, at(100));
+    first.will_write(&key(1));
+    first
+        .write_announced(&key(1), envelope::PayloadKind::Binaries, &data[0], at(40))
+        .unwrap();
+    let entries = vec![(
+        key(2),
+        envelope::PayloadKind::Binaries,
+        &data[1][..],
+        at(50),
+    )];
+    first.keep_waiting(&entries).unwrap();
+    first.moved_removed();
+    drop(first);
+    for launch in 0..2u64 {
+        let run = open(tmp.path(), 1 << 30, at(200 + launch * 100));
+        let mut taken = take_and_queue(&run);
+        let stamp = taken[0].stamp;
+        taken.write(&run, 0, stamp);
+        let rest: Vec<(PipelineKey, envelope::PayloadKind, Vec<u8>, SystemTime)> = taken[1..]
+            .iter()
+            .map(|e| (e.key, e.kind, e.data.as_one().into_owned(), e.stamp))
+            .collect();
+        let rest: Vec<waiting::ToWait<'_>> = rest
+            .iter()
+            .map(|(k, kind, d, s)| (*k, *kind, &d[..], *s))
+            .collect();
+        run.keep_waiting(&rest).unwrap();
+        run.moved_removed();
+        drop(taken);
+        run.drop_settled_waiting();
+    }
+    let last = open(tmp.path(), 1 << 30, at(500));
+    assert!(waiting_files(&last).is_empty(), "every entry written");
+    for k in 1..=2u8 {
+        assert!(last.entry_path(&key(k)).exists(), "key {k} a file");
+        match last.lookup(&key(k)).unwrap() {
+            Lookup::Found(e) => assert_eq!(e.with_data(<[u8]>::to_vec), data[usize::from(k) - 1]),
+            _ => panic!("key {k} not found"),
+        }
+    }
+}
+
 /// Where an opening leaves waiting files for a later one (past what it takes at most), none it
 /// took stays as it is: else each opening would take the same ones and never the rest.
 #[test]

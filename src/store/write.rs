@@ -1,11 +1,10 @@
 //! Writing an entry: the stage binaries it shares kept once, as pieces, then the entry itself,
 //! whole or not at all, with a check of the bound every so many bytes written.
 
-use std::fs;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
-use super::{envelope, files, recipe, Lookup, Store, StoreError};
+use super::{envelope, files, recipe, Store, StoreError};
 use crate::key::PipelineKey;
 use crate::sync::Unpoisoned;
 
@@ -215,10 +214,8 @@ impl Store {
     /// stage binary (or NVIDIA record) it holds inline is a piece, so that it is kept once. An
     /// entry gone or damaged meanwhile is left.
     fn write_again_naming_pieces(&self, key: &PipelineKey) {
-        let Ok(stamp) = fs::metadata(self.entry_path(key)).and_then(|m| m.modified()) else {
-            return;
-        };
-        let Ok(Lookup::Found(entry)) = self.read_entry(key) else {
+        let Some((entry, Ok(stamp))) = self.read_back(key).map(|(e, meta)| (e, meta.modified()))
+        else {
             return;
         };
         let payload = entry.with_data(|data| data.to_vec());

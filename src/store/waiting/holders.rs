@@ -1,145 +1,171 @@
-//! Entry files moved into the waiting file a process's end leaves: those this process wrote
-//! holding inline a piece that an entry left waiting carries too.
+//! Entry files moved into the waiting file a process's end leaves: those this process wrote for
+//! its own pipelines holding inline a piece that an entry left waiting carries too.
 //!
 //! A stage binary (or one of NVIDIA's records) stands inline in the first entry written that
 //! carries it, and becomes a piece file when a second entry is written as a file, the first then
-//! written again naming it ([`Store::write_announced`]). Where the second entry is left waiting
+//! written again naming it ([`Store::write_announced`]). Where the second is left waiting
 //! instead, the file and the waiting file each held the bytes (NVIDIA, pygfx at 16 threads:
 //! 167-272 entries left waiting made entries and pieces 1.23-1.28x the driver's disk cache,
 //! against 1.03x where none waited). Writing the first again as the second is left would cost
 //! two files at the device's end; moving it into the waiting file costs the read of a file just
-//! written and its removal, and the waiting file then holds the bytes once, as a piece its
-//! entries name.
+//! written and its removal (beside the rest of the end), and the waiting file then holds the
+//! bytes once, as a piece its entries name.
+//!
+//! Not moved: an entry this process wrote from an earlier process's waiting file (the rest of
+//! that file, left waiting again, would take it back at every end, and the two halves of a pair
+//! would never both be files), one still queued, one moved already, and NVIDIA's carrying the
+//! driver's dictionary (never left waiting: 1.78 MB each in the next process's queue).
 
-use std::fs;
 use std::time::SystemTime;
 
 use super::*;
-use crate::store::Lookup;
+use crate::store::files::FileId;
+use crate::store::nvidia_cache;
+use crate::sync::AtOnce;
 
-/// The most bytes of entry files moved into one waiting file: with the queue's 64 MiB the file
-/// stays within what an opening reads ([`MOST_BYTES`]).
+/// The most payload bytes of entry files moved into one waiting file.
 const MOVED_AT_MOST: usize = 8 << 20;
 
-/// An entry file read to be moved into the waiting file, with what its file was then.
+/// An entry file read to be moved into the waiting file: its payload, and the file read.
 #[derive(Debug)]
 pub(super) struct Moved {
     pub key: PipelineKey,
     pub kind: PayloadKind,
     pub data: Vec<u8>,
-    /// Its file's modification time: its stamp.
-    pub stamp: SystemTime,
-    len: u64,
+    /// Its file's modification time (the record carries the later of it and the entry's last
+    /// use in this process).
+    pub modified: SystemTime,
+    file: FileId,
+}
+
+/// What a store has moved into its waiting files: the keys (never moved twice), and the removal
+/// of their files under way.
+#[derive(Debug, Default)]
+pub struct MovedOut {
+    keys: HashSet<PipelineKey>,
+    removing: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Store {
-    /// The entry files this process wrote holding inline a piece in `names` (one each, the first
-    /// written carrying it: [`Store::write_announced`]), not among `waiting`, read whole; up to
-    /// [`MOVED_AT_MOST`] bytes.
+    /// The entry files this process wrote holding inline a piece in `names` (each the first
+    /// written carrying it: [`Store::write_announced`]), read whole and checked, up to
+    /// [`MOVED_AT_MOST`] bytes; those not to be moved (the module's doc) are left. `waiting`: the
+    /// keys being left waiting. Nothing where the writer thread holds the lock it plans with
+    /// (the device's end is on an application's thread; the writer runs at idle priority).
     pub(super) fn inline_holders(
         &self,
         names: impl Iterator<Item = PieceName>,
         waiting: &HashSet<PipelineKey>,
     ) -> Vec<Moved> {
-        let keys: Vec<PipelineKey> = {
-            let once = self.inline_once.locked();
+        let holders: Vec<PipelineKey> = {
+            let Some(once) = self.inline_once.locked_at_once() else {
+                return Vec::new();
+            };
             let mut seen = HashSet::new();
             names
                 .filter_map(|name| once.get(&name).copied())
-                .filter(|key| !waiting.contains(key) && seen.insert(*key))
+                .filter(|key| seen.insert(*key))
                 .collect()
+        };
+        let taken: HashSet<PipelineKey> = self
+            .taken
+            .locked()
+            .files
+            .iter()
+            .flat_map(|f| f.keys.iter().copied())
+            .collect();
+        let moved_before = self.moved_out.locked().keys.clone();
+        let movable = |key: &PipelineKey| {
+            !waiting.contains(key)
+                && !taken.contains(key)
+                && !moved_before.contains(key)
+                && !self.queued.holds(key)
         };
         let mut bytes = 0;
         let mut moved = Vec::new();
-        for key in keys {
-            let Some(read) = self.read_to_move(&key) else {
+        for key in holders.iter().filter(|k| movable(k)) {
+            let Some(read) = self.read_to_move(key) else {
                 continue;
             };
-            bytes += read.data.len();
-            if bytes > MOVED_AT_MOST {
-                break;
+            if bytes + read.data.len() > MOVED_AT_MOST {
+                continue;
             }
+            bytes += read.data.len();
             moved.push(read);
         }
         moved
     }
 
-    /// `key`'s entry file, checked, with its length and modification time; `None` where it is
-    /// gone, damaged or no regular file.
+    /// `key`'s entry file, checked, with its file; `None` where it is gone, damaged, or carries
+    /// NVIDIA's dictionary.
     fn read_to_move(&self, key: &PipelineKey) -> Option<Moved> {
-        let meta = fs::symlink_metadata(self.entry_path(key)).ok()?;
-        let stamp = meta.modified().ok()?;
-        if !meta.is_file() {
+        let (entry, meta) = self.read_back(key)?;
+        let data = entry.with_data(<[u8]>::to_vec);
+        let kind = entry.kind();
+        if kind == PayloadKind::Cache && nvidia_cache::frame_bytes(&data).is_ok() {
             return None;
         }
-        let Ok(Lookup::Found(entry)) = self.read_entry(key) else {
-            return None;
-        };
         Some(Moved {
             key: *key,
-            kind: entry.kind(),
-            data: entry.with_data(|data| data.to_vec()),
-            stamp,
-            len: meta.len(),
+            kind,
+            data,
+            modified: meta.modified().ok()?,
+            file: FileId::of(&meta),
         })
     }
 
     /// Removes the entry files of `moved`, now in a waiting file, on a thread of its own beside
     /// the rest of the device's end (on this project's machine an entry file written during the
-    /// launch took 0.25-0.35 ms to remove: 60-90 of them 19-24 ms of pygfx's end), each where its
-    /// file is still the one read (same length and modification time: one written again
-    /// meanwhile stays, its entry then in both, which the bound passes over first). The end
-    /// waits for it ([`Store::moved_removed`]).
+    /// launch took 0.25-0.35 ms to remove: 60-90 of them 19-24 ms of pygfx's end). Each goes only
+    /// where its name still names the file read ([`files::remove_if_still_the`]): one written
+    /// again meanwhile (by this process naming a piece, or by another taking the waiting file
+    /// already) is a new file and stays, its entry then in both. The end waits for it
+    /// ([`Store::moved_removed`]).
     pub(super) fn remove_moved(&self, moved: &[Moved]) {
         if moved.is_empty() {
             return;
         }
-        let files: Vec<(std::path::PathBuf, u64, SystemTime)> = moved
+        let files: Vec<(std::path::PathBuf, FileId)> = moved
             .iter()
-            .map(|m| (self.entry_path(&m.key), m.len, m.stamp))
+            .map(|m| (self.entry_path(&m.key), m.file))
             .collect();
         let here = files.clone();
-        let remove = crate::sync::logging_as_here(move || remove_if_unchanged(&files));
-        let mut removing = self.removing_moved.locked();
-        let earlier = removing.take();
+        let remove = crate::sync::logging_as_here(move || {
+            let _ = std::panic::catch_unwind(|| remove_if_still(&files));
+        });
+        self.moved_out
+            .locked()
+            .keys
+            .extend(moved.iter().map(|m| m.key));
         match std::thread::Builder::new()
             .name("pipekeep-moved".into())
             .spawn(remove)
         {
-            Ok(handle) => *removing = Some(handle),
-            Err(_) => {
-                drop(removing);
-                remove_if_unchanged(&here);
-            }
-        }
-        if let Some(earlier) = earlier {
-            let _ = earlier.join();
+            Ok(handle) => self.moved_out.locked().removing.push(handle),
+            Err(_) => remove_if_still(&here),
         }
     }
 
     /// Waits for the removal of the entry files moved into a waiting file ([`Store::keep_waiting`]),
     /// where one is under way: at the device's end, once its other work is done.
     pub fn moved_removed(&self) {
-        let handle = self.removing_moved.locked().take();
-        if let Some(handle) = handle {
+        let removing = std::mem::take(&mut self.moved_out.locked().removing);
+        for handle in removing {
             let _ = handle.join();
         }
     }
 }
 
-/// Removes each file of `files` whose length and modification time are still those given.
-fn remove_if_unchanged(files: &[(std::path::PathBuf, u64, SystemTime)]) {
+/// Removes each file of `files` where its path still names that file.
+fn remove_if_still(files: &[(std::path::PathBuf, FileId)]) {
     let mut removed = 0;
-    for (path, len, stamp) in files {
-        let same = fs::symlink_metadata(path).is_ok_and(|meta| {
-            meta.is_file() && meta.len() == *len && meta.modified().ok() == Some(*stamp)
-        });
-        match same.then(|| fs::remove_file(path)) {
-            Some(Ok(())) => removed += 1,
-            Some(Err(e)) => {
+    for (path, file) in files {
+        match files::remove_if_still_the(path, Some(*file)) {
+            Ok(true) => removed += 1,
+            Ok(false) => {}
+            Err(e) => {
                 tracing::debug!(entry = %path.display(), error = %e, "an entry file moved into a waiting file was not removed")
             }
-            None => {}
         }
     }
     tracing::debug!(
@@ -152,21 +178,23 @@ fn remove_if_unchanged(files: &[(std::path::PathBuf, u64, SystemTime)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
-    /// A moved entry's file written again between its read and its removal (another thread
-    /// naming a piece in it) stays: its entry is then in both, never in neither.
+    /// A moved entry's file written again between its read and its removal (renamed in place
+    /// with the same length and stamp, as a write naming a piece or another process's write of
+    /// the same entry may be) stays: its entry is then in both, never in neither.
     #[test]
     fn a_moved_entrys_file_written_again_since_its_read_stays() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.entry");
-        fs::write(&path, [1; 10]).unwrap();
-        let read = fs::metadata(&path).unwrap();
-        let (len, stamp) = (read.len(), read.modified().unwrap());
-        fs::write(&path, [2; 12]).unwrap();
-        remove_if_unchanged(&[(path.clone(), len, stamp)]);
-        assert!(path.exists());
-        let now = fs::metadata(&path).unwrap();
-        remove_if_unchanged(&[(path.clone(), now.len(), now.modified().unwrap())]);
+        let stamp = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        files::write_atomically(&path, &[1; 10], stamp).unwrap();
+        let read = FileId::of(&fs::metadata(&path).unwrap());
+        files::write_atomically(&path, &[2; 10], stamp).unwrap();
+        remove_if_still(&[(path.clone(), read)]);
+        assert_eq!(fs::read(&path).unwrap(), [2; 10]);
+        let now = FileId::of(&fs::metadata(&path).unwrap());
+        remove_if_still(&[(path.clone(), now)]);
         assert!(!path.exists());
     }
 }

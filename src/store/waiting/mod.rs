@@ -83,6 +83,7 @@ const SEAL_CONTEXT_BEFORE_PIECES: &str = "pipekeep 2026-12-06 waiting file recor
 const RECORD_HEAD: usize = 8 + 32 + 8;
 
 mod holders;
+pub use holders::MovedOut;
 mod records;
 mod taken;
 #[cfg(test)]

@@ -12,7 +12,9 @@ use super::*;
 impl Store {
     /// Keeps `entries` waiting in one new file (the device's end, where writing each would hold
     /// the process; the writer then drops their jobs, and lookups in this process no longer find
-    /// them from the queue). Returns the file's length.
+    /// them from the queue). Entry files this process wrote holding inline what those carry move
+    /// into the file ([`super::holders`]; [`Store::moved_removed`] waits for their removal).
+    /// Returns the file's bytes less the payloads of those moved in: the entries' own.
     pub fn keep_waiting(&self, entries: &[ToWait<'_>]) -> Result<u64, StoreError> {
         if self.max_bytes == 0 || entries.is_empty() {
             return Ok(0);
@@ -30,7 +32,9 @@ impl Store {
         let waiting: HashSet<PipelineKey> = entries.iter().map(|e| e.0).collect();
         let not_kept = asked.iter().copied().filter(|n| !in_store.contains(n));
         let moved = self.inline_holders(not_kept, &waiting);
-        let moved_in = moved.iter().map(|m| (m.key, m.kind, &m.data[..], m.stamp));
+        let moved_in = moved
+            .iter()
+            .map(|m| (m.key, m.kind, &m.data[..], m.modified));
         // An entry found while it waited (from an earlier process's file) keeps that use.
         let entries: Vec<ToWait<'_>> = self.with_last_uses(|last_use| {
             entries
@@ -45,7 +49,14 @@ impl Store {
         // The moved entries' other pieces asked too (each piece asked once: a file's metadata).
         let kept =
             |name: &PieceName| in_store.contains(name) || (!asked.contains(name) && kept(name));
-        let bytes = encode_cut(&self.identity, &entries, &cuts, &kept);
+        let mut bytes = encode_cut(&self.identity, &entries, &cuts, &kept);
+        let mut moved = &moved[..];
+        if bytes.len() as u64 > MOST_BYTES && !moved.is_empty() {
+            // Too long for an opening to read: the moved entries stay files.
+            let own = entries.len() - moved.len();
+            bytes = encode_cut(&self.identity, &entries[..own], &cuts[..own], &kept);
+            moved = &[];
+        }
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -59,11 +70,12 @@ impl Store {
                 )))
             }
         }
-        self.remove_moved(&moved);
+        self.remove_moved(moved);
         // Counted within the title's bound from now on (noted at the run's end).
         self.written_since_noted
             .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        Ok(bytes.len() as u64)
+        let moved_bytes: usize = moved.iter().map(|m| m.data.len()).sum();
+        Ok(bytes.len().saturating_sub(moved_bytes) as u64)
     }
 
     /// Notes the stamp of an entry found whose file is not there: found while it still waits
