@@ -123,7 +123,8 @@ impl Writer {
 
     /// Writes what is queued on this thread, without waiting for the writer thread (at exit,
     /// where the writer thread may be stopped at any moment).
-    /// Then waits, at most `limit`, for what the writer thread took from the queue.
+    /// Then waits, at most `limit`, for what the writer thread took from the queue, and for the
+    /// removal of the entry files moved into a waiting file (a few hundred at most).
     pub fn drain_here(&self, limit: Duration) {
         self.close_handover(true);
         let (_, moving) = self.leave_waiting();

@@ -22,6 +22,7 @@ use super::*;
 use crate::store::files::FileId;
 use crate::store::nvidia_cache;
 use crate::sync::AtOnce;
+use std::sync::Arc;
 
 /// The most payload bytes of entry files moved into one waiting file.
 const MOVED_AT_MOST: usize = 8 << 20;
@@ -67,31 +68,40 @@ impl Store {
                 .filter(|key| seen.insert(*key))
                 .collect()
         };
-        let taken: HashSet<PipelineKey> = self
-            .taken
-            .locked()
-            .files
-            .iter()
-            .flat_map(|f| f.keys.iter().copied())
-            .collect();
-        let moved_before = self.moved_out.locked().keys.clone();
-        let movable = |key: &PipelineKey| {
-            !waiting.contains(key)
-                && !taken.contains(key)
-                && !moved_before.contains(key)
-                && !self.queued.holds(key)
+        // The lock the writer takes as it stamps an entry found from a taken file: where it is
+        // held, nothing is moved.
+        let taken: HashSet<PipelineKey> = match self.taken.locked_at_once() {
+            Some(taken) => taken
+                .files
+                .iter()
+                .flat_map(|f| f.keys.iter().copied())
+                .collect(),
+            None => return Vec::new(),
+        };
+        let candidates: Vec<PipelineKey> = {
+            // Reserved as chosen: two ends at once (the exit handler and a device's end on
+            // another thread) never move one entry into both their files.
+            let mut out = self.moved_out.locked();
+            holders
+                .into_iter()
+                .filter(|key| !waiting.contains(key) && !taken.contains(key))
+                .filter(|key| !self.queued.holds(key))
+                .filter(|key| out.keys.insert(*key))
+                .collect()
         };
         let mut bytes = 0;
         let mut moved = Vec::new();
-        for key in holders.iter().filter(|k| movable(k)) {
+        for key in &candidates {
+            if MOVED_AT_MOST - bytes < MOVED_AT_MOST / 64 {
+                break; // about full: the rest are not read
+            }
             let Some(read) = self.read_to_move(key) else {
                 continue;
             };
-            if bytes + read.data.len() > MOVED_AT_MOST {
-                continue;
+            if bytes + read.data.len() <= MOVED_AT_MOST {
+                bytes += read.data.len();
+                moved.push(read);
             }
-            bytes += read.data.len();
-            moved.push(read);
         }
         moved
     }
@@ -125,24 +135,22 @@ impl Store {
         if moved.is_empty() {
             return;
         }
-        let files: Vec<(std::path::PathBuf, FileId)> = moved
-            .iter()
-            .map(|m| (self.entry_path(&m.key), m.file))
-            .collect();
-        let here = files.clone();
+        let files: Arc<Vec<(std::path::PathBuf, FileId)>> = Arc::new(
+            moved
+                .iter()
+                .map(|m| (self.entry_path(&m.key), m.file))
+                .collect(),
+        );
+        let for_thread = files.clone();
         let remove = crate::sync::logging_as_here(move || {
-            let _ = std::panic::catch_unwind(|| remove_if_still(&files));
+            let _ = std::panic::catch_unwind(|| remove_moved_files(&for_thread));
         });
-        self.moved_out
-            .locked()
-            .keys
-            .extend(moved.iter().map(|m| m.key));
         match std::thread::Builder::new()
             .name("pipekeep-moved".into())
             .spawn(remove)
         {
             Ok(handle) => self.moved_out.locked().removing.push(handle),
-            Err(_) => remove_if_still(&here),
+            Err(_) => remove_moved_files(&files),
         }
     }
 
@@ -157,7 +165,7 @@ impl Store {
 }
 
 /// Removes each file of `files` where its path still names that file.
-fn remove_if_still(files: &[(std::path::PathBuf, FileId)]) {
+fn remove_moved_files(files: &[(std::path::PathBuf, FileId)]) {
     let mut removed = 0;
     for (path, file) in files {
         match files::remove_if_still_the(path, Some(*file)) {
@@ -191,10 +199,10 @@ mod tests {
         files::write_atomically(&path, &[1; 10], stamp).unwrap();
         let read = FileId::of(&fs::metadata(&path).unwrap());
         files::write_atomically(&path, &[2; 10], stamp).unwrap();
-        remove_if_still(&[(path.clone(), read)]);
+        remove_moved_files(&[(path.clone(), read)]);
         assert_eq!(fs::read(&path).unwrap(), [2; 10]);
         let now = FileId::of(&fs::metadata(&path).unwrap());
-        remove_if_still(&[(path.clone(), now)]);
+        remove_moved_files(&[(path.clone(), now)]);
         assert!(!path.exists());
     }
 }

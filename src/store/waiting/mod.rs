@@ -149,7 +149,7 @@ pub fn encode(
     entries: &[ToWait<'_>],
     kept: &dyn Fn(&PieceName) -> bool,
 ) -> Vec<u8> {
-    encode_cut(identity, entries, &cut_all(entries, chunking), kept)
+    encode_cut(identity, entries, &cut_all(entries, chunking), kept).0
 }
 
 /// Each entry's payload cut as the store cuts it ([`crate::store::recipe::cut`]).
@@ -171,13 +171,14 @@ fn piece_names(cuts: &[Vec<Cut<'_>>]) -> HashSet<PieceName> {
         .collect()
 }
 
-/// [`encode`] of entries already cut (`cuts`, in `entries`' order).
+/// [`encode`] of entries already cut (`cuts`, in `entries`' order); with the bytes of each
+/// entry's record.
 fn encode_cut(
     identity: &Identity,
     entries: &[ToWait<'_>],
     cuts: &[Vec<Cut<'_>>],
     kept: &dyn Fn(&PieceName) -> bool,
-) -> Vec<u8> {
+) -> (Vec<u8>, Vec<usize>) {
     let mut carried: HashMap<PieceName, u32> = HashMap::new();
     for cut in cuts.iter().flatten() {
         if let Cut::Piece { name, .. } = cut {
@@ -197,13 +198,16 @@ fn encode_cut(
             }
         }
     }
+    let mut records = Vec::with_capacity(entries.len());
     for ((key, kind, data, stamp), cuts) in entries.iter().zip(cuts) {
         let parts = parts_naming(data, cuts, &named);
         let entry = envelope::encode_parts_as_is(identity, key, *kind, &parts);
+        let before = out.len();
         encode_record(&mut out, *stamp, key, &entry);
+        records.push(out.len() - before);
     }
     seal(&mut out);
-    out
+    (out, records)
 }
 
 /// An entry's parts in a waiting file: each piece `shared` names by its name, every other byte

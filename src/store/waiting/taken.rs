@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
 
@@ -14,7 +14,8 @@ impl Store {
     /// the process; the writer then drops their jobs, and lookups in this process no longer find
     /// them from the queue). Entry files this process wrote holding inline what those carry move
     /// into the file ([`super::holders`]; [`Store::moved_removed`] waits for their removal).
-    /// Returns the file's bytes less the payloads of those moved in: the entries' own.
+    /// Returns the file's bytes less the records of those moved in: the entries' own. (A device
+    /// of the process made after the end finds neither: the store is not opened again in it.)
     pub fn keep_waiting(&self, entries: &[ToWait<'_>]) -> Result<u64, StoreError> {
         if self.max_bytes == 0 || entries.is_empty() {
             return Ok(0);
@@ -32,9 +33,16 @@ impl Store {
         let waiting: HashSet<PipelineKey> = entries.iter().map(|e| e.0).collect();
         let not_kept = asked.iter().copied().filter(|n| !in_store.contains(n));
         let moved = self.inline_holders(not_kept, &waiting);
-        let moved_in = moved
-            .iter()
-            .map(|m| (m.key, m.kind, &m.data[..], m.modified));
+        // A moved entry's record is stamped after its file, which the bound then drops first
+        // while both stand (stamped alike, it drops such a record first: the copy of a file).
+        let moved_in = moved.iter().map(|m| {
+            (
+                m.key,
+                m.kind,
+                &m.data[..],
+                m.modified + Duration::from_nanos(1),
+            )
+        });
         // An entry found while it waited (from an earlier process's file) keeps that use.
         let entries: Vec<ToWait<'_>> = self.with_last_uses(|last_use| {
             entries
@@ -49,20 +57,21 @@ impl Store {
         // The moved entries' other pieces asked too (each piece asked once: a file's metadata).
         let kept =
             |name: &PieceName| in_store.contains(name) || (!asked.contains(name) && kept(name));
-        let mut bytes = encode_cut(&self.identity, &entries, &cuts, &kept);
+        let (mut bytes, mut records) = encode_cut(&self.identity, &entries, &cuts, &kept);
         let mut moved = &moved[..];
         if bytes.len() as u64 > MOST_BYTES && !moved.is_empty() {
             // Too long for an opening to read: the moved entries stay files.
             let own = entries.len() - moved.len();
-            bytes = encode_cut(&self.identity, &entries[..own], &cuts[..own], &kept);
+            (bytes, records) = encode_cut(&self.identity, &entries[..own], &cuts[..own], &kept);
             moved = &[];
         }
+        let entries = &entries[..records.len()];
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let name = format!("{}-{nanos}{}", std::process::id(), self.waiting_suffix());
         let path = self.dir.join(name);
-        match files::write_atomically(&path, &bytes, newest_stamp(&entries))? {
+        match files::write_atomically(&path, &bytes, newest_stamp(entries))? {
             files::Written::Whole(_) => {}
             files::Written::Skipped => {
                 return Err(StoreError::io("write", &path)(std::io::Error::other(
@@ -74,8 +83,8 @@ impl Store {
         // Counted within the title's bound from now on (noted at the run's end).
         self.written_since_noted
             .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        let moved_bytes: usize = moved.iter().map(|m| m.data.len()).sum();
-        Ok(bytes.len().saturating_sub(moved_bytes) as u64)
+        let moved_bytes: usize = records[records.len() - moved.len()..].iter().sum();
+        Ok((bytes.len() - moved_bytes) as u64)
     }
 
     /// Notes the stamp of an entry found whose file is not there: found while it still waits
