@@ -2255,11 +2255,23 @@ fn two_sharing_a_stage() -> [Vec<u8>; 2] {
 /// A run at 100 s writes key 1's entry (`data[0]`, the first carrying the shared stage: inline),
 /// then leaves key 2 waiting (`data[1]`) at its end.
 fn one_written_one_left_waiting(root: &Path, data: &[Vec<u8>; 2]) -> Store {
+    let store = one_written(root, data);
+    leave_second_waiting(&store, data);
+    store
+}
+
+/// A run at 100 s that wrote key 1's entry (`data[0]`).
+fn one_written(root: &Path, data: &[Vec<u8>; 2]) -> Store {
     let store = open(root, 1 << 30, at(100));
     store.will_write(&key(1));
     store
         .write_announced(&key(1), envelope::PayloadKind::Binaries, &data[0], at(40))
         .unwrap();
+    store
+}
+
+/// `store`'s end leaving key 2 (`data[1]`) waiting, the removal of what moved waited for.
+fn leave_second_waiting(store: &Store, data: &[Vec<u8>; 2]) {
     let entries = vec![(
         key(2),
         envelope::PayloadKind::Binaries,
@@ -2268,7 +2280,6 @@ fn one_written_one_left_waiting(root: &Path, data: &[Vec<u8>; 2]) -> Store {
     )];
     store.keep_waiting(&entries).unwrap();
     store.moved_removed();
-    store
 }
 
 fn finds(store: &Store, k: u8, data: &[u8]) -> bool {
@@ -2338,21 +2349,10 @@ fn a_bound_pass_while_a_moved_entry_stands_twice_keeps_the_record() {
 fn an_entry_still_queued_is_not_moved() {
     let tmp = tempfile::tempdir().unwrap();
     let data = two_sharing_a_stage();
-    let store = open(tmp.path(), 1 << 30, at(100));
-    store.will_write(&key(1));
-    store
-        .write_announced(&key(1), envelope::PayloadKind::Binaries, &data[0], at(40))
-        .unwrap();
+    let store = one_written(tmp.path(), &data);
     let queued: Arc<Queued<dyn QueuedData>> = Queued::new(data[0].clone());
     store.will_write_queued(&key(1), envelope::PayloadKind::Binaries, &queued);
-    let entries = vec![(
-        key(2),
-        envelope::PayloadKind::Binaries,
-        &data[1][..],
-        at(50),
-    )];
-    store.keep_waiting(&entries).unwrap();
-    store.moved_removed();
+    leave_second_waiting(&store, &data);
     assert!(store.entry_path(&key(1)).exists());
 }
 
