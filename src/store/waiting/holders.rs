@@ -33,8 +33,8 @@ pub(super) struct Moved {
     pub key: PipelineKey,
     pub kind: PayloadKind,
     pub data: Vec<u8>,
-    /// Its file's modification time (the record carries the later of it and the entry's last
-    /// use in this process).
+    /// Its file's modification time (its record is stamped a nanosecond after it, or at the
+    /// entry's last use in this process where that is later).
     pub modified: SystemTime,
     file: FileId,
 }
