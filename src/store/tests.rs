@@ -2356,6 +2356,20 @@ fn an_entry_still_queued_is_not_moved() {
     assert!(store.entry_path(&key(1)).exists());
 }
 
+/// An entry moved once is not moved again by a second end of the same store (the exit handler
+/// after a device's end): where its file stood again meanwhile, it stays.
+#[test]
+fn an_entry_moved_once_is_not_moved_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = two_sharing_a_stage();
+    let store = one_written_one_left_waiting(tmp.path(), &data);
+    store
+        .write_announced(&key(1), envelope::PayloadKind::Binaries, &data[0], at(40))
+        .unwrap();
+    leave_second_waiting(&store, &data);
+    assert!(store.entry_path(&key(1)).exists());
+}
+
 /// An entry a process wrote from an earlier process's waiting file is never moved back into
 /// the file its end leaves: each launch that writes some of a file's entries leaves them as files
 /// (here one a launch), so the entries become files, not the same pair swapped at every end.
