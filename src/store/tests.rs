@@ -2356,6 +2356,60 @@ fn an_entry_still_queued_is_not_moved() {
     assert!(store.entry_path(&key(1)).exists());
 }
 
+/// NVIDIA's data, cut at its records: an entry file holding inline a record that an entry left
+/// waiting carries moves, unless it carries the driver's dictionary (never left waiting: 1.78 MB
+/// in the next process's queue each), which stays a file.
+#[test]
+fn an_nvidia_entry_moves_unless_it_carries_the_drivers_dictionary() {
+    use crate::store::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
+    let noise = crate::store::recipe::tests::noise(12_000);
+    let shared = record([2; 16], 2, &noise[..4000]);
+    let waiting_data = nvidia_cache(&[shared.clone(), record([4; 16], 4, &noise[4000..7000])]);
+    let own = record([3; 16], 3, &noise[7000..10_000]);
+    let dictionary = record(dictionary_key(), 5, &noise[10_000..]);
+    // The device `nvidia_cache`'s header names.
+    let nvidia = crate::store::identity::Identity {
+        vendor_id: crate::store::identity::NVIDIA,
+        device_id: 0x2335,
+        cache_uuid: [0x5a; 16],
+        ..identity()
+    };
+    let open = |root: &Path, when| Store::open(root, "title", nvidia, 1 << 30, when).unwrap().0;
+    for (with_dictionary, moved) in [(false, true), (true, false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut records = vec![shared.clone(), own.clone()];
+        if with_dictionary {
+            records.insert(0, dictionary.clone());
+        }
+        let data = nvidia_cache(&records);
+        let store = open(tmp.path(), at(100));
+        store.write_stamped(&key(1), &data, at(40)).unwrap();
+        let entries = vec![(
+            key(2),
+            envelope::PayloadKind::Cache,
+            &waiting_data[..],
+            at(50),
+        )];
+        store.keep_waiting(&entries).unwrap();
+        store.moved_removed();
+        assert_eq!(
+            !store.entry_path(&key(1)).exists(),
+            moved,
+            "with the dictionary: {with_dictionary}"
+        );
+        let later = open(tmp.path(), at(200));
+        let _taken = take_and_queue(&later);
+        assert!(
+            finds(&later, 1, &data),
+            "key 1, with the dictionary: {with_dictionary}"
+        );
+        assert!(
+            finds(&later, 2, &waiting_data),
+            "key 2, with the dictionary: {with_dictionary}"
+        );
+    }
+}
+
 /// An entry moved once is not moved again by a second end of the same store (the exit handler
 /// after a device's end): where its file stood again meanwhile, it stays.
 #[test]
