@@ -33,9 +33,10 @@ pub(super) struct Moved {
     pub key: PipelineKey,
     pub kind: PayloadKind,
     pub data: Vec<u8>,
-    /// Its file's modification time (its record is stamped a nanosecond after it, or at the
-    /// entry's last use in this process where that is later).
-    pub modified: SystemTime,
+    /// Its record's stamp: a nanosecond after its file's modification time, so that a bound
+    /// pass while both stand drops the file first (stamped alike, it drops such a record first,
+    /// as a copy of the file). The entry's last use in this process, where later, is taken after.
+    pub stamp: SystemTime,
     file: FileId,
 }
 
@@ -119,7 +120,7 @@ impl Store {
             key: *key,
             kind,
             data,
-            modified: meta.modified().ok()?,
+            stamp: meta.modified().ok()? + std::time::Duration::from_nanos(1),
             file: FileId::of(&meta),
         })
     }

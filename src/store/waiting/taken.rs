@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::*;
 
@@ -33,16 +33,7 @@ impl Store {
         let waiting: HashSet<PipelineKey> = entries.iter().map(|e| e.0).collect();
         let not_kept = asked.iter().copied().filter(|n| !in_store.contains(n));
         let moved = self.inline_holders(not_kept, &waiting);
-        // A moved entry's record is stamped after its file, which the bound then drops first
-        // while both stand (stamped alike, it drops such a record first: the copy of a file).
-        let moved_in = moved.iter().map(|m| {
-            (
-                m.key,
-                m.kind,
-                &m.data[..],
-                m.modified + Duration::from_nanos(1),
-            )
-        });
+        let moved_in = moved.iter().map(|m| (m.key, m.kind, &m.data[..], m.stamp));
         // An entry found while it waited (from an earlier process's file) keeps that use.
         let entries: Vec<ToWait<'_>> = self.with_last_uses(|last_use| {
             entries
