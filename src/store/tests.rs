@@ -2458,6 +2458,39 @@ fn entries_written_from_a_waiting_file_are_not_moved_back_at_the_end() {
     }
 }
 
+/// Nor where this process's own bound pass has dropped such an entry's record from the file it
+/// took since writing it (the file is the entry now, the record its copy): what a process took is
+/// kept apart from what the bound changes. (Derived from the taken files' keys, one was moved
+/// back once: a launch under a 2.68 MB bound moved 50.)
+#[test]
+fn an_entry_written_from_a_waiting_file_is_not_moved_back_once_the_bound_dropped_its_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = two_sharing_a_stage();
+    drop(one_written_one_left_waiting(tmp.path(), &data));
+    let run = open(tmp.path(), 1 << 30, at(200));
+    let mut taken = take_and_queue(&run);
+    let (written, stamp) = (taken[0].key, taken[0].stamp);
+    taken.write(&run, 0, stamp);
+    let file = waiting_files(&run).pop().expect("the file taken");
+    run.forget_dropped_waiting(&[eviction::StampedEntry {
+        path: file,
+        bytes: 0,
+        stamp,
+        waiting_record: Some(written),
+    }]);
+    let rest: Vec<(PipelineKey, envelope::PayloadKind, Vec<u8>, SystemTime)> = taken[1..]
+        .iter()
+        .map(|e| (e.key, e.kind, e.data.as_one().into_owned(), e.stamp))
+        .collect();
+    let rest: Vec<waiting::ToWait<'_>> = rest
+        .iter()
+        .map(|(k, kind, d, s)| (*k, *kind, &d[..], *s))
+        .collect();
+    run.keep_waiting(&rest).unwrap();
+    run.moved_removed();
+    assert!(run.entry_path(&written).exists(), "not moved back");
+}
+
 /// Where an opening leaves waiting files for a later one (past what it takes at most), none it
 /// took stays as it is: else each opening would take the same ones and never the rest.
 #[test]

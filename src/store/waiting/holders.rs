@@ -71,13 +71,14 @@ impl Store {
         };
         // The lock the writer takes as it stamps an entry found from a taken file: where it is
         // held, nothing is moved.
-        let taken: HashSet<PipelineKey> = match self.taken.locked_at_once() {
-            Some(taken) => taken
-                .files
-                .iter()
-                .flat_map(|f| f.keys.iter().copied())
-                .collect(),
-            None => return Vec::new(),
+        let holders: Vec<PipelineKey> = {
+            let Some(taken) = self.taken.locked_at_once() else {
+                return Vec::new();
+            };
+            holders
+                .into_iter()
+                .filter(|key| !taken.every_key.contains(key))
+                .collect()
         };
         let candidates: Vec<PipelineKey> = {
             // Reserved as chosen: two ends at once (the exit handler and a device's end on
@@ -85,7 +86,7 @@ impl Store {
             let mut out = self.moved_out.locked();
             holders
                 .into_iter()
-                .filter(|key| !waiting.contains(key) && !taken.contains(key))
+                .filter(|key| !waiting.contains(key))
                 .filter(|key| !self.queued.holds(key))
                 .filter(|key| out.keys.insert(*key))
                 .collect()

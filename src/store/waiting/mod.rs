@@ -122,6 +122,9 @@ pub(super) struct Taken {
     left_some: bool,
     /// The stamps of taken entries found before they were written, by key.
     used: HashMap<PipelineKey, SystemTime>,
+    /// Every key taken, whatever this process's bound pass dropped from the files since: the
+    /// entries it wrote from an earlier process's file ([`super::holders`] never moves them back).
+    every_key: HashSet<PipelineKey>,
 }
 
 /// An entry taken from a waiting file.

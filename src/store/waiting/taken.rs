@@ -175,6 +175,7 @@ impl Store {
                     }
                     let clean = clean && entries.len() == read;
                     let keys: Vec<PipelineKey> = entries.iter().map(|e| e.key).collect();
+                    held.every_key.extend(keys.iter().copied());
                     held.files.push(TakenFile {
                         path,
                         clean: clean && !keys.is_empty(),
