@@ -119,7 +119,7 @@ def run(cmd, env, timeout):
                 if tok.startswith(("entries=", "left_waiting=", "in_flight=", "helpers=", "leave_ms=",
                                    "together_ms=", "write_ms=", "join_ms=", "took_ms=", "under_way=",
                                    "under_way_items=", "under_way_ms=", "records=",
-                                   "records_documents_ms=", "records_appended_ms=", "moved_ms=")):
+                                   "records_documents_ms=", "records_appended_ms=", "records_left_ms=", "moved_ms=")):
                     k, v = tok.split("=", 1)
                     end[f"end_{k}"] = v
     watch.update(end)

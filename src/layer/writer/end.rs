@@ -1,12 +1,14 @@
 //! The device's end: what is still queued is written by the destroying thread and helpers (the
-//! writer thread, at idle priority, may wait behind a busy machine), or left waiting in one file
-//! for the next process where that holds the process's end less; and the writer thread joined.
+//! writer thread, at idle priority, may wait behind a busy machine), the record's pipelines
+//! appended on a thread beside them, or entries left waiting in one file for the next process
+//! where that holds the process's end less; and the writer thread joined.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::apart::Waiting;
-use super::{drain, grouped, Drain, Job, Writer, WrittenFor};
+use super::records::RecordJob;
+use super::{do_work, drain, grouped, Drain, Job, Work, Writer, WrittenFor};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
 use crate::store::waiting::ToWait;
@@ -15,19 +17,103 @@ use crate::sync::Unpoisoned;
 
 impl Writer {
     /// Writes what is queued on this thread (and helpers), not the writer's (whose idle priority
-    /// may keep it waiting behind a busy machine), and joins that thread (at `vkDestroyDevice`).
-    /// `leave`: the store's last device, whose end may leave entries waiting for the next
-    /// process ([`Writer::leave_waiting`]); another device of the process writes them, since the
-    /// store is not opened again in it.
+    /// may keep it waiting behind a busy machine), the record's pipelines on a thread beside
+    /// them where this is the store's last device, and joins the writer thread (at
+    /// `vkDestroyDevice`). `leave`: the store's last device, whose end may leave entries waiting
+    /// for the next process ([`Writer::leave_waiting`]); another device of the process writes
+    /// them, since the store is not opened again in it.
     pub fn finish(&self, leave: bool) {
         let started = Instant::now();
         self.close_handover(false);
+        // The record's pipelines (their documents and deflating: on a cold launch the end's
+        // longest work, pygfx's 577 at 16 threads on the H100 27-37 ms, after leaving entries
+        // waiting 20-25 ms) appended on a thread beside the rest of the end, the cores being free;
+        // taken here, so that the writer thread takes none of them meanwhile. (Another device's
+        // end leaves them to the writing, where they go beside the entries' writes.)
+        let records = std::sync::Mutex::new(leave.then(|| self.take_records_at_end()).flatten());
+        let append = || {
+            let jobs = records.locked().take();
+            if let Some(jobs) = jobs {
+                do_work(
+                    &self.shared,
+                    &self.on_written,
+                    Drain::Here,
+                    Work::Records(jobs, true),
+                );
+            }
+        };
+        let (end, records_at) = std::thread::scope(|s| {
+            let beside = records.locked().is_some().then(|| {
+                std::thread::Builder::new()
+                    .name("pipekeep-end-records".into())
+                    .spawn_scoped(s, || crate::layer::guard::guarded("records", append, || ()))
+            });
+            let end = self.end_here(leave, started);
+            match beside {
+                Some(Ok(thread)) => drop(thread.join()),
+                Some(Err(_)) => append(), // no thread: this one appends them
+                None => {}
+            }
+            (end, started.elapsed())
+        });
+        let records = self.shared.queue.locked().records_at_end;
+        if let Some(handle) = self.thread.locked().take() {
+            let _ = handle.join();
+        }
+        let joined_at = started.elapsed();
+        for store in end.moving {
+            store.moved_removed();
+        }
+        let ended = started.elapsed();
+        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+        // Where the end's time goes: leaving entries waiting, telling the stores what comes
+        // together, writing (this thread and helpers), then what was left of the record's
+        // pipelines once that was done (`records_left_ms`; at the store's last device they are
+        // appended on their own thread from the start, else in the writing; their documents and
+        // their append are each the wall time of the appends, added up), then what was left of the
+        // writer thread's last job (`in_flight`: it had one as the queue closed; `under_way`:
+        // what, how many, and how long it had been under way then), then what was left of
+        // removing the entry files moved into the waiting file.
+        tracing::debug!(
+            entries = end.waiting,
+            left_waiting = end.left,
+            in_flight = end.in_flight,
+            under_way = %end.under_way.0,
+            under_way_items = end.under_way.1,
+            under_way_ms = %ms(end.under_way.2),
+            helpers = end.helpers,
+            leave_ms = %ms(end.left_at),
+            together_ms = %ms(end.told_at.saturating_sub(end.left_at)),
+            write_ms = %ms(end.written_at.saturating_sub(end.told_at)),
+            records = records.pipelines,
+            records_documents_ms = %ms(records.documents),
+            records_appended_ms = %ms(records.appended),
+            records_left_ms = %ms(records_at.saturating_sub(end.written_at)),
+            join_ms = %ms(joined_at.saturating_sub(records_at)),
+            moved_ms = %ms(ended.saturating_sub(joined_at)),
+            took_ms = %ms(ended),
+            "the entries still queued at the device's end written"
+        );
+    }
+
+    /// Every pipeline queued for the record, taken and counted in flight (the exit waits for
+    /// it); `None` where none is queued.
+    fn take_records_at_end(&self) -> Option<Vec<RecordJob>> {
+        let mut q = self.shared.queue.locked();
+        let jobs = q.take_records(true);
+        q.in_flight += usize::from(!jobs.is_empty());
+        (!jobs.is_empty()).then_some(jobs)
+    }
+
+    /// The end on this thread: entries left waiting (`leave`), what is queued written here and
+    /// by helpers; the times since `started` each part ended.
+    fn end_here(&self, leave: bool, started: Instant) -> EndHere {
         let (left, moving) = match leave {
             true => self.leave_waiting(),
             false => (0, Vec::new()),
         };
         let left_at = started.elapsed();
-        let (waiting, in_flight, (under_way, under_way_items, under_way_for), together) = {
+        let (waiting, in_flight, under_way, together) = {
             let (lock, ready) = (&self.shared.queue, &self.shared.ready);
             let mut q = lock.locked();
             q.closing = true;
@@ -40,7 +126,9 @@ impl Writer {
             let under_way = q.under_way.map_or(("none", 0, Duration::ZERO), |u| {
                 (u.what, u.items, u.since.elapsed())
             });
-            (together.len(), q.in_flight, under_way, together)
+            // The writer thread's job (the records taken for the thread beside are in flight too).
+            let in_flight = usize::from(q.under_way.is_some());
+            (together.len(), in_flight, under_way, together)
         };
         self.wake();
         expect_together(together);
@@ -63,42 +151,17 @@ impl Writer {
             }
             drain(&self.shared, &self.on_written, Drain::Here);
         });
-        let written_at = started.elapsed();
-        let records = self.shared.queue.locked().records_at_end;
-        if let Some(handle) = self.thread.locked().take() {
-            let _ = handle.join();
-        }
-        let joined_at = started.elapsed();
-        for store in moving {
-            store.moved_removed();
-        }
-        let ended = started.elapsed();
-        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
-        // Where the end's time goes: leaving entries waiting, telling the stores what comes
-        // together, writing (this thread and helpers; of it, the record's pipelines: their
-        // documents and their append, summed over the threads), then what was left of the writer thread's
-        // last job (`in_flight`: it had one as the queue closed; `under_way`: what, how many,
-        // and how long it had been under way then), then what was left of removing the entry
-        // files moved into the waiting file.
-        tracing::debug!(
-            entries = waiting,
-            left_waiting = left,
+        EndHere {
+            left,
+            moving,
+            waiting,
             in_flight,
-            under_way = %under_way,
-            under_way_items,
-            under_way_ms = %ms(under_way_for),
+            under_way,
             helpers,
-            leave_ms = %ms(left_at),
-            together_ms = %ms(told_at.saturating_sub(left_at)),
-            write_ms = %ms(written_at.saturating_sub(told_at)),
-            records = records.pipelines,
-            records_documents_ms = %ms(records.documents),
-            records_appended_ms = %ms(records.appended),
-            join_ms = %ms(joined_at.saturating_sub(written_at)),
-            moved_ms = %ms(ended.saturating_sub(joined_at)),
-            took_ms = %ms(ended),
-            "the entries still queued at the device's end written"
-        );
+            left_at,
+            told_at,
+            written_at: started.elapsed(),
+        }
     }
 
     /// Closes the handing over ([`super::Handover`]; at the process's `exit`, waiting for a
@@ -255,6 +318,21 @@ pub(super) fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Queued<Wai
         let records: Vec<(&[u8], u32)> = dictionaries.iter().map(|(r, n)| (&r[..], *n)).collect();
         store.expect_together(&payloads, &records);
     }
+}
+
+/// What the ending thread did ([`Writer::end_here`]), for the end's debug line.
+struct EndHere {
+    left: usize,
+    /// The stores removing the entry files they moved into their waiting files.
+    moving: Vec<Arc<Store>>,
+    waiting: usize,
+    in_flight: usize,
+    /// What the writer thread had under way as the queue closed: what, how many, how long.
+    under_way: (&'static str, usize, Duration),
+    helpers: usize,
+    left_at: Duration,
+    told_at: Duration,
+    written_at: Duration,
 }
 
 /// Threads beside the finishing one that write what waits at the device's end: one for every

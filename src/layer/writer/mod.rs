@@ -625,35 +625,42 @@ fn drain(shared: &Shared, on_written: &OnWritten, who: Drain<'_>) {
         let Some(work) = work else {
             return;
         };
-        // Counted out even where the work panicked (the thread's guard then ends it): the exit
-        // would wait for it to its limit.
-        let mut records = RecordsDone::default();
-        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match work {
-            Work::Write(job) => match std::panic::catch_unwind(|| run(&job)) {
-                Ok(written) => on_written(written, job.for_whom),
-                Err(panic) => {
-                    // Its file never came: it stays found from memory, and its waiting file
-                    // stays (as before the queue held only a weak way to it).
-                    std::mem::forget(Arc::clone(&job.data));
-                    std::panic::resume_unwind(panic)
-                }
-            },
-            Work::Stamps(stamps) => stamps.into_iter().for_each(Stamp::give),
-            Work::Records(jobs, spread) => records = append_records(jobs, spread),
-            Work::Chores(chores) => chores.into_iter().for_each(|chore| chore()),
-        }));
-        {
-            let mut q = lock.locked();
-            q.in_flight -= 1;
-            match who {
-                Drain::Thread(_) => q.under_way = None,
-                Drain::Here => q.records_at_end += records,
+        do_work(shared, on_written, who, work);
+    }
+}
+
+/// Does `work`, taken from the queue and counted in flight under its lock, and counts it out
+/// (the record's pipelines appended at the end counted for the end's debug line).
+fn do_work(shared: &Shared, on_written: &OnWritten, who: Drain<'_>, work: Work) {
+    let (lock, ready) = (&shared.queue, &shared.ready);
+    // Counted out even where the work panicked (the thread's guard then ends it): the exit
+    // would wait for it to its limit.
+    let mut records = RecordsDone::default();
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match work {
+        Work::Write(job) => match std::panic::catch_unwind(|| run(&job)) {
+            Ok(written) => on_written(written, job.for_whom),
+            Err(panic) => {
+                // Its file never came: it stays found from memory, and its waiting file
+                // stays (as before the queue held only a weak way to it).
+                std::mem::forget(Arc::clone(&job.data));
+                std::panic::resume_unwind(panic)
             }
+        },
+        Work::Stamps(stamps) => stamps.into_iter().for_each(Stamp::give),
+        Work::Records(jobs, spread) => records = append_records(jobs, spread),
+        Work::Chores(chores) => chores.into_iter().for_each(|chore| chore()),
+    }));
+    {
+        let mut q = lock.locked();
+        q.in_flight -= 1;
+        match who {
+            Drain::Thread(_) => q.under_way = None,
+            Drain::Here => q.records_at_end += records,
         }
-        ready.notify_all();
-        if let Err(panic) = done {
-            std::panic::resume_unwind(panic);
-        }
+    }
+    ready.notify_all();
+    if let Err(panic) = done {
+        std::panic::resume_unwind(panic);
     }
 }
 

@@ -764,3 +764,47 @@ fn the_records_documents_are_spread_only_where_the_application_leaves_the_cores(
     std::thread::sleep(QUIET + Duration::from_millis(10));
     assert!(Drain::Thread(Some(&activity)).cores_are_free(), "its pause");
 }
+
+/// The store's last device's end appends every pipeline queued for the record once, on its
+/// thread beside the entries it leaves waiting (300 of them here), and the writer thread's
+/// own job is what the end's line counts in flight.
+#[test]
+fn the_end_appends_every_records_pipeline_once_beside_the_entries_left_waiting() {
+    use crate::replay::objects::TAG_COMPUTE;
+    use crate::replay::record::tests::nth_record;
+    use crate::replay::record::{AppState, RecordApp, RecordFile};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let building = Arc::new(AppActivity::on_cores(2));
+    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
+    let many = |n: u16| PipelineKey {
+        spirv: [(n >> 8) as u8; 16],
+        state: [n as u8; 16],
+    };
+    for n in 0..300u16 {
+        building.touch();
+        let data = cache_data(&identity(), &[n as u8; 64]);
+        writer.write(store.clone(), many(n), PayloadKind::Cache, data, None);
+    }
+    let record = tempfile::tempdir().unwrap();
+    let file = Arc::new(RecordFile::new(record.path()));
+    let app = Arc::new(RecordApp::new(AppState::default()));
+    for n in 0..150u8 {
+        building.touch();
+        writer.record(file.clone(), nth_record(n), app.clone());
+    }
+    writer.finish(true);
+    assert_eq!(
+        waiting_files(dir.path()).len(),
+        1,
+        "the entries left waiting"
+    );
+    let read = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    assert!(
+        read.iter().all(|e| seen.insert((e.tag, e.hash))),
+        "each once"
+    );
+    assert_eq!(read.iter().filter(|e| e.tag == TAG_COMPUTE).count(), 150);
+    assert_eq!(writer.shared.queue.locked().in_flight, 0);
+}

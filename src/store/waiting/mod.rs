@@ -122,8 +122,11 @@ pub(super) struct Taken {
     left_some: bool,
     /// The stamps of taken entries found before they were written, by key.
     used: HashMap<PipelineKey, SystemTime>,
-    /// Every key taken, whatever this process's bound pass dropped from the files since: the
-    /// entries it wrote from an earlier process's file ([`super::holders`] never moves them back).
+    /// Every key taken from earlier processes' files, whatever became of those since (this
+    /// process's bound pass drops records from them, a device's end settles them): the entries
+    /// written from them are never moved back ([`super::holders`]); nor is one the application
+    /// compiled again after the bound dropped its record (its bytes then stand twice until a
+    /// later process writes the waiting file's entries).
     every_key: HashSet<PipelineKey>,
 }
 
