@@ -2111,6 +2111,22 @@ impl TakenAndQueued {
             .unwrap();
         self.held[i] = None;
     }
+
+    /// The entries from `first` on left waiting at `store`'s end (moving in what the end moves),
+    /// the removal of what moved waited for.
+    fn leave_waiting_from(&self, store: &Store, first: usize) {
+        let rest: Vec<(PipelineKey, envelope::PayloadKind, Vec<u8>, SystemTime)> = self.entries
+            [first..]
+            .iter()
+            .map(|e| (e.key, e.kind, e.data.as_one().into_owned(), e.stamp))
+            .collect();
+        let rest: Vec<waiting::ToWait<'_>> = rest
+            .iter()
+            .map(|(k, kind, d, s)| (*k, *kind, &d[..], *s))
+            .collect();
+        store.keep_waiting(&rest).unwrap();
+        store.moved_removed();
+    }
 }
 
 /// A process that wrote none of the entries of a waiting file it took leaves the file as it
@@ -2437,16 +2453,7 @@ fn entries_written_from_a_waiting_file_are_not_moved_back_at_the_end() {
         let mut taken = take_and_queue(&run);
         let stamp = taken[0].stamp;
         taken.write(&run, 0, stamp);
-        let rest: Vec<(PipelineKey, envelope::PayloadKind, Vec<u8>, SystemTime)> = taken[1..]
-            .iter()
-            .map(|e| (e.key, e.kind, e.data.as_one().into_owned(), e.stamp))
-            .collect();
-        let rest: Vec<waiting::ToWait<'_>> = rest
-            .iter()
-            .map(|(k, kind, d, s)| (*k, *kind, &d[..], *s))
-            .collect();
-        run.keep_waiting(&rest).unwrap();
-        run.moved_removed();
+        taken.leave_waiting_from(&run, 1);
         drop(taken);
         run.drop_settled_waiting();
     }
@@ -2478,16 +2485,7 @@ fn an_entry_written_from_a_waiting_file_is_not_moved_back_once_the_bound_dropped
         stamp,
         waiting_record: Some(written),
     }]);
-    let rest: Vec<(PipelineKey, envelope::PayloadKind, Vec<u8>, SystemTime)> = taken[1..]
-        .iter()
-        .map(|e| (e.key, e.kind, e.data.as_one().into_owned(), e.stamp))
-        .collect();
-    let rest: Vec<waiting::ToWait<'_>> = rest
-        .iter()
-        .map(|(k, kind, d, s)| (*k, *kind, &d[..], *s))
-        .collect();
-    run.keep_waiting(&rest).unwrap();
-    run.moved_removed();
+    taken.leave_waiting_from(&run, 1);
     assert!(run.entry_path(&written).exists(), "not moved back");
 }
 
