@@ -63,6 +63,50 @@ pub(crate) fn in_shares<'a, T: Sync, R: Send>(
     })
 }
 
+/// Log lines written to memory, for a test's own dispatcher (the layer's log is its threads'
+/// own: [`logging_as_here`]).
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub(crate) struct CapturedLog(std::sync::Arc<Mutex<Vec<u8>>>);
+
+#[cfg(test)]
+impl CapturedLog {
+    /// `f`, with what is logged at `level` and above on this thread (and the threads it starts
+    /// for the crate's work) written here.
+    pub(crate) fn during<R>(&self, level: tracing::Level, f: impl FnOnce() -> R) -> R {
+        let log = tracing_subscriber::fmt()
+            .with_writer(self.clone())
+            .with_ansi(false)
+            .with_max_level(level)
+            .finish();
+        tracing::subscriber::with_default(log, f)
+    }
+
+    /// What was logged.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.locked()).into_owned()
+    }
+}
+
+#[cfg(test)]
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.locked().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLog {
+    type Writer = CapturedLog;
+    fn make_writer(&'a self) -> CapturedLog {
+        self.clone()
+    }
+}
+
 /// A mutex taken whether or not a holder panicked.
 pub(crate) trait Unpoisoned<T: ?Sized> {
     fn locked(&self) -> MutexGuard<'_, T>;

@@ -48,27 +48,6 @@ fn flip_last_byte(path: &Path) {
     fs::write(path, &bytes).unwrap();
 }
 
-/// Log lines written to memory, for a test's own dispatcher.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
 #[test]
 fn entries_dropped_by_helper_readers_are_logged_where_their_caller_logs() {
     let root = tempfile::tempdir().unwrap();
@@ -77,13 +56,9 @@ fn entries_dropped_by_helper_readers_are_logged_where_their_caller_logs() {
         flip_last_byte(&run1.entry_path(&key(n)));
     }
     let run2 = open(root.path(), 1 << 30, at(200));
-    let captured = Captured::default();
-    let log = tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .finish();
+    let captured = crate::sync::CapturedLog::default();
     // Four readers: most entries are read by the three helpers, threads of the store's own.
-    tracing::subscriber::with_default(log, || {
+    captured.during(tracing::Level::INFO, || {
         run2.read_ahead(
             AheadOrder::LastUse(None),
             1 << 20,
@@ -91,7 +66,7 @@ fn entries_dropped_by_helper_readers_are_logged_where_their_caller_logs() {
             &AtomicBool::new(false),
         )
     });
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = captured.text();
     assert_eq!(text.matches("dropped entry=").count(), 8, "{text}");
 }
 
@@ -1360,17 +1335,13 @@ fn a_damaged_note_of_blamed_pieces_is_ignored_with_a_line() {
     )
     .unwrap();
     stale_marker_naming(&store, &key(1), 1);
-    let captured = Captured::default();
-    let log = tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .finish();
-    let (again, report) = tracing::subscriber::with_default(log, || {
+    let captured = crate::sync::CapturedLog::default();
+    let (again, report) = captured.during(tracing::Level::INFO, || {
         Store::open(root.path(), "title", identity(), 1 << 30, at(1)).unwrap()
     });
     assert_eq!(report.stale_marker_drops, 1);
     assert!(found(&again, &key(2)), "a damaged note blames nothing");
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = captured.text();
     assert!(text.contains("blamed pieces"), "{text}");
 }
 

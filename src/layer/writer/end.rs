@@ -26,11 +26,13 @@ impl Writer {
         let started = Instant::now();
         self.close_handover(false);
         // The record's pipelines (their documents and deflating: on a cold launch the end's
-        // longest work, pygfx's 577 at 16 threads on the H100 27-37 ms, after leaving entries
-        // waiting 20-25 ms) appended on a thread beside the rest of the end, the cores being free;
-        // taken here, so that the writer thread takes none of them meanwhile. (Another device's
-        // end leaves them to the writing, where they go beside the entries' writes.)
-        let records = std::sync::Mutex::new(leave.then(|| self.take_records_at_end()).flatten());
+        // longest work, pygfx's 577 at 16 threads on the H100 23-42 ms, after leaving entries
+        // waiting 10-28 ms) appended on a thread beside the rest of the end, the cores being
+        // free; taken here, so that the writer thread takes none of them meanwhile. (Another
+        // device's end leaves them to the writing, after the entries' writes.)
+        let taken = leave.then(|| self.take_records_at_end()).flatten();
+        let any = taken.is_some();
+        let records = std::sync::Mutex::new(taken);
         let append = || {
             let jobs = records.locked().take();
             if let Some(jobs) = jobs {
@@ -43,7 +45,7 @@ impl Writer {
             }
         };
         let (end, records_at) = std::thread::scope(|s| {
-            let beside = records.locked().is_some().then(|| {
+            let beside = any.then(|| {
                 std::thread::Builder::new()
                     .name("pipekeep-end-records".into())
                     .spawn_scoped(s, || crate::layer::guard::guarded("records", append, || ()))
@@ -96,8 +98,8 @@ impl Writer {
         );
     }
 
-    /// Every pipeline queued for the record, taken and counted in flight (the exit waits for
-    /// it); `None` where none is queued.
+    /// Every pipeline queued for the record, taken and counted in flight (as any work taken
+    /// from the queue: [`do_work`] counts it out); `None` where none is queued.
     fn take_records_at_end(&self) -> Option<Vec<RecordJob>> {
         let mut q = self.shared.queue.locked();
         let jobs = q.take_records(true);

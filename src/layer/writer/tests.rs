@@ -765,9 +765,9 @@ fn the_records_documents_are_spread_only_where_the_application_leaves_the_cores(
     assert!(Drain::Thread(Some(&activity)).cores_are_free(), "its pause");
 }
 
-/// The store's last device's end appends every pipeline queued for the record once, on its
-/// thread beside the entries it leaves waiting (300 of them here), and the writer thread's
-/// own job is what the end's line counts in flight.
+/// The store's last device's end appends every pipeline queued for the record once (the end
+/// takes them all: the writer thread none), beside the entries it leaves waiting (300 of them
+/// here), and what its line counts in flight is the writer thread's own job alone.
 #[test]
 fn the_end_appends_every_records_pipeline_once_beside_the_entries_left_waiting() {
     use crate::replay::objects::TAG_COMPUTE;
@@ -776,6 +776,8 @@ fn the_end_appends_every_records_pipeline_once_beside_the_entries_left_waiting()
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
     let building = Arc::new(AppActivity::on_cores(2));
+    // Building all along: the writer thread waits for a pause, so everything waits for the end.
+    let _building = Building::start(building.clone());
     let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(building.clone()));
     let many = |n: u16| PipelineKey {
         spirv: [(n >> 8) as u8; 16],
@@ -793,18 +795,23 @@ fn the_end_appends_every_records_pipeline_once_beside_the_entries_left_waiting()
         building.touch();
         writer.record(file.clone(), nth_record(n), app.clone());
     }
-    writer.finish(true);
+    let log = crate::sync::CapturedLog::default();
+    log.during(tracing::Level::DEBUG, || writer.finish(true));
     assert_eq!(
         waiting_files(dir.path()).len(),
         1,
         "the entries left waiting"
     );
     let read = crate::replay::foz::read_entries(&std::fs::read(file.path()).unwrap()).unwrap();
-    let mut seen = std::collections::HashSet::new();
-    assert!(
-        read.iter().all(|e| seen.insert((e.tag, e.hash))),
-        "each once"
-    );
     assert_eq!(read.iter().filter(|e| e.tag == TAG_COMPUTE).count(), 150);
-    assert_eq!(writer.shared.queue.locked().in_flight, 0);
+    // Appended once, all of them by the end (the file itself drops what it holds already).
+    let q = writer.shared.queue.locked();
+    assert_eq!((q.records_at_end.pipelines, q.in_flight), (150, 0));
+    let text = log.text();
+    let line = text.lines().find(|l| l.contains("device's end written"));
+    let line = line.expect("the end's line");
+    assert!(
+        line.contains(" in_flight=0 ") && line.contains(" records=150 "),
+        "{line}"
+    );
 }
