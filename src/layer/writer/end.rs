@@ -25,39 +25,8 @@ impl Writer {
     pub fn finish(&self, leave: bool) {
         let started = Instant::now();
         self.close_handover(false);
-        // The record's pipelines (their documents and deflating: on a cold launch the end's
-        // longest work, pygfx's 577 at 16 threads on the H100 23-42 ms, after leaving entries
-        // waiting 10-28 ms) appended on a thread beside the rest of the end, the cores being
-        // free; taken here, so that the writer thread takes none of them meanwhile. (Another
-        // device's end leaves them to the writing, after the entries' writes.)
-        let taken = leave.then(|| self.take_records_at_end()).flatten();
-        let any = taken.is_some();
-        let records = std::sync::Mutex::new(taken);
-        let append = || {
-            let jobs = records.locked().take();
-            if let Some(jobs) = jobs {
-                do_work(
-                    &self.shared,
-                    &self.on_written,
-                    Drain::Here,
-                    Work::Records(jobs, true),
-                );
-            }
-        };
-        let (end, records_at) = std::thread::scope(|s| {
-            let beside = any.then(|| {
-                std::thread::Builder::new()
-                    .name("pipekeep-end-records".into())
-                    .spawn_scoped(s, || crate::layer::guard::guarded("records", append, || ()))
-            });
-            let end = self.end_here(leave, started);
-            match beside {
-                Some(Ok(thread)) => drop(thread.join()),
-                Some(Err(_)) => append(), // no thread: this one appends them
-                None => {}
-            }
-            (end, started.elapsed())
-        });
+        let end = self.with_records_beside(leave, || self.end_here(leave, started));
+        let records_at = started.elapsed();
         let records = self.shared.queue.locked().records_at_end;
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
@@ -96,6 +65,39 @@ impl Writer {
             took_ms = %ms(ended),
             "the entries still queued at the device's end written"
         );
+    }
+
+    /// `rest` (the rest of the end), with the record's pipelines (their documents and
+    /// deflating: on a cold launch the end's longest work, pygfx's at 16 threads on the H100
+    /// 23-42 ms, after leaving entries waiting 10-28 ms) appended on a thread beside it where
+    /// `leave` (the store's last device), the cores being free; taken first, so that the writer
+    /// thread takes none of them meanwhile. (Another device's end leaves them to the writing,
+    /// after the entries' writes.)
+    fn with_records_beside<R>(&self, leave: bool, rest: impl FnOnce() -> R) -> R {
+        let taken = leave.then(|| self.take_records_at_end()).flatten();
+        let any = taken.is_some();
+        let records = std::sync::Mutex::new(taken);
+        let append = || {
+            let jobs = records.locked().take();
+            if let Some(jobs) = jobs {
+                let work = Work::Records(jobs, true);
+                do_work(&self.shared, &self.on_written, Drain::Here, work);
+            }
+        };
+        std::thread::scope(|s| {
+            let beside = any.then(|| {
+                std::thread::Builder::new()
+                    .name("pipekeep-end-records".into())
+                    .spawn_scoped(s, || crate::layer::guard::guarded("records", append, || ()))
+            });
+            let done = rest();
+            match beside {
+                Some(Ok(thread)) => drop(thread.join()),
+                Some(Err(_)) => append(), // no thread: this one appends them
+                None => {}
+            }
+            done
+        })
     }
 
     /// Every pipeline queued for the record, taken and counted in flight (as any work taken
