@@ -2259,13 +2259,13 @@ fn one_written(root: &Path, data: &[Vec<u8>; 2]) -> Store {
 
 /// `store`'s end leaving key 2 (`data[1]`) waiting, the removal of what moved waited for.
 fn leave_second_waiting(store: &Store, data: &[Vec<u8>; 2]) {
-    let entries = vec![(
-        key(2),
-        envelope::PayloadKind::Binaries,
-        &data[1][..],
-        at(50),
-    )];
-    store.keep_waiting(&entries).unwrap();
+    leave_key_2_waiting(store, envelope::PayloadKind::Binaries, &data[1]);
+}
+
+/// `store`'s end leaving key 2 (`data` of `kind`, stamped at 50 s) waiting, the removal of what
+/// moved waited for.
+fn leave_key_2_waiting(store: &Store, kind: envelope::PayloadKind, data: &[u8]) {
+    store.keep_waiting(&[(key(2), kind, data, at(50))]).unwrap();
     store.moved_removed();
 }
 
@@ -2371,14 +2371,7 @@ fn an_nvidia_entry_moves_unless_it_carries_the_drivers_dictionary() {
         let data = nvidia_cache(&records);
         let store = open(tmp.path(), at(100));
         store.write_stamped(&key(1), &data, at(40)).unwrap();
-        let entries = vec![(
-            key(2),
-            envelope::PayloadKind::Cache,
-            &waiting_data[..],
-            at(50),
-        )];
-        store.keep_waiting(&entries).unwrap();
-        store.moved_removed();
+        leave_key_2_waiting(&store, envelope::PayloadKind::Cache, &waiting_data);
         assert_eq!(
             !store.entry_path(&key(1)).exists(),
             moved,

@@ -48,7 +48,7 @@ impl Writer {
         tracing::debug!(
             entries = end.waiting,
             left_waiting = end.left,
-            in_flight = end.in_flight,
+            in_flight = usize::from(end.under_way.0 != "none"),
             under_way = %end.under_way.0,
             under_way_items = end.under_way.1,
             under_way_ms = %ms(end.under_way.2),
@@ -117,7 +117,7 @@ impl Writer {
             false => (0, Vec::new()),
         };
         let left_at = started.elapsed();
-        let (waiting, in_flight, under_way, together) = {
+        let (waiting, under_way, together) = {
             let (lock, ready) = (&self.shared.queue, &self.shared.ready);
             let mut q = lock.locked();
             q.closing = true;
@@ -130,9 +130,7 @@ impl Writer {
             let under_way = q.under_way.map_or(("none", 0, Duration::ZERO), |u| {
                 (u.what, u.items, u.since.elapsed())
             });
-            // The writer thread's job (the records taken for the thread beside are in flight too).
-            let in_flight = usize::from(q.under_way.is_some());
-            (together.len(), in_flight, under_way, together)
+            (together.len(), under_way, together)
         };
         self.wake();
         expect_together(together);
@@ -159,7 +157,6 @@ impl Writer {
             left,
             moving,
             waiting,
-            in_flight,
             under_way,
             helpers,
             left_at,
@@ -330,8 +327,8 @@ struct EndHere {
     /// The stores removing the entry files they moved into their waiting files.
     moving: Vec<Arc<Store>>,
     waiting: usize,
-    in_flight: usize,
-    /// What the writer thread had under way as the queue closed: what, how many, how long.
+    /// What the writer thread had under way as the queue closed: what ("none": it had no job), how
+    /// many, how long.
     under_way: (&'static str, usize, Duration),
     helpers: usize,
     left_at: Duration,

@@ -60,33 +60,25 @@ impl Store {
         waiting: &HashSet<PipelineKey>,
     ) -> Vec<Moved> {
         let holders: Vec<PipelineKey> = {
-            let Some(once) = self.inline_once.locked_at_once() else {
+            // The lock the writer plans with, and the one it takes as it stamps an entry found
+            // from a taken file: where either is held, nothing is moved.
+            let (Some(once), Some(taken)) = (
+                self.inline_once.locked_at_once(),
+                self.taken.locked_at_once(),
+            ) else {
                 return Vec::new();
             };
-            let mut seen = HashSet::new();
             names
                 .filter_map(|name| once.get(&name).copied())
-                .filter(|key| seen.insert(*key))
-                .collect()
-        };
-        // The lock the writer takes as it stamps an entry found from a taken file: where it is
-        // held, nothing is moved.
-        let holders: Vec<PipelineKey> = {
-            let Some(taken) = self.taken.locked_at_once() else {
-                return Vec::new();
-            };
-            holders
-                .into_iter()
-                .filter(|key| !taken.every_key.contains(key))
+                .filter(|key| !waiting.contains(key) && !taken.every_key.contains(key))
                 .collect()
         };
         let candidates: Vec<PipelineKey> = {
             // Reserved as chosen: two ends at once (the exit handler and a device's end on
-            // another thread) never move one entry into both their files.
+            // another thread) never move one entry into both their files (each once).
             let mut out = self.moved_out.locked();
             holders
                 .into_iter()
-                .filter(|key| !waiting.contains(key))
                 .filter(|key| !self.queued.holds(key))
                 .filter(|key| out.keys.insert(*key))
                 .collect()
