@@ -162,11 +162,11 @@ pub struct Pieces {
     writes: Mutex<Writes>,
     /// Lists resolved this process (cleared whole past [`LISTS_HELD`]).
     lists: Mutex<HashMap<PieceName, Arc<ListedPieces>>>,
-    /// Pieces this process removed as damaged and has not written since. An entry naming one
-    /// then finds it gone, and is dropped for the damage (`corrupt-piece`), not as missing one:
-    /// a reader ahead and a lookup may meet the piece in either order. (Where another thread
-    /// holds this at the moment, the reason given may be `missing-piece`: the entry goes
-    /// either way.)
+    /// Pieces this process removed as damaged and has not written since (each named here before
+    /// its file goes). An entry naming one then finds it gone, and is dropped for the damage
+    /// (`corrupt-piece`), not as missing one: a reader ahead and a lookup may meet the piece in
+    /// either order. (Where another thread holds this past the short spin, the reason given may
+    /// be `missing-piece`: the entry goes either way.)
     removed_as_damaged: Mutex<HashSet<PieceName>>,
     dir_made: AtomicBool,
     /// Pieces are read without updating their access time until the kernel refuses it (only
@@ -408,11 +408,12 @@ impl Pieces {
     fn remove_damaged(&self, name: &PieceName, read: Option<&std::fs::File>) {
         if self.keeps {
             let path = self.path(name);
-            let _ = files::remove_if_still(&path, read);
-            // Where the writer holds it, a later lookup calls it missing, not damaged.
+            // Named before the file goes: a thread that finds it gone then always finds it
+            // named (where the writer holds the set, a later lookup calls it missing).
             if let Some(mut removed) = self.removed_as_damaged.locked_at_once() {
                 removed.insert(*name);
             }
+            let _ = files::remove_if_still(&path, read);
             tracing::debug!(path = %path.display(), "dropped a damaged piece");
         }
     }
@@ -778,6 +779,38 @@ mod tests {
         );
         let got = again.get_all(&[(name, Some(5000))]).unwrap();
         assert_eq!(&got[0][..], &bytes[..]);
+    }
+
+    /// Two threads meeting one damaged piece (a reader ahead and a lookup) both call it damaged:
+    /// the one that removes it names it first, so the other, finding the file gone, finds it
+    /// named. (Removed first, a thread opening it between the two called it missing.)
+    #[test]
+    fn a_damaged_piece_met_by_two_threads_at_once_is_damaged_to_both() {
+        let (_root, pieces) = pieces();
+        let bytes = crate::store::recipe::tests::noise(5000);
+        let (name, _) = pieces.put(&bytes, SystemTime::now()).unwrap();
+        let path = pieces.path(&name);
+        let mut damaged = bytes.clone();
+        damaged[0] ^= 0x40;
+        let pieces = Arc::new(pieces);
+        for round in 0..2000 {
+            pieces.removed_as_damaged.locked().clear();
+            std::fs::write(&path, &damaged).unwrap();
+            let start = Arc::new(std::sync::Barrier::new(2));
+            let other = {
+                let (pieces, start) = (Arc::clone(&pieces), Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    pieces.read(&name, Some(5000)).map(|_| ()).unwrap_err()
+                })
+            };
+            start.wait();
+            let here = pieces.read(&name, Some(5000)).map(|_| ()).unwrap_err();
+            let there = other.join().unwrap();
+            for e in [here, there] {
+                assert_eq!(e.reason(), "corrupt-piece", "round {round}: {e}");
+            }
+        }
     }
 
     /// A lookup never waits on the pieces' memory, which the idle-priority writer takes (SPEC):
