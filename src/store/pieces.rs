@@ -281,14 +281,11 @@ impl Pieces {
             return Ok(listed);
         }
         let bytes = self.get_all(&[(*name, None)])?.remove(0);
-        let damaged = || {
-            let path = self.path(name);
-            self.remove_damaged(name, None);
-            self.forget(name);
-            PieceError::Corrupt {
-                path,
-                what: "not a list of this length",
-            }
+        // The file matched its name, so it is whole: the entry naming it as a list of this
+        // length is what is damaged, and goes; the file stays for the entries naming it rightly.
+        let damaged = || PieceError::Corrupt {
+            path: self.path(name),
+            what: "not a list of this length",
         };
         let (refs, total) = super::recipe::parse_list(&bytes).map_err(|_| damaged())?;
         if total != len {
@@ -408,12 +405,19 @@ impl Pieces {
     fn remove_damaged(&self, name: &PieceName, read: Option<&std::fs::File>) {
         if self.keeps {
             let path = self.path(name);
-            // Named before the file goes: a thread that finds it gone then always finds it
-            // named (where the writer holds the set, a later lookup calls it missing).
+            // Named before the file goes: a thread that then finds it gone finds it named,
+            // unless the set is held past the spin (or the piece is being written again).
             if let Some(mut removed) = self.removed_as_damaged.locked_at_once() {
                 removed.insert(*name);
             }
-            let _ = files::remove_if_still(&path, read);
+            let removed = files::remove_if_still(&path, read);
+            if matches!(removed, Ok(false)) && path.exists() {
+                // A whole file took the path after the read: not removed, so not named.
+                if let Some(mut named) = self.removed_as_damaged.locked_at_once() {
+                    named.remove(name);
+                }
+                return;
+            }
             tracing::debug!(path = %path.display(), "dropped a damaged piece");
         }
     }

@@ -72,6 +72,55 @@ fn a_damaged_piece_met_by_two_threads_at_once_is_damaged_to_both() {
 
 /// A lookup never waits on the pieces' memory, which the idle-priority writer takes (SPEC):
 /// where another thread holds it, the pieces are read from their files, checked as ever.
+/// A list read whole (its bytes match its name) but named at another length: the entry naming it
+/// so fails, the file stays for the entries naming it rightly, and it is not taken for one removed
+/// as damaged (once gone, it is missing). Before, the file was moved aside and back, and named.
+#[test]
+fn a_list_named_at_another_length_fails_that_entry_only_and_stays() {
+    let (_root, pieces) = pieces();
+    let now = SystemTime::now();
+    let (a, _) = pieces
+        .put(&crate::store::recipe::tests::noise(5000), now)
+        .unwrap();
+    let (b, _) = pieces
+        .put(&crate::store::recipe::tests::noise(6000), now)
+        .unwrap();
+    let list = crate::store::recipe::encode_list(&[(a, 5000), (b, 6000)]);
+    let (name, _) = pieces.put(&list, now).unwrap();
+    let e = pieces.resolve_list(&name, 9999).unwrap_err();
+    assert_eq!(e.reason(), "corrupt-piece", "{e}");
+    assert!(pieces.path(&name).exists(), "the list's file stays");
+    assert_eq!(pieces.resolve_list(&name, 11000).unwrap().len, 11000);
+    pieces.forget(&name);
+    std::fs::remove_file(pieces.path(&name)).unwrap();
+    let e = pieces.resolve_list(&name, 11000).unwrap_err();
+    assert_eq!(e.reason(), "missing-piece", "{e}");
+}
+
+/// A damaged piece whose path a whole file took after the read is not removed, and so not named
+/// as removed: once gone, it is missing.
+#[test]
+fn a_damaged_piece_replaced_whole_after_the_read_stays_and_is_not_named() {
+    let (_root, pieces) = pieces();
+    let bytes = crate::store::recipe::tests::noise(5000);
+    let (name, _) = pieces.put(&bytes, SystemTime::now()).unwrap();
+    let path = pieces.path(&name);
+    let mut damaged = bytes.clone();
+    damaged[0] ^= 0x40;
+    std::fs::write(&path, &damaged).unwrap();
+    let read = std::fs::File::open(&path).unwrap();
+    let whole = path.with_extension("whole");
+    std::fs::write(&whole, &bytes).unwrap();
+    std::fs::rename(&whole, &path).unwrap();
+    pieces.remove_damaged(&name, Some(&read));
+    let wanted = [(name, Some(5000))];
+    assert_eq!(&pieces.get_all(&wanted).unwrap()[0][..], &bytes[..]);
+    pieces.forget(&name);
+    std::fs::remove_file(&path).unwrap();
+    let e = pieces.get_all(&wanted).unwrap_err();
+    assert_eq!(e.reason(), "missing-piece", "{e}");
+}
+
 #[test]
 fn pieces_are_read_from_their_files_while_another_thread_holds_the_memory() {
     let (_root, pieces) = pieces();

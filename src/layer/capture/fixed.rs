@@ -1,8 +1,9 @@
 //! The fixed-function blocks of a graphics create info as the key reads them: rasterization (and
 //! what its chain adds), vertex input, input assembly, tessellation, viewports, multisampling and
-//! depth-stencil. Where a field's dynamic state is set, the field is never read: the key's type
-//! holds `None`, or false or 0 where it holds a plain value (the dynamic state itself enters the
-//! key). Which blocks are read at all is the graphics create info's to say (`graphics.rs`).
+//! depth-stencil. Where a field's dynamic state is set, the field is ignored (never keyed: the
+//! key's type holds `None`, or false or 0 where it holds a plain value, and the dynamic state
+//! itself enters the key), and an array it covers is never followed. Which blocks are read at
+//! all is the graphics create info's to say (`graphics.rs`).
 
 use ash::vk;
 
@@ -23,7 +24,7 @@ pub(super) unsafe fn rasterization_chain(
     dy: Dynamic,
 ) -> Result<Option<(u32, Option<bool>)>, Unkeyable> {
     let mut depth_clip = None;
-    // SAFETY: the state's chain, valid as the caller vouches; each sType matched.
+    // SAFETY (whole body): the state's chain, valid as the caller vouches; each sType matched.
     for p in unsafe { unique_chain(raster.p_next, "the rasterization state, twice")? } {
         match unsafe { (*p).s_type } {
             S::PIPELINE_RASTERIZATION_DEPTH_CLIP_STATE_CREATE_INFO_EXT => {
@@ -156,6 +157,8 @@ pub(super) unsafe fn vertex_input(
     Ok((desc, divisors))
 }
 
+/// The input assembly state (no primitive restart where it is dynamic).
+///
 /// # Safety
 /// `ia` must be the input assembly state of a valid create info whose dynamic states are `dy`.
 pub(super) unsafe fn input_assembly(
@@ -275,6 +278,8 @@ pub(super) unsafe fn multisample(
     })
 }
 
+/// The depth-stencil state, both stencil faces with it.
+///
 /// # Safety
 /// `d` must be the depth-stencil state of a valid create info whose dynamic states are `dy`.
 pub(super) unsafe fn depth_stencil(

@@ -54,9 +54,8 @@ pub unsafe fn graphics_desc(
         unsafe { dynamic_states_of(ci.p_dynamic_state.as_ref().filter(|_| own.0 != 0))? };
     let dy = Dynamic::from_states(&dynamic_states)?;
 
-    let rendering = chain.rendering.and_then(|r| unsafe { r.as_ref() });
     let (target, color_count, uses_depth_stencil) =
-        unsafe { render_target(ci, rendering, own, objects)? };
+        unsafe { render_target(ci, chain.rendering, own, objects)? };
 
     // Rasterization is pre-rasterization state: a part without it reads its own blocks as a
     // pipeline that rasterizes would (its discard is the pre-rasterization part's to say).
@@ -200,7 +199,7 @@ pub unsafe fn graphics_desc(
 /// chains, if any.
 unsafe fn render_target(
     ci: &vk::GraphicsPipelineCreateInfo,
-    rendering: Option<&vk::PipelineRenderingCreateInfo>,
+    rendering: Option<*const vk::PipelineRenderingCreateInfo<'static>>,
     own: Subsets,
     objects: &Objects,
 ) -> Result<(RenderTarget, Option<u32>, Option<bool>), Unkeyable> {
@@ -231,6 +230,8 @@ unsafe fn render_target(
             Some(depth),
         ));
     }
+    // SAFETY: the chained structure, valid as the caller vouches; read only without a render pass.
+    let rendering = rendering.and_then(|r| unsafe { r.as_ref() });
     let output = rendering.filter(|_| own.fragment_output());
     // SAFETY: the formats array of a valid `VkPipelineRenderingCreateInfo`.
     let formats: Vec<u32> = match output {
