@@ -8,6 +8,15 @@ fn pieces() -> (tempfile::TempDir, Pieces) {
     (root, pieces)
 }
 
+/// A piece of 5000 bytes kept, its bytes, and the same with one bit flipped.
+fn a_piece_and_its_bytes_damaged(pieces: &Pieces) -> (PieceName, Vec<u8>, Vec<u8>) {
+    let bytes = crate::store::recipe::tests::noise(5000);
+    let (name, _) = pieces.put(&bytes, SystemTime::now()).unwrap();
+    let mut damaged = bytes.clone();
+    damaged[0] ^= 0x40;
+    (name, bytes, damaged)
+}
+
 #[test]
 fn a_piece_is_written_once_and_read_back_checked() {
     let (_root, pieces) = pieces();
@@ -44,11 +53,8 @@ fn a_piece_is_written_once_and_read_back_checked() {
 #[test]
 fn a_damaged_piece_met_by_two_threads_at_once_is_damaged_to_both() {
     let (_root, pieces) = pieces();
-    let bytes = crate::store::recipe::tests::noise(5000);
-    let (name, _) = pieces.put(&bytes, SystemTime::now()).unwrap();
+    let (name, _, damaged) = a_piece_and_its_bytes_damaged(&pieces);
     let path = pieces.path(&name);
-    let mut damaged = bytes.clone();
-    damaged[0] ^= 0x40;
     let pieces = Arc::new(pieces);
     for round in 0..2000 {
         pieces.removed_as_damaged.locked().clear();
@@ -102,11 +108,8 @@ fn a_list_named_at_another_length_fails_that_entry_only_and_stays() {
 #[test]
 fn a_damaged_piece_replaced_whole_after_the_read_stays_and_is_not_named() {
     let (_root, pieces) = pieces();
-    let bytes = crate::store::recipe::tests::noise(5000);
-    let (name, _) = pieces.put(&bytes, SystemTime::now()).unwrap();
+    let (name, bytes, damaged) = a_piece_and_its_bytes_damaged(&pieces);
     let path = pieces.path(&name);
-    let mut damaged = bytes.clone();
-    damaged[0] ^= 0x40;
     std::fs::write(&path, &damaged).unwrap();
     let read = std::fs::File::open(&path).unwrap();
     let whole = path.with_extension("whole");
