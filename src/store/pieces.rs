@@ -615,11 +615,18 @@ impl Pieces {
         let path = self.path(&name);
         // Kept again (or given up): gone later, it is missing, not damaged.
         self.removed_as_damaged.locked().remove(&name);
+        // A file this run has neither written, stamped nor read is checked once before entries
+        // name it: a damaged piece no entry has read yet would be named by every one written.
+        let unchecked = !self.touched_this_run(&name) && !self.held(&name);
         // Stamped with the newest stamp this run gave it: another thread that recorded a newer
         // one may not have set it yet, and the entry written next must never outlive its piece.
         let newer = self.touch(&name, stamp);
         match self.stamp_file(&path, newer.unwrap_or(stamp)) {
-            Ok(()) => return Ok(0),
+            Ok(()) if !unchecked || self.whole_on_disk(&name, bytes.len(), stored) => return Ok(0),
+            // Damaged: the check removed it, and it is written anew.
+            Ok(()) => {
+                self.removed_as_damaged.locked().remove(&name);
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
                 self.forget(&name);
@@ -666,6 +673,23 @@ impl Pieces {
         Err(StoreError::io("place", &path)(std::io::Error::other(
             "another writer of this piece did not place it",
         )))
+    }
+
+    /// Whether the piece file of `name` (of `len` bytes, `stored` so) reads back whole: read and
+    /// checked as a lookup reads it, and removed where it is damaged.
+    fn whole_on_disk(&self, name: &PieceName, len: usize, stored: Stored) -> bool {
+        let len = match stored {
+            Stored::Framed => Some(len as u64),
+            Stored::AsIs => None,
+        };
+        self.read(name, len).is_ok()
+    }
+
+    /// Whether this run holds the piece checked in memory (where the writer holds the memory,
+    /// not known: false).
+    fn held(&self, name: &PieceName) -> bool {
+        let memory = self.memory.locked_at_once();
+        memory.is_some_and(|m| m.get(name).is_some())
     }
 
     /// Whether a piece of this name is kept: written or stamped this run, held, or on disk.

@@ -124,6 +124,31 @@ fn a_damaged_piece_replaced_whole_after_the_read_stays_and_is_not_named() {
     assert_eq!(e.reason(), "missing-piece", "{e}");
 }
 
+/// A piece file damaged on disk that no entry has read this run is checked before an entry
+/// written now names it: removed and written anew, where stamping it would have had every entry
+/// written name the damaged file (each then a compile at a later launch). One this run checked
+/// is only stamped.
+#[test]
+fn a_damaged_piece_on_disk_is_written_anew_before_an_entry_names_it() {
+    let (root, pieces) = pieces();
+    let (name, bytes, damaged) = a_piece_and_its_bytes_damaged(&pieces);
+    let path = pieces.path(&name);
+    std::fs::write(&path, &damaged).unwrap();
+    let later = Pieces::new(root.path());
+    let written = later.put(&bytes, SystemTime::now()).unwrap();
+    assert_eq!(written, (name, bytes.len() as u64), "written anew");
+    let wanted = [(name, Some(bytes.len() as u64))];
+    assert_eq!(
+        &Pieces::new(root.path()).get_all(&wanted).unwrap()[0][..],
+        &bytes[..]
+    );
+    assert_eq!(
+        later.put(&bytes, SystemTime::now()).unwrap(),
+        (name, 0),
+        "checked: stamped"
+    );
+}
+
 #[test]
 fn pieces_are_read_from_their_files_while_another_thread_holds_the_memory() {
     let (_root, pieces) = pieces();
