@@ -11,7 +11,8 @@
 //! stored. A list ([`super::recipe`]) is stored as it is (piece names do not compress, and its
 //! entry gives no length to tell a frame by). It is written before any entry that names it
 //! (temporary file, lock, rename, as an entry; one already present is stamped, not written
-//! again), checked against its name and the length the entry gives once per process, then held in
+//! again, once this run has read it whole or checked it: a damaged one is written anew), checked
+//! against its name and the length the entry gives once per process, then held in
 //! memory, within a bound, for every later entry that names it. A piece that is missing or fails
 //! its name makes the entry a miss; a damaged one is removed. Each piece is stamped once a run,
 //! with the stamp of the first entry that names it and is found or written: never older than the
@@ -158,7 +159,7 @@ pub struct Pieces {
     memory: Mutex<Memory>,
     memory_limit: AtomicU64,
     /// Pieces stamped or written this run, with the stamp given.
-    touched: Mutex<HashMap<PieceName, SystemTime>>,
+    touched: Mutex<HashMap<PieceName, Touched>>,
     writes: Mutex<Writes>,
     /// Lists resolved this process (cleared whole past [`LISTS_HELD`]).
     lists: Mutex<HashMap<PieceName, Arc<ListedPieces>>>,
@@ -452,9 +453,22 @@ impl Pieces {
         }
     }
 
-    /// Records `stamp` for a piece unless this run gave it a newer one, which it returns.
-    fn touch(&self, name: &PieceName, stamp: SystemTime) -> Option<SystemTime> {
-        touch_in(&mut self.touched.locked(), name, stamp)
+    /// Records `stamp` for a piece about to be written or stamped unless this run gave it a newer
+    /// one, which it returns; and whether this run knows its file whole.
+    fn touch(&self, name: &PieceName, stamp: SystemTime) -> (Option<SystemTime>, bool) {
+        let mut touched = self.touched.locked();
+        let newer = touch_in(&mut touched, name, stamp, false);
+        (newer, touched.get(name).is_some_and(|t| t.whole))
+    }
+
+    /// Notes that this run knows the piece file of `name` whole (written, or read and checked).
+    /// Only where it can at once: left out, the file is checked again at its next write.
+    fn know_whole(&self, name: &PieceName) {
+        if let Some(mut touched) = self.touched.locked_at_once() {
+            if let Some(t) = touched.get_mut(name) {
+                t.whole = true;
+            }
+        }
     }
 
     /// Stamps each of `named` (a piece, or a list: `true`) with `stamp` unless this run gave it a
@@ -473,7 +487,7 @@ impl Pieces {
         {
             let mut touched = self.touched.locked();
             for (name, is_list) in named {
-                if touch_in(&mut touched, name, stamp).is_none() {
+                if touch_in(&mut touched, name, stamp, true).is_none() {
                     due.push(*name);
                     if *is_list {
                         lists.push(*name);
@@ -493,7 +507,7 @@ impl Pieces {
             due.extend(
                 members
                     .into_iter()
-                    .filter(|m| touch_in(&mut touched, m, stamp).is_none()),
+                    .filter(|m| touch_in(&mut touched, m, stamp, true).is_none()),
             );
         }
         // Members first, then the lists naming them: whoever sees a list's new stamp sees its
@@ -575,8 +589,9 @@ impl Pieces {
 
     /// Makes sure a piece is kept, before an entry naming it, stamped `stamp`, is written: one on
     /// disk is stamped `stamp`, or the newer stamp this run gave it (the stamp is also the check
-    /// that it is still there (another process bringing the store within its bound may have dropped
-    /// it); a missing one is written. Returns its name and the bytes written.
+    /// that it is still there: another process bringing the store within its bound may have
+    /// dropped it), and, the first time this run meets its file, read and checked; a missing or
+    /// damaged one is written. Returns its name and the bytes written.
     pub fn put(&self, bytes: &[u8], stamp: SystemTime) -> Result<(PieceName, u64), StoreError> {
         let name = piece_name(bytes);
         self.put_named(&name, bytes, stamp).map(|n| (name, n))
@@ -615,17 +630,23 @@ impl Pieces {
         let path = self.path(&name);
         // Kept again (or given up): gone later, it is missing, not damaged.
         self.removed_as_damaged.locked().remove(&name);
-        // A file this run has neither written, stamped nor read is checked once before entries
-        // name it: a damaged piece no entry has read yet would be named by every one written.
-        let unchecked = !self.touched_this_run(&name) && !self.held(&name);
         // Stamped with the newest stamp this run gave it: another thread that recorded a newer
         // one may not have set it yet, and the entry written next must never outlive its piece.
-        let newer = self.touch(&name, stamp);
+        let (newer, whole) = self.touch(&name, stamp);
+        let whole = whole || self.held(&name);
         match self.stamp_file(&path, newer.unwrap_or(stamp)) {
-            Ok(()) if !unchecked || self.whole_on_disk(&name, bytes.len(), stored) => return Ok(0),
-            // Damaged: the check removed it, and it is written anew.
+            Ok(()) if whole => return Ok(0),
+            // A file this run has neither written nor read is checked before entries name it: a
+            // damaged piece no lookup met would be named by every entry written.
+            Ok(()) if self.check_on_disk(&name, bytes.len(), stored) => {
+                self.know_whole(&name);
+                return Ok(0);
+            }
+            // Damaged (removed by the check), gone, or unreadable: written anew.
             Ok(()) => {
-                self.removed_as_damaged.locked().remove(&name);
+                if let Some(mut removed) = self.removed_as_damaged.locked_at_once() {
+                    removed.remove(&name);
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
@@ -646,6 +667,7 @@ impl Pieces {
             match files::write_atomically(&path, file, stamp) {
                 Ok(Written::Whole(n)) => {
                     tracing::trace!(piece = %file_name(&name), ?stamp, "piece written");
+                    self.know_whole(&name);
                     return Ok(n);
                 }
                 // Another writer (a thread of this run, or another process) is writing it now,
@@ -675,14 +697,26 @@ impl Pieces {
         )))
     }
 
-    /// Whether the piece file of `name` (of `len` bytes, `stored` so) reads back whole: read and
-    /// checked as a lookup reads it, and removed where it is damaged.
-    fn whole_on_disk(&self, name: &PieceName, len: usize, stored: Stored) -> bool {
+    /// Whether the piece file of `name` (of `len` bytes, `stored` so) reads back whole, checked as
+    /// a lookup checks it; a damaged one is removed. Not held in memory: a writer needs no bytes
+    /// of it, and lookups' pieces stay held.
+    fn check_on_disk(&self, name: &PieceName, len: usize, stored: Stored) -> bool {
         let len = match stored {
             Stored::Framed => Some(len as u64),
             Stored::AsIs => None,
         };
-        self.read(name, len).is_ok()
+        match self.read_file(&self.path(name), name, len) {
+            Ok((Ok(_), _)) => true,
+            Ok((Err(_), file)) => {
+                self.remove_damaged(name, Some(&file));
+                false
+            }
+            Err(PieceError::Corrupt { .. }) => {
+                self.remove_damaged(name, None);
+                false
+            }
+            Err(_) => false,
+        }
     }
 
     /// Whether this run holds the piece checked in memory (where the writer holds the memory,
@@ -744,16 +778,33 @@ enum Stored {
 /// writer at it waits 20 ms for that writer to place it.
 const PLACE_ATTEMPTS: usize = 4;
 
-/// Records `stamp` for a piece in `touched` unless a newer one is there, which it returns.
+/// A piece this run stamped or wrote: the newest stamp it gave, and whether this run knows its
+/// file whole (written, read and checked, or named by an entry found whole).
+#[derive(Debug, Clone, Copy)]
+struct Touched {
+    stamp: SystemTime,
+    whole: bool,
+}
+
+/// Records `stamp` for a piece in `touched` unless a newer one is there, which it returns; `whole`:
+/// the caller knows its file whole.
 fn touch_in(
-    touched: &mut HashMap<PieceName, SystemTime>,
+    touched: &mut HashMap<PieceName, Touched>,
     name: &PieceName,
     stamp: SystemTime,
+    whole: bool,
 ) -> Option<SystemTime> {
-    match touched.get(name) {
-        Some(given) if *given >= stamp => Some(*given),
-        _ => {
-            touched.insert(*name, stamp);
+    match touched.get_mut(name) {
+        Some(t) => {
+            t.whole |= whole;
+            if t.stamp >= stamp {
+                return Some(t.stamp);
+            }
+            t.stamp = stamp;
+            None
+        }
+        None => {
+            touched.insert(*name, Touched { stamp, whole });
             None
         }
     }

@@ -126,27 +126,89 @@ fn a_damaged_piece_replaced_whole_after_the_read_stays_and_is_not_named() {
 
 /// A piece file damaged on disk that no entry has read this run is checked before an entry
 /// written now names it: removed and written anew, where stamping it would have had every entry
-/// written name the damaged file (each then a compile at a later launch). One this run checked
-/// is only stamped.
+/// written name the damaged file (each then a compile at a later launch). Once written or checked
+/// it is only stamped. As it is, framed, and a list alike.
 #[test]
 fn a_damaged_piece_on_disk_is_written_anew_before_an_entry_names_it() {
     let (root, pieces) = pieces();
+    let raw = crate::store::recipe::tests::noise(5000);
+    let framed = packable();
+    let (a, _) = pieces.put(&raw, SystemTime::now()).unwrap();
+    let (b, _) = pieces.put(&framed, SystemTime::now()).unwrap();
+    let list = crate::store::recipe::encode_list(&[(a, 5000), (b, framed.len() as u64)]);
+    let list_name = crate::store::recipe::piece_name(&list);
+    pieces
+        .put_list(&list_name, &list, SystemTime::now())
+        .unwrap();
+    let put: [(&[u8], PieceName, Stored); 3] = [
+        (&raw, a, Stored::Framed),
+        (&framed, b, Stored::Framed),
+        (&list, list_name, Stored::AsIs),
+    ];
+    for (bytes, name, stored) in put {
+        let path = pieces.path(&name);
+        let mut damaged = std::fs::read(&path).unwrap();
+        let at = damaged.len() - 1;
+        damaged[at] ^= 0x40;
+        std::fs::write(&path, &damaged).unwrap();
+        let later = Pieces::new(root.path());
+        let written = later
+            .put_stored(&name, bytes, SystemTime::now(), stored)
+            .unwrap();
+        assert!(written > 0, "written anew");
+        assert!(
+            later.touched.locked()[&name].whole,
+            "known whole once written"
+        );
+        assert!(
+            !later.was_removed_as_damaged(&name),
+            "written: not named as removed"
+        );
+        let len = (stored == Stored::Framed).then_some(bytes.len() as u64);
+        let again = Pieces::new(root.path());
+        assert_eq!(&again.get_all(&[(name, len)]).unwrap()[0][..], bytes);
+        let stamped = later.put_stored(&name, bytes, SystemTime::now(), stored);
+        assert_eq!(stamped.unwrap(), 0, "written this run: stamped");
+        let read_whole = again.put_stored(&name, bytes, SystemTime::now(), stored);
+        assert_eq!(read_whole.unwrap(), 0, "read whole this run: stamped");
+    }
+}
+
+/// Two threads writing one damaged piece at once: neither returns before the file is whole
+/// (each checks it until one has written or checked it), and it ends whole.
+#[test]
+fn two_threads_writing_one_damaged_piece_return_only_once_it_is_whole() {
+    let (root, pieces) = pieces();
     let (name, bytes, damaged) = a_piece_and_its_bytes_damaged(&pieces);
     let path = pieces.path(&name);
-    std::fs::write(&path, &damaged).unwrap();
-    let later = Pieces::new(root.path());
-    let written = later.put(&bytes, SystemTime::now()).unwrap();
-    assert_eq!(written, (name, bytes.len() as u64), "written anew");
-    let wanted = [(name, Some(bytes.len() as u64))];
-    assert_eq!(
-        &Pieces::new(root.path()).get_all(&wanted).unwrap()[0][..],
-        &bytes[..]
-    );
-    assert_eq!(
-        later.put(&bytes, SystemTime::now()).unwrap(),
-        (name, 0),
-        "checked: stamped"
-    );
+    for round in 0..300 {
+        std::fs::write(&path, &damaged).unwrap();
+        let run = Arc::new(Pieces::new(root.path()));
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let writers: Vec<_> = (0..2)
+            .map(|_| {
+                let (run, start, bytes, path) = (
+                    Arc::clone(&run),
+                    Arc::clone(&start),
+                    bytes.clone(),
+                    path.clone(),
+                );
+                std::thread::spawn(move || {
+                    start.wait();
+                    run.put(&bytes, SystemTime::now()).unwrap();
+                    // Stored as it is (noise): the file holds the bytes themselves.
+                    std::fs::read(&path).ok() == Some(bytes)
+                })
+            })
+            .collect();
+        for w in writers {
+            assert!(
+                w.join().unwrap(),
+                "round {round}: returned before the file was whole"
+            );
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "round {round}");
+    }
 }
 
 #[test]
