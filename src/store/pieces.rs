@@ -11,8 +11,8 @@
 //! stored. A list ([`super::recipe`]) is stored as it is (piece names do not compress, and its
 //! entry gives no length to tell a frame by). It is written before any entry that names it
 //! (temporary file, lock, rename, as an entry; one already present is stamped, not written
-//! again, once this run has read it whole or checked it: a damaged one is written anew), checked
-//! against its name and the length the entry gives once per process, then held in
+//! again, once this run has written it, read it whole or checked it: a damaged one is written
+//! anew over it), checked against its name and the length the entry gives once per process, then held in
 //! memory, within a bound, for every later entry that names it. A piece that is missing or fails
 //! its name makes the entry a miss; a damaged one is removed. Each piece is stamped once a run,
 //! with the stamp of the first entry that names it and is found or written: never older than the
@@ -158,7 +158,8 @@ pub struct Pieces {
     keeps: bool,
     memory: Mutex<Memory>,
     memory_limit: AtomicU64,
-    /// Pieces stamped or written this run, with the stamp given.
+    /// Pieces stamped or written this run: the newest stamp given, and whether the file is known
+    /// whole (recorded before a write's stamp and check; known whole once written or checked).
     touched: Mutex<HashMap<PieceName, Touched>>,
     writes: Mutex<Writes>,
     /// Lists resolved this process (cleared whole past [`LISTS_HELD`]).
@@ -439,8 +440,9 @@ impl Pieces {
 
     /// Forgets a piece found missing or damaged: the next write of an entry naming it writes it.
     /// Each part only where it can be taken at once (a lookup finds a piece missing, and the
-    /// writer takes them too): one left is harmless, since writing a piece first stamps the
-    /// file, and writes it where it is not there.
+    /// writer takes them too): one left costs little, since writing a piece first stamps the
+    /// file, and writes it where it is not there (a record left saying the file whole lets a
+    /// write trust a damaged one a lookup could not remove: its entries cost a compile each).
     pub fn forget(&self, name: &PieceName) {
         if let Some(mut lists) = self.lists.locked_at_once() {
             lists.remove(name);
@@ -590,8 +592,8 @@ impl Pieces {
     /// Makes sure a piece is kept, before an entry naming it, stamped `stamp`, is written: one on
     /// disk is stamped `stamp`, or the newer stamp this run gave it (the stamp is also the check
     /// that it is still there: another process bringing the store within its bound may have
-    /// dropped it), and, the first time this run meets its file, read and checked; a missing or
-    /// damaged one is written. Returns its name and the bytes written.
+    /// dropped it), and read and checked unless this run wrote it, read it whole or checked it
+    /// already; a missing or damaged one is written. Returns its name and the bytes written.
     pub fn put(&self, bytes: &[u8], stamp: SystemTime) -> Result<(PieceName, u64), StoreError> {
         let name = piece_name(bytes);
         self.put_named(&name, bytes, stamp).map(|n| (name, n))
@@ -634,20 +636,19 @@ impl Pieces {
         // one may not have set it yet, and the entry written next must never outlive its piece.
         let (newer, whole) = self.touch(&name, stamp);
         let whole = whole || self.held(&name);
+        // The file at the path is not to be trusted: only one that replaces it is.
+        let mut stale = false;
         match self.stamp_file(&path, newer.unwrap_or(stamp)) {
             Ok(()) if whole => return Ok(0),
-            // A file this run has neither written nor read is checked before entries name it: a
-            // damaged piece no lookup met would be named by every entry written.
-            Ok(()) if self.check_on_disk(&name, bytes.len(), stored) => {
+            // A file this run has neither written nor read whole is checked before entries name
+            // it: a damaged piece no lookup met would be named by every entry written.
+            Ok(()) if self.reads_whole(&name, bytes.len(), stored) => {
                 self.know_whole(&name);
                 return Ok(0);
             }
-            // Damaged (removed by the check), gone, or unreadable: written anew.
-            Ok(()) => {
-                if let Some(mut removed) = self.removed_as_damaged.locked_at_once() {
-                    removed.remove(&name);
-                }
-            }
+            // Damaged, gone or unreadable: written anew over it (never removed first, so that
+            // the path never stands empty while another writer's entry names the piece).
+            Ok(()) => stale = true,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
                 self.forget(&name);
@@ -678,6 +679,7 @@ impl Pieces {
                     let placed = (0..200).any(|_| {
                         std::thread::sleep(std::time::Duration::from_micros(100));
                         self.stamp_file(&path, stamp).is_ok()
+                            && (!stale || self.reads_whole(&name, bytes.len(), stored))
                     });
                     if placed {
                         return Ok(0);
@@ -698,25 +700,14 @@ impl Pieces {
     }
 
     /// Whether the piece file of `name` (of `len` bytes, `stored` so) reads back whole, checked as
-    /// a lookup checks it; a damaged one is removed. Not held in memory: a writer needs no bytes
-    /// of it, and lookups' pieces stay held.
-    fn check_on_disk(&self, name: &PieceName, len: usize, stored: Stored) -> bool {
+    /// a lookup checks it. Nothing is removed (the writer writes over it) nor held in memory (a
+    /// writer needs no bytes of it, and lookups' pieces stay held).
+    fn reads_whole(&self, name: &PieceName, len: usize, stored: Stored) -> bool {
         let len = match stored {
             Stored::Framed => Some(len as u64),
             Stored::AsIs => None,
         };
-        match self.read_file(&self.path(name), name, len) {
-            Ok((Ok(_), _)) => true,
-            Ok((Err(_), file)) => {
-                self.remove_damaged(name, Some(&file));
-                false
-            }
-            Err(PieceError::Corrupt { .. }) => {
-                self.remove_damaged(name, None);
-                false
-            }
-            Err(_) => false,
-        }
+        matches!(self.read_file(&self.path(name), name, len), Ok((Ok(_), _)))
     }
 
     /// Whether this run holds the piece checked in memory (where the writer holds the memory,

@@ -167,6 +167,8 @@ fn a_damaged_piece_on_disk_is_written_anew_before_an_entry_names_it() {
         let len = (stored == Stored::Framed).then_some(bytes.len() as u64);
         let again = Pieces::new(root.path());
         assert_eq!(&again.get_all(&[(name, len)]).unwrap()[0][..], bytes);
+        // Damaged again behind the run's back: what it knows whole it only stamps, unread.
+        std::fs::write(&path, &damaged).unwrap();
         let stamped = later.put_stored(&name, bytes, SystemTime::now(), stored);
         assert_eq!(stamped.unwrap(), 0, "written this run: stamped");
         let read_whole = again.put_stored(&name, bytes, SystemTime::now(), stored);
