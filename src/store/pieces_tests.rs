@@ -1,5 +1,6 @@
 //! Tests of `pieces.rs`.
 
+use super::write::Stored;
 use super::*;
 
 fn pieces() -> (tempfile::TempDir, Pieces) {
