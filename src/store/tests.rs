@@ -2044,14 +2044,16 @@ fn entries_left_waiting_are_taken_whole_by_the_next_opening_and_a_damaged_one_al
 }
 
 #[test]
-fn a_waiting_file_larger_than_one_may_be_is_removed_unread_and_the_rest_are_taken() {
+fn a_waiting_file_larger_than_one_may_be_is_removed_unused_and_the_rest_are_taken() {
     let tmp = tempfile::tempdir().unwrap();
     let data = cache_data(&identity(), &[9; 200]);
     let store = open(tmp.path(), 1 << 30, at(100));
     store
         .keep_waiting(&[(key(1), envelope::PayloadKind::Cache, &data[..], at(51))])
         .unwrap();
-    // Named as a process of this ABI names its file, sorted before the sound one; sparse.
+    // Named as a process of this ABI names its file, and taken first (names are taken in their
+    // order): a file past the size is no reason to take no more. Sparse where the file system
+    // allows.
     let huge = store
         .dir()
         .join(format!("1-1-{}{}", identity().abi, waiting::SUFFIX));
@@ -2062,7 +2064,7 @@ fn a_waiting_file_larger_than_one_may_be_is_removed_unread_and_the_rest_are_take
     let again = open(tmp.path(), 1 << 30, at(200));
     let keys: Vec<PipelineKey> = again.take_waiting().iter().map(|e| e.key).collect();
     assert_eq!(keys, vec![key(1)]);
-    assert!(!huge.exists(), "removed, never read into memory whole");
+    assert!(!huge.exists(), "removed, none of it taken");
 }
 
 /// Takes the waiting files and announces their entries as the layer's writer does, to be

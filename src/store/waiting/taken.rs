@@ -149,7 +149,10 @@ impl Store {
             return Vec::new();
         }
         let started = std::time::Instant::now();
-        let names = files::names_in(&self.dir).unwrap_or_default();
+        // In the order of their names: which files an opening takes
+        // within [`TAKEN_AT_MOST`] never hangs on the directory's own order.
+        let mut names = files::names_in(&self.dir).unwrap_or_default();
+        names.sort_unstable();
         let ours = self.waiting_suffix();
         let mut taken = Vec::new();
         let mut bytes_taken = 0u64;
