@@ -43,12 +43,9 @@ impl BlamedPieces {
     /// Reads the note in `dir`; one missing is empty, one damaged is ignored with a log line.
     pub fn read(dir: &Path) -> BlamedPieces {
         let path = dir.join(super::BLAMED_PIECES);
-        // A byte past the largest note makes a longer file damaged, never a cut one read whole.
-        let (names, changed) = match files::read_at_most(&path, LIMIT + 1) {
-            Ok(bytes) => match (bytes.len() as u64 <= LIMIT)
-                .then(|| parse(&bytes))
-                .flatten()
-            {
+        // A file longer than the largest note is damaged, never a cut one read whole.
+        let (names, changed) = match files::read_within(&path, LIMIT) {
+            Ok(bytes) => match bytes.and_then(|bytes| parse(&bytes)) {
                 Some(names) => (names, false),
                 None => {
                     tracing::warn!(path = %path.display(), "the note of blamed pieces is damaged; ignored (it blames no piece)");

@@ -117,6 +117,20 @@ pub fn read_at_most(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The whole of a file of the store's own no longer than `limit` bytes, opened as [`read_at_most`]
+/// opens it; `None` where it is longer: by its length, unread (an 80 MiB waiting file read to be
+/// refused held an opening 200 ms on RADV's machine), or by what the read found (it grew since).
+pub fn read_within(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let file = open_entry_file(None, path, false)?;
+    let len = file.metadata().map_or(0, |m| m.len());
+    if len > limit {
+        return Ok(None);
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
 /// A directory held open once it exists, so that its files are opened (and stamped) relative to
 /// it: one path walk of a name instead of one of the whole path for every file. A directory
 /// removed while the process goes on is let go when the store makes it again
@@ -542,6 +556,21 @@ pub fn is_waiting_file(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_is_read_within_a_limit_whole_or_not_at_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("note");
+        fs::write(&path, [7u8; 10]).unwrap();
+        assert_eq!(read_within(&path, 10).unwrap(), Some(vec![7u8; 10]));
+        assert_eq!(read_within(&path, 9).unwrap(), None, "one byte over");
+        // Sparse, far past the limit.
+        let huge = tmp.path().join("huge");
+        fs::File::create(&huge).unwrap().set_len(1 << 30).unwrap();
+        assert_eq!(read_within(&huge, 10).unwrap(), None);
+        let missing = read_within(&tmp.path().join("missing"), 10).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn entry_names_are_exactly_two_hex_keys() {

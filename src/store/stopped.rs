@@ -149,6 +149,6 @@ fn blame_once(
 /// Whether the store's piece file of `name` holds bytes (as they are, or compressed) whose
 /// BLAKE3 is `name` (a missing one does not).
 fn piece_matches_its_name(pieces: &Pieces, name: &PieceName) -> bool {
-    super::files::read_at_most(&pieces.path(name), super::files::ENTRY_FILE_LIMIT + 1)
-        .is_ok_and(|bytes| pieces::content_of(bytes, name).is_some())
+    super::files::read_within(&pieces.path(name), super::files::ENTRY_FILE_LIMIT)
+        .is_ok_and(|bytes| bytes.is_some_and(|b| pieces::content_of(b, name).is_some()))
 }

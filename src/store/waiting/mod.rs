@@ -589,10 +589,9 @@ fn read_whole(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
 }
 
 /// The file's bytes, or `None` where it is larger than a waiting file may be ([`MOST_BYTES`]).
-/// Never through a link, never waiting on a FIFO (`files::read_at_most`).
+/// Never through a link, never waiting on a FIFO (`files::read_within`).
 pub fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    let bytes = files::read_at_most(path, MOST_BYTES + 1)?;
-    Ok((bytes.len() as u64 <= MOST_BYTES).then_some(bytes))
+    files::read_within(path, MOST_BYTES)
 }
 
 #[cfg(test)]
