@@ -564,10 +564,13 @@ mod tests {
         fs::write(&path, [7u8; 10]).unwrap();
         assert_eq!(read_within(&path, 10).unwrap(), Some(vec![7u8; 10]));
         assert_eq!(read_within(&path, 9).unwrap(), None, "one byte over");
-        // Sparse, far past the limit.
+        // Sparse, far past the limit: refused by its length (not seen here but in the time it
+        // takes: its bytes are never read).
         let huge = tmp.path().join("huge");
         fs::File::create(&huge).unwrap().set_len(1 << 30).unwrap();
         assert_eq!(read_within(&huge, 10).unwrap(), None);
+        // A length that says nothing (a device that never ends): refused by what the read found.
+        assert_eq!(read_within(Path::new("/dev/zero"), 10).unwrap(), None);
         let missing = read_within(&tmp.path().join("missing"), 10).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
     }

@@ -2051,9 +2051,8 @@ fn a_waiting_file_larger_than_one_may_be_is_removed_unused_and_the_rest_are_take
     store
         .keep_waiting(&[(key(1), envelope::PayloadKind::Cache, &data[..], at(51))])
         .unwrap();
-    // Named as a process of this ABI names its file, and taken first (names are taken in their
-    // order): a file past the size is no reason to take no more. Sparse where the file system
-    // allows.
+    // Named as a process of this ABI names its file, and taken first (its time, 1, the oldest):
+    // a file past the size is no reason to take no more. Sparse where the file system allows.
     let huge = store
         .dir()
         .join(format!("1-1-{}{}", identity().abi, waiting::SUFFIX));
@@ -2064,7 +2063,7 @@ fn a_waiting_file_larger_than_one_may_be_is_removed_unused_and_the_rest_are_take
     let again = open(tmp.path(), 1 << 30, at(200));
     let keys: Vec<PipelineKey> = again.take_waiting().iter().map(|e| e.key).collect();
     assert_eq!(keys, vec![key(1)]);
-    assert!(!huge.exists(), "removed, none of it taken");
+    assert!(!huge.exists(), "removed unread");
 }
 
 /// Takes the waiting files and announces their entries as the layer's writer does, to be
@@ -2483,8 +2482,51 @@ fn an_entry_written_from_a_waiting_file_is_not_moved_back_once_the_bound_dropped
 fn no_waiting_file_stays_as_it_was_where_an_opening_left_some_untaken() {
     let tmp = tempfile::tempdir().unwrap();
     let store = open(tmp.path(), 1 << 30, at(100));
-    // Three files of 20 MiB each: an opening takes files until it holds 32 MiB, so the third
-    // waits. (Each entry's bytes its own: what two entries of a file share, it holds once.)
+    three_waiting_files_of_20_mib(&store);
+    let later = open(tmp.path(), 1 << 30, at(200));
+    let taken = take_and_queue(&later);
+    assert_eq!(taken.len(), 4, "two files taken, one left");
+    assert!(later.keep_untouched_waiting().is_empty());
+}
+
+/// Openings take waiting files oldest written first (the time in their names), so a file left
+/// again goes behind those it left untaken: none waits for ever. Name order is not age: a pid of
+/// more digits, or wrapped, sorts anywhere.
+#[test]
+fn waiting_files_are_taken_oldest_first_and_none_is_left_for_ever() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path(), 1 << 30, at(100));
+    three_waiting_files_of_20_mib(&store);
+    // The oldest (keys 2 and 3) as a process whose pid sorts after any other names it.
+    let mut files = waiting_files(&store);
+    files.sort_by_key(|f| waiting::written_at(&f.file_name().unwrap().to_string_lossy()));
+    let renamed = format!("99999999-1-{}{}", identity().abi, waiting::SUFFIX);
+    fs::rename(&files[0], store.dir().join(renamed)).unwrap();
+    let mut taken_in = Vec::new();
+    for round in 0..2 {
+        let later = open(tmp.path(), 1 << 30, at(200 + round));
+        let taken = take_and_queue(&later);
+        let mut keys: Vec<PipelineKey> = taken.iter().map(|e| e.key).collect();
+        keys.sort();
+        later.keep_untouched_waiting();
+        // A short launch: nothing written, every entry left waiting again at its end.
+        taken.leave_waiting_from(&later, 0);
+        drop(taken);
+        later.drop_settled_waiting();
+        taken_in.push(keys);
+    }
+    assert_eq!(taken_in[0], vec![key(2), key(3), key(4), key(5)]);
+    assert!(
+        taken_in[1].contains(&key(6)) && taken_in[1].contains(&key(7)),
+        "the file left untaken is taken next: {:?}",
+        taken_in[1]
+    );
+}
+
+/// Three waiting files of 20 MiB each (keys 2 and 3, 4 and 5, 6 and 7), written in that order:
+/// an opening takes files until it holds 32 MiB, so one waits. (Each entry's bytes its own: what
+/// two entries of a file share, it holds once.)
+fn three_waiting_files_of_20_mib(store: &Store) {
     let noise = crate::store::recipe::tests::noise(10 << 20);
     let big: Vec<Vec<u8>> = (1..=6u8)
         .map(|n| {
@@ -2504,10 +2546,6 @@ fn no_waiting_file_stays_as_it_was_where_an_opening_left_some_untaken() {
             .collect();
         store.keep_waiting(&entries).unwrap();
     }
-    let later = open(tmp.path(), 1 << 30, at(200));
-    let taken = take_and_queue(&later);
-    assert_eq!(taken.len(), 4, "two files taken, one left");
-    assert!(later.keep_untouched_waiting().is_empty());
 }
 
 fn waiting_files(store: &Store) -> Vec<std::path::PathBuf> {

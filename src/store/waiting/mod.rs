@@ -439,14 +439,25 @@ pub fn abi_in_name(name: &str) -> Option<u32> {
     matches!(abi, 4 | 8).then_some(abi)
 }
 
+/// When a waiting file's name says it was written (`<pid>-<nanos>-<abi>.waiting`), in
+/// nanoseconds since the epoch; `None` where it says nothing readable.
+pub fn written_at(name: &str) -> Option<u128> {
+    name.strip_suffix(SUFFIX)?.split('-').nth(1)?.parse().ok()
+}
+
 /// The entries left waiting in an identity directory and the bytes of their files, as the files
 /// read (records counted, not checked; for `pipekeep list`).
 pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
     let (mut entries, mut bytes) = (0, 0);
     for path in files_in(dir).unwrap_or_default() {
-        if let Ok(read) = files::read_at_most(&path, MOST_BYTES) {
-            bytes += read.len() as u64;
-            entries += parse(&read).0.len() as u64; // entries, not pieces
+        match read_bounded(&path) {
+            Ok(Some(read)) => {
+                bytes += read.len() as u64;
+                entries += parse(&read).0.len() as u64; // entries, not pieces
+            }
+            // Past the size, an opening removes it unused: its bytes, no entries.
+            Ok(None) => bytes += fs::metadata(&path).map_or(0, |m| m.len()),
+            Err(_) => {}
         }
     }
     (entries, bytes)
@@ -576,8 +587,8 @@ fn own_pieces(all: &[Record<'_>], vouches: bool) -> (OwnPieces, Vec<usize>) {
     (own, bad)
 }
 
-/// The file's bytes. Never through a link, never waiting on a FIFO (`files::read_at_most`); one
-/// larger than [`MOST_BYTES`] is removed unused.
+/// The file's bytes. Never through a link, never waiting on a FIFO (`files::read_within`); one
+/// larger than [`MOST_BYTES`] is removed unread.
 fn read_whole(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     match read_bounded(path)? {
         Some(bytes) => Ok(bytes),

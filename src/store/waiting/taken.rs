@@ -149,10 +149,12 @@ impl Store {
             return Vec::new();
         }
         let started = std::time::Instant::now();
-        // In the order of their names: which files an opening takes
-        // within [`TAKEN_AT_MOST`] never hangs on the directory's own order.
+        // Oldest written first (the time in their names; pids neither sort nor grow with time):
+        // a file left again goes behind those an opening left untaken within [`TAKEN_AT_MOST`],
+        // and none waits on the directory's own order.
         let mut names = files::names_in(&self.dir).unwrap_or_default();
-        names.sort_unstable();
+        let age = |name: &String| written_at(name).unwrap_or(u128::MAX);
+        names.sort_unstable_by(|a, b| (age(a), a).cmp(&(age(b), b)));
         let ours = self.waiting_suffix();
         let mut taken = Vec::new();
         let mut bytes_taken = 0u64;
