@@ -439,10 +439,13 @@ pub fn abi_in_name(name: &str) -> Option<u32> {
     matches!(abi, 4 | 8).then_some(abi)
 }
 
-/// When a waiting file's name says it was written (`<pid>-<nanos>-<abi>.waiting`), in
-/// nanoseconds since the epoch; `None` where it says nothing readable.
+/// When a waiting file's name says it was written (`<pid>-<nanos>-<abi>.waiting`, read from the
+/// right as [`abi_in_name`] reads it), in nanoseconds since the epoch; `None` where it says
+/// nothing readable.
 pub fn written_at(name: &str) -> Option<u128> {
-    name.strip_suffix(SUFFIX)?.split('-').nth(1)?.parse().ok()
+    let mut fields = name.strip_suffix(SUFFIX)?.rsplitn(3, '-');
+    let (_abi, nanos, _pid) = (fields.next()?, fields.next()?, fields.next()?);
+    nanos.parse().ok()
 }
 
 /// The entries left waiting in an identity directory and the bytes of their files, as the files
@@ -456,7 +459,7 @@ pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
                 entries += parse(&read).0.len() as u64; // entries, not pieces
             }
             // Past the size, an opening removes it unused: its bytes, no entries.
-            Ok(None) => bytes += fs::metadata(&path).map_or(0, |m| m.len()),
+            Ok(None) => bytes += fs::symlink_metadata(&path).map_or(0, |m| m.len()),
             Err(_) => {}
         }
     }

@@ -321,3 +321,21 @@ fn a_damaged_file_is_written_again_with_its_sound_records_sealed() {
     assert!(without_damage(&path, &identity(), &pieces).unwrap());
     assert!(!path.exists());
 }
+
+#[test]
+fn a_waiting_files_time_is_read_from_its_name_as_the_store_writes_it() {
+    assert_eq!(written_at(&format!("12-345-8{SUFFIX}")), Some(345));
+    assert_eq!(
+        written_at(&format!("1-2-345-4{SUFFIX}")),
+        Some(345),
+        "read from the right"
+    );
+    for name in ["5-8", "x-y-8", "12-345-8.entry"] {
+        let name = if name.ends_with(".entry") {
+            name.to_string()
+        } else {
+            format!("{name}{SUFFIX}")
+        };
+        assert_eq!(written_at(&name), None, "{name}");
+    }
+}
