@@ -107,28 +107,40 @@ pub enum ReadRefused {
 /// At most `limit` bytes of a small file of the store's own (a list of pieces, a note), opened as
 /// an entry is: never through a link, never blocking.
 pub fn read_at_most(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let file = open_entry_file(None, path, false)?;
-    // Sized from the file's length up front: through `take` the buffer grew by doubling, copied
-    // and faulted in at each step (a 4.9 MB waiting file: 3-9 ms of a later ncnn launch's
-    // opening on RADV).
-    let len = file.metadata().map_or(0, |m| m.len()).min(limit);
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok(bytes)
+    let (file, len) = open_with_length(path)?;
+    read_up_to(file, len, limit)
 }
 
 /// The whole of a file of the store's own no longer than `limit` bytes, opened as [`read_at_most`]
 /// opens it; `None` where it is longer: by its length, unread (an 80 MiB waiting file read to be
 /// refused held an opening 200 ms on RADV's machine), or by what the read found (it grew since).
 pub fn read_within(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
-    let file = open_entry_file(None, path, false)?;
-    let len = file.metadata().map_or(0, |m| m.len());
+    let (file, len) = open_with_length(path)?;
     if len > limit {
         return Ok(None);
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
-    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    let bytes = read_up_to(file, len, limit.saturating_add(1))?;
     Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// A file of the store's own, opened as an entry is (never through a link, never blocking), and
+/// its length as it stands (0 where it says none).
+fn open_with_length(path: &Path) -> io::Result<(File, u64)> {
+    let file = open_entry_file(None, path, false)?;
+    let len = file.metadata().map_or(0, |m| m.len());
+    Ok((file, len))
+}
+
+/// At most `limit` bytes of `file`, `len` long as it stood. The buffer is sized from the length up
+/// front: through `take` it grew by doubling, copied and faulted in at each step (a 4.9 MB
+/// waiting file: 3-9 ms of a later ncnn launch's opening on RADV).
+fn read_up_to(file: File, len: u64, limit: u64) -> io::Result<Vec<u8>> {
+    let room = usize::try_from(len.min(limit))
+        .unwrap_or(0)
+        .saturating_add(1);
+    let mut bytes = Vec::with_capacity(room);
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// A directory held open once it exists, so that its files are opened (and stamped) relative to

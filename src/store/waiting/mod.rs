@@ -427,6 +427,19 @@ pub fn files_in(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
     Ok(out)
 }
 
+/// [`files_in`] oldest written first, by the wall-clock time in their names (a name without one
+/// first, equal times in name order): the order an opening takes them in. Pids neither sort nor
+/// grow with time, so a file left again goes behind those an opening left untaken, and none
+/// waits on the directory's own order.
+pub fn files_oldest_first(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut files = files_in(dir)?;
+    files.sort_by_cached_key(|path| {
+        let name = path.file_name().and_then(|n| n.to_str());
+        name.and_then(written_at).unwrap_or(0)
+    });
+    Ok(files)
+}
+
 /// The ABI a waiting file's name ends with (`<pid>-<nanos>-<abi>.waiting`, as
 /// [`Store::waiting_suffix`] names it), where it is one an opening takes: 4 or 8.
 pub fn abi_in_name(name: &str) -> Option<u32> {

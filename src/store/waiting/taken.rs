@@ -149,19 +149,15 @@ impl Store {
             return Vec::new();
         }
         let started = std::time::Instant::now();
-        // Oldest written first, by the wall-clock time in their names (pids neither sort nor grow
-        // with time; a name without one first): a file left again goes behind those an opening
-        // left untaken within [`TAKEN_AT_MOST`], and none waits on the directory's own order.
+        // Oldest written first ([`files_oldest_first`]): a file left again goes behind those an
+        // opening left untaken past [`TAKEN_AT_MOST`].
         let ours = self.waiting_suffix();
-        let mut names = files::names_in(&self.dir).unwrap_or_default();
-        names.retain(|n| n.ends_with(&ours));
-        let age = |name: &String| written_at(name).unwrap_or(0);
-        names.sort_unstable_by(|a, b| (age(a), a).cmp(&(age(b), b)));
+        let mut paths = files_oldest_first(&self.dir).unwrap_or_default();
+        paths.retain(|p| p.to_string_lossy().ends_with(&ours));
         let mut taken = Vec::new();
         let mut bytes_taken = 0u64;
         let mut held = self.taken.locked();
-        for name in &names {
-            let path = self.dir.join(name);
+        for path in paths {
             if held.files.iter().any(|t| t.path == path) {
                 continue; // taken once a process
             }
