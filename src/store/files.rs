@@ -397,8 +397,7 @@ fn read_retrying(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 pub enum Written {
     /// The entry now holds these bytes.
     Whole(u64),
-    /// Not written: another writer holds the temporary file (or, from the store's writes, it
-    /// keeps nothing, or an earlier process's entry stands whole already).
+    /// Another writer holds the temporary file: this write was skipped.
     Skipped,
 }
 

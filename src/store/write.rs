@@ -126,26 +126,6 @@ impl Store {
         self.write_announced_now(key, kind, data, stamp)
     }
 
-    /// [`Store::write_announced`] for an entry an earlier process left waiting: where its file
-    /// is on disk already and whole (written by a process that kept the waiting file as it was:
-    /// [`Store::keep_waiting_as_it_is`]), that file is stamped with the entry's use and not
-    /// written again, so that each process writes entries no earlier one wrote. One found
-    /// damaged is dropped, as a lookup drops it, and written anew.
-    pub fn write_earlier(
-        &self,
-        key: &PipelineKey,
-        kind: envelope::PayloadKind,
-        data: &[u8],
-        stamp: SystemTime,
-    ) -> Result<files::Written, StoreError> {
-        let stamp = self.stamp_with_use(key, stamp);
-        if let Ok(super::Lookup::Found(there)) = self.read_entry(key) {
-            self.stamp_found(&there.into_stamp(), stamp);
-            return Ok(files::Written::Skipped);
-        }
-        self.write_announced_now(key, kind, data, stamp)
-    }
-
     fn write_announced_now(
         &self,
         key: &PipelineKey,

@@ -95,11 +95,11 @@ impl DeviceData {
         }
     }
 
-    /// The waiting files this process took of which some entries still wait stay as they are:
-    /// the writer passes over those entries ([`crate::store::Store::keep_waiting_as_it_is`]).
-    fn keep_waiting_as_it_is(&self) {
+    /// The waiting files this process took and wrote none of stay as they are: the writer passes
+    /// over their entries ([`crate::store::Store::keep_untouched_waiting`]).
+    fn keep_untouched_waiting(&self) {
         if let Some(store) = self.opened_store() {
-            store.keep_waiting_as_it_is();
+            store.keep_untouched_waiting();
         }
     }
 
@@ -153,7 +153,7 @@ impl DeviceData {
             if let Some(store) = self.opened_store() {
                 store.stop_reading_ahead();
             }
-            self.keep_waiting_as_it_is();
+            self.keep_untouched_waiting();
             // As long as the opening thread is given: an entry cut short costs a compile.
             self.writer.drain_here(EXIT_WAIT);
             self.drop_settled_waiting();
@@ -164,7 +164,7 @@ impl DeviceData {
                 .as_ref()
                 .is_some_and(|s| s.devices.fetch_sub(1, Ordering::AcqRel) == 1);
             if last {
-                self.keep_waiting_as_it_is();
+                self.keep_untouched_waiting();
             }
             self.writer.finish(last);
             self.drop_settled_waiting();

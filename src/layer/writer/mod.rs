@@ -148,7 +148,7 @@ impl Job {
     }
 
     /// An earlier process's entry whose waiting file stays as it was
-    /// ([`Store::keep_waiting_as_it_is`]), which the bound dropped, or whose key this process
+    /// ([`Store::keep_untouched_waiting`]), which the bound dropped, or whose key this process
     /// queued again: nothing to write. Read from the data, with no lock a lookup takes.
     fn kept_where_it_waits(&self) -> bool {
         self.for_whom == WrittenFor::Earlier && self.data.passed_over()
@@ -503,13 +503,8 @@ impl Writer {
 /// application's thread), and its wait ends as the job is dropped: this thread takes neither
 /// lock a lookup of it takes (the known entries', the queued entries').
 fn run(job: &Job) -> Result<Written, StoreError> {
-    let store = &job.store;
-    match job.for_whom {
-        WrittenFor::Earlier => {
-            store.write_earlier(&job.key, job.kind, &job.data.whole(), job.stamp)
-        }
-        _ => store.write_announced(&job.key, job.kind, &job.data.whole(), job.stamp),
-    }
+    job.store
+        .write_announced(&job.key, job.kind, &job.data.whole(), job.stamp)
 }
 
 /// `items` grouped by the store, record or other shared object each is for (by pointer), in the

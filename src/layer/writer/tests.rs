@@ -199,7 +199,7 @@ fn kept_entries_leave_the_queue_at_the_end_whatever_the_rule_decides() {
         let data = cache_data(&identity(), &[n; 512]);
         writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
     }
-    assert_eq!(store.keep_waiting_as_it_is().len(), 10);
+    assert_eq!(store.keep_untouched_waiting().len(), 10);
     assert_eq!(
         writer.leave_waiting().0,
         0,

@@ -31,13 +31,11 @@
 //! the last. Only the last device of a
 //! store in a process leaves entries waiting (an earlier one's end writes them: the store is not
 //! opened again in that process), and a process takes only files of its own ABI. A file is read
-//! but not removed: a process that leaves some of a file's entries unwritten (a short launch,
-//! with little or no pause to write them in) leaves the file as it found it at its end, rather
-//! than writing the rest into a file of its own; those it wrote stand twice, as entry files and
-//! in the file, and a later process writes only the others ([`Store::write_earlier`] passes over
-//! an entry whose file stands whole). The process that writes the last of them removes the file.
-//! Two processes at once may both take a file's entries, and write the same bytes; a process that
-//! dies leaves the file for the next.
+//! but not removed: a process that writes none of a file's entries (a short launch, with no
+//! pause to write them in) leaves the file as it found it at its end, rather than writing the
+//! same entries into a file of its own; one that wrote some removes the file once the rest are
+//! written or left waiting in its own. Two processes at once may both take a file's entries, and
+//! write the same bytes; a process that dies leaves the file for the next.
 //!
 //! The file counts within the title's bound. Its stamp is the newest use of its entries (a
 //! process that keeps it as it is, having found some of them, stamps it forward), and the bound

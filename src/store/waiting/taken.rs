@@ -142,7 +142,7 @@ impl Store {
 
     /// Takes the entries earlier processes left waiting in this identity's directory (at the
     /// opening, before the store is published), each checked as an entry file is; the files
-    /// stay until the process's end settles them ([`Store::keep_waiting_as_it_is`],
+    /// stay until the process's end settles them ([`Store::keep_untouched_waiting`],
     /// [`Store::drop_settled_waiting`]).
     pub fn take_waiting(&self) -> Vec<WaitingEntry> {
         if self.max_bytes == 0 {
@@ -203,26 +203,22 @@ impl Store {
     }
 
     /// At the process's end (its store's last device), before what is still queued is written or
-    /// left waiting: the keys of the entries of each taken file of which some still wait in this
-    /// process, a file still there; those files stay as they are, and their entries need no
-    /// writing. An entry of such a file this process wrote stands twice until a later process
-    /// has written the rest ([`Store::write_earlier`] passes over its file, the bound drops it
-    /// from the waiting file first): leaving the rest again took 11-20 ms of each short later
-    /// launch's end (RADV null, Valve's replayer, pygfx at 2 threads), the file written anew
-    /// barely shorter. (Where another process removes such a file meanwhile, it wrote every
-    /// entry of it first.)
+    /// left waiting: the keys of the entries of each taken file none of whose entries this
+    /// process wrote, a file still there; those files stay as they are, and their entries need
+    /// no writing. (Where another process removes such a file meanwhile, it wrote every entry
+    /// of it first.)
     /// Each device of the store may ask (at the process's exit every device ends so, in any
     /// order): the files kept by an earlier one are named again. A damaged file, or any where a
     /// file was left for a later opening, is not kept. The writer passes over their entries
     /// ([`crate::store::Queued::passed_over`]).
-    pub fn keep_waiting_as_it_is(&self) -> std::collections::HashSet<PipelineKey> {
+    pub fn keep_untouched_waiting(&self) -> std::collections::HashSet<PipelineKey> {
         let mut kept = std::collections::HashSet::new();
         let mut taken = self.taken.locked();
         let may_keep = !taken.left_some;
         let mut newly_kept = Vec::new();
         for file in taken.files.iter_mut() {
-            let unsettled = || file.keys.iter().any(|k| self.queued.holds(k));
-            if !file.kept && may_keep && file.clean && unsettled() && file.path.is_file() {
+            let untouched = || file.keys.iter().all(|k| self.queued.holds(k));
+            if !file.kept && may_keep && file.clean && untouched() && file.path.is_file() {
                 file.kept = true;
                 newly_kept.push((file.path.clone(), file.keys.clone()));
             }
