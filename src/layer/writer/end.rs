@@ -220,10 +220,12 @@ impl Writer {
         }
     }
 
-    /// At the end: where enough entries wait ([`worth_leaving_waiting`]), those queued
-    /// whole are kept in one waiting file a store ([`crate::store::waiting`]) for the next
-    /// process to write, instead of a file each while the user waits for this one to end; each
-    /// counts as written. NVIDIA's that hold their dictionary apart are written as ever. Returns
+    /// At the end: where enough entries wait ([`worth_leaving_waiting`]), or any an earlier
+    /// process left waiting (a file of them taken, of which this process wrote some in a pause:
+    /// under [`LEAVE_WAITING_FROM`], the rest were written one by one, 60-90 ms of a later
+    /// launch's end of the test app on RADV null), those queued whole are kept in one waiting
+    /// file a store ([`crate::store::waiting`]) for the next process to write, instead of a file
+    /// each while the user waits for this one to end; each counts as written. NVIDIA's that hold their dictionary apart are written as ever. Returns
     /// how many were left waiting, and the stores that left some (each may be removing entry
     /// files it moved into its waiting file: [`Store::moved_removed`]).
     pub(super) fn leave_waiting(&self) -> (usize, Vec<Arc<Store>>) {
@@ -236,7 +238,10 @@ impl Writer {
                 .filter(|j| !j.kept_where_it_waits())
                 .partition(|j| j.data.is_whole());
             let bytes = whole.iter().map(|j| j.data.len()).sum();
-            if !worth_leaving_waiting(whole.len(), bytes) {
+            // An earlier process's entries stand safe in their file: left waiting again however
+            // few, with the process's own beside them, never written one by one at the end.
+            let taken = whole.iter().any(|j| j.for_whom == WrittenFor::Earlier);
+            if !taken && !worth_leaving_waiting(whole.len(), bytes) {
                 for job in whole.into_iter().chain(apart) {
                     q.push(job);
                 }
@@ -365,7 +370,7 @@ pub(super) const LEAVE_WAITING_BYTES_FROM_ENTRIES: usize = 32;
 /// Whether `entries` holding `bytes`, all that could be left waiting at the device's end, are
 /// left waiting in one file for the next process ([`Writer::leave_waiting`]): many entries, or
 /// fewer that hold many bytes.
-fn worth_leaving_waiting(entries: usize, bytes: usize) -> bool {
+pub(super) fn worth_leaving_waiting(entries: usize, bytes: usize) -> bool {
     entries >= LEAVE_WAITING_FROM
         || (entries >= LEAVE_WAITING_BYTES_FROM_ENTRIES && bytes >= LEAVE_WAITING_BYTES)
 }

@@ -215,6 +215,49 @@ fn kept_entries_leave_the_queue_at_the_end_whatever_the_rule_decides() {
     assert!((100..110).all(|n| !store.entry_path(&key_of(n)).exists()));
 }
 
+/// Entries an earlier process left waiting, still queued at the end of a process that wrote some
+/// of them in a pause, are left waiting again in one file however few, the process's own whole
+/// entries beside them: safe in their file, they were written one by one at the end under
+/// [`LEAVE_WAITING_FROM`], holding it.
+#[test]
+fn earlier_entries_at_the_end_are_left_waiting_again_however_few() {
+    let dir = tempfile::tempdir().unwrap();
+    let earlier: Vec<u8> = (100..140).collect();
+    let (store, building, writer) = taking_earlier_entries(dir.path(), &earlier, 64);
+    assert!(!worth_leaving_waiting(earlier.len() + 3, 64 * 43));
+    for _ in 0..5 {
+        let job = writer.shared.queue.locked().pop_earlier().unwrap();
+        assert!(
+            matches!(run(&job), Ok(Written::Whole(_))),
+            "written in a pause"
+        );
+    }
+    for n in 0..3 {
+        let data = cache_data(&identity(), &[n; 64]);
+        writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
+    }
+    assert!(store.keep_untouched_waiting().is_empty(), "five written");
+    let taken_file = waiting_files(dir.path());
+    drop(building);
+    writer.finish(true);
+    store.drop_settled_waiting();
+    let files = |keys: &mut dyn Iterator<Item = u8>| {
+        keys.filter(|&n| store.entry_path(&key_of(n)).exists())
+            .count()
+    };
+    assert_eq!(files(&mut (100..140)), 5, "the rest not written");
+    assert_eq!(files(&mut (0..3)), 0, "its own beside them");
+    let left = waiting_files(dir.path());
+    assert_eq!(left.len(), 1);
+    assert_ne!(
+        left, taken_file,
+        "the taken file settled, one of its own left"
+    );
+    drop(store);
+    let next = open_store(dir.path());
+    assert_eq!(next.take_waiting().len(), 35 + 3);
+}
+
 /// A process that builds all along and has taken the entries `earlier` (each `bytes` of `n`)
 /// an earlier process left waiting in a store at `dir`: its store, its building and its writer.
 fn taking_earlier_entries(
