@@ -78,6 +78,12 @@ impl Store {
         Ok((bytes.len() - moved_bytes) as u64)
     }
 
+    /// Whether this process's opening left a waiting file for a later one (past
+    /// [`TAKEN_AT_MOST`]): a file this process leaves goes behind it.
+    pub fn left_waiting_untaken(&self) -> bool {
+        self.taken.locked().left_some
+    }
+
     /// Notes the stamp of an entry found whose file is not there: found while it still waits
     /// (its file not yet written, or kept in a waiting file), the file that keeps it carries
     /// that use, so the bound counts it as used now, not when it was built. (Asked on the
