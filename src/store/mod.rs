@@ -169,6 +169,12 @@ pub struct Store {
     use_order: stamps::UseOrders,
     /// The waiting files this process took, until its end settles them ([`waiting`]).
     taken: Mutex<waiting::Taken>,
+    /// Its opening left a waiting file of this ABI for a later one (past
+    /// the 32 MiB an opening takes): no file taken stays as it is, or an opening would take the
+    /// same ones every time and never the rest; and a file left at the end would go behind it.
+    /// Set once, before the store is published; read without a lock at the end, where the
+    /// writer's queue is held.
+    waiting_left_untaken: AtomicBool,
     /// The entries whose load a stopped process's marker names (the opening dropped their
     /// files): a copy waiting in a file is not taken either, or the next load stops again.
     stopped_loads: OnceLock<HashSet<PipelineKey>>,
@@ -421,6 +427,7 @@ impl Store {
             rebuild_taken: AtomicBool::new(false),
             use_order: stamps::UseOrders::default(),
             taken: Mutex::default(),
+            waiting_left_untaken: AtomicBool::new(false),
             stopped_loads: OnceLock::new(),
         };
         let report = open::sweep(&store, bound_now)?;

@@ -222,17 +222,17 @@ impl Writer {
 
     /// At the end: where enough entries wait ([`worth_leaving_waiting`]), those queued whole
     /// are kept in one waiting file a store ([`crate::store::waiting`]) for the next process to
-    /// write, instead of a file each while the user waits for this one to end; each counts as
-    /// written. Where fewer wait, those an earlier process left waiting are left waiting again
-    /// however few (safe in their file: written one by one, they held a later launch's end, 150-194
-    /// ms against 138-146 of the test app on RADV null), unless the store's opening left a file
-    /// for a later one (a file left now would go behind it, and the next opening might not reach
-    /// it), and the process's own are written as files. NVIDIA's that hold their dictionary apart
-    /// are written as ever. Returns how many were left waiting, and the stores that left some
-    /// (each may be removing entry files it moved into its waiting file:
-    /// [`Store::moved_removed`]).
+    /// write, instead of a file each while the user waits for this one to end; each of its own
+    /// counts as written. Where fewer wait, those an earlier process left waiting are left
+    /// waiting again however few (safe in their file: written one by one, they held a later
+    /// launch's end, 150-194 ms against 138-146 of the test app on RADV null), no entry file
+    /// moving in ([`Store::keep_few_waiting`]), unless the store's opening left a file for a
+    /// later one (a file left now would go behind it, and the next opening might not reach it);
+    /// the process's own are written as files. NVIDIA's that hold their dictionary apart are
+    /// written as ever. Returns how many were left waiting, and the stores that left some (each
+    /// may be removing entry files it moved into its waiting file: [`Store::moved_removed`]).
     pub(super) fn leave_waiting(&self) -> (usize, Vec<Arc<Store>>) {
-        let jobs: Vec<Job> = {
+        let (jobs, few) = {
             let mut q = self.shared.queue.locked();
             // Those kept where they wait (their file stays as it was) leave the queue first: the
             // end neither writes them nor tells their pieces to the store.
@@ -241,13 +241,12 @@ impl Writer {
                 .filter(|j| !j.kept_where_it_waits())
                 .partition(|j| j.data.is_whole());
             let bytes = whole.iter().map(|j| j.data.len()).sum();
-            let (left, written): (Vec<Job>, Vec<Job>) = if worth_leaving_waiting(whole.len(), bytes)
-            {
-                (whole, Vec::new())
-            } else {
-                whole.into_iter().partition(|j| {
+            let few = !worth_leaving_waiting(whole.len(), bytes);
+            let (left, written): (Vec<Job>, Vec<Job>) = match few {
+                false => (whole, Vec::new()),
+                true => whole.into_iter().partition(|j| {
                     j.for_whom == WrittenFor::Earlier && !j.store.left_waiting_untaken()
-                })
+                }),
             };
             for job in written.into_iter().chain(apart) {
                 q.push(job);
@@ -255,7 +254,7 @@ impl Writer {
             if left.is_empty() {
                 return (0, Vec::new());
             }
-            left
+            (left, few)
         };
         let mut left = 0;
         let mut moving = Vec::new();
@@ -267,7 +266,11 @@ impl Writer {
                 .zip(&whole)
                 .map(|(j, data)| (j.key, j.kind, data.as_ref(), j.stamp))
                 .collect();
-            match store.keep_waiting(&entries) {
+            let kept = match few {
+                false => store.keep_waiting(&entries),
+                true => store.keep_few_waiting(&entries),
+            };
+            match kept {
                 Ok(bytes) => {
                     left += jobs.len();
                     moving.push(store.clone());

@@ -258,6 +258,53 @@ fn earlier_entries_at_the_end_are_left_waiting_again_however_few() {
     assert_eq!(next.take_waiting().len(), 35);
 }
 
+/// An entry file this process wrote in a pause holding inline a stage binary that an earlier
+/// process's entry left waiting again at the end carries stays a file: the few are left without
+/// moving entry files in (found by a review: one leftover took the file in, and the next launch
+/// wrote it again).
+#[test]
+fn few_earlier_entries_left_again_take_no_entry_file_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let noise = crate::store::recipe::tests::noise(3 * 8000);
+    let (own_a, own_b, shared) = (&noise[..8000], &noise[8000..16000], &noise[16000..]);
+    let mine = crate::store::binaries::encode(&[], [(&[1u8][..], own_a), (&[9u8][..], shared)]);
+    let left = crate::store::binaries::encode(&[], [(&[2u8][..], own_b), (&[9u8][..], shared)]);
+    let store = open_store(dir.path());
+    let at = SystemTime::now();
+    store
+        .keep_waiting(&[(key_of(99), PayloadKind::Binaries, &left[..], at)])
+        .unwrap();
+    drop(store);
+    let store = open_store(dir.path());
+    let activity = Arc::new(AppActivity::on_cores(2));
+    let building = Building::start(activity.clone());
+    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
+    writer.write_waiting(store.clone(), store.take_waiting());
+    // Its own pipeline, written in a pause: the first file carrying the stage, inline.
+    writer.write(store.clone(), key_of(0), PayloadKind::Binaries, mine, None);
+    let job = writer.shared.queue.locked().pop_own().unwrap();
+    assert!(matches!(run(&job), Ok(Written::Whole(_))));
+    drop(job);
+    let taken_file = waiting_files(dir.path());
+    drop(building);
+    writer.finish(true);
+    store.drop_settled_waiting();
+    assert!(store.entry_path(&key_of(0)).exists(), "its own file stays");
+    let left = waiting_files(dir.path());
+    assert!(
+        left.len() == 1 && left != taken_file,
+        "the leftover left again"
+    );
+    drop(store);
+    let next = open_store(dir.path());
+    let taken: Vec<PipelineKey> = next.take_waiting().into_iter().map(|e| e.key).collect();
+    assert_eq!(taken, [key_of(99)]);
+    assert!(matches!(
+        next.lookup(&key_of(0)),
+        Ok(crate::store::Lookup::Found(_))
+    ));
+}
+
 /// Where the opening left a waiting file for a later one (it took [`crate::store::waiting`]'s
 /// 32 MiB), the few entries still queued at the end are written as files, the earlier
 /// process's too: a file left now would go behind the untaken one, and the next opening, taking
@@ -267,7 +314,10 @@ fn few_entries_at_the_end_are_written_where_the_opening_left_a_file_untaken() {
     let dir = tempfile::tempdir().unwrap();
     let random = |n: u8| {
         let mut bytes = vec![0; 1 << 20];
-        blake3::Hasher::new().update(&[n]).finalize_xof().fill(&mut bytes);
+        blake3::Hasher::new()
+            .update(&[n])
+            .finalize_xof()
+            .fill(&mut bytes);
         bytes
     };
     for first in [100u8, 150] {

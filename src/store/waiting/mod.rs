@@ -117,9 +117,6 @@ pub(super) struct TakenFile {
 #[derive(Debug, Default)]
 pub(super) struct Taken {
     files: Vec<TakenFile>,
-    /// A file of this ABI was left for a later opening (past [`TAKEN_AT_MOST`]): no file taken
-    /// stays as it is, or an opening would take the same ones every time and never the rest.
-    left_some: bool,
     /// The stamps of taken entries found before they were written, by key.
     used: HashMap<PipelineKey, SystemTime>,
     /// Every key taken from earlier processes' files, whatever became of those since (this

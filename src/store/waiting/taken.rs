@@ -17,6 +17,18 @@ impl Store {
     /// Returns the file's bytes less the records of those moved in: the entries' own. (A device
     /// of the process made after the end finds neither: the store is not opened again in it.)
     pub fn keep_waiting(&self, entries: &[ToWait<'_>]) -> Result<u64, StoreError> {
+        self.keep_waiting_moving(entries, true)
+    }
+
+    /// [`Store::keep_waiting`] for an earlier process's few entries, none of them this process's
+    /// (the device's end, where too few of its own wait to leave): no entry file moves in, or a
+    /// file of three such entries could take in up to [`super::holders`]' 8 MiB of entry files
+    /// this process wrote in its pauses, each written again by the next.
+    pub fn keep_few_waiting(&self, entries: &[ToWait<'_>]) -> Result<u64, StoreError> {
+        self.keep_waiting_moving(entries, false)
+    }
+
+    fn keep_waiting_moving(&self, entries: &[ToWait<'_>], moving: bool) -> Result<u64, StoreError> {
         if self.max_bytes == 0 || entries.is_empty() {
             return Ok(0);
         }
@@ -32,7 +44,10 @@ impl Store {
         let in_store: HashSet<PieceName> = asked.iter().copied().filter(kept).collect();
         let waiting: HashSet<PipelineKey> = entries.iter().map(|e| e.0).collect();
         let not_kept = asked.iter().copied().filter(|n| !in_store.contains(n));
-        let moved = self.inline_holders(not_kept, &waiting);
+        let moved = match moving {
+            true => self.inline_holders(not_kept, &waiting),
+            false => Vec::new(),
+        };
         let moved_in = moved.iter().map(|m| (m.key, m.kind, &m.data[..], m.stamp));
         // An entry found while it waited (from an earlier process's file) keeps that use.
         let entries: Vec<ToWait<'_>> = self.with_last_uses(|last_use| {
@@ -81,7 +96,8 @@ impl Store {
     /// Whether this process's opening left a waiting file for a later one (past
     /// [`TAKEN_AT_MOST`]): a file this process leaves goes behind it.
     pub fn left_waiting_untaken(&self) -> bool {
-        self.taken.locked().left_some
+        self.waiting_left_untaken
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Notes the stamp of an entry found whose file is not there: found while it still waits
@@ -168,7 +184,8 @@ impl Store {
                 continue; // taken once a process
             }
             if bytes_taken >= TAKEN_AT_MOST {
-                held.left_some = true;
+                self.waiting_left_untaken
+                    .store(true, std::sync::atomic::Ordering::Release);
                 break;
             }
             match read_whole(&path) {
@@ -220,7 +237,7 @@ impl Store {
     pub fn keep_untouched_waiting(&self) -> std::collections::HashSet<PipelineKey> {
         let mut kept = std::collections::HashSet::new();
         let mut taken = self.taken.locked();
-        let may_keep = !taken.left_some;
+        let may_keep = !self.left_waiting_untaken();
         let mut newly_kept = Vec::new();
         for file in taken.files.iter_mut() {
             let untouched = || file.keys.iter().all(|k| self.queued.holds(k));
