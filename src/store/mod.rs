@@ -171,7 +171,8 @@ pub struct Store {
     taken: Mutex<waiting::Taken>,
     /// Its opening left a waiting file of this ABI for a later one (past
     /// the 32 MiB an opening takes): no file taken stays as it is, or an opening would take the
-    /// same ones every time and never the rest; and a file left at the end would go behind it.
+    /// same ones every time and never the rest; and the few entries an end leaves of earlier
+    /// processes' files would go behind it (so they are written as files instead).
     /// Set once, before the store is published; read without a lock at the end, where the
     /// writer's queue is held.
     waiting_left_untaken: AtomicBool,

@@ -21,7 +21,7 @@ impl Store {
     }
 
     /// [`Store::keep_waiting`] for an earlier process's few entries, none of them this process's
-    /// (the device's end, where too few of its own wait to leave): no entry file moves in, or a
+    /// (the device's end, where too few entries wait to leave them all): no entry file moves in, or a
     /// file of three such entries could take in up to [`super::holders`]' 8 MiB of entry files
     /// this process wrote in its pauses, each written again by the next.
     pub fn keep_few_waiting(&self, entries: &[ToWait<'_>]) -> Result<u64, StoreError> {
