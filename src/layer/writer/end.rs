@@ -220,20 +220,14 @@ impl Writer {
         }
     }
 
-    /// At the end: where enough entries wait ([`worth_leaving_waiting`]), those queued whole
-    /// are kept in one waiting file a store ([`crate::store::waiting`]) for the next process to
-    /// write, instead of a file each while the user waits for this one to end; each of its own
-    /// counts as written. Where fewer wait, those an earlier process left waiting are left
-    /// waiting again however few (safe in their file: the test app on RADV null, 400 pipelines,
-    /// 70 ms pauses, the later launch whose end wrote them one by one took 138-225 ms, median 166,
-    /// against 117-138 ms for every later launch now, six interleaved rounds), no entry file
-    /// moving in ([`Store::keep_few_waiting`]), unless the store's opening left a file for a
-    /// later one (a file left now would go behind it, and the next opening might not reach it);
-    /// the process's own are written as files. NVIDIA's that hold their dictionary apart are
-    /// written as ever. Returns how many were left waiting, and the stores that left some (each
-    /// may be removing entry files it moved into its waiting file: [`Store::moved_removed`]).
+    /// At the end: the entries queued whole that [`choose_left`] chooses are kept in one waiting
+    /// file a store ([`crate::store::waiting`]) for the next process to write, instead of a file
+    /// each while the user waits for this one to end; each of its own counts as written. NVIDIA's
+    /// that hold their dictionary apart are written as ever. Returns how many were left waiting,
+    /// and the stores that left some (each may be removing entry files it moved into its waiting
+    /// file: [`Store::moved_removed`]).
     pub(super) fn leave_waiting(&self) -> (usize, Vec<Arc<Store>>) {
-        let (jobs, few) = {
+        let (jobs, leaving) = {
             let mut q = self.shared.queue.locked();
             // Those kept where they wait (their file stays as it was) leave the queue first: the
             // end neither writes them nor tells their pieces to the store.
@@ -241,21 +235,14 @@ impl Writer {
                 .take_all()
                 .filter(|j| !j.kept_where_it_waits())
                 .partition(|j| j.data.is_whole());
-            let bytes = whole.iter().map(|j| j.data.len()).sum();
-            let few = !worth_leaving_waiting(whole.len(), bytes);
-            let (left, written): (Vec<Job>, Vec<Job>) = match few {
-                false => (whole, Vec::new()),
-                true => whole.into_iter().partition(|j| {
-                    j.for_whom == WrittenFor::Earlier && !j.store.left_waiting_untaken()
-                }),
-            };
+            let (left, written, leaving) = choose_left(whole);
             for job in written.into_iter().chain(apart) {
                 q.push(job);
             }
             if left.is_empty() {
                 return (0, Vec::new());
             }
-            (left, few)
+            (left, leaving)
         };
         let mut left = 0;
         let mut moving = Vec::new();
@@ -267,9 +254,9 @@ impl Writer {
                 .zip(&whole)
                 .map(|(j, data)| (j.key, j.kind, data.as_ref(), j.stamp))
                 .collect();
-            let kept = match few {
-                false => store.keep_waiting(&entries),
-                true => store.keep_few_waiting(&entries),
+            let kept = match leaving {
+                Leaving::All => store.keep_waiting(&entries),
+                Leaving::EarlierFew => store.keep_few_waiting(&entries),
             };
             match kept {
                 Ok(bytes) => {
@@ -382,4 +369,34 @@ pub(super) const LEAVE_WAITING_BYTES_FROM_ENTRIES: usize = 32;
 pub(super) fn worth_leaving_waiting(entries: usize, bytes: usize) -> bool {
     entries >= LEAVE_WAITING_FROM
         || (entries >= LEAVE_WAITING_BYTES_FROM_ENTRIES && bytes >= LEAVE_WAITING_BYTES)
+}
+
+/// What the end leaves waiting of the entries queued whole ([`choose_left`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leaving {
+    /// Enough of them ([`worth_leaving_waiting`]): all, entry files that hold inline what they
+    /// carry moving in with them ([`Store::keep_waiting`]).
+    All,
+    /// Fewer: those an earlier process left waiting alone, however few, no entry file moving in
+    /// ([`Store::keep_few_waiting`]).
+    EarlierFew,
+}
+
+/// Splits the entries queued whole at the end into those left waiting and those written as files.
+/// Where enough wait ([`worth_leaving_waiting`]), all are left. Where fewer wait, those an earlier
+/// process left waiting are left again however few: safe in their file, written one by one they
+/// held a later launch's end (the test app on RADV null, 400 pipelines, 70 ms pauses: the launch
+/// whose end wrote them took 138-225 ms, median 166, against 117-138 ms for every later launch
+/// now, six interleaved rounds); unless the store's opening left a file for a later one (a file
+/// left now would go behind it, and the next opening might not reach it). The process's own few
+/// are written as files.
+fn choose_left(whole: Vec<Job>) -> (Vec<Job>, Vec<Job>, Leaving) {
+    let bytes = whole.iter().map(|j| j.data.len()).sum();
+    if worth_leaving_waiting(whole.len(), bytes) {
+        return (whole, Vec::new(), Leaving::All);
+    }
+    let (left, written) = whole
+        .into_iter()
+        .partition(|j| j.for_whom == WrittenFor::Earlier && !j.store.left_waiting_untaken());
+    (left, written, Leaving::EarlierFew)
 }

@@ -276,9 +276,7 @@ fn few_earlier_entries_left_again_take_no_entry_file_in() {
         .unwrap();
     drop(store);
     let store = open_store(dir.path());
-    let activity = Arc::new(AppActivity::on_cores(2));
-    let building = Building::start(activity.clone());
-    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
+    let (building, writer) = writer_beside_building();
     writer.write_waiting(store.clone(), store.take_waiting());
     // Its own pipeline, written in a pause: the first file carrying the stage, inline.
     writer.write(store.clone(), key_of(0), PayloadKind::Binaries, mine, None);
@@ -334,9 +332,7 @@ fn few_entries_at_the_end_are_written_where_the_opening_left_a_file_untaken() {
         std::thread::sleep(Duration::from_millis(2));
     }
     let store = open_store(dir.path());
-    let activity = Arc::new(AppActivity::on_cores(2));
-    let building = Building::start(activity.clone());
-    let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
+    let (building, writer) = writer_beside_building();
     let taken = store.take_waiting();
     assert_eq!(
         taken.len(),
@@ -386,11 +382,18 @@ fn taking_earlier_entries(
     store.keep_waiting(&entries).unwrap();
     drop(store);
     let store = open_store(dir);
+    let (building, writer) = writer_beside_building();
+    writer.write_waiting(store.clone(), store.take_waiting());
+    (store, building, writer)
+}
+
+/// A writer beside an application that builds all along (two cores): the building, until
+/// dropped, and the writer.
+fn writer_beside_building() -> (Building, Writer) {
     let activity = Arc::new(AppActivity::on_cores(2));
     let building = Building::start(activity.clone());
     let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
-    writer.write_waiting(store.clone(), store.take_waiting());
-    (store, building, writer)
+    (building, writer)
 }
 
 fn key_of(n: u8) -> PipelineKey {
@@ -608,9 +611,7 @@ fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let store = open_store(dir.path());
-        let activity = Arc::new(AppActivity::on_cores(2));
-        let _building = Building::start(activity.clone());
-        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
+        let (_building, writer) = writer_beside_building();
         let key_of = |n: usize| PipelineKey {
             spirv: [n as u8; 16],
             state: [n as u8; 16],
@@ -633,9 +634,7 @@ fn fewer_entries_at_the_end_are_left_waiting_where_they_hold_many_bytes() {
         // The next process, as the layer opens its store: what waits goes to its writer.
         // It builds all along, and its end comes before any pause.
         let next = open_store(dir.path());
-        let activity = Arc::new(AppActivity::on_cores(2));
-        let _building = Building::start(activity.clone());
-        let writer = Writer::new(Arc::new(|r, _| assert!(r.is_ok())), Some(activity));
+        let (_building, writer) = writer_beside_building();
         writer.write_waiting(next.clone(), next.take_waiting());
         for n in 0..entries {
             let found = next.lookup(&key_of(n));

@@ -44,9 +44,10 @@ impl Store {
         let in_store: HashSet<PieceName> = asked.iter().copied().filter(kept).collect();
         let waiting: HashSet<PipelineKey> = entries.iter().map(|e| e.0).collect();
         let not_kept = asked.iter().copied().filter(|n| !in_store.contains(n));
-        let moved = match moving {
-            true => self.inline_holders(not_kept, &waiting),
-            false => Vec::new(),
+        let moved = if moving {
+            self.inline_holders(not_kept, &waiting)
+        } else {
+            Vec::new()
         };
         let moved_in = moved.iter().map(|m| (m.key, m.kind, &m.data[..], m.stamp));
         // An entry found while it waited (from an earlier process's file) keeps that use.
