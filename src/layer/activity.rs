@@ -4,6 +4,8 @@
 //! bounds, unless the application leaves cores free beside its builds (`writer`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// The last moment the application began or ended a pipeline, in milliseconds since this was
@@ -16,6 +18,12 @@ pub struct AppActivity {
     building: AtomicUsize,
     /// The machine's cores.
     cores: usize,
+    /// The one thread that waits for the application's first pipeline
+    /// ([`AppActivity::wait_until_quiet_after_building`]), woken by it; `first_waiter_known` is set
+    /// once it is told, with the first touch's write both sequentially consistent: the first
+    /// touch sees the waiter, or the waiter sees the touch before it parks.
+    first_waiter: OnceLock<Thread>,
+    first_waiter_known: AtomicBool,
 }
 
 impl Default for AppActivity {
@@ -37,6 +45,8 @@ impl AppActivity {
             last_ms: AtomicU64::new(0),
             building: AtomicUsize::new(0),
             cores,
+            first_waiter: OnceLock::new(),
+            first_waiter_known: AtomicBool::new(false),
         }
     }
 
@@ -63,8 +73,20 @@ impl AppActivity {
     /// threads building at once mostly read it.
     pub fn touch(&self) {
         let now = self.now_ms();
-        if self.last_ms.load(Ordering::Relaxed) < now {
-            self.last_ms.fetch_max(now, Ordering::Relaxed);
+        if self.last_ms.load(Ordering::Relaxed) < now
+            && self.last_ms.fetch_max(now, Ordering::SeqCst) == 0
+        {
+            self.wake_first_waiter();
+        }
+    }
+
+    /// The application's first touch wakes the thread waiting for it.
+    #[cold]
+    fn wake_first_waiter(&self) {
+        if self.first_waiter_known.load(Ordering::SeqCst) {
+            if let Some(waiter) = self.first_waiter.get() {
+                waiter.unpark();
+            }
         }
     }
 
@@ -81,30 +103,41 @@ impl AppActivity {
 
     /// Whether the application has begun a pipeline since the device was made.
     fn began(&self) -> bool {
-        self.last_ms.load(Ordering::Relaxed) > 0
+        self.last_ms.load(Ordering::SeqCst) > 0
     }
 
     /// Returns once the application has built no pipeline for `quiet` (`true`), or once `stop`
     /// is set (`false`), checking every 20 ms at most. The waiting thread parks, so that whoever
-    /// sets `stop` may unpark it: the device's end does so for its opening thread, which it joins
+    /// sets `stop` must unpark it: the device's end does so for its opening thread, which it joins
     /// (that thread's 20 ms naps were most of a short launch's end on RADV).
     pub fn wait_until_quiet(&self, quiet: Duration, stop: &AtomicBool) -> bool {
-        self.wait(quiet, stop, false)
+        self.wait(quiet, stop, None)
     }
 
     /// As [`AppActivity::wait_until_quiet`], but only a pause after the application's first
     /// pipeline counts: the time before it (loading its shaders) is not a pause in its loading.
+    /// Until that pipeline the thread sleeps, woken by it (an application that builds none does
+    /// not wake it 50 times a second for as long as it runs); a second thread waiting so at once
+    /// checks every 20 ms.
     pub fn wait_until_quiet_after_building(&self, quiet: Duration, stop: &AtomicBool) -> bool {
-        self.wait(quiet, stop, true)
+        let woken_by_first = self.first_waiter.set(std::thread::current()).is_ok();
+        if woken_by_first {
+            self.first_waiter_known.store(true, Ordering::SeqCst);
+        }
+        self.wait(quiet, stop, Some(woken_by_first))
     }
 
-    fn wait(&self, quiet: Duration, stop: &AtomicBool, after_building: bool) -> bool {
+    /// `first`: only after the first pipeline, and whether this thread is woken by it.
+    fn wait(&self, quiet: Duration, stop: &AtomicBool, first: Option<bool>) -> bool {
         loop {
             if stop.load(Ordering::Acquire) {
                 return false;
             }
-            if after_building && !self.began() {
-                std::thread::park_timeout(Duration::from_millis(20));
+            if let (Some(woken_by_first), false) = (first, self.began()) {
+                match woken_by_first {
+                    true => std::thread::park(),
+                    false => std::thread::park_timeout(Duration::from_millis(20)),
+                }
                 continue;
             }
             let so_far = self.quiet_for();
@@ -209,6 +242,57 @@ mod tests {
             "the wait ended before the first pipeline"
         );
         app.join().unwrap();
+    }
+
+    /// The thread waiting for the first pipeline sleeps until it comes: no wake while the
+    /// application builds none (before, one each 20 ms), and the first pipeline ends its sleep.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_wait_for_the_first_pipeline_sleeps_until_it_comes() {
+        let activity = Arc::new(AppActivity::default());
+        let (task_tx, task_rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let activity = activity.clone();
+            std::thread::spawn(move || {
+                // The thread's own status: "/proc/<pid>/task/<tid>".
+                task_tx
+                    .send(std::fs::read_link("/proc/thread-self").unwrap())
+                    .unwrap();
+                let never = AtomicBool::new(false);
+                activity.wait_until_quiet_after_building(Duration::from_millis(10), &never)
+            })
+        };
+        let status = std::path::Path::new("/proc")
+            .join(task_rx.recv().unwrap())
+            .join("status");
+        let field = |name: &str| {
+            let text = std::fs::read_to_string(&status).unwrap();
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(name))
+                .map(str::to_owned);
+            line.unwrap().split_whitespace().nth(1).unwrap().to_owned()
+        };
+        let switches = || field("voluntary_ctxt_switches:").parse::<u64>().unwrap();
+        // Asleep in its wait: it has slept once and sleeps now.
+        let until = Instant::now() + Duration::from_secs(30);
+        while (switches() == 0 || field("State:") != "S") && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let asleep = switches();
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(
+            switches(),
+            asleep,
+            "woken while the application built nothing"
+        );
+        activity.touch();
+        let until = Instant::now() + Duration::from_secs(30);
+        while !waiter.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(waiter.is_finished(), "the first pipeline did not wake it");
+        assert!(waiter.join().unwrap());
     }
 
     #[test]

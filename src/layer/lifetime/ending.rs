@@ -20,7 +20,8 @@ impl DeviceData {
         if let Some(rebuild) = self.rebuilder.locked().as_ref() {
             rebuild.thread().unpark();
         }
-        // Out of its wait for the application's pause at once: the end joins it.
+        // Out of its wait for the application's pause at once, and out of its sleep until the
+        // first pipeline, which nothing else ends: the end joins it.
         if let Some(opener) = self.opener.locked().as_ref() {
             opener.thread().unpark();
         }

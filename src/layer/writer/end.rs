@@ -176,9 +176,10 @@ impl Writer {
             .take_handed(&self.shared.handover);
     }
 
-    /// Wakes the writer thread from its nap while it waits for the application's pause, once the
-    /// queue is closing, so that it sees the close and returns: the device's end joins it (it
-    /// napped up to [`super::NAP`] of a short launch's end on RADV).
+    /// Wakes the writer thread, once the queue is closing, so that it sees the close and returns:
+    /// the device's end joins it. Out of its nap while it waits for the application's pause (it
+    /// napped up to [`super::NAP`] of a short launch's end on RADV), and out of its sleep with an
+    /// empty queue, which nothing else ends: without this wake the join would never return.
     fn wake(&self) {
         if let Some(handle) = self.thread.locked().as_ref() {
             handle.thread().unpark();

@@ -11,7 +11,9 @@
 //! woken when a batch of [`STAMP_BATCH`] stamps is full, once, not at every stamp after it (a
 //! wake is a system call, and while every core is busy the idle-priority thread leaves the
 //! stamps waiting); fewer wait until the next write, the thread's look a second after its last
-//! (in a pause), or the end.
+//! (in a pause), or the end; where that look finds the queue still empty, the thread sleeps until
+//! the next thing queued, whatever it is, wakes it (an application that builds nothing more is
+//! not woken once a second for ever, as Mesa's queue is not).
 //!
 //! The thread runs at the lowest priority (`SCHED_IDLE`, as Mesa's disk-cache queue does): it
 //! takes only time no application thread wants, so a run that keeps every core busy building
@@ -20,7 +22,8 @@
 //! writer thread leaves the queue to them once it closes.
 //! An application thread never waits on the queue's lock, which the idle thread also takes: it
 //! tries it briefly, and otherwise hands its work over (`handover.rs`), taken into the queue by
-//! the thread at its next look (a handed entry or chore wakes it) or by the device's end.
+//! the thread at its next look (a handed entry or chore wakes it, and anything handed wakes it
+//! from its sleep) or by the device's end.
 //!
 //! Even at idle priority the thread's writes slow the application's compiles where it runs
 //! beside them (the test app's 600 pipelines at one thread on this project's 2-core VM, RADV:
@@ -45,8 +48,9 @@
 //! entries then wait up to [`QUEUE_LIMIT`] (the application's threads write past it), and a
 //! process that dies then loses what waits.
 
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::activity::AppActivity;
@@ -183,6 +187,13 @@ struct Shared {
     queue: Mutex<Queue>,
     ready: Condvar,
     handover: Handover,
+    /// The writer thread, told by itself before its first look.
+    thread: OnceLock<Thread>,
+    /// The writer thread sleeps until something is queued ([`Shared::sleep_until_queued`]).
+    asleep: AtomicBool,
+    /// The writer thread's returns from its waits for work (the tests' count of its wakes).
+    #[cfg(test)]
+    wakes: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -191,7 +202,48 @@ impl Shared {
             queue: Mutex::default(),
             ready: Condvar::new(),
             handover: Handover::new(),
+            thread: OnceLock::new(),
+            asleep: AtomicBool::new(false),
+            #[cfg(test)]
+            wakes: Default::default(),
         }
+    }
+
+    /// Wakes the writer thread where it sleeps until something is queued: called once something
+    /// is, in the queue (its lock held or just let go) or handed over. Both sides of the flag are
+    /// sequentially consistent: a thread handing over sees it set, or the writer sees what was
+    /// handed over before it sleeps.
+    fn wake_if_asleep(&self) {
+        // The swap once the flag is seen: the threads queueing while the idle-priority writer
+        // has not run yet unpark it once, not each.
+        if self.asleep.load(SeqCst) && self.asleep.swap(false, SeqCst) {
+            if let Some(thread) = self.thread.get() {
+                thread.unpark();
+            }
+        }
+    }
+
+    /// The writer thread, its queue empty and nothing queued for the second it last waited,
+    /// sleeps until something is queued ([`Shared::wake_if_asleep`]) or the queue closes (the
+    /// device's end unparks it): an idle application's writer is not woken once a second.
+    fn sleep_until_queued<'a>(&'a self, q: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
+        // Set under the queue's lock: whoever queues next, under it, sees the flag.
+        self.asleep.store(true, SeqCst);
+        // Handed over between the look and the flag: its hander may not have seen the flag.
+        if !self.handover.waits() {
+            drop(q);
+            std::thread::park();
+            self.asleep.store(false, SeqCst);
+            self.count_wake();
+            return self.queue.locked();
+        }
+        self.asleep.store(false, SeqCst);
+        q
+    }
+
+    fn count_wake(&self) {
+        #[cfg(test)]
+        self.wakes.fetch_add(1, SeqCst);
     }
 }
 
@@ -353,6 +405,7 @@ impl Writer {
                     here.push(job);
                 }
             }
+            self.shared.wake_if_asleep();
         }
         for job in here {
             (self.on_written)(run(&job), WrittenFor::Earlier);
@@ -449,12 +502,16 @@ impl Writer {
             queue: lock,
             ready,
             handover,
+            ..
         } = &*self.shared;
         let Some(mut q) = lock.locked_at_once() else {
             let (bytes, wrap, wakes) = handed;
             let back = handover.hand(item, bytes, wrap);
-            if back.is_none() && wakes {
-                ready.notify_one();
+            if back.is_none() {
+                if wakes {
+                    ready.notify_one();
+                }
+                self.shared.wake_if_asleep();
             }
             return back;
         };
@@ -464,6 +521,7 @@ impl Writer {
         if push(&mut q, item) {
             ready.notify_one();
         }
+        self.shared.wake_if_asleep();
         None
     }
 
@@ -480,6 +538,8 @@ impl Writer {
         match std::thread::Builder::new()
             .name("pipekeep-writer".into())
             .spawn(move || {
+                // Before its first look: whoever queues after it may wake it.
+                let _ = shared.thread.set(std::thread::current());
                 super::idle::lower_this_threads_priority("writer");
                 let thread = Drain::Thread(building.as_deref());
                 super::guard::guarded("writer", || drain(&shared, &on_written, thread), || ())
@@ -551,6 +611,7 @@ fn drain(shared: &Shared, on_written: &OnWritten, who: Drain<'_>) {
         queue: lock,
         ready,
         handover,
+        ..
     } = shared;
     // Once the thread takes the queue it works until the process's own work is done: waiting
     // again at every job would leave it a job per nap while a busy application fills the queue
@@ -559,6 +620,8 @@ fn drain(shared: &Shared, on_written: &OnWritten, who: Drain<'_>) {
     loop {
         let work = {
             let mut q = lock.locked();
+            // The last wait ran its whole second and this look found nothing either.
+            let mut idle_for_a_second = false;
             let work = loop {
                 q.take_handed(handover);
                 // Earlier processes' entries only right after the pause was checked (or at the
@@ -611,9 +674,18 @@ fn drain(shared: &Shared, on_written: &OnWritten, who: Drain<'_>) {
                 if handover.waits() {
                     continue;
                 }
+                if idle_for_a_second {
+                    q = shared.sleep_until_queued(q);
+                    idle_for_a_second = false;
+                    continue;
+                }
                 // Woken by what is queued; a handing over between the look above and this wait
-                // is taken within a second (the longest an entry waits while the cores are free).
-                q = ready.wait_on_at_most(q, LONGEST_WAIT).0;
+                // is taken within a second (the longest an entry waits while the cores are free),
+                // as are stamps under a batch and the record's pipelines, which wake no thread.
+                let waited;
+                (q, waited) = ready.wait_on_at_most(q, LONGEST_WAIT);
+                shared.count_wake();
+                idle_for_a_second = waited.timed_out();
             };
             // Counted under the lock it was taken under: the exit waits for it.
             q.in_flight += usize::from(work.is_some());

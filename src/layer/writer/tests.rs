@@ -722,6 +722,72 @@ fn the_writer_thread_writes_what_was_handed_over_while_it_waited() {
     writer.finish(false);
 }
 
+/// A writer thread whose queue stayed empty for the second it waited sleeps until something is
+/// queued: an idle application's writer is not woken once a second for ever (before, it was).
+/// A stamp, which wakes no thread while its batch is short, queued into the queue or handed
+/// over, then wakes it, and it is taken with no end to drain it.
+#[test]
+fn an_idle_writer_sleeps_until_something_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let writer = Arc::new(Writer::new(Arc::new(|_, _| {}), None));
+    let data = cache_data(&identity(), &[1; 64]);
+    writer.write(store.clone(), key_of(1), PayloadKind::Cache, data, None);
+    let wakes = || {
+        writer
+            .shared
+            .wakes
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    let taken = || {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            let q = writer.shared.queue.locked();
+            if q.stamps.is_empty() && !writer.shared.handover.waits() && q.in_flight == 0 {
+                return true;
+            }
+            drop(q);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    };
+    let stamp = || writer.stamp(store.clone(), ToStamp::of(key_of(1).file_name()));
+    let asleep = || {
+        writer
+            .shared
+            .asleep
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    let falls_asleep = || {
+        let until = Instant::now() + Duration::from_secs(30);
+        while !asleep() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        asleep()
+    };
+    for handed in [false, true] {
+        // A second's wait with nothing queued, then asleep.
+        assert!(falls_asleep(), "never asleep with its queue empty");
+        let before = wakes();
+        std::thread::sleep(Duration::from_millis(1200));
+        assert_eq!(wakes(), before, "woken while nothing was queued");
+        assert!(asleep());
+        if handed {
+            let held = writer.shared.queue.lock().unwrap();
+            stamp();
+            assert!(writer.shared.handover.waits(), "handed over");
+            drop(held);
+        } else {
+            stamp();
+        }
+        assert!(
+            taken(),
+            "a stamp queued while the writer slept waits for the end"
+        );
+    }
+    writer.finish(false);
+}
+
 /// Where the queue is held, work is still done on the caller's thread where handing it over
 /// would leave it waiting or let an application thread wait: no writer thread runs yet (it would
 /// wait for the end), the queue closed (nothing takes it any more), the handover holds its most,
