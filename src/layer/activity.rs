@@ -4,8 +4,10 @@
 //! bounds, unless the application leaves cores free beside its builds (`writer`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::thread::Thread;
+
+use crate::sync::Unpoisoned;
 use std::time::{Duration, Instant};
 
 /// The last moment the application began or ended a pipeline, in milliseconds since this was
@@ -19,11 +21,10 @@ pub struct AppActivity {
     /// The machine's cores.
     cores: usize,
     /// The one thread that waits for the application's first pipeline
-    /// ([`AppActivity::wait_until_quiet_after_building`]), woken by it; `first_waiter_known` is set
-    /// once it is told, with the first touch's write both sequentially consistent: the first
-    /// touch sees the waiter, or the waiter sees the touch before it parks.
-    first_waiter: OnceLock<Thread>,
-    first_waiter_known: AtomicBool,
+    /// ([`AppActivity::wait_until_quiet_after_building`]), woken by it. Behind a lock the first
+    /// touch takes once a device, after its write: a waiter told before it is woken, and one told
+    /// after it sees that write.
+    first_waiter: Mutex<Option<Thread>>,
 }
 
 impl Default for AppActivity {
@@ -45,8 +46,7 @@ impl AppActivity {
             last_ms: AtomicU64::new(0),
             building: AtomicUsize::new(0),
             cores,
-            first_waiter: OnceLock::new(),
-            first_waiter_known: AtomicBool::new(false),
+            first_waiter: Mutex::new(None),
         }
     }
 
@@ -74,7 +74,7 @@ impl AppActivity {
     pub fn touch(&self) {
         let now = self.now_ms();
         if self.last_ms.load(Ordering::Relaxed) < now
-            && self.last_ms.fetch_max(now, Ordering::SeqCst) == 0
+            && self.last_ms.fetch_max(now, Ordering::Relaxed) == 0
         {
             self.wake_first_waiter();
         }
@@ -83,10 +83,8 @@ impl AppActivity {
     /// The application's first touch wakes the thread waiting for it.
     #[cold]
     fn wake_first_waiter(&self) {
-        if self.first_waiter_known.load(Ordering::SeqCst) {
-            if let Some(waiter) = self.first_waiter.get() {
-                waiter.unpark();
-            }
+        if let Some(waiter) = self.first_waiter.locked().as_ref() {
+            waiter.unpark();
         }
     }
 
@@ -103,7 +101,7 @@ impl AppActivity {
 
     /// Whether the application has begun a pipeline since the device was made.
     fn began(&self) -> bool {
-        self.last_ms.load(Ordering::SeqCst) > 0
+        self.last_ms.load(Ordering::Relaxed) > 0
     }
 
     /// Returns once the application has built no pipeline for `quiet` (`true`), or once `stop`
@@ -111,7 +109,16 @@ impl AppActivity {
     /// sets `stop` must unpark it: the device's end does so for its opening thread, which it joins
     /// (that thread's 20 ms naps were most of a short launch's end on RADV).
     pub fn wait_until_quiet(&self, quiet: Duration, stop: &AtomicBool) -> bool {
-        self.wait(quiet, stop, None)
+        loop {
+            if stop.load(Ordering::Acquire) {
+                return false;
+            }
+            let so_far = self.quiet_for();
+            if so_far >= quiet {
+                return true;
+            }
+            std::thread::park_timeout((quiet - so_far).min(Duration::from_millis(20)));
+        }
     }
 
     /// As [`AppActivity::wait_until_quiet`], but only a pause after the application's first
@@ -120,32 +127,25 @@ impl AppActivity {
     /// not wake it 50 times a second for as long as it runs); a second thread waiting so at once
     /// checks every 20 ms.
     pub fn wait_until_quiet_after_building(&self, quiet: Duration, stop: &AtomicBool) -> bool {
-        let woken_by_first = self.first_waiter.set(std::thread::current()).is_ok();
-        if woken_by_first {
-            self.first_waiter_known.store(true, Ordering::SeqCst);
-        }
-        self.wait(quiet, stop, Some(woken_by_first))
+        self.wait_for_the_first_pipeline(stop) && self.wait_until_quiet(quiet, stop)
     }
 
-    /// `first`: only after the first pipeline, and whether this thread is woken by it.
-    fn wait(&self, quiet: Duration, stop: &AtomicBool, first: Option<bool>) -> bool {
-        loop {
+    /// Returns once the application has begun a pipeline (`true`), or once `stop` is set.
+    fn wait_for_the_first_pipeline(&self, stop: &AtomicBool) -> bool {
+        let woken = {
+            let mut waiter = self.first_waiter.locked();
+            waiter.get_or_insert_with(std::thread::current).id() == std::thread::current().id()
+        };
+        while !self.began() {
             if stop.load(Ordering::Acquire) {
                 return false;
             }
-            if let (Some(woken_by_first), false) = (first, self.began()) {
-                match woken_by_first {
-                    true => std::thread::park(),
-                    false => std::thread::park_timeout(Duration::from_millis(20)),
-                }
-                continue;
+            match woken {
+                true => std::thread::park(),
+                false => std::thread::park_timeout(Duration::from_millis(20)),
             }
-            let so_far = self.quiet_for();
-            if so_far >= quiet {
-                return true;
-            }
-            std::thread::park_timeout((quiet - so_far).min(Duration::from_millis(20)));
         }
+        true
     }
 }
 
