@@ -411,7 +411,10 @@ fn with_waiting_records(listed: Vec<StampedEntry>, report: &mut BoundReport) -> 
 /// Drops files in `order` until the rest is within `max_bytes`, then every piece no kept entry
 /// names (what they hold is no entry's: past the excess, only those go). Returns which files
 /// went, the bytes of pieces left in flight, and the records dropped from waiting files (each
-/// file written again without them once every drop is chosen).
+/// file written again without them once the drops are chosen). A packed waiting file counts
+/// each record at its share of the file's bytes, and written again without some it may take
+/// more than the rest's shares (compression is not shared out evenly): the pass then goes on
+/// down the order, a few rounds at most.
 fn drop_in_order(
     order: &mut Eviction,
     max_bytes: u64,
@@ -424,8 +427,12 @@ fn drop_in_order(
     // end above the bound by them: their entries, built last, carry this run's oldest stamps,
     // and dropping newer files in their place dropped the boot's entries (issue 38, item 7).
     let mut in_flight = 0;
-    let mut take = |order: &mut Eviction, i: usize, in_flight: &mut u64| {
-        match drop_one(order.file(i), in_use, report, &mut waiting) {
+    let mut take = |order: &mut Eviction,
+                    i: usize,
+                    in_flight: &mut u64,
+                    report: &mut BoundReport,
+                    waiting: &mut WaitingDrops| {
+        match drop_one(order.file(i), in_use, report, waiting) {
             Dropped::Gone => {
                 dropped[i] = true;
                 order.gone(i);
@@ -435,18 +442,26 @@ fn drop_in_order(
         }
         report.bytes.saturating_sub(*in_flight) > max_bytes
     };
-    while let Some(i) = order.next() {
-        if !take(order, i, &mut in_flight) {
+    let mut gone = Vec::new();
+    for _round in 0..3 {
+        while let Some(i) = order.next() {
+            if !take(order, i, &mut in_flight, report, &mut waiting) {
+                break;
+            }
+        }
+        // A record whose file could not be written again is still there.
+        let applied = std::mem::take(&mut waiting).apply();
+        for r in &applied.still_there {
+            report.kept_after_all(r.bytes);
+        }
+        gone.extend(applied.gone);
+        report.bytes += applied.past_shares;
+        if applied.past_shares == 0 || report.bytes.saturating_sub(in_flight) <= max_bytes {
             break;
         }
     }
     while let Some(i) = order.next_unnamed() {
-        take(order, i, &mut in_flight);
-    }
-    // A record whose file could not be written again is still there.
-    let (gone, still_there) = waiting.apply();
-    for r in &still_there {
-        report.kept_after_all(r.bytes);
+        take(order, i, &mut in_flight, report, &mut waiting);
     }
     (dropped, in_flight, gone)
 }

@@ -1,6 +1,7 @@
 //! zstd for the bytes the store writes: an entry's inline bytes ([`super::recipe`]'s packed
-//! parts) and each piece's bytes ([`super::pieces`]), compressed where that pays and stored as
-//! they are where it does not, as Mesa's disk cache compresses its own (zstd, a low level).
+//! parts), each piece's bytes ([`super::pieces`]) and a file of entries left waiting whole
+//! ([`super::waiting`]), compressed where that pays and stored as they are where it does not, as
+//! Mesa's disk cache compresses its own (zstd, a low level).
 //!
 //! Every check stays on the uncompressed bytes (an entry's data hash, a piece's name), so
 //! identical content is one piece whatever its compression, and a frame is only ever a way to
@@ -82,6 +83,14 @@ pub fn check_frame(frame: &[u8], len: usize) -> Result<(), FrameError> {
         Ok(Some(stated)) if stated == len as u64 => Ok(()),
         _ => Err(FrameError::OtherLength),
     }
+}
+
+/// The content length `frame`'s head states (`None` where it states none or is no frame's head):
+/// asked before a container whose length its frame gives sets room aside for it.
+pub fn stated_len(frame: &[u8]) -> Option<u64> {
+    zstd::zstd_safe::get_frame_content_size(frame)
+        .ok()
+        .flatten()
 }
 
 /// Decompresses `frame` (exactly one zstd frame, nothing after it, stating `out`'s length) over

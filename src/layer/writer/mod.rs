@@ -563,6 +563,11 @@ impl Writer {
 /// application's thread), and its wait ends as the job is dropped: this thread takes neither
 /// lock a lookup of it takes (the known entries', the queued entries').
 fn run(job: &Job) -> Result<Written, StoreError> {
+    // Written already by a process that kept its waiting file as it was: passed over.
+    if job.for_whom == WrittenFor::Earlier && job.store.waiting_entry_is_a_file(&job.key, job.stamp)
+    {
+        return Ok(Written::Skipped);
+    }
     job.store
         .write_announced(&job.key, job.kind, &job.data.whole(), job.stamp)
 }

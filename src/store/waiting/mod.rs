@@ -13,6 +13,12 @@
 //!   n bytes: the entry as it would stand on disk, uncompressed (envelope and payload)
 //! a piece: stamp 2^64 - 1 | its name, BLAKE3 of its bytes (32) | u64 length n | n bytes
 //! ```
+//! On disk the file is packed where that saves an eighth of its bytes or more ([`pack`]):
+//! `"PKWAIT04"`, then one zstd frame of all of the above, stating its length; every reader
+//! takes the file it stands for ([`unpack`]), and the bound counts the bytes on disk. Left
+//! uncompressed, what waits took the bytes compression saves in entry files: ncnn on RADV at 2
+//! threads, whose later launches never pause, kept 3,014-3,027 entries waiting in 9.9 MB, against
+//! Mesa's whole disk cache of 7.2 MB.
 //! Little-endian. Each record is checked as an entry file is (identity, key, the payload's hash),
 //! less the payload's hash where the file's seal holds ([`sealed`]): one that fails is dropped;
 //! reading stops at a record cut short. An entry names the pieces it shares with other entries of
@@ -49,6 +55,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::compress;
 use super::envelope::{self, DataHash, EntryError, PayloadKind};
 use super::eviction::StampedEntry;
 use super::identity::Identity;
@@ -69,6 +76,9 @@ const MAGIC: &[u8; 8] = b"PKWAIT03";
 const MAGIC_BEFORE_PIECES: &[u8; 8] = b"PKWAIT02";
 /// The stamp that marks a piece's record (no entry's: nanoseconds past the year 2500).
 const PIECE_STAMP: u64 = u64::MAX;
+/// A file packed whole ([`pack`]): this magic, then one zstd frame, stating its length, of the
+/// file it stands for (of [`MAGIC`], sealed).
+const MAGIC_PACKED: &[u8; 8] = b"PKWAIT04";
 /// A file whose records each stand on their own entry's data hash: written before the seal, and
 /// by the bound's rewrite of a file whose seal did not hold (sealed again, it would vouch for
 /// damage).
@@ -89,8 +99,8 @@ mod taken;
 #[cfg(test)]
 use records::without;
 pub use records::{
-    as_records, named_by_entries, stopped_copies, without_damage, without_stopped, StoppedCopies,
-    WaitingDrops,
+    as_records, named_by_entries, stopped_copies, without_damage, without_stopped, Applied,
+    StoppedCopies, WaitingDrops,
 };
 /// A waiting file larger than this is not read (the writer's queue holds at most 64 MiB of
 /// entries; NVIDIA's that carry the dictionary apart are never left waiting).
@@ -463,9 +473,9 @@ pub fn written_at(name: &str) -> Option<u128> {
 pub fn waiting_in(dir: &std::path::Path) -> (u64, u64) {
     let (mut entries, mut bytes) = (0, 0);
     for path in files_in(dir).unwrap_or_default() {
-        match read_bounded(&path) {
-            Ok(Some(read)) => {
-                bytes += read.len() as u64;
+        match read_bounded_sized(&path) {
+            Ok(Some((read, on_disk))) => {
+                bytes += on_disk;
                 entries += parse(&read).0.len() as u64; // entries, not pieces
             }
             // Past the size, an opening removes it unused: its bytes, no entries.
@@ -542,9 +552,11 @@ impl CheckedFile {
 /// a record cut short. For the opening that takes the file, and `pipekeep verify`.
 pub fn check_file(bytes: Arc<Vec<u8>>, identity: &Identity, pieces: &Pieces) -> CheckedFile {
     let (all, whole) = parse_all(&bytes);
+    // A packed file is sealed inside its frame: one that does not decompress fails its seal.
     let seal = match (sealed(&bytes), has_sealed_magic(&bytes)) {
         (true, _) => Seal::Held,
         (false, true) => Seal::Failed,
+        (false, false) if packed_and_damaged(&bytes) => Seal::Failed,
         (false, false) => Seal::None,
     };
     let hash = match seal {
@@ -600,6 +612,50 @@ fn own_pieces(all: &[Record<'_>], vouches: bool) -> (OwnPieces, Vec<usize>) {
     (own, bad)
 }
 
+/// A waiting file shorter than this is written as it is ([`pack`]): what it could save is a few
+/// KiB, and the bound, which counts a packed file's records at their shares of its bytes, drops
+/// the records of a file of a few entries exactly.
+const PACKED_FROM: usize = 64 << 10;
+
+/// The bytes written for the waiting file `file`: packed ([`MAGIC_PACKED`], then one zstd frame
+/// of it) where that saves an eighth of them or more ([`compress::compress`]'s rule), else as it
+/// is (NVIDIA's data, its own zstd frames, does not shrink; nor is a file under [`PACKED_FROM`]
+/// tried). Compressed once, where the file is
+/// written: a later process that finds none of its entries' files keeps it as it is.
+pub fn pack(file: Vec<u8>) -> Vec<u8> {
+    if file.len() < PACKED_FROM {
+        return file;
+    }
+    match compress::compress(&file, MAGIC_PACKED.len()) {
+        Some(frame) => [&MAGIC_PACKED[..], &frame].concat(),
+        None => file,
+    }
+}
+
+/// The file a waiting file's bytes on disk stand for: a packed one's frame decompressed
+/// ([`pack`]), any other as it is. `None` where it stands for more than a waiting file may be
+/// ([`MOST_BYTES`]: no room is set aside for it). A packed file whose frame does not decompress
+/// whole, exactly to the length it states, reads as its bytes on disk: no record (damaged; its
+/// entries are compiled again, as a file cut short before its first record).
+pub fn unpack(on_disk: Vec<u8>) -> Option<Vec<u8>> {
+    let Some(frame) = on_disk.strip_prefix(MAGIC_PACKED.as_slice()) else {
+        return Some(on_disk);
+    };
+    match compress::stated_len(frame) {
+        Some(len) if len > MOST_BYTES => None,
+        Some(len) => {
+            let read = compress::decompress(frame, len as usize);
+            Some(read.unwrap_or(on_disk))
+        }
+        None => Some(on_disk),
+    }
+}
+
+/// Whether a waiting file's bytes as read are a packed file's whose frame did not decompress.
+fn packed_and_damaged(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC_PACKED)
+}
+
 /// The file's bytes. Never through a link, never waiting on a FIFO (`files::read_within`); one
 /// larger than [`MOST_BYTES`] is removed unread.
 fn read_whole(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
@@ -612,10 +668,20 @@ fn read_whole(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     }
 }
 
-/// The file's bytes, or `None` where it is larger than a waiting file may be ([`MOST_BYTES`]).
-/// Never through a link, never waiting on a FIFO (`files::read_within`).
+/// The file's bytes (the file a packed one stands for: [`unpack`]), or `None` where it is larger
+/// than a waiting file may be ([`MOST_BYTES`], on disk or unpacked). Never through a link, never
+/// waiting on a FIFO (`files::read_within`).
 pub fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    files::read_within(path, MOST_BYTES)
+    Ok(read_bounded_sized(path)?.map(|(bytes, _)| bytes))
+}
+
+/// [`read_bounded`], with the file's length on disk (what the bound counts).
+pub fn read_bounded_sized(path: &Path) -> std::io::Result<Option<(Vec<u8>, u64)>> {
+    let Some(on_disk) = files::read_within(path, MOST_BYTES)? else {
+        return Ok(None);
+    };
+    let len = on_disk.len() as u64;
+    Ok(unpack(on_disk).map(|bytes| (bytes, len)))
 }
 
 #[cfg(test)]

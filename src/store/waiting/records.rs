@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{
-    begin, check_file, encode_as_read, files_in, parse_all, read_bounded, seal, sealed, Record,
-    RECORD_HEAD,
+    begin, check_file, encode_as_read, files_in, pack, parse_all, read_bounded, read_bounded_sized,
+    seal, sealed, Record, RECORD_HEAD,
 };
 use crate::key::PipelineKey;
 use crate::store::eviction::StampedEntry;
@@ -50,8 +50,8 @@ pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
             let file = dir.join(key.file_name());
             as_files.get(file.as_path()).is_some_and(|at| *at >= stamp)
         };
-        let bytes = match read_bounded(&file.path) {
-            Ok(Some(bytes)) => bytes,
+        let (bytes, on_disk) = match read_bounded_sized(&file.path) {
+            Ok(Some(read)) => read,
             // Larger than a waiting file may be: no opening takes it, and it goes whole.
             Ok(None) => {
                 out.push(file.clone());
@@ -63,7 +63,7 @@ pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
                 continue;
             }
         };
-        match records_of(file, &bytes, &is_a_file) {
+        match records_of(file, &bytes, on_disk, &is_a_file) {
             Some(records) => out.extend(records),
             None => out.push(file.clone()),
         }
@@ -71,12 +71,14 @@ pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
     (out, unread)
 }
 
-/// The records of a waiting file that reads `bytes` now, in the order the bound drops them. A
-/// piece the file holds counts with the last of them that names it (it goes with that one: the
-/// rewrite keeps only the pieces a kept entry names), one none names with the first.
+/// The records of a waiting file that reads `bytes` now (`on_disk` bytes on disk: a packed
+/// file's records count their share of those), in the order the bound drops them. A piece the
+/// file holds counts with the last of them that names it (it goes with that one: the rewrite
+/// keeps only the pieces a kept entry names), one none names with the first.
 fn records_of(
     file: &StampedEntry,
     bytes: &[u8],
+    on_disk: u64,
     is_a_file: &dyn Fn(&PipelineKey, SystemTime) -> bool,
 ) -> Option<Vec<StampedEntry>> {
     let (all, _) = parse_all(bytes);
@@ -111,6 +113,14 @@ fn records_of(
     }
     let counted: u64 = listed.iter().map(|r| r.bytes).sum();
     listed.last_mut()?.bytes += bytes.len() as u64 - counted;
+    if on_disk != bytes.len() as u64 {
+        for record in &mut listed {
+            record.bytes =
+                super::taken::share_on_disk(on_disk as usize, record.bytes as usize, bytes.len());
+        }
+        let shared: u64 = listed.iter().map(|r| r.bytes).sum();
+        listed.last_mut()?.bytes += on_disk - shared;
+    }
     Some(listed)
 }
 
@@ -157,25 +167,48 @@ impl WaitingDrops {
         }
     }
 
-    /// Writes each file again without its dropped records. Returns the records gone (dropped
-    /// now, or gone already: another pass at once dropped them by the same order, or the file
-    /// went) and those still there (the file could not be written again).
-    pub fn apply(self) -> (Vec<StampedEntry>, Vec<StampedEntry>) {
-        let (mut gone, mut still_there) = (Vec::new(), Vec::new());
+    /// Writes each file again without its dropped records: what became of them.
+    pub fn apply(self) -> Applied {
+        let mut applied = Applied::default();
         for (path, records) in self.files {
             let keys: HashSet<PipelineKey> =
                 records.iter().filter_map(|r| r.waiting_record).collect();
+            let before = on_disk(&path);
             match without(&path, &keys) {
-                Ok(true) => gone.extend(records),
-                Ok(false) => still_there.extend(records),
+                Ok(true) => {
+                    // Counted gone at their shares: a packed file may come back larger.
+                    let shares: u64 = records.iter().map(|r| r.bytes).sum();
+                    let expected = before.saturating_sub(shares);
+                    applied.past_shares += on_disk(&path).saturating_sub(expected);
+                    applied.gone.extend(records);
+                }
+                Ok(false) => applied.still_there.extend(records),
                 Err(e) => {
                     tracing::debug!(file = %path.display(), error = %e, "a waiting file was not written again without the entries the bound dropped");
-                    still_there.extend(records);
+                    applied.still_there.extend(records);
                 }
             }
         }
-        (gone, still_there)
+        applied
     }
+}
+
+/// What became of the records a pass dropped from waiting files ([`WaitingDrops::apply`]).
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Gone: dropped now, or already (another pass at once dropped them by the same order, or
+    /// the file went).
+    pub gone: Vec<StampedEntry>,
+    /// Still there: their file could not be written again.
+    pub still_there: Vec<StampedEntry>,
+    /// The bytes the files written again take past what their records' shares left (a packed
+    /// file's compression is not shared out evenly among its records).
+    pub past_shares: u64,
+}
+
+/// A file's length on disk now (0 where it is gone or cannot be asked).
+fn on_disk(path: &Path) -> u64 {
+    fs::symlink_metadata(path).map_or(0, |m| m.len())
 }
 
 /// What the copies of stopped loads' entries waiting in files name ([`stopped_copies`]), and the
@@ -357,6 +390,7 @@ fn written_again(path: &Path, keep: Keep<'_>) -> Result<bool, StoreError> {
             encode_as_read(&mut out, r);
         }
         seal(&mut out);
+        let out = pack(out);
         let now = match seen() {
             Ok(now) => now,
             // Removed meanwhile: its process wrote every entry of it first.

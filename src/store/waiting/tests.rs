@@ -310,13 +310,13 @@ fn a_damaged_file_is_written_again_with_its_sound_records_sealed() {
     assert!(found.is_damaged() && !found.is_clean());
     fs::write(&path, &damaged).unwrap();
     assert!(without_damage(&path, &identity(), &pieces).unwrap());
-    let fixed = check(&fs::read(&path).unwrap());
+    let fixed = check(&read_bounded(&path).unwrap().unwrap());
     assert!(fixed.is_clean(), "{fixed:?}");
     let keys: Vec<PipelineKey> = fixed.entries.iter().map(|e| e.key).collect();
     assert_eq!(keys, [key(5)]);
 
     // Cut inside its only record: nothing sound, the file goes.
-    let only = fs::read(&path).unwrap();
+    let only = read_bounded(&path).unwrap().unwrap();
     fs::write(&path, &only[..only.len() - 1]).unwrap();
     assert!(without_damage(&path, &identity(), &pieces).unwrap());
     assert!(!path.exists());
@@ -338,4 +338,103 @@ fn a_waiting_files_time_is_read_from_its_name_as_the_store_writes_it() {
         };
         assert_eq!(written_at(&name), None, "{name}");
     }
+}
+
+/// Code-like cache data of `identity()`, other for each `n`: it compresses as RADV's does.
+fn compressible(n: u8, len: usize) -> Vec<u8> {
+    let body: Vec<u8> = (0..len)
+        .map(|i| [0x13, n, 0x8f, (i / 7) as u8][i % 4])
+        .collect();
+    crate::store::envelope::tests::cache_data(&identity(), &body)
+}
+
+/// A file of `n` entries of compressible data, 4,000 bytes each.
+fn compressible_file(n: u8) -> Vec<u8> {
+    let data: Vec<Vec<u8>> = (1..=n).map(|k| compressible(k, 4000)).collect();
+    let stamp = UNIX_EPOCH + Duration::from_nanos(7);
+    let entries: Vec<ToWait<'_>> = data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (key(i as u8 * 2 + 1), PayloadKind::Cache, &d[..], stamp))
+        .collect();
+    encode(&identity(), Chunking::CHOSEN, &entries, &|_| false)
+}
+
+/// A file that compresses is packed (its magic, one frame) and unpacks to the file it stands
+/// for, byte for byte; one that does not (noise, as NVIDIA's frames), or shorter than
+/// [`PACKED_FROM`], is written as it is, and reads as it is.
+#[test]
+fn a_file_that_compresses_is_packed_and_unpacks_to_what_it_stands_for() {
+    let file = compressible_file(40);
+    assert!(file.len() >= PACKED_FROM, "{} bytes", file.len());
+    let packed = pack(file.clone());
+    assert!(packed.starts_with(MAGIC_PACKED), "packed");
+    assert!(
+        packed.len() * 3 < file.len(),
+        "{} of {}",
+        packed.len(),
+        file.len()
+    );
+    assert_eq!(unpack(packed).as_deref(), Some(&file[..]));
+
+    let small = two_entries(UNIX_EPOCH);
+    assert_eq!(pack(small.clone()), small, "under PACKED_FROM");
+    assert_eq!(unpack(small.clone()), Some(small));
+    let noise = [
+        &MAGIC[..],
+        &[0; SEAL_LEN],
+        &crate::store::recipe::tests::noise(PACKED_FROM),
+    ]
+    .concat();
+    assert_eq!(pack(noise.clone()), noise, "does not shrink");
+}
+
+/// A packed file damaged never gives a wrong byte: cut short, its frame does not decompress and
+/// it reads as no record (whole no longer, its seal failed); a byte changed inside the frame may
+/// still decompress, to bytes its seal and the records' hashes refuse (only the records damaged
+/// are dropped), or, in a bit the decoder never reads, to the same bytes. Damaged, its sound
+/// entries are written anew. A frame stating
+/// more than a waiting file may be is not decompressed: the file is too large, as one that large
+/// on disk.
+#[test]
+fn a_packed_file_damaged_gives_no_wrong_byte_and_one_stating_too_much_is_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let pieces = Pieces::for_looking(dir.path());
+    let file = compressible_file(40);
+    let packed = pack(file.clone());
+    let check = |bytes: Vec<u8>| check_file(Arc::new(bytes), &identity(), &pieces);
+    let sound_bytes = file.clone();
+    let sound = check(file);
+    assert!(sound.is_clean() && sound.entries.len() == 40);
+    let cut = check(unpack(packed[..packed.len() - 1].to_vec()).unwrap());
+    assert!(cut.entries.is_empty() && cut.is_damaged(), "{cut:?}");
+    assert_eq!((cut.whole, cut.seal), (false, Seal::Failed));
+    for at in (MAGIC_PACKED.len()..packed.len()).step_by(97) {
+        let mut flipped = packed.clone();
+        flipped[at] ^= 0x40;
+        let unpacked = unpack(flipped).unwrap();
+        // A bit the decoder never reads (in a header's unused room) changes nothing.
+        let unchanged = unpacked == sound_bytes;
+        let read = check(unpacked);
+        assert!(unchanged || read.is_damaged(), "byte {at}: {read:?}");
+        for entry in &read.entries {
+            let as_written = sound.entries.iter().find(|e| e.key == entry.key).unwrap();
+            assert_eq!(entry.data.as_one(), as_written.data.as_one(), "byte {at}");
+        }
+    }
+
+    // A frame's head stating MOST_BYTES + 1 (magic, a single-segment descriptor with an 8-byte
+    // content size): nothing is set aside for it, and the file is larger than may be read.
+    let too_much = MOST_BYTES + 1;
+    let head = [&[0x28, 0xb5, 0x2f, 0xfd, 0xe0][..], &too_much.to_le_bytes()].concat();
+    assert_eq!(compress::stated_len(&head), Some(too_much));
+    let stating = [&MAGIC_PACKED[..], &head, &[0; 16]].concat();
+    assert_eq!(unpack(stating.clone()), None);
+    let path = dir.path().join("1-2-8.waiting");
+    fs::write(&path, &stating).unwrap();
+    assert!(read_bounded(&path).unwrap().is_none());
+    assert!(
+        read_whole(&path).is_err() && !path.exists(),
+        "removed unread"
+    );
 }
