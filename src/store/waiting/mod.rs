@@ -651,6 +651,14 @@ pub fn unpack(on_disk: Vec<u8>) -> Option<Vec<u8>> {
     }
 }
 
+/// `part` of a file's `logical` bytes (as it stands unpacked) as a share of its `on_disk` bytes.
+fn share_on_disk(on_disk: usize, part: usize, logical: usize) -> u64 {
+    match logical {
+        0 => 0,
+        _ => (on_disk as u128 * part as u128 / logical as u128) as u64,
+    }
+}
+
 /// Whether a waiting file's bytes as read are a packed file's whose frame did not decompress.
 fn packed_and_damaged(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC_PACKED)

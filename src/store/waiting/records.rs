@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{
     begin, check_file, encode_as_read, files_in, pack, parse_all, read_bounded, read_bounded_sized,
-    seal, sealed, Record, RECORD_HEAD,
+    seal, sealed, share_on_disk, Record, RECORD_HEAD,
 };
 use crate::key::PipelineKey;
 use crate::store::eviction::StampedEntry;
@@ -115,8 +115,7 @@ fn records_of(
     listed.last_mut()?.bytes += bytes.len() as u64 - counted;
     if on_disk != bytes.len() as u64 {
         for record in &mut listed {
-            record.bytes =
-                super::taken::share_on_disk(on_disk as usize, record.bytes as usize, bytes.len());
+            record.bytes = share_on_disk(on_disk as usize, record.bytes as usize, bytes.len());
         }
         let shared: u64 = listed.iter().map(|r| r.bytes).sum();
         listed.last_mut()?.bytes += on_disk - shared;

@@ -350,11 +350,3 @@ impl Store {
         (file.entries, clean)
     }
 }
-
-/// `part` of a file's `logical` bytes (as it stands unpacked) as a share of its `on_disk` bytes.
-pub(super) fn share_on_disk(on_disk: usize, part: usize, logical: usize) -> u64 {
-    match logical {
-        0 => 0,
-        _ => (on_disk as u128 * part as u128 / logical as u128) as u64,
-    }
-}
