@@ -1,18 +1,23 @@
-//! A file of entries left waiting, of any bytes, checked as an opening takes it (its records
-//! parsed, its own pieces checked against their names, each entry's envelope decoded and the
-//! pieces it names found in the file or the store's, none here): never a panic; every entry found
-//! is one of the file's records, and every bad record or piece is one of its places.
+//! A file of entries left waiting, of any bytes, checked as an opening takes it (unpacked where
+//! packed, its records parsed, its own pieces checked against their names, each entry's envelope
+//! decoded and the pieces it names found in the file or the store's, none here): never a panic;
+//! every entry found is one of the file's records, and every bad record or piece is one of its
+//! places.
 #![no_main]
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use pipekeep::store::pieces::Pieces;
-use pipekeep::store::waiting::{check_file, parse, parse_all};
+use pipekeep::store::waiting::{check_file, parse, parse_all, unpack};
 use pipekeep::store::Identity;
 
 const ID: Identity = Identity { vendor_id: 0x10de, device_id: 0x2335, driver_version: 7, cache_uuid: [1; 16], abi: 8 };
 
 fuzz_target!(|data: &[u8]| {
+    let Some(file) = unpack(data.to_vec()) else {
+        return; // stands for more than a waiting file may be: not read
+    };
+    let data = &file[..];
     let pieces = Pieces::for_looking(std::path::Path::new("/nonexistent-pipekeep-fuzz"));
     let checked = check_file(Arc::new(data.to_vec()), &ID, &pieces);
     let (entries, whole) = parse(data);
