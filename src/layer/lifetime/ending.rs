@@ -96,11 +96,12 @@ impl DeviceData {
         }
     }
 
-    /// The waiting files this process took and wrote none of stay as they are: the writer passes
-    /// over their entries ([`crate::store::Store::keep_untouched_waiting`]).
-    fn keep_untouched_waiting(&self) {
+    /// The waiting files this process took and wrote fewer than half of stay as they are: the
+    /// writer passes over their entries
+    /// ([`crate::store::Store::keep_waiting_files_mostly_unwritten`]).
+    fn keep_waiting_files_mostly_unwritten(&self) {
         if let Some(store) = self.opened_store() {
-            store.keep_untouched_waiting();
+            store.keep_waiting_files_mostly_unwritten();
         }
     }
 
@@ -154,7 +155,7 @@ impl DeviceData {
             if let Some(store) = self.opened_store() {
                 store.stop_reading_ahead();
             }
-            self.keep_untouched_waiting();
+            self.keep_waiting_files_mostly_unwritten();
             // As long as the opening thread is given: an entry cut short costs a compile.
             self.writer.drain_here(EXIT_WAIT);
             self.drop_settled_waiting();
@@ -165,7 +166,7 @@ impl DeviceData {
                 .as_ref()
                 .is_some_and(|s| s.devices.fetch_sub(1, Ordering::AcqRel) == 1);
             if last {
-                self.keep_untouched_waiting();
+                self.keep_waiting_files_mostly_unwritten();
             }
             self.writer.finish(last);
             self.drop_settled_waiting();

@@ -152,7 +152,7 @@ impl Job {
     }
 
     /// An earlier process's entry whose waiting file stays as it was
-    /// ([`Store::keep_untouched_waiting`]), which the bound dropped, or whose key this process
+    /// ([`Store::keep_waiting_files_mostly_unwritten`]), which the bound dropped, or whose key this process
     /// queued again: nothing to write. Read from the data, with no lock a lookup takes.
     fn kept_where_it_waits(&self) -> bool {
         self.for_whom == WrittenFor::Earlier && self.data.passed_over()

@@ -199,7 +199,7 @@ fn kept_entries_leave_the_queue_at_the_end_whatever_the_rule_decides() {
         let data = cache_data(&identity(), &[n; 512]);
         writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
     }
-    assert_eq!(store.keep_untouched_waiting().len(), 10);
+    assert_eq!(store.keep_waiting_files_mostly_unwritten().len(), 10);
     assert_eq!(
         writer.leave_waiting().0,
         0,
@@ -236,7 +236,10 @@ fn earlier_entries_at_the_end_are_left_waiting_again_however_few() {
         let data = cache_data(&identity(), &[n; 64]);
         writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
     }
-    assert!(store.keep_untouched_waiting().is_empty(), "twenty written");
+    assert!(
+        store.keep_waiting_files_mostly_unwritten().is_empty(),
+        "twenty written"
+    );
     let taken_file = waiting_files(dir.path());
     drop(building);
     writer.finish(true);
@@ -273,7 +276,11 @@ fn a_file_whose_few_entries_were_written_stays_and_the_next_writer_passes_over_t
         assert!(matches!(run(&job), Ok(Written::Whole(_))));
     }
     let taken_file = waiting_files(dir.path());
-    assert_eq!(store.keep_untouched_waiting().len(), 40, "five written");
+    assert_eq!(
+        store.keep_waiting_files_mostly_unwritten().len(),
+        40,
+        "five written"
+    );
     drop(building);
     writer.finish(true);
     store.drop_settled_waiting();
@@ -387,7 +394,7 @@ fn few_entries_at_the_end_are_written_where_the_opening_left_a_file_untaken() {
         let data = cache_data(&identity(), &[n; 64]);
         writer.write(store.clone(), key_of(n), PayloadKind::Cache, data, None);
     }
-    assert!(store.keep_untouched_waiting().is_empty());
+    assert!(store.keep_waiting_files_mostly_unwritten().is_empty());
     drop(building);
     writer.finish(true);
     store.drop_settled_waiting();

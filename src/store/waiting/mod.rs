@@ -14,11 +14,12 @@
 //! a piece: stamp 2^64 - 1 | its name, BLAKE3 of its bytes (32) | u64 length n | n bytes
 //! ```
 //! On disk the file is packed where that saves an eighth of its bytes or more ([`pack`]):
-//! `"PKWAIT04"`, then one zstd frame of all of the above, stating its length; every reader
-//! takes the file it stands for ([`unpack`]), and the bound counts the bytes on disk. Left
-//! uncompressed, what waits took the bytes compression saves in entry files: ncnn on RADV at 2
-//! threads, whose later launches never pause, kept 3,014-3,027 entries waiting in 9.9 MB, against
-//! Mesa's whole disk cache of 7.2 MB.
+//! `"PKWAIT04"`, then one zstd frame of all of the above (or of a file of `"PKWAIT01"`, the
+//! bound's rewrite of one whose seal failed), stating its length; every reader takes the file it
+//! stands for ([`unpack`]), and the bound counts the bytes on disk. Left uncompressed, what
+//! waits took the bytes compression saves in entry files: ncnn on RADV at 2 threads, whose later
+//! launches barely pause, left 3,014-3,027 entries waiting, and the store was 9.9 MB against
+//! Mesa's whole disk cache of 7.2 MB (this machine's bench at cd2c0f5); packed, 2.9-3.1 MB.
 //! Little-endian. Each record is checked as an entry file is (identity, key, the payload's hash),
 //! less the payload's hash where the file's seal holds ([`sealed`]): one that fails is dropped;
 //! reading stops at a record cut short. An entry names the pieces it shares with other entries of
@@ -38,9 +39,10 @@
 //! store in a process leaves entries waiting (an earlier one's end writes them: the store is not
 //! opened again in that process), and a process takes only files of its own ABI. A file is read
 //! but not removed: a process that writes none of a file's entries (a short launch, with no
-//! pause to write them in) leaves the file as it found it at its end, rather than writing the
-//! same entries into a file of its own; one that wrote some removes the file once the rest are
-//! written or left waiting in its own. Two processes at once may both take a file's entries, and
+//! pause to write them in), or fewer than half, leaves the file as it found it at its end,
+//! rather than writing the same entries into a file of its own (those it wrote stand in both;
+//! a later process's writer passes over them); one that wrote half or more removes the file once
+//! the rest are written or left waiting in its own. Two processes at once may both take a file's entries, and
 //! write the same bytes; a process that dies leaves the file for the next.
 //!
 //! The file counts within the title's bound. Its stamp is the newest use of its entries (a
@@ -119,7 +121,8 @@ pub(super) struct TakenFile {
     /// It read whole, every record passed its check, and it held one at least: only such a file
     /// may stay as it is (a damaged one is written anew without its damage).
     clean: bool,
-    /// Its entries were all still waiting at the process's end: the file stays as it is.
+    /// Fewer than half of its entries were written at the process's end: the file stays as it
+    /// is.
     kept: bool,
 }
 
@@ -621,9 +624,16 @@ const PACKED_FROM: usize = 64 << 10;
 /// of it) where that saves an eighth of them or more ([`compress::compress`]'s rule), else as it
 /// is (NVIDIA's data, its own zstd frames, does not shrink; nor is a file under [`PACKED_FROM`]
 /// tried). Compressed once, where the file is
-/// written: a later process that finds none of its entries' files keeps it as it is.
+/// written: a later process that wrote fewer than half of its entries keeps it as it is.
 pub fn pack(file: Vec<u8>) -> Vec<u8> {
-    if file.len() < PACKED_FROM {
+    pack_again(file, false)
+}
+
+/// [`pack`] for a file written again (the bound's, `pipekeep verify --fix`'s): one read `packed`
+/// is packed where that pays however short it is now, or it would take more on disk than its
+/// records' shares of it the bound counted.
+fn pack_again(file: Vec<u8>, packed: bool) -> Vec<u8> {
+    if file.len() < PACKED_FROM && !packed {
         return file;
     }
     match compress::compress(&file, MAGIC_PACKED.len()) {

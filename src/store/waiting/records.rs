@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{
-    begin, check_file, encode_as_read, files_in, pack, parse_all, read_bounded, read_bounded_sized,
-    seal, sealed, share_on_disk, Record, RECORD_HEAD,
+    begin, check_file, encode_as_read, files_in, pack_again, parse_all, read_bounded,
+    read_bounded_sized, seal, sealed, share_on_disk, Record, RECORD_HEAD,
 };
 use crate::key::PipelineKey;
 use crate::store::eviction::StampedEntry;
@@ -23,8 +23,9 @@ use crate::store::{files, StoreError};
 /// waiting file given as its records, so that the bound drops what a file holds one entry at a
 /// time. Each record is stamped as its file is (the newest use of its entries), its oldest own
 /// stamp first (a boot's first pipelines, stamped newest, go last); one whose entry is a file
-/// already (the process that took it wrote it, and removes the file at its end: a file stamped
-/// no earlier than the record) holds nothing the title would miss, and goes first. The file's own bytes (its magic and seal, anything past its
+/// already (the process that took it wrote it, and removes the file at its end or keeps it as it
+/// was: a file stamped no earlier than the record) holds nothing the title would miss, and goes
+/// first. The file's own bytes (its magic and seal, anything past its
 /// last whole record) go with the record that goes last; a piece it holds with the last record
 /// to go that names it ([`records_of`]). A file is read as it is now, not as
 /// it was listed; one holding no whole record stays one item, dropped whole; one that cannot be
@@ -172,16 +173,26 @@ impl WaitingDrops {
         for (path, records) in self.files {
             let keys: HashSet<PipelineKey> =
                 records.iter().filter_map(|r| r.waiting_record).collect();
-            let before = on_disk(&path);
-            match without(&path, &keys) {
-                Ok(true) => {
-                    // Counted gone at their shares: a packed file may come back larger.
-                    let shares: u64 = records.iter().map(|r| r.bytes).sum();
-                    let expected = before.saturating_sub(shares);
-                    applied.past_shares += on_disk(&path).saturating_sub(expected);
+            let keep = dropping(&keys);
+            match written_again(&path, &keep) {
+                Ok(Rewrite::Done {
+                    read,
+                    written,
+                    dropped,
+                }) => {
+                    // Counted gone at their shares, as listed: only those this pass dropped (one
+                    // at once may have dropped some first), against the file as this pass read it.
+                    let shares: u64 = records
+                        .iter()
+                        .filter(|r| r.waiting_record.is_some_and(|k| dropped.contains(&k)))
+                        .map(|r| r.bytes)
+                        .sum();
+                    let expected = read.saturating_sub(shares);
+                    applied.past_shares += written as i64 - expected as i64;
                     applied.gone.extend(records);
                 }
-                Ok(false) => applied.still_there.extend(records),
+                Ok(Rewrite::Untouched) => applied.gone.extend(records),
+                Ok(Rewrite::NotNow) => applied.still_there.extend(records),
                 Err(e) => {
                     tracing::debug!(file = %path.display(), error = %e, "a waiting file was not written again without the entries the bound dropped");
                     applied.still_there.extend(records);
@@ -200,14 +211,10 @@ pub struct Applied {
     pub gone: Vec<StampedEntry>,
     /// Still there: their file could not be written again.
     pub still_there: Vec<StampedEntry>,
-    /// The bytes the files written again take past what their records' shares left (a packed
-    /// file's compression is not shared out evenly among its records).
-    pub past_shares: u64,
-}
-
-/// A file's length on disk now (0 where it is gone or cannot be asked).
-fn on_disk(path: &Path) -> u64 {
-    fs::symlink_metadata(path).map_or(0, |m| m.len())
+    /// The bytes the files this pass wrote again take past what their records' shares left
+    /// (less, where negative): a packed file's compression is not shared out evenly among its
+    /// records.
+    pub past_shares: i64,
 }
 
 /// What the copies of stopped loads' entries waiting in files name ([`stopped_copies`]), and the
@@ -311,13 +318,42 @@ fn read_for_stopped(path: &Path) -> Option<Vec<u8>> {
 /// is left), as it reads now: by key, so that two passes at once dropping the same records
 /// drop them once. `false` where it cannot be written again now.
 pub(super) fn without(path: &Path, keys: &HashSet<PipelineKey>) -> Result<bool, StoreError> {
-    written_again(path, &|bytes, all| {
+    let keep = dropping(keys);
+    written_again(path, &keep).map(Rewrite::done_or_untouched)
+}
+
+/// What a file keeps dropping the records of `keys`: nothing to do where it holds none of them.
+fn dropping(keys: &HashSet<PipelineKey>) -> impl Fn(&Arc<Vec<u8>>, &[Record<'_>]) -> Kept + '_ {
+    move |bytes, all| {
         all.iter().any(|r| keys.contains(&r.key)).then(|| {
             let kept = (0..all.len()).filter(|&i| !keys.contains(&all[i].key));
             // Sealed again only where its seal held: the records kept are then as they were sealed.
             (kept.collect(), sealed(bytes))
         })
-    })
+    }
+}
+
+/// What writing a waiting file again did.
+#[derive(Debug)]
+enum Rewrite {
+    /// Written again (removed, `written` 0, where nothing was left) without the entries of
+    /// `dropped`, from `read` bytes on disk.
+    Done {
+        read: u64,
+        written: u64,
+        dropped: HashSet<PipelineKey>,
+    },
+    /// Nothing to do: gone, or holding nothing to drop (another pass at once dropped it first).
+    Untouched,
+    /// It could not be written again now.
+    NotNow,
+}
+
+impl Rewrite {
+    /// Whether it is done with (`false`: it could not be written again now).
+    fn done_or_untouched(self) -> bool {
+        !matches!(self, Rewrite::NotNow)
+    }
 }
 
 /// Writes the waiting file at `path` again without its damage (`pipekeep verify --fix`): the
@@ -337,6 +373,7 @@ pub fn without_damage(
             ((0..all.len()).filter(|i| !bad.contains(i)).collect(), true)
         })
     })
+    .map(Rewrite::done_or_untouched)
 }
 
 /// The records a waiting file keeps when it is written again (their places in its order), and
@@ -352,7 +389,7 @@ type Keep<'k> = &'k dyn Fn(&Arc<Vec<u8>>, &[Record<'_>]) -> Kept;
 /// after the read: a stamp given meanwhile is kept). A file written again by another pass
 /// between the read and the write is read again (a few times at most), so that neither brings
 /// back what the other dropped. `false` where it cannot be written again now.
-fn written_again(path: &Path, keep: Keep<'_>) -> Result<bool, StoreError> {
+fn written_again(path: &Path, keep: Keep<'_>) -> Result<Rewrite, StoreError> {
     use std::os::unix::fs::MetadataExt;
     let seen = || {
         fs::symlink_metadata(path).map(|m| (m.ino(), m.len(), m.modified().unwrap_or(UNIX_EPOCH)))
@@ -360,25 +397,29 @@ fn written_again(path: &Path, keep: Keep<'_>) -> Result<bool, StoreError> {
     for _ in 0..3 {
         let before = match seen() {
             Ok(s) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Rewrite::Untouched),
             Err(e) => return Err(StoreError::io("stat", path)(e)),
         };
-        let bytes = match read_bounded(path) {
-            Ok(Some(bytes)) => Arc::new(bytes),
+        let (bytes, read) = match read_bounded_sized(path) {
+            Ok(Some((bytes, read))) => (Arc::new(bytes), read),
             // Larger than a waiting file may be: no opening takes it.
             Ok(None) => {
                 files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
-                return Ok(true);
+                return Ok(Rewrite::Untouched);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Rewrite::Untouched),
             Err(e) => return Err(StoreError::io("read", path)(e)),
         };
         let (every, _) = parse_all(&bytes);
         let (pieces, all): (Vec<Record<'_>>, Vec<Record<'_>>) =
             every.into_iter().partition(|r| r.piece);
         let Some((kept, sealed)) = keep(&bytes, &all) else {
-            return Ok(true);
+            return Ok(Rewrite::Untouched);
         };
+        let dropped: HashSet<PipelineKey> = (0..all.len())
+            .filter(|i| !kept.contains(i))
+            .map(|i| all[i].key)
+            .collect();
         let kept: Vec<&Record<'_>> = kept.iter().filter_map(|&i| all.get(i)).collect();
         let named: HashSet<PieceName> = kept.iter().flat_map(|r| pieces_named(r.entry)).collect();
         // Where the seal held it vouched for every name; else each piece is checked.
@@ -389,23 +430,30 @@ fn written_again(path: &Path, keep: Keep<'_>) -> Result<bool, StoreError> {
             encode_as_read(&mut out, r);
         }
         seal(&mut out);
-        let out = pack(out);
+        // A packed file stays packed however short it grows: unpacked, it would take more than
+        // its records' shares of it.
+        let out = pack_again(out, read < bytes.len() as u64);
         let now = match seen() {
             Ok(now) => now,
             // Removed meanwhile: its process wrote every entry of it first.
-            Err(_) => return Ok(true),
+            Err(_) => return Ok(Rewrite::Untouched),
         };
         if (now.0, now.1) != (before.0, before.1) {
             continue; // written again meanwhile
         }
+        let done = |written| Rewrite::Done {
+            read,
+            written,
+            dropped,
+        };
         if kept.is_empty() {
             files::remove_if_present(path).map_err(StoreError::io("remove", path))?;
-            return Ok(true);
+            return Ok(done(0));
         }
         return match files::write_atomically(path, &out, now.2.max(before.2))? {
-            files::Written::Whole(_) => Ok(true),
-            files::Written::Skipped => Ok(false),
+            files::Written::Whole(_) => Ok(done(out.len() as u64)),
+            files::Written::Skipped => Ok(Rewrite::NotNow),
         };
     }
-    Ok(false)
+    Ok(Rewrite::NotNow)
 }

@@ -169,7 +169,7 @@ impl Store {
 
     /// Takes the entries earlier processes left waiting in this identity's directory (at the
     /// opening, before the store is published), each checked as an entry file is; the files
-    /// stay until the process's end settles them ([`Store::keep_untouched_waiting`],
+    /// stay until the process's end settles them ([`Store::keep_waiting_files_mostly_unwritten`],
     /// [`Store::drop_settled_waiting`]).
     pub fn take_waiting(&self) -> Vec<WaitingEntry> {
         if self.max_bytes == 0 {
@@ -236,13 +236,15 @@ impl Store {
     /// entries need no writing. (Where another process removes such a file meanwhile, it wrote
     /// every entry of it first.) Those it wrote stand in both until a later process, passing
     /// over each ([`Store::waiting_entry_is_a_file`]), has written the rest: leaving the rest
-    /// again in a file of its own took a later launch that wrote a few in its pauses 26-42 ms of
-    /// its end (ncnn's 2,900 on RADV at 2 threads), 47-63 ms packed.
+    /// again in a file of its own took a later launch that wrote a few in its pauses 26-47 ms of
+    /// its end (ncnn's ~3,000 on RADV at 2 threads), 47-63 ms packed. (Where the file is not kept,
+    /// those of its entries an earlier process wrote that the writer did not reach are left
+    /// waiting again beside their files: the bound drops such copies first.)
     /// Each device of the store may ask (at the process's exit every device ends so, in any
     /// order): the files kept by an earlier one are named again. A damaged file, or any where a
     /// file was left for a later opening, is not kept. The writer passes over their entries
     /// ([`crate::store::Queued::passed_over`]).
-    pub fn keep_untouched_waiting(&self) -> std::collections::HashSet<PipelineKey> {
+    pub fn keep_waiting_files_mostly_unwritten(&self) -> std::collections::HashSet<PipelineKey> {
         let mut kept = std::collections::HashSet::new();
         let mut taken = self.taken.locked();
         let may_keep = !self.left_waiting_untaken();
@@ -272,7 +274,7 @@ impl Store {
 
     /// Whether an earlier process's entry taken from a waiting file stands as a file already,
     /// written no earlier than its record's `stamp`: a process that kept the file as it was
-    /// wrote it there ([`Store::keep_untouched_waiting`]). The writer passes it over, and its
+    /// wrote it there ([`Store::keep_waiting_files_mostly_unwritten`]). The writer passes it over, and its
     /// file takes the entry's use in this process, where later.
     pub fn waiting_entry_is_a_file(&self, key: &PipelineKey, stamp: SystemTime) -> bool {
         let path = self.entry_path(key);
