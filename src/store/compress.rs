@@ -103,13 +103,22 @@ pub fn decompress_into(frame: &[u8], out: &mut [u8]) -> Result<(), FrameError> {
 
 /// [`decompress_into`] of a frame [`check_frame`] has passed for `out`'s length.
 fn decompress_checked(frame: &[u8], out: &mut [u8]) -> Result<(), FrameError> {
+    let len = out.len();
+    with_decompressor(|d| d.decompress_to_buffer(frame, out), len)
+}
+
+/// Runs `decompress` with this thread's decompressor: it must give exactly `len` bytes.
+fn with_decompressor(
+    decompress: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> std::io::Result<usize>,
+    len: usize,
+) -> Result<(), FrameError> {
     DECOMPRESSOR.with_borrow_mut(|held| {
         if held.is_none() {
             *held = zstd::bulk::Decompressor::new().ok();
         }
         let decompressor = held.as_mut().ok_or(FrameError::Damaged)?;
-        match decompressor.decompress_to_buffer(frame, out) {
-            Ok(n) if n == out.len() => Ok(()),
+        match decompress(decompressor) {
+            Ok(n) if n == len => Ok(()),
             Ok(_) => Err(FrameError::OtherLength),
             Err(_) => Err(FrameError::Damaged),
         }
@@ -129,10 +138,12 @@ pub fn decompress_onto(frame: &[u8], len: usize, out: &mut Vec<u8>) -> Result<()
     read
 }
 
-/// [`decompress_into`] into bytes of its own.
+/// [`decompress_into`] into bytes of its own: room for `len` set aside, not zeroed first (a
+/// waiting file's 10 MB, every later launch).
 pub fn decompress(frame: &[u8], len: usize) -> Result<Vec<u8>, FrameError> {
-    let mut out = Vec::new();
-    decompress_onto(frame, len, &mut out)?;
+    check_frame(frame, len)?;
+    let mut out = Vec::with_capacity(len);
+    with_decompressor(|d| d.decompress_to_buffer(frame, &mut out), len)?;
     Ok(out)
 }
 
