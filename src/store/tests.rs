@@ -3301,28 +3301,8 @@ fn an_entry_a_stopped_load_names_is_not_taken_from_its_waiting_file() {
 #[test]
 fn entries_left_waiting_that_compress_are_packed_taken_whole_and_bounded_on_disk() {
     let root = tempfile::tempdir().unwrap();
-    let data: Vec<Vec<u8>> = (1..=40u8)
-        .map(|n| {
-            let body: Vec<u8> = (0..4000)
-                .map(|i| [0x13, n, 0x8f, (i / 7) as u8][i % 4])
-                .collect();
-            cache_data(&identity(), &body)
-        })
-        .collect();
-    let run = open(root.path(), 1 << 30, at(100));
-    let entries: Vec<waiting::ToWait<'_>> = data
-        .iter()
-        .zip(1..)
-        .map(|(d, n)| {
-            (
-                key(n),
-                envelope::PayloadKind::Cache,
-                &d[..],
-                at(100 + u64::from(n)),
-            )
-        })
-        .collect();
-    let kept = run.keep_waiting(&entries).unwrap();
+    let data = compressible_entries(40);
+    let kept = leave_waiting_stamped_in_turn(root.path(), &data);
     let file = the_waiting_file(root.path());
     let on_disk = fs::metadata(&file).unwrap().len();
     let stands_for = read_waiting(&file);
@@ -3386,30 +3366,8 @@ fn a_second_pass_dropping_the_same_records_counts_no_growth() {
 /// record to make up for it.
 #[test]
 fn a_packed_file_near_the_size_it_is_packed_from_loses_a_record_not_all() {
-    let data: Vec<Vec<u8>> = (1..=20u8)
-        .map(|n| {
-            let body: Vec<u8> = (0..4000)
-                .map(|i| [0x13, n, 0x8f, (i / 7) as u8][i % 4])
-                .collect();
-            cache_data(&identity(), &body)
-        })
-        .collect();
     let root = tempfile::tempdir().unwrap();
-    let run = open(root.path(), 1 << 30, at(100));
-    let entries: Vec<waiting::ToWait<'_>> = data[..16]
-        .iter()
-        .zip(1..)
-        .map(|(d, k)| {
-            (
-                key(k),
-                envelope::PayloadKind::Cache,
-                &d[..],
-                at(100 + u64::from(k)),
-            )
-        })
-        .collect();
-    run.keep_waiting(&entries).unwrap();
-    drop(run);
+    leave_waiting_stamped_in_turn(root.path(), &compressible_entries(16));
     let file = the_waiting_file(root.path());
     assert!(fs::read(&file).unwrap().starts_with(b"PKWAIT04"));
     let unpacked = read_waiting(&file).len();
@@ -3425,4 +3383,30 @@ fn a_packed_file_near_the_size_it_is_packed_from_loses_a_record_not_all() {
     );
     let left = open(root.path(), 1 << 30, at(300)).take_waiting().len();
     assert!((13..=15).contains(&left), "{left} of 16 left");
+}
+
+/// Cache data for `n` entries, code-like (it compresses as RADV's does), 4,000 bytes each.
+fn compressible_entries(n: u8) -> Vec<Vec<u8>> {
+    (1..=n)
+        .map(|k| {
+            let body: Vec<u8> = (0..4000)
+                .map(|i| [0x13, k, 0x8f, (i / 7) as u8][i % 4])
+                .collect();
+            cache_data(&identity(), &body)
+        })
+        .collect()
+}
+
+/// Leaves `data` waiting at `root`, keys 1 on, key k stamped at 100 + k s; the bytes kept.
+fn leave_waiting_stamped_in_turn(root: &Path, data: &[Vec<u8>]) -> u64 {
+    let run = open(root, 1 << 30, at(100));
+    let entries: Vec<waiting::ToWait<'_>> = data
+        .iter()
+        .zip(1..)
+        .map(|(d, k)| {
+            let stamp = at(100 + u64::from(k));
+            (key(k), envelope::PayloadKind::Cache, &d[..], stamp)
+        })
+        .collect();
+    run.keep_waiting(&entries).unwrap()
 }
