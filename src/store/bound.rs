@@ -443,8 +443,7 @@ fn drop_in_order(
         report.bytes.saturating_sub(*in_flight) > max_bytes
     };
     let mut gone = Vec::new();
-    const LAST_ROUND: u32 = 2;
-    for round in 0..=LAST_ROUND {
+    for _round in 0..3 {
         while let Some(i) = order.next() {
             if !take(order, i, &mut in_flight, report, &mut waiting) {
                 break;
@@ -461,16 +460,20 @@ fn drop_in_order(
         if applied.past_shares <= 0 || !over {
             break;
         }
-        if round == LAST_ROUND {
-            tracing::info!(
-                kept_bytes = report.bytes,
-                max_bytes,
-                "waiting files written again took more than their records' shares; the title stays past its bound until its next pass"
-            );
-        }
     }
     while let Some(i) = order.next_unnamed() {
         take(order, i, &mut in_flight, report, &mut waiting);
+    }
+    // Past the bound still, less what is in flight (a file that could not be removed or written
+    // again now, the order run out, three rounds of waiting files taking more than their
+    // records' shares): the next pass goes on.
+    if report.bytes.saturating_sub(in_flight) > max_bytes {
+        tracing::info!(
+            kept_bytes = report.bytes,
+            in_flight_bytes = in_flight,
+            max_bytes,
+            "the title stays past its bound until its next pass"
+        );
     }
     (dropped, in_flight, gone)
 }

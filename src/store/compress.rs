@@ -5,8 +5,8 @@
 //!
 //! Every check stays on the uncompressed bytes (an entry's data hash, a piece's name), so
 //! identical content is one piece whatever its compression, and a frame is only ever a way to
-//! store bytes whose length the reader already knows: decompression writes into a buffer of
-//! exactly that length, never past it (a frame claiming more is refused, never a zip bomb), and
+//! store bytes whose length the reader already knows: decompression writes into room for exactly
+//! that length, never past it (a frame claiming more is refused, never a zip bomb), and
 //! one that fails, or gives fewer bytes, is damage (`corrupt`, `corrupt-piece`).
 //!
 //! The C library (the `zstd` crate builds libzstd 1.5 with the C compiler, as `blake3` builds

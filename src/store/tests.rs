@@ -2128,7 +2128,7 @@ impl TakenAndQueued {
 /// those written); one that wrote half or more removes it once the rest are written or left
 /// waiting again; one that died leaves it for the next. Before, every later launch rewrote the
 /// same entries into a file of its own at its end (RADV pygfx: 15-25 ms of a 90 ms process), and
-/// until this one, every later launch that wrote a few (ncnn on RADV at 2 threads: 26-47 ms).
+/// until this one, every later launch that wrote a few (ncnn on RADV at 2 threads: 25-66 ms).
 #[test]
 fn a_waiting_file_none_of_whose_entries_were_written_stays_as_it_was() {
     let tmp = tempfile::tempdir().unwrap();

@@ -18,8 +18,8 @@
 //! bound's rewrite of one whose seal failed), stating its length; every reader takes the file it
 //! stands for ([`unpack`]), and the bound counts the bytes on disk. Left uncompressed, what
 //! waits took the bytes compression saves in entry files: ncnn on RADV at 2 threads, whose later
-//! launches barely pause, left 3,014-3,027 entries waiting, and the store was 9.9 MB against
-//! Mesa's whole disk cache of 7.2 MB (this machine's bench at cd2c0f5); packed, 2.9-3.1 MB.
+//! launches barely pause, left 2,953-3,027 entries waiting, and the store was 9.75-9.92 MB against
+//! Mesa's whole disk cache of 7.23 MB (this machine's bench at cd2c0f5); packed, about 2.7 MB.
 //! Little-endian. Each record is checked as an entry file is (identity, key, the payload's hash),
 //! less the payload's hash where the file's seal holds ([`sealed`]): one that fails is dropped;
 //! reading stops at a record cut short. An entry names the pieces it shares with other entries of

@@ -187,8 +187,7 @@ impl WaitingDrops {
                         .filter(|r| r.waiting_record.is_some_and(|k| dropped.contains(&k)))
                         .map(|r| r.bytes)
                         .sum();
-                    let expected = read.saturating_sub(shares);
-                    applied.past_shares += written as i64 - expected as i64;
+                    applied.past_shares += written as i64 - (read as i64 - shares as i64);
                     applied.gone.extend(records);
                 }
                 Ok(Rewrite::Untouched) => applied.gone.extend(records),
@@ -343,7 +342,8 @@ enum Rewrite {
         written: u64,
         dropped: HashSet<PipelineKey>,
     },
-    /// Nothing to do: gone, or holding nothing to drop (another pass at once dropped it first).
+    /// Nothing to do: gone (before the read, or after it), holding nothing to drop (another pass
+    /// at once dropped it first), or larger than a waiting file may be (removed here, whole).
     Untouched,
     /// It could not be written again now.
     NotNow,
@@ -388,7 +388,7 @@ type Keep<'k> = &'k dyn Fn(&Arc<Vec<u8>>, &[Record<'_>]) -> Kept;
 /// left). Its modification time stays (the newer of before and
 /// after the read: a stamp given meanwhile is kept). A file written again by another pass
 /// between the read and the write is read again (a few times at most), so that neither brings
-/// back what the other dropped. `false` where it cannot be written again now.
+/// back what the other dropped. What it did: [`Rewrite`].
 fn written_again(path: &Path, keep: Keep<'_>) -> Result<Rewrite, StoreError> {
     use std::os::unix::fs::MetadataExt;
     let seen = || {
@@ -416,8 +416,9 @@ fn written_again(path: &Path, keep: Keep<'_>) -> Result<Rewrite, StoreError> {
         let Some((kept, sealed)) = keep(&bytes, &all) else {
             return Ok(Rewrite::Untouched);
         };
+        let kept_at: HashSet<usize> = kept.iter().copied().collect();
         let dropped: HashSet<PipelineKey> = (0..all.len())
-            .filter(|i| !kept.contains(i))
+            .filter(|i| !kept_at.contains(i))
             .map(|i| all[i].key)
             .collect();
         let kept: Vec<&Record<'_>> = kept.iter().filter_map(|&i| all.get(i)).collect();

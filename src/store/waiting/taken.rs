@@ -236,8 +236,8 @@ impl Store {
     /// entries need no writing. (Where another process removes such a file meanwhile, it wrote
     /// every entry of it first.) Those it wrote stand in both until a later process, passing
     /// over each ([`Store::waiting_entry_is_a_file`]), has written the rest: leaving the rest
-    /// again in a file of its own took a later launch that wrote a few in its pauses 26-47 ms of
-    /// its end (ncnn's ~3,000 on RADV at 2 threads), 47-63 ms packed. (Where the file is not kept,
+    /// again in a file of its own took a later launch that wrote a few in its pauses 25-66 ms of
+    /// its end (ncnn's ~3,000 on RADV at 2 threads). (Where the file is not kept,
     /// those of its entries an earlier process wrote that the writer did not reach are left
     /// waiting again beside their files: the bound drops such copies first.)
     /// Each device of the store may ask (at the process's exit every device ends so, in any
