@@ -559,7 +559,8 @@ pub fn check_file(bytes: Arc<Vec<u8>>, identity: &Identity, pieces: &Pieces) -> 
     let seal = match (sealed(&bytes), has_sealed_magic(&bytes)) {
         (true, _) => Seal::Held,
         (false, true) => Seal::Failed,
-        (false, false) if packed_and_damaged(&bytes) => Seal::Failed,
+        // (Still packed as read: its frame did not decompress.)
+        (false, false) if bytes.starts_with(MAGIC_PACKED) => Seal::Failed,
         (false, false) => Seal::None,
     };
     let hash = match seal {
@@ -667,11 +668,6 @@ fn share_on_disk(on_disk: usize, part: usize, logical: usize) -> u64 {
         0 => 0,
         _ => (on_disk as u128 * part as u128 / logical as u128) as u64,
     }
-}
-
-/// Whether a waiting file's bytes as read are a packed file's whose frame did not decompress.
-fn packed_and_damaged(bytes: &[u8]) -> bool {
-    bytes.starts_with(MAGIC_PACKED)
 }
 
 /// The file's bytes. Never through a link, never waiting on a FIFO (`files::read_within`); one
