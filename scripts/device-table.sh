@@ -10,7 +10,7 @@
 # CONFIGS: workload:threads, each a round (default below); FLOOR: those that also run the
 # driver's own keeping cost (no layer, a cache a pipeline: bench.py --driver-floor); OWN: those that
 # also run `pipekeep replay` with no layer, so that its wall beside the cache-a-pipeline mode (the same
-# tool) gives the driver's own floor of a later launch's time to ready.
+# tool; name the configuration in FLOOR too) gives the driver's own floor of a later launch's time to ready.
 # Results go to $OUT/res.tgz after each configuration: a call cut short keeps what it finished.
 set -u
 for deb in .gl/*.deb; do dpkg -x "$deb" /; done

@@ -215,22 +215,11 @@ pub fn stamp_forward(
                 + std::time::Duration::new(secs, u32::try_from(st.st_mtime_nsec).unwrap_or(0))
         })
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    if at_or_past(now, stamp) && !from_the_future(now, stamp) {
+    if now >= stamp && !from_the_future(now, stamp) {
         return Ok(false);
     }
     self::stamp(dir, path, stamp)?;
     Ok(true)
-}
-
-/// Whether a file's modification time `theirs` is `ours` or later, as the file system can keep
-/// it: a time with no fraction of a second may be one cut to whole seconds (ext3, HFS+, some
-/// network file systems), and is then compared in whole seconds. Else a file stamped `ours` there
-/// would read as older than `ours` for ever.
-pub fn at_or_past(theirs: SystemTime, ours: SystemTime) -> bool {
-    let since = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let (theirs_since, ours_since) = (since(theirs), since(ours));
-    theirs >= ours
-        || (theirs_since.subsec_nanos() == 0 && theirs_since.as_secs() >= ours_since.as_secs())
 }
 
 /// How far past a stamp being given a file's own may stand and still be another process's
@@ -579,24 +568,6 @@ pub fn is_waiting_file(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_time_cut_to_whole_seconds_is_as_late_as_the_stamp_it_was_given() {
-        let at =
-            |secs: u64, nanos: u32| SystemTime::UNIX_EPOCH + std::time::Duration::new(secs, nanos);
-        let stamp = at(1_000, 250_000_000);
-        assert!(at_or_past(at(1_000, 250_000_000), stamp), "the same time");
-        assert!(
-            at_or_past(at(1_000, 0), stamp),
-            "the stamp as a file system of whole seconds keeps it"
-        );
-        assert!(
-            !at_or_past(at(1_000, 1), stamp),
-            "a fraction kept, and earlier"
-        );
-        assert!(!at_or_past(at(999, 0), stamp), "a whole second earlier");
-        assert!(at_or_past(at(1_001, 0), stamp));
-    }
 
     #[test]
     fn a_file_is_read_within_a_limit_whole_or_not_at_all() {
