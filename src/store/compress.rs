@@ -148,18 +148,19 @@ pub fn decompress(frame: &[u8], len: usize) -> Result<Vec<u8>, FrameError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn code_like(len: usize) -> Vec<u8> {
+    /// `len` bytes shaped like compiled code (other for each `seed`): they compress as RADV's do.
+    pub(crate) fn code_like(seed: u8, len: usize) -> Vec<u8> {
         (0..len)
-            .map(|i| [0x13, 0x00, 0x8f, (i / 7) as u8][i % 4])
+            .map(|i| [0x13, seed, 0x8f, (i / 7) as u8][i % 4])
             .collect()
     }
 
     #[test]
     fn bytes_that_shrink_come_back_whole_and_others_are_left_as_they_are() {
-        let bytes = code_like(5000);
+        let bytes = code_like(0, 5000);
         let frame = compress(&bytes, 0).expect("shrinks");
         assert!(frame.len() < 1000, "{} bytes", frame.len());
         let mut out = vec![0u8; 5000];
@@ -178,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_frame_of_another_length_or_damaged_is_refused_and_never_written_past() {
-        let bytes = code_like(3000);
+        let bytes = code_like(0, 3000);
         let frame = compress(&bytes, 0).unwrap();
         let mut short = vec![0u8; 2999];
         assert_eq!(

@@ -2829,15 +2829,21 @@ fn two_passes_at_once_drop_a_waiting_files_records_no_more_than_the_excess() {
     }
 }
 
+/// Four entries (keys 3 to 6) left waiting in one file at `root`, listed by record as the bound
+/// lists them.
+fn four_records_listed(root: &Path) -> Vec<crate::store::eviction::StampedEntry> {
+    left_waiting(root, &[(3, 150), (4, 150), (5, 150), (6, 150)]);
+    let host = root.join("title/host-pipelines");
+    waiting::as_records(bound::entries_of_title(&host).unwrap()).0
+}
+
 /// Two passes dropping the same records of one listing drop them once: a pass that finds the
 /// file written again by the other drops no other records of it (they are chosen by key, not
 /// by their place in the file).
 #[test]
 fn records_dropped_twice_from_one_listing_go_once() {
     let root = tempfile::tempdir().unwrap();
-    left_waiting(root.path(), &[(3, 150), (4, 150), (5, 150), (6, 150)]);
-    let host = root.path().join("title/host-pipelines");
-    let (listed, _) = waiting::as_records(bound::entries_of_title(&host).unwrap());
+    let listed = four_records_listed(root.path());
     for _ in 0..2 {
         let mut drops = waiting::WaitingDrops::default();
         drops.drop_record(&listed[0]);
@@ -3346,9 +3352,7 @@ fn entries_left_waiting_that_compress_are_packed_taken_whole_and_bounded_on_disk
 #[test]
 fn a_second_pass_dropping_the_same_records_counts_no_growth() {
     let root = tempfile::tempdir().unwrap();
-    left_waiting(root.path(), &[(3, 150), (4, 150), (5, 150), (6, 150)]);
-    let host = root.path().join("title/host-pipelines");
-    let (listed, _) = waiting::as_records(bound::entries_of_title(&host).unwrap());
+    let listed = four_records_listed(root.path());
     let past: Vec<i64> = (0..2)
         .map(|_| {
             let mut drops = waiting::WaitingDrops::default();
@@ -3389,10 +3393,10 @@ fn a_packed_file_near_the_size_it_is_packed_from_loses_a_record_not_all() {
 fn compressible_entries(n: u8) -> Vec<Vec<u8>> {
     (1..=n)
         .map(|k| {
-            let body: Vec<u8> = (0..4000)
-                .map(|i| [0x13, k, 0x8f, (i / 7) as u8][i % 4])
-                .collect();
-            cache_data(&identity(), &body)
+            cache_data(
+                &identity(),
+                &crate::store::compress::tests::code_like(k, 4000),
+            )
         })
         .collect()
 }

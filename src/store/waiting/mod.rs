@@ -616,6 +616,15 @@ fn own_pieces(all: &[Record<'_>], vouches: bool) -> (OwnPieces, Vec<usize>) {
     (own, bad)
 }
 
+/// Whether an entry file modified at `modified` was written from a waiting record stamped
+/// `stamp` (stamped with it, or with a later use), so that the record is a copy: not an older
+/// file of the key it was compiled again to replace, nor an entry file moved into the waiting
+/// file (stamped a nanosecond before its record, [`holders`]), which its process removes. The
+/// bound's order and the writer's pass-over ask it alike.
+pub(crate) fn written_from_record(modified: SystemTime, stamp: SystemTime) -> bool {
+    modified >= stamp
+}
+
 /// A waiting file shorter than this is written as it is ([`pack`]): what it could save is a few
 /// KiB, and the bound, which counts a packed file's records at their shares of its bytes, drops
 /// the records of a file of a few entries exactly.

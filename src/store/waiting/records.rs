@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{
     begin, check_file, encode_as_read, files_in, pack_again, parse_all, read_bounded,
-    read_bounded_sized, seal, sealed, share_on_disk, Record, RECORD_HEAD,
+    read_bounded_sized, seal, sealed, share_on_disk, written_from_record, Record, RECORD_HEAD,
 };
 use crate::key::PipelineKey;
 use crate::store::eviction::StampedEntry;
@@ -45,11 +45,12 @@ pub fn as_records(listed: Vec<StampedEntry>) -> (Vec<StampedEntry>, u64) {
             continue;
         }
         let dir = file.path.parent().unwrap_or(Path::new(""));
-        // A copy: its file written from it (stamped with it, or a later use), not an older file
-        // of the key it was compiled again to replace.
+        // A copy: its entry's file written from it.
         let is_a_file = |key: &PipelineKey, stamp: SystemTime| {
             let file = dir.join(key.file_name());
-            as_files.get(file.as_path()).is_some_and(|at| *at >= stamp)
+            as_files
+                .get(file.as_path())
+                .is_some_and(|at| written_from_record(*at, stamp))
         };
         let (bytes, on_disk) = match read_bounded_sized(&file.path) {
             Ok(Some(read)) => read,

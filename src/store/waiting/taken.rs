@@ -282,7 +282,7 @@ impl Store {
             .ok()
             .filter(|m| m.is_file())
             .and_then(|m| m.modified().ok());
-        let Some(written) = written.filter(|w| *w >= stamp) else {
+        let Some(written) = written.filter(|w| super::written_from_record(*w, stamp)) else {
             return false;
         };
         let used = self.stamp_with_use(key, stamp);

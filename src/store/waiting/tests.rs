@@ -340,17 +340,14 @@ fn a_waiting_files_time_is_read_from_its_name_as_the_store_writes_it() {
     }
 }
 
-/// Code-like cache data of `identity()`, other for each `n`: it compresses as RADV's does.
-fn compressible(n: u8, len: usize) -> Vec<u8> {
-    let body: Vec<u8> = (0..len)
-        .map(|i| [0x13, n, 0x8f, (i / 7) as u8][i % 4])
-        .collect();
-    crate::store::envelope::tests::cache_data(&identity(), &body)
-}
-
 /// A file of `n` entries of compressible data, 4,000 bytes each.
 fn compressible_file(n: u8) -> Vec<u8> {
-    let data: Vec<Vec<u8>> = (1..=n).map(|k| compressible(k, 4000)).collect();
+    let data: Vec<Vec<u8>> = (1..=n)
+        .map(|k| {
+            let body = crate::store::compress::tests::code_like(k, 4000);
+            crate::store::envelope::tests::cache_data(&identity(), &body)
+        })
+        .collect();
     let stamp = UNIX_EPOCH + Duration::from_nanos(7);
     let entries: Vec<ToWait<'_>> = data
         .iter()
