@@ -2,9 +2,11 @@
 //! keys a second for a typical compute and graphics pipeline; opening a store of 10,000 and
 //! 100,000 entries; reading and verifying a 6 KB and a 3 MB entry against the raw read of the
 //! same bytes, and a 6 KB entry of code-like bytes compressed against the same as format 2 held
-//! it (nothing compressed); a bound pass over a store of 3,000 entries naming pieces. Prints a Markdown table.
-//! `cargo bench --bench micro` (scripts/bench.sh runs it); `cargo bench --bench micro -- bound`
-//! runs the bound's measure alone, `-- read` the reads'.
+//! it (nothing compressed); a bound pass over a store of 3,000 entries naming pieces; writing
+//! NVIDIA's entries that carry its dictionary, the dictionary hashed for each against named once.
+//! Prints a Markdown table. `cargo bench --bench micro` (scripts/bench.sh runs it); `cargo bench
+//! --bench micro -- bound` runs the bound's measure alone, `-- read` the reads', `-- write` the
+//! writes'.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use pipekeep::key::desc::*;
 use pipekeep::key::{compute_key, graphics_key, Digest};
-use pipekeep::store::{bound, envelope, recipe, recipe::Chunking, Lookup, Store};
+use pipekeep::store::{bound, envelope, nvidia_cache, recipe, recipe::Chunking, Lookup, Store};
 
 /// The median of `rounds` timings of `f`, each over `iters` calls.
 fn median_per_call(rounds: usize, iters: u32, mut f: impl FnMut()) -> Duration {
@@ -238,9 +240,100 @@ fn bound_pass(entries: u32) -> (Duration, Duration, usize) {
     (plan, t.elapsed(), listed.len())
 }
 
+/// NVIDIA's cache data as its driver frames it (`src/store/nvidia_cache.rs`): a Vulkan header,
+/// the count, then each record's 60-byte head (key, length, `CPKV`, key again, hash, length) and
+/// its bytes.
+fn nvidia_data(records: &[(&[u8; 16], &[u8])]) -> Vec<u8> {
+    let mut out = vec![
+        0x20, 0, 0, 0, 1, 0, 0, 0, 0xde, 0x10, 0, 0, 0x35, 0x23, 0, 0,
+    ];
+    out.extend_from_slice(&[0x5a; 16]);
+    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    for (key, data) in records {
+        let n = (data.len() as u32).to_le_bytes();
+        let hash = u64::from(data.len() as u32 ^ u32::from(key[0]));
+        for part in [
+            &key[..],
+            &n,
+            b"CPKV",
+            &[0; 4],
+            &key[..],
+            &hash.to_le_bytes(),
+            &n,
+            &[0; 4],
+        ] {
+            out.extend_from_slice(part);
+        }
+        out.extend_from_slice(data);
+    }
+    out
+}
+
+/// Writing `entries` of NVIDIA's entries, each 13 KB of its own beside the driver's 1.78 MB
+/// dictionary (ncnn's at its first launch's end, 16 threads on the H100: 279-477 of them), to a
+/// fresh store each way: the dictionary's record hashed again as each entry is cut, against named
+/// once by the writer ([`Store::write_announced_naming`]). Both times, whole.
+fn dictionary_writes(entries: u32) -> (Duration, Duration) {
+    let noise = |seed: u32, len: usize| -> Vec<u8> {
+        let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect()
+    };
+    let mut dictionary_key = [0xdd; 16];
+    dictionary_key[8..].copy_from_slice(b"_NVDICT_");
+    let dictionary = noise(1, 1_780_000);
+    let datas: Vec<Vec<u8>> = (0..entries)
+        .map(|n| {
+            let own = noise(n + 2, 13_000);
+            nvidia_data(&[(&[n as u8; 16], &own), (&dictionary_key, &dictionary)])
+        })
+        .collect();
+    let framing = nvidia_cache::frame_bytes(&datas[0]).unwrap();
+    let range = framing.dictionary_range();
+    let write_all = |named: bool| {
+        let root = tempfile::tempdir().unwrap();
+        let (store, _) =
+            Store::open(root.path(), "t", identity(), u64::MAX, SystemTime::now()).unwrap();
+        let t = Instant::now();
+        let name = named.then(|| recipe::NamedRange {
+            range: range.clone(),
+            name: recipe::piece_name(&datas[0][range.clone()]),
+        });
+        for (n, data) in (0..).zip(&datas) {
+            let kind = envelope::PayloadKind::Cache;
+            let stamp = SystemTime::now();
+            store
+                .write_announced_naming(&key(n), kind, data, name.as_ref(), stamp)
+                .unwrap();
+        }
+        t.elapsed()
+    };
+    (write_all(false), write_all(true))
+}
+
+fn write_lines() {
+    let entries = 477;
+    let (hashed, named) = dictionary_writes(entries);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "| writing {entries} of NVIDIA's entries, 13 KB of their own beside one 1.78 MB dictionary: named once, against hashed for each | {:.1} ms against {:.1} ms: {:.2}x | |",
+        ms(named), ms(hashed), named.as_secs_f64() / hashed.as_secs_f64()
+    );
+}
+
 fn main() {
     if std::env::args().any(|a| a == "read") {
         read_lines();
+        return;
+    }
+    if std::env::args().any(|a| a == "write") {
+        write_lines();
         return;
     }
     if std::env::args().any(|a| a == "bound") {
@@ -275,6 +368,7 @@ fn main() {
     let (plan, pass, files) = bound_pass(3_000);
     println!("| a bound pass over 3000 entries naming pieces ({files} files): the plan a tenth over, the pass a byte over | plan {:.1} ms, pass {:.1} ms | < 100 ms |", plan.as_secs_f64() * 1e3, pass.as_secs_f64() * 1e3);
     read_lines();
+    write_lines();
 }
 
 /// The lines of reading and verifying entries (`cargo bench --bench micro -- read` alone): each

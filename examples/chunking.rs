@@ -97,7 +97,7 @@ fn keep(payloads: &[Payload], chunking: Chunking) -> Kept {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(p) = payloads.get(i) else { break };
-                let planned = plan_with(p.kind, &p.bytes, chunking, &shared);
+                let planned = plan_with(p.kind, &p.bytes, chunking, &shared, None);
                 let mut entry = (ENVELOPE_LEN + 16) as u64;
                 let mut named = Vec::new();
                 for c in &planned {

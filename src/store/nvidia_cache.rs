@@ -251,6 +251,11 @@ impl Framing {
         &data[self.dictionary_record.clone()]
     }
 
+    /// Where the dictionary's whole record stands in the data (as [`Framing::put_back`] puts it).
+    pub fn dictionary_range(&self) -> Range<usize> {
+        self.dictionary_record.clone()
+    }
+
     /// The data as the driver wrote it, from [`Framing::without_dictionary_in`]'s bytes and the
     /// dictionary's record put back where it was.
     pub fn put_back(&self, without: &[u8], record: &[u8]) -> Vec<u8> {

@@ -568,8 +568,9 @@ fn run(job: &Job) -> Result<Written, StoreError> {
     {
         return Ok(Written::Skipped);
     }
+    let (whole, named) = job.data.whole_named();
     job.store
-        .write_announced(&job.key, job.kind, &job.data.whole(), job.stamp)
+        .write_announced_naming(&job.key, job.kind, &whole, named.as_ref(), job.stamp)
 }
 
 /// `items` grouped by the store, record or other shared object each is for (by pointer), in the

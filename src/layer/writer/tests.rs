@@ -885,7 +885,7 @@ fn a_dictionary_waits_once_and_every_entry_is_written_whole() {
         assert!(w.len() < 1_000, "only its own bytes wait: {}", w.len());
         assert_eq!(&*w.whole(), &data(n)[..]);
     }
-    let records: Vec<&Arc<[u8]>> = waiting
+    let records: Vec<_> = waiting
         .iter()
         .map(|w| match w {
             Waiting::Apart { record, .. } => record,
@@ -970,6 +970,79 @@ fn entries_holding_a_dictionary_apart_at_the_end_name_what_they_share_as_pieces_
         named, expected,
         "the shared record and the dictionary are pieces from the first entry"
     );
+}
+
+/// An entry holding NVIDIA's dictionary apart is written by the dictionary's name, hashed once
+/// for every entry that carries it, and its file is byte for byte the one its data whole writes
+/// (the dictionary a piece both ways, the entry's own record inline).
+#[test]
+fn an_entry_holding_a_dictionary_apart_is_written_by_its_name_as_from_the_whole() {
+    use crate::store::nvidia_cache::frame_bytes;
+    use crate::store::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
+    let dictionary = record(dictionary_key(), 42, &[9; 50_000]);
+    let data = |n: u8| nvidia_cache(&[record([n; 16], n.into(), &[n; 3000]), dictionary.clone()]);
+    let key = |n: u8| PipelineKey {
+        spirv: [n; 16],
+        state: [n; 16],
+    };
+    let (by_name, from_whole) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // The identity the data's header names (read back, the first entry is written again naming
+    // the dictionary once the second carries it).
+    let nvidia = crate::store::Identity {
+        vendor_id: 0x10de,
+        device_id: 0x2335,
+        cache_uuid: [0x5a; 16],
+        ..identity()
+    };
+    let open = |dir: &std::path::Path| {
+        Arc::new(
+            Store::open(dir, "t", nvidia, 1 << 30, SystemTime::now())
+                .unwrap()
+                .0,
+        )
+    };
+    let stores = [by_name.path(), from_whole.path()].map(open);
+    let dictionaries = Dictionaries::default();
+    for n in 1..=3 {
+        let d = data(n);
+        let waiting = dictionaries.set_apart(&d, frame_bytes(&d).unwrap());
+        let (_, named) = waiting.whole_named();
+        let named = named.expect("the dictionary's record, named");
+        assert_eq!(&d[named.range.clone()], &dictionary[..]);
+        let job = Job::announced(stores[0].clone(), key(n), PayloadKind::Cache, waiting);
+        run(&job).unwrap();
+        stores[1]
+            .write_announced(&key(n), PayloadKind::Cache, &d, job.stamp)
+            .unwrap();
+    }
+    for n in 1..=3 {
+        let file = |store: &Store| std::fs::read(store.entry_path(&key(n))).unwrap();
+        assert_eq!(file(&stores[0]), file(&stores[1]), "entry {n}");
+    }
+    let pieces = |dir: &std::path::Path| {
+        let mut names: Vec<_> = walkdir(dir)
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("piece"))
+            .filter_map(|p| p.file_name().map(|n| n.to_os_string()))
+            .collect();
+        names.sort();
+        names
+    };
+    let kept = pieces(by_name.path());
+    assert_eq!(kept.len(), 1, "the dictionary, once: {kept:?}");
+    assert_eq!(kept, pieces(from_whole.path()));
+}
+
+/// Every file under `dir`.
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        match entry.file_type().unwrap().is_dir() {
+            true => out.extend(walkdir(&entry.path())),
+            false => out.push(entry.path()),
+        }
+    }
+    out
 }
 
 /// While the application builds, the thread takes the record's pipelines a few at a time, so that

@@ -90,6 +90,16 @@ impl<'a> Cut<'a> {
     }
 }
 
+/// A range of a payload whose bytes' piece name is known already, computed once from those very
+/// bytes by whoever put them there (NVIDIA's 1.78 MB dictionary record, put back into each entry
+/// that carries it: hashed again for each, it was most of such an entry's write), so that cutting
+/// the payload does not hash them again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedRange {
+    pub range: std::ops::Range<usize>,
+    pub name: PieceName,
+}
+
 /// How a payload is written: its parts, with the bytes of every piece and list to keep first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Planned<'a> {
@@ -130,21 +140,23 @@ fn ends_a_list(name: &PieceName) -> bool {
 /// lists from its first list end on (the pieces before it, where an entry's own bytes meet a
 /// shared block, are named one by one).
 pub fn plan(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Planned<'_>> {
-    plan_with(kind, payload, chunking, &|_| true)
+    plan_with(kind, payload, chunking, &|_| true, None)
 }
 
 /// [`plan`], a `binary` payload's binary (or a record of NVIDIA's cache data) a piece only where
 /// `shared` says so of its name, or where the payload carries it twice (a stage no other
-/// pipeline has stands inline: a piece of its own would cost a lookup a file).
+/// pipeline has stands inline: a piece of its own would cost a lookup a file); `named`, where
+/// given, is taken at its word for the bytes of its range.
 pub fn plan_with<'a>(
     kind: PayloadKind,
     payload: &'a [u8],
     chunking: Chunking,
     shared: &dyn Fn(&PieceName) -> bool,
+    named: Option<&NamedRange>,
 ) -> Vec<Planned<'a>> {
     let mut out = Vec::new();
     let mut run: Vec<(PieceName, &[u8])> = Vec::new();
-    for c in cut_with(kind, payload, chunking, shared) {
+    for c in cut_with(kind, payload, chunking, shared, named) {
         match c {
             Cut::Piece { name, bytes } => run.push((name, bytes)),
             Cut::Inline(b) => {
@@ -189,16 +201,18 @@ fn flush_group<'a>(group: Vec<(PieceName, &'a [u8])>, as_list: bool, out: &mut V
 /// as `chunking` says ([`Chunking::CHOSEN`] but in tests). Adjacent inline bytes are one cut. A
 /// `binary` payload that does not parse stands inline whole.
 pub fn cut(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Cut<'_>> {
-    cut_with(kind, payload, chunking, &|_| true)
+    cut_with(kind, payload, chunking, &|_| true, None)
 }
 
 /// [`cut`], a `binary` payload's binary (or a record of NVIDIA's data) a piece only where
-/// `shared` says so of its name, or where the payload carries it twice.
+/// `shared` says so of its name, or where the payload carries it twice; the bytes of `named`'s
+/// range by its name.
 fn cut_with<'a>(
     kind: PayloadKind,
     payload: &'a [u8],
     chunking: Chunking,
     shared: &dyn Fn(&PieceName) -> bool,
+    named: Option<&NamedRange>,
 ) -> Vec<Cut<'a>> {
     let mut cuts = Vec::new();
     match kind {
@@ -208,7 +222,7 @@ fn cut_with<'a>(
         {
             // NVIDIA's data is cut where its driver cuts it, record by record: pipelines that
             // share a stage, or hold a twin's data they were seeded with, carry the very record.
-            Some((min, Ok(ranges))) => cut_shared(&mut cuts, payload, ranges, min, shared),
+            Some((min, Ok(ranges))) => cut_shared(&mut cuts, payload, ranges, min, shared, named),
             _ if payload.len() >= chunking.from => {
                 let Chunking { min, avg, max, .. } = chunking;
                 let chunks = fastcdc::v2020::FastCDC::new(payload, min, avg, max);
@@ -227,36 +241,43 @@ fn cut_with<'a>(
             // A pipeline's only binary is the whole pipeline (RADV's compute pipelines): no other
             // pipeline shares it, and a piece of its own would cost every lookup a second file.
             Ok(ranges) if ranges.len() == 1 => push_inline(&mut cuts, payload),
-            Ok(ranges) => cut_shared(&mut cuts, payload, ranges, BINARY_PIECE_MIN, shared),
+            Ok(ranges) => cut_shared(&mut cuts, payload, ranges, BINARY_PIECE_MIN, shared, named),
             Err(_) => push_inline(&mut cuts, payload),
         },
     }
     cuts
 }
 
-/// The name one of NVIDIA's records (its head included) is kept under as a piece where `chunking`
-/// cuts a payload carrying it ([`cut_shared`]'s rule for a range); `None` where it stands inline
-/// whoever carries it.
-pub fn record_piece_name(record: &[u8], chunking: Chunking) -> Option<PieceName> {
-    let min = chunking.records_from?;
-    (record.len() >= min).then(|| piece_name(record))
+/// Whether one of NVIDIA's records `len` bytes long (its head included) may be a piece where
+/// `chunking` cuts a payload carrying it ([`cut_shared`]'s rule for a range); not one stands
+/// inline whoever carries it.
+pub fn record_may_be_a_piece(len: usize, chunking: Chunking) -> bool {
+    chunking.records_from.is_some_and(|min| len >= min)
 }
 
 /// Cuts `payload` at `ranges` (a binary each, or a record each): each range of at least `min`
 /// bytes is named once; one the payload carries twice is a piece whatever `shared` says (it is
-/// kept once), any other as `shared` says; every other byte stands inline.
+/// kept once), any other as `shared` says; every other byte stands inline. A range that is
+/// `known`'s is named by it, not hashed.
 fn cut_shared<'a>(
     cuts: &mut Vec<Cut<'a>>,
     payload: &'a [u8],
     ranges: Vec<std::ops::Range<usize>>,
     min: usize,
     shared: &dyn Fn(&PieceName) -> bool,
+    known: Option<&NamedRange>,
 ) {
     let named: Vec<(std::ops::Range<usize>, PieceName)> = ranges
         .into_iter()
         .filter(|r| r.len() >= min)
         .map(|r| {
-            let name = piece_name(&payload[r.clone()]);
+            let name = match known {
+                Some(known) if known.range == r => {
+                    debug_assert_eq!(known.name, piece_name(&payload[r.clone()]));
+                    known.name
+                }
+                _ => piece_name(&payload[r.clone()]),
+            };
             (r, name)
         })
         .collect();
@@ -407,9 +428,8 @@ mod tests {
         let big_name = *blake3::hash(&records[1]).as_bytes();
         // Only the record another entry carries is a piece, cut exactly at its frame; the small
         // record, the one no other entry carries and the header stand inline.
-        let plan = plan_with(PayloadKind::Cache, &data, Chunking::CHOSEN, &|n| {
-            *n == big_name
-        });
+        let shared = |n: &PieceName| *n == big_name;
+        let plan = plan_with(PayloadKind::Cache, &data, Chunking::CHOSEN, &shared, None);
         let start = data.len() - records[2].len() - records[1].len();
         assert_eq!(
             plan,
@@ -422,7 +442,13 @@ mod tests {
         // Shared by none: the data stands inline whole, however long.
         let long = nvidia_cache(&[record([4; 16], 4, &vec![3u8; 64 << 10])]);
         assert_eq!(
-            cut_with(PayloadKind::Cache, &long, Chunking::CHOSEN, &|_| false),
+            cut_with(
+                PayloadKind::Cache,
+                &long,
+                Chunking::CHOSEN,
+                &|_| false,
+                None
+            ),
             vec![Cut::Inline(&long[..])]
         );
         // Cut as any other driver's data where records are not asked for, or do not frame.
