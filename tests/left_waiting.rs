@@ -285,18 +285,32 @@ fn verify_checks_the_entries_left_waiting_and_fix_writes_the_file_again_without_
     assert_eq!(f["bad_entries"].as_array().unwrap().len(), 1, "{damaged}");
     assert_eq!(damaged["entries"].as_u64(), Some(waiting - 2), "{damaged}");
 
-    // Named as no opening takes it (an ABI neither 4 nor 8), and a link: each reported, and
+    // Named as no opening takes it (an ABI neither 4 nor 8), a link, and a packed file whose
+    // frame states more than a waiting file may hold (a zstd frame head with an 8-byte content
+    // size, 80 MiB + 1; 37 bytes on disk): each reported, the last with what it states, and
     // removed by the fix.
     let dir = file.parent().unwrap();
     std::fs::copy(&file, dir.join("zz-1.waiting")).unwrap();
     std::os::unix::fs::symlink(&file, dir.join("zz-2-8.waiting")).unwrap();
+    let stating = (80u64 << 20) + 1;
+    let head = [&[0x28, 0xb5, 0x2f, 0xfd, 0xe0][..], &stating.to_le_bytes()].concat();
+    std::fs::write(
+        dir.join("zz-3-8.waiting"),
+        [&b"PKWAIT04"[..], &head, &[0; 16]].concat(),
+    )
+    .unwrap();
     let (code, odd) = verify(&[]);
     assert_eq!(code, Some(1), "{odd}");
     let reasons: Vec<&str> = odd["files"].as_array().unwrap()[1..]
         .iter()
         .map(|f| f["error"]["reason"].as_str().unwrap())
         .collect();
-    assert_eq!(reasons, ["not-ours", "not-a-file"], "{odd}");
+    assert_eq!(reasons, ["not-ours", "not-a-file", "too-large"], "{odd}");
+    assert_eq!(
+        odd["files"][3]["error"]["detail"],
+        "37 bytes on disk, packed from 83886081, more than a waiting file may hold",
+        "{odd}"
+    );
 
     let (code, fixed) = verify(&["--fix"]);
     assert_eq!(code, Some(1), "what it found is still reported: {fixed}");

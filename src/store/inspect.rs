@@ -71,8 +71,9 @@ pub enum CheckError {
     NotOurs,
     #[error("cannot read: {0}")]
     Io(#[from] std::io::Error),
-    #[error("{len} bytes, more than a waiting file may hold")]
-    WaitingTooLarge { len: u64 },
+    /// `len` bytes on disk; `unpacked`: what a packed file's frame states it holds unpacked.
+    #[error("{len} bytes{}, more than a waiting file may hold", .unpacked.map(|u| format!(" on disk, packed from {u}")).unwrap_or_default())]
+    WaitingTooLarge { len: u64, unpacked: Option<u64> },
 }
 
 impl CheckError {
@@ -119,7 +120,8 @@ pub fn check_waiting(path: &Path, pieces: &Pieces) -> Result<waiting::CheckedFil
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
             let len = std::fs::metadata(path).map_or(0, |m| m.len());
-            return Err(CheckError::WaitingTooLarge { len });
+            let unpacked = waiting::stated_unpacked_len(path);
+            return Err(CheckError::WaitingTooLarge { len, unpacked });
         }
         Err(e) if super::files::is_not_a_file(&e) => return Err(EntryError::NotAFile.into()),
         Err(e) => return Err(e.into()),

@@ -698,6 +698,14 @@ pub fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     Ok(read_bounded_sized(path)?.map(|(bytes, _)| bytes))
 }
 
+/// The length a packed file's frame states it holds unpacked (`None` for a file not packed, one
+/// stating none, or one larger than a waiting file may be on disk): how `pipekeep verify` tells
+/// a packed file stating too much from one too large on disk.
+pub fn stated_unpacked_len(path: &Path) -> Option<u64> {
+    let on_disk = files::read_within(path, MOST_BYTES).ok()??;
+    compress::stated_len(on_disk.strip_prefix(MAGIC_PACKED.as_slice())?)
+}
+
 /// [`read_bounded`], with the file's length on disk (what the bound counts).
 pub fn read_bounded_sized(path: &Path) -> std::io::Result<Option<(Vec<u8>, u64)>> {
     let Some(on_disk) = files::read_within(path, MOST_BYTES)? else {

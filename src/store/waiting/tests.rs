@@ -430,6 +430,11 @@ fn a_packed_file_damaged_gives_no_wrong_byte_and_one_stating_too_much_is_not_rea
     let path = dir.path().join("1-2-8.waiting");
     fs::write(&path, &stating).unwrap();
     assert!(read_bounded(&path).unwrap().is_none());
+    assert_eq!(
+        stated_unpacked_len(&path),
+        Some(too_much),
+        "as verify reports it"
+    );
     assert!(
         read_whole(&path).is_err() && !path.exists(),
         "removed unread"
