@@ -308,7 +308,7 @@ fn verify_checks_the_entries_left_waiting_and_fix_writes_the_file_again_without_
     assert_eq!(reasons, ["not-ours", "not-a-file", "too-large"], "{odd}");
     assert_eq!(
         odd["files"][3]["error"]["detail"],
-        "37 bytes on disk, packed from 83886081, more than a waiting file may hold",
+        "37 bytes on disk, stating 83886081 unpacked, more than a waiting file may hold",
         "{odd}"
     );
 

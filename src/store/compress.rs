@@ -85,6 +85,10 @@ pub fn check_frame(frame: &[u8], len: usize) -> Result<(), FrameError> {
     }
 }
 
+/// The most bytes a zstd frame's head takes (`ZSTD_FRAMEHEADERSIZE_MAX`): what [`stated_len`]
+/// needs of a frame.
+pub const FRAME_HEAD_MAX: usize = 18;
+
 /// The content length `frame`'s head states (`None` where it states none or is no frame's head):
 /// asked before a container whose length its frame gives sets room aside for it.
 pub fn stated_len(frame: &[u8]) -> Option<u64> {

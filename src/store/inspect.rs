@@ -72,7 +72,7 @@ pub enum CheckError {
     #[error("cannot read: {0}")]
     Io(#[from] std::io::Error),
     /// `len` bytes on disk; `unpacked`: what a packed file's frame states it holds unpacked.
-    #[error("{len} bytes{}, more than a waiting file may hold", .unpacked.map(|u| format!(" on disk, packed from {u}")).unwrap_or_default())]
+    #[error("{len} bytes{}, more than a waiting file may hold", .unpacked.map(|u| format!(" on disk, stating {u} unpacked")).unwrap_or_default())]
     WaitingTooLarge { len: u64, unpacked: Option<u64> },
 }
 

@@ -1855,14 +1855,14 @@ fn both_naming_one_piece(
 #[test]
 fn a_record_entries_carry_apart_is_a_piece_from_the_first_written() {
     use super::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
-    use super::recipe::piece_name;
+    use super::recipe::KnownPiece;
     use envelope::PayloadKind::Cache;
     let root = tempfile::tempdir().unwrap();
     let store = open(root.path(), 1 << 30, at(100));
     let dictionary = record(dictionary_key(), 7, &vec![0x4d; 4096]);
     let own = |n: u8| record([n; 16], u64::from(n), &vec![n; 2048]);
     let payloads = [1, 2].map(|n| nvidia_cache(&[own(n), dictionary.clone()]));
-    store.expect_together(&[], &[(piece_name(&dictionary), dictionary.len(), 2)]);
+    store.expect_together(&[], &[(&KnownPiece::new(&dictionary), 2)]);
     both_naming_one_piece(
         &store,
         Cache,
@@ -1872,7 +1872,7 @@ fn a_record_entries_carry_apart_is_a_piece_from_the_first_written() {
     );
     // A record under the piece size is no piece, whoever carries it.
     let short = record(dictionary_key(), 8, &[0x4e; 100]);
-    store.expect_together(&[], &[(piece_name(&short), short.len(), 2)]);
+    store.expect_together(&[], &[(&KnownPiece::new(&short), 2)]);
     store
         .write_announced(
             &key(3),

@@ -80,14 +80,13 @@ impl Store {
     /// two of them carry is written as a piece from the first that carries it. Otherwise the first
     /// stands it inline, and is written a second time naming the piece when the next one comes
     /// (pygfx's 641 entries on RADV: 1,262 renames at the device's end, against 641 entries).
-    /// `records_apart`: NVIDIA cache records that entries not among `payloads` carry whole, each
-    /// by its name as a piece and its length (head included), with how many entries carry it
-    /// (the writer's entries holding the driver's dictionary apart): not cut from every entry
-    /// put together.
+    /// `records_apart`: NVIDIA cache records (head included) that entries not among `payloads`
+    /// carry whole, each with how many do (the writer's entries holding the driver's dictionary
+    /// apart): each named once, not cut from every entry put together.
     pub fn expect_together(
         &self,
         payloads: &[(envelope::PayloadKind, &[u8])],
-        records_apart: &[(recipe::PieceName, usize, u32)],
+        records_apart: &[(&recipe::KnownPiece, u32)],
     ) {
         let chunking = *self.chunking.locked();
         let mut carried: std::collections::HashMap<recipe::PieceName, u32> =
@@ -100,9 +99,9 @@ impl Store {
             }
         }
         // Cut from their entries, such records are pieces by the same rule.
-        for (name, len, entries) in records_apart {
-            if recipe::record_may_be_a_piece(*len, chunking) {
-                *carried.entry(*name).or_default() += entries;
+        for (record, entries) in records_apart {
+            if recipe::record_may_be_a_piece(record.len(), chunking) {
+                *carried.entry(record.name()).or_default() += entries;
             }
         }
         let twice = carried
@@ -120,24 +119,24 @@ impl Store {
         data: &[u8],
         stamp: SystemTime,
     ) -> Result<files::Written, StoreError> {
-        self.write_announced_naming(key, kind, data, None, stamp)
+        self.write_announced_knowing(key, kind, data, None, stamp)
     }
 
-    /// [`Store::write_announced`], the bytes of `named`'s range (where given) a piece of that
-    /// name if the rule cuts one there, not hashed again: the caller named those very bytes.
-    pub fn write_announced_naming(
+    /// [`Store::write_announced`] of data that may carry `known`'s bytes: a range holding them
+    /// is named by it where the rule cuts a piece there, not hashed again.
+    pub fn write_announced_knowing(
         &self,
         key: &PipelineKey,
         kind: envelope::PayloadKind,
         data: &[u8],
-        named: Option<&recipe::NamedRange>,
+        known: Option<&recipe::KnownPiece>,
         stamp: SystemTime,
     ) -> Result<files::Written, StoreError> {
         // Found while it waited: its file carries that use.
         let stamp = self.stamp_with_use(key, stamp);
         // In place or failed, the queue drops its data: either way no longer waiting (a failed
         // one is compiled again). The lookups' map is not touched here (`queued.rs`).
-        self.write_announced_now(key, kind, data, named, stamp)
+        self.write_announced_now(key, kind, data, known, stamp)
     }
 
     fn write_announced_now(
@@ -145,7 +144,7 @@ impl Store {
         key: &PipelineKey,
         kind: envelope::PayloadKind,
         data: &[u8],
-        named: Option<&recipe::NamedRange>,
+        known: Option<&recipe::KnownPiece>,
         stamp: SystemTime,
     ) -> Result<files::Written, StoreError> {
         if self.max_bytes == 0 {
@@ -181,7 +180,7 @@ impl Store {
                 }
             }
         };
-        let planned = recipe::plan_with(kind, data, chunking, &shared, named);
+        let planned = recipe::plan_with(kind, data, chunking, &shared, known);
         let names: Vec<recipe::PieceName> = planned
             .iter()
             .flat_map(|p| match p {

@@ -3,42 +3,12 @@
 //! data put back together, byte for byte, when it is written.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use crate::store::nvidia_cache::{DictionaryId, Framing, RECORD_HEAD};
-use crate::store::recipe::{piece_name, NamedRange, PieceName};
+use crate::store::recipe::KnownPiece;
 use crate::store::Payload;
 use crate::sync::Unpoisoned;
-
-/// A dictionary's whole record, held once for the entries that carry it, and its name as a piece,
-/// hashed once (on the first thread to write one of them) for all of them: hashed for each, its
-/// 1.78 MB were most of such an entry's write (this machine: 1.0 ms an entry, against 0.2 ms for
-/// the entry's own bytes alone).
-pub(super) struct DictionaryRecord {
-    bytes: Box<[u8]>,
-    name: OnceLock<PieceName>,
-}
-
-impl DictionaryRecord {
-    fn new(bytes: &[u8]) -> DictionaryRecord {
-        DictionaryRecord {
-            bytes: bytes.into(),
-            name: OnceLock::new(),
-        }
-    }
-
-    /// Its name as a piece: the BLAKE3 of its bytes.
-    pub(super) fn name(&self) -> PieceName {
-        *self.name.get_or_init(|| piece_name(&self.bytes))
-    }
-}
-
-impl std::ops::Deref for DictionaryRecord {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.bytes
-    }
-}
 
 /// An entry's bytes while it waits. NVIDIA's cache data carries the driver's 1.78 MB dictionary
 /// in every pipeline it compiles after its first ~1,730: queued whole, 36 of them filled the
@@ -52,7 +22,9 @@ pub(super) enum Waiting {
     Apart {
         without: Vec<u8>,
         framing: Framing,
-        record: Arc<DictionaryRecord>,
+        /// The dictionary's whole record, named once (a [`KnownPiece`]) for the entries that
+        /// carry it: hashed again for each, its 1.78 MB were most of such an entry's write.
+        record: Arc<KnownPiece>,
     },
 }
 
@@ -84,20 +56,13 @@ impl Waiting {
         }
     }
 
-    /// [`Waiting::whole`], and where the dictionary's record stands in it, named: the held
-    /// record's very bytes are what [`Framing::put_back`] puts there, so the name holds, and the
-    /// record is not hashed again for each entry it is written with.
-    pub(super) fn whole_named(&self) -> (std::borrow::Cow<'_, [u8]>, Option<NamedRange>) {
-        let named = match self {
-            Waiting::Apart {
-                framing, record, ..
-            } => Some(NamedRange {
-                range: framing.dictionary_range(),
-                name: record.name(),
-            }),
+    /// The dictionary's record it holds apart, named: what [`Waiting::whole`] puts back, so that
+    /// the write names it without hashing it again.
+    pub(super) fn known_piece(&self) -> Option<&KnownPiece> {
+        match self {
+            Waiting::Apart { record, .. } => Some(record),
             Waiting::Whole(_) | Waiting::Taken(_) => None,
-        };
-        (self.whole(), named)
+        }
     }
 }
 
@@ -120,7 +85,7 @@ impl crate::store::QueuedData for Waiting {
 /// writer's life. A dictionary is known by its record's hash and length, as the driver names it
 /// (and as the layer hands it over: `dictionary.rs`); its record's head is compared too.
 #[derive(Default)]
-pub(super) struct Dictionaries(Mutex<VecDeque<(DictionaryId, Arc<DictionaryRecord>)>>);
+pub(super) struct Dictionaries(Mutex<VecDeque<(DictionaryId, Arc<KnownPiece>)>>);
 
 impl Dictionaries {
     pub(super) const KEPT: usize = 4;
@@ -134,7 +99,7 @@ impl Dictionaries {
     /// `data`, which `framing` frames, to wait in the queue with its dictionary's record set apart.
     pub(super) fn set_apart(&self, data: &[u8], framing: Framing) -> Waiting {
         let fresh = framing.dictionary_record(data);
-        let held = |all: &VecDeque<(DictionaryId, Arc<DictionaryRecord>)>| {
+        let held = |all: &VecDeque<(DictionaryId, Arc<KnownPiece>)>| {
             all.iter()
                 .find(|(id, record)| {
                     *id == framing.dictionary && record[..RECORD_HEAD] == fresh[..RECORD_HEAD]
@@ -143,8 +108,9 @@ impl Dictionaries {
         };
         let found = held(&self.0.locked());
         let record = found.unwrap_or_else(|| {
-            // Copied outside the lock: the other application threads never wait on 1.78 MB.
-            let record = Arc::new(DictionaryRecord::new(fresh));
+            // Copied and named outside the lock (once a dictionary, 0.5 ms): the other
+            // application threads never wait on 1.78 MB.
+            let record = Arc::new(KnownPiece::new(fresh));
             let mut all = self.0.locked();
             held(&all).unwrap_or_else(|| {
                 if all.len() == Self::KEPT {

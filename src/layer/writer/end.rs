@@ -6,12 +6,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::apart::{DictionaryRecord, Waiting};
+use super::apart::Waiting;
 use super::records::RecordJob;
 use super::{do_work, drain, grouped, Drain, Job, Work, Writer, WrittenFor};
 use crate::store::envelope::PayloadKind;
 use crate::store::files::Written;
-use crate::store::recipe::PieceName;
+use crate::store::recipe::KnownPiece;
 use crate::store::waiting::ToWait;
 use crate::store::{Queued, Store};
 use crate::sync::Unpoisoned;
@@ -293,7 +293,7 @@ impl Writer {
 /// at 16 threads on the H100 (700 MB made and hashed before a helper began).
 pub(super) fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Queued<Waiting>>)>) {
     for (store, jobs) in grouped(jobs, |(s, _, _)| s) {
-        let mut dictionaries: Vec<(&Arc<DictionaryRecord>, u32)> = Vec::new();
+        let mut dictionaries: Vec<(&Arc<KnownPiece>, u32)> = Vec::new();
         let own: Vec<std::borrow::Cow<'_, [u8]>> = jobs
             .iter()
             .map(|(_, _, data)| match &***data {
@@ -319,10 +319,8 @@ pub(super) fn expect_together(jobs: Vec<(Arc<Store>, PayloadKind, Arc<Queued<Wai
             .zip(&own)
             .map(|((_, kind, _), bytes)| (*kind, &bytes[..]))
             .collect();
-        let records: Vec<(PieceName, usize, u32)> = dictionaries
-            .iter()
-            .map(|(r, n)| (r.name(), r.len(), *n))
-            .collect();
+        let records: Vec<(&KnownPiece, u32)> =
+            dictionaries.iter().map(|(r, n)| (&***r, *n)).collect();
         store.expect_together(&payloads, &records);
     }
 }

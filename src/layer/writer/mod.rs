@@ -349,10 +349,12 @@ impl Writer {
         if let Some(job) = self.queue_job(job, true) {
             // Written from the data whole where the job holds it apart; the job, whose data
             // lookups find meanwhile, goes once it is written.
+            // The dictionary is named where the data carries the very bytes held apart.
+            let known = job.data.known_piece();
             let written = match &whole {
                 Some(whole) => job
                     .store
-                    .write_announced(&job.key, job.kind, whole, job.stamp),
+                    .write_announced_knowing(&job.key, job.kind, whole, known, job.stamp),
                 None => run(&job),
             };
             (self.on_written)(written, WrittenFor::Application);
@@ -568,9 +570,9 @@ fn run(job: &Job) -> Result<Written, StoreError> {
     {
         return Ok(Written::Skipped);
     }
-    let (whole, named) = job.data.whole_named();
+    let known = job.data.known_piece();
     job.store
-        .write_announced_naming(&job.key, job.kind, &whole, named.as_ref(), job.stamp)
+        .write_announced_knowing(&job.key, job.kind, &job.data.whole(), known, job.stamp)
 }
 
 /// `items` grouped by the store, record or other shared object each is for (by pointer), in the

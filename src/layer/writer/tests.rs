@@ -972,8 +972,9 @@ fn entries_holding_a_dictionary_apart_at_the_end_name_what_they_share_as_pieces_
     );
 }
 
-/// An entry holding NVIDIA's dictionary apart is written by the dictionary's name, hashed once
-/// for every entry that carries it, and its file is byte for byte the one its data whole writes
+/// An entry holding NVIDIA's dictionary apart is written knowing the dictionary's name (hashed
+/// once for every entry that carries it: `recipe::cut`'s test shows a record holding a known
+/// piece's bytes takes its name), and its file is byte for byte the one its data whole writes
 /// (the dictionary a piece both ways, the entry's own record inline).
 #[test]
 fn an_entry_holding_a_dictionary_apart_is_written_by_its_name_as_from_the_whole() {
@@ -1006,9 +1007,10 @@ fn an_entry_holding_a_dictionary_apart_is_written_by_its_name_as_from_the_whole(
     for n in 1..=3 {
         let d = data(n);
         let waiting = dictionaries.set_apart(&d, frame_bytes(&d).unwrap());
-        let (_, named) = waiting.whole_named();
-        let named = named.expect("the dictionary's record, named");
-        assert_eq!(&d[named.range.clone()], &dictionary[..]);
+        let known = waiting
+            .known_piece()
+            .expect("the dictionary's record, named");
+        assert_eq!(&known[..], &dictionary[..]);
         let job = Job::announced(stores[0].clone(), key(n), PayloadKind::Cache, waiting);
         run(&job).unwrap();
         stores[1]

@@ -90,14 +90,49 @@ impl<'a> Cut<'a> {
     }
 }
 
-/// A range of a payload whose bytes' piece name is known already, computed once from those very
-/// bytes by whoever put them there (NVIDIA's 1.78 MB dictionary record, put back into each entry
-/// that carries it: hashed again for each, it was most of such an entry's write), so that cutting
-/// the payload does not hash them again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamedRange {
-    pub range: std::ops::Range<usize>,
-    pub name: PieceName,
+/// Bytes and their name as a piece, hashed once where they are made (NVIDIA's 1.78 MB dictionary
+/// record, held once for every entry the writer queues that carries it: hashed again as each
+/// such entry was cut, it was most of the entry's write), so that cutting a payload that carries
+/// them names them without hashing them again. The name is always the BLAKE3 of the bytes (they
+/// are made together), and a payload's range takes it only where it holds these very bytes.
+pub struct KnownPiece {
+    bytes: Box<[u8]>,
+    name: PieceName,
+}
+
+impl KnownPiece {
+    pub fn new(bytes: &[u8]) -> KnownPiece {
+        KnownPiece {
+            bytes: bytes.into(),
+            name: piece_name(bytes),
+        }
+    }
+
+    pub fn name(&self) -> PieceName {
+        self.name
+    }
+
+    /// Test only: bytes under another name, to see which ranges take it.
+    #[cfg(test)]
+    fn named(bytes: &[u8], name: PieceName) -> KnownPiece {
+        KnownPiece {
+            bytes: bytes.into(),
+            name,
+        }
+    }
+}
+
+impl std::ops::Deref for KnownPiece {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl std::fmt::Debug for KnownPiece {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KnownPiece({} bytes)", self.bytes.len())
+    }
 }
 
 /// How a payload is written: its parts, with the bytes of every piece and list to keep first.
@@ -145,18 +180,18 @@ pub fn plan(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Planne
 
 /// [`plan`], a `binary` payload's binary (or a record of NVIDIA's cache data) a piece only where
 /// `shared` says so of its name, or where the payload carries it twice (a stage no other
-/// pipeline has stands inline: a piece of its own would cost a lookup a file); `named`, where
-/// given, is taken at its word for the bytes of its range.
+/// pipeline has stands inline: a piece of its own would cost a lookup a file); a range holding
+/// `known`'s bytes is named by it.
 pub fn plan_with<'a>(
     kind: PayloadKind,
     payload: &'a [u8],
     chunking: Chunking,
     shared: &dyn Fn(&PieceName) -> bool,
-    named: Option<&NamedRange>,
+    known: Option<&KnownPiece>,
 ) -> Vec<Planned<'a>> {
     let mut out = Vec::new();
     let mut run: Vec<(PieceName, &[u8])> = Vec::new();
-    for c in cut_with(kind, payload, chunking, shared, named) {
+    for c in cut_with(kind, payload, chunking, shared, known) {
         match c {
             Cut::Piece { name, bytes } => run.push((name, bytes)),
             Cut::Inline(b) => {
@@ -205,14 +240,14 @@ pub fn cut(kind: PayloadKind, payload: &[u8], chunking: Chunking) -> Vec<Cut<'_>
 }
 
 /// [`cut`], a `binary` payload's binary (or a record of NVIDIA's data) a piece only where
-/// `shared` says so of its name, or where the payload carries it twice; the bytes of `named`'s
-/// range by its name.
+/// `shared` says so of its name, or where the payload carries it twice; a range holding
+/// `known`'s bytes by its name.
 fn cut_with<'a>(
     kind: PayloadKind,
     payload: &'a [u8],
     chunking: Chunking,
     shared: &dyn Fn(&PieceName) -> bool,
-    named: Option<&NamedRange>,
+    known: Option<&KnownPiece>,
 ) -> Vec<Cut<'a>> {
     let mut cuts = Vec::new();
     match kind {
@@ -222,7 +257,7 @@ fn cut_with<'a>(
         {
             // NVIDIA's data is cut where its driver cuts it, record by record: pipelines that
             // share a stage, or hold a twin's data they were seeded with, carry the very record.
-            Some((min, Ok(ranges))) => cut_shared(&mut cuts, payload, ranges, min, shared, named),
+            Some((min, Ok(ranges))) => cut_shared(&mut cuts, payload, ranges, min, shared, known),
             _ if payload.len() >= chunking.from => {
                 let Chunking { min, avg, max, .. } = chunking;
                 let chunks = fastcdc::v2020::FastCDC::new(payload, min, avg, max);
@@ -241,7 +276,7 @@ fn cut_with<'a>(
             // A pipeline's only binary is the whole pipeline (RADV's compute pipelines): no other
             // pipeline shares it, and a piece of its own would cost every lookup a second file.
             Ok(ranges) if ranges.len() == 1 => push_inline(&mut cuts, payload),
-            Ok(ranges) => cut_shared(&mut cuts, payload, ranges, BINARY_PIECE_MIN, shared, named),
+            Ok(ranges) => cut_shared(&mut cuts, payload, ranges, BINARY_PIECE_MIN, shared, known),
             Err(_) => push_inline(&mut cuts, payload),
         },
     }
@@ -249,34 +284,32 @@ fn cut_with<'a>(
 }
 
 /// Whether one of NVIDIA's records `len` bytes long (its head included) may be a piece where
-/// `chunking` cuts a payload carrying it ([`cut_shared`]'s rule for a range); not one stands
-/// inline whoever carries it.
+/// `chunking` cuts a payload carrying it ([`cut_shared`]'s rule for a range); one that may not
+/// stands inline whoever carries it.
 pub fn record_may_be_a_piece(len: usize, chunking: Chunking) -> bool {
     chunking.records_from.is_some_and(|min| len >= min)
 }
 
 /// Cuts `payload` at `ranges` (a binary each, or a record each): each range of at least `min`
 /// bytes is named once; one the payload carries twice is a piece whatever `shared` says (it is
-/// kept once), any other as `shared` says; every other byte stands inline. A range that is
-/// `known`'s is named by it, not hashed.
+/// kept once), any other as `shared` says; every other byte stands inline. A range holding
+/// `known`'s bytes is named by it, compared (a fifth of hashing them), not hashed.
 fn cut_shared<'a>(
     cuts: &mut Vec<Cut<'a>>,
     payload: &'a [u8],
     ranges: Vec<std::ops::Range<usize>>,
     min: usize,
     shared: &dyn Fn(&PieceName) -> bool,
-    known: Option<&NamedRange>,
+    known: Option<&KnownPiece>,
 ) {
     let named: Vec<(std::ops::Range<usize>, PieceName)> = ranges
         .into_iter()
         .filter(|r| r.len() >= min)
         .map(|r| {
+            let bytes = &payload[r.clone()];
             let name = match known {
-                Some(known) if known.range == r => {
-                    debug_assert_eq!(known.name, piece_name(&payload[r.clone()]));
-                    known.name
-                }
-                _ => piece_name(&payload[r.clone()]),
+                Some(known) if **known == *bytes => known.name,
+                _ => piece_name(bytes),
             };
             (r, name)
         })
@@ -413,6 +446,35 @@ mod tests {
         assert_eq!(cuts.len(), 3);
         assert_eq!(cuts[1], Cut::piece(&big[..]));
         assert!(matches!(cuts[2], Cut::Inline(b) if b.ends_with(&tiny)));
+    }
+
+    /// A record holding a known piece's bytes is named by it, not hashed (here under a name
+    /// of the test's, to see it taken); a record of other bytes, as long, is hashed.
+    #[test]
+    fn a_record_holding_a_known_pieces_bytes_takes_its_name() {
+        use crate::store::nvidia_cache::tests::{nvidia_cache, record};
+        let (one, other) = (
+            record([1; 16], 1, &[7; 3000]),
+            record([2; 16], 2, &[8; 3000]),
+        );
+        let data = nvidia_cache(&[one.clone(), other.clone()]);
+        let known = KnownPiece::named(&one, [0xee; 32]);
+        let all = |_: &PieceName| true;
+        let names: Vec<PieceName> = cut_with(
+            PayloadKind::Cache,
+            &data,
+            Chunking::CHOSEN,
+            &all,
+            Some(&known),
+        )
+        .into_iter()
+        .filter_map(|c| match c {
+            Cut::Piece { name, .. } => Some(name),
+            Cut::Inline(_) => None,
+        })
+        .collect();
+        assert_eq!(names, [[0xee; 32], piece_name(&other)]);
+        assert_eq!(KnownPiece::new(&one).name(), piece_name(&one));
     }
 
     #[test]

@@ -698,12 +698,12 @@ pub fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     Ok(read_bounded_sized(path)?.map(|(bytes, _)| bytes))
 }
 
-/// The length a packed file's frame states it holds unpacked (`None` for a file not packed, one
-/// stating none, or one larger than a waiting file may be on disk): how `pipekeep verify` tells
-/// a packed file stating too much from one too large on disk.
+/// The length a packed file's frame states it holds unpacked, read from its head alone (`None`
+/// for a file not packed, or one whose frame states none): how `pipekeep verify` tells a packed
+/// file stating too much from one too large on disk.
 pub fn stated_unpacked_len(path: &Path) -> Option<u64> {
-    let on_disk = files::read_within(path, MOST_BYTES).ok()??;
-    compress::stated_len(on_disk.strip_prefix(MAGIC_PACKED.as_slice())?)
+    let head = files::read_at_most(path, (MAGIC_PACKED.len() + compress::FRAME_HEAD_MAX) as u64);
+    compress::stated_len(head.ok()?.strip_prefix(MAGIC_PACKED.as_slice())?)
 }
 
 /// [`read_bounded`], with the file's length on disk (what the bound counts).

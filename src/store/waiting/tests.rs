@@ -435,6 +435,9 @@ fn a_packed_file_damaged_gives_no_wrong_byte_and_one_stating_too_much_is_not_rea
         Some(too_much),
         "as verify reports it"
     );
+    let unpacked = dir.path().join("1-3-8.waiting");
+    fs::write(&unpacked, &sound_bytes).unwrap();
+    assert_eq!(stated_unpacked_len(&unpacked), None, "not packed");
     assert!(
         read_whole(&path).is_err() && !path.exists(),
         "removed unread"
