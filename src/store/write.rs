@@ -136,17 +136,6 @@ impl Store {
         let stamp = self.stamp_with_use(key, stamp);
         // In place or failed, the queue drops its data: either way no longer waiting (a failed
         // one is compiled again). The lookups' map is not touched here (`queued.rs`).
-        self.write_announced_now(key, kind, data, known, stamp)
-    }
-
-    fn write_announced_now(
-        &self,
-        key: &PipelineKey,
-        kind: envelope::PayloadKind,
-        data: &[u8],
-        known: Option<&recipe::KnownPiece>,
-        stamp: SystemTime,
-    ) -> Result<files::Written, StoreError> {
         if self.max_bytes == 0 {
             return Ok(files::Written::Skipped);
         }
