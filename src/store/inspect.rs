@@ -120,7 +120,8 @@ pub fn check_waiting(path: &Path, pieces: &Pieces) -> Result<waiting::CheckedFil
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
             let len = std::fs::metadata(path).map_or(0, |m| m.len());
-            let unpacked = waiting::stated_unpacked_len(path);
+            // Said only where that is why: a file too large on disk may state anything.
+            let unpacked = waiting::stated_unpacked_len(path).filter(|&u| u > waiting::MOST_BYTES);
             return Err(CheckError::WaitingTooLarge { len, unpacked });
         }
         Err(e) if super::files::is_not_a_file(&e) => return Err(EntryError::NotAFile.into()),

@@ -132,10 +132,10 @@ impl Store {
         known: Option<&recipe::KnownPiece>,
         stamp: SystemTime,
     ) -> Result<files::Written, StoreError> {
-        // Found while it waited: its file carries that use.
+        // Found while it waited: its file carries that use. In place or failed, the queue drops
+        // its data: either way no longer waiting (a failed one is compiled again). The lookups'
+        // map is not touched here (`queued.rs`).
         let stamp = self.stamp_with_use(key, stamp);
-        // In place or failed, the queue drops its data: either way no longer waiting (a failed
-        // one is compiled again). The lookups' map is not touched here (`queued.rs`).
         if self.max_bytes == 0 {
             return Ok(files::Written::Skipped);
         }

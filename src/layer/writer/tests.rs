@@ -1035,6 +1035,44 @@ fn an_entry_holding_a_dictionary_apart_is_written_by_its_name_as_from_the_whole(
     assert_eq!(kept, pieces(from_whole.path()));
 }
 
+/// The writer hands the store the dictionary's record it holds apart, named: a record under a
+/// name of the test's own (which no hash gives) is what the entry it writes lists.
+#[test]
+fn the_writer_names_the_dictionary_it_holds_apart_by_the_name_it_holds() {
+    use crate::store::envelope::listed_parts;
+    use crate::store::nvidia_cache::frame_bytes;
+    use crate::store::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
+    use crate::store::recipe::KnownPiece;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let dictionary = record(dictionary_key(), 42, &[9; 50_000]);
+    let data = nvidia_cache(&[record([1; 16], 1, &[1; 3000]), dictionary.clone()]);
+    let framing = frame_bytes(&data).unwrap();
+    let known = KnownPiece::named(&dictionary, [0xee; 32]);
+    // Told it is shared, the first entry carrying it names it (not inline, to be written again).
+    store.expect_together(&[], &[(&known, 2)]);
+    let waiting = Waiting::Apart {
+        without: framing.without_dictionary_in(&data),
+        framing,
+        record: Arc::new(known),
+    };
+    let key = PipelineKey {
+        spirv: [1; 16],
+        state: [1; 16],
+    };
+    run(&Job::announced(
+        store.clone(),
+        key,
+        PayloadKind::Cache,
+        waiting,
+    ))
+    .unwrap();
+    let listed = listed_parts(&std::fs::read(store.entry_path(&key)).unwrap())
+        .unwrap()
+        .1;
+    assert_eq!(listed, [[0xee; 32]]);
+}
+
 /// Every file under `dir`.
 fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();

@@ -114,7 +114,7 @@ impl KnownPiece {
 
     /// Test only: bytes under another name, to see which ranges take it.
     #[cfg(test)]
-    fn named(bytes: &[u8], name: PieceName) -> KnownPiece {
+    pub(crate) fn named(bytes: &[u8], name: PieceName) -> KnownPiece {
         KnownPiece {
             bytes: bytes.into(),
             name,

@@ -435,6 +435,21 @@ fn a_packed_file_damaged_gives_no_wrong_byte_and_one_stating_too_much_is_not_rea
         Some(too_much),
         "as verify reports it"
     );
+    // The longest head a frame may have (a window byte, a 4-byte dictionary ID, an 8-byte
+    // content size: 18 bytes), and nothing after it, is read whole.
+    let longest = [
+        &[0x28, 0xb5, 0x2f, 0xfd, 0xc3, 0x50, 1, 2, 3, 4][..],
+        &too_much.to_le_bytes(),
+    ]
+    .concat();
+    assert_eq!(longest.len(), compress::FRAME_HEAD_MAX);
+    let stating_longest = dir.path().join("1-4-8.waiting");
+    fs::write(&stating_longest, [&MAGIC_PACKED[..], &longest].concat()).unwrap();
+    assert_eq!(
+        stated_unpacked_len(&stating_longest),
+        Some(too_much),
+        "its head read whole"
+    );
     let unpacked = dir.path().join("1-3-8.waiting");
     fs::write(&unpacked, &sound_bytes).unwrap();
     assert_eq!(stated_unpacked_len(&unpacked), None, "not packed");
