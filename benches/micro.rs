@@ -297,10 +297,8 @@ fn dictionary_writes(entries: u32, rounds: usize) -> (Duration, Duration) {
         ])
     };
     let first = data(0);
-    let range = nvidia_cache::frame_bytes(&first)
-        .unwrap()
-        .dictionary_range();
-    let known = recipe::KnownPiece::new(&first[range]);
+    let framing = nvidia_cache::frame_bytes(&first).unwrap();
+    let known = recipe::KnownPiece::new(framing.dictionary_record(&first));
     // The identity the data's header names: an entry read back (its first holder written again
     // naming the dictionary) is its own.
     let nvidia = pipekeep::store::Identity {

@@ -251,11 +251,6 @@ impl Framing {
         &data[self.dictionary_record.clone()]
     }
 
-    /// Where the dictionary's whole record stands in the data (as [`Framing::put_back`] puts it).
-    pub fn dictionary_range(&self) -> Range<usize> {
-        self.dictionary_record.clone()
-    }
-
     /// The data as the driver wrote it, from [`Framing::without_dictionary_in`]'s bytes and the
     /// dictionary's record put back where it was.
     pub fn put_back(&self, without: &[u8], record: &[u8]) -> Vec<u8> {
@@ -312,6 +307,16 @@ pub(crate) mod tests {
         let mut key = [0xdd; 16];
         key[8..].copy_from_slice(DICTIONARY_NAME);
         key
+    }
+
+    /// The device [`nvidia_cache`]'s header names (its vendor, device and UUID).
+    pub fn identity() -> crate::store::Identity {
+        crate::store::Identity {
+            vendor_id: NVIDIA,
+            device_id: 0x2335,
+            cache_uuid: [0x5a; 16],
+            ..crate::store::envelope::tests::identity()
+        }
     }
 
     /// NVIDIA's cache data of `records`.

@@ -2404,13 +2404,7 @@ fn an_nvidia_entry_moves_unless_it_carries_the_drivers_dictionary() {
     let waiting_data = nvidia_cache(&[shared.clone(), record([4; 16], 4, &noise[4000..7000])]);
     let own = record([3; 16], 3, &noise[7000..10_000]);
     let dictionary = record(dictionary_key(), 5, &noise[10_000..]);
-    // The device `nvidia_cache`'s header names.
-    let nvidia = crate::store::identity::Identity {
-        vendor_id: crate::store::identity::NVIDIA,
-        device_id: 0x2335,
-        cache_uuid: [0x5a; 16],
-        ..identity()
-    };
+    let nvidia = crate::store::nvidia_cache::tests::identity();
     let open = |root: &Path, when| Store::open(root, "title", nvidia, 1 << 30, when).unwrap().0;
     for (with_dictionary, moved) in [(false, true), (true, false)] {
         let tmp = tempfile::tempdir().unwrap();

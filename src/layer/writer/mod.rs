@@ -347,9 +347,9 @@ impl Writer {
         };
         let job = Job::announced(store, key, kind, waiting);
         if let Some(job) = self.queue_job(job, true) {
-            // Written from the data whole where the job holds it apart; the job, whose data
-            // lookups find meanwhile, goes once it is written.
-            // The dictionary is named where the data carries the very bytes held apart.
+            // Written from the data whole where the job holds it apart (its dictionary named
+            // where the data carries the very bytes held); the job, whose data lookups find
+            // meanwhile, goes once it is written.
             let known = job.data.known_piece();
             let written = match &whole {
                 Some(whole) => job

@@ -979,28 +979,15 @@ fn entries_holding_a_dictionary_apart_at_the_end_name_what_they_share_as_pieces_
 #[test]
 fn an_entry_holding_a_dictionary_apart_is_written_by_its_name_as_from_the_whole() {
     use crate::store::nvidia_cache::frame_bytes;
-    use crate::store::nvidia_cache::tests::{dictionary_key, nvidia_cache, record};
+    use crate::store::nvidia_cache::tests::{dictionary_key, identity, nvidia_cache, record};
     let dictionary = record(dictionary_key(), 42, &[9; 50_000]);
     let data = |n: u8| nvidia_cache(&[record([n; 16], n.into(), &[n; 3000]), dictionary.clone()]);
-    let key = |n: u8| PipelineKey {
-        spirv: [n; 16],
-        state: [n; 16],
-    };
     let (by_name, from_whole) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // The identity the data's header names (read back, the first entry is written again naming
     // the dictionary once the second carries it).
-    let nvidia = crate::store::Identity {
-        vendor_id: 0x10de,
-        device_id: 0x2335,
-        cache_uuid: [0x5a; 16],
-        ..identity()
-    };
     let open = |dir: &std::path::Path| {
-        Arc::new(
-            Store::open(dir, "t", nvidia, 1 << 30, SystemTime::now())
-                .unwrap()
-                .0,
-        )
+        let when = SystemTime::now();
+        Arc::new(Store::open(dir, "t", identity(), 1 << 30, when).unwrap().0)
     };
     let stores = [by_name.path(), from_whole.path()].map(open);
     let dictionaries = Dictionaries::default();
@@ -1011,28 +998,27 @@ fn an_entry_holding_a_dictionary_apart_is_written_by_its_name_as_from_the_whole(
             .known_piece()
             .expect("the dictionary's record, named");
         assert_eq!(&known[..], &dictionary[..]);
-        let job = Job::announced(stores[0].clone(), key(n), PayloadKind::Cache, waiting);
+        let job = Job::announced(stores[0].clone(), key_of(n), PayloadKind::Cache, waiting);
         run(&job).unwrap();
         stores[1]
-            .write_announced(&key(n), PayloadKind::Cache, &d, job.stamp)
+            .write_announced(&key_of(n), PayloadKind::Cache, &d, job.stamp)
             .unwrap();
     }
     for n in 1..=3 {
-        let file = |store: &Store| std::fs::read(store.entry_path(&key(n))).unwrap();
+        let file = |store: &Store| std::fs::read(store.entry_path(&key_of(n))).unwrap();
         assert_eq!(file(&stores[0]), file(&stores[1]), "entry {n}");
     }
-    let pieces = |dir: &std::path::Path| {
-        let mut names: Vec<_> = walkdir(dir)
+    let pieces = |store: &Store| {
+        let mut names: Vec<_> = crate::store::pieces::listed(store.dir())
             .into_iter()
-            .filter(|p| p.to_string_lossy().contains("piece"))
-            .filter_map(|p| p.file_name().map(|n| n.to_os_string()))
+            .map(|(name, _)| name)
             .collect();
-        names.sort();
+        names.sort_unstable();
         names
     };
-    let kept = pieces(by_name.path());
+    let kept = pieces(&stores[0]);
     assert_eq!(kept.len(), 1, "the dictionary, once: {kept:?}");
-    assert_eq!(kept, pieces(from_whole.path()));
+    assert_eq!(kept, pieces(&stores[1]));
 }
 
 /// The writer hands the store the dictionary's record it holds apart, named: a record under a
@@ -1056,10 +1042,7 @@ fn the_writer_names_the_dictionary_it_holds_apart_by_the_name_it_holds() {
         framing,
         record: Arc::new(known),
     };
-    let key = PipelineKey {
-        spirv: [1; 16],
-        state: [1; 16],
-    };
+    let key = key_of(1);
     run(&Job::announced(
         store.clone(),
         key,
@@ -1071,18 +1054,6 @@ fn the_writer_names_the_dictionary_it_holds_apart_by_the_name_it_holds() {
         .unwrap()
         .1;
     assert_eq!(listed, [[0xee; 32]]);
-}
-
-/// Every file under `dir`.
-fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        match entry.file_type().unwrap().is_dir() {
-            true => out.extend(walkdir(&entry.path())),
-            false => out.push(entry.path()),
-        }
-    }
-    out
 }
 
 /// While the application builds, the thread takes the record's pipelines a few at a time, so that
